@@ -1,0 +1,150 @@
+//! JSON <-> Rhai values. The mapping is one to one: null is `()`, integers are `INT` (i64),
+//! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
+//! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
+
+use rhai::{Array, Dynamic, ImmutableString, Map};
+use serde_json::Value;
+
+/// Why a Rhai value is not JSON, and where in it (segments innermost first while unwinding).
+#[derive(Debug)]
+pub(crate) struct ConvertError {
+    reversed_path: Vec<String>,
+    pub message: String,
+}
+
+impl ConvertError {
+    fn new(message: String) -> ConvertError {
+        ConvertError {
+            reversed_path: Vec::new(),
+            message,
+        }
+    }
+
+    fn within(mut self, segment: String) -> ConvertError {
+        self.reversed_path.push(segment);
+        self
+    }
+
+    /// A path like `.attachments[2].metadata`, empty for the value itself.
+    pub fn path(&self) -> String {
+        self.reversed_path.iter().rev().cloned().collect()
+    }
+}
+
+pub(crate) fn to_dynamic(value: &Value) -> Dynamic {
+    match value {
+        Value::Null => Dynamic::UNIT,
+        Value::Bool(b) => Dynamic::from_bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Dynamic::from_int(i),
+            // u64 above i64::MAX has no Rhai integer; the nearest float is the faithful-est.
+            None => Dynamic::from_float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Dynamic::from(ImmutableString::from(s.as_str())),
+        Value::Array(items) => Dynamic::from_array(items.iter().map(to_dynamic).collect::<Array>()),
+        Value::Object(map) => Dynamic::from_map(
+            map.iter()
+                .map(|(k, v)| (k.as_str().into(), to_dynamic(v)))
+                .collect::<Map>(),
+        ),
+    }
+}
+
+pub(crate) fn from_dynamic(value: Dynamic) -> Result<Value, ConvertError> {
+    // Values captured by closures are shared; read through the lock.
+    let value = if value.is_shared() {
+        value.flatten()
+    } else {
+        value
+    };
+    if value.is_unit() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = value.as_bool() {
+        return Ok(Value::Bool(b));
+    }
+    if let Ok(i) = value.as_int() {
+        return Ok(Value::from(i));
+    }
+    if let Ok(f) = value.as_float() {
+        return serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| ConvertError::new(format!("{f} is not a JSON number")));
+    }
+    if value.is_string() {
+        let s = value
+            .into_immutable_string()
+            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
+        return Ok(Value::String(s.to_string()));
+    }
+    if let Ok(c) = value.as_char() {
+        return Ok(Value::String(c.to_string()));
+    }
+    if value.is_array() {
+        let items = value
+            .into_array()
+            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
+        return items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| from_dynamic(item).map_err(|e| e.within(format!("[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array);
+    }
+    if value.is_blob() {
+        let bytes = value
+            .into_blob()
+            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
+        return Ok(Value::Array(bytes.into_iter().map(Value::from).collect()));
+    }
+    if value.is_map() {
+        let map = value.cast::<Map>();
+        return map
+            .into_iter()
+            .map(|(k, v)| {
+                let key = k.to_string();
+                from_dynamic(v)
+                    .map(|v| (key.clone(), v))
+                    .map_err(|e| e.within(segment(&key)))
+            })
+            .collect::<Result<serde_json::Map<_, _>, _>>()
+            .map(Value::Object);
+    }
+    Err(ConvertError::new(format!(
+        "a value of type {} is not JSON",
+        value.type_name()
+    )))
+}
+
+/// `.name` for plain keys, `["app.kubernetes.io/name"]` for the rest.
+pub(crate) fn segment(key: &str) -> String {
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        format!(".{key}")
+    } else {
+        format!("[{key:?}]")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_round_trips_through_dynamic() {
+        let value = json!({
+            "null": null, "t": true, "int": -3, "big": 9007199254740993i64, "float": 2.0,
+            "list": [[], {}, [1, [2]]], "empty_map": {}, "empty_list": [], "s": "ü \u{1F600}"
+        });
+        assert_eq!(from_dynamic(to_dynamic(&value)).unwrap(), value);
+    }
+
+    #[test]
+    fn non_json_values_name_their_path() {
+        let mut map = Map::new();
+        map.insert("a.b".into(), Dynamic::from_array(vec![Dynamic::from_float(f64::NAN)]));
+        let err = from_dynamic(Dynamic::from_map(map)).unwrap_err();
+        assert_eq!(err.path(), "[\"a.b\"][0]");
+        assert!(err.message.contains("NaN"), "{}", err.message);
+    }
+}
