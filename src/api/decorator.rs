@@ -1,0 +1,46 @@
+//! The DecoratorController custom resource (Metacontroller's API, with script hooks).
+
+use super::{ChildRule, ControllerStatus, Hook, ResourceRule};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Adds attachments, labels, annotations and status to every object matching `resources`.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "metascript.dev",
+    version = "v1alpha1",
+    kind = "DecoratorController",
+    shortname = "dec",
+    status = "ControllerStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Targets","type":"integer","jsonPath":".status.targets"}"#,
+    printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
+    printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+    printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DecoratorControllerSpec {
+    /// The types and selectors of the objects to decorate.
+    #[schemars(length(min = 1))]
+    pub resources: Vec<ResourceRule>,
+    /// The types of object the hooks may attach to a target.
+    #[serde(default)]
+    pub attachments: Vec<ChildRule>,
+    /// Re-sync every target this often even when nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub resync_period_seconds: Option<i64>,
+    pub hooks: DecoratorHooks,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DecoratorHooks {
+    pub sync: Hook,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalize: Option<Hook>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customize: Option<Hook>,
+}

@@ -1,0 +1,44 @@
+//! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
+
+use super::{ChildRule, ControllerStatus, Hook, ResourceRef};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "metascript.dev",
+    version = "v1alpha1",
+    kind = "MapController",
+    shortname = "mapc",
+    status = "ControllerStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
+    printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
+    printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+    printcolumn = r#"{"name":"Map-Script","type":"string","jsonPath":".status.scripts.map.digest","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MapControllerSpec {
+    /// The policy objects that select inputs and own the outputs.
+    pub parent_resource: ResourceRef,
+    /// The types of the (non-owned) objects fed to the map hook, one at a time.
+    #[schemars(length(min = 1))]
+    pub input_resources: Vec<ResourceRef>,
+    /// The types of object the map hook may return.
+    #[schemars(length(min = 1))]
+    pub output_resources: Vec<ChildRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub resync_period_seconds: Option<i64>,
+    pub hooks: MapHooks,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MapHooks {
+    pub map: Hook,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<Hook>,
+}

@@ -1,0 +1,10 @@
+//! metascript: DecoratorController and MapController hooks as embedded Rhai and Lua scripts.
+//!
+//! The crate is layered so the sync logic stays pure: `api` holds the custom resource types,
+//! `script` the engines and sandbox, `hooks` turns a controller's hook spec into a runnable script,
+//! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
+
+pub mod api;
+pub mod script;
+pub mod selector;
+pub mod testing;
