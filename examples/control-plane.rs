@@ -1,0 +1,52 @@
+//! Starts a throwaway Kubernetes control plane on loopback for the demo and for poking around.
+//!
+//! ```sh
+//! hack/control-plane/build.sh            # once; cached afterwards
+//! cargo run --example control-plane
+//! ```
+//!
+//! It prints the `KUBECONFIG` to export, then runs until Ctrl-C (or SIGTERM) and cleans up.
+
+use metascript::testing::ControlPlane;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "metascript=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let started = std::time::Instant::now();
+    let plane = ControlPlane::start().await?;
+    let client = plane.client().await?;
+    let version = client.apiserver_version().await?;
+
+    println!(
+        "Kubernetes {} is up at {} (started in {:.1?}).",
+        version.git_version,
+        plane.server(),
+        started.elapsed()
+    );
+    println!();
+    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!("  kubectl get namespaces");
+    println!();
+    println!(
+        "kubectl is not built by default: METASCRIPT_BUILD_KUBECTL=1 hack/control-plane/build.sh \
+         puts it next to the other binaries."
+    );
+    println!("Logs are in {}.", plane.dir().display());
+    println!("Press Ctrl-C to stop and clean up.");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = term.recv() => {}
+    }
+    println!("Stopping...");
+    drop(plane);
+    Ok(())
+}

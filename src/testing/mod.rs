@@ -1,0 +1,8 @@
+//! Support for tests, benchmarks and the demo that need a real Kubernetes API.
+//!
+//! [`ControlPlane`] starts etcd, kube-apiserver and kube-controller-manager on loopback from
+//! binaries built by `hack/control-plane/build.sh`. Nothing here is used by the operator itself.
+
+mod control_plane;
+
+pub use control_plane::{BIN_DIR_ENV, ControlPlane, ControlPlaneError, default_bin_dir};
