@@ -12,6 +12,8 @@ use super::{CallSetup, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, VmState};
 use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The chunk name; Luau prefixes messages with `hook:<line>:`, which is how lines are found.
 const CHUNK: &str = "hook";
@@ -87,9 +89,22 @@ pub(crate) fn call(bytecode: &[u8], request: &Value, setup: &CallSetup) -> Resul
     install_globals(&lua, &markers, setup).map_err(internal)?;
     let budget = setup.budget.clone();
     let limits = setup.limits;
-    lua.set_interrupt(move |_| match budget.tick() {
+    // The line the script was running when a budget ran out; the error raised from the interrupt
+    // carries no position of its own.
+    let stopped_at = Arc::new(AtomicU32::new(0));
+    let stopped_at_writer = stopped_at.clone();
+    lua.set_interrupt(move |lua| match budget.tick() {
         Ok(()) => Ok(VmState::Continue),
-        Err(limit) => Err(mlua::Error::runtime(limits.describe(limit))),
+        Err(limit) => {
+            if stopped_at_writer.load(Ordering::Relaxed) == 0 {
+                let line = (0..8)
+                    .filter_map(|level| lua.inspect_stack(level, |d| d.current_line()).flatten())
+                    .find(|line| *line > 0)
+                    .unwrap_or(0);
+                stopped_at_writer.store(u32::try_from(line).unwrap_or(0), Ordering::Relaxed);
+            }
+            Err(mlua::Error::runtime(limits.describe(limit)))
+        }
     });
     // Freezes the standard library and globals; the script's own globals go to a per-thread
     // table, so even within the call it cannot modify what helpers rely on.
@@ -108,12 +123,18 @@ pub(crate) fn call(bytecode: &[u8], request: &Value, setup: &CallSetup) -> Resul
         let results: MultiValue = chunk.call(())?;
         Ok(results.into_iter().next().unwrap_or(LuaValue::Nil))
     };
-    let value = run().map_err(|error| map_error(&error, setup))?;
+    let value = run().map_err(|error| {
+        let error = map_error(&error, setup);
+        match stopped_at.load(Ordering::Relaxed) {
+            0 => error,
+            line => error.at(&setup.script.code, Some(line), None),
+        }
+    })?;
     let response = from_lua(&markers, value).map_err(|e| match e.lua {
         Some(error) => map_error(&error, setup),
         None => setup.error(
             ScriptErrorKind::Conversion,
-            format!("the script's value{} is not JSON: {}", e.path(), e.message),
+            format!("response{} is not JSON: {}", e.path(), e.message),
             None,
             None,
         ),
@@ -289,7 +310,8 @@ fn safe_os(lua: &Lua, setup: &CallSetup) -> mlua::Result<Table> {
 /// Splits `hook:12: message` (or `:12: message` from the compiler) into the line and the message.
 fn split_location(text: &str) -> (Option<u32>, String) {
     let first_line = text.lines().next().unwrap_or_default();
-    for prefix in [format!("{CHUNK}:"), format!("[string \"{CHUNK}\"]:"), ":".into()] {
+    // The compiler reports `<line>: message`, the VM `hook:<line>: message`.
+    for prefix in [format!("{CHUNK}:"), ":".into(), String::new()] {
         if let Some(rest) = first_line.strip_prefix(prefix.as_str())
             && let Some((digits, message)) = rest.split_once(':')
             && let Ok(line) = digits.trim().parse::<u32>()

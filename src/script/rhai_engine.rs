@@ -120,11 +120,15 @@ impl RhaiEngines {
             let _active = ActiveGuard::enter(setup.env.clone(), setup.budget.clone());
             engine.eval_ast_with_scope::<Dynamic>(&mut scope, ast)
         };
-        let value = result.map_err(|error| map_error(&error, setup))?;
+        // Rhai checks sizes as values are built, except a map grown by `m[key] = v`; checking
+        // the response closes that gap for what leaves the script.
+        let value = result
+            .and_then(|value| engine.check_data_size_of(value))
+            .map_err(|error| map_error(&error, setup))?;
         let response = from_dynamic(value).map_err(|e| {
             setup.error(
                 ScriptErrorKind::Conversion,
-                format!("the script's value{} is not JSON: {}", e.path(), e.message),
+                format!("response{} is not JSON: {}", e.path(), e.message),
                 None,
                 None,
             )
@@ -133,6 +137,17 @@ impl RhaiEngines {
             return Err(setup.limit_error(limit, None));
         }
         Ok(response)
+    }
+}
+
+trait CheckSize {
+    fn check_data_size_of(&self, value: Dynamic) -> Result<Dynamic, Box<EvalAltResult>>;
+}
+
+impl CheckSize for Engine {
+    fn check_data_size_of(&self, value: Dynamic) -> Result<Dynamic, Box<EvalAltResult>> {
+        self.ensure_data_size_within_limits(&value)?;
+        Ok(value)
     }
 }
 
