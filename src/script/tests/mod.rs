@@ -3,6 +3,7 @@
 
 mod contract;
 mod errors;
+mod examples;
 mod helpers;
 mod limits;
 mod roundtrip;
