@@ -5,6 +5,9 @@
 //! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
 
 pub mod api;
+pub mod controllers;
+pub mod object;
+pub mod resources;
 pub mod script;
 pub mod selector;
 pub mod testing;

@@ -1,0 +1,295 @@
+//! MapController planning: which inputs a parent selects, the key tying outputs to their input,
+//! the map and tombstone requests, the plans for live and detached output groups, and the
+//! status aggregated on the parent.
+
+use super::children::{self, ChildType};
+use super::plan::{Plan, StatusChange};
+use super::response::{self, InvalidResponse};
+use super::{MAP_KEY_LABEL, MAP_LABEL};
+use crate::api::MapController;
+use crate::object::{self, ObjectKey};
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::selector::{LabelSelector, SelectorError};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A MapController with its resource types resolved.
+#[derive(Clone, Debug)]
+pub struct Mapper {
+    pub name: String,
+    /// The controller object exactly as hooks receive it in `controller`.
+    pub controller_json: Value,
+    pub parent: ResourceType,
+    pub inputs: Vec<ResourceType>,
+    pub outputs: Vec<ChildType>,
+    pub has_tombstone: bool,
+}
+
+/// A parent whose `spec.selector` cannot be read. Its outputs are left alone: an unreadable
+/// selector must not look like "no inputs", which would detach every output.
+#[derive(Debug, thiserror::Error)]
+#[error("parent {parent}: spec.selector is invalid: {source}")]
+pub struct InvalidSelector {
+    pub parent: String,
+    #[source]
+    pub source: SelectorError,
+}
+
+impl Mapper {
+    pub fn new(
+        controller: &MapController,
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Mapper, ResolveError> {
+        let spec = &controller.spec;
+        let inputs = spec
+            .input_resources
+            .iter()
+            .map(|reference| resolver.resolve(reference))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outputs = spec
+            .output_resources
+            .iter()
+            .map(|rule| {
+                Ok(ChildType {
+                    rule: rule.clone(),
+                    resource: resolver.resolve(&rule.resource_ref())?,
+                })
+            })
+            .collect::<Result<Vec<_>, ResolveError>>()?;
+        let mut controller_json = serde_json::to_value(controller).unwrap_or(Value::Null);
+        if let Some(map) = controller_json.as_object_mut() {
+            map.insert("apiVersion".into(), "metascript.dev/v1alpha1".into());
+            map.insert("kind".into(), "MapController".into());
+        }
+        Ok(Mapper {
+            name: kube::ResourceExt::name_any(controller),
+            controller_json,
+            parent: resolver.resolve(&spec.parent_resource)?,
+            inputs,
+            outputs,
+            has_tombstone: spec.hooks.tombstone.is_some(),
+        })
+    }
+
+    /// The parent's duck-typed `spec.selector`; missing or empty selects every input in scope.
+    pub fn parent_selector(&self, parent: &Value) -> Result<LabelSelector, InvalidSelector> {
+        LabelSelector::from_json(parent.pointer("/spec/selector").unwrap_or(&Value::Null)).map_err(
+            |source| InvalidSelector {
+                parent: ObjectKey::of(parent).to_string(),
+                source,
+            },
+        )
+    }
+
+    /// Whether `input` feeds `parent`: of an input type, in the parent's namespace (any namespace
+    /// for a cluster-scoped parent), matching the selector, and not controlled by the parent
+    /// itself (which guards a type that is both input and output against recursion).
+    pub fn selects_input(&self, parent: &Value, selector: &LabelSelector, input: &Value) -> bool {
+        self.inputs.iter().any(|t| t.describes(input))
+            && (!self.parent.namespaced || object::namespace(input) == object::namespace(parent))
+            && !object::is_controlled_by(input, parent)
+            && selector.matches(&object::labels(input))
+    }
+
+    /// The opaque, stable, label-safe key of an input: a digest of its group, kind, namespace
+    /// and name. A deleted and recreated input keeps its key and so finds its old outputs.
+    pub fn map_key(input: &Value) -> String {
+        object::short_digest(&format!(
+            "{}/{}/{}/{}",
+            object::group_of(object::api_version(input)),
+            object::kind(input),
+            object::namespace(input).unwrap_or_default(),
+            object::name(input)
+        ))
+    }
+
+    /// Whether `output` is one of this controller's outputs under `parent`.
+    pub fn owns(&self, parent: &Value, output: &Value) -> bool {
+        object::label(output, MAP_LABEL) == Some(self.name.as_str())
+            && object::is_controlled_by(output, parent)
+            && self.outputs.iter().any(|t| t.resource.describes(output))
+    }
+
+    /// Owned outputs grouped by map key (outputs without a key are ignored).
+    pub fn group_by_key<'a>(
+        &self,
+        outputs: impl IntoIterator<Item = &'a Value>,
+    ) -> BTreeMap<String, Vec<&'a Value>> {
+        let mut groups: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+        for output in outputs {
+            if let Some(key) = object::label(output, MAP_KEY_LABEL) {
+                groups.entry(key.to_string()).or_default().push(output);
+            }
+        }
+        groups
+    }
+
+    fn grouped_outputs(&self, parent: &Value, outputs: &[&Value]) -> Value {
+        children::group_for_request(
+            parent,
+            self.outputs.iter().map(|t| &t.resource),
+            outputs.iter().copied(),
+        )
+    }
+
+    pub fn map_request(&self, parent: &Value, input: &Value, outputs: &[&Value]) -> Value {
+        json!({
+            "controller": self.controller_json,
+            "parent": parent,
+            "mapKey": Mapper::map_key(input),
+            "input": input,
+            "outputs": self.grouped_outputs(parent, outputs),
+        })
+    }
+
+    /// Converges one input's outputs to what the map hook returned.
+    pub fn plan_map(
+        &self,
+        parent: &Value,
+        map_key: &str,
+        observed: &[&Value],
+        response: &Value,
+    ) -> Result<Plan, InvalidResponse> {
+        let fields = response::fields(response)?;
+        let desired = children::desired_children(
+            response::list(fields, "outputs")?,
+            "outputs",
+            parent,
+            self.parent.namespaced,
+            &self.outputs,
+            &[(MAP_LABEL, &self.name), (MAP_KEY_LABEL, map_key)],
+        )?;
+        let (apply, delete) = children::reconcile(
+            desired,
+            observed,
+            &self.outputs,
+            "no longer returned by the map hook",
+        );
+        Ok(Plan {
+            apply,
+            delete,
+            ..Plan::default()
+        })
+    }
+
+    pub fn tombstone_request(&self, parent: &Value, map_key: &str, outputs: &[&Value]) -> Value {
+        json!({
+            "controller": self.controller_json,
+            "parent": parent,
+            "mapKey": map_key,
+            "outputs": self.grouped_outputs(parent, outputs),
+        })
+    }
+
+    /// Deletes the detached outputs the tombstone hook did not ask to keep. Kept outputs are
+    /// named by type, namespace and name; anything else in the response is an error.
+    pub fn plan_tombstone(
+        &self,
+        parent: &Value,
+        detached: &[&Value],
+        response: &Value,
+    ) -> Result<Plan, InvalidResponse> {
+        let fields = response::fields(response)?;
+        let observed: BTreeMap<ObjectKey, &Value> =
+            detached.iter().map(|o| (ObjectKey::of(o), *o)).collect();
+        let mut keep = BTreeSet::new();
+        for (index, item) in response::list(fields, "outputs")?.iter().enumerate() {
+            let mut key = ObjectKey::of(item);
+            if key.namespace.is_none() {
+                key.namespace = object::namespace(parent).map(str::to_string);
+            }
+            let found = observed.contains_key(&key) || {
+                key.namespace = None;
+                observed.contains_key(&key)
+            };
+            if !found {
+                return Err(InvalidResponse::new(
+                    format!("outputs[{index}]"),
+                    format!(
+                        "{} is not one of the detached outputs of this map key (the tombstone \
+                         hook can only keep outputs it was sent)",
+                        ObjectKey::of(item)
+                    ),
+                ));
+            }
+            keep.insert(key);
+        }
+        Ok(Plan {
+            delete: detached
+                .iter()
+                .filter(|o| !keep.contains(&ObjectKey::of(o)) && !object::is_deleting(o))
+                .map(|o| children::deletion(o, "input is gone and the tombstone hook did not keep it"))
+                .collect(),
+            ..Plan::default()
+        })
+    }
+
+    /// Without a tombstone hook, detached outputs are deleted.
+    pub fn plan_detached(&self, detached: &[&Value]) -> Plan {
+        Plan {
+            delete: detached
+                .iter()
+                .filter(|o| !object::is_deleting(o))
+                .map(|o| children::deletion(o, "input is gone"))
+                .collect(),
+            ..Plan::default()
+        }
+    }
+
+    /// The aggregated status: per input type the number selected, per output type the number
+    /// owned and, per condition type seen on them, how many have it True. Returns a change only
+    /// when it differs from the parent's current status.
+    pub fn aggregate_status(
+        &self,
+        parent: &Value,
+        selected_inputs: &[&Value],
+        owned_outputs: &[&Value],
+    ) -> Option<StatusChange> {
+        let mut inputs = Map::new();
+        for resource in &self.inputs {
+            let total = selected_inputs.iter().filter(|i| resource.describes(i)).count();
+            inputs.insert(resource.plural.clone(), json!({"total": total}));
+        }
+        let mut outputs = Map::new();
+        for child in &self.outputs {
+            let of_type: Vec<&&Value> = owned_outputs
+                .iter()
+                .filter(|o| child.resource.describes(o))
+                .collect();
+            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+            for output in &of_type {
+                let conditions = output.pointer("/status/conditions").and_then(Value::as_array);
+                for condition in conditions.into_iter().flatten() {
+                    let Some(kind) = condition.get("type").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let count = counts.entry(lower_camel(kind)).or_default();
+                    if condition.get("status").and_then(Value::as_str) == Some("True") {
+                        *count += 1;
+                    }
+                }
+            }
+            let mut entry = Map::new();
+            entry.insert("total".into(), of_type.len().into());
+            for (kind, count) in counts {
+                entry.entry(kind).or_insert(count.into());
+            }
+            outputs.insert(child.resource.plural.clone(), Value::Object(entry));
+        }
+        let current = json!({
+            "inputs": parent.pointer("/status/inputs").cloned().unwrap_or(Value::Null),
+            "outputs": parent.pointer("/status/outputs").cloned().unwrap_or(Value::Null),
+        });
+        let desired = json!({"inputs": inputs, "outputs": outputs});
+        object::merge_patch(&current, &desired).map(StatusChange::Merge)
+    }
+}
+
+/// `Ready` → `ready`, `FileSystemResizePending` → `fileSystemResizePending`.
+fn lower_camel(kind: &str) -> String {
+    let mut chars = kind.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}

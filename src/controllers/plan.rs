@@ -1,0 +1,78 @@
+//! What one sync decided: the writes the operator performs, `render` prints and tests inspect.
+
+use crate::object::ObjectKey;
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Children to create or update with server-side apply, complete with owner reference,
+    /// labels and applied digest.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub apply: Vec<Value>,
+    /// Children to delete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub delete: Vec<Deletion>,
+    /// JSON merge patch of the parent's or target's metadata (labels and annotations only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_patch: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusChange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<FinalizerChange>,
+    /// The hook asked to be called again for this object after this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_after_seconds: Option<f64>,
+}
+
+impl Plan {
+    /// True when carrying out the plan writes nothing.
+    pub fn is_noop(&self) -> bool {
+        self.apply.is_empty()
+            && self.delete.is_empty()
+            && self.metadata_patch.is_none()
+            && self.status.is_none()
+            && self.finalizer.is_none()
+    }
+
+    /// Appends another plan's writes (used when one parent's work is computed in pieces).
+    pub fn merge(&mut self, other: Plan) {
+        self.apply.extend(other.apply);
+        self.delete.extend(other.delete);
+        self.metadata_patch = self.metadata_patch.take().or(other.metadata_patch);
+        self.status = self.status.take().or(other.status);
+        self.finalizer = self.finalizer.take().or(other.finalizer);
+        self.resync_after_seconds = match (self.resync_after_seconds, other.resync_after_seconds) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deletion {
+    #[serde(flatten)]
+    pub key: ObjectKey,
+    /// Deletion is conditioned on this uid, so a newer object with the same name is never hit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StatusChange {
+    /// Replace `status` entirely (the decorator's `status` response field).
+    Replace(Value),
+    /// Merge these fields into `status` (the map controller's aggregated counts).
+    Merge(Value),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FinalizerChange {
+    Add(String),
+    Remove(String),
+}

@@ -1,0 +1,291 @@
+//! Reading the common fields of Kubernetes objects held as JSON, and naming them.
+//!
+//! Hooks see objects as plain JSON, so the controllers keep them that way instead of converting
+//! to typed structs and back.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
+    object.pointer(pointer).and_then(Value::as_str)
+}
+
+pub fn name(object: &Value) -> &str {
+    str_at(object, "/metadata/name").unwrap_or_default()
+}
+
+pub fn namespace(object: &Value) -> Option<&str> {
+    str_at(object, "/metadata/namespace").filter(|ns| !ns.is_empty())
+}
+
+pub fn uid(object: &Value) -> Option<&str> {
+    str_at(object, "/metadata/uid").filter(|uid| !uid.is_empty())
+}
+
+pub fn api_version(object: &Value) -> &str {
+    str_at(object, "/apiVersion").unwrap_or_default()
+}
+
+pub fn kind(object: &Value) -> &str {
+    str_at(object, "/kind").unwrap_or_default()
+}
+
+/// A string map under `metadata` (labels, annotations); empty when absent or malformed.
+pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
+    object
+        .get("metadata")
+        .and_then(|metadata| metadata.get(field))
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn labels(object: &Value) -> BTreeMap<String, String> {
+    string_map(object, "labels")
+}
+
+pub fn annotations(object: &Value) -> BTreeMap<String, String> {
+    string_map(object, "annotations")
+}
+
+pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .get("metadata")?
+        .get("labels")?
+        .get(key)?
+        .as_str()
+}
+
+pub fn is_deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+pub fn finalizers(object: &Value) -> Vec<&str> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+pub fn has_finalizer(object: &Value, finalizer: &str) -> bool {
+    finalizers(object).contains(&finalizer)
+}
+
+/// The owner reference with `controller: true`, if any.
+pub fn controller_ref(object: &Value) -> Option<&Value> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+/// Whether `owner` is the controller of `object`. Compared by uid; objects read from files for
+/// `render` may have no uid, and then kind and name decide.
+pub fn is_controlled_by(object: &Value, owner: &Value) -> bool {
+    let Some(reference) = controller_ref(object) else {
+        return false;
+    };
+    match (reference.get("uid").and_then(Value::as_str), uid(owner)) {
+        (Some(reference_uid), Some(owner_uid)) => reference_uid == owner_uid,
+        _ => {
+            str_at(reference, "/kind") == Some(kind(owner))
+                && str_at(reference, "/name") == Some(name(owner))
+                && group_of(str_at(reference, "/apiVersion").unwrap_or_default())
+                    == group_of(api_version(owner))
+        }
+    }
+}
+
+/// The controller owner reference a child of `owner` carries.
+pub fn owner_reference(owner: &Value) -> Value {
+    let mut reference = Map::new();
+    reference.insert("apiVersion".into(), api_version(owner).into());
+    reference.insert("kind".into(), kind(owner).into());
+    reference.insert("name".into(), name(owner).into());
+    if let Some(uid) = uid(owner) {
+        reference.insert("uid".into(), uid.into());
+    }
+    reference.insert("controller".into(), true.into());
+    reference.insert("blockOwnerDeletion".into(), true.into());
+    Value::Object(reference)
+}
+
+/// The group part of an apiVersion (`""` for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
+}
+
+/// The object's metadata map, created if missing. Fails only when `object` is not a map.
+pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let map = object.as_object_mut()?;
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    metadata.as_object_mut()
+}
+
+/// Sets `metadata.<field>.<key> = value` (labels or annotations), creating the maps as needed.
+pub fn set_string(object: &mut Value, field: &str, key: &str, value: &str) {
+    if let Some(metadata) = metadata_mut(object) {
+        let map = metadata
+            .entry(field)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !map.is_object() {
+            *map = Value::Object(Map::new());
+        }
+        if let Some(map) = map.as_object_mut() {
+            map.insert(key.to_string(), value.into());
+        }
+    }
+}
+
+/// Whether every field set in `desired` has the same value in `observed`: maps recursively, lists
+/// of the same length element by element. Fields the server or others added are ignored, so an
+/// object that already has everything the hook asked for needs no write.
+pub fn is_subset(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(want), Value::Object(have)) => want
+            .iter()
+            .all(|(key, value)| have.get(key).is_some_and(|actual| is_subset(value, actual))),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| is_subset(w, h))
+        }
+        (Value::Number(want), Value::Number(have)) => want.as_f64() == have.as_f64(),
+        _ => desired == observed,
+    }
+}
+
+/// Identifies one object: its type (as `<Kind>.<apiVersion>`), namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectKey {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn of(object: &Value) -> ObjectKey {
+        ObjectKey {
+            api_version: api_version(object).to_string(),
+            kind: kind(object).to_string(),
+            namespace: namespace(object).map(str::to_string),
+            name: name(object).to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{} ", self.kind, self.api_version)?;
+        if let Some(namespace) = &self.namespace {
+            write!(f, "{namespace}/")?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
+/// A short, label-safe digest of a string (hex, 32 characters).
+pub fn short_digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(text.as_bytes())[..16])
+}
+
+/// The JSON merge patch (RFC 7386) that turns `current` into `desired`, or None when they are
+/// equal. Keys only in `current` are removed with null.
+pub fn merge_patch(current: &Value, desired: &Value) -> Option<Value> {
+    match (current, desired) {
+        (Value::Object(have), Value::Object(want)) => {
+            let mut patch = Map::new();
+            for (key, value) in want {
+                let nested = match have.get(key) {
+                    Some(existing) => merge_patch(existing, value),
+                    None => Some(value.clone()),
+                };
+                if let Some(nested) = nested {
+                    patch.insert(key.clone(), nested);
+                }
+            }
+            for key in have.keys().filter(|key| !want.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        _ if current == desired => None,
+        _ => Some(desired.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn subset_ignores_server_added_fields_but_not_changed_ones() {
+        let desired = json!({"spec": {"ports": [{"port": 80}]}, "metadata": {"name": "a"}});
+        let observed = json!({
+            "spec": {"ports": [{"port": 80, "protocol": "TCP"}], "clusterIP": "10.0.0.1"},
+            "metadata": {"name": "a", "uid": "u"}
+        });
+        assert!(is_subset(&desired, &observed));
+        let changed = json!({"spec": {"ports": [{"port": 81}]}});
+        assert!(!is_subset(&changed, &observed));
+        let longer = json!({"spec": {"ports": [{"port": 80}, {"port": 443}]}});
+        assert!(!is_subset(&longer, &observed));
+        assert!(is_subset(&json!({"n": 1}), &json!({"n": 1.0})));
+        assert!(!is_subset(&json!({"n": null}), &json!({})));
+    }
+
+    #[test]
+    fn controller_is_found_by_uid_or_by_kind_and_name_without_uid() {
+        let owner = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "uid": "1"}});
+        let mut child = json!({"metadata": {"ownerReferences": [owner_reference(&owner)]}});
+        assert!(is_controlled_by(&child, &owner));
+        let other = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "uid": "2"}});
+        assert!(!is_controlled_by(&child, &other));
+        let offline = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"}});
+        child["metadata"]["ownerReferences"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("uid");
+        assert!(is_controlled_by(&child, &offline));
+        child["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+        assert!(!is_controlled_by(&child, &offline));
+    }
+
+    #[test]
+    fn merge_patch_sets_changes_and_nulls_removed_keys() {
+        let current = json!({"a": {"total": 1, "ready": 1}, "b": {"total": 2}});
+        let desired = json!({"a": {"total": 2, "ready": 1}});
+        assert_eq!(
+            merge_patch(&current, &desired),
+            Some(json!({"a": {"total": 2}, "b": null}))
+        );
+        assert_eq!(merge_patch(&desired, &desired), None);
+        assert_eq!(merge_patch(&json!(null), &json!({"x": 1})), Some(json!({"x": 1})));
+    }
+
+    #[test]
+    fn readers_tolerate_missing_fields() {
+        let empty = json!({});
+        assert_eq!(name(&empty), "");
+        assert_eq!(namespace(&empty), None);
+        assert!(labels(&empty).is_empty());
+        assert!(!is_deleting(&empty));
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("apps/v1"), "apps");
+    }
+}
