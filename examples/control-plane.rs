@@ -7,7 +7,17 @@
 //!
 //! It prints the `KUBECONFIG` to export, then runs until Ctrl-C (or SIGTERM) and cleans up.
 
-use metascript::testing::ControlPlane;
+use std::path::PathBuf;
+
+use metascript::testing::{BIN_DIR_ENV, ControlPlane, default_bin_dir};
+
+/// The kubectl `hack/control-plane/build.sh` puts next to the control-plane binaries, if any.
+fn kubectl() -> Option<PathBuf> {
+    let dir = std::env::var_os(BIN_DIR_ENV)
+        .map(PathBuf::from)
+        .or_else(default_bin_dir)?;
+    Some(dir.join("kubectl")).filter(|path| path.is_file())
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -32,12 +42,11 @@ async fn main() -> anyhow::Result<()> {
     );
     println!();
     println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
-    println!("  kubectl get namespaces");
+    match kubectl() {
+        Some(kubectl) => println!("  {} get namespaces", kubectl.display()),
+        None => println!("  kubectl get namespaces    # build it: hack/control-plane/build.sh"),
+    }
     println!();
-    println!(
-        "kubectl is not built by default: METASCRIPT_BUILD_KUBECTL=1 hack/control-plane/build.sh \
-         puts it next to the other binaries."
-    );
     println!("Logs are in {}.", plane.dir().display());
     println!("Press Ctrl-C to stop and clean up.");
 

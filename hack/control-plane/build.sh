@@ -9,7 +9,8 @@
 #   export METASCRIPT_CONTROL_PLANE_BIN="$(hack/control-plane/build.sh)"
 # works.
 #
-# Set METASCRIPT_BUILD_KUBECTL=1 to also build kubectl (a few extra minutes).
+# kubectl is built too, for pointing at a running plane by hand; it shares nearly all
+# packages with the others, so it adds well under a minute. METASCRIPT_BUILD_KUBECTL=0 skips it.
 set -euo pipefail
 
 K8S_VERSION=v1.36.3
@@ -23,7 +24,7 @@ cache="${METASCRIPT_CONTROL_PLANE_DIR:-$HOME/.cache/metascript/control-plane/k8s
 bin="$cache/bin"
 
 wanted=(etcd kube-apiserver kube-controller-manager)
-if [[ "${METASCRIPT_BUILD_KUBECTL:-0}" == 1 ]]; then
+if [[ "${METASCRIPT_BUILD_KUBECTL:-1}" != 0 ]]; then
     wanted+=(kubectl)
 fi
 

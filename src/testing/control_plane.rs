@@ -261,17 +261,12 @@ impl ControlPlane {
         // The apiserver gives up on an unreachable etcd only after a long while, but starting it
         // against a listening etcd avoids a burst of connection errors in its log.
         plane
-            .wait_until(
-                "etcd",
-                "etcd to listen",
-                started,
-                || async move {
-                    tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, etcd_client))
-                        .await
-                        .map(drop)
-                        .map_err(|e| e.to_string())
-                },
-            )
+            .wait_until("etcd", "etcd to listen", started, || async move {
+                tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, etcd_client))
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
             .await?;
 
         let p = |path: &Path| path.display().to_string();
@@ -290,7 +285,10 @@ impl ControlPlane {
                 "--authorization-mode=Node,RBAC".into(),
                 format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
                 format!("--service-account-key-file={}", p(&files.sa_public)),
-                format!("--service-account-signing-key-file={}", p(&files.sa_private)),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    p(&files.sa_private)
+                ),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
                 // No controller creates `default` service accounts here, so the plugin would
                 // reject every pod created in a fresh namespace.
@@ -309,15 +307,10 @@ impl ControlPlane {
             })
             .await?;
         plane
-            .wait_until(
-                "kube-apiserver",
-                "the `default` namespace",
-                started,
-                || {
-                    let admin = admin.clone();
-                    async move { get_ok(&admin, "/api/v1/namespaces", "default").await }
-                },
-            )
+            .wait_until("kube-apiserver", "the `default` namespace", started, || {
+                let admin = admin.clone();
+                async move { get_ok(&admin, "/api/v1/namespaces", "default").await }
+            })
             .await?;
 
         plane.spawn(
@@ -586,10 +579,7 @@ fn create_private_dir() -> Result<PathBuf, ControlPlaneError> {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "{DIR_PREFIX}{}-{nanos}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
     // Private keys live here.
     fs::DirBuilder::new()
         .mode(0o700)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# THE test command (README, CI). Integration tests under tests/ start a real control plane from
+# the binaries `hack/control-plane/build.sh` caches; they fail (never skip) without them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+cargo test --all-targets
