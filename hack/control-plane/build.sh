@@ -67,7 +67,7 @@ build() { # name module-dir package ldflags
     # Temp name + rename: an interrupted build never leaves a half binary
     # that the next run would mistake for a finished one.
     trap 'rm -f "$tmp"' EXIT
-    (cd "$here/$dir" && go build -mod=readonly -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg")
+    (cd "$here/$dir" && go build -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w $ldflags" -o "$tmp" "$pkg")
     mv -f "$tmp" "$bin/$name"
     trap - EXIT
     echo "build.sh: built $name in $((SECONDS - start))s" >&2

@@ -57,7 +57,7 @@ pub enum ControlPlaneError {
     /// A binary is absent from the binary directory.
     #[error(
         "control-plane binary {} not found: build the binaries with `hack/control-plane/build.sh` \
-         (takes ~15 minutes once, then is cached), or set {BIN_DIR_ENV} to a directory holding \
+         (~8 minutes once on 2 cores, then cached), or set {BIN_DIR_ENV} to a directory holding \
          etcd, kube-apiserver and kube-controller-manager",
         path.display()
     )]
@@ -84,7 +84,8 @@ pub enum ControlPlaneError {
     Certificates(String),
     /// A process exited before the plane was ready.
     #[error(
-        "{component} exited during startup ({status}); last lines of {}:\n{tail}",
+        "{component} exited during startup ({status}); last lines of {} \
+         ({KEEP_DIR_ENV}=1 keeps it):\n{tail}",
         log.display()
     )]
     Exited {
@@ -99,7 +100,8 @@ pub enum ControlPlaneError {
     },
     /// The plane did not become ready in time.
     #[error(
-        "control plane not ready after {timeout:?}: {waiting_for}; last lines of {}:\n{tail}",
+        "control plane not ready after {timeout:?}: {waiting_for}; last lines of {} \
+         ({KEEP_DIR_ENV}=1 keeps it):\n{tail}",
         log.display()
     )]
     Timeout {
