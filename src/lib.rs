@@ -5,9 +5,12 @@
 //! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
 
 pub mod api;
+pub mod cli;
 pub mod controllers;
+pub mod hooks;
 pub mod object;
 pub mod resources;
 pub mod script;
 pub mod selector;
+pub mod sync;
 pub mod testing;

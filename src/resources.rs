@@ -69,7 +69,12 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("v1", "configmaps", "ConfigMap", true),
     ("v1", "secrets", "Secret", true),
     ("v1", "serviceaccounts", "ServiceAccount", true),
-    ("v1", "persistentvolumeclaims", "PersistentVolumeClaim", true),
+    (
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+    ),
     ("v1", "endpoints", "Endpoints", true),
     ("v1", "events", "Event", true),
     ("v1", "limitranges", "LimitRange", true),
@@ -84,13 +89,43 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("batch/v1", "jobs", "Job", true),
     ("batch/v1", "cronjobs", "CronJob", true),
     ("networking.k8s.io/v1", "ingresses", "Ingress", true),
-    ("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", true),
-    ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", true),
+    (
+        "networking.k8s.io/v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+    ),
+    (
+        "policy/v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    ),
     ("rbac.authorization.k8s.io/v1", "roles", "Role", true),
-    ("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", true),
-    ("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", false),
-    ("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", false),
-    ("autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+    ),
+    (
+        "autoscaling/v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+    ),
     ("coordination.k8s.io/v1", "leases", "Lease", true),
 ];
 
@@ -130,6 +165,14 @@ impl StaticResolver {
             (resource.api_version.clone(), resource.plural.clone()),
             resource,
         );
+    }
+
+    /// The type with this apiVersion and kind, if known.
+    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        self.types
+            .values()
+            .find(|resource| resource.api_version == api_version && resource.kind == kind)
+            .cloned()
     }
 
     /// Registers every served version of a CustomResourceDefinition given as JSON. Returns false
@@ -190,13 +233,20 @@ mod tests {
     #[test]
     fn builtins_and_crds_resolve_with_scope_and_status() {
         let mut resolver = StaticResolver::with_builtins();
-        let sts = resolver.resolve(&reference("apps/v1", "statefulsets")).unwrap();
+        let sts = resolver
+            .resolve(&reference("apps/v1", "statefulsets"))
+            .unwrap();
         assert_eq!(sts.group_key(), "StatefulSet.apps/v1");
         assert!(sts.namespaced && sts.has_status);
         let cm = resolver.resolve(&reference("v1", "configmaps")).unwrap();
         assert_eq!(cm.group_key(), "ConfigMap.v1");
         assert!(!cm.has_status);
-        assert!(!resolver.resolve(&reference("v1", "namespaces")).unwrap().namespaced);
+        assert!(
+            !resolver
+                .resolve(&reference("v1", "namespaces"))
+                .unwrap()
+                .namespaced
+        );
 
         assert!(matches!(
             resolver.resolve(&reference("example.com/v1", "widgets")),
@@ -207,8 +257,15 @@ mod tests {
             "names": {"kind": "Widget", "plural": "widgets"},
             "versions": [{"name": "v1", "subresources": {"status": {}}}, {"name": "v2"}]
         }})));
-        let widget = resolver.resolve(&reference("example.com/v1", "widgets")).unwrap();
+        let widget = resolver
+            .resolve(&reference("example.com/v1", "widgets"))
+            .unwrap();
         assert!(!widget.namespaced && widget.has_status);
-        assert!(!resolver.resolve(&reference("example.com/v2", "widgets")).unwrap().has_status);
+        assert!(
+            !resolver
+                .resolve(&reference("example.com/v2", "widgets"))
+                .unwrap()
+                .has_status
+        );
     }
 }

@@ -1,0 +1,499 @@
+//! `metascript test`: runs hook scripts against recorded requests, with the production engine,
+//! helpers, sandbox and limits, and compares the responses with expectations.
+
+mod compare;
+mod spec;
+
+pub use spec::{Case, TestFile};
+
+use super::manifests::{self, ManifestError, to_yaml};
+use super::offline::OfflineCluster;
+use crate::api::{HookKind, Language};
+use crate::controllers::decorator::{Decorator, Observed, Phase};
+use crate::controllers::map::Mapper;
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir};
+use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Test files, or directories searched for `*.test.yaml` (default: the current directory).
+    pub paths: Vec<PathBuf>,
+    /// Run only cases whose name (or `file :: name`) contains this text.
+    #[arg(short = 'k', long)]
+    pub filter: Option<String>,
+    /// Write a JUnit XML report here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Rewrite each case's `expect` from the actual response (comments in the file are lost).
+    #[arg(long)]
+    pub update: bool,
+}
+
+/// A test file that cannot be used: bad YAML, a missing file, an unknown hook.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct UnusableTest {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// The hook a test file runs, from one manifest or script file.
+struct Subject {
+    label: String,
+    hook: HookKind,
+    hooks: ControllerHooks,
+    validator: Validator,
+}
+
+/// How a subject's responses are checked the way the operator would check them.
+enum Validator {
+    None,
+    Decorator(Box<Decorator>),
+    Map(Box<Mapper>),
+}
+
+struct Outcome {
+    name: String,
+    failure: Option<String>,
+    time: Duration,
+}
+
+pub fn run(args: TestArgs) -> ExitCode {
+    let roots = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
+    let mut files = Vec::new();
+    let mut unusable: Vec<UnusableTest> = Vec::new();
+    for root in &roots {
+        match find_test_files(root) {
+            Ok(found) => files.extend(found),
+            Err(error) => unusable.push(error),
+        }
+    }
+    if files.is_empty() && unusable.is_empty() {
+        unusable.push(UnusableTest {
+            path: roots[0].clone(),
+            message: "no *.test.yaml files found".into(),
+        });
+    }
+    let engine = ScriptEngine::new();
+    let mut report = quick_junit::Report::new("metascript");
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for file in &files {
+        match run_file(&engine, file, &args) {
+            Ok(outcomes) => {
+                let mut suite = quick_junit::TestSuite::new(file.display().to_string());
+                for outcome in outcomes {
+                    let status = match &outcome.failure {
+                        None => {
+                            passed += 1;
+                            println!("ok      {} :: {}", file.display(), outcome.name);
+                            quick_junit::TestCaseStatus::success()
+                        }
+                        Some(details) => {
+                            failed += 1;
+                            println!("FAILED  {} :: {}", file.display(), outcome.name);
+                            for line in details.lines() {
+                                println!("    {line}");
+                            }
+                            let mut status = quick_junit::TestCaseStatus::non_success(
+                                quick_junit::NonSuccessKind::Failure,
+                            );
+                            status.set_message(details.lines().next().unwrap_or_default());
+                            status.set_description(details.as_str());
+                            status
+                        }
+                    };
+                    let mut case = quick_junit::TestCase::new(outcome.name, status);
+                    case.set_time(outcome.time);
+                    suite.add_test_case(case);
+                }
+                report.add_test_suite(suite);
+            }
+            Err(error) => unusable.push(error),
+        }
+    }
+    for error in &unusable {
+        eprintln!("error: {error}");
+    }
+    if let Some(path) = &args.junit {
+        let written = report
+            .to_string()
+            .map_err(|e| e.to_string())
+            .and_then(|xml| std::fs::write(path, xml).map_err(|e| e.to_string()));
+        if let Err(message) = written {
+            eprintln!(
+                "error: cannot write JUnit report {}: {message}",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if !unusable.is_empty() {
+        ExitCode::from(2)
+    } else if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn find_test_files(root: &Path) -> Result<Vec<PathBuf>, UnusableTest> {
+    let metadata = std::fs::metadata(root).map_err(|e| UnusableTest {
+        path: root.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if metadata.is_file() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(|e| UnusableTest {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let name = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if entry.is_dir() && !name.starts_with('.') && name != "target" {
+            found.extend(find_test_files(&entry)?);
+        } else if name.ends_with(".test.yaml") || name.ends_with(".test.yml") {
+            found.push(entry);
+        }
+    }
+    Ok(found)
+}
+
+fn run_file(
+    engine: &ScriptEngine,
+    path: &Path,
+    args: &TestArgs,
+) -> Result<Vec<Outcome>, UnusableTest> {
+    let unusable = |message: String| UnusableTest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = manifests::read_file(path).map_err(|e| unusable(strip_path(e)))?;
+    let mut spec: TestFile =
+        serde_saphyr::from_str(&text).map_err(|e| unusable(format!("invalid test file: {e}")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let subjects = load_subjects(engine, dir, &spec).map_err(unusable)?;
+    let mut outcomes = Vec::new();
+    let mut updated = 0;
+    for case in &mut spec.cases {
+        let request =
+            case_request(dir, case).map_err(|m| unusable(format!("case {:?}: {m}", case.name)))?;
+        for subject in &subjects {
+            let name = if subjects.len() > 1 {
+                format!("{} [{}]", case.name, subject.label)
+            } else {
+                case.name.clone()
+            };
+            let qualified = format!("{} :: {name}", path.display());
+            if let Some(filter) = &args.filter
+                && !qualified.contains(filter.as_str())
+            {
+                continue;
+            }
+            let started = Instant::now();
+            let logs = LogSink::new();
+            let clock = case.clock.or(spec.clock);
+            let result = call(engine, subject, &request, clock, logs.clone());
+            let time = started.elapsed();
+            if args.update
+                && case.expect_error.is_none()
+                && let Ok(actual) = &result
+            {
+                case.expect = Some(actual.clone());
+                updated += 1;
+            }
+            let failure = judge(case, &result).map(|mut details| {
+                let lines = logs.lines();
+                if !lines.is_empty() {
+                    details.push_str("\nscript log:");
+                    for line in lines {
+                        details.push_str(&format!("\n  {}: {}", line.level, line.message));
+                        if !line.fields.is_empty() {
+                            details.push_str(&format!(" {}", Value::Object(line.fields)));
+                        }
+                    }
+                }
+                details
+            });
+            outcomes.push(Outcome {
+                name,
+                failure,
+                time,
+            });
+        }
+    }
+    if args.update && updated > 0 {
+        std::fs::write(path, to_yaml(&spec))
+            .map_err(|e| unusable(format!("cannot update: {e}")))?;
+        eprintln!("updated {updated} expectation(s) in {}", path.display());
+    }
+    Ok(outcomes)
+}
+
+fn strip_path(error: ManifestError) -> String {
+    match error {
+        ManifestError::Missing { .. } => "no such file".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Why a case failed, or `None` when it passed.
+fn judge(case: &Case, result: &Result<Value, HookError>) -> Option<String> {
+    match (result, &case.expect_error) {
+        (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
+        (Err(error), Some(wanted)) => Some(format!(
+            "expected an error containing {wanted:?}, got this error:\n{error}"
+        )),
+        (Ok(actual), Some(wanted)) => Some(format!(
+            "expected an error containing {wanted:?}, but the hook succeeded with:\n{}",
+            to_yaml(actual)
+        )),
+        (Err(error), None) => Some(format!("the hook failed:\n{error}")),
+        (Ok(actual), None) => {
+            let expected = case.expect.as_ref()?;
+            let found = compare::mismatches(expected, actual, case.exact);
+            if found.is_empty() {
+                return None;
+            }
+            let shown = if case.exact {
+                actual.clone()
+            } else {
+                compare::project(expected, actual)
+            };
+            let mut details = found.join("\n");
+            details.push('\n');
+            details.push_str(&compare::diff(expected, &shown));
+            Some(details)
+        }
+    }
+}
+
+fn case_request(dir: &Path, case: &Case) -> Result<Value, String> {
+    match (&case.request, &case.request_file) {
+        (Some(request), None) => Ok(request.clone()),
+        (None, Some(file)) => {
+            let path = dir.join(file);
+            let text = manifests::read_file(&path).map_err(|e| e.to_string())?;
+            let mut documents =
+                manifests::parse_documents(&path, &text).map_err(|e| e.to_string())?;
+            match documents.len() {
+                1 => Ok(documents.remove(0)),
+                n => Err(format!(
+                    "{} holds {n} documents, expected one request",
+                    path.display()
+                )),
+            }
+        }
+        _ => Err("needs exactly one of request or requestFile".into()),
+    }
+}
+
+fn call(
+    engine: &ScriptEngine,
+    subject: &Subject,
+    request: &Value,
+    clock: Option<jiff::Timestamp>,
+    logs: LogSink,
+) -> Result<Value, HookError> {
+    let response = subject
+        .hooks
+        .call(engine, subject.hook, request, clock, Some(logs))?;
+    let invalid = |error| subject.hooks.invalid_response(subject.hook, error);
+    match &subject.validator {
+        Validator::None => {}
+        Validator::Decorator(decorator) => match subject.hook {
+            HookKind::Customize => {
+                decorator.related_rules(&response).map_err(invalid)?;
+            }
+            _ => {
+                let phase = if subject.hook == HookKind::Finalize {
+                    Phase::Finalize
+                } else {
+                    Phase::Sync
+                };
+                let target = &request["object"];
+                if decorator.target_type(target).is_some() {
+                    let observed = Observed {
+                        target,
+                        attachments: Vec::new(),
+                        related: Value::Null,
+                    };
+                    decorator
+                        .plan(phase, &observed, &response)
+                        .map_err(invalid)?;
+                }
+            }
+        },
+        Validator::Map(mapper) => {
+            let parent = &request["parent"];
+            let key = request["mapKey"].as_str().unwrap_or_default();
+            if subject.hook == HookKind::Tombstone {
+                let detached: Vec<&Value> = request["outputs"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|groups| groups.values())
+                    .filter_map(Value::as_object)
+                    .flat_map(|group| group.values())
+                    .collect();
+                mapper
+                    .plan_tombstone(parent, &detached, &response)
+                    .map_err(invalid)?;
+            } else {
+                mapper
+                    .plan_map(parent, key, &[], &response)
+                    .map_err(invalid)?;
+            }
+        }
+    }
+    Ok(response)
+}
+
+fn load_subjects(
+    engine: &ScriptEngine,
+    dir: &Path,
+    spec: &TestFile,
+) -> Result<Vec<Subject>, String> {
+    let hook_name = spec.hook.as_deref().unwrap_or("sync");
+    let hook = HookKind::parse(hook_name).ok_or_else(|| {
+        format!("unknown hook {hook_name:?} (expected sync, finalize, customize, map or tombstone)")
+    })?;
+    match (&spec.controller, &spec.script) {
+        (Some(manifests), None) => manifests
+            .items()
+            .into_iter()
+            .map(|file| controller_subject(engine, dir, file, spec, hook))
+            .collect(),
+        (None, Some(scripts)) => scripts
+            .items()
+            .into_iter()
+            .map(|file| script_subject(engine, dir, file, hook, spec))
+            .collect(),
+        _ => {
+            Err("needs exactly one of controller (manifest files) or script (script files)".into())
+        }
+    }
+}
+
+fn script_subject(
+    engine: &ScriptEngine,
+    dir: &Path,
+    file: &str,
+    hook: HookKind,
+    spec: &TestFile,
+) -> Result<Subject, String> {
+    let path = dir.join(file);
+    let language = Language::from_file_name(file).ok_or_else(|| {
+        format!("script {file}: cannot tell the language; name it *.rhai or *.lua")
+    })?;
+    let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
+    let source = ScriptSource::new(language, code, ScriptOrigin::File { path: path.clone() });
+    let script = engine.compile(&source).map_err(|e| e.to_string())?;
+    let loaded = LoadedHook {
+        kind: hook,
+        script,
+        limits: spec.limits.clone().unwrap_or_default(),
+    };
+    Ok(Subject {
+        label: file.to_string(),
+        hook,
+        hooks: ControllerHooks::single(file, loaded),
+        validator: Validator::None,
+    })
+}
+
+fn controller_subject(
+    engine: &ScriptEngine,
+    dir: &Path,
+    file: &str,
+    spec: &TestFile,
+    hook: HookKind,
+) -> Result<Subject, String> {
+    let name = spec.name.as_deref();
+    let documents = manifests::load_objects(&[dir.join(file)]).map_err(|e| e.to_string())?;
+    let cluster = OfflineCluster::from_documents(documents).map_err(|e| e.to_string())?;
+    let named = |n: &str| name.is_none_or(|wanted| wanted == n);
+    let decorators: Vec<_> = cluster
+        .decorators
+        .iter()
+        .filter(|c| named(&kube::ResourceExt::name_any(*c)))
+        .collect();
+    let maps: Vec<_> = cluster
+        .maps
+        .iter()
+        .filter(|c| named(&kube::ResourceExt::name_any(*c)))
+        .collect();
+    let local;
+    let config_maps: &dyn ConfigMapLookup = match &spec.scripts_dir {
+        Some(scripts) => {
+            local = ScriptsDir {
+                dir: dir.join(scripts),
+                fallback: &cluster.objects,
+            };
+            &local
+        }
+        None => &cluster.objects,
+    };
+    let (controller, hooks, validator) = match (decorators.as_slice(), maps.as_slice()) {
+        ([decorator], []) => {
+            let controller = kube::ResourceExt::name_any(*decorator);
+            let hooks = decorator.spec.hooks.named();
+            let validator = Decorator::new(decorator, &cluster.resolver)
+                .map(|d| Validator::Decorator(Box::new(d)))
+                .map_err(|e| format!("{file}: {e}"))?;
+            (controller, hooks, validator)
+        }
+        ([], [map]) => {
+            let controller = kube::ResourceExt::name_any(*map);
+            let hooks = map.spec.hooks.named();
+            let validator = Mapper::new(map, &cluster.resolver)
+                .map(|m| Validator::Map(Box::new(m)))
+                .map_err(|e| format!("{file}: {e}"))?;
+            (controller, hooks, validator)
+        }
+        ([], []) => {
+            return Err(format!(
+                "{file}: no DecoratorController or MapController{} in it",
+                name.map(|n| format!(" named {n:?}")).unwrap_or_default()
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{file}: holds several controllers; say which one with name:"
+            ));
+        }
+    };
+    let wanted: Vec<_> = hooks
+        .into_iter()
+        .filter(|(kind, _)| *kind == hook)
+        .collect();
+    if wanted.is_empty() {
+        return Err(format!(
+            "{file}: controller {controller} has no {hook} hook"
+        ));
+    }
+    let hooks = ControllerHooks::load(engine, &controller, wanted, config_maps)
+        .map_err(|e| e.to_string())?;
+    Ok(Subject {
+        label: file.to_string(),
+        hook,
+        hooks,
+        validator,
+    })
+}

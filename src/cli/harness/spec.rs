@@ -1,0 +1,75 @@
+//! The `*.test.yaml` format: which hook to run, and the cases to run it on.
+
+use crate::api::Limits;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One test file. Either `controller` (manifest files holding the controller, plus any
+/// ConfigMaps and CRDs it needs) with `hook`, or `script` (script files) with an optional
+/// `hook` and `limits`. Listing several files runs every case against each, e.g. the Rhai and
+/// the Lua version of a hook.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<OneOrMany>,
+    /// A directory (relative to the test file) whose files replace ConfigMap keys of the same
+    /// name, so a manifest's `configMapRef` scripts are read from the files next to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scripts_dir: Option<String>,
+    /// Which controller of the manifests, when they hold more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<OneOrMany>,
+    /// The hook to run: sync, finalize, customize, map or tombstone (default sync).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
+    /// Limits for `script` files (manifests carry their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// What `now()` returns, for every case that sets no clock of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<jiff::Timestamp>,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(item) => vec![item],
+            OneOrMany::Many(items) => items.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    /// The hook request, inline...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Value>,
+    /// ...or from a YAML/JSON file relative to the test file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_file: Option<String>,
+    /// The expected response: by default a subset match (maps recursively, lists of the same
+    /// length element by element).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Value>,
+    /// Compare `expect` with the whole response.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
+    /// The call must fail with an error containing this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<jiff::Timestamp>,
+}

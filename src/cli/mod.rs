@@ -1,0 +1,49 @@
+//! The `metascript` command line.
+
+mod harness;
+mod manifests;
+mod offline;
+mod render;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "metascript",
+    version,
+    about = "Kubernetes controllers as Rhai and Lua scripts"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run hook scripts against recorded requests and check their responses.
+    Test(harness::TestArgs),
+    /// Print what one sync pass over the given manifests would do, without a cluster.
+    Render(render::RenderArgs),
+    /// Print the CustomResourceDefinitions of the metascript.dev API.
+    Crds,
+}
+
+/// Runs the command line; the process exit code follows the command's own conventions.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Test(args) => harness::run(args),
+        Command::Render(args) => render::run(args),
+        Command::Crds => match crate::api::crds_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

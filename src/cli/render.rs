@@ -1,0 +1,240 @@
+//! `metascript render`: one full sync pass over manifests, in memory, printing what the
+//! operator would do.
+
+use super::manifests::{self, to_yaml};
+use super::offline::OfflineCluster;
+use crate::controllers::Plan;
+use crate::controllers::decorator::Decorator;
+use crate::controllers::map::Mapper;
+use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use crate::object::{self, ObjectKey};
+use crate::resources::ResourceType;
+use crate::script::ScriptEngine;
+use crate::sync::{self, HookRunner, ObjectStore, SyncError};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Manifest files or directories: controllers, CRDs, ConfigMaps and the objects they act on.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+    /// A directory of hook scripts: a file named like a hook's ConfigMap key is used instead of
+    /// that key (the same rule as `metascript run --scripts-dir`).
+    #[arg(long)]
+    pub scripts_dir: Option<PathBuf>,
+    /// Fixes what scripts see as `now()` (RFC 3339), for output that does not change with time.
+    #[arg(long)]
+    pub now: Option<jiff::Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+/// One sync's outcome as printed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    controller: String,
+    object: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hook: Option<&'static str>,
+    #[serde(flatten)]
+    plan: Plan,
+}
+
+impl ObjectStore for OfflineCluster {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.objects
+            .iter()
+            .filter(|o| resource.describes(o))
+            .filter(|o| namespace.is_none() || object::namespace(o) == namespace)
+            .map(|o| Arc::new(o.clone()))
+            .collect()
+    }
+}
+
+pub fn run(args: RenderArgs) -> ExitCode {
+    let cluster = match manifests::load_objects(&args.files)
+        .map_err(|e| e.to_string())
+        .and_then(|docs| OfflineCluster::from_documents(docs).map_err(|e| e.to_string()))
+    {
+        Ok(cluster) => cluster,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let (entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
+    let printed = match args.output {
+        Format::Yaml => to_yaml(&entries),
+        Format::Json => serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n",
+    };
+    print!("{printed}");
+    for error in &errors {
+        eprintln!("error: {error}");
+    }
+    if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Every controller's sync pass over the cluster, in a stable order: the plans, and the errors
+/// of the syncs that failed (which plan nothing).
+fn render(
+    cluster: &OfflineCluster,
+    scripts_dir: Option<PathBuf>,
+    now: Option<jiff::Timestamp>,
+) -> (Vec<Entry>, Vec<String>) {
+    let engine = ScriptEngine::new();
+    let local;
+    let config_maps: &dyn ConfigMapLookup = match scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir {
+                dir,
+                fallback: &cluster.objects,
+            };
+            &local
+        }
+        None => &cluster.objects,
+    };
+    let clock = Some(now.unwrap_or_else(jiff::Timestamp::now));
+    let mut entries = Vec::new();
+    let mut errors = Vec::new();
+    let mut sorted: Vec<&Value> = cluster.objects.iter().collect();
+    sorted.sort_by_key(|o| ObjectKey::of(o));
+
+    for controller in &cluster.decorators {
+        let name = kube::ResourceExt::name_any(controller);
+        let label = format!("DecoratorController/{name}");
+        let loaded = Decorator::new(controller, &cluster.resolver)
+            .map_err(|e| e.to_string())
+            .and_then(|decorator| {
+                let hooks = ControllerHooks::load(
+                    &engine,
+                    &name,
+                    controller.spec.hooks.named(),
+                    config_maps,
+                )
+                .map_err(|e| e.to_string())?;
+                Ok((decorator, hooks))
+            });
+        let (decorator, hooks) = match loaded {
+            Ok(loaded) => loaded,
+            Err(message) => {
+                errors.push(format!("{label}: {message}"));
+                continue;
+            }
+        };
+        let runner = HookRunner {
+            engine: &engine,
+            hooks: &hooks,
+            clock,
+            logs: None,
+        };
+        for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
+            match sync::sync_decorator_target(
+                &decorator,
+                &runner,
+                &cluster.resolver,
+                cluster,
+                target,
+            ) {
+                Ok(None) => {}
+                Ok(Some((hook, plan))) => entries.push(Entry {
+                    controller: label.clone(),
+                    object: ObjectKey::of(target).to_string(),
+                    input: None,
+                    map_key: None,
+                    hook: hook.map(|h| h.as_str()),
+                    plan,
+                }),
+                Err(error) => errors.push(format!("{label}: {}: {error}", ObjectKey::of(target))),
+            }
+        }
+    }
+
+    for controller in &cluster.maps {
+        let name = kube::ResourceExt::name_any(controller);
+        let label = format!("MapController/{name}");
+        let loaded = Mapper::new(controller, &cluster.resolver)
+            .map_err(|e| e.to_string())
+            .and_then(|mapper| {
+                let hooks = ControllerHooks::load(
+                    &engine,
+                    &name,
+                    controller.spec.hooks.named(),
+                    config_maps,
+                )
+                .map_err(|e| e.to_string())?;
+                Ok((mapper, hooks))
+            });
+        let (mapper, hooks) = match loaded {
+            Ok(loaded) => loaded,
+            Err(message) => {
+                errors.push(format!("{label}: {message}"));
+                continue;
+            }
+        };
+        let runner = HookRunner {
+            engine: &engine,
+            hooks: &hooks,
+            clock,
+            logs: None,
+        };
+        for parent in sorted.iter().filter(|o| mapper.parent.describes(o)) {
+            let parent_key = ObjectKey::of(parent).to_string();
+            let steps = match sync::sync_map_parent(&mapper, &runner, cluster, parent) {
+                Ok(steps) => steps,
+                Err(error) => {
+                    errors.push(format!("{label}: {error}"));
+                    continue;
+                }
+            };
+            for step in steps {
+                let input = step.input.as_ref().map(|i| ObjectKey::of(i).to_string());
+                match step.result {
+                    Ok(plan) => entries.push(Entry {
+                        controller: label.clone(),
+                        object: parent_key.clone(),
+                        input,
+                        map_key: (!step.map_key.is_empty()).then_some(step.map_key),
+                        hook: step.hook.map(|h| h.as_str()),
+                        plan,
+                    }),
+                    Err(error) => {
+                        errors.push(describe_step_error(&label, &parent_key, input, &error))
+                    }
+                }
+            }
+        }
+    }
+    (entries, errors)
+}
+
+fn describe_step_error(
+    label: &str,
+    parent: &str,
+    input: Option<String>,
+    error: &SyncError,
+) -> String {
+    match input {
+        Some(input) => format!("{label}: {parent}, input {input}: {error}"),
+        None => format!("{label}: {parent}: {error}"),
+    }
+}

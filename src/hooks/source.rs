@@ -1,0 +1,210 @@
+//! Where a hook's script comes from: its inline field, or a ConfigMap key.
+
+use crate::api::{Hook, HookKind, Language};
+use crate::script::{ScriptOrigin, ScriptSource};
+use std::path::{Path, PathBuf};
+
+/// Reads ConfigMap data. The operator answers from its ConfigMap cache; `render` and the test
+/// harness from the ConfigMaps in their input files.
+pub trait ConfigMapLookup {
+    /// The value of `key` in ConfigMap `namespace/name`: `None` when the ConfigMap is missing,
+    /// `Some(None)` when it exists without that key.
+    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>>;
+
+    /// A local file that replaces every ConfigMap key of this name (the dev loop's
+    /// `--scripts-dir`); scripts read from it name the file in their errors.
+    fn local_file(&self, _key: &str) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// ConfigMap keys served from files in a directory first (a file named like the key replaces
+/// it in every ConfigMap), then from another lookup.
+pub struct ScriptsDir<'a> {
+    pub dir: PathBuf,
+    pub fallback: &'a dyn ConfigMapLookup,
+}
+
+impl ConfigMapLookup for ScriptsDir<'_> {
+    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
+        self.fallback.value(namespace, name, key)
+    }
+
+    fn local_file(&self, key: &str) -> Option<PathBuf> {
+        let candidate = self.dir.join(key);
+        // Keys are plain file names; anything with a path in it is not looked up locally.
+        (Path::new(key).file_name() == Some(key.as_ref()) && candidate.is_file())
+            .then_some(candidate)
+    }
+}
+
+/// A lookup that knows no ConfigMaps.
+pub struct NoConfigMaps;
+
+impl ConfigMapLookup for NoConfigMaps {
+    fn value(&self, _: &str, _: &str, _: &str) -> Option<Option<String>> {
+        None
+    }
+}
+
+/// ConfigMaps given as JSON objects (from files).
+impl ConfigMapLookup for Vec<serde_json::Value> {
+    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
+        let config_map = self.iter().find(|object| {
+            crate::object::kind(object) == "ConfigMap"
+                && crate::object::name(object) == name
+                && crate::object::namespace(object).unwrap_or("default") == namespace
+        })?;
+        Some(
+            config_map
+                .pointer(&format!(
+                    "/data/{}",
+                    key.replace('~', "~0").replace('/', "~1")
+                ))
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SourceError {
+    #[error("hook {hook} of {controller} uses a webhook; this operator runs only scripts")]
+    Webhook { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller} has neither script nor webhook")]
+    Empty { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller}: script needs exactly one of inline or configMapRef")]
+    Ambiguous { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller}: inline script needs a language (rhai or lua)")]
+    InlineLanguage { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller}: cannot read {path}: {message}")]
+    LocalFile {
+        controller: String,
+        hook: HookKind,
+        path: PathBuf,
+        message: String,
+    },
+    #[error("hook {hook} of {controller}: ConfigMap {namespace}/{name} not found")]
+    MissingConfigMap {
+        controller: String,
+        hook: HookKind,
+        namespace: String,
+        name: String,
+    },
+    #[error("hook {hook} of {controller}: ConfigMap {namespace}/{name} has no key {key:?}")]
+    MissingKey {
+        controller: String,
+        hook: HookKind,
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    #[error(
+        "hook {hook} of {controller}: cannot tell the language of ConfigMap key {key:?}; name it \
+         *.rhai or *.lua, or set script.language"
+    )]
+    UnknownLanguage {
+        controller: String,
+        hook: HookKind,
+        key: String,
+    },
+}
+
+/// The script a hook names, read from wherever it lives.
+pub fn script_source(
+    controller: &str,
+    hook_kind: HookKind,
+    hook: &Hook,
+    config_maps: &dyn ConfigMapLookup,
+) -> Result<ScriptSource, SourceError> {
+    let controller_name = controller.to_string();
+    let script = match (&hook.script, &hook.webhook) {
+        (Some(script), _) => script,
+        (None, Some(_)) => {
+            return Err(SourceError::Webhook {
+                controller: controller_name,
+                hook: hook_kind,
+            });
+        }
+        (None, None) => {
+            return Err(SourceError::Empty {
+                controller: controller_name,
+                hook: hook_kind,
+            });
+        }
+    };
+    match (&script.inline, &script.config_map_ref) {
+        (Some(code), None) => {
+            let language = script.language.ok_or(SourceError::InlineLanguage {
+                controller: controller_name.clone(),
+                hook: hook_kind,
+            })?;
+            Ok(ScriptSource::new(
+                language,
+                code.as_str(),
+                ScriptOrigin::Inline {
+                    controller: controller_name,
+                    hook: hook_kind,
+                },
+            ))
+        }
+        (None, Some(reference)) => {
+            let language = script
+                .language
+                .or_else(|| Language::from_file_name(&reference.key))
+                .ok_or_else(|| SourceError::UnknownLanguage {
+                    controller: controller_name.clone(),
+                    hook: hook_kind,
+                    key: reference.key.clone(),
+                })?;
+            if let Some(path) = config_maps.local_file(&reference.key) {
+                let code =
+                    std::fs::read_to_string(&path).map_err(|error| SourceError::LocalFile {
+                        controller: controller_name.clone(),
+                        hook: hook_kind,
+                        path: path.clone(),
+                        message: error.to_string(),
+                    })?;
+                return Ok(ScriptSource::new(
+                    language,
+                    code,
+                    ScriptOrigin::File { path },
+                ));
+            }
+            let code =
+                match config_maps.value(&reference.namespace, &reference.name, &reference.key) {
+                    None => {
+                        return Err(SourceError::MissingConfigMap {
+                            controller: controller_name,
+                            hook: hook_kind,
+                            namespace: reference.namespace.clone(),
+                            name: reference.name.clone(),
+                        });
+                    }
+                    Some(None) => {
+                        return Err(SourceError::MissingKey {
+                            controller: controller_name,
+                            hook: hook_kind,
+                            namespace: reference.namespace.clone(),
+                            name: reference.name.clone(),
+                            key: reference.key.clone(),
+                        });
+                    }
+                    Some(Some(code)) => code,
+                };
+            Ok(ScriptSource::new(
+                language,
+                code,
+                ScriptOrigin::ConfigMap {
+                    namespace: reference.namespace.clone(),
+                    name: reference.name.clone(),
+                    key: reference.key.clone(),
+                },
+            ))
+        }
+        _ => Err(SourceError::Ambiguous {
+            controller: controller_name,
+            hook: hook_kind,
+        }),
+    }
+}

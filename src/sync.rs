@@ -1,0 +1,276 @@
+//! One sync, start to end: gather what a controller needs from an object store, call its hooks,
+//! and plan. `render` runs it over files, the operator over its watch caches (on a blocking
+//! thread), so both do exactly the same thing.
+
+use crate::api::HookKind;
+use crate::controllers::decorator::{Decorator, Observed, Phase};
+use crate::controllers::map::Mapper;
+use crate::controllers::{MAP_KEY_LABEL, Plan};
+use crate::hooks::{ControllerHooks, HookError};
+use crate::object;
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::{LogSink, ScriptEngine};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Read access to observed objects.
+pub trait ObjectStore {
+    /// Objects of a type, in one namespace or in all.
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>>;
+
+    /// Objects of a type whose controller is `owner`. Stores with an owner index override this.
+    fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
+        let namespace = if resource.namespaced {
+            object::namespace(owner)
+        } else {
+            None
+        };
+        self.list(resource, namespace)
+            .into_iter()
+            .filter(|child| object::is_controlled_by(child, owner))
+            .collect()
+    }
+}
+
+/// What every hook call of a sync shares.
+pub struct HookRunner<'a> {
+    pub engine: &'a ScriptEngine,
+    pub hooks: &'a ControllerHooks,
+    pub clock: Option<jiff::Timestamp>,
+    pub logs: Option<LogSink>,
+}
+
+impl HookRunner<'_> {
+    fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
+        self.hooks
+            .call(self.engine, kind, request, self.clock, self.logs.clone())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    #[error("{controller}: related resource: {source}")]
+    Resolve {
+        controller: String,
+        #[source]
+        source: ResolveError,
+    },
+    #[error(transparent)]
+    Selector(#[from] crate::controllers::map::InvalidSelector),
+}
+
+/// The decorator's plan for one target and the hook that made it (none when only a finalizer
+/// is released), or `None` when the target needs nothing.
+pub fn sync_decorator_target(
+    decorator: &Decorator,
+    runner: &HookRunner,
+    resolver: &dyn ResourceResolver,
+    store: &dyn ObjectStore,
+    target: &Value,
+) -> Result<Option<(Option<HookKind>, Plan)>, SyncError> {
+    let phase = decorator.phase(target);
+    let kind = match phase {
+        Phase::Idle => return Ok(None),
+        Phase::Release => return Ok(Some((None, decorator.release_plan()))),
+        Phase::Sync => HookKind::Sync,
+        Phase::Finalize => HookKind::Finalize,
+    };
+    let related = if decorator.has_customize {
+        related_objects(decorator, runner, resolver, store, target)?
+    } else {
+        Value::Object(Default::default())
+    };
+    let attachments: Vec<Arc<Value>> = decorator
+        .attachments
+        .iter()
+        .flat_map(|child| store.controlled_by(&child.resource, target))
+        .filter(|child| decorator.owns(target, child))
+        .collect();
+    let observed = Observed {
+        target,
+        attachments: attachments.iter().map(Arc::as_ref).collect(),
+        related,
+    };
+    let response = runner.call(kind, &decorator.request(phase, &observed))?;
+    let plan = decorator
+        .plan(phase, &observed, &response)
+        .map_err(|error| runner.hooks.invalid_response(kind, error))?;
+    Ok(Some((Some(kind), plan)))
+}
+
+/// Runs the customize hook and collects the related objects it selects, grouped for a request.
+fn related_objects(
+    decorator: &Decorator,
+    runner: &HookRunner,
+    resolver: &dyn ResourceResolver,
+    store: &dyn ObjectStore,
+    target: &Value,
+) -> Result<Value, SyncError> {
+    let response = runner.call(HookKind::Customize, &decorator.customize_request(target))?;
+    let rules = decorator
+        .related_rules(&response)
+        .map_err(|error| runner.hooks.invalid_response(HookKind::Customize, error))?;
+    let mut types = Vec::new();
+    let mut related = Vec::new();
+    for rule in &rules {
+        let resource =
+            resolver
+                .resolve(&rule.resource_ref())
+                .map_err(|source| SyncError::Resolve {
+                    controller: decorator.name.clone(),
+                    source,
+                })?;
+        let namespace = if resource.namespaced {
+            rule.namespace_for(target)
+        } else {
+            None
+        };
+        related.extend(
+            store
+                .list(&resource, namespace)
+                .into_iter()
+                .filter(|candidate| rule.selects(target, candidate)),
+        );
+        types.push(resource);
+    }
+    Ok(decorator.group_related(target, types.iter(), related.iter().map(Arc::as_ref)))
+}
+
+/// The work one map parent needs: a step per selected input, per detached group, and status.
+#[derive(Debug)]
+pub struct MapStep {
+    pub hook: Option<HookKind>,
+    pub map_key: String,
+    /// The input the step is about (absent for detached groups and the status step).
+    pub input: Option<Arc<Value>>,
+    pub result: Result<Plan, SyncError>,
+}
+
+/// Plans everything for one parent. A failing pair does not stop the others; detached groups
+/// are decided only when every input could be read (an unreadable selector plans nothing).
+pub fn sync_map_parent(
+    mapper: &Mapper,
+    runner: &HookRunner,
+    store: &dyn ObjectStore,
+    parent: &Value,
+) -> Result<Vec<MapStep>, SyncError> {
+    let selector = mapper.parent_selector(parent)?;
+    let namespace = if mapper.parent.namespaced {
+        object::namespace(parent)
+    } else {
+        None
+    };
+    let inputs: Vec<Arc<Value>> = mapper
+        .inputs
+        .iter()
+        .flat_map(|resource| {
+            store.list(resource, if resource.namespaced { namespace } else { None })
+        })
+        .filter(|input| mapper.selects_input(parent, &selector, input))
+        .collect();
+    let outputs: Vec<Arc<Value>> = mapper
+        .outputs
+        .iter()
+        .flat_map(|child| store.controlled_by(&child.resource, parent))
+        .filter(|output| mapper.owns(parent, output))
+        .collect();
+    let groups = mapper.group_by_key(outputs.iter().map(Arc::as_ref));
+    let mut steps = Vec::new();
+    let mut live_keys = BTreeSet::new();
+    for input in &inputs {
+        let map_key = Mapper::map_key(input);
+        let observed = groups.get(&map_key).cloned().unwrap_or_default();
+        let result = runner
+            .call(HookKind::Map, &mapper.map_request(parent, input, &observed))
+            .map_err(SyncError::from)
+            .and_then(|response| {
+                mapper
+                    .plan_map(parent, &map_key, &observed, &response)
+                    .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error).into())
+            });
+        live_keys.insert(map_key.clone());
+        steps.push(MapStep {
+            hook: Some(HookKind::Map),
+            map_key,
+            input: Some(input.clone()),
+            result,
+        });
+    }
+    for (map_key, detached) in detached_groups(&groups, &live_keys) {
+        steps.push(plan_detached(mapper, runner, parent, map_key, &detached));
+    }
+    let selected: Vec<&Value> = inputs.iter().map(Arc::as_ref).collect();
+    let owned: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
+    if let Some(status) = mapper.aggregate_status(parent, &selected, &owned) {
+        steps.push(MapStep {
+            hook: None,
+            map_key: String::new(),
+            input: None,
+            result: Ok(Plan {
+                status: Some(status),
+                ..Plan::default()
+            }),
+        });
+    }
+    Ok(steps)
+}
+
+/// Output groups whose input is no longer selected.
+pub fn detached_groups<'a>(
+    groups: &BTreeMap<String, Vec<&'a Value>>,
+    live_keys: &BTreeSet<String>,
+) -> Vec<(String, Vec<&'a Value>)> {
+    groups
+        .iter()
+        .filter(|(key, _)| !live_keys.contains(*key))
+        .map(|(key, outputs)| (key.clone(), outputs.clone()))
+        .collect()
+}
+
+/// Decides a detached group: the tombstone hook picks what stays, or everything goes.
+pub fn plan_detached(
+    mapper: &Mapper,
+    runner: &HookRunner,
+    parent: &Value,
+    map_key: String,
+    detached: &[&Value],
+) -> MapStep {
+    debug_assert!(
+        detached
+            .iter()
+            .all(|o| object::label(o, MAP_KEY_LABEL) == Some(&map_key))
+    );
+    if !mapper.has_tombstone {
+        return MapStep {
+            hook: None,
+            map_key,
+            input: None,
+            result: Ok(mapper.plan_detached(detached)),
+        };
+    }
+    let result = runner
+        .call(
+            HookKind::Tombstone,
+            &mapper.tombstone_request(parent, &map_key, detached),
+        )
+        .map_err(SyncError::from)
+        .and_then(|response| {
+            mapper
+                .plan_tombstone(parent, detached, &response)
+                .map_err(|error| {
+                    runner
+                        .hooks
+                        .invalid_response(HookKind::Tombstone, error)
+                        .into()
+                })
+        });
+    MapStep {
+        hook: Some(HookKind::Tombstone),
+        map_key,
+        input: None,
+        result,
+    }
+}
