@@ -54,15 +54,13 @@ pub fn annotations(object: &Value) -> BTreeMap<String, String> {
 }
 
 pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object
-        .get("metadata")?
-        .get("labels")?
-        .get(key)?
-        .as_str()
+    object.get("metadata")?.get("labels")?.get(key)?.as_str()
 }
 
 pub fn is_deleting(object: &Value) -> bool {
-    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 pub fn finalizers(object: &Value) -> Vec<&str> {
@@ -119,7 +117,10 @@ pub fn owner_reference(owner: &Value) -> Value {
 
 /// The group part of an apiVersion (`""` for the core group).
 pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
+    api_version
+        .rsplit_once('/')
+        .map(|(group, _)| group)
+        .unwrap_or("")
 }
 
 /// The object's metadata map, created if missing. Fails only when `object` is not a map.
@@ -256,7 +257,8 @@ mod tests {
         assert!(is_controlled_by(&child, &owner));
         let other = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "uid": "2"}});
         assert!(!is_controlled_by(&child, &other));
-        let offline = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"}});
+        let offline =
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"}});
         child["metadata"]["ownerReferences"][0]
             .as_object_mut()
             .unwrap()
@@ -275,7 +277,10 @@ mod tests {
             Some(json!({"a": {"total": 2}, "b": null}))
         );
         assert_eq!(merge_patch(&desired, &desired), None);
-        assert_eq!(merge_patch(&json!(null), &json!({"x": 1})), Some(json!({"x": 1})));
+        assert_eq!(
+            merge_patch(&json!(null), &json!({"x": 1})),
+            Some(json!({"x": 1}))
+        );
     }
 
     #[test]

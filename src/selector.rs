@@ -16,7 +16,9 @@ pub struct Requirement {
     pub values: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq,
+)]
 pub enum Operator {
     #[default]
     In,
@@ -193,16 +195,52 @@ mod tests {
     #[test]
     fn each_operator_behaves_like_kubernetes() {
         let cases = [
-            (json!({"key": "env", "operator": "In", "values": ["a", "b"]}), &[("env", "a")][..], true),
-            (json!({"key": "env", "operator": "In", "values": ["a"]}), &[("env", "c")][..], false),
-            (json!({"key": "env", "operator": "In", "values": ["a"]}), &[][..], false),
-            (json!({"key": "env", "operator": "NotIn", "values": ["a"]}), &[("env", "c")][..], true),
-            (json!({"key": "env", "operator": "NotIn", "values": ["a"]}), &[][..], true),
-            (json!({"key": "env", "operator": "NotIn", "values": ["a"]}), &[("env", "a")][..], false),
-            (json!({"key": "env", "operator": "Exists"}), &[("env", "")][..], true),
+            (
+                json!({"key": "env", "operator": "In", "values": ["a", "b"]}),
+                &[("env", "a")][..],
+                true,
+            ),
+            (
+                json!({"key": "env", "operator": "In", "values": ["a"]}),
+                &[("env", "c")][..],
+                false,
+            ),
+            (
+                json!({"key": "env", "operator": "In", "values": ["a"]}),
+                &[][..],
+                false,
+            ),
+            (
+                json!({"key": "env", "operator": "NotIn", "values": ["a"]}),
+                &[("env", "c")][..],
+                true,
+            ),
+            (
+                json!({"key": "env", "operator": "NotIn", "values": ["a"]}),
+                &[][..],
+                true,
+            ),
+            (
+                json!({"key": "env", "operator": "NotIn", "values": ["a"]}),
+                &[("env", "a")][..],
+                false,
+            ),
+            (
+                json!({"key": "env", "operator": "Exists"}),
+                &[("env", "")][..],
+                true,
+            ),
             (json!({"key": "env", "operator": "Exists"}), &[][..], false),
-            (json!({"key": "env", "operator": "DoesNotExist"}), &[][..], true),
-            (json!({"key": "env", "operator": "DoesNotExist"}), &[("env", "x")][..], false),
+            (
+                json!({"key": "env", "operator": "DoesNotExist"}),
+                &[][..],
+                true,
+            ),
+            (
+                json!({"key": "env", "operator": "DoesNotExist"}),
+                &[("env", "x")][..],
+                false,
+            ),
         ];
         for (requirement, pairs, expected) in cases {
             let selector = json!({"matchExpressions": [requirement.clone()]});

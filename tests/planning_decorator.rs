@@ -2,7 +2,9 @@
 
 use metascript::api::DecoratorController;
 use metascript::controllers::decorator::{Decorator, Observed, Phase, RelatedRule};
-use metascript::controllers::{APPLIED_DIGEST_ANNOTATION, DECORATOR_LABEL, FinalizerChange, StatusChange};
+use metascript::controllers::{
+    APPLIED_DIGEST_ANNOTATION, DECORATOR_LABEL, FinalizerChange, StatusChange,
+};
 use metascript::resources::StaticResolver;
 use serde_json::{Value, json};
 
@@ -25,7 +27,8 @@ fn decorator(finalize: bool, method: &str) -> Decorator {
         }
     });
     if finalize {
-        controller["spec"]["hooks"]["finalize"] = json!({"script": {"language": "rhai", "inline": "#{}"}});
+        controller["spec"]["hooks"]["finalize"] =
+            json!({"script": {"language": "rhai", "inline": "#{}"}});
     }
     let controller: DecoratorController = serde_json::from_value(controller).unwrap();
     Decorator::new(&controller, &StaticResolver::with_builtins()).unwrap()
@@ -51,14 +54,21 @@ fn service(name: &str, port: i64) -> Value {
 /// What the cluster would hold after applying `planned`: server-added fields included.
 fn as_observed(planned: &Value) -> Value {
     let mut observed = planned.clone();
-    observed["metadata"]["uid"] = json!(format!("uid-{}", planned["metadata"]["name"].as_str().unwrap()));
+    observed["metadata"]["uid"] = json!(format!(
+        "uid-{}",
+        planned["metadata"]["name"].as_str().unwrap()
+    ));
     observed["metadata"]["resourceVersion"] = json!("7");
     observed["spec"]["ports"][0]["protocol"] = json!("TCP");
     observed
 }
 
 fn observed<'a>(target: &'a Value, attachments: &[&'a Value]) -> Observed<'a> {
-    Observed { target, attachments: attachments.to_vec(), related: json!({}) }
+    Observed {
+        target,
+        attachments: attachments.to_vec(),
+        related: json!({}),
+    }
 }
 
 #[test]
@@ -66,7 +76,10 @@ fn request_lists_every_attachment_type_even_when_empty() {
     let decorator = decorator(false, "InPlace");
     let target = target();
     let request = decorator.request(Phase::Sync, &observed(&target, &[]));
-    assert_eq!(request["attachments"], json!({"Service.v1": {}, "ConfigMap.v1": {}}));
+    assert_eq!(
+        request["attachments"],
+        json!({"Service.v1": {}, "ConfigMap.v1": {}})
+    );
     assert_eq!(request["finalizing"], json!(false));
     assert_eq!(request["object"]["metadata"]["name"], "web");
     assert_eq!(request["controller"]["kind"], "DecoratorController");
@@ -79,11 +92,16 @@ fn creates_attachments_owned_labelled_and_namespaced_then_writes_nothing_once_co
     let decorator = decorator(false, "InPlace");
     let target = target();
     let response = json!({"attachments": [service("web-0", 80), service("web-1", 80)]});
-    let plan = decorator.plan(Phase::Sync, &observed(&target, &[]), &response).unwrap();
+    let plan = decorator
+        .plan(Phase::Sync, &observed(&target, &[]), &response)
+        .unwrap();
     assert_eq!(plan.apply.len(), 2);
     let created = &plan.apply[0];
     assert_eq!(created["metadata"]["namespace"], "prod");
-    assert_eq!(created["metadata"]["labels"][DECORATOR_LABEL], "service-per-pod");
+    assert_eq!(
+        created["metadata"]["labels"][DECORATOR_LABEL],
+        "service-per-pod"
+    );
     assert_eq!(
         created["metadata"]["ownerReferences"],
         json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "uid-web",
@@ -94,30 +112,48 @@ fn creates_attachments_owned_labelled_and_namespaced_then_writes_nothing_once_co
 
     let cluster: Vec<Value> = plan.apply.iter().map(as_observed).collect();
     let refs: Vec<&Value> = cluster.iter().collect();
-    let again = decorator.plan(Phase::Sync, &observed(&target, &refs), &response).unwrap();
-    assert!(again.is_noop(), "converged state must plan no writes: {again:?}");
+    let again = decorator
+        .plan(Phase::Sync, &observed(&target, &refs), &response)
+        .unwrap();
+    assert!(
+        again.is_noop(),
+        "converged state must plan no writes: {again:?}"
+    );
     let request = decorator.request(Phase::Sync, &observed(&target, &refs));
-    assert_eq!(request["attachments"]["Service.v1"]["web-1"]["metadata"]["uid"], "uid-web-1");
+    assert_eq!(
+        request["attachments"]["Service.v1"]["web-1"]["metadata"]["uid"],
+        "uid-web-1"
+    );
 }
 
 #[test]
 fn update_methods_decide_what_happens_to_a_changed_attachment() {
     let target = target();
     let first = decorator(false, "InPlace")
-        .plan(Phase::Sync, &observed(&target, &[]), &json!({"attachments": [service("web-0", 80)]}))
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[]),
+            &json!({"attachments": [service("web-0", 80)]}),
+        )
         .unwrap();
     let existing = as_observed(&first.apply[0]);
     let changed = json!({"attachments": [service("web-0", 81)]});
 
-    let in_place = decorator(false, "InPlace").plan(Phase::Sync, &observed(&target, &[&existing]), &changed).unwrap();
+    let in_place = decorator(false, "InPlace")
+        .plan(Phase::Sync, &observed(&target, &[&existing]), &changed)
+        .unwrap();
     assert_eq!(in_place.apply.len(), 1);
     assert_eq!(in_place.apply[0]["spec"]["ports"][0]["port"], 81);
     assert!(in_place.delete.is_empty());
 
-    let on_delete = decorator(false, "OnDelete").plan(Phase::Sync, &observed(&target, &[&existing]), &changed).unwrap();
+    let on_delete = decorator(false, "OnDelete")
+        .plan(Phase::Sync, &observed(&target, &[&existing]), &changed)
+        .unwrap();
     assert!(on_delete.is_noop());
 
-    let recreate = decorator(false, "Recreate").plan(Phase::Sync, &observed(&target, &[&existing]), &changed).unwrap();
+    let recreate = decorator(false, "Recreate")
+        .plan(Phase::Sync, &observed(&target, &[&existing]), &changed)
+        .unwrap();
     assert!(recreate.apply.is_empty());
     assert_eq!(recreate.delete.len(), 1);
     assert_eq!(recreate.delete[0].uid.as_deref(), Some("uid-web-0"));
@@ -130,12 +166,26 @@ fn a_field_the_hook_stops_returning_is_reapplied() {
     let target = target();
     let mut with_selector = service("web-0", 80);
     with_selector["spec"]["selector"] = json!({"pod": "web-0"});
-    let first = decorator.plan(Phase::Sync, &observed(&target, &[]), &json!({"attachments": [with_selector]})).unwrap();
+    let first = decorator
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[]),
+            &json!({"attachments": [with_selector]}),
+        )
+        .unwrap();
     let existing = as_observed(&first.apply[0]);
     let plan = decorator
-        .plan(Phase::Sync, &observed(&target, &[&existing]), &json!({"attachments": [service("web-0", 80)]}))
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[&existing]),
+            &json!({"attachments": [service("web-0", 80)]}),
+        )
         .unwrap();
-    assert_eq!(plan.apply.len(), 1, "a dropped field changes the applied digest");
+    assert_eq!(
+        plan.apply.len(),
+        1,
+        "a dropped field changes the applied digest"
+    );
 }
 
 #[test]
@@ -143,17 +193,27 @@ fn attachments_not_returned_are_deleted_and_terminating_ones_left_alone() {
     let decorator = decorator(false, "InPlace");
     let target = target();
     let first = decorator
-        .plan(Phase::Sync, &observed(&target, &[]), &json!({"attachments": [service("web-0", 80), service("web-1", 80)]}))
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[]),
+            &json!({"attachments": [service("web-0", 80), service("web-1", 80)]}),
+        )
         .unwrap();
     let zero = as_observed(&first.apply[0]);
     let mut one = as_observed(&first.apply[1]);
     let plan = decorator
-        .plan(Phase::Sync, &observed(&target, &[&zero, &one]), &json!({"attachments": []}))
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[&zero, &one]),
+            &json!({"attachments": []}),
+        )
         .unwrap();
     assert_eq!(plan.delete.len(), 2);
     assert_eq!(plan.delete[0].key.name, "web-0");
     one["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    let plan = decorator.plan(Phase::Sync, &observed(&target, &[&zero, &one]), &json!({})).unwrap();
+    let plan = decorator
+        .plan(Phase::Sync, &observed(&target, &[&zero, &one]), &json!({}))
+        .unwrap();
     assert_eq!(plan.delete.len(), 1);
 }
 
@@ -165,23 +225,51 @@ fn labels_and_annotations_patch_only_changes_and_null_removes() {
         "labels": {"app": "web", "old": null, "new": "y", "absent": null},
         "annotations": {"note": "hi"}
     });
-    let plan = decorator.plan(Phase::Sync, &observed(&target, &[]), &response).unwrap();
+    let plan = decorator
+        .plan(Phase::Sync, &observed(&target, &[]), &response)
+        .unwrap();
     assert_eq!(
         plan.metadata_patch,
-        Some(json!({"metadata": {"labels": {"old": null, "new": "y"}, "annotations": {"note": "hi"}}}))
+        Some(
+            json!({"metadata": {"labels": {"old": null, "new": "y"}, "annotations": {"note": "hi"}}})
+        )
     );
     let same = json!({"labels": {"app": "web"}});
-    assert!(decorator.plan(Phase::Sync, &observed(&target, &[]), &same).unwrap().is_noop());
+    assert!(
+        decorator
+            .plan(Phase::Sync, &observed(&target, &[]), &same)
+            .unwrap()
+            .is_noop()
+    );
 }
 
 #[test]
 fn status_is_replaced_only_when_returned_and_different() {
     let decorator = decorator(false, "InPlace");
     let target = target();
-    let plan = decorator.plan(Phase::Sync, &observed(&target, &[]), &json!({"status": {"ok": true}})).unwrap();
-    assert_eq!(plan.status, Some(StatusChange::Replace(json!({"ok": true}))));
-    for unchanged in [json!({"status": null}), json!({}), json!({"status": {"replicas": 2}})] {
-        assert_eq!(decorator.plan(Phase::Sync, &observed(&target, &[]), &unchanged).unwrap().status, None);
+    let plan = decorator
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[]),
+            &json!({"status": {"ok": true}}),
+        )
+        .unwrap();
+    assert_eq!(
+        plan.status,
+        Some(StatusChange::Replace(json!({"ok": true})))
+    );
+    for unchanged in [
+        json!({"status": null}),
+        json!({}),
+        json!({"status": {"replicas": 2}}),
+    ] {
+        assert_eq!(
+            decorator
+                .plan(Phase::Sync, &observed(&target, &[]), &unchanged)
+                .unwrap()
+                .status,
+            None
+        );
     }
 }
 
@@ -190,12 +278,30 @@ fn bad_responses_are_rejected_naming_the_item_and_why() {
     let decorator = decorator(false, "InPlace");
     let target = target();
     let cases = [
-        (json!("nope"), "(response): expected a map of response fields, got a string"),
-        (json!({"attachments": {"a": 1}}), "attachments: expected a list of objects, got a map"),
-        (json!({"attachments": [1]}), "attachments[0]: expected an object, got a number"),
-        (json!({"attachments": [{"kind": "Service", "metadata": {"name": "a"}}]}), "attachments[0]: object has no apiVersion"),
-        (json!({"attachments": [{"apiVersion": "v1", "metadata": {"name": "a"}}]}), "attachments[0]: object has no kind"),
-        (json!({"attachments": [{"apiVersion": "v1", "kind": "Service", "metadata": {}}]}), "attachments[0]: Service has no metadata.name"),
+        (
+            json!("nope"),
+            "(response): expected a map of response fields, got a string",
+        ),
+        (
+            json!({"attachments": {"a": 1}}),
+            "attachments: expected a list of objects, got a map",
+        ),
+        (
+            json!({"attachments": [1]}),
+            "attachments[0]: expected an object, got a number",
+        ),
+        (
+            json!({"attachments": [{"kind": "Service", "metadata": {"name": "a"}}]}),
+            "attachments[0]: object has no apiVersion",
+        ),
+        (
+            json!({"attachments": [{"apiVersion": "v1", "metadata": {"name": "a"}}]}),
+            "attachments[0]: object has no kind",
+        ),
+        (
+            json!({"attachments": [{"apiVersion": "v1", "kind": "Service", "metadata": {}}]}),
+            "attachments[0]: Service has no metadata.name",
+        ),
         (
             json!({"attachments": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]}),
             "attachments[0]: Secret.v1 \"s\" is not a declared attachments type (declared: Service.v1, ConfigMap.v1)",
@@ -208,13 +314,28 @@ fn bad_responses_are_rejected_naming_the_item_and_why() {
             json!({"attachments": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a", "namespace": "other"}}]}),
             "attachments[0]: Service \"a\" is in namespace \"other\" but owner references cannot cross namespaces (the parent is in \"prod\")",
         ),
-        (json!({"labels": {"a": 1}}), "labels.a: expected a string (or null to remove), got a number"),
-        (json!({"status": [1]}), "status: expected a map (or null to leave status alone), got a list"),
-        (json!({"resyncAfterSeconds": -1}), "resyncAfterSeconds: expected a positive number of seconds, got -1"),
+        (
+            json!({"labels": {"a": 1}}),
+            "labels.a: expected a string (or null to remove), got a number",
+        ),
+        (
+            json!({"status": [1]}),
+            "status: expected a map (or null to leave status alone), got a list",
+        ),
+        (
+            json!({"resyncAfterSeconds": -1}),
+            "resyncAfterSeconds: expected a positive number of seconds, got -1",
+        ),
     ];
     for (response, message) in cases {
-        let error = decorator.plan(Phase::Sync, &observed(&target, &[]), &response).unwrap_err();
-        assert_eq!(error.to_string(), format!("invalid hook response: {message}"), "for {response}");
+        let error = decorator
+            .plan(Phase::Sync, &observed(&target, &[]), &response)
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid hook response: {message}"),
+            "for {response}"
+        );
     }
 }
 
@@ -233,13 +354,24 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "n1"}});
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "defaults"}});
     let error = decorator
-        .plan(Phase::Sync, &observed(&namespace, &[]), &json!({"attachments": [config]}))
+        .plan(
+            Phase::Sync,
+            &observed(&namespace, &[]),
+            &json!({"attachments": [config]}),
+        )
         .unwrap_err();
-    assert!(error.to_string().contains("metadata.namespace must be set"), "{error}");
+    assert!(
+        error.to_string().contains("metadata.namespace must be set"),
+        "{error}"
+    );
 
     let mut placed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "defaults", "namespace": "team-a"}});
     let plan = decorator
-        .plan(Phase::Sync, &observed(&namespace, &[]), &json!({"attachments": [placed.clone()]}))
+        .plan(
+            Phase::Sync,
+            &observed(&namespace, &[]),
+            &json!({"attachments": [placed.clone()]}),
+        )
         .unwrap();
     placed = plan.apply[0].clone();
     let request = decorator.request(Phase::Sync, &observed(&namespace, &[&placed]));
@@ -253,11 +385,21 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     assert_eq!(finalizer, "metascript.dev/decorator-service-per-pod");
     let mut target = target();
     assert_eq!(with_finalize.phase(&target), Phase::Sync);
-    let plan = with_finalize.plan(Phase::Sync, &observed(&target, &[]), &json!({})).unwrap();
-    assert_eq!(plan.finalizer, Some(FinalizerChange::Add(finalizer.clone())));
+    let plan = with_finalize
+        .plan(Phase::Sync, &observed(&target, &[]), &json!({}))
+        .unwrap();
+    assert_eq!(
+        plan.finalizer,
+        Some(FinalizerChange::Add(finalizer.clone()))
+    );
 
     target["metadata"]["finalizers"] = json!([finalizer]);
-    assert!(with_finalize.plan(Phase::Sync, &observed(&target, &[]), &json!({})).unwrap().is_noop());
+    assert!(
+        with_finalize
+            .plan(Phase::Sync, &observed(&target, &[]), &json!({}))
+            .unwrap()
+            .is_noop()
+    );
 
     // Opting out (annotation removed) finalizes; so does deletion.
     let mut opted_out = target.clone();
@@ -266,21 +408,50 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     let mut deleting = target.clone();
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(with_finalize.phase(&deleting), Phase::Finalize);
-    assert_eq!(with_finalize.request(Phase::Finalize, &observed(&deleting, &[]))["finalizing"], json!(true));
+    assert_eq!(
+        with_finalize.request(Phase::Finalize, &observed(&deleting, &[]))["finalizing"],
+        json!(true)
+    );
 
-    let not_yet = with_finalize.plan(Phase::Finalize, &observed(&deleting, &[]), &json!({"finalized": false})).unwrap();
+    let not_yet = with_finalize
+        .plan(
+            Phase::Finalize,
+            &observed(&deleting, &[]),
+            &json!({"finalized": false}),
+        )
+        .unwrap();
     assert_eq!(not_yet.finalizer, None);
-    let done = with_finalize.plan(Phase::Finalize, &observed(&deleting, &[]), &json!({"finalized": true})).unwrap();
-    assert_eq!(done.finalizer, Some(FinalizerChange::Remove(finalizer.clone())));
-    let bad = with_finalize.plan(Phase::Finalize, &observed(&deleting, &[]), &json!({"finalized": "yes"}));
-    assert!(bad.unwrap_err().to_string().contains("finalized: expected a boolean"));
+    let done = with_finalize
+        .plan(
+            Phase::Finalize,
+            &observed(&deleting, &[]),
+            &json!({"finalized": true}),
+        )
+        .unwrap();
+    assert_eq!(
+        done.finalizer,
+        Some(FinalizerChange::Remove(finalizer.clone()))
+    );
+    let bad = with_finalize.plan(
+        Phase::Finalize,
+        &observed(&deleting, &[]),
+        &json!({"finalized": "yes"}),
+    );
+    assert!(
+        bad.unwrap_err()
+            .to_string()
+            .contains("finalized: expected a boolean")
+    );
 
     // Without a finalize hook a leftover finalizer is released, never left to block deletion.
     let without = decorator(false, "InPlace");
     let mut leftover = deleting.clone();
     leftover["metadata"]["finalizers"] = json!([without.finalizer()]);
     assert_eq!(without.phase(&leftover), Phase::Release);
-    assert_eq!(without.release_plan().finalizer, Some(FinalizerChange::Remove(without.finalizer())));
+    assert_eq!(
+        without.release_plan().finalizer,
+        Some(FinalizerChange::Remove(without.finalizer()))
+    );
     let mut plain = target.clone();
     plain["metadata"]["annotations"] = json!({});
     plain["metadata"]["finalizers"] = json!([]);
@@ -291,7 +462,13 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
 fn only_this_decorators_attachments_are_its_own() {
     let decorator = decorator(false, "InPlace");
     let target = target();
-    let plan = decorator.plan(Phase::Sync, &observed(&target, &[]), &json!({"attachments": [service("web-0", 80)]})).unwrap();
+    let plan = decorator
+        .plan(
+            Phase::Sync,
+            &observed(&target, &[]),
+            &json!({"attachments": [service("web-0", 80)]}),
+        )
+        .unwrap();
     let ours = as_observed(&plan.apply[0]);
     assert!(decorator.owns(&target, &ours));
     let mut other_decorator = ours.clone();
@@ -321,7 +498,9 @@ fn related_rules_select_by_namespace_names_and_labels() {
     assert!(!rules[1].selects(&target, &secret("shared", "other")));
     assert!(!rules[1].selects(&target, &secret("prod", "tls")));
 
-    let error = decorator.related_rules(&json!({"relatedResources": [{"apiVersion": "v1"}]})).unwrap_err();
+    let error = decorator
+        .related_rules(&json!({"relatedResources": [{"apiVersion": "v1"}]}))
+        .unwrap_err();
     assert!(error.to_string().contains("relatedResources[0]"), "{error}");
     let _: RelatedRule = RelatedRule::default();
 }

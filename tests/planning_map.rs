@@ -23,7 +23,8 @@ fn mapper(parent_scope: &str, tombstone: bool) -> Mapper {
         }
     });
     if tombstone {
-        controller["spec"]["hooks"]["tombstone"] = json!({"script": {"language": "lua", "inline": "return {}"}});
+        controller["spec"]["hooks"]["tombstone"] =
+            json!({"script": {"language": "lua", "inline": "return {}"}});
     }
     let controller: MapController = serde_json::from_value(controller).unwrap();
     Mapper::new(&controller, &resolver).unwrap()
@@ -48,7 +49,10 @@ fn output(name: &str) -> Value {
 
 fn observe(planned: &Value) -> Value {
     let mut observed = planned.clone();
-    observed["metadata"]["uid"] = json!(format!("uid-{}", planned["metadata"]["name"].as_str().unwrap()));
+    observed["metadata"]["uid"] = json!(format!(
+        "uid-{}",
+        planned["metadata"]["name"].as_str().unwrap()
+    ));
     observed
 }
 
@@ -65,7 +69,10 @@ fn parents_select_inputs_by_selector_namespace_and_not_their_own_outputs() {
         "name": "nightly", "uid": "p1", "controller": true}]);
     assert!(!mapper.selects_input(&parent, &selector, &own_output));
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "prod", "labels": {"app": "db"}}});
-    assert!(!mapper.selects_input(&parent, &selector, &config), "not an input type");
+    assert!(
+        !mapper.selects_input(&parent, &selector, &config),
+        "not an input type"
+    );
 
     let everything = schedule(Value::Null);
     let all = mapper.parent_selector(&everything).unwrap();
@@ -77,7 +84,10 @@ fn parents_select_inputs_by_selector_namespace_and_not_their_own_outputs() {
 fn a_cluster_scoped_parent_selects_inputs_in_every_namespace() {
     let mapper = mapper("Cluster", false);
     let mut parent = schedule(json!({"matchLabels": {"app": "db"}}));
-    parent["metadata"].as_object_mut().unwrap().remove("namespace");
+    parent["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
     let selector = mapper.parent_selector(&parent).unwrap();
     assert!(mapper.selects_input(&parent, &selector, &pvc("prod", "a", "db")));
     assert!(mapper.selects_input(&parent, &selector, &pvc("dev", "b", "db")));
@@ -102,7 +112,10 @@ fn map_keys_are_stable_label_safe_and_distinct() {
     assert_eq!(a, Mapper::map_key(&pvc("prod", "data-0", "other-labels")));
     assert_ne!(a, Mapper::map_key(&pvc("dev", "data-0", "db")));
     assert_ne!(a, Mapper::map_key(&pvc("prod", "data-1", "db")));
-    assert!(a.len() <= 63 && a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+    assert!(
+        a.len() <= 63 && a.chars().all(|c| c.is_ascii_hexdigit()),
+        "{a}"
+    );
 }
 
 #[test]
@@ -129,8 +142,20 @@ fn map_outputs_are_tagged_owned_and_converge_to_no_writes() {
     let cluster: Vec<Value> = plan.apply.iter().map(observe).collect();
     let refs: Vec<&Value> = cluster.iter().collect();
     assert!(refs.iter().all(|o| mapper.owns(&parent, o)));
-    assert!(mapper.plan_map(&parent, &key, &refs, &response).unwrap().is_noop());
-    let fewer = mapper.plan_map(&parent, &key, &refs, &json!({"outputs": [output("data-0-a")]})).unwrap();
+    assert!(
+        mapper
+            .plan_map(&parent, &key, &refs, &response)
+            .unwrap()
+            .is_noop()
+    );
+    let fewer = mapper
+        .plan_map(
+            &parent,
+            &key,
+            &refs,
+            &json!({"outputs": [output("data-0-a")]}),
+        )
+        .unwrap();
     assert_eq!(fewer.delete.len(), 1);
     assert_eq!(fewer.delete[0].key.name, "data-0-b");
     assert_eq!(mapper.group_by_key(refs.iter().copied())[&key].len(), 2);
@@ -138,7 +163,12 @@ fn map_outputs_are_tagged_owned_and_converge_to_no_writes() {
     let error = mapper
         .plan_map(&parent, &key, &[], &json!({"outputs": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]}))
         .unwrap_err();
-    assert!(error.to_string().contains("outputs[0]: Secret.v1 \"s\" is not a declared outputs type"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("outputs[0]: Secret.v1 \"s\" is not a declared outputs type"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -147,7 +177,12 @@ fn detached_outputs_are_deleted_or_kept_by_the_tombstone_hook() {
     let parent = schedule(json!({}));
     let key = Mapper::map_key(&pvc("prod", "gone", "db"));
     let plan = mapper
-        .plan_map(&parent, &key, &[], &json!({"outputs": [output("old-a"), output("old-b")]}))
+        .plan_map(
+            &parent,
+            &key,
+            &[],
+            &json!({"outputs": [output("old-a"), output("old-b")]}),
+        )
         .unwrap();
     let detached: Vec<Value> = plan.apply.iter().map(observe).collect();
     let refs: Vec<&Value> = detached.iter().collect();
@@ -162,14 +197,28 @@ fn detached_outputs_are_deleted_or_kept_by_the_tombstone_hook() {
         .unwrap();
     assert_eq!(keep_a.delete.len(), 1);
     assert_eq!(keep_a.delete[0].key.name, "old-b");
-    assert!(keep_a.apply.is_empty(), "the tombstone hook never edits outputs");
+    assert!(
+        keep_a.apply.is_empty(),
+        "the tombstone hook never edits outputs"
+    );
 
-    let keep_none = mapper.plan_tombstone(&parent, &refs, &json!({"outputs": []})).unwrap();
+    let keep_none = mapper
+        .plan_tombstone(&parent, &refs, &json!({"outputs": []}))
+        .unwrap();
     assert_eq!(keep_none.delete.len(), 2);
     let stranger = mapper
-        .plan_tombstone(&parent, &refs, &json!({"outputs": [output("not-detached")]}))
+        .plan_tombstone(
+            &parent,
+            &refs,
+            &json!({"outputs": [output("not-detached")]}),
+        )
         .unwrap_err();
-    assert!(stranger.to_string().contains("outputs[0]: ConfigMap.v1 not-detached is not one of the detached outputs"), "{stranger}");
+    assert!(
+        stranger
+            .to_string()
+            .contains("outputs[0]: ConfigMap.v1 not-detached is not one of the detached outputs"),
+        "{stranger}"
+    );
     assert_eq!(mapper.plan_detached(&refs).delete.len(), 2);
 }
 
@@ -195,9 +244,14 @@ fn status_aggregates_inputs_outputs_and_true_conditions_and_is_quiet_when_unchan
     );
     parent["status"] = expected;
     parent["status"]["phase"] = json!("owned by someone else");
-    assert_eq!(mapper.aggregate_status(&parent, &input_refs, &output_refs), None);
+    assert_eq!(
+        mapper.aggregate_status(&parent, &input_refs, &output_refs),
+        None
+    );
     assert_eq!(
         mapper.aggregate_status(&parent, &input_refs[..1], &output_refs),
-        Some(StatusChange::Merge(json!({"inputs": {"persistentvolumeclaims": {"total": 1}}})))
+        Some(StatusChange::Merge(
+            json!({"inputs": {"persistentvolumeclaims": {"total": 1}}})
+        ))
     );
 }

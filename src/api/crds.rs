@@ -46,7 +46,10 @@ mod tests {
         for (crd, short) in all_crds().iter().zip(["dec", "mapc"]) {
             assert_eq!(crd.spec.scope, "Cluster");
             assert_eq!(crd.spec.group, "metascript.dev");
-            assert_eq!(crd.spec.names.short_names.as_deref(), Some(&[short.to_string()][..]));
+            assert_eq!(
+                crd.spec.names.short_names.as_deref(),
+                Some(&[short.to_string()][..])
+            );
             let version = &crd.spec.versions[0];
             assert_eq!(version.name, "v1alpha1");
             assert!(version.subresources.as_ref().unwrap().status.is_some());

@@ -1,6 +1,6 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
-use super::{ChildRule, ControllerStatus, Hook, ResourceRule};
+use super::{ChildRule, ControllerStatus, Hook, HookKind, ResourceRule};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -43,4 +43,18 @@ pub struct DecoratorHooks {
     pub finalize: Option<Hook>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customize: Option<Hook>,
+}
+
+impl DecoratorHooks {
+    /// The hooks that are set, with their names.
+    pub fn named(&self) -> Vec<(HookKind, &Hook)> {
+        [
+            (HookKind::Sync, Some(&self.sync)),
+            (HookKind::Finalize, self.finalize.as_ref()),
+            (HookKind::Customize, self.customize.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(kind, hook)| Some((kind, hook?)))
+        .collect()
+    }
 }

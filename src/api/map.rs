@@ -1,6 +1,6 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
-use super::{ChildRule, ControllerStatus, Hook, ResourceRef};
+use super::{ChildRule, ControllerStatus, Hook, HookKind, ResourceRef};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,4 +41,17 @@ pub struct MapHooks {
     pub map: Hook,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tombstone: Option<Hook>,
+}
+
+impl MapHooks {
+    /// The hooks that are set, with their names.
+    pub fn named(&self) -> Vec<(HookKind, &Hook)> {
+        [
+            (HookKind::Map, Some(&self.map)),
+            (HookKind::Tombstone, self.tombstone.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(kind, hook)| Some((kind, hook?)))
+        .collect()
+    }
 }

@@ -1,9 +1,9 @@
 //! Owned children (decorator attachments, map outputs): how hooks see them, how the objects a
 //! hook returns are checked, and how desired and observed children are reconciled.
 
+use super::APPLIED_DIGEST_ANNOTATION;
 use super::plan::Deletion;
 use super::response::{InvalidResponse, json_type};
-use super::APPLIED_DIGEST_ANNOTATION;
 use crate::api::{ChildRule, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
@@ -88,7 +88,11 @@ pub fn desired_children(
             let declared: Vec<String> = types.iter().map(|t| t.resource.group_key()).collect();
             return Err(fail(format!(
                 "{kind}.{api_version} {name:?} is not a declared {field} type (declared: {})",
-                if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                if declared.is_empty() {
+                    "none".to_string()
+                } else {
+                    declared.join(", ")
+                }
             )));
         };
         let child_type = &types[type_index].resource;
@@ -111,7 +115,9 @@ pub fn desired_children(
                      metadata.namespace must be set"
                 )));
             }
-            (true, true, Some(namespace)) if Some(namespace.as_str()) != object::namespace(parent) => {
+            (true, true, Some(namespace))
+                if Some(namespace.as_str()) != object::namespace(parent) =>
+            {
                 return Err(fail(format!(
                     "{kind} {name:?} is in namespace {namespace:?} but owner references cannot \
                      cross namespaces (the parent is in {:?})",
@@ -140,7 +146,12 @@ pub fn desired_children(
             );
         }
         let digest = applied_digest(&child);
-        object::set_string(&mut child, "annotations", APPLIED_DIGEST_ANNOTATION, &digest);
+        object::set_string(
+            &mut child,
+            "annotations",
+            APPLIED_DIGEST_ANNOTATION,
+            &digest,
+        );
         desired.push((child, type_index));
     }
     Ok(desired)

@@ -1,10 +1,10 @@
 //! DecoratorController planning: which objects are targets, what their hooks are asked, and what
 //! a hook's answer means for the cluster.
 
+use super::DECORATOR_LABEL;
 use super::children::{self, ChildType};
 use super::plan::{FinalizerChange, Plan, StatusChange};
 use super::response::{self, InvalidResponse, json_type};
-use super::DECORATOR_LABEL;
 use crate::api::{DecoratorController, ResourceRef, ResourceRule};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -107,9 +107,9 @@ impl Decorator {
     pub fn selects(&self, target: &Value) -> bool {
         let labels = object::labels(target);
         let annotations = object::annotations(target);
-        self.rules
-            .iter()
-            .any(|(rule, resource)| resource.describes(target) && rule.selects(&labels, &annotations))
+        self.rules.iter().any(|(rule, resource)| {
+            resource.describes(target) && rule.selects(&labels, &annotations)
+        })
     }
 
     pub fn phase(&self, target: &Value) -> Phase {
@@ -201,7 +201,10 @@ impl Decorator {
     ) -> Result<Plan, InvalidResponse> {
         let target = observed.target;
         let target_type = self.target_type(target).ok_or_else(|| {
-            InvalidResponse::new("object", "the target is not of a type this controller targets")
+            InvalidResponse::new(
+                "object",
+                "the target is not of a type this controller targets",
+            )
         })?;
         let fields = response::fields(response)?;
         let items = response::list(fields, "attachments")?;
@@ -317,7 +320,12 @@ fn metadata_patch(
         let changes: Map<String, Value> = updates
             .iter()
             .filter(|(key, value)| current.get(*key) != value.as_ref())
-            .map(|(key, value)| (key.clone(), value.clone().map_or(Value::Null, Value::String)))
+            .map(|(key, value)| {
+                (
+                    key.clone(),
+                    value.clone().map_or(Value::Null, Value::String),
+                )
+            })
             .collect();
         if !changes.is_empty() {
             metadata.insert(field.into(), Value::Object(changes));
@@ -327,7 +335,10 @@ fn metadata_patch(
 }
 
 /// `status`: absent or null leaves it; a map replaces it when different.
-fn status_change(target: &Value, status: Option<&Value>) -> Result<Option<StatusChange>, InvalidResponse> {
+fn status_change(
+    target: &Value,
+    status: Option<&Value>,
+) -> Result<Option<StatusChange>, InvalidResponse> {
     match status {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(map)) => {
@@ -337,7 +348,10 @@ fn status_change(target: &Value, status: Option<&Value>) -> Result<Option<Status
         }
         Some(other) => Err(InvalidResponse::new(
             "status",
-            format!("expected a map (or null to leave status alone), got {}", json_type(other)),
+            format!(
+                "expected a map (or null to leave status alone), got {}",
+                json_type(other)
+            ),
         )),
     }
 }

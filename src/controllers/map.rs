@@ -218,7 +218,9 @@ impl Mapper {
             delete: detached
                 .iter()
                 .filter(|o| !keep.contains(&ObjectKey::of(o)) && !object::is_deleting(o))
-                .map(|o| children::deletion(o, "input is gone and the tombstone hook did not keep it"))
+                .map(|o| {
+                    children::deletion(o, "input is gone and the tombstone hook did not keep it")
+                })
                 .collect(),
             ..Plan::default()
         })
@@ -247,7 +249,10 @@ impl Mapper {
     ) -> Option<StatusChange> {
         let mut inputs = Map::new();
         for resource in &self.inputs {
-            let total = selected_inputs.iter().filter(|i| resource.describes(i)).count();
+            let total = selected_inputs
+                .iter()
+                .filter(|i| resource.describes(i))
+                .count();
             inputs.insert(resource.plural.clone(), json!({"total": total}));
         }
         let mut outputs = Map::new();
@@ -258,7 +263,9 @@ impl Mapper {
                 .collect();
             let mut counts: BTreeMap<String, u64> = BTreeMap::new();
             for output in &of_type {
-                let conditions = output.pointer("/status/conditions").and_then(Value::as_array);
+                let conditions = output
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array);
                 for condition in conditions.into_iter().flatten() {
                     let Some(kind) = condition.get("type").and_then(Value::as_str) else {
                         continue;

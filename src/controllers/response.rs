@@ -37,7 +37,10 @@ pub(crate) fn fields(response: &Value) -> Result<&serde_json::Map<String, Value>
     response.as_object().ok_or_else(|| {
         InvalidResponse::new(
             "(response)",
-            format!("expected a map of response fields, got {}", json_type(response)),
+            format!(
+                "expected a map of response fields, got {}",
+                json_type(response)
+            ),
         )
     })
 }
@@ -81,7 +84,10 @@ pub(crate) fn string_updates(
             Value::Null => Ok((key.clone(), None)),
             other => Err(InvalidResponse::new(
                 format!("{field}.{key}"),
-                format!("expected a string (or null to remove), got {}", json_type(other)),
+                format!(
+                    "expected a string (or null to remove), got {}",
+                    json_type(other)
+                ),
             )),
         })
         .collect()
