@@ -15,9 +15,12 @@ set -euo pipefail
 
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
-# Git commit of the upstream release tags, so /version reports them.
+# The module proxy does not serve the release commits, so /version says "unknown" there.
 K8S_GIT_COMMIT=unknown
 ETCD_GIT_SHA=unknown
+# The release's publication time (proxy .info) rather than now, so builds are bit-for-bit
+# reproducible.
+K8S_BUILD_DATE=2026-07-22T18:07:38Z
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${METASCRIPT_CONTROL_PLANE_DIR:-$HOME/.cache/metascript/control-plane/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}}"
@@ -46,7 +49,6 @@ mkdir -p "$bin"
 export CGO_ENABLED=0
 # Builds run one after another: each link of kube-apiserver alone wants ~2 GiB
 # and the machines this runs on have 2 cores shared with cargo.
-build_time="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 minor="${K8S_VERSION#v1.}"
 minor="${minor%%.*}"
 k8s_ldflags=""
@@ -56,7 +58,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     k8s_ldflags+=" -X $pkg.gitMinor=$minor"
     k8s_ldflags+=" -X $pkg.gitCommit=$K8S_GIT_COMMIT"
     k8s_ldflags+=" -X $pkg.gitTreeState=clean"
-    k8s_ldflags+=" -X $pkg.buildDate=$build_time"
+    k8s_ldflags+=" -X $pkg.buildDate=$K8S_BUILD_DATE"
 done
 
 build() { # name module-dir package ldflags
