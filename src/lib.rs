@@ -10,6 +10,7 @@ pub mod controllers;
 pub mod hooks;
 pub mod object;
 pub mod resources;
+pub mod runtime;
 pub mod script;
 pub mod selector;
 pub mod sync;

@@ -1,0 +1,697 @@
+//! Watch caches: one watch per resource type, shared by every controller, with the indexes the
+//! controllers need (by namespace and name, by namespace, by controller owner uid).
+//!
+//! Each watched type has a task that keeps its [`Store`] current and sends an [`ObjectEvent`] for
+//! every change to the operator's single event channel. Objects are held once, as
+//! `Arc<serde_json::Value>`, and handed out by reference count, never copied.
+
+use crate::object;
+use crate::resources::ResourceType;
+use crate::runtime::discovery::ResolvedType;
+use crate::sync::ObjectStore;
+use futures::StreamExt as _;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// A change to one cached object.
+#[derive(Clone, Debug)]
+pub struct ObjectEvent {
+    pub resource: ResourceType,
+    /// The previous state; `None` when the object was added (or seen for the first time).
+    pub old: Option<Arc<Value>>,
+    /// The new state; `None` when the object was deleted.
+    pub new: Option<Arc<Value>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("watching {resource}: {message}")]
+    Watch { resource: String, message: String },
+    #[error("the watch of {resource} was released before its initial list completed")]
+    Released { resource: String },
+}
+
+/// The watches of every type the operator needs.
+pub struct Informers {
+    client: kube::Client,
+    events: mpsc::UnboundedSender<ObjectEvent>,
+    watches: Mutex<HashMap<ResourceType, Watched>>,
+}
+
+/// One running watch.
+struct Watched {
+    store: Arc<RwLock<Store>>,
+    progress: watch::Receiver<Progress>,
+    task: JoinHandle<()>,
+}
+
+/// How far a watch got: whether its cache holds a complete list yet, and how many attempts to
+/// list or watch have failed (so a waiter can tell a fresh failure from one it already saw).
+#[derive(Clone, Debug, Default)]
+struct Progress {
+    synced: bool,
+    failures: u64,
+    last_error: Option<String>,
+}
+
+impl Informers {
+    pub fn new(client: kube::Client, events: mpsc::UnboundedSender<ObjectEvent>) -> Arc<Informers> {
+        Arc::new(Informers {
+            client,
+            events,
+            watches: Mutex::default(),
+        })
+    }
+
+    /// Starts the watch for a type once (later calls share it) and waits until its initial list
+    /// is in the cache. Cluster-wide.
+    ///
+    /// Until the first list succeeds, a failed attempt (e.g. RBAC forbids listing the type) is
+    /// returned as [`CacheError::Watch`]; the watch keeps retrying with backoff, and a later
+    /// call waits for its next attempt, so callers retrying in a loop do not add requests.
+    pub async fn ensure(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
+        let mut progress = {
+            let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+            watches
+                .entry(resolved.resource.clone())
+                .or_insert_with(|| self.start(resolved))
+                .progress
+                .clone()
+        };
+        let seen_failures = progress.borrow().failures;
+        let resource = resolved.resource.group_key();
+        let outcome = progress
+            .wait_for(|p| p.synced || p.failures > seen_failures)
+            .await
+            .map(|p| (p.synced, p.last_error.clone()));
+        match outcome {
+            Ok((true, _)) => Ok(()),
+            Ok((false, error)) => Err(CacheError::Watch {
+                resource,
+                message: error.unwrap_or_default(),
+            }),
+            Err(_) => Err(CacheError::Released { resource }),
+        }
+    }
+
+    pub fn is_watched(&self, resource: &ResourceType) -> bool {
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(resource)
+    }
+
+    pub fn get(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<Value>> {
+        let store = self.store(resource)?;
+        let store = store.read().unwrap_or_else(PoisonError::into_inner);
+        store.get(namespace.unwrap_or_default(), name).cloned()
+    }
+
+    /// How many objects of a type are cached (0 when it is not watched).
+    pub fn len(&self, resource: &ResourceType) -> usize {
+        self.store(resource).map_or(0, |store| {
+            store.read().unwrap_or_else(PoisonError::into_inner).len()
+        })
+    }
+
+    /// Stops watching a type no controller needs any more, and drops its cache.
+    pub fn release(&self, resource: &ResourceType) {
+        let removed = self
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(resource);
+        if let Some(watched) = removed {
+            watched.task.abort();
+            tracing::info!(resource = %resource.group_key(), "stopped watching");
+        }
+    }
+
+    fn store(&self, resource: &ResourceType) -> Option<Arc<RwLock<Store>>> {
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(resource)
+            .map(|watched| watched.store.clone())
+    }
+
+    fn start(&self, resolved: &ResolvedType) -> Watched {
+        let store = Arc::new(RwLock::new(Store::default()));
+        let (progress_tx, progress) = watch::channel(Progress::default());
+        let task = tokio::spawn(run_watch(
+            Api::all_with(self.client.clone(), &resolved.api),
+            resolved.clone(),
+            store.clone(),
+            progress_tx,
+            self.events.clone(),
+        ));
+        tracing::info!(resource = %resolved.resource.group_key(), "started watching");
+        Watched {
+            store,
+            progress,
+            task,
+        }
+    }
+}
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        let watches = self
+            .watches
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (_, watched) in watches.drain() {
+            watched.task.abort();
+        }
+    }
+}
+
+impl ObjectStore for Informers {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(store) = self.store(resource) else {
+            return Vec::new();
+        };
+        let store = store.read().unwrap_or_else(PoisonError::into_inner);
+        store.list(namespace)
+    }
+
+    fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
+        let Some(uid) = object::uid(owner) else {
+            // Without a uid there is nothing to look up; match by kind and name instead.
+            return self
+                .list(resource, namespace_of_children(resource, owner))
+                .into_iter()
+                .filter(|child| object::is_controlled_by(child, owner))
+                .collect();
+        };
+        let Some(store) = self.store(resource) else {
+            return Vec::new();
+        };
+        let store = store.read().unwrap_or_else(PoisonError::into_inner);
+        let namespace = namespace_of_children(resource, owner);
+        store
+            .controlled_by(uid)
+            .filter(|child| namespace.is_none() || object::namespace(child) == namespace)
+            .collect()
+    }
+}
+
+/// Children of a namespaced owner live in its namespace (the garbage collector ignores
+/// cross-namespace owner references); those of a cluster-scoped owner may be anywhere.
+fn namespace_of_children<'a>(resource: &ResourceType, owner: &'a Value) -> Option<&'a str> {
+    if resource.namespaced {
+        object::namespace(owner)
+    } else {
+        None
+    }
+}
+
+/// The watch loop of one type. Runs until aborted; errors are retried with kube's default
+/// backoff, and the cache keeps serving what it had meanwhile.
+async fn run_watch(
+    api: Api<DynamicObject>,
+    resolved: ResolvedType,
+    store: Arc<RwLock<Store>>,
+    progress: watch::Sender<Progress>,
+    events: mpsc::UnboundedSender<ObjectEvent>,
+) {
+    let resource = resolved.resource.group_key();
+    let send = |changes: Vec<Change>| {
+        for (old, new) in changes {
+            // A closed channel means the operator is shutting down; the cache stays usable.
+            let _ = events.send(ObjectEvent {
+                resource: resolved.resource.clone(),
+                old,
+                new,
+            });
+        }
+    };
+    // The list being received after a (re)start; swapped in whole at `InitDone`.
+    let mut listing: Option<Store> = None;
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(Event::Init) => listing = Some(Store::default()),
+            Ok(Event::InitApply(object)) => {
+                let object = into_value(object, &resolved.api);
+                let listing = listing.get_or_insert_with(Store::default);
+                // An unchanged object keeps the cached copy, so a re-list does not briefly
+                // hold two copies of everything.
+                let cached = store
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .same_version(&object);
+                listing.insert(cached.unwrap_or_else(|| Arc::new(object)));
+            }
+            Ok(Event::InitDone) => {
+                let listed = listing.take().unwrap_or_default();
+                let count = listed.len();
+                let changes = store
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .replace(listed);
+                tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
+                send(changes);
+                progress.send_modify(|p| p.synced = true);
+            }
+            Ok(Event::Apply(object)) => {
+                let object = Arc::new(into_value(object, &resolved.api));
+                let change = store
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .apply(object);
+                send(change.into_iter().collect());
+            }
+            Ok(Event::Delete(object)) => {
+                let object = into_value(object, &resolved.api);
+                let change = store
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .delete(object);
+                send(vec![change]);
+            }
+            Err(error) => {
+                tracing::warn!(resource = %resource, error = %error, "watch failed; retrying with backoff");
+                progress.send_modify(|p| {
+                    p.failures += 1;
+                    p.last_error = Some(error.to_string());
+                });
+            }
+        }
+    }
+}
+
+/// The object as hooks see it: plain JSON with `apiVersion` and `kind` always set (list items
+/// come without them) and without `metadata.managedFields`, which no controller reads and which
+/// is often the largest part of an object.
+fn into_value(object: DynamicObject, api: &ApiResource) -> Value {
+    let DynamicObject {
+        types,
+        mut metadata,
+        data,
+    } = object;
+    let mut map = match data {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let (api_version, kind) = types
+        .filter(|types| !types.api_version.is_empty() && !types.kind.is_empty())
+        .map(|types| (types.api_version, types.kind))
+        .unwrap_or_else(|| (api.api_version.clone(), api.kind.clone()));
+    map.insert("apiVersion".into(), api_version.into());
+    map.insert("kind".into(), kind.into());
+    metadata.managed_fields = None;
+    // ObjectMeta is plain data; serializing it cannot fail.
+    map.insert(
+        "metadata".into(),
+        serde_json::to_value(metadata).unwrap_or_default(),
+    );
+    Value::Object(map)
+}
+
+/// Metadata fields that change on every write without saying anything about the object.
+const BOOKKEEPING: &[&str] = &["resourceVersion", "managedFields"];
+
+/// Whether an update changed anything but bookkeeping (resourceVersion, managedFields), i.e.
+/// whether controllers need to hear about it.
+pub fn is_meaningful_update(old: &Value, new: &Value) -> bool {
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+        return old != new;
+    };
+    let fields = |map: &'_ Map<String, Value>| map.keys().filter(|k| *k != "metadata").count();
+    if fields(old) != fields(new)
+        || old
+            .iter()
+            .any(|(key, value)| key != "metadata" && new.get(key) != Some(value))
+    {
+        return true;
+    }
+    let (old_meta, new_meta) = (old.get("metadata"), new.get("metadata"));
+    let (Some(old_meta), Some(new_meta)) = (
+        old_meta.and_then(Value::as_object),
+        new_meta.and_then(Value::as_object),
+    ) else {
+        return old_meta != new_meta;
+    };
+    let significant = |meta: &Map<String, Value>| {
+        meta.keys()
+            .filter(|key| !BOOKKEEPING.contains(&key.as_str()))
+            .count()
+    };
+    significant(old_meta) != significant(new_meta)
+        || old_meta.iter().any(|(key, value)| {
+            !BOOKKEEPING.contains(&key.as_str()) && new_meta.get(key) != Some(value)
+        })
+}
+
+/// (old, new) as in [`ObjectEvent`].
+type Change = (Option<Arc<Value>>, Option<Arc<Value>>);
+
+/// The cached objects of one type and their indexes.
+///
+/// Objects are keyed by namespace (`""` for cluster-scoped ones), then name, in ordered maps: a
+/// namespace's objects are one range, and lists come out in a stable order.
+#[derive(Debug, Default)]
+struct Store {
+    objects: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    /// Controller owner uid → (namespace, name) of the objects it controls.
+    by_owner: HashMap<String, HashSet<(String, String)>>,
+    len: usize,
+}
+
+impl Store {
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Value>> {
+        self.objects.get(namespace)?.get(name)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn list(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        match namespace {
+            Some(namespace) => self
+                .objects
+                .get(namespace)
+                .map(|objects| objects.values().cloned().collect())
+                .unwrap_or_default(),
+            None => self
+                .objects
+                .values()
+                .flat_map(|objects| objects.values().cloned())
+                .collect(),
+        }
+    }
+
+    fn controlled_by<'a>(&'a self, uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
+        self.by_owner
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|(namespace, name)| self.get(namespace, name).cloned())
+    }
+
+    /// The cached object if it is this very version (same uid and resourceVersion).
+    fn same_version(&self, object: &Value) -> Option<Arc<Value>> {
+        let (namespace, name) = key(object);
+        let cached = self.get(&namespace, &name)?;
+        let version = |o: &Value| object::str_at(o, "/metadata/resourceVersion").map(str::to_owned);
+        (object::uid(cached) == object::uid(object) && version(cached) == version(object))
+            .then(|| cached.clone())
+    }
+
+    /// Inserts or replaces an object, returning the one it replaced.
+    fn insert(&mut self, object: Arc<Value>) -> Option<Arc<Value>> {
+        let (namespace, name) = key(&object);
+        let owner = controller_uid(&object);
+        let previous = self
+            .objects
+            .entry(namespace.clone())
+            .or_default()
+            .insert(name.clone(), object);
+        match &previous {
+            Some(previous) => self.unindex_owner(previous, &namespace, &name),
+            None => self.len += 1,
+        }
+        if let Some(owner) = owner {
+            self.by_owner
+                .entry(owner)
+                .or_default()
+                .insert((namespace, name));
+        }
+        previous
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let objects = self.objects.get_mut(namespace)?;
+        let removed = objects.remove(name)?;
+        if objects.is_empty() {
+            self.objects.remove(namespace);
+        }
+        self.len -= 1;
+        self.unindex_owner(&removed, namespace, name);
+        Some(removed)
+    }
+
+    fn unindex_owner(&mut self, object: &Value, namespace: &str, name: &str) {
+        let Some(owner) = controller_uid(object) else {
+            return;
+        };
+        if let Some(keys) = self.by_owner.get_mut(&owner) {
+            keys.remove(&(namespace.to_owned(), name.to_owned()));
+            if keys.is_empty() {
+                self.by_owner.remove(&owner);
+            }
+        }
+    }
+
+    /// An added or modified object; the change to report, if it is worth reporting.
+    fn apply(&mut self, object: Arc<Value>) -> Option<Change> {
+        let previous = self.insert(object.clone());
+        match previous {
+            Some(previous) if !is_meaningful_update(&previous, &object) => None,
+            previous => Some((previous, Some(object))),
+        }
+    }
+
+    /// A deleted object (in its final state). The event carries that final state, or the cached
+    /// one if the watch delivered nothing usable.
+    fn delete(&mut self, object: Value) -> Change {
+        let (namespace, name) = key(&object);
+        let cached = self.remove(&namespace, &name);
+        let old = if object.get("metadata").is_some() {
+            Arc::new(object)
+        } else {
+            cached.unwrap_or_else(|| Arc::new(object))
+        };
+        (Some(old), None)
+    }
+
+    /// Swaps in a complete list, returning what changed relative to the old contents: objects
+    /// that vanished are deletions (the watch missed their delete while it was down).
+    fn replace(&mut self, listed: Store) -> Vec<Change> {
+        let old = std::mem::replace(self, listed);
+        let mut changes = Vec::new();
+        for (namespace, objects) in &self.objects {
+            for (name, object) in objects {
+                match old.get(namespace, name) {
+                    None => changes.push((None, Some(object.clone()))),
+                    Some(previous) if Arc::ptr_eq(previous, object) => {}
+                    Some(previous) => {
+                        if is_meaningful_update(previous, object) {
+                            changes.push((Some(previous.clone()), Some(object.clone())));
+                        }
+                    }
+                }
+            }
+        }
+        for (namespace, objects) in old.objects {
+            for (name, object) in objects {
+                if self.get(&namespace, &name).is_none() {
+                    changes.push((Some(object), None));
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// (namespace or `""`, name).
+fn key(object: &Value) -> (String, String) {
+    (
+        object::namespace(object).unwrap_or_default().to_owned(),
+        object::name(object).to_owned(),
+    )
+}
+
+fn controller_uid(object: &Value) -> Option<String> {
+    object::controller_ref(object)?
+        .get("uid")?
+        .as_str()
+        .filter(|uid| !uid.is_empty())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config_map(namespace: &str, name: &str, version: &str, data: Value) -> Arc<Value> {
+        Arc::new(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": name, "uid": format!("uid-{name}"),
+                         "resourceVersion": version},
+            "data": data,
+        }))
+    }
+
+    fn owned(name: &str, owner_uid: &str) -> Arc<Value> {
+        Arc::new(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": name, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other"},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": owner_uid,
+                 "controller": true},
+            ]},
+        }))
+    }
+
+    fn names(objects: impl IntoIterator<Item = Arc<Value>>) -> Vec<String> {
+        let mut names: Vec<String> = objects
+            .into_iter()
+            .map(|o| object::name(&o).to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn bookkeeping_only_updates_are_not_meaningful() {
+        let old = config_map("ns", "a", "1", json!({"k": "v"}));
+        let mut new = (*old).clone();
+        new["metadata"]["resourceVersion"] = "2".into();
+        new["metadata"]["managedFields"] = json!([{"manager": "someone"}]);
+        assert!(!is_meaningful_update(&old, &new));
+
+        let mut labelled = new.clone();
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(is_meaningful_update(&old, &labelled));
+        let mut changed = new.clone();
+        changed["data"]["k"] = "w".into();
+        assert!(is_meaningful_update(&old, &changed));
+        let mut extra = new.clone();
+        extra["binaryData"] = json!({});
+        assert!(is_meaningful_update(&old, &extra));
+        let mut removed = new;
+        removed.as_object_mut().unwrap().remove("data");
+        assert!(is_meaningful_update(&old, &removed));
+    }
+
+    #[test]
+    fn apply_reports_adds_and_meaningful_updates_only() {
+        let mut store = Store::default();
+        let first = config_map("ns", "a", "1", json!({"k": "v"}));
+        let (old, new) = store.apply(first.clone()).expect("an add");
+        assert!(old.is_none() && Arc::ptr_eq(&new.unwrap(), &first));
+
+        let noise = config_map("ns", "a", "2", json!({"k": "v"}));
+        assert!(store.apply(noise.clone()).is_none());
+        // The cache still moves to the newest version.
+        assert!(Arc::ptr_eq(store.get("ns", "a").unwrap(), &noise));
+
+        let edit = config_map("ns", "a", "3", json!({"k": "w"}));
+        let (old, new) = store.apply(edit.clone()).expect("an update");
+        assert!(Arc::ptr_eq(&old.unwrap(), &noise) && Arc::ptr_eq(&new.unwrap(), &edit));
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn delete_removes_from_every_index() {
+        let mut store = Store::default();
+        store.insert(owned("child", "owner-1"));
+        store.insert(config_map("other", "b", "1", json!({})));
+        assert_eq!(names(store.controlled_by("owner-1")), ["child"]);
+
+        let final_state = (*owned("child", "owner-1")).clone();
+        let (old, new) = store.delete(final_state);
+        assert_eq!(object::name(&old.unwrap()), "child");
+        assert!(new.is_none());
+        assert_eq!(store.controlled_by("owner-1").count(), 0);
+        assert!(store.by_owner.is_empty());
+        assert!(store.list(Some("ns")).is_empty());
+        assert!(!store.objects.contains_key("ns"));
+        assert_eq!(names(store.list(None)), ["b"]);
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn owner_index_follows_a_changed_controller_reference() {
+        let mut store = Store::default();
+        store.insert(owned("child", "owner-1"));
+        store.insert(owned("child", "owner-2"));
+        assert_eq!(store.controlled_by("owner-1").count(), 0);
+        assert_eq!(names(store.controlled_by("owner-2")), ["child"]);
+        // A non-controller owner reference is not indexed.
+        assert_eq!(store.controlled_by("other").count(), 0);
+    }
+
+    #[test]
+    fn a_relist_reports_what_changed_while_the_watch_was_down() {
+        let mut store = Store::default();
+        let kept = config_map("ns", "kept", "1", json!({}));
+        let touched = config_map("ns", "touched", "1", json!({}));
+        let edited = config_map("ns", "edited", "1", json!({"k": "v"}));
+        let gone = config_map("ns", "gone", "1", json!({}));
+        for object in [&kept, &touched, &edited, &gone] {
+            store.insert(object.clone());
+        }
+
+        let mut listed = Store::default();
+        listed.insert(store.same_version(&kept).expect("same version is reused"));
+        let touched_again = config_map("ns", "touched", "2", json!({}));
+        assert!(store.same_version(&touched_again).is_none());
+        listed.insert(touched_again);
+        let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
+        listed.insert(edited_again.clone());
+        let added = config_map("other", "added", "1", json!({}));
+        listed.insert(added.clone());
+
+        let changes = store.replace(listed);
+        let described: Vec<(Option<String>, Option<String>)> = changes
+            .iter()
+            .map(|(old, new)| {
+                let name = |o: &Option<Arc<Value>>| o.as_ref().map(|o| object::name(o).to_owned());
+                (name(old), name(new))
+            })
+            .collect();
+        assert_eq!(
+            described,
+            [
+                (Some("edited".into()), Some("edited".into())),
+                (None, Some("added".into())),
+                (Some("gone".into()), None),
+            ]
+        );
+        assert!(Arc::ptr_eq(&changes[0].1.clone().unwrap(), &edited_again));
+        assert_eq!(store.len(), 4);
+        assert!(store.get("ns", "gone").is_none());
+        assert!(Arc::ptr_eq(store.get("ns", "kept").unwrap(), &kept));
+    }
+
+    #[test]
+    fn list_items_get_their_type_and_lose_managed_fields() {
+        let api = ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "ns",
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        let value = into_value(object, &api);
+        assert_eq!(
+            value,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}})
+        );
+    }
+}

@@ -1,0 +1,4 @@
+//! The operator: watches, queues, apply.
+
+pub mod cache;
+pub mod discovery;
