@@ -526,17 +526,26 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(call("parse_duration", &[json!("6h")]).unwrap(), json!(21600));
+        assert_eq!(
+            call("parse_duration", &[json!("6h")]).unwrap(),
+            json!(21600)
+        );
         assert_eq!(
             call("parse_duration", &[json!("1h30m")]).unwrap(),
             json!(5400)
         );
-        assert_eq!(call("parse_duration", &[json!("7d")]).unwrap(), json!(604800));
+        assert_eq!(
+            call("parse_duration", &[json!("7d")]).unwrap(),
+            json!(604800)
+        );
         assert_eq!(
             call("parse_duration", &[json!("500ms")]).unwrap(),
             json!(0.5)
         );
-        assert_eq!(call("parse_duration", &[json!("-90s")]).unwrap(), json!(-90));
+        assert_eq!(
+            call("parse_duration", &[json!("-90s")]).unwrap(),
+            json!(-90)
+        );
         assert_eq!(call("parse_duration", &[json!("300")]).unwrap(), json!(300));
         assert!(call("parse_duration", &[json!("6 hours")]).is_err());
         assert!(call("parse_duration", &[json!("h")]).is_err());
@@ -552,10 +561,7 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(
-            merged,
-            json!({"a": {"x": 1, "y": 3, "z": 4}, "list": [3]})
-        );
+        assert_eq!(merged, json!({"a": {"x": 1, "y": 3, "z": 4}, "list": [3]}));
     }
 
     #[test]
@@ -563,9 +569,15 @@ mod tests {
         let obj = json!({"metadata": {"name": "web", "labels": {"app": "web"}}});
         assert_eq!(call("name", &[obj.clone()]).unwrap(), json!("web"));
         assert_eq!(call("namespace", &[obj.clone()]).unwrap(), json!(""));
-        assert_eq!(call("labels", &[obj.clone()]).unwrap(), json!({"app": "web"}));
+        assert_eq!(
+            call("labels", &[obj.clone()]).unwrap(),
+            json!({"app": "web"})
+        );
         assert_eq!(call("annotations", &[obj.clone()]).unwrap(), json!({}));
-        assert_eq!(call("label", &[obj.clone(), json!("app")]).unwrap(), json!("web"));
+        assert_eq!(
+            call("label", &[obj.clone(), json!("app")]).unwrap(),
+            json!("web")
+        );
         assert_eq!(call("label", &[obj, json!("nope")]).unwrap(), Value::Null);
         assert_eq!(call("labels", &[Value::Null]).unwrap(), json!({}));
         assert_eq!(call("name", &[json!(3)]).unwrap(), json!(""));
@@ -573,7 +585,8 @@ mod tests {
 
     #[test]
     fn get_path_walks_maps_and_lists() {
-        let obj = json!({"spec": {"ports": [{"port": 80}]}, "metadata": {"labels": {"a.b/c": "x"}}});
+        let obj =
+            json!({"spec": {"ports": [{"port": 80}]}, "metadata": {"labels": {"a.b/c": "x"}}});
         assert_eq!(
             call("get_path", &[obj.clone(), json!("spec.ports.0.port")]).unwrap(),
             json!(80)
@@ -614,7 +627,11 @@ mod tests {
         let selector = json!({"matchLabels": {"app": "web"}, "matchExpressions": [
             {"key": "tier", "operator": "NotIn", "values": ["db"]}]});
         assert_eq!(
-            call("selector_matches", &[selector.clone(), json!({"app": "web"})]).unwrap(),
+            call(
+                "selector_matches",
+                &[selector.clone(), json!({"app": "web"})]
+            )
+            .unwrap(),
             json!(true)
         );
         assert_eq!(

@@ -60,7 +60,10 @@ impl EffectiveLimits {
                 format!("memory limit of {} exceeded", bytes(self.max_memory_bytes))
             }
             LimitKind::StringSize => {
-                format!("string size limit of {} exceeded", bytes(self.max_string_size))
+                format!(
+                    "string size limit of {} exceeded",
+                    bytes(self.max_string_size)
+                )
             }
             LimitKind::ArraySize => {
                 format!("array size limit of {} items exceeded", self.max_array_size)
@@ -213,6 +216,9 @@ mod tests {
             limits.describe(LimitKind::Operations),
             "operation budget of 5000000 exhausted"
         );
-        assert_eq!(limits.describe(LimitKind::Timeout), "timed out after 500 ms");
+        assert_eq!(
+            limits.describe(LimitKind::Timeout),
+            "timed out after 500 ms"
+        );
     }
 }

@@ -154,64 +154,71 @@ fn number(n: f64) -> Result<Value, ConvertError> {
 
 fn table_to_json(markers: &Markers, table: Table, depth: usize) -> Result<Value, ConvertError> {
     let metatable = table.metatable();
-    let marked_array = metatable.as_ref() == Some(&markers.array);
-    let marked_map = metatable.as_ref() == Some(&markers.map);
-    let len = table.raw_len();
-    let mut count = 0usize;
-    let mut only_sequence = true;
-    for pair in table.pairs::<LuaValue, LuaValue>() {
-        let (key, _) = pair?;
-        count += 1;
-        let in_sequence = match key {
-            LuaValue::Integer(i) => i >= 1 && (i as usize) <= len,
-            _ => false,
-        };
-        only_sequence &= in_sequence;
-    }
-    let as_array = if marked_array {
-        if !only_sequence {
-            return Err(ConvertError::new(
-                "a list (array) holds keys other than 1..n",
-            ));
-        }
-        true
-    } else if marked_map {
-        false
-    } else {
-        count > 0 && only_sequence && count == len
-    };
-    if as_array {
+    if metatable.as_ref() == Some(&markers.array) {
+        // A marked list is its sequence part, like `#t` and `ipairs` see it.
+        let len = table.raw_len();
         let mut items = Vec::with_capacity(len);
         for i in 1..=len {
             let item: LuaValue = table.raw_get(i)?;
             items.push(
-                from_lua_at(markers, item, depth + 1).map_err(|e| e.within(format!("[{}]", i - 1)))?,
+                from_lua_at(markers, item, depth + 1)
+                    .map_err(|e| e.within(format!("[{}]", i - 1)))?,
             );
         }
         return Ok(Value::Array(items));
     }
+    let marked_map = metatable.as_ref() == Some(&markers.map);
+    // One pass: string keys make an object; integer keys 1..n (an unmarked `{a, b}`) a list.
     let mut map = Map::new();
+    let mut items: Vec<(i64, Value)> = Vec::new();
     for pair in table.pairs::<LuaValue, LuaValue>() {
         let (key, item) = pair?;
-        let key = match key {
-            LuaValue::String(s) => s
-                .to_str()
-                .map(|s| s.to_string())
-                .map_err(|_| ConvertError::new("a map key that is not UTF-8 text"))?,
-            LuaValue::Integer(i) => {
-                return Err(ConvertError::new(format!(
-                    "a table mixes list items and map keys (number key {i}); JSON needs one or the other"
-                )));
+        match key {
+            LuaValue::String(key) => {
+                if !items.is_empty() {
+                    return Err(mixed(items[0].0));
+                }
+                let key = key
+                    .to_str()
+                    .map(|s| s.to_string())
+                    .map_err(|_| ConvertError::new("a map key that is not UTF-8 text"))?;
+                let value =
+                    from_lua_at(markers, item, depth + 1).map_err(|e| e.within(segment(&key)))?;
+                map.insert(key, value);
             }
+            LuaValue::Integer(i) if !marked_map && map.is_empty() => {
+                let value = from_lua_at(markers, item, depth + 1)
+                    .map_err(|e| e.within(format!("[{}]", i - 1)))?;
+                items.push((i, value));
+            }
+            LuaValue::Integer(i) => return Err(mixed(i)),
             other => {
                 return Err(ConvertError::new(format!(
                     "map keys must be strings, found a {} key",
                     other.type_name()
                 )));
             }
-        };
-        let value = from_lua_at(markers, item, depth + 1).map_err(|e| e.within(segment(&key)))?;
-        map.insert(key, value);
+        }
     }
-    Ok(Value::Object(map))
+    if items.is_empty() {
+        return Ok(Value::Object(map));
+    }
+    // `pairs` order is unspecified; a list needs exactly the keys 1..n.
+    items.sort_unstable_by_key(|(i, _)| *i);
+    if let Some((_, (key, _))) = items
+        .iter()
+        .enumerate()
+        .find(|(position, (key, _))| *key != *position as i64 + 1)
+    {
+        return Err(ConvertError::new(format!(
+            "a list has a gap or a key outside 1..n (key {key}); use null for missing items"
+        )));
+    }
+    Ok(Value::Array(items.into_iter().map(|(_, v)| v).collect()))
+}
+
+fn mixed(key: i64) -> ConvertError {
+    ConvertError::new(format!(
+        "a table mixes list items and map keys (number key {key}); JSON needs one or the other"
+    ))
 }

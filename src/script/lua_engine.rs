@@ -64,7 +64,11 @@ pub(crate) fn compile(source: &ScriptSource) -> Result<Program, ScriptError> {
         })
 }
 
-pub(crate) fn call(bytecode: &[u8], request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
+pub(crate) fn call(
+    bytecode: &[u8],
+    request: &Value,
+    setup: &CallSetup,
+) -> Result<Value, ScriptError> {
     let internal = |e: mlua::Error| {
         setup.error(
             ScriptErrorKind::Internal,
@@ -160,7 +164,9 @@ fn install_globals(lua: &Lua, markers: &Markers, setup: &CallSetup) -> mlua::Res
             .iter()
             .map(|v| match v {
                 LuaValue::String(s) => s.to_string_lossy(),
-                other => other.to_string().unwrap_or_else(|_| other.type_name().into()),
+                other => other
+                    .to_string()
+                    .unwrap_or_else(|_| other.type_name().into()),
             })
             .collect::<Vec<_>>()
             .join("\t");
@@ -257,12 +263,14 @@ fn blocked_library(
     let metatable = lua.create_table()?;
     metatable.set(
         "__index",
-        lua.create_function(move |_, (_, key): (LuaValue, LuaValue)| -> mlua::Result<()> {
-            let key = key.to_string().unwrap_or_default();
-            Err(mlua::Error::runtime(format!(
-                "{library}.{key} is not available in the metascript sandbox ({why})"
-            )))
-        })?,
+        lua.create_function(
+            move |_, (_, key): (LuaValue, LuaValue)| -> mlua::Result<()> {
+                let key = key.to_string().unwrap_or_default();
+                Err(mlua::Error::runtime(format!(
+                    "{library}.{key} is not available in the metascript sandbox ({why})"
+                )))
+            },
+        )?,
     )?;
     metatable.set("__metatable", library)?;
     table.set_metatable(Some(metatable))?;

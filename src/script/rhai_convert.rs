@@ -142,7 +142,10 @@ mod tests {
     #[test]
     fn non_json_values_name_their_path() {
         let mut map = Map::new();
-        map.insert("a.b".into(), Dynamic::from_array(vec![Dynamic::from_float(f64::NAN)]));
+        map.insert(
+            "a.b".into(),
+            Dynamic::from_array(vec![Dynamic::from_float(f64::NAN)]),
+        );
         let err = from_dynamic(Dynamic::from_map(map)).unwrap_err();
         assert_eq!(err.path(), "[\"a.b\"][0]");
         assert!(err.message.contains("NaN"), "{}", err.message);

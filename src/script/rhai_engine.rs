@@ -8,7 +8,9 @@
 
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper};
-use super::limits::{Budget, DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
+use super::limits::{
+    Budget, DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE,
+};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, to_dynamic};
@@ -59,11 +61,7 @@ impl Drop for ActiveGuard {
 }
 
 fn with_active<R>(f: impl FnOnce(&HelperEnv, &Budget) -> R) -> Option<R> {
-    ACTIVE.with(|a| {
-        a.borrow()
-            .as_ref()
-            .map(|call| f(&call.env, &call.budget))
-    })
+    ACTIVE.with(|a| a.borrow().as_ref().map(|call| f(&call.env, &call.budget)))
 }
 
 impl RhaiEngines {
@@ -112,7 +110,12 @@ impl RhaiEngines {
             })
     }
 
-    pub fn call(&self, ast: &AST, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
+    pub fn call(
+        &self,
+        ast: &AST,
+        request: &Value,
+        setup: &CallSetup,
+    ) -> Result<Value, ScriptError> {
         let engine = self.engine_for(&setup.limits);
         let mut scope = Scope::new();
         scope.push("request", to_dynamic(request));

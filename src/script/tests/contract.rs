@@ -94,8 +94,15 @@ fn integer_division_differs_and_is_documented() {
 
 #[test]
 fn lua_integral_numbers_come_back_as_integers() {
-    let result = run(Language::Lua, "return { a = 3.0, b = 2^40, c = -0.5 }", json!({}));
-    assert_eq!(ok(&result), &json!({"a": 3, "b": 1099511627776i64, "c": -0.5}));
+    let result = run(
+        Language::Lua,
+        "return { a = 3.0, b = 2^40, c = -0.5 }",
+        json!({}),
+    );
+    assert_eq!(
+        ok(&result),
+        &json!({"a": 3, "b": 1099511627776i64, "c": -0.5})
+    );
 }
 
 #[test]
@@ -107,7 +114,11 @@ fn an_empty_script_returns_null() {
 
 #[test]
 fn rhai_return_and_last_expression_are_both_the_response() {
-    let result = run(Language::Rhai, "if request.a { return 1; } 2", json!({"a": true}));
+    let result = run(
+        Language::Rhai,
+        "if request.a { return 1; } 2",
+        json!({"a": true}),
+    );
     assert_eq!(ok(&result), &json!(1));
 }
 
@@ -142,7 +153,11 @@ fn same_code_compiles_once_and_keeps_each_origin() {
 
     // The same text in the other language is a different program.
     let lua = engine
-        .compile(&ScriptSource::new(Language::Lua, code, origin(Language::Lua)))
+        .compile(&ScriptSource::new(
+            Language::Lua,
+            code,
+            origin(Language::Lua),
+        ))
         .unwrap_err();
     assert_eq!(lua.kind, ScriptErrorKind::Compile);
 
@@ -168,9 +183,15 @@ fn runtime_errors_name_the_handle_origin() {
     let a = engine.compile(&source("a.lua")).unwrap();
     let b = engine.compile(&source("b.lua")).unwrap();
     let error = engine.call(&b, &json!({}), &context()).unwrap_err();
-    assert!(error.to_string().contains("ConfigMap ns/cm key b.lua"), "{error}");
+    assert!(
+        error.to_string().contains("ConfigMap ns/cm key b.lua"),
+        "{error}"
+    );
     let error = engine.call(&a, &json!({}), &context()).unwrap_err();
-    assert!(error.to_string().contains("ConfigMap ns/cm key a.lua"), "{error}");
+    assert!(
+        error.to_string().contains("ConfigMap ns/cm key a.lua"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -233,7 +254,13 @@ fn logs_reach_the_sink_in_both_languages() {
         ),
     ] {
         let sink = LogSink::new();
-        run_with(language, code, json!({}), &context().with_logs(sink.clone())).unwrap();
+        run_with(
+            language,
+            code,
+            json!({}),
+            &context().with_logs(sink.clone()),
+        )
+        .unwrap();
         let lines = sink.lines();
         assert_eq!(lines[0].level, LogLevel::Info, "{language}");
         assert!(lines[0].message.starts_with("printed"), "{language}");
@@ -245,16 +272,16 @@ fn logs_reach_the_sink_in_both_languages() {
 
 #[test]
 fn the_clock_is_fixed_by_the_call_context() {
-    for result in both(
-        "now()",
-        "return now()",
-        json!({}),
-    ) {
+    for result in both("now()", "return now()", json!({})) {
         assert_eq!(ok(&result), &json!("2024-05-01T12:00:00Z"));
     }
     let [lua_time] = [run(Language::Lua, "return os.time()", json!({}))];
     assert_eq!(ok(&lua_time), &json!(fixed_clock().as_second()));
-    let date = run(Language::Lua, "return os.date('%Y-%m-%dT%H:%M:%S')", json!({}));
+    let date = run(
+        Language::Lua,
+        "return os.date('%Y-%m-%dT%H:%M:%S')",
+        json!({}),
+    );
     assert_eq!(ok(&date), &json!("2024-05-01T12:00:00"));
 }
 

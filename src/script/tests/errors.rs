@@ -48,7 +48,10 @@ fn rhai_syntax_error() {
 #[test]
 fn lua_syntax_error() {
     let error = ScriptEngine::new()
-        .compile(&config_map(Language::Lua, "local a = 1\nlocal b = (a +\nreturn b"))
+        .compile(&config_map(
+            Language::Lua,
+            "local a = 1\nlocal b = (a +\nreturn b",
+        ))
         .unwrap_err();
     assert_eq!(error.kind, ScriptErrorKind::Compile);
     assert_eq!(error.line, Some(3));
@@ -90,7 +93,10 @@ fn lua_runtime_error() {
         ),
         Limits::default(),
     );
-    assert_eq!((error.kind, error.line), (ScriptErrorKind::Runtime, Some(2)));
+    assert_eq!(
+        (error.kind, error.line),
+        (ScriptErrorKind::Runtime, Some(2))
+    );
     // The call names the controller even though the source is a ConfigMap.
     assert_eq!(error.controller.as_deref(), Some("service-per-pod"));
     insta::assert_snapshot!(error.to_string());
@@ -111,7 +117,10 @@ fn rhai_limit_error() {
 #[test]
 fn lua_limit_error() {
     let error = call_error(
-        inline(Language::Lua, "local s = 'x'\nwhile true do\n  s = s .. s\nend"),
+        inline(
+            Language::Lua,
+            "local s = 'x'\nwhile true do\n  s = s .. s\nend",
+        ),
         Limits {
             max_memory_bytes: Some(4 * 1024 * 1024),
             ..Limits::default()

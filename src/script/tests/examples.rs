@@ -56,7 +56,10 @@ fn both_languages_emit_one_service_per_pod() {
     let rhai = rhai.unwrap_or_else(|e| panic!("{e}"));
     let lua = lua.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(rhai, lua);
-    assert_eq!(rhai["labels"], json!({"metascript.dev/service-per-pod": "true"}));
+    assert_eq!(
+        rhai["labels"],
+        json!({"metascript.dev/service-per-pod": "true"})
+    );
     let services = rhai["attachments"].as_array().unwrap();
     assert_eq!(services.len(), 3);
     assert_eq!(

@@ -24,11 +24,20 @@ fn assert_limit(error: &ScriptError, limit: LimitKind, text: &str) {
 
 #[test]
 fn a_runaway_loop_stops_within_a_second_with_default_limits() {
-    for (language, code) in [(Language::Rhai, "loop {}"), (Language::Lua, "while true do end")] {
+    for (language, code) in [
+        (Language::Rhai, "loop {}"),
+        (Language::Lua, "while true do end"),
+    ] {
         let (error, elapsed) = limited(language, code, Limits::default());
         assert!(error.limit().is_some(), "{error}");
-        assert!(elapsed < Duration::from_secs(1), "{language} took {elapsed:?}");
-        assert!(error.to_string().contains(&format!("({language}, ")), "{error}");
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "{language} took {elapsed:?}"
+        );
+        assert!(
+            error.to_string().contains(&format!("({language}, ")),
+            "{error}"
+        );
     }
 }
 
@@ -43,7 +52,11 @@ fn operation_budget_is_enforced() {
         (Language::Lua, "local n = 0\nwhile true do n = n + 1 end"),
     ] {
         let (error, _) = limited(language, code, limits.clone());
-        assert_limit(&error, LimitKind::Operations, "operation budget of 1000 exhausted");
+        assert_limit(
+            &error,
+            LimitKind::Operations,
+            "operation budget of 1000 exhausted",
+        );
         assert_eq!(error.line, Some(2), "{error}");
     }
 }
@@ -73,10 +86,16 @@ fn timeout_is_enforced() {
         timeout_millis: Some(50),
         ..Limits::default()
     };
-    for (language, code) in [(Language::Rhai, "loop {}"), (Language::Lua, "while true do end")] {
+    for (language, code) in [
+        (Language::Rhai, "loop {}"),
+        (Language::Lua, "while true do end"),
+    ] {
         let (error, elapsed) = limited(language, code, limits.clone());
         assert_limit(&error, LimitKind::Timeout, "timed out after 50 ms");
-        assert!(elapsed < Duration::from_millis(500), "{language} took {elapsed:?}");
+        assert!(
+            elapsed < Duration::from_millis(500),
+            "{language} took {elapsed:?}"
+        );
     }
 }
 
@@ -144,15 +163,27 @@ fn rhai_string_size_is_enforced() {
             ..Limits::default()
         },
     );
-    assert_limit(&error, LimitKind::StringSize, "string size limit of 1 KiB exceeded");
+    assert_limit(
+        &error,
+        LimitKind::StringSize,
+        "string size limit of 1 KiB exceeded",
+    );
     assert_eq!(error.line, Some(2));
     assert!(elapsed < Duration::from_secs(1));
 }
 
 #[test]
 fn rhai_string_doubling_stops_with_defaults() {
-    let (error, elapsed) = limited(Language::Rhai, "let s = \"x\"; loop { s += s; }", Limits::default());
-    assert_limit(&error, LimitKind::StringSize, "string size limit of 16 MiB exceeded");
+    let (error, elapsed) = limited(
+        Language::Rhai,
+        "let s = \"x\"; loop { s += s; }",
+        Limits::default(),
+    );
+    assert_limit(
+        &error,
+        LimitKind::StringSize,
+        "string size limit of 16 MiB exceeded",
+    );
     assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
 }
 
@@ -166,7 +197,11 @@ fn rhai_array_size_is_enforced() {
             ..Limits::default()
         },
     );
-    assert_limit(&error, LimitKind::ArraySize, "array size limit of 100 items exceeded");
+    assert_limit(
+        &error,
+        LimitKind::ArraySize,
+        "array size limit of 100 items exceeded",
+    );
 }
 
 #[test]
@@ -181,20 +216,36 @@ fn rhai_map_size_is_enforced() {
         "let m = #{ x: 1 };\nloop { m = #{ a: m, b: m }; }",
         limits.clone(),
     );
-    assert_limit(&error, LimitKind::MapSize, "map size limit of 100 entries exceeded");
+    assert_limit(
+        &error,
+        LimitKind::MapSize,
+        "map size limit of 100 entries exceeded",
+    );
     // Grown by `m[key] = v` (which Rhai does not check), caught when it is returned.
     let (error, _) = limited(
         Language::Rhai,
         "let m = #{};\nfor i in 0..200 { m[`k${i}`] = #{}; }\nm",
         limits,
     );
-    assert_limit(&error, LimitKind::MapSize, "map size limit of 100 entries exceeded");
+    assert_limit(
+        &error,
+        LimitKind::MapSize,
+        "map size limit of 100 entries exceeded",
+    );
 }
 
 #[test]
 fn rhai_call_depth_is_enforced() {
-    let (error, _) = limited(Language::Rhai, "fn f(n) { f(n + 1) }\nf(0)", Limits::default());
-    assert_limit(&error, LimitKind::CallDepth, "call depth limit of 64 exceeded");
+    let (error, _) = limited(
+        Language::Rhai,
+        "fn f(n) { f(n + 1) }\nf(0)",
+        Limits::default(),
+    );
+    assert_limit(
+        &error,
+        LimitKind::CallDepth,
+        "call depth limit of 64 exceeded",
+    );
 }
 
 #[test]
@@ -223,5 +274,8 @@ fn a_fresh_call_after_a_limit_has_a_fresh_budget() {
         ..Limits::default()
     });
     assert!(engine.call(&script, &json!({"n": 10_000}), &call).is_err());
-    assert_eq!(engine.call(&script, &json!({"n": 10}), &call).unwrap(), json!(10));
+    assert_eq!(
+        engine.call(&script, &json!({"n": 10}), &call).unwrap(),
+        json!(10)
+    );
 }

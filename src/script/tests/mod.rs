@@ -52,4 +52,3 @@ pub(super) fn both(rhai: &str, lua: &str, request: Value) -> [Result<Value, Scri
         run(Language::Lua, lua, request),
     ]
 }
-

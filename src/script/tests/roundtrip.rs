@@ -53,7 +53,9 @@ fn as_lua_sees_it(value: &Value) -> Value {
 
 fn is_exact_type(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.is_i64() == y.is_i64() && x.is_f64() == y.is_f64(),
+        (Value::Number(x), Value::Number(y)) => {
+            x.is_i64() == y.is_i64() && x.is_f64() == y.is_f64()
+        }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| is_exact_type(a, b))
         }

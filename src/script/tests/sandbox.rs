@@ -15,58 +15,104 @@ fn blocked(language: Language, code: &str, expected: &str) {
 
 #[test]
 fn lua_require_is_blocked() {
-    blocked(Language::Lua, "return require('os')", "require is not available in the metascript sandbox (no module loading)");
+    blocked(
+        Language::Lua,
+        "return require('os')",
+        "require is not available in the metascript sandbox (no module loading)",
+    );
 }
 
 #[test]
 fn lua_code_loading_is_blocked() {
     for name in ["load", "loadstring"] {
-        blocked(Language::Lua, &format!("return {name}('return 1')"), &format!("{name} is not available in the metascript sandbox (no code loading)"));
+        blocked(
+            Language::Lua,
+            &format!("return {name}('return 1')"),
+            &format!("{name} is not available in the metascript sandbox (no code loading)"),
+        );
     }
 }
 
 #[test]
 fn lua_file_loading_is_blocked() {
     for name in ["dofile", "loadfile"] {
-        blocked(Language::Lua, &format!("return {name}('/etc/passwd')"), &format!("{name} is not available in the metascript sandbox (no file system access)"));
+        blocked(
+            Language::Lua,
+            &format!("return {name}('/etc/passwd')"),
+            &format!("{name} is not available in the metascript sandbox (no file system access)"),
+        );
     }
 }
 
 #[test]
 fn lua_io_is_blocked() {
-    blocked(Language::Lua, "return io.open('/etc/passwd')", "io.open is not available in the metascript sandbox (no file system access)");
+    blocked(
+        Language::Lua,
+        "return io.open('/etc/passwd')",
+        "io.open is not available in the metascript sandbox (no file system access)",
+    );
     blocked(Language::Lua, "io.write('x')", "io.write is not available");
 }
 
 #[test]
 fn lua_os_beyond_time_is_blocked() {
     for name in ["execute", "getenv", "remove", "rename", "exit", "tmpname"] {
-        blocked(Language::Lua, &format!("return os.{name}('x')"), &format!("os.{name} is not available in the metascript sandbox (only os.clock, os.time, os.date and os.difftime)"));
+        blocked(
+            Language::Lua,
+            &format!("return os.{name}('x')"),
+            &format!(
+                "os.{name} is not available in the metascript sandbox (only os.clock, os.time, os.date and os.difftime)"
+            ),
+        );
     }
-    let result = run(Language::Lua, "return os.clock() >= 0 and os.difftime(2, 1) == 1", json!({}));
+    let result = run(
+        Language::Lua,
+        "return os.clock() >= 0 and os.difftime(2, 1) == 1",
+        json!({}),
+    );
     assert_eq!(result.unwrap(), json!(true));
 }
 
 #[test]
 fn lua_environment_tampering_is_blocked() {
-    blocked(Language::Lua, "return getfenv(1)", "getfenv is not available");
+    blocked(
+        Language::Lua,
+        "return getfenv(1)",
+        "getfenv is not available",
+    );
     blocked(Language::Lua, "setfenv(1, {})", "setfenv is not available");
 }
 
 #[test]
 fn lua_debug_is_blocked() {
-    blocked(Language::Lua, "return debug.getinfo(1)", "debug.getinfo is not available in the metascript sandbox (no debug interface)");
+    blocked(
+        Language::Lua,
+        "return debug.getinfo(1)",
+        "debug.getinfo is not available in the metascript sandbox (no debug interface)",
+    );
 }
 
 #[test]
 fn lua_package_is_blocked() {
-    blocked(Language::Lua, "return package.loaded", "package.loaded is not available");
+    blocked(
+        Language::Lua,
+        "return package.loaded",
+        "package.loaded is not available",
+    );
 }
 
 #[test]
 fn lua_collectgarbage_only_counts() {
-    blocked(Language::Lua, "collectgarbage('collect')", "collectgarbage is not available");
-    let result = run(Language::Lua, "return collectgarbage('count') > 0", json!({}));
+    blocked(
+        Language::Lua,
+        "collectgarbage('collect')",
+        "collectgarbage is not available",
+    );
+    let result = run(
+        Language::Lua,
+        "return collectgarbage('count') > 0",
+        json!({}),
+    );
     assert_eq!(result.unwrap(), json!(true));
 }
 
@@ -89,7 +135,13 @@ fn lua_list_markers_are_protected() {
 #[test]
 fn lua_print_goes_to_the_log_not_stdout() {
     let sink = LogSink::new();
-    run_with(Language::Lua, "print('hello')", json!({}), &context().with_logs(sink.clone())).unwrap();
+    run_with(
+        Language::Lua,
+        "print('hello')",
+        json!({}),
+        &context().with_logs(sink.clone()),
+    )
+    .unwrap();
     assert_eq!(sink.lines()[0].message, "hello");
 }
 
@@ -99,28 +151,49 @@ fn rhai_eval_is_blocked() {
     assert_eq!(error.kind, ScriptErrorKind::Compile);
     assert!(error.message.contains("'eval' is disabled"), "{error}");
     // Reaching eval through a function pointer fails too.
-    blocked(Language::Rhai, "Fn(\"eval\").call(\"1\")", "'eval' is a reserved keyword");
+    blocked(
+        Language::Rhai,
+        "Fn(\"eval\").call(\"1\")",
+        "'eval' is a reserved keyword",
+    );
 }
 
 #[test]
 fn rhai_modules_are_blocked() {
     let error = compile(Language::Rhai, "import \"fs\" as fs;\n1").unwrap_err();
     assert_eq!(error.kind, ScriptErrorKind::Compile);
-    assert!(error.message.contains("'import' is a reserved keyword"), "{error}");
+    assert!(
+        error.message.contains("'import' is a reserved keyword"),
+        "{error}"
+    );
 }
 
 #[test]
 fn rhai_print_and_debug_go_to_the_log_not_stdout() {
     let sink = LogSink::new();
-    run_with(Language::Rhai, "print(\"hello\"); debug(\"dbg\");", json!({}), &context().with_logs(sink.clone())).unwrap();
+    run_with(
+        Language::Rhai,
+        "print(\"hello\"); debug(\"dbg\");",
+        json!({}),
+        &context().with_logs(sink.clone()),
+    )
+    .unwrap();
     let lines = sink.lines();
-    assert_eq!((lines[0].level, lines[0].message.as_str()), (LogLevel::Info, "hello"));
+    assert_eq!(
+        (lines[0].level, lines[0].message.as_str()),
+        (LogLevel::Info, "hello")
+    );
     assert_eq!(lines[1].level, LogLevel::Debug);
 }
 
 #[test]
 fn rhai_has_no_file_process_or_environment_functions() {
-    for call in ["open_file(\"/etc/passwd\")", "system(\"ls\")", "env(\"HOME\")", "read_file(\"/etc/passwd\")"] {
+    for call in [
+        "open_file(\"/etc/passwd\")",
+        "system(\"ls\")",
+        "env(\"HOME\")",
+        "read_file(\"/etc/passwd\")",
+    ] {
         blocked(Language::Rhai, call, "Function not found");
     }
 }
