@@ -567,13 +567,13 @@ mod tests {
     #[test]
     fn readers_are_nil_safe() {
         let obj = json!({"metadata": {"name": "web", "labels": {"app": "web"}}});
-        assert_eq!(call("name", &[obj.clone()]).unwrap(), json!("web"));
-        assert_eq!(call("namespace", &[obj.clone()]).unwrap(), json!(""));
+        assert_eq!(call("name", std::slice::from_ref(&obj)).unwrap(), json!("web"));
+        assert_eq!(call("namespace", std::slice::from_ref(&obj)).unwrap(), json!(""));
         assert_eq!(
-            call("labels", &[obj.clone()]).unwrap(),
+            call("labels", std::slice::from_ref(&obj)).unwrap(),
             json!({"app": "web"})
         );
-        assert_eq!(call("annotations", &[obj.clone()]).unwrap(), json!({}));
+        assert_eq!(call("annotations", std::slice::from_ref(&obj)).unwrap(), json!({}));
         assert_eq!(
             call("label", &[obj.clone(), json!("app")]).unwrap(),
             json!("web")
@@ -608,9 +608,9 @@ mod tests {
     #[test]
     fn codecs_round_trip() {
         let value = json!({"a": [1, 2.5, null, "ü"], "b": {}});
-        let text = call("json_encode", &[value.clone()]).unwrap();
+        let text = call("json_encode", std::slice::from_ref(&value)).unwrap();
         assert_eq!(call("json_decode", &[text]).unwrap(), value);
-        let yaml = call("yaml_encode", &[value.clone()]).unwrap();
+        let yaml = call("yaml_encode", std::slice::from_ref(&value)).unwrap();
         assert_eq!(call("yaml_decode", &[yaml]).unwrap(), value);
         let b64 = call("base64_encode", &[json!("hello")]).unwrap();
         assert_eq!(b64, json!("aGVsbG8="));

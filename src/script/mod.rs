@@ -6,6 +6,10 @@
 //! in `limits`, errors in `error` and script logging in `log`. The contract scripts see is
 //! documented in `docs/scripting.md`.
 
+// `ScriptError` is large (origin, controller, source line) on purpose: it is rare, and it must carry
+// everything a user needs to find the failing line. Boxing it would only move the cost to callers.
+#![allow(clippy::result_large_err)]
+
 mod error;
 mod helpers;
 mod limits;
