@@ -567,13 +567,22 @@ mod tests {
     #[test]
     fn readers_are_nil_safe() {
         let obj = json!({"metadata": {"name": "web", "labels": {"app": "web"}}});
-        assert_eq!(call("name", std::slice::from_ref(&obj)).unwrap(), json!("web"));
-        assert_eq!(call("namespace", std::slice::from_ref(&obj)).unwrap(), json!(""));
+        assert_eq!(
+            call("name", std::slice::from_ref(&obj)).unwrap(),
+            json!("web")
+        );
+        assert_eq!(
+            call("namespace", std::slice::from_ref(&obj)).unwrap(),
+            json!("")
+        );
         assert_eq!(
             call("labels", std::slice::from_ref(&obj)).unwrap(),
             json!({"app": "web"})
         );
-        assert_eq!(call("annotations", std::slice::from_ref(&obj)).unwrap(), json!({}));
+        assert_eq!(
+            call("annotations", std::slice::from_ref(&obj)).unwrap(),
+            json!({})
+        );
         assert_eq!(
             call("label", &[obj.clone(), json!("app")]).unwrap(),
             json!("web")
