@@ -2,7 +2,8 @@
 //!
 //! A state per call is the simple way to guarantee nothing leaks between calls (globals, changed
 //! metatables, memory); creating one with the helpers installed costs tens of microseconds,
-//! small next to a hook's own work (see `docs/performance.md`).
+//! small next to converting the request and response (measured in `benches/hook_call.rs`, figures
+//! in `docs/scripting.md`).
 
 use super::error::{ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper};
