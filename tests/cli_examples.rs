@@ -1,0 +1,445 @@
+//! The examples in `scripts/`, through the built binary: their `*.test.yaml` files pass in both
+//! languages, and `metascript render` prints the expected plan for each, deterministically and
+//! identically whether the controller runs the Rhai or the Lua scripts.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// The repository root, so paths like `scripts/...` work whatever the test's working directory.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn metascript(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metascript"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("the metascript binary runs")
+}
+
+fn stdout_of(output: &Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} exited with {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+/// `metascript render -f FILE... --scripts-dir DIR --now NOW -o json`: the raw JSON text.
+fn render_text(files: &[PathBuf], scripts_dir: &Path, now: &str) -> String {
+    let mut args: Vec<String> = vec!["render".into()];
+    for file in files {
+        args.push("-f".into());
+        args.push(file.display().to_string());
+    }
+    args.extend([
+        "--scripts-dir".into(),
+        scripts_dir.display().to_string(),
+        "--now".into(),
+        now.into(),
+        "-o".into(),
+        "json".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let what = format!("metascript render {}", args.join(" "));
+    stdout_of(&metascript(&args), &what)
+}
+
+/// One example rendered with a single controller manifest (`controller.rhai.yaml` or
+/// `controller.lua.yaml`), plus its CRDs when it has any and its `cluster.yaml`.
+fn render_with(example: &str, controller: &str, now: &str) -> String {
+    let dir = root().join("scripts").join(example);
+    let mut files = Vec::new();
+    if dir.join("crds.yaml").is_file() {
+        files.push(dir.join("crds.yaml"));
+    }
+    files.push(dir.join("cluster.yaml"));
+    files.push(dir.join(controller));
+    render_text(&files, &dir, now)
+}
+
+/// Renders an example with each language's controller twice, checks that all four outputs are
+/// byte-identical, and that rendering the whole directory (both controllers) prints the same
+/// entries once per controller. Returns the parsed plan entries.
+fn render_example(example: &str, now: &str) -> Vec<Value> {
+    let rhai = render_with(example, "controller.rhai.yaml", now);
+    let rhai_again = render_with(example, "controller.rhai.yaml", now);
+    let lua = render_with(example, "controller.lua.yaml", now);
+    let lua_again = render_with(example, "controller.lua.yaml", now);
+    assert_eq!(
+        rhai, rhai_again,
+        "{example}: the Rhai render is not deterministic"
+    );
+    assert_eq!(
+        lua, lua_again,
+        "{example}: the Lua render is not deterministic"
+    );
+    assert_eq!(rhai, lua, "{example}: Rhai and Lua render different plans");
+
+    let entries: Vec<Value> = serde_json::from_str(&rhai).expect("render -o json prints JSON");
+    assert!(!entries.is_empty(), "{example}: render planned nothing");
+
+    // The whole directory, as docs/examples.md shows it: both controllers, so every entry twice.
+    let dir = root().join("scripts").join(example);
+    let whole: Vec<Value> =
+        serde_json::from_str(&render_text(std::slice::from_ref(&dir), &dir, now)).unwrap();
+    let twice: Vec<Value> = entries.iter().chain(entries.iter()).cloned().collect();
+    assert_eq!(whole, twice, "{example}: rendering the directory differs");
+    entries
+}
+
+/// The entries about one object (`Kind.apiVersion namespace/name`) and, for map controllers,
+/// one input (or `None` for detached groups and status).
+fn entries_for<'a>(entries: &'a [Value], object: &str) -> Vec<&'a Value> {
+    entries.iter().filter(|e| e["object"] == object).collect()
+}
+
+fn the_entry<'a>(entries: &'a [Value], pick: impl Fn(&Value) -> bool, what: &str) -> &'a Value {
+    let found: Vec<&Value> = entries.iter().filter(|e| pick(e)).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one entry for {what}, got {found:#?}"
+    );
+    found[0]
+}
+
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|o| {
+                    o.pointer("/metadata/name")
+                        .or_else(|| o.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.pointer("/metadata/labels")?.get(key)?.as_str()
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+/// Asserts the object's only owner reference is the controller reference to `kind`/`name`.
+fn assert_owned_by(object: &Value, kind: &str, name: &str) {
+    let refs = object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("no ownerReferences on {object:#}"));
+    assert_eq!(refs.len(), 1, "{refs:#?}");
+    assert_eq!(refs[0]["kind"], kind);
+    assert_eq!(refs[0]["name"], name);
+    assert_eq!(refs[0]["controller"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// metascript test scripts/
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn every_example_test_passes_in_both_languages() {
+    let stdout = stdout_of(
+        &metascript(&["test", "scripts/"]),
+        "metascript test scripts/",
+    );
+    let summary = stdout.lines().last().unwrap_or_default();
+    let (passed, failed) = summary
+        .split_once(" passed, ")
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
+    let passed: usize = passed.parse().unwrap();
+    assert_eq!(failed, "0 failed", "{stdout}");
+    assert!(passed > 0, "{stdout}");
+
+    let ok: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
+    assert_eq!(ok.len(), passed);
+    let rhai = ok
+        .iter()
+        .filter(|l| l.ends_with(".rhai]") || l.ends_with(".rhai.yaml]"))
+        .count();
+    let lua = ok
+        .iter()
+        .filter(|l| l.ends_with(".lua]") || l.ends_with(".lua.yaml]"))
+        .count();
+    assert!(rhai > 0 && lua > 0, "{stdout}");
+    assert_eq!(rhai, lua, "every case runs in both languages:\n{stdout}");
+    assert_eq!(
+        rhai + lua,
+        passed,
+        "every case names its language:\n{stdout}"
+    );
+    for example in [
+        "service-per-pod",
+        "snapshot-schedule",
+        "configmap-propagation",
+        "configmap-transform",
+    ] {
+        assert!(
+            ok.iter()
+                .any(|l| l.contains(&format!("scripts/{example}/"))),
+            "no passing case for {example}:\n{stdout}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// metascript render, per example
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn service_per_pod_renders_one_service_per_pod_and_finalizes() {
+    let entries = render_example("service-per-pod", "2026-01-01T00:00:00Z");
+    assert!(entries_for(&entries, "StatefulSet.apps/v1 default/cache").is_empty());
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+
+    let web = the_entry(
+        &entries,
+        |e| e["object"] == "StatefulSet.apps/v1 default/web",
+        "web",
+    );
+    assert_eq!(web["controller"], "DecoratorController/service-per-pod");
+    assert_eq!(web["hook"], "sync");
+    assert_eq!(names(&web["apply"]), ["web-0", "web-1", "web-2"]);
+    for (i, service) in web["apply"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(service["kind"], "Service");
+        assert_eq!(service["metadata"]["namespace"], "default");
+        assert_owned_by(service, "StatefulSet", "web");
+        assert_eq!(
+            label(service, "metascript.dev/decorator"),
+            Some("service-per-pod")
+        );
+        assert_eq!(
+            service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
+            format!("web-{i}")
+        );
+        let ports: Vec<(i64, i64)> = service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["port"].as_i64().unwrap(),
+                    p["targetPort"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ports, [(80, 8080), (443, 8443)]);
+    }
+    assert_eq!(
+        web["metadataPatch"]["metadata"]["labels"]["metascript.dev/service-per-pod"],
+        "true"
+    );
+    assert_eq!(
+        web["finalizer"]["add"],
+        "metascript.dev/decorator-service-per-pod"
+    );
+
+    // Being deleted with legacy-0 still there: delete it, and keep the finalizer for now.
+    let legacy = the_entry(
+        &entries,
+        |e| e["object"] == "StatefulSet.apps/v1 default/legacy",
+        "legacy",
+    );
+    assert_eq!(legacy["hook"], "finalize");
+    assert!(legacy.get("apply").is_none());
+    assert_eq!(names(&legacy["delete"]), ["legacy-0"]);
+    assert_eq!(
+        legacy["delete"][0]["uid"],
+        "5d1f0c7e-2f55-4c36-8a2b-legacy0svc01"
+    );
+    assert!(
+        legacy.get("finalizer").is_none(),
+        "finalized too early: {legacy:#}"
+    );
+}
+
+#[test]
+fn snapshot_schedule_renders_snapshots_per_interval_and_tombstones() {
+    let entries = render_example("snapshot-schedule", "2026-01-01T03:00:00Z");
+    let parent = "SnapshotSchedule.snapshot.example.com/v1 shop/web-snapshots";
+    assert_eq!(entries_for(&entries, parent).len(), entries.len());
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e["input"] == "PersistentVolumeClaim.v1 shop/data-cache-0"),
+        "an unselected PVC was mapped: {entries:#?}"
+    );
+
+    // data-web-0: first snapshot of interval 81816 (2026-01-01T00:00:00Z).
+    let web0 = the_entry(
+        &entries,
+        |e| e["input"] == "PersistentVolumeClaim.v1 shop/data-web-0",
+        "data-web-0",
+    );
+    assert_eq!(web0["hook"], "map");
+    assert_eq!(names(&web0["apply"]), ["data-web-0-81816"]);
+    let snapshot = &web0["apply"][0];
+    assert_eq!(snapshot["kind"], "VolumeSnapshot");
+    assert_eq!(snapshot["metadata"]["namespace"], "shop");
+    assert_eq!(
+        snapshot["spec"]["source"]["persistentVolumeClaimName"],
+        "data-web-0"
+    );
+    assert_eq!(
+        annotation(snapshot, "snapshot.example.com/scheduled-at"),
+        Some("2026-01-01T00:00:00Z")
+    );
+    assert_owned_by(snapshot, "SnapshotSchedule", "web-snapshots");
+    assert_eq!(
+        label(snapshot, "metascript.dev/map"),
+        Some("snapshot-schedule")
+    );
+    assert_eq!(
+        label(snapshot, "metascript.dev/map-key"),
+        web0["mapKey"].as_str()
+    );
+    assert!(web0.get("delete").is_none());
+
+    // data-web-1: this interval's snapshot exists (nothing new); the 11-day-old one goes.
+    let web1 = the_entry(
+        &entries,
+        |e| e["input"] == "PersistentVolumeClaim.v1 shop/data-web-1",
+        "data-web-1",
+    );
+    assert!(web1.get("apply").is_none(), "{web1:#}");
+    assert_eq!(names(&web1["delete"]), ["data-web-1-81770"]);
+    assert_eq!(
+        web1["delete"][0]["reason"],
+        "no longer returned by the map hook"
+    );
+
+    // data-web-2 is gone: the tombstone hook keeps the 7-day-old snapshot, not the 14-day-old.
+    let tombstone = the_entry(&entries, |e| e["hook"] == "tombstone", "the tombstone");
+    assert_eq!(tombstone["mapKey"], "c68d17c1f25fd3b9523df58dea4ae9d7");
+    assert!(tombstone.get("input").is_none());
+    assert_eq!(names(&tombstone["delete"]), ["data-web-2-81760"]);
+
+    let status = the_entry(&entries, |e| e.get("status").is_some(), "the status");
+    assert_eq!(
+        status["status"]["merge"]["inputs"]["persistentvolumeclaims"]["total"],
+        2
+    );
+    assert_eq!(
+        status["status"]["merge"]["outputs"]["volumesnapshots"]["total"],
+        4
+    );
+}
+
+#[test]
+fn configmap_propagation_renders_copies_into_labelled_namespaces() {
+    let entries = render_example("configmap-propagation", "2026-01-01T00:00:00Z");
+    for ignored in ["Namespace.v1 sandbox", "Namespace.v1 shared-config"] {
+        assert!(
+            entries_for(&entries, ignored).is_empty(),
+            "{ignored} was synced"
+        );
+    }
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+
+    for team in ["team-a", "team-b"] {
+        let entry = the_entry(
+            &entries,
+            |e| e["object"] == format!("Namespace.v1 {team}"),
+            team,
+        );
+        assert_eq!(
+            entry["controller"],
+            "DecoratorController/configmap-propagation"
+        );
+        assert_eq!(names(&entry["apply"]), ["ca-bundle", "logging"]);
+        for copy in entry["apply"].as_array().unwrap() {
+            assert_eq!(copy["metadata"]["namespace"], team.to_string());
+            assert_owned_by(copy, "Namespace", team);
+            assert_eq!(
+                label(copy, "metascript.dev/decorator"),
+                Some("configmap-propagation")
+            );
+        }
+        let logging = &entry["apply"][1];
+        assert_eq!(logging["data"]["level"], "info");
+        assert_eq!(
+            annotation(logging, "config.example.com/propagated-from"),
+            Some("shared-config/logging")
+        );
+        assert_eq!(
+            entry["metadataPatch"]["metadata"]["annotations"]["config.example.com/propagated-configmaps"],
+            "2"
+        );
+    }
+
+    // team-b's copy of feature-flags lost its source (no longer labelled): deleted.
+    let team_b = the_entry(&entries, |e| e["object"] == "Namespace.v1 team-b", "team-b");
+    assert_eq!(team_b["delete"][0]["namespace"], "team-b");
+    assert_eq!(names(&team_b["delete"]), ["feature-flags"]);
+    let team_a = the_entry(&entries, |e| e["object"] == "Namespace.v1 team-a", "team-a");
+    assert!(team_a.get("delete").is_none());
+}
+
+#[test]
+fn configmap_transform_renders_each_selected_configmap_once() {
+    let entries = render_example("configmap-transform", "2026-01-01T00:00:00Z");
+    let inputs: Vec<&str> = entries.iter().filter_map(|e| e["input"].as_str()).collect();
+    // Not payments (not selected), not backend-rendered (controlled by the template itself).
+    assert_eq!(
+        inputs,
+        ["ConfigMap.v1 shop/backend", "ConfigMap.v1 shop/frontend"]
+    );
+    let applied: Vec<&str> = entries.iter().flat_map(|e| names(&e["apply"])).collect();
+    assert_eq!(applied, ["backend-rendered", "frontend-rendered"]);
+
+    let backend = the_entry(
+        &entries,
+        |e| e["input"] == "ConfigMap.v1 shop/backend",
+        "backend",
+    );
+    let rendered = &backend["apply"][0];
+    assert_eq!(rendered["metadata"]["namespace"], "shop");
+    assert_owned_by(rendered, "ConfigTemplate", "app-env");
+    assert_eq!(
+        label(rendered, "metascript.dev/map"),
+        Some("configmap-transform")
+    );
+    assert_eq!(
+        label(rendered, "metascript.dev/map-key"),
+        Some("01c04bd3ac154f6ae9e11656f85533b9")
+    );
+    assert_eq!(label(rendered, "tier"), Some("backend"));
+    assert_eq!(
+        rendered["data"],
+        serde_json::json!({
+            "SHOP_DATABASE_HOST": "db.shop.svc",
+            "SHOP_DATABASE_PORT": "5432",
+            "SHOP_log-level": "info"
+        })
+    );
+    assert_eq!(
+        annotation(rendered, "config.example.com/source-checksum").map(str::len),
+        Some(64)
+    );
+
+    // legacy is gone and there is no tombstone hook: its rendered copy is deleted.
+    let detached = the_entry(
+        &entries,
+        |e| e.get("delete").is_some() && e.get("input").is_none(),
+        "the detached group",
+    );
+    assert!(detached.get("hook").is_none());
+    assert_eq!(names(&detached["delete"]), ["legacy-rendered"]);
+    assert_eq!(detached["delete"][0]["reason"], "input is gone");
+}
