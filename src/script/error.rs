@@ -5,6 +5,7 @@
 use super::ScriptOrigin;
 use crate::api::{HookKind, Language};
 use std::fmt;
+use std::sync::Arc;
 
 /// What kind of failure a [`ScriptError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +66,8 @@ pub struct ScriptError {
     pub controller: Option<String>,
     pub hook: Option<HookKind>,
     pub language: Language,
-    pub origin: ScriptOrigin,
+    /// Shared with the compiled script; an `Arc` keeps the error small enough to pass around.
+    pub origin: Arc<ScriptOrigin>,
     /// 1-based line in the script's source, when the engine reported one.
     pub line: Option<u32>,
     /// 1-based column; Rhai reports it, Luau only reports lines.
@@ -79,9 +81,9 @@ impl ScriptError {
         kind: ScriptErrorKind,
         message: impl Into<String>,
         language: Language,
-        origin: ScriptOrigin,
+        origin: Arc<ScriptOrigin>,
     ) -> ScriptError {
-        let (controller, hook) = match &origin {
+        let (controller, hook) = match &*origin {
             ScriptOrigin::Inline { controller, hook } => (Some(controller.clone()), Some(*hook)),
             _ => (None, None),
         };

@@ -60,7 +60,7 @@ pub(crate) fn compile(source: &ScriptSource) -> Result<Program, ScriptError> {
                 ScriptErrorKind::Compile,
                 message,
                 source.language,
-                source.origin.clone(),
+                Arc::new(source.origin.clone()),
             )
             .at(&source.code, line, None)
         })

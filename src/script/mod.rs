@@ -6,10 +6,6 @@
 //! in `limits`, errors in `error` and script logging in `log`. The contract scripts see is
 //! documented in `docs/scripting.md`.
 
-// `ScriptError` is large (origin, controller, source line) on purpose: it is rare, and it must carry
-// everything a user needs to find the failing line. Boxing it would only move the cost to callers.
-#![allow(clippy::result_large_err)]
-
 mod error;
 mod helpers;
 mod limits;
@@ -104,7 +100,7 @@ pub(crate) enum Program {
 pub struct CompiledScript {
     digest: String,
     language: Language,
-    origin: ScriptOrigin,
+    origin: Arc<ScriptOrigin>,
     code: Arc<str>,
     program: Arc<Program>,
 }
@@ -286,7 +282,7 @@ impl ScriptEngine {
         Ok(Arc::new(CompiledScript {
             digest,
             language: source.language,
-            origin: source.origin.clone(),
+            origin: Arc::new(source.origin.clone()),
             code: source.code.clone(),
             program,
         }))

@@ -104,7 +104,7 @@ impl RhaiEngines {
                     ScriptErrorKind::Compile,
                     error.err_type().to_string(),
                     source.language,
-                    source.origin.clone(),
+                    Arc::new(source.origin.clone()),
                 )
                 .at(&source.code, line, column)
             })
