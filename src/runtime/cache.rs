@@ -15,6 +15,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Map, Value};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::{mpsc, watch};
@@ -77,15 +78,18 @@ impl Informers {
     /// returned as [`CacheError::Watch`]; the watch keeps retrying with backoff, and a later
     /// call waits for its next attempt, so callers retrying in a loop do not add requests.
     pub async fn ensure(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
-        let mut progress = {
+        let (mut progress, seen_failures) = {
             let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-            watches
-                .entry(resolved.resource.clone())
-                .or_insert_with(|| self.start(resolved))
-                .progress
-                .clone()
+            match watches.entry(resolved.resource.clone()) {
+                // A new watch may fail before this borrows its progress; every failure counts.
+                Entry::Vacant(entry) => (entry.insert(self.start(resolved)).progress.clone(), 0),
+                Entry::Occupied(entry) => {
+                    let progress = entry.get().progress.clone();
+                    let failures = progress.borrow().failures;
+                    (progress, failures)
+                }
+            }
         };
-        let seen_failures = progress.borrow().failures;
         let resource = resolved.resource.group_key();
         let outcome = progress
             .wait_for(|p| p.synced || p.failures > seen_failures)
@@ -108,6 +112,7 @@ impl Informers {
             .contains_key(resource)
     }
 
+    /// A cached object. `namespace` is ignored for cluster-scoped types.
     pub fn get(
         &self,
         resource: &ResourceType,
@@ -116,7 +121,9 @@ impl Informers {
     ) -> Option<Arc<Value>> {
         let store = self.store(resource)?;
         let store = store.read().unwrap_or_else(PoisonError::into_inner);
-        store.get(namespace.unwrap_or_default(), name).cloned()
+        store
+            .get(scoped(resource, namespace).unwrap_or_default(), name)
+            .cloned()
     }
 
     /// How many objects of a type are cached (0 when it is not watched).
@@ -179,12 +186,13 @@ impl Drop for Informers {
 }
 
 impl ObjectStore for Informers {
+    /// In namespace order, then name order. `namespace` is ignored for cluster-scoped types.
     fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
         let store = store.read().unwrap_or_else(PoisonError::into_inner);
-        store.list(namespace)
+        store.list(scoped(resource, namespace))
     }
 
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
@@ -206,6 +214,12 @@ impl ObjectStore for Informers {
             .filter(|child| namespace.is_none() || object::namespace(child) == namespace)
             .collect()
     }
+}
+
+/// The namespace to look in: objects of a cluster-scoped type are found whatever namespace a
+/// caller passes (e.g. a namespaced target's, for a cluster-scoped related type).
+fn scoped<'a>(resource: &ResourceType, namespace: Option<&'a str>) -> Option<&'a str> {
+    namespace.filter(|_| resource.namespaced)
 }
 
 /// Children of a namespaced owner live in its namespace (the garbage collector ignores

@@ -1,0 +1,542 @@
+//! The operator's discovery and watch caches against a real apiserver: what `ensure` promises,
+//! which events a change produces, the owner index, shared watches, and types that appear
+//! after start.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use metascript::api::ResourceRef;
+use metascript::object;
+use metascript::resources::{ResolveError, ResourceResolver};
+use metascript::runtime::cache::{CacheError, Informers, ObjectEvent};
+use metascript::runtime::discovery::{Discovery, ResolvedType};
+use metascript::sync::ObjectStore as _;
+use serde_json::{Value, json};
+use support::{WAIT, client, eventually, test_namespace, unique_name};
+use tokio::sync::mpsc;
+
+fn reference(api_version: &str, resource: &str) -> ResourceRef {
+    ResourceRef {
+        api_version: api_version.into(),
+        resource: resource.into(),
+    }
+}
+
+fn config_map(name: &str, data: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": data,
+    }))
+    .expect("a valid ConfigMap")
+}
+
+/// The events of one test: the watches are cluster-wide, so other tests' objects of the same
+/// type arrive too and are skipped by namespace.
+struct Events {
+    rx: mpsc::UnboundedReceiver<ObjectEvent>,
+    namespace: String,
+}
+
+impl Events {
+    /// The next event about an object in this test's namespace.
+    async fn next(&mut self) -> ObjectEvent {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let event = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no event in {} within {WAIT:?}", self.namespace))
+                .expect("the event channel closed");
+            let object = event.new.as_ref().or(event.old.as_ref()).expect("a state");
+            if object::namespace(object) == Some(self.namespace.as_str()) {
+                return event;
+            }
+        }
+    }
+
+    /// Every event in this namespace up to and including the first one about `name`.
+    async fn until(&mut self, name: &str) -> Vec<ObjectEvent> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self.next().await;
+            let done = name_of(&event) == name;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn name_of(event: &ObjectEvent) -> &str {
+    object::name(event.new.as_ref().or(event.old.as_ref()).expect("a state"))
+}
+
+/// A fresh namespace, discovery and informers, and this test's event stream.
+async fn setup(test: &str) -> (kube::Client, String, Arc<Discovery>, Arc<Informers>, Events) {
+    let client = client().await;
+    let namespace = test_namespace(&client, test).await;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let discovery = Discovery::new(client.clone());
+    let informers = Informers::new(client.clone(), tx);
+    let events = Events {
+        rx,
+        namespace: namespace.clone(),
+    };
+    (client, namespace, discovery, informers, events)
+}
+
+async fn config_maps(discovery: &Discovery) -> ResolvedType {
+    discovery
+        .resolve(&reference("v1", "configmaps"))
+        .await
+        .expect("resolving configmaps")
+}
+
+#[tokio::test]
+async fn the_initial_list_is_cached_before_ensure_returns() {
+    let (client, ns, discovery, informers, mut events) = setup("initial-list").await;
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    for name in ["a", "b", "c"] {
+        api.create(
+            &PostParams::default(),
+            &config_map(name, json!({"k": name})),
+        )
+        .await
+        .expect("creating a ConfigMap");
+    }
+    let resolved = config_maps(&discovery).await;
+    assert_eq!(resolved.resource.kind, "ConfigMap");
+    assert!(resolved.resource.namespaced && !resolved.resource.has_status);
+
+    informers.ensure(&resolved).await.expect("watching");
+    let resource = &resolved.resource;
+    assert!(informers.is_watched(resource));
+    // No waiting: `ensure` returned, so the list is there.
+    let listed = informers.list(resource, Some(&ns));
+    let names: Vec<&str> = listed.iter().map(|o| object::name(o)).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    let b = informers
+        .get(resource, Some(&ns), "b")
+        .expect("b is cached");
+    // List items come without apiVersion and kind; the cache fills them in.
+    assert_eq!(object::api_version(&b), "v1");
+    assert_eq!(object::kind(&b), "ConfigMap");
+    assert_eq!(b["data"]["k"], "b");
+    assert!(b.pointer("/metadata/managedFields").is_none());
+    assert!(
+        informers
+            .list(resource, None)
+            .iter()
+            .filter(|o| object::namespace(o) == Some(&ns))
+            .count()
+            == 3
+    );
+    assert!(informers.len(resource) >= 3);
+
+    // The initial list is announced as additions.
+    let mut added = Vec::new();
+    for _ in 0..3 {
+        let event = events.next().await;
+        assert!(event.old.is_none() && event.new.is_some(), "{event:?}");
+        assert_eq!(event.resource, *resource);
+        added.push(name_of(&event).to_owned());
+    }
+    added.sort();
+    assert_eq!(added, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn add_update_and_delete_reach_the_cache_and_the_event_stream() {
+    let (client, ns, discovery, informers, mut events) = setup("add-update-delete").await;
+    let resolved = config_maps(&discovery).await;
+    let resource = &resolved.resource;
+    informers.ensure(&resolved).await.expect("watching");
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+
+    api.create(
+        &PostParams::default(),
+        &config_map("obj", json!({"v": "1"})),
+    )
+    .await
+    .expect("creating");
+    let added = events.next().await;
+    assert_eq!(name_of(&added), "obj");
+    assert!(added.old.is_none());
+    assert_eq!(added.new.as_ref().unwrap()["data"]["v"], "1");
+    let cached = informers.get(resource, Some(&ns), "obj").expect("cached");
+    assert!(Arc::ptr_eq(&cached, added.new.as_ref().unwrap()));
+
+    api.patch(
+        "obj",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .expect("updating");
+    let updated = events.next().await;
+    assert_eq!(updated.old.as_ref().unwrap()["data"]["v"], "1");
+    assert_eq!(updated.new.as_ref().unwrap()["data"]["v"], "2");
+    assert_eq!(
+        informers.get(resource, Some(&ns), "obj").unwrap()["data"]["v"],
+        "2"
+    );
+
+    api.delete("obj", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    let deleted = events.next().await;
+    assert!(deleted.new.is_none());
+    assert_eq!(deleted.old.as_ref().unwrap()["data"]["v"], "2");
+    assert!(informers.get(resource, Some(&ns), "obj").is_none());
+    assert!(informers.list(resource, Some(&ns)).is_empty());
+}
+
+#[tokio::test]
+async fn a_change_of_only_resource_version_and_managed_fields_is_not_an_event() {
+    let (client, ns, discovery, informers, mut events) = setup("bookkeeping").await;
+    let resolved = config_maps(&discovery).await;
+    let resource = &resolved.resource;
+    informers.ensure(&resolved).await.expect("watching");
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+
+    let first = api
+        .patch(
+            "shared",
+            &PatchParams::apply("manager-a"),
+            &Patch::Apply(config_map("shared", json!({"k": "v"}))),
+        )
+        .await
+        .expect("first apply");
+    assert_eq!(name_of(&events.next().await), "shared");
+
+    // A second manager applying identical content only adds itself to managedFields: a real
+    // write with a new resourceVersion, but nothing a controller could act on.
+    let second = api
+        .patch(
+            "shared",
+            &PatchParams::apply("manager-b"),
+            &Patch::Apply(config_map("shared", json!({"k": "v"}))),
+        )
+        .await
+        .expect("second apply");
+    let version = second.metadata.resource_version.clone().unwrap();
+    assert_ne!(first.metadata.resource_version, Some(version.clone()));
+
+    // Events of one type arrive in order, so once the barrier's is here, the write above has
+    // been seen too.
+    api.create(&PostParams::default(), &config_map("barrier", json!({})))
+        .await
+        .expect("creating the barrier");
+    let seen = events.until("barrier").await;
+    assert_eq!(seen.len(), 1, "unexpected events: {seen:?}");
+    // The cache still moved to the new version.
+    let cached = informers.get(resource, Some(&ns), "shared").unwrap();
+    assert_eq!(
+        object::str_at(&cached, "/metadata/resourceVersion"),
+        Some(version.as_str())
+    );
+}
+
+#[tokio::test]
+async fn controlled_by_finds_children_through_the_owner_index() {
+    let (client, ns, discovery, informers, mut events) = setup("owner-index").await;
+    let resolved = config_maps(&discovery).await;
+    let resource = &resolved.resource;
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    let owner = api
+        .create(&PostParams::default(), &config_map("owner", json!({})))
+        .await
+        .expect("creating the owner");
+    let other = api
+        .create(&PostParams::default(), &config_map("other", json!({})))
+        .await
+        .expect("creating another owner");
+    let with_owner = |name: &str, owner: &ConfigMap, controller: bool| {
+        let mut child = config_map(name, json!({}));
+        child.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "name": owner.metadata.name, "uid": owner.metadata.uid,
+                "controller": controller,
+            }))
+            .unwrap(),
+        ]);
+        child
+    };
+    for child in [
+        with_owner("child-1", &owner, true),
+        with_owner("child-2", &owner, true),
+        // Owned but not controlled, and controlled by someone else: neither is a child.
+        with_owner("bystander", &owner, false),
+        with_owner("foreign", &other, true),
+    ] {
+        api.create(&PostParams::default(), &child)
+            .await
+            .expect("creating a child");
+    }
+
+    informers.ensure(&resolved).await.expect("watching");
+    let owner_value = informers.get(resource, Some(&ns), "owner").unwrap();
+    let names = |children: Vec<Arc<Value>>| {
+        let mut names: Vec<String> = children
+            .iter()
+            .map(|c| object::name(c).to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(informers.controlled_by(resource, &owner_value)),
+        ["child-1", "child-2"]
+    );
+
+    // The index follows the watch: a new child is found, a deleted one no longer.
+    api.create(&PostParams::default(), &with_owner("child-3", &owner, true))
+        .await
+        .expect("creating a child");
+    api.delete("child-1", &DeleteParams::default())
+        .await
+        .expect("deleting a child");
+    events.until("child-3").await;
+    events.until("child-1").await;
+    assert_eq!(
+        names(informers.controlled_by(resource, &owner_value)),
+        ["child-2", "child-3"]
+    );
+}
+
+#[tokio::test]
+async fn ensuring_a_type_twice_shares_one_watch_until_released() {
+    let (client, ns, discovery, informers, mut events) = setup("shared-watch").await;
+    let resolved = config_maps(&discovery).await;
+    let resource = &resolved.resource;
+    let (first, second) = tokio::join!(informers.ensure(&resolved), informers.ensure(&resolved));
+    first.expect("first ensure");
+    second.expect("second ensure");
+    informers.ensure(&resolved).await.expect("third ensure");
+
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    api.create(&PostParams::default(), &config_map("once", json!({})))
+        .await
+        .expect("creating");
+    api.create(&PostParams::default(), &config_map("barrier", json!({})))
+        .await
+        .expect("creating the barrier");
+    // Two watches would deliver every event twice.
+    let seen = events.until("barrier").await;
+    let names: Vec<&str> = seen.iter().map(name_of).collect();
+    assert_eq!(names, ["once", "barrier"]);
+
+    informers.release(resource);
+    assert!(!informers.is_watched(resource));
+    assert_eq!(informers.len(resource), 0);
+    assert!(informers.get(resource, Some(&ns), "once").is_none());
+    assert!(informers.list(resource, Some(&ns)).is_empty());
+
+    // Watching again lists again.
+    informers.ensure(&resolved).await.expect("watching again");
+    assert!(informers.get(resource, Some(&ns), "once").is_some());
+}
+
+#[tokio::test]
+async fn a_crd_created_after_start_is_resolved_and_watched() {
+    let (client, ns, discovery, informers, mut events) = setup("late-crd").await;
+    let group = format!("{}.cache.metascript.test", unique_name("late"));
+    let api_version = format!("{group}/v1");
+    let gadgets = reference(&api_version, "gadgets");
+    assert!(matches!(
+        discovery.resolve(&gadgets).await,
+        Err(ResolveError::Unknown { .. })
+    ));
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_name = format!("gadgets.{group}");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                }},
+            }],
+        },
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("creating the CRD");
+    tokio::time::timeout(
+        WAIT,
+        await_condition(crds, &crd_name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the CRD was not established in time")
+    .expect("watching the CRD");
+
+    // The miss above was remembered for a moment (rate limit); the type shows up after it.
+    let resolved = eventually("the new CRD to resolve", || async {
+        discovery.resolve(&gadgets).await.ok()
+    })
+    .await;
+    assert_eq!(resolved.resource.kind, "Gadget");
+    assert_eq!(resolved.resource.api_version, api_version);
+    assert!(resolved.resource.namespaced && resolved.resource.has_status);
+    assert_eq!(
+        discovery
+            .api_resource(&resolved.resource)
+            .map(|api| api.plural),
+        Some("gadgets".to_owned())
+    );
+
+    informers.ensure(&resolved).await.expect("watching gadgets");
+    let gadget_api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &resolved.api);
+    let mut gadget = DynamicObject::new("g1", &resolved.api);
+    gadget.data = json!({"spec": {"size": 1}});
+    gadget_api
+        .create(&PostParams::default(), &gadget)
+        .await
+        .expect("creating a Gadget");
+    let added = events.next().await;
+    assert_eq!(added.resource, resolved.resource);
+    let new = added.new.expect("an addition");
+    assert_eq!(object::kind(&new), "Gadget");
+    assert_eq!(new["spec"]["size"], 1);
+    assert!(informers.get(&resolved.resource, Some(&ns), "g1").is_some());
+}
+
+#[tokio::test]
+async fn unknown_resources_fail_fast_and_known_ones_resolve_blocking() {
+    let client = client().await;
+    let discovery = Discovery::new(client);
+    let started = Instant::now();
+    for (api_version, resource) in [
+        ("v1", "nonexistents"),
+        ("nothing.metascript.test/v1", "things"),
+        ("apps/v9", "deployments"),
+    ] {
+        let result = discovery.resolve(&reference(api_version, resource)).await;
+        assert!(
+            matches!(&result, Err(ResolveError::Unknown { .. })),
+            "{api_version} {resource}: {result:?}"
+        );
+    }
+    // Asked again within the rate limit: answered from memory.
+    assert!(matches!(
+        discovery.resolve(&reference("v1", "nonexistents")).await,
+        Err(ResolveError::Unknown { .. })
+    ));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    // The synchronous resolver the sync code uses (the inherent async `resolve` shadows it),
+    // from a blocking thread as the operator calls it.
+    let blocking = discovery.clone();
+    let deployments = tokio::task::spawn_blocking(move || {
+        ResourceResolver::resolve(&*blocking, &reference("apps/v1", "deployments"))
+    })
+    .await
+    .expect("the blocking resolve panicked")
+    .expect("resolving deployments");
+    assert_eq!(deployments.kind, "Deployment");
+    assert!(deployments.namespaced && deployments.has_status);
+    assert!(
+        discovery
+            .cached(&reference("apps/v1", "deployments"))
+            .is_some()
+    );
+    let namespaces = tokio::task::spawn_blocking({
+        let discovery = discovery.clone();
+        move || ResourceResolver::resolve(&*discovery, &reference("v1", "namespaces"))
+    })
+    .await
+    .unwrap()
+    .expect("resolving namespaces");
+    assert!(!namespaces.namespaced);
+}
+
+#[tokio::test]
+async fn ensure_reports_a_watch_that_cannot_list_instead_of_hanging() {
+    let (_client, _ns, _discovery, informers, _events) = setup("failing-watch").await;
+    // A type the apiserver does not serve: every list is a 404.
+    let missing = ResolvedType {
+        resource: metascript::resources::ResourceType {
+            api_version: "v1".into(),
+            kind: "Nonexistent".into(),
+            plural: "nonexistents".into(),
+            namespaced: true,
+            has_status: false,
+        },
+        api: kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Nonexistent".into(),
+            plural: "nonexistents".into(),
+        },
+    };
+    let error = tokio::time::timeout(WAIT, informers.ensure(&missing))
+        .await
+        .expect("ensure hung on a failing watch")
+        .expect_err("a type that cannot be listed was reported as watched");
+    assert!(
+        matches!(&error, CacheError::Watch { resource, .. } if resource == "Nonexistent.v1"),
+        "{error}"
+    );
+    // The watch keeps retrying in the background until released.
+    assert!(informers.is_watched(&missing.resource));
+    assert_eq!(informers.len(&missing.resource), 0);
+    informers.release(&missing.resource);
+    assert!(!informers.is_watched(&missing.resource));
+}
+
+#[tokio::test]
+async fn dropping_the_informers_stops_every_watch() {
+    let (_client, _ns, discovery, informers, mut events) = setup("drop").await;
+    informers
+        .ensure(&config_maps(&discovery).await)
+        .await
+        .expect("watching configmaps");
+    let namespaces = discovery
+        .resolve(&reference("v1", "namespaces"))
+        .await
+        .expect("resolving namespaces");
+    informers
+        .ensure(&namespaces)
+        .await
+        .expect("watching namespaces");
+    // A cluster-scoped object is found whatever namespace the caller is looking from.
+    let resource = &namespaces.resource;
+    assert!(informers.get(resource, None, &events.namespace).is_some());
+    assert!(
+        informers
+            .get(resource, Some("elsewhere"), &events.namespace)
+            .is_some()
+    );
+    assert!(
+        informers
+            .list(resource, Some("elsewhere"))
+            .iter()
+            .any(|o| object::name(o) == events.namespace)
+    );
+    drop(informers);
+    // Each watch task holds a sender; the channel closes only once every task has ended.
+    tokio::time::timeout(WAIT, async { while events.rx.recv().await.is_some() {} })
+        .await
+        .expect("a watch task outlived the informers");
+}
