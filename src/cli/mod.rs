@@ -4,6 +4,7 @@ mod harness;
 mod manifests;
 mod offline;
 mod render;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the operator: watch DecoratorControllers and MapControllers and sync their objects.
+    Run(run::RunArgs),
     /// Run hook scripts against recorded requests and check their responses.
     Test(harness::TestArgs),
     /// Print what one sync pass over the given manifests would do, without a cluster.
@@ -33,6 +36,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => run::run(args),
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
         Command::Crds => match crate::api::crds_yaml() {

@@ -148,13 +148,15 @@ fn render(
             logs: None,
         };
         for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
-            match sync::sync_decorator_target(
-                &decorator,
-                &runner,
-                &cluster.resolver,
-                cluster,
-                target,
-            ) {
+            let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
+                sync::customize(&decorator, &runner, &cluster.resolver, target)
+            } else {
+                Ok(Vec::new())
+            }
+            .and_then(|related| {
+                sync::sync_decorator_target(&decorator, &runner, cluster, target, &related)
+            });
+            match planned {
                 Ok(None) => {}
                 Ok(Some((hook, plan))) => entries.push(Entry {
                     controller: label.clone(),

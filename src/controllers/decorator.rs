@@ -85,14 +85,9 @@ impl Decorator {
         })
     }
 
-    /// The finalizer this controller puts on targets when it has a finalize hook. Finalizer names
-    /// are qualified names, whose name part is at most 63 characters.
+    /// The finalizer this controller puts on targets when it has a finalize hook.
     pub fn finalizer(&self) -> String {
-        let mut name = format!("decorator-{}", self.name);
-        if name.len() > 63 {
-            name = format!("decorator-{}", &crate::object::short_digest(&self.name));
-        }
-        format!("metascript.dev/{name}")
+        finalizer_for(&self.name)
     }
 
     /// The resolved type of a target object, when it is of a type this controller targets.
@@ -258,6 +253,16 @@ impl Decorator {
         };
         Ok(plan)
     }
+}
+
+/// The finalizer of the DecoratorController with this name. Finalizer names are qualified
+/// names, whose name part is at most 63 characters; longer controller names are digested.
+pub fn finalizer_for(controller: &str) -> String {
+    let mut name = format!("decorator-{controller}");
+    if name.len() > 63 {
+        name = format!("decorator-{}", object::short_digest(controller));
+    }
+    format!("metascript.dev/{name}")
 }
 
 /// One entry of a customize response's `relatedResources`.

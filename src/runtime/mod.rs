@@ -2,3 +2,12 @@
 
 pub mod cache;
 pub mod discovery;
+pub mod apply;
+pub mod decorator;
+mod operator;
+pub mod queue;
+pub mod routes;
+pub mod scripts;
+pub mod status;
+
+pub use operator::{Operator, OperatorConfig, StartError, WorkKey};

@@ -10,6 +10,8 @@
 // Every test binary compiles this module but uses only some of the helpers.
 #![allow(dead_code)]
 
+pub mod operator;
+
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

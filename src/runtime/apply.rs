@@ -1,0 +1,214 @@
+//! Carrying out a plan against the API: server-side apply for children, preconditioned deletes,
+//! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
+
+use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
+use crate::object;
+use crate::resources::ResourceType;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{action} {object}: {source}")]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{object} is of type {kind}.{api_version}, which the controller does not declare")]
+    UnknownType {
+        object: String,
+        kind: String,
+        api_version: String,
+    },
+}
+
+/// Counts the writes the operator makes, so "nothing changed" can be checked as "nothing
+/// written" (tests and the metrics endpoint read it).
+#[derive(Debug, Default)]
+pub struct WriteCounter(AtomicU64);
+
+impl WriteCounter {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn record(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone)]
+pub struct Applier {
+    client: kube::Client,
+    pub writes: Arc<WriteCounter>,
+}
+
+/// The object a plan is about, and the types of its children.
+pub struct PlanTarget<'a> {
+    pub object: &'a Value,
+    pub resource: &'a ResourceType,
+    pub child_types: &'a [ResourceType],
+    /// The server-side apply field manager, one per controller.
+    pub field_manager: &'a str,
+}
+
+impl Applier {
+    pub fn new(client: kube::Client) -> Applier {
+        Applier {
+            client,
+            writes: Arc::default(),
+        }
+    }
+
+    fn api(&self, resource: &ResourceType, namespace: Option<&str>) -> Api<DynamicObject> {
+        let api_resource = resource.api_resource();
+        match namespace {
+            Some(namespace) if resource.namespaced => {
+                Api::namespaced_with(self.client.clone(), namespace, &api_resource)
+            }
+            _ => Api::all_with(self.client.clone(), &api_resource),
+        }
+    }
+
+    /// Executes a plan. Order matters: the finalizer is added before any child exists and
+    /// removed only after everything else succeeded, so a crash in between never leaves a
+    /// child without the cleanup that was promised.
+    pub async fn execute(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
+        if let Some(FinalizerChange::Add(finalizer)) = &plan.finalizer {
+            self.edit_finalizer(target, finalizer, true).await?;
+        }
+        for child in &plan.apply {
+            self.apply_child(target, child).await?;
+        }
+        for deletion in &plan.delete {
+            self.delete(target, deletion).await?;
+        }
+        if let Some(patch) = &plan.metadata_patch {
+            let api = self.api(target.resource, object::namespace(target.object));
+            self.write("patch metadata of", target.object, api.patch(object::name(target.object), &PatchParams::default(), &Patch::Merge(patch)))
+                .await?;
+        }
+        if let Some(status) = &plan.status {
+            self.write_status(target, status).await?;
+        }
+        if let Some(FinalizerChange::Remove(finalizer)) = &plan.finalizer {
+            self.edit_finalizer(target, finalizer, false).await?;
+        }
+        Ok(())
+    }
+
+    async fn write<T>(
+        &self,
+        action: &'static str,
+        subject: &Value,
+        request: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApplyError> {
+        self.writes.record();
+        request.await.map_err(|source| ApplyError::Api {
+            action,
+            object: object::ObjectKey::of(subject).to_string(),
+            source,
+        })
+    }
+
+    async fn apply_child(&self, target: &PlanTarget<'_>, child: &Value) -> Result<(), ApplyError> {
+        let resource = target
+            .child_types
+            .iter()
+            .find(|t| t.describes(child))
+            .ok_or_else(|| ApplyError::UnknownType {
+                object: object::ObjectKey::of(child).to_string(),
+                kind: object::kind(child).to_string(),
+                api_version: object::api_version(child).to_string(),
+            })?;
+        let api = self.api(resource, object::namespace(child));
+        let params = PatchParams::apply(target.field_manager).force();
+        self.write("apply", child, api.patch(object::name(child), &params, &Patch::Apply(child)))
+            .await
+            .map(drop)
+    }
+
+    async fn delete(&self, target: &PlanTarget<'_>, deletion: &Deletion) -> Result<(), ApplyError> {
+        let key = &deletion.key;
+        let Some(resource) = target
+            .child_types
+            .iter()
+            .find(|t| t.kind == key.kind && t.api_version == key.api_version)
+        else {
+            return Err(ApplyError::UnknownType {
+                object: key.to_string(),
+                kind: key.kind.clone(),
+                api_version: key.api_version.clone(),
+            });
+        };
+        let api = self.api(resource, key.namespace.as_deref());
+        let params = DeleteParams {
+            preconditions: deletion.uid.clone().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        self.writes.record();
+        match api.delete(&key.name, &params).await {
+            Ok(_) => Ok(()),
+            // Already gone, or replaced by a newer object of the same name: nothing to do.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+            Err(source) => Err(ApplyError::Api {
+                action: "delete",
+                object: key.to_string(),
+                source,
+            }),
+        }
+    }
+
+    async fn write_status(&self, target: &PlanTarget<'_>, status: &StatusChange) -> Result<(), ApplyError> {
+        let api = self.api(target.resource, object::namespace(target.object));
+        let name = object::name(target.object);
+        let params = PatchParams::default();
+        let patch: Patch<Value> = match status {
+            // `add` on an existing member replaces it: the whole status becomes the hook's.
+            StatusChange::Replace(value) => Patch::Json(
+                serde_json::from_value(json!([{"op": "add", "path": "/status", "value": value}]))
+                    .expect("a valid JSON patch"),
+            ),
+            StatusChange::Merge(value) => Patch::Merge(json!({"status": value})),
+        };
+        if target.resource.has_status {
+            self.write("patch status of", target.object, api.patch_status(name, &params, &patch))
+                .await
+                .map(drop)
+        } else {
+            self.write("patch status of", target.object, api.patch(name, &params, &patch))
+                .await
+                .map(drop)
+        }
+    }
+
+    /// Adds or removes one finalizer with a JSON patch that first tests the resourceVersion, so
+    /// a concurrent edit of the list fails (and is retried) instead of being overwritten.
+    async fn edit_finalizer(&self, target: &PlanTarget<'_>, finalizer: &str, add: bool) -> Result<(), ApplyError> {
+        let current: Vec<&str> = object::finalizers(target.object);
+        let version = object::str_at(target.object, "/metadata/resourceVersion").unwrap_or_default();
+        let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": version});
+        let edit = match (add, current.iter().position(|f| *f == finalizer)) {
+            (true, Some(_)) | (false, None) => return Ok(()),
+            (true, None) if current.is_empty() && target.object.pointer("/metadata/finalizers").is_none() => {
+                json!({"op": "add", "path": "/metadata/finalizers", "value": [finalizer]})
+            }
+            (true, None) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}),
+            (false, Some(index)) => json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")}),
+        };
+        let patch: json_patch::Patch = serde_json::from_value(json!([test, edit])).expect("a valid JSON patch");
+        let api = self.api(target.resource, object::namespace(target.object));
+        let action = if add { "add finalizer to" } else { "remove finalizer from" };
+        self.write(action, target.object, api.patch(object::name(target.object), &PatchParams::default(), &Patch::<Value>::Json(patch)))
+            .await
+            .map(drop)
+    }
+}

@@ -1,0 +1,604 @@
+//! DecoratorControllers in the running operator: loading each controller (types, watches,
+//! scripts), routing events to its targets, syncing a target, and reporting status.
+
+use super::apply::PlanTarget;
+use super::cache::ObjectEvent;
+use super::operator::{Shared, WorkKey};
+use super::routes::{ObjRef, Routes};
+use super::scripts::CachedConfigMaps;
+use super::status::{self, Health, SyncOutcomes};
+use crate::api::{ControllerStatus, DecoratorController, ScriptStatus};
+use crate::controllers::decorator::Decorator;
+use crate::controllers::{DECORATOR_LABEL, Plan};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use crate::object;
+use crate::resources::ResourceType;
+use crate::sync::{self, HookRunner};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The finalizer the operator keeps on a DecoratorController with a finalize hook, so that
+/// deleting the controller first releases every target it holds a finalizer on.
+pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
+
+/// One loaded DecoratorController.
+pub struct DecoratorRuntime {
+    pub generation: Option<i64>,
+    pub decorator: Arc<Decorator>,
+    /// The hooks running: the newest that compiled.
+    pub hooks: Arc<ControllerHooks>,
+    pub health: Health,
+    pub outcomes: Arc<SyncOutcomes<ObjRef>>,
+    pub resync_period: Option<Duration>,
+    config_maps: Vec<(String, String)>,
+    script_keys: Vec<String>,
+}
+
+impl DecoratorRuntime {
+    pub fn add_routes(&self, name: &str, routes: &mut Routes) {
+        for (_, resource) in &self.decorator.rules {
+            push_unique(routes.targets.entry(resource.clone()).or_default(), name);
+        }
+        for child in &self.decorator.attachments {
+            push_unique(routes.children.entry(child.resource.clone()).or_default(), name);
+        }
+        for config_map in &self.config_maps {
+            push_unique(routes.config_maps.entry(config_map.clone()).or_default(), name);
+        }
+        for key in &self.script_keys {
+            push_unique(routes.script_keys.entry(key.clone()).or_default(), name);
+        }
+    }
+
+    fn digests(&self) -> BTreeMap<String, String> {
+        self.hooks
+            .iter()
+            .map(|hook| (hook.kind.to_string(), hook.script.digest().to_string()))
+            .collect()
+    }
+
+    fn target_types(&self) -> impl Iterator<Item = &ResourceType> {
+        self.decorator.rules.iter().map(|(_, resource)| resource)
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, name: &str) {
+    if !list.iter().any(|n| n == name) {
+        list.push(name.to_string());
+    }
+}
+
+/// Loads (or reloads, or tears down) a DecoratorController from the cache.
+pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
+    let Some(object) = shared.informers.get(&shared.decorator_type, None, name) else {
+        remove(shared, name);
+        return;
+    };
+    if object::is_deleting(&object) {
+        match release_all_targets(shared, name, &object).await {
+            Ok(()) => remove(shared, name),
+            Err(error) => {
+                tracing::warn!(controller = name, %error, "cannot release targets yet");
+                shared.queue.retry_later(key.clone());
+            }
+        }
+        return;
+    }
+    let controller: DecoratorController = match serde_json::from_value((*object).clone()) {
+        Ok(controller) => controller,
+        Err(error) => {
+            tracing::error!(controller = name, %error, "unreadable DecoratorController");
+            return;
+        }
+    };
+    match build(shared, name, &controller).await {
+        Ok(runtime) => install(shared, name, &object, runtime).await,
+        Err(health) => {
+            tracing::warn!(controller = name, ready = ?health.ready, "controller not loaded");
+            if let Err((_, message)) = &health.ready {
+                shared
+                    .event(&object, EventType::Warning, "LoadFailed", "Load", message.clone())
+                    .await;
+            }
+            shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), health);
+            shared.queue.retry_later(key.clone());
+        }
+    }
+}
+
+/// Resolves a controller's types, starts their watches and compiles its hooks. A compile
+/// failure keeps the previous version's hooks running, marked stale.
+async fn build(
+    shared: &Arc<Shared>,
+    name: &str,
+    controller: &DecoratorController,
+) -> Result<DecoratorRuntime, Health> {
+    let generation = controller.metadata.generation;
+    let fail = |reason: &str, message: String| Health {
+        generation,
+        ready: Err((reason.to_string(), message.clone())),
+        scripts_loaded: Err((reason.to_string(), message)),
+        scripts: BTreeMap::new(),
+    };
+    let spec = &controller.spec;
+    let references = spec
+        .resources
+        .iter()
+        .map(|r| r.resource_ref())
+        .chain(spec.attachments.iter().map(|a| a.resource_ref()));
+    for reference in references {
+        let resolved = shared
+            .discovery
+            .resolve(&reference)
+            .await
+            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+        shared
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|error| fail("WatchFailed", error.to_string()))?;
+    }
+    let config_maps: Vec<(String, String)> = spec
+        .hooks
+        .named()
+        .iter()
+        .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.as_ref())
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect();
+    if !config_maps.is_empty() {
+        let resolved = shared
+            .discovery
+            .resolve(&crate::api::ResourceRef {
+                api_version: "v1".into(),
+                resource: "configmaps".into(),
+            })
+            .await
+            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+        shared
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|error| fail("WatchFailed", error.to_string()))?;
+    }
+    let script_keys = spec
+        .hooks
+        .named()
+        .iter()
+        .filter_map(|(_, hook)| Some(hook.script.as_ref()?.config_map_ref.as_ref()?.key.clone()))
+        .collect();
+    let decorator = Decorator::new(controller, &*shared.discovery)
+        .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+
+    let cached = CachedConfigMaps(&shared.informers);
+    let local;
+    let lookup: &dyn ConfigMapLookup = match &shared.config.scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir { dir: dir.clone(), fallback: &cached };
+            &local
+        }
+        None => &cached,
+    };
+    let previous = shared.decorator(name);
+    let loaded = ControllerHooks::load(&shared.engine, name, spec.hooks.named(), lookup);
+    let (hooks, scripts_loaded, stale) = match (loaded, &previous) {
+        (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),
+        (Err(error), Some(previous)) => {
+            tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
+            (previous.hooks.clone(), Err(("ScriptError".to_string(), error.to_string())), true)
+        }
+        (Err(error), None) => return Err(fail("ScriptError", error.to_string())),
+    };
+    let scripts = hooks
+        .iter()
+        .map(|hook| {
+            (
+                hook.kind.to_string(),
+                ScriptStatus {
+                    digest: hook.script.digest().to_string(),
+                    source: hook.script.origin().to_string(),
+                    stale,
+                },
+            )
+        })
+        .collect();
+    Ok(DecoratorRuntime {
+        generation,
+        decorator: Arc::new(decorator),
+        hooks,
+        health: Health {
+            generation,
+            ready: scripts_loaded.clone(),
+            scripts_loaded,
+            scripts,
+        },
+        outcomes: previous.map(|p| p.outcomes.clone()).unwrap_or_default(),
+        resync_period: spec
+            .resync_period_seconds
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(s as u64)),
+        config_maps,
+        script_keys,
+    })
+}
+
+/// Makes a freshly built runtime current; re-syncs every target when what runs changed.
+async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: DecoratorRuntime) {
+    let previous = shared.decorator(name);
+    let changed = previous.as_ref().is_none_or(|p| {
+        p.generation != runtime.generation || p.digests() != runtime.digests()
+    });
+    let runtime = Arc::new(runtime);
+    shared
+        .decorators
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_string(), runtime.clone());
+    shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    shared.rebuild_routes();
+    if runtime.decorator.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
+        let plan = Plan {
+            finalizer: Some(crate::controllers::FinalizerChange::Add(CLEANUP_FINALIZER.into())),
+            ..Plan::default()
+        };
+        let target = PlanTarget {
+            object,
+            resource: &shared.decorator_type,
+            child_types: &[],
+            field_manager: "metascript.dev/operator",
+        };
+        if let Err(error) = shared.applier.execute(&target, &plan).await {
+            tracing::warn!(controller = name, %error, "cannot add the cleanup finalizer");
+            shared.queue.retry_later(WorkKey::Decorator(name.to_string()));
+        }
+    }
+    if changed {
+        tracing::info!(controller = name, digests = ?runtime.digests(), "controller loaded; syncing its targets");
+        enqueue_targets(shared, &runtime);
+    }
+}
+
+fn remove(shared: &Arc<Shared>, name: &str) {
+    let removed = shared
+        .decorators
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name);
+    shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    shared.written_status.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    shared.related.remove_controller(name);
+    if removed.is_some() {
+        shared.rebuild_routes();
+        tracing::info!(controller = name, "controller removed");
+    }
+}
+
+/// On deletion of a controller: removes its finalizer from every object, then its own.
+async fn release_all_targets(shared: &Arc<Shared>, name: &str, object: &Value) -> Result<(), String> {
+    let finalizer = crate::controllers::decorator::finalizer_for(name);
+    if let Some(runtime) = shared.decorator(name) {
+        for resource in runtime.target_types() {
+            for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
+                if !object::has_finalizer(&target, &finalizer) {
+                    continue;
+                }
+                let plan = Plan {
+                    finalizer: Some(crate::controllers::FinalizerChange::Remove(finalizer.clone())),
+                    ..Plan::default()
+                };
+                let plan_target = PlanTarget {
+                    object: &target,
+                    resource,
+                    child_types: &[],
+                    field_manager: &field_manager(name),
+                };
+                shared.applier.execute(&plan_target, &plan).await.map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    let plan = Plan {
+        finalizer: Some(crate::controllers::FinalizerChange::Remove(CLEANUP_FINALIZER.into())),
+        ..Plan::default()
+    };
+    let target = PlanTarget {
+        object,
+        resource: &shared.decorator_type,
+        child_types: &[],
+        field_manager: "metascript.dev/operator",
+    };
+    shared.applier.execute(&target, &plan).await.map_err(|e| e.to_string())
+}
+
+/// The server-side apply field manager of a controller.
+pub fn field_manager(name: &str) -> String {
+    format!("metascript.dev/decorator-{name}")
+}
+
+/// Queues every object a controller has work for: selected ones and those holding its
+/// finalizer.
+pub fn enqueue_targets(shared: &Shared, runtime: &DecoratorRuntime) {
+    let finalizer = runtime.decorator.finalizer();
+    for resource in runtime.target_types() {
+        for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
+            if runtime.decorator.selects(&target) || object::has_finalizer(&target, &finalizer) {
+                shared.queue.add(WorkKey::Target {
+                    controller: runtime.decorator.name.clone(),
+                    target: ObjRef::of(resource, &target),
+                });
+            }
+        }
+    }
+}
+
+/// Queues the targets an event concerns: the object itself when it is (or was) a target, its
+/// owner when it is an attachment, and the targets whose customize rules select it.
+pub fn route_event(shared: &Shared, event: &ObjectEvent) {
+    let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+        return;
+    };
+    let routes = shared.routes();
+    for name in routes.targets.get(&event.resource).into_iter().flatten() {
+        let Some(runtime) = shared.decorator(name) else { continue };
+        let decorator = &runtime.decorator;
+        let wanted = event.new.as_ref().is_some_and(|new| {
+            decorator.selects(new) || object::has_finalizer(new, &decorator.finalizer())
+        }) || event.old.as_ref().is_some_and(|old| decorator.selects(old));
+        if !wanted || event.new.is_none() {
+            continue;
+        }
+        if let (Some(old), Some(new)) = (&event.old, &event.new)
+            && ignores_status(decorator, &event.resource)
+            && super::routes::only_status_changed(old, new)
+        {
+            continue;
+        }
+        shared.queue.add(WorkKey::Target {
+            controller: name.clone(),
+            target: ObjRef::of(&event.resource, object),
+        });
+    }
+    for name in routes.children.get(&event.resource).into_iter().flatten() {
+        if object::label(object, DECORATOR_LABEL) != Some(name.as_str()) {
+            continue;
+        }
+        let Some(runtime) = shared.decorator(name) else { continue };
+        if let Some(target) = owner_of(&runtime, object) {
+            shared.queue.add(WorkKey::Target {
+                controller: name.clone(),
+                target,
+            });
+        }
+    }
+    drop(routes);
+    for ((controller, target), rules) in shared.related.candidates(&event.resource, object) {
+        let Some(target_object) = get(shared, &target) else { continue };
+        let selected = [&event.old, &event.new]
+            .into_iter()
+            .flatten()
+            .any(|candidate| rules.iter().any(|rule| rule.selects(&target_object, candidate)));
+        if selected {
+            shared.queue.add(WorkKey::Target { controller, target });
+        }
+    }
+}
+
+fn ignores_status(decorator: &Decorator, resource: &ResourceType) -> bool {
+    decorator
+        .rules
+        .iter()
+        .any(|(rule, t)| t == resource && rule.ignore_status_changes)
+}
+
+/// The target an attachment belongs to, from its controller owner reference.
+fn owner_of(runtime: &DecoratorRuntime, child: &Value) -> Option<ObjRef> {
+    let reference = object::controller_ref(child)?;
+    let kind = object::str_at(reference, "/kind")?;
+    let group = object::group_of(object::str_at(reference, "/apiVersion")?);
+    let resource = runtime
+        .target_types()
+        .find(|t| t.kind == kind && t.group() == group)?;
+    Some(ObjRef {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        plural: resource.plural.clone(),
+        namespace: if resource.namespaced {
+            object::namespace(child).map(str::to_string)
+        } else {
+            None
+        },
+        name: object::str_at(reference, "/name")?.to_string(),
+    })
+}
+
+fn resource_of(target: &ObjRef) -> ResourceType {
+    ResourceType {
+        api_version: target.api_version.clone(),
+        kind: target.kind.clone(),
+        plural: target.plural.clone(),
+        namespaced: target.namespace.is_some(),
+        has_status: false,
+    }
+}
+
+fn get(shared: &Shared, target: &ObjRef) -> Option<Arc<Value>> {
+    shared
+        .informers
+        .get(&resource_of(target), target.namespace.as_deref(), &target.name)
+}
+
+/// Syncs one target: hooks on the blocking pool, then the plan's writes. A failure applies
+/// nothing more, is retried with backoff, and is reported as an Event on the target.
+pub async fn sync_target(shared: &Arc<Shared>, controller: &str, target: &ObjRef, key: &WorkKey) {
+    let Some(runtime) = shared.decorator(controller) else { return };
+    let Some(resource) = runtime.target_types().find(|t| t.kind == target.kind && t.api_version == target.api_version).cloned() else {
+        return;
+    };
+    let Some(object) = shared.informers.get(&resource, target.namespace.as_deref(), &target.name) else {
+        runtime.outcomes.forget(target);
+        shared.related.remove(controller, target);
+        return;
+    };
+    let phase = runtime.decorator.phase(&object);
+    if phase == crate::controllers::decorator::Phase::Idle {
+        runtime.outcomes.forget(target);
+        shared.related.remove(controller, target);
+        return;
+    }
+    match plan_target(shared, &runtime, &object, target, phase).await {
+        Ok(None) => {
+            shared.queue.forget(key);
+            runtime.outcomes.succeeded(target.clone());
+        }
+        Ok(Some(plan)) => {
+            let child_types: Vec<ResourceType> =
+                runtime.decorator.attachments.iter().map(|c| c.resource.clone()).collect();
+            let plan_target = PlanTarget {
+                object: &object,
+                resource: &resource,
+                child_types: &child_types,
+                field_manager: &field_manager(controller),
+            };
+            let applied = if plan.is_noop() {
+                Ok(())
+            } else {
+                shared.applier.execute(&plan_target, &plan).await
+            };
+            match applied {
+                Ok(()) => {
+                    shared.queue.forget(key);
+                    runtime.outcomes.succeeded(target.clone());
+                    if let Some(seconds) = plan.resync_after_seconds {
+                        shared.queue.add_after(key.clone(), Duration::from_secs_f64(seconds));
+                    }
+                    if !plan.is_noop() {
+                        tracing::debug!(controller, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
+                    }
+                }
+                Err(error) => fail(shared, &runtime, &object, target, key, error.to_string()).await,
+            }
+        }
+        Err(message) => fail(shared, &runtime, &object, target, key, message).await,
+    }
+}
+
+async fn fail(shared: &Arc<Shared>, runtime: &DecoratorRuntime, object: &Value, target: &ObjRef, key: &WorkKey, message: String) {
+    let delay = shared.queue.retry_later(key.clone());
+    tracing::warn!(controller = %runtime.decorator.name, target = %target, retry_in = ?delay, error = %message, "sync failed");
+    runtime.outcomes.failed(target.clone(), message.clone());
+    shared.event(object, EventType::Warning, "SyncFailed", "Sync", message).await;
+}
+
+/// Runs the customize hook (when there is one), makes sure the related types are watched,
+/// then runs sync or finalize; all script work happens on the blocking pool.
+async fn plan_target(
+    shared: &Arc<Shared>,
+    runtime: &Arc<DecoratorRuntime>,
+    object: &Arc<Value>,
+    target: &ObjRef,
+    phase: crate::controllers::decorator::Phase,
+) -> Result<Option<Plan>, String> {
+    let related = if runtime.decorator.has_customize && sync::runs_hook(phase) {
+        let rules = blocking(shared, runtime, object, |shared, runtime, object, runner| {
+            sync::customize(&runtime.decorator, runner, &*shared.discovery, object)
+        })
+        .await?;
+        for (_, resource) in &rules {
+            let resolved = shared
+                .discovery
+                .resolve(&crate::api::ResourceRef {
+                    api_version: resource.api_version.clone(),
+                    resource: resource.plural.clone(),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            shared.informers.ensure(&resolved).await.map_err(|e| e.to_string())?;
+        }
+        shared.related.set(&runtime.decorator.name, target, object, rules.clone());
+        rules
+    } else {
+        Vec::new()
+    };
+    let planned = blocking(shared, runtime, object, move |shared, runtime, object, runner| {
+        sync::sync_decorator_target(&runtime.decorator, runner, &*shared.informers, object, &related)
+    })
+    .await?;
+    Ok(planned.map(|(_, plan)| plan))
+}
+
+/// Runs script work on tokio's blocking pool, never on the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    runtime: &Arc<DecoratorRuntime>,
+    object: &Arc<Value>,
+    work: impl FnOnce(&Shared, &DecoratorRuntime, &Value, &HookRunner) -> Result<T, sync::SyncError> + Send + 'static,
+) -> Result<T, String> {
+    let (shared, runtime, object) = (shared.clone(), runtime.clone(), object.clone());
+    tokio::task::spawn_blocking(move || {
+        let runner = HookRunner {
+            engine: &shared.engine,
+            hooks: &runtime.hooks,
+            clock: None,
+            logs: None,
+        };
+        work(&shared, &runtime, &object, &runner).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("sync task failed: {e}"))?
+}
+
+/// Brings every controller's status up to date, writing only what changed.
+pub async fn write_statuses(shared: &Arc<Shared>) {
+    let mut wanted: Vec<(String, Health, (u64, u64, u64))> = shared
+        .decorators()
+        .iter()
+        .map(|(name, runtime)| (name.clone(), runtime.health.clone(), runtime.outcomes.counts()))
+        .collect();
+    wanted.extend(
+        shared
+            .unloaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, health)| (name.clone(), health.clone(), (0, 0, 0))),
+    );
+    let api: Api<DecoratorController> = Api::all(shared.client.clone());
+    for (name, health, counts) in wanted {
+        let previous = shared
+            .written_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&name)
+            .cloned()
+            .or_else(|| current_status(shared, &name));
+        let status = status::status(previous.as_ref(), &health, counts);
+        if previous.as_ref() == Some(&status) {
+            continue;
+        }
+        // Replaces the whole status, so hooks removed from the spec leave no stale entries.
+        let patch: Patch<Value> = Patch::Json(
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+                .expect("a valid JSON patch"),
+        );
+        match api.patch_status(&name, &PatchParams::default(), &patch).await {
+            Ok(_) => {
+                shared.applier.writes.record();
+                shared
+                    .written_status
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name, status);
+            }
+            Err(error) => tracing::warn!(controller = name, %error, "cannot write controller status"),
+        }
+    }
+}
+
+/// The status the controller object carries now, as seen by the cache.
+fn current_status(shared: &Shared, name: &str) -> Option<ControllerStatus> {
+    let object = shared.informers.get(&shared.decorator_type, None, name)?;
+    serde_json::from_value(object.get("status")?.clone()).ok()
+}
+

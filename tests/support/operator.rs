@@ -1,0 +1,147 @@
+//! One operator per test binary, running on its own runtime against the shared plane, with the
+//! metascript CRDs installed. Tests isolate themselves with uniquely named controllers whose
+//! selectors match only their own objects.
+
+use super::{WAIT, eventually, plane};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use metascript::resources::StaticResolver;
+use metascript::runtime::{Operator, OperatorConfig};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub struct TestOperator {
+    pub operator: Operator,
+    /// The operator's `--scripts-dir`.
+    pub scripts_dir: PathBuf,
+}
+
+static OPERATOR: OnceLock<Result<TestOperator, String>> = OnceLock::new();
+
+/// The operator shared by every test of this binary, started on first use.
+pub async fn operator() -> &'static TestOperator {
+    let kubeconfig = plane().await.kubeconfig();
+    match OPERATOR.get_or_init(|| start(kubeconfig)) {
+        Ok(operator) => operator,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("test-operator".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("operator runtime");
+            let started = runtime.block_on(async move {
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+                install_crds(&client).await?;
+                let scripts_dir = std::env::temp_dir().join(format!("metascript-test-scripts-{}", std::process::id()));
+                std::fs::create_dir_all(&scripts_dir).map_err(|e| e.to_string())?;
+                let config = OperatorConfig {
+                    workers: 4,
+                    scripts_dir: Some(scripts_dir.clone()),
+                    status_interval: Duration::from_millis(200),
+                };
+                let operator = Operator::start(client, config).await.map_err(|e| e.to_string())?;
+                Ok(TestOperator { operator, scripts_dir })
+            });
+            let _ = sender.send(started);
+            // Keep the operator's tasks running for the life of the test binary.
+            runtime.block_on(std::future::pending::<()>());
+        })
+        .map_err(|e| e.to_string())?;
+    receiver.recv().map_err(|e| e.to_string())?
+}
+
+pub async fn install_crds(client: &kube::Client) -> Result<(), String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in metascript::api::all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &PatchParams::apply("metascript-tests").force(), &Patch::Apply(&crd))
+            .await
+            .map_err(|e| format!("installing CRD {name}: {e}"))?;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let established = crds.get(&name).await.ok().and_then(|crd| crd.status).is_some_and(|status| {
+                status
+                    .conditions
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("CRD {name} never became Established"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// An API for any object of the types the tests use, from its apiVersion and kind.
+pub fn api_for(client: &kube::Client, object: &Value) -> Api<DynamicObject> {
+    let api_version = metascript::object::api_version(object);
+    let kind = metascript::object::kind(object);
+    let resource = match (api_version, kind) {
+        ("metascript.dev/v1alpha1", "DecoratorController") => metascript::resources::ResourceType {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: "decoratorcontrollers".into(),
+            namespaced: false,
+            has_status: true,
+        },
+        ("metascript.dev/v1alpha1", "MapController") => metascript::resources::ResourceType {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: "mapcontrollers".into(),
+            namespaced: false,
+            has_status: true,
+        },
+        _ => StaticResolver::with_builtins()
+            .find_kind(api_version, kind)
+            .unwrap_or_else(|| panic!("no API known for {kind}.{api_version}")),
+    };
+    match metascript::object::namespace(object) {
+        Some(namespace) if resource.namespaced => {
+            Api::namespaced_with(client.clone(), namespace, &resource.api_resource())
+        }
+        _ => Api::all_with(client.clone(), &resource.api_resource()),
+    }
+}
+
+/// Creates or updates an object with server-side apply, as a user with kubectl would.
+pub async fn apply(client: &kube::Client, object: &Value) {
+    let name = metascript::object::name(object);
+    api_for(client, object)
+        .patch(name, &PatchParams::apply("test-user").force(), &Patch::Apply(object))
+        .await
+        .unwrap_or_else(|e| panic!("applying {}: {e}", metascript::object::ObjectKey::of(object)));
+}
+
+/// Reads an object back as JSON, `None` when it does not exist.
+pub async fn get(client: &kube::Client, like: &Value) -> Option<Value> {
+    let name = metascript::object::name(like);
+    api_for(client, like)
+        .get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {}: {e}", metascript::object::ObjectKey::of(like)))
+        .map(|o| serde_json::to_value(o).expect("objects serialize"))
+}
+
+/// Waits until the read object satisfies `check`, returning it.
+pub async fn wait_for(client: &kube::Client, like: &Value, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(what, || async { get(client, like).await.filter(|o| check(o)) }).await
+}
