@@ -27,6 +27,21 @@ impl ResourceType {
         object::group_of(&self.api_version)
     }
 
+    /// The kube-rs description used to address this type's API.
+    pub fn api_resource(&self) -> kube::discovery::ApiResource {
+        let (group, version) = match self.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", self.api_version.as_str()),
+        };
+        kube::discovery::ApiResource {
+            group: group.to_string(),
+            version: version.to_string(),
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
     /// Whether a JSON object is of this type.
     pub fn describes(&self, object: &Value) -> bool {
         object::kind(object) == self.kind && object::api_version(object) == self.api_version

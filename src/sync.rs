@@ -3,7 +3,7 @@
 //! thread), so both do exactly the same thing.
 
 use crate::api::HookKind;
-use crate::controllers::decorator::{Decorator, Observed, Phase};
+use crate::controllers::decorator::{Decorator, Observed, Phase, RelatedRule};
 use crate::controllers::map::Mapper;
 use crate::controllers::{MAP_KEY_LABEL, Plan};
 use crate::hooks::{ControllerHooks, HookError};
@@ -62,14 +62,64 @@ pub enum SyncError {
     Selector(#[from] crate::controllers::map::InvalidSelector),
 }
 
-/// The decorator's plan for one target and the hook that made it (none when only a finalizer
-/// is released), or `None` when the target needs nothing.
-pub fn sync_decorator_target(
+/// The related resource rules a target's customize hook returned, each with its resolved type.
+pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
+
+/// Runs the customize hook for a target and resolves the types of the rules it returns.
+pub fn customize(
     decorator: &Decorator,
     runner: &HookRunner,
     resolver: &dyn ResourceResolver,
+    target: &Value,
+) -> Result<RelatedRules, SyncError> {
+    let response = runner.call(HookKind::Customize, &decorator.customize_request(target))?;
+    let rules = decorator
+        .related_rules(&response)
+        .map_err(|error| runner.hooks.invalid_response(HookKind::Customize, error))?;
+    rules
+        .into_iter()
+        .map(|rule| {
+            let resource =
+                resolver
+                    .resolve(&rule.resource_ref())
+                    .map_err(|source| SyncError::Resolve {
+                        controller: decorator.name.clone(),
+                        source,
+                    })?;
+            Ok((rule, resource))
+        })
+        .collect()
+}
+
+/// Whether a target in this phase runs a hook (and so needs its related objects).
+pub fn runs_hook(phase: Phase) -> bool {
+    matches!(phase, Phase::Sync | Phase::Finalize)
+}
+
+impl SyncError {
+    /// A short PascalCase reason, as used for Kubernetes Events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SyncError::Hook(HookError::Response { .. }) => "InvalidResponse",
+            SyncError::Hook(HookError::Script(_)) => "HookFailed",
+            SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
+                "ScriptUnavailable"
+            }
+            SyncError::Resolve { .. } => "ResolveFailed",
+            SyncError::Selector(_) => "InvalidSelector",
+        }
+    }
+}
+
+/// The decorator's plan for one target and the hook that made it (none when only a finalizer
+/// is released), or `None` when the target needs nothing. `related` are the target's customize
+/// rules (empty without a customize hook).
+pub fn sync_decorator_target(
+    decorator: &Decorator,
+    runner: &HookRunner,
     store: &dyn ObjectStore,
     target: &Value,
+    related: &[(RelatedRule, ResourceType)],
 ) -> Result<Option<(Option<HookKind>, Plan)>, SyncError> {
     let phase = decorator.phase(target);
     let kind = match phase {
@@ -78,11 +128,7 @@ pub fn sync_decorator_target(
         Phase::Sync => HookKind::Sync,
         Phase::Finalize => HookKind::Finalize,
     };
-    let related = if decorator.has_customize {
-        related_objects(decorator, runner, resolver, store, target)?
-    } else {
-        Value::Object(Default::default())
-    };
+    let related = related_objects(decorator, store, target, related);
     let attachments: Vec<Arc<Value>> = decorator
         .attachments
         .iter()
@@ -101,28 +147,15 @@ pub fn sync_decorator_target(
     Ok(Some((Some(kind), plan)))
 }
 
-/// Runs the customize hook and collects the related objects it selects, grouped for a request.
+/// The related objects the rules select, grouped for a request.
 fn related_objects(
     decorator: &Decorator,
-    runner: &HookRunner,
-    resolver: &dyn ResourceResolver,
     store: &dyn ObjectStore,
     target: &Value,
-) -> Result<Value, SyncError> {
-    let response = runner.call(HookKind::Customize, &decorator.customize_request(target))?;
-    let rules = decorator
-        .related_rules(&response)
-        .map_err(|error| runner.hooks.invalid_response(HookKind::Customize, error))?;
-    let mut types = Vec::new();
+    rules: &[(RelatedRule, ResourceType)],
+) -> Value {
     let mut related = Vec::new();
-    for rule in &rules {
-        let resource =
-            resolver
-                .resolve(&rule.resource_ref())
-                .map_err(|source| SyncError::Resolve {
-                    controller: decorator.name.clone(),
-                    source,
-                })?;
+    for (rule, resource) in rules {
         let namespace = if resource.namespaced {
             rule.namespace_for(target)
         } else {
@@ -130,13 +163,16 @@ fn related_objects(
         };
         related.extend(
             store
-                .list(&resource, namespace)
+                .list(resource, namespace)
                 .into_iter()
                 .filter(|candidate| rule.selects(target, candidate)),
         );
-        types.push(resource);
     }
-    Ok(decorator.group_related(target, types.iter(), related.iter().map(Arc::as_ref)))
+    decorator.group_related(
+        target,
+        rules.iter().map(|(_, resource)| resource),
+        related.iter().map(Arc::as_ref),
+    )
 }
 
 /// The work one map parent needs: a step per selected input, per detached group, and status.

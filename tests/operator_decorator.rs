@@ -89,48 +89,77 @@ async fn service_per_pod_runs_in_rhai_and_lua_from_a_config_map() {
         let namespace = test_namespace(&client, &format!("spp-{language}")).await;
         let name = unique_name(&format!("spp-{language}"));
         let key = format!("sync.{language}");
-        apply(&client, &json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "hooks", "namespace": namespace},
-            "data": {key.clone(): code}
-        }))
+        apply(
+            &client,
+            &json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "hooks", "namespace": namespace},
+                "data": {key.clone(): code}
+            }),
+        )
         .await;
         let by_ref = json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}});
         apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
         apply(&client, &stateful_set(&namespace, "web", &name, 2)).await;
 
         for pod in ["web-0", "web-1"] {
-            let created = wait_for(&client, &service(&namespace, pod), &format!("{language}: Service {pod}"), |_| true).await;
-            assert_eq!(created["spec"]["selector"]["statefulset.kubernetes.io/pod-name"], pod);
+            let created = wait_for(
+                &client,
+                &service(&namespace, pod),
+                &format!("{language}: Service {pod}"),
+                |_| true,
+            )
+            .await;
+            assert_eq!(
+                created["spec"]["selector"]["statefulset.kubernetes.io/pod-name"],
+                pod
+            );
             assert_eq!(created["spec"]["ports"][0]["targetPort"], 8080);
             let owner = &created["metadata"]["ownerReferences"][0];
             assert_eq!(owner["kind"], "StatefulSet");
             assert_eq!(owner["name"], "web");
             assert_eq!(owner["controller"], true);
-            assert_eq!(label(&created, "metascript.dev/decorator"), Some(name.as_str()));
+            assert_eq!(
+                label(&created, "metascript.dev/decorator"),
+                Some(name.as_str())
+            );
         }
-        wait_for(&client, &stateful_set(&namespace, "web", &name, 2), "the target's label", |sts| {
-            label(sts, "metascript.dev/service-per-pod") == Some("true")
-        })
+        wait_for(
+            &client,
+            &stateful_set(&namespace, "web", &name, 2),
+            "the target's label",
+            |sts| label(sts, "metascript.dev/service-per-pod") == Some("true"),
+        )
         .await;
 
         // Scaling down deletes the Service of the pod that no longer exists.
         apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
         eventually(&format!("{language}: web-1 deleted"), || async {
-            get(&client, &service(&namespace, "web-1")).await.is_none().then_some(())
+            get(&client, &service(&namespace, "web-1"))
+                .await
+                .is_none()
+                .then_some(())
         })
         .await;
         assert!(get(&client, &service(&namespace, "web-0")).await.is_some());
 
         let status = eventually("controller status", || async {
             let status = controller_status(&client, &name).await;
-            (status["synced"] == 1 && condition(&status, "Ready")["status"] == "True").then_some(status)
+            (status["synced"] == 1 && condition(&status, "Ready")["status"] == "True")
+                .then_some(status)
         })
         .await;
         assert_eq!(status["targets"], 1);
         assert_eq!(status["failing"], 0);
-        assert!(status["scripts"]["sync"]["digest"].as_str().is_some_and(|d| d.len() == 64));
-        assert_eq!(status["scripts"]["sync"]["source"], format!("ConfigMap {namespace}/hooks key {key}"));
+        assert!(
+            status["scripts"]["sync"]["digest"]
+                .as_str()
+                .is_some_and(|d| d.len() == 64)
+        );
+        assert_eq!(
+            status["scripts"]["sync"]["source"],
+            format!("ConfigMap {namespace}/hooks key {key}")
+        );
     }
 }
 
@@ -154,24 +183,54 @@ async fn editing_an_inline_script_resyncs_its_targets() {
     operator().await;
     let namespace = test_namespace(&client, "inline-edit").await;
     let name = unique_name("inline-edit");
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", &labelling_script("one"))}))).await;
+    apply(
+        &client,
+        &controller(
+            &name,
+            json!({"sync": inline("rhai", &labelling_script("one"))}),
+        ),
+    )
+    .await;
     for sts in ["a", "b"] {
         apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
     }
     for sts in ["a", "b"] {
-        wait_for(&client, &stateful_set(&namespace, sts, &name, 1), "version one", |o| label(o, "example.com/version") == Some("one")).await;
+        wait_for(
+            &client,
+            &stateful_set(&namespace, sts, &name, 1),
+            "version one",
+            |o| label(o, "example.com/version") == Some("one"),
+        )
+        .await;
     }
     let first_digest = eventually("a digest in status", || async {
-        controller_status(&client, &name).await["scripts"]["sync"]["digest"].as_str().map(str::to_string)
+        controller_status(&client, &name).await["scripts"]["sync"]["digest"]
+            .as_str()
+            .map(str::to_string)
     })
     .await;
 
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", &labelling_script("two"))}))).await;
+    apply(
+        &client,
+        &controller(
+            &name,
+            json!({"sync": inline("rhai", &labelling_script("two"))}),
+        ),
+    )
+    .await;
     for sts in ["a", "b"] {
-        wait_for(&client, &stateful_set(&namespace, sts, &name, 1), "version two", |o| label(o, "example.com/version") == Some("two")).await;
+        wait_for(
+            &client,
+            &stateful_set(&namespace, sts, &name, 1),
+            "version two",
+            |o| label(o, "example.com/version") == Some("two"),
+        )
+        .await;
     }
     eventually("the new digest in status", || async {
-        let digest = controller_status(&client, &name).await["scripts"]["sync"]["digest"].as_str().map(str::to_string);
+        let digest = controller_status(&client, &name).await["scripts"]["sync"]["digest"]
+            .as_str()
+            .map(str::to_string);
         (digest.is_some() && digest.as_deref() != Some(&first_digest)).then_some(())
     })
     .await;
@@ -183,16 +242,26 @@ async fn editing_a_referenced_config_map_reloads_the_script() {
     operator().await;
     let namespace = test_namespace(&client, "cm-edit").await;
     let name = unique_name("cm-edit");
-    let config_map = |code: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hooks", "namespace": namespace}, "data": {"sync.rhai": code}})
-    };
+    let config_map = |code: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hooks", "namespace": namespace}, "data": {"sync.rhai": code}});
     apply(&client, &config_map(&labelling_script("one"))).await;
     let by_ref = json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": "sync.rhai"}}});
     apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
     apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
-    wait_for(&client, &stateful_set(&namespace, "web", &name, 1), "version one", |o| label(o, "example.com/version") == Some("one")).await;
+    wait_for(
+        &client,
+        &stateful_set(&namespace, "web", &name, 1),
+        "version one",
+        |o| label(o, "example.com/version") == Some("one"),
+    )
+    .await;
     apply(&client, &config_map(&labelling_script("two"))).await;
-    wait_for(&client, &stateful_set(&namespace, "web", &name, 1), "version two", |o| label(o, "example.com/version") == Some("two")).await;
+    wait_for(
+        &client,
+        &stateful_set(&namespace, "web", &name, 1),
+        "version two",
+        |o| label(o, "example.com/version") == Some("two"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -205,14 +274,30 @@ async fn saving_a_local_script_file_resyncs_in_the_dev_loop() {
     let file = operator.scripts_dir.join(&key);
     std::fs::write(&file, labelling_script("from-disk")).unwrap();
     // The ConfigMap named here does not even exist: the local file stands in for its key.
-    let by_ref = json!({"script": {"configMapRef": {"namespace": namespace, "name": "absent", "key": key}}});
+    let by_ref =
+        json!({"script": {"configMapRef": {"namespace": namespace, "name": "absent", "key": key}}});
     apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
     apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
-    wait_for(&client, &stateful_set(&namespace, "web", &name, 1), "the file's version", |o| label(o, "example.com/version") == Some("from-disk")).await;
+    wait_for(
+        &client,
+        &stateful_set(&namespace, "web", &name, 1),
+        "the file's version",
+        |o| label(o, "example.com/version") == Some("from-disk"),
+    )
+    .await;
     std::fs::write(&file, labelling_script("saved-again")).unwrap();
-    wait_for(&client, &stateful_set(&namespace, "web", &name, 1), "the saved version", |o| label(o, "example.com/version") == Some("saved-again")).await;
+    wait_for(
+        &client,
+        &stateful_set(&namespace, "web", &name, 1),
+        "the saved version",
+        |o| label(o, "example.com/version") == Some("saved-again"),
+    )
+    .await;
     let status = controller_status(&client, &name).await;
-    assert_eq!(status["scripts"]["sync"]["source"], format!("file {}", file.display()));
+    assert_eq!(
+        status["scripts"]["sync"]["source"],
+        format!("file {}", file.display())
+    );
 }
 
 #[tokio::test]
@@ -221,37 +306,75 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     operator().await;
     let namespace = test_namespace(&client, "broken").await;
     let name = unique_name("broken");
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", &labelling_script("good"))}))).await;
+    apply(
+        &client,
+        &controller(
+            &name,
+            json!({"sync": inline("rhai", &labelling_script("good"))}),
+        ),
+    )
+    .await;
     apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
-    wait_for(&client, &service(&namespace, "web-svc"), "the attachment", |_| true).await;
+    wait_for(
+        &client,
+        &service(&namespace, "web-svc"),
+        "the attachment",
+        |_| true,
+    )
+    .await;
 
     // A compile error: the last good script keeps running, and status says so.
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", "let x = ;")}))).await;
+    apply(
+        &client,
+        &controller(&name, json!({"sync": inline("rhai", "let x = ;")})),
+    )
+    .await;
     let status = eventually("ScriptsLoaded=False", || async {
         let status = controller_status(&client, &name).await;
         (condition(&status, "ScriptsLoaded")["status"] == "False").then_some(status)
     })
     .await;
-    let message = condition(&status, "ScriptsLoaded")["message"].as_str().unwrap_or_default().to_string();
+    let message = condition(&status, "ScriptsLoaded")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(message.contains("line 1"), "{message}");
-    assert!(message.contains(&format!("inline script of DecoratorController {name} hook sync")), "{message}");
+    assert!(
+        message.contains(&format!(
+            "inline script of DecoratorController {name} hook sync"
+        )),
+        "{message}"
+    );
     assert_eq!(condition(&status, "Ready")["status"], "False");
     assert_eq!(status["scripts"]["sync"]["stale"], true);
-    assert!(get(&client, &service(&namespace, "web-svc")).await.is_some());
+    assert!(
+        get(&client, &service(&namespace, "web-svc"))
+            .await
+            .is_some()
+    );
 
     // A runtime error: nothing applied or deleted, the failure counted and reported as an Event.
     apply(&client, &controller(&name, json!({"sync": inline("lua", "error('no capacity for ' .. request.object.metadata.name)")}))).await;
-    eventually("failing=1", || async { (controller_status(&client, &name).await["failing"] == 1).then_some(()) }).await;
-    assert!(get(&client, &service(&namespace, "web-svc")).await.is_some(), "a failing hook must not delete attachments");
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(client.clone(), &namespace);
-    let event = eventually("a SyncFailed event", || async {
+    eventually("failing=1", || async {
+        (controller_status(&client, &name).await["failing"] == 1).then_some(())
+    })
+    .await;
+    assert!(
+        get(&client, &service(&namespace, "web-svc"))
+            .await
+            .is_some(),
+        "a failing hook must not delete attachments"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let event = eventually("a HookFailed event", || async {
         events
             .list(&Default::default())
             .await
             .ok()?
             .items
             .into_iter()
-            .find(|e| e.reason.as_deref() == Some("SyncFailed"))
+            .find(|e| e.reason.as_deref() == Some("HookFailed"))
     })
     .await;
     let note = event.note.unwrap_or_default();
@@ -259,13 +382,28 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     assert!(note.contains("line 1"), "{note}");
 
     // A response of the wrong shape: rejected, nothing deleted.
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", "#{ attachments: #{ oops: 1 } }")}))).await;
+    apply(
+        &client,
+        &controller(
+            &name,
+            json!({"sync": inline("rhai", "#{ attachments: #{ oops: 1 } }")}),
+        ),
+    )
+    .await;
     eventually("the invalid response reported", || async {
         let events = events.list(&Default::default()).await.ok()?;
-        events.items.into_iter().find(|e| e.note.as_deref().is_some_and(|n| n.contains("attachments: expected a list")))
+        events.items.into_iter().find(|e| {
+            e.note
+                .as_deref()
+                .is_some_and(|n| n.contains("attachments: expected a list"))
+        })
     })
     .await;
-    assert!(get(&client, &service(&namespace, "web-svc")).await.is_some());
+    assert!(
+        get(&client, &service(&namespace, "web-svc"))
+            .await
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -275,28 +413,66 @@ async fn finalize_runs_on_opt_out_and_on_delete_then_releases_the_object() {
     let namespace = test_namespace(&client, "finalize").await;
     let name = unique_name("finalize");
     let finalizer = format!("metascript.dev/decorator-{name}");
-    apply(&client, &controller(&name, json!({"sync": inline("rhai", SYNC_RHAI), "finalize": inline("rhai", SYNC_RHAI)}))).await;
+    apply(
+        &client,
+        &controller(
+            &name,
+            json!({"sync": inline("rhai", SYNC_RHAI), "finalize": inline("rhai", SYNC_RHAI)}),
+        ),
+    )
+    .await;
     let sts = stateful_set(&namespace, "web", &name, 1);
     apply(&client, &sts).await;
-    wait_for(&client, &sts, "our finalizer", |o| o["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))).await;
-    wait_for(&client, &service(&namespace, "web-0"), "the attachment", |_| true).await;
+    wait_for(&client, &sts, "our finalizer", |o| {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))
+    })
+    .await;
+    wait_for(
+        &client,
+        &service(&namespace, "web-0"),
+        "the attachment",
+        |_| true,
+    )
+    .await;
 
     // Opting out (the annotation goes) finalizes: Services removed, label removed, finalizer gone.
     let mut opted_out = sts.clone();
     opted_out["metadata"]["annotations"] = json!({});
     apply(&client, &opted_out).await;
-    eventually("the Service removed on opt-out", || async { get(&client, &service(&namespace, "web-0")).await.is_none().then_some(()) }).await;
+    eventually("the Service removed on opt-out", || async {
+        get(&client, &service(&namespace, "web-0"))
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
     wait_for(&client, &sts, "finalizer released and label gone", |o| {
-        !o["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))
+        !o["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))
             && label(o, "metascript.dev/service-per-pod").is_none()
     })
     .await;
 
     // Opting in again, then deleting: finalize runs and the object goes away.
     apply(&client, &sts).await;
-    wait_for(&client, &service(&namespace, "web-0"), "the attachment again", |_| true).await;
-    support::operator::api_for(&client, &sts).delete("web", &Default::default()).await.unwrap();
-    eventually("the StatefulSet deleted after finalize", || async { get(&client, &sts).await.is_none().then_some(()) }).await;
+    wait_for(
+        &client,
+        &service(&namespace, "web-0"),
+        "the attachment again",
+        |_| true,
+    )
+    .await;
+    support::operator::api_for(&client, &sts)
+        .delete("web", &Default::default())
+        .await
+        .unwrap();
+    eventually("the StatefulSet deleted after finalize", || async {
+        get(&client, &sts).await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -308,15 +484,38 @@ async fn deleting_the_controller_releases_every_finalizer() {
     let finalizer = format!("metascript.dev/decorator-{name}");
     // A finalize hook that never finishes: only deleting the controller can release targets.
     let never = inline("rhai", "#{ finalized: false }");
-    let controller_object = controller(&name, json!({"sync": inline("rhai", "#{}"), "finalize": never}));
+    let controller_object = controller(
+        &name,
+        json!({"sync": inline("rhai", "#{}"), "finalize": never}),
+    );
     apply(&client, &controller_object).await;
     let sts = stateful_set(&namespace, "web", &name, 1);
     apply(&client, &sts).await;
-    wait_for(&client, &sts, "our finalizer", |o| o["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))).await;
-    support::operator::api_for(&client, &controller_object).delete(&name, &Default::default()).await.unwrap();
-    eventually("the controller gone", || async { get(&client, &controller_object).await.is_none().then_some(()) }).await;
-    support::operator::api_for(&client, &sts).delete("web", &Default::default()).await.unwrap();
-    eventually("the StatefulSet deletable", || async { get(&client, &sts).await.is_none().then_some(()) }).await;
+    wait_for(&client, &sts, "our finalizer", |o| {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))
+    })
+    .await;
+    support::operator::api_for(&client, &controller_object)
+        .delete(&name, &Default::default())
+        .await
+        .unwrap();
+    eventually("the controller gone", || async {
+        get(&client, &controller_object)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    support::operator::api_for(&client, &sts)
+        .delete("web", &Default::default())
+        .await
+        .unwrap();
+    eventually("the StatefulSet deletable", || async {
+        get(&client, &sts).await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -341,17 +540,31 @@ async fn related_objects_selected_by_customize_resync_their_targets() {
     apply(&client, &decorator).await;
     let sts = stateful_set(&namespace, "web", &name, 1);
     apply(&client, &sts).await;
-    let related = |config: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config, "namespace": namespace, "labels": {"shared": "yes"}}})
+    let related = |config: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config, "namespace": namespace, "labels": {"shared": "yes"}}});
+    let annotation = |o: &Value| {
+        o["metadata"]["annotations"]["example.com/related"]
+            .as_str()
+            .map(str::to_string)
     };
-    let annotation = |o: &Value| o["metadata"]["annotations"]["example.com/related"].as_str().map(str::to_string);
-    wait_for(&client, &sts, "no related yet", |o| annotation(o).as_deref() == Some("")).await;
+    wait_for(&client, &sts, "no related yet", |o| {
+        annotation(o).as_deref() == Some("")
+    })
+    .await;
     apply(&client, &related("alpha")).await;
-    wait_for(&client, &sts, "alpha related", |o| annotation(o).as_deref() == Some("alpha")).await;
+    wait_for(&client, &sts, "alpha related", |o| {
+        annotation(o).as_deref() == Some("alpha")
+    })
+    .await;
     apply(&client, &related("beta")).await;
-    wait_for(&client, &sts, "alpha and beta related", |o| annotation(o).as_deref() == Some("alpha,beta")).await;
+    wait_for(&client, &sts, "alpha and beta related", |o| {
+        annotation(o).as_deref() == Some("alpha,beta")
+    })
+    .await;
     let mut unlabelled = related("alpha");
     unlabelled["metadata"]["labels"] = json!({"shared": "no"});
     apply(&client, &unlabelled).await;
-    wait_for(&client, &sts, "alpha no longer related", |o| annotation(o).as_deref() == Some("beta")).await;
+    wait_for(&client, &sts, "alpha no longer related", |o| {
+        annotation(o).as_deref() == Some("beta")
+    })
+    .await;
 }

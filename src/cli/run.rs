@@ -84,7 +84,9 @@ async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
         }
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await.context("finding a cluster (kubeconfig or in-cluster)")?,
+        None => kube::Config::infer()
+            .await
+            .context("finding a cluster (kubeconfig or in-cluster)")?,
     };
     Ok(kube::Client::try_from(config)?)
 }
@@ -93,8 +95,9 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler");
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}
@@ -107,7 +110,9 @@ async fn shutdown_signal() {
 fn init_logging(filter: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {

@@ -4,10 +4,12 @@
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
 use crate::object;
 use crate::resources::ResourceType;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -89,8 +91,16 @@ impl Applier {
         }
         if let Some(patch) = &plan.metadata_patch {
             let api = self.api(target.resource, object::namespace(target.object));
-            self.write("patch metadata of", target.object, api.patch(object::name(target.object), &PatchParams::default(), &Patch::Merge(patch)))
-                .await?;
+            self.write(
+                "patch metadata of",
+                target.object,
+                api.patch(
+                    object::name(target.object),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                ),
+            )
+            .await?;
         }
         if let Some(status) = &plan.status {
             self.write_status(target, status).await?;
@@ -127,9 +137,13 @@ impl Applier {
             })?;
         let api = self.api(resource, object::namespace(child));
         let params = PatchParams::apply(target.field_manager).force();
-        self.write("apply", child, api.patch(object::name(child), &params, &Patch::Apply(child)))
-            .await
-            .map(drop)
+        self.write(
+            "apply",
+            child,
+            api.patch(object::name(child), &params, &Patch::Apply(child)),
+        )
+        .await
+        .map(drop)
     }
 
     async fn delete(&self, target: &PlanTarget<'_>, deletion: &Deletion) -> Result<(), ApplyError> {
@@ -167,7 +181,11 @@ impl Applier {
         }
     }
 
-    async fn write_status(&self, target: &PlanTarget<'_>, status: &StatusChange) -> Result<(), ApplyError> {
+    async fn write_status(
+        &self,
+        target: &PlanTarget<'_>,
+        status: &StatusChange,
+    ) -> Result<(), ApplyError> {
         let api = self.api(target.resource, object::namespace(target.object));
         let name = object::name(target.object);
         let params = PatchParams::default();
@@ -180,35 +198,69 @@ impl Applier {
             StatusChange::Merge(value) => Patch::Merge(json!({"status": value})),
         };
         if target.resource.has_status {
-            self.write("patch status of", target.object, api.patch_status(name, &params, &patch))
-                .await
-                .map(drop)
+            self.write(
+                "patch status of",
+                target.object,
+                api.patch_status(name, &params, &patch),
+            )
+            .await
+            .map(drop)
         } else {
-            self.write("patch status of", target.object, api.patch(name, &params, &patch))
-                .await
-                .map(drop)
+            self.write(
+                "patch status of",
+                target.object,
+                api.patch(name, &params, &patch),
+            )
+            .await
+            .map(drop)
         }
     }
 
     /// Adds or removes one finalizer with a JSON patch that first tests the resourceVersion, so
     /// a concurrent edit of the list fails (and is retried) instead of being overwritten.
-    async fn edit_finalizer(&self, target: &PlanTarget<'_>, finalizer: &str, add: bool) -> Result<(), ApplyError> {
+    async fn edit_finalizer(
+        &self,
+        target: &PlanTarget<'_>,
+        finalizer: &str,
+        add: bool,
+    ) -> Result<(), ApplyError> {
         let current: Vec<&str> = object::finalizers(target.object);
-        let version = object::str_at(target.object, "/metadata/resourceVersion").unwrap_or_default();
+        let version =
+            object::str_at(target.object, "/metadata/resourceVersion").unwrap_or_default();
         let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": version});
         let edit = match (add, current.iter().position(|f| *f == finalizer)) {
             (true, Some(_)) | (false, None) => return Ok(()),
-            (true, None) if current.is_empty() && target.object.pointer("/metadata/finalizers").is_none() => {
+            (true, None)
+                if current.is_empty()
+                    && target.object.pointer("/metadata/finalizers").is_none() =>
+            {
                 json!({"op": "add", "path": "/metadata/finalizers", "value": [finalizer]})
             }
-            (true, None) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}),
-            (false, Some(index)) => json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")}),
+            (true, None) => {
+                json!({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer})
+            }
+            (false, Some(index)) => {
+                json!({"op": "remove", "path": format!("/metadata/finalizers/{index}")})
+            }
         };
-        let patch: json_patch::Patch = serde_json::from_value(json!([test, edit])).expect("a valid JSON patch");
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([test, edit])).expect("a valid JSON patch");
         let api = self.api(target.resource, object::namespace(target.object));
-        let action = if add { "add finalizer to" } else { "remove finalizer from" };
-        self.write(action, target.object, api.patch(object::name(target.object), &PatchParams::default(), &Patch::<Value>::Json(patch)))
-            .await
-            .map(drop)
+        let action = if add {
+            "add finalizer to"
+        } else {
+            "remove finalizer from"
+        };
+        self.write(
+            action,
+            target.object,
+            api.patch(
+                object::name(target.object),
+                &PatchParams::default(),
+                &Patch::<Value>::Json(patch),
+            ),
+        )
+        .await
+        .map(drop)
     }
 }

@@ -25,6 +25,30 @@ use std::time::Duration;
 /// deleting the controller first releases every target it holds a finalizer on.
 pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
 
+/// Why a sync failed: an Event reason and the message.
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl From<sync::SyncError> for Failure {
+    fn from(error: sync::SyncError) -> Self {
+        Failure {
+            reason: error.reason(),
+            message: error.to_string(),
+        }
+    }
+}
+
+impl Failure {
+    fn new(reason: &'static str, message: impl ToString) -> Failure {
+        Failure {
+            reason,
+            message: message.to_string(),
+        }
+    }
+}
+
 /// One loaded DecoratorController.
 pub struct DecoratorRuntime {
     pub generation: Option<i64>,
@@ -44,10 +68,16 @@ impl DecoratorRuntime {
             push_unique(routes.targets.entry(resource.clone()).or_default(), name);
         }
         for child in &self.decorator.attachments {
-            push_unique(routes.children.entry(child.resource.clone()).or_default(), name);
+            push_unique(
+                routes.children.entry(child.resource.clone()).or_default(),
+                name,
+            );
         }
         for config_map in &self.config_maps {
-            push_unique(routes.config_maps.entry(config_map.clone()).or_default(), name);
+            push_unique(
+                routes.config_maps.entry(config_map.clone()).or_default(),
+                name,
+            );
         }
         for key in &self.script_keys {
             push_unique(routes.script_keys.entry(key.clone()).or_default(), name);
@@ -79,12 +109,11 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
         return;
     };
     if object::is_deleting(&object) {
-        match release_all_targets(shared, name, &object).await {
-            Ok(()) => remove(shared, name),
-            Err(error) => {
-                tracing::warn!(controller = name, %error, "cannot release targets yet");
-                shared.queue.retry_later(key.clone());
-            }
+        // Stop syncing first, so no sync re-adds a finalizer while they are being released.
+        remove(shared, name);
+        if let Err(error) = release_all_targets(shared, name, &object).await {
+            tracing::warn!(controller = name, %error, "cannot release targets yet");
+            shared.queue.retry_later(key.clone());
         }
         return;
     }
@@ -101,10 +130,20 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
             tracing::warn!(controller = name, ready = ?health.ready, "controller not loaded");
             if let Err((_, message)) = &health.ready {
                 shared
-                    .event(&object, EventType::Warning, "LoadFailed", "Load", message.clone())
+                    .event(
+                        &object,
+                        EventType::Warning,
+                        "LoadFailed",
+                        "Load",
+                        message.clone(),
+                    )
                     .await;
             }
-            shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), health);
+            shared
+                .unloaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_string(), health);
             shared.queue.retry_later(key.clone());
         }
     }
@@ -177,7 +216,10 @@ async fn build(
     let local;
     let lookup: &dyn ConfigMapLookup = match &shared.config.scripts_dir {
         Some(dir) => {
-            local = ScriptsDir { dir: dir.clone(), fallback: &cached };
+            local = ScriptsDir {
+                dir: dir.clone(),
+                fallback: &cached,
+            };
             &local
         }
         None => &cached,
@@ -188,7 +230,11 @@ async fn build(
         (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),
         (Err(error), Some(previous)) => {
             tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
-            (previous.hooks.clone(), Err(("ScriptError".to_string(), error.to_string())), true)
+            (
+                previous.hooks.clone(),
+                Err(("ScriptError".to_string(), error.to_string())),
+                true,
+            )
         }
         (Err(error), None) => return Err(fail("ScriptError", error.to_string())),
     };
@@ -228,20 +274,26 @@ async fn build(
 /// Makes a freshly built runtime current; re-syncs every target when what runs changed.
 async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: DecoratorRuntime) {
     let previous = shared.decorator(name);
-    let changed = previous.as_ref().is_none_or(|p| {
-        p.generation != runtime.generation || p.digests() != runtime.digests()
-    });
+    let changed = previous
+        .as_ref()
+        .is_none_or(|p| p.generation != runtime.generation || p.digests() != runtime.digests());
     let runtime = Arc::new(runtime);
     shared
         .decorators
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .insert(name.to_string(), runtime.clone());
-    shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    shared
+        .unloaded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name);
     shared.rebuild_routes();
     if runtime.decorator.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
         let plan = Plan {
-            finalizer: Some(crate::controllers::FinalizerChange::Add(CLEANUP_FINALIZER.into())),
+            finalizer: Some(crate::controllers::FinalizerChange::Add(
+                CLEANUP_FINALIZER.into(),
+            )),
             ..Plan::default()
         };
         let target = PlanTarget {
@@ -252,7 +304,9 @@ async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: Deco
         };
         if let Err(error) = shared.applier.execute(&target, &plan).await {
             tracing::warn!(controller = name, %error, "cannot add the cleanup finalizer");
-            shared.queue.retry_later(WorkKey::Decorator(name.to_string()));
+            shared
+                .queue
+                .retry_later(WorkKey::Decorator(name.to_string()));
         }
     }
     if changed {
@@ -267,8 +321,16 @@ fn remove(shared: &Arc<Shared>, name: &str) {
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .remove(name);
-    shared.unloaded.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
-    shared.written_status.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    shared
+        .unloaded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name);
+    shared
+        .written_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(name);
     shared.related.remove_controller(name);
     if removed.is_some() {
         shared.rebuild_routes();
@@ -276,31 +338,55 @@ fn remove(shared: &Arc<Shared>, name: &str) {
     }
 }
 
-/// On deletion of a controller: removes its finalizer from every object, then its own.
-async fn release_all_targets(shared: &Arc<Shared>, name: &str, object: &Value) -> Result<(), String> {
+/// On deletion of a controller: removes its finalizer from every object of its target types,
+/// then its own cleanup finalizer.
+async fn release_all_targets(
+    shared: &Arc<Shared>,
+    name: &str,
+    object: &Value,
+) -> Result<(), String> {
+    let controller: DecoratorController =
+        serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
     let finalizer = crate::controllers::decorator::finalizer_for(name);
-    if let Some(runtime) = shared.decorator(name) {
-        for resource in runtime.target_types() {
-            for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
-                if !object::has_finalizer(&target, &finalizer) {
-                    continue;
-                }
-                let plan = Plan {
-                    finalizer: Some(crate::controllers::FinalizerChange::Remove(finalizer.clone())),
-                    ..Plan::default()
-                };
-                let plan_target = PlanTarget {
-                    object: &target,
-                    resource,
-                    child_types: &[],
-                    field_manager: &field_manager(name),
-                };
-                shared.applier.execute(&plan_target, &plan).await.map_err(|e| e.to_string())?;
+    for rule in &controller.spec.resources {
+        let resolved = shared
+            .discovery
+            .resolve(&rule.resource_ref())
+            .await
+            .map_err(|e| e.to_string())?;
+        shared
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|e| e.to_string())?;
+        let resource = &resolved.resource;
+        for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
+            if !object::has_finalizer(&target, &finalizer) {
+                continue;
             }
+            let plan = Plan {
+                finalizer: Some(crate::controllers::FinalizerChange::Remove(
+                    finalizer.clone(),
+                )),
+                ..Plan::default()
+            };
+            let plan_target = PlanTarget {
+                object: &target,
+                resource,
+                child_types: &[],
+                field_manager: &field_manager(name),
+            };
+            shared
+                .applier
+                .execute(&plan_target, &plan)
+                .await
+                .map_err(|e| e.to_string())?;
         }
     }
     let plan = Plan {
-        finalizer: Some(crate::controllers::FinalizerChange::Remove(CLEANUP_FINALIZER.into())),
+        finalizer: Some(crate::controllers::FinalizerChange::Remove(
+            CLEANUP_FINALIZER.into(),
+        )),
         ..Plan::default()
     };
     let target = PlanTarget {
@@ -309,7 +395,11 @@ async fn release_all_targets(shared: &Arc<Shared>, name: &str, object: &Value) -
         child_types: &[],
         field_manager: "metascript.dev/operator",
     };
-    shared.applier.execute(&target, &plan).await.map_err(|e| e.to_string())
+    shared
+        .applier
+        .execute(&target, &plan)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The server-side apply field manager of a controller.
@@ -341,7 +431,9 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
     };
     let routes = shared.routes();
     for name in routes.targets.get(&event.resource).into_iter().flatten() {
-        let Some(runtime) = shared.decorator(name) else { continue };
+        let Some(runtime) = shared.decorator(name) else {
+            continue;
+        };
         let decorator = &runtime.decorator;
         let wanted = event.new.as_ref().is_some_and(|new| {
             decorator.selects(new) || object::has_finalizer(new, &decorator.finalizer())
@@ -364,7 +456,9 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
         if object::label(object, DECORATOR_LABEL) != Some(name.as_str()) {
             continue;
         }
-        let Some(runtime) = shared.decorator(name) else { continue };
+        let Some(runtime) = shared.decorator(name) else {
+            continue;
+        };
         if let Some(target) = owner_of(&runtime, object) {
             shared.queue.add(WorkKey::Target {
                 controller: name.clone(),
@@ -374,11 +468,17 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
     }
     drop(routes);
     for ((controller, target), rules) in shared.related.candidates(&event.resource, object) {
-        let Some(target_object) = get(shared, &target) else { continue };
+        let Some(target_object) = get(shared, &target) else {
+            continue;
+        };
         let selected = [&event.old, &event.new]
             .into_iter()
             .flatten()
-            .any(|candidate| rules.iter().any(|rule| rule.selects(&target_object, candidate)));
+            .any(|candidate| {
+                rules
+                    .iter()
+                    .any(|rule| rule.selects(&target_object, candidate))
+            });
         if selected {
             shared.queue.add(WorkKey::Target { controller, target });
         }
@@ -401,9 +501,7 @@ fn owner_of(runtime: &DecoratorRuntime, child: &Value) -> Option<ObjRef> {
         .target_types()
         .find(|t| t.kind == kind && t.group() == group)?;
     Some(ObjRef {
-        api_version: resource.api_version.clone(),
-        kind: resource.kind.clone(),
-        plural: resource.plural.clone(),
+        resource: resource.clone(),
         namespace: if resource.namespaced {
             object::namespace(child).map(str::to_string)
         } else {
@@ -413,30 +511,20 @@ fn owner_of(runtime: &DecoratorRuntime, child: &Value) -> Option<ObjRef> {
     })
 }
 
-fn resource_of(target: &ObjRef) -> ResourceType {
-    ResourceType {
-        api_version: target.api_version.clone(),
-        kind: target.kind.clone(),
-        plural: target.plural.clone(),
-        namespaced: target.namespace.is_some(),
-        has_status: false,
-    }
-}
-
 fn get(shared: &Shared, target: &ObjRef) -> Option<Arc<Value>> {
     shared
         .informers
-        .get(&resource_of(target), target.namespace.as_deref(), &target.name)
+        .get(&target.resource, target.namespace.as_deref(), &target.name)
 }
 
 /// Syncs one target: hooks on the blocking pool, then the plan's writes. A failure applies
 /// nothing more, is retried with backoff, and is reported as an Event on the target.
 pub async fn sync_target(shared: &Arc<Shared>, controller: &str, target: &ObjRef, key: &WorkKey) {
-    let Some(runtime) = shared.decorator(controller) else { return };
-    let Some(resource) = runtime.target_types().find(|t| t.kind == target.kind && t.api_version == target.api_version).cloned() else {
+    let Some(runtime) = shared.decorator(controller) else {
         return;
     };
-    let Some(object) = shared.informers.get(&resource, target.namespace.as_deref(), &target.name) else {
+    let resource = target.resource.clone();
+    let Some(object) = get(shared, target) else {
         runtime.outcomes.forget(target);
         shared.related.remove(controller, target);
         return;
@@ -453,8 +541,12 @@ pub async fn sync_target(shared: &Arc<Shared>, controller: &str, target: &ObjRef
             runtime.outcomes.succeeded(target.clone());
         }
         Ok(Some(plan)) => {
-            let child_types: Vec<ResourceType> =
-                runtime.decorator.attachments.iter().map(|c| c.resource.clone()).collect();
+            let child_types: Vec<ResourceType> = runtime
+                .decorator
+                .attachments
+                .iter()
+                .map(|c| c.resource.clone())
+                .collect();
             let plan_target = PlanTarget {
                 object: &object,
                 resource: &resource,
@@ -471,24 +563,53 @@ pub async fn sync_target(shared: &Arc<Shared>, controller: &str, target: &ObjRef
                     shared.queue.forget(key);
                     runtime.outcomes.succeeded(target.clone());
                     if let Some(seconds) = plan.resync_after_seconds {
-                        shared.queue.add_after(key.clone(), Duration::from_secs_f64(seconds));
+                        shared
+                            .queue
+                            .add_after(key.clone(), Duration::from_secs_f64(seconds));
                     }
                     if !plan.is_noop() {
                         tracing::debug!(controller, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
                     }
                 }
-                Err(error) => fail(shared, &runtime, &object, target, key, error.to_string()).await,
+                Err(error) => {
+                    fail(
+                        shared,
+                        &runtime,
+                        &object,
+                        target,
+                        key,
+                        Failure::new("ApplyFailed", error),
+                    )
+                    .await
+                }
             }
         }
-        Err(message) => fail(shared, &runtime, &object, target, key, message).await,
+        Err(failure) => fail(shared, &runtime, &object, target, key, failure).await,
     }
 }
 
-async fn fail(shared: &Arc<Shared>, runtime: &DecoratorRuntime, object: &Value, target: &ObjRef, key: &WorkKey, message: String) {
+async fn fail(
+    shared: &Arc<Shared>,
+    runtime: &DecoratorRuntime,
+    object: &Value,
+    target: &ObjRef,
+    key: &WorkKey,
+    failure: Failure,
+) {
     let delay = shared.queue.retry_later(key.clone());
-    tracing::warn!(controller = %runtime.decorator.name, target = %target, retry_in = ?delay, error = %message, "sync failed");
-    runtime.outcomes.failed(target.clone(), message.clone());
-    shared.event(object, EventType::Warning, "SyncFailed", "Sync", message).await;
+    tracing::warn!(controller = %runtime.decorator.name, target = %target, retry_in = ?delay, reason = failure.reason, error = %failure.message, "sync failed");
+    runtime
+        .outcomes
+        .failed(target.clone(), failure.message.clone());
+    shared
+        .event(
+            object,
+            EventType::Warning,
+            failure.reason,
+            "Sync",
+            failure.message,
+        )
+        .await;
 }
 
 /// Runs the customize hook (when there is one), makes sure the related types are watched,
@@ -499,11 +620,16 @@ async fn plan_target(
     object: &Arc<Value>,
     target: &ObjRef,
     phase: crate::controllers::decorator::Phase,
-) -> Result<Option<Plan>, String> {
+) -> Result<Option<Plan>, Failure> {
     let related = if runtime.decorator.has_customize && sync::runs_hook(phase) {
-        let rules = blocking(shared, runtime, object, |shared, runtime, object, runner| {
-            sync::customize(&runtime.decorator, runner, &*shared.discovery, object)
-        })
+        let rules = blocking(
+            shared,
+            runtime,
+            object,
+            |shared, runtime, object, runner| {
+                sync::customize(&runtime.decorator, runner, &*shared.discovery, object)
+            },
+        )
         .await?;
         for (_, resource) in &rules {
             let resolved = shared
@@ -513,17 +639,34 @@ async fn plan_target(
                     resource: resource.plural.clone(),
                 })
                 .await
-                .map_err(|e| e.to_string())?;
-            shared.informers.ensure(&resolved).await.map_err(|e| e.to_string())?;
+                .map_err(|e| Failure::new("ResolveFailed", e))?;
+            shared
+                .informers
+                .ensure(&resolved)
+                .await
+                .map_err(|e| Failure::new("WatchFailed", e))?;
         }
-        shared.related.set(&runtime.decorator.name, target, object, rules.clone());
+        shared
+            .related
+            .set(&runtime.decorator.name, target, object, rules.clone());
         rules
     } else {
         Vec::new()
     };
-    let planned = blocking(shared, runtime, object, move |shared, runtime, object, runner| {
-        sync::sync_decorator_target(&runtime.decorator, runner, &*shared.informers, object, &related)
-    })
+    let planned = blocking(
+        shared,
+        runtime,
+        object,
+        move |shared, runtime, object, runner| {
+            sync::sync_decorator_target(
+                &runtime.decorator,
+                runner,
+                &*shared.informers,
+                object,
+                &related,
+            )
+        },
+    )
     .await?;
     Ok(planned.map(|(_, plan)| plan))
 }
@@ -533,8 +676,10 @@ async fn blocking<T: Send + 'static>(
     shared: &Arc<Shared>,
     runtime: &Arc<DecoratorRuntime>,
     object: &Arc<Value>,
-    work: impl FnOnce(&Shared, &DecoratorRuntime, &Value, &HookRunner) -> Result<T, sync::SyncError> + Send + 'static,
-) -> Result<T, String> {
+    work: impl FnOnce(&Shared, &DecoratorRuntime, &Value, &HookRunner) -> Result<T, sync::SyncError>
+    + Send
+    + 'static,
+) -> Result<T, Failure> {
     let (shared, runtime, object) = (shared.clone(), runtime.clone(), object.clone());
     tokio::task::spawn_blocking(move || {
         let runner = HookRunner {
@@ -543,10 +688,10 @@ async fn blocking<T: Send + 'static>(
             clock: None,
             logs: None,
         };
-        work(&shared, &runtime, &object, &runner).map_err(|e| e.to_string())
+        work(&shared, &runtime, &object, &runner).map_err(Failure::from)
     })
     .await
-    .map_err(|e| format!("sync task failed: {e}"))?
+    .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
 }
 
 /// Brings every controller's status up to date, writing only what changed.
@@ -554,7 +699,13 @@ pub async fn write_statuses(shared: &Arc<Shared>) {
     let mut wanted: Vec<(String, Health, (u64, u64, u64))> = shared
         .decorators()
         .iter()
-        .map(|(name, runtime)| (name.clone(), runtime.health.clone(), runtime.outcomes.counts()))
+        .map(|(name, runtime)| {
+            (
+                name.clone(),
+                runtime.health.clone(),
+                runtime.outcomes.counts(),
+            )
+        })
         .collect();
     wanted.extend(
         shared
@@ -582,7 +733,10 @@ pub async fn write_statuses(shared: &Arc<Shared>) {
             serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
                 .expect("a valid JSON patch"),
         );
-        match api.patch_status(&name, &PatchParams::default(), &patch).await {
+        match api
+            .patch_status(&name, &PatchParams::default(), &patch)
+            .await
+        {
             Ok(_) => {
                 shared.applier.writes.record();
                 shared
@@ -591,7 +745,9 @@ pub async fn write_statuses(shared: &Arc<Shared>) {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(name, status);
             }
-            Err(error) => tracing::warn!(controller = name, %error, "cannot write controller status"),
+            Err(error) => {
+                tracing::warn!(controller = name, %error, "cannot write controller status")
+            }
         }
     }
 }
@@ -601,4 +757,3 @@ fn current_status(shared: &Shared, name: &str) -> Option<ControllerStatus> {
     let object = shared.informers.get(&shared.decorator_type, None, name)?;
     serde_json::from_value(object.get("status")?.clone()).ok()
 }
-

@@ -1,9 +1,9 @@
 //! The operator: watches, queues, apply.
 
-pub mod cache;
-pub mod discovery;
 pub mod apply;
+pub mod cache;
 pub mod decorator;
+pub mod discovery;
 mod operator;
 pub mod queue;
 pub mod routes;

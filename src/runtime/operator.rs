@@ -93,7 +93,10 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub async fn start(client: kube::Client, config: OperatorConfig) -> Result<Operator, StartError> {
+    pub async fn start(
+        client: kube::Client,
+        config: OperatorConfig,
+    ) -> Result<Operator, StartError> {
         let discovery = Discovery::new(client.clone());
         let decorator_type = discovery
             .resolve(&ResourceRef {
@@ -142,11 +145,16 @@ impl Operator {
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
                 let (changed_tx, changed_rx) = mpsc::unbounded_channel();
-                let watcher = scripts::watch_dir(dir, changed_tx).map_err(|source| StartError::ScriptsDir {
-                    path: dir.clone(),
-                    source,
+                let watcher = scripts::watch_dir(dir, changed_tx).map_err(|source| {
+                    StartError::ScriptsDir {
+                        path: dir.clone(),
+                        source,
+                    }
                 })?;
-                tasks.push(tokio::spawn(reload_changed_scripts(shared.clone(), changed_rx)));
+                tasks.push(tokio::spawn(reload_changed_scripts(
+                    shared.clone(),
+                    changed_rx,
+                )));
                 Some(watcher)
             }
             None => None,
@@ -195,7 +203,9 @@ impl Drop for Operator {
 }
 
 impl Shared {
-    pub fn decorators(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<DecoratorRuntime>>> {
+    pub fn decorators(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<DecoratorRuntime>>> {
         self.decorators.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -217,7 +227,14 @@ impl Shared {
     }
 
     /// Publishes a Kubernetes Event about an object; failures are only logged.
-    pub async fn event(&self, object: &Value, type_: EventType, reason: &str, action: &str, note: String) {
+    pub async fn event(
+        &self,
+        object: &Value,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(crate::object::api_version(object).to_string()),
             kind: Some(crate::object::kind(object).to_string()),
@@ -258,13 +275,17 @@ async fn dispatch(shared: Arc<Shared>, mut events: mpsc::UnboundedReceiver<Objec
         if event.resource == shared.decorator_type {
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if super::routes::only_status_changed(old, new));
             if !status_only {
-                shared.queue.add(WorkKey::Decorator(crate::object::name(object).to_string()));
+                shared
+                    .queue
+                    .add(WorkKey::Decorator(crate::object::name(object).to_string()));
             }
             continue;
         }
         if event.resource == scripts::config_map_type() {
             let key = (
-                crate::object::namespace(object).unwrap_or_default().to_string(),
+                crate::object::namespace(object)
+                    .unwrap_or_default()
+                    .to_string(),
                 crate::object::name(object).to_string(),
             );
             for controller in shared.routes().config_maps.get(&key).into_iter().flatten() {
@@ -294,11 +315,16 @@ async fn resync_loop(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         let now = tokio::time::Instant::now();
-        let runtimes: Vec<(String, Arc<DecoratorRuntime>)> =
-            shared.decorators().iter().map(|(n, r)| (n.clone(), r.clone())).collect();
+        let runtimes: Vec<(String, Arc<DecoratorRuntime>)> = shared
+            .decorators()
+            .iter()
+            .map(|(n, r)| (n.clone(), r.clone()))
+            .collect();
         due.retain(|name, _| runtimes.iter().any(|(n, _)| n == name));
         for (name, runtime) in runtimes {
-            let Some(period) = runtime.resync_period else { continue };
+            let Some(period) = runtime.resync_period else {
+                continue;
+            };
             let next = due.entry(name).or_insert(now + period);
             if *next <= now {
                 decorator::enqueue_targets(&shared, &runtime);
@@ -320,7 +346,12 @@ async fn status_loop(shared: Arc<Shared>) {
 /// The dev loop: a saved script file reloads the controllers whose hooks name it.
 async fn reload_changed_scripts(shared: Arc<Shared>, mut changed: mpsc::UnboundedReceiver<String>) {
     while let Some(file) = changed.recv().await {
-        let controllers = shared.routes().script_keys.get(&file).cloned().unwrap_or_default();
+        let controllers = shared
+            .routes()
+            .script_keys
+            .get(&file)
+            .cloned()
+            .unwrap_or_default();
         tracing::info!(file, ?controllers, "script file changed");
         for controller in controllers {
             shared.queue.add(WorkKey::Decorator(controller));

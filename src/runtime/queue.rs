@@ -237,7 +237,10 @@ mod tests {
         assert_eq!(queue.next().await, Some("a"));
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         queue.done(&"a");
-        assert!(queue.is_empty(), "the later delays were folded into the first");
+        assert!(
+            queue.is_empty(),
+            "the later delays were folded into the first"
+        );
     }
 
     #[tokio::test(start_paused = true)]

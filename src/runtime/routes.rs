@@ -11,11 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 /// One object, addressed by type, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjRef {
-    pub api_version: String,
-    pub kind: String,
-    pub plural: String,
+    pub resource: ResourceType,
     pub namespace: Option<String>,
     pub name: String,
 }
@@ -23,9 +21,7 @@ pub struct ObjRef {
 impl ObjRef {
     pub fn of(resource: &ResourceType, object: &Value) -> ObjRef {
         ObjRef {
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-            plural: resource.plural.clone(),
+            resource: resource.clone(),
             namespace: if resource.namespaced {
                 object::namespace(object).map(str::to_string)
             } else {
@@ -38,7 +34,7 @@ impl ObjRef {
 
 impl std::fmt::Display for ObjRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{} ", self.kind, self.api_version)?;
+        write!(f, "{} ", self.resource.group_key())?;
         if let Some(namespace) = &self.namespace {
             write!(f, "{namespace}/")?;
         }
@@ -81,7 +77,13 @@ impl RelatedIndex {
     }
 
     /// Records a target's rules, replacing those of its previous sync.
-    pub fn set(&self, controller: &str, target: &ObjRef, target_object: &Value, rules: Vec<(RelatedRule, ResourceType)>) {
+    pub fn set(
+        &self,
+        controller: &str,
+        target: &ObjRef,
+        target_object: &Value,
+        rules: Vec<(RelatedRule, ResourceType)>,
+    ) {
         let id = (controller.to_string(), target.clone());
         let mut inner = self.write();
         inner.remove(&id);
@@ -103,12 +105,18 @@ impl RelatedIndex {
     }
 
     pub fn remove(&self, controller: &str, target: &ObjRef) {
-        self.write().remove(&(controller.to_string(), target.clone()));
+        self.write()
+            .remove(&(controller.to_string(), target.clone()));
     }
 
     pub fn remove_controller(&self, controller: &str) {
         let mut inner = self.write();
-        let ids: Vec<TargetId> = inner.rules.keys().filter(|(c, _)| c == controller).cloned().collect();
+        let ids: Vec<TargetId> = inner
+            .rules
+            .keys()
+            .filter(|(c, _)| c == controller)
+            .cloned()
+            .collect();
         for id in ids {
             inner.remove(&id);
         }
@@ -116,7 +124,11 @@ impl RelatedIndex {
 
     /// Targets whose rules of this type, in this object's namespace or in all, could select
     /// it, with those rules; the caller checks each rule against the object.
-    pub fn candidates(&self, resource: &ResourceType, object: &Value) -> Vec<(TargetId, Vec<RelatedRule>)> {
+    pub fn candidates(
+        &self,
+        resource: &ResourceType,
+        object: &Value,
+    ) -> Vec<(TargetId, Vec<RelatedRule>)> {
         let inner = self.read();
         let namespace = object::namespace(object).map(str::to_string);
         let mut scopes = vec![(resource.clone(), None)];
@@ -186,20 +198,47 @@ mod tests {
     #[test]
     fn related_candidates_come_from_the_index_by_type_and_namespace() {
         let index = RelatedIndex::default();
-        let target_type = ResourceType { namespaced: false, kind: "Namespace".into(), plural: "namespaces".into(), ..configmaps() };
+        let target_type = ResourceType {
+            namespaced: false,
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            ..configmaps()
+        };
         let team_a = json!({"metadata": {"name": "team-a"}});
         let team_b = json!({"metadata": {"name": "team-b"}});
-        let shared_rule: RelatedRule = serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"})).unwrap();
-        let everywhere: RelatedRule = serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps"})).unwrap();
-        index.set("c", &ObjRef::of(&target_type, &team_a), &team_a, vec![(shared_rule, configmaps())]);
-        index.set("c", &ObjRef::of(&target_type, &team_b), &team_b, vec![(everywhere, configmaps())]);
+        let shared_rule: RelatedRule = serde_json::from_value(
+            json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"}),
+        )
+        .unwrap();
+        let everywhere: RelatedRule =
+            serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps"})).unwrap();
+        index.set(
+            "c",
+            &ObjRef::of(&target_type, &team_a),
+            &team_a,
+            vec![(shared_rule, configmaps())],
+        );
+        index.set(
+            "c",
+            &ObjRef::of(&target_type, &team_b),
+            &team_b,
+            vec![(everywhere, configmaps())],
+        );
 
         let in_shared = json!({"metadata": {"name": "x", "namespace": "shared"}});
         let in_other = json!({"metadata": {"name": "x", "namespace": "other"}});
-        let mut found: Vec<String> = index.candidates(&configmaps(), &in_shared).into_iter().map(|((_, t), _)| t.name).collect();
+        let mut found: Vec<String> = index
+            .candidates(&configmaps(), &in_shared)
+            .into_iter()
+            .map(|((_, t), _)| t.name)
+            .collect();
         found.sort();
         assert_eq!(found, ["team-a", "team-b"]);
-        let found: Vec<String> = index.candidates(&configmaps(), &in_other).into_iter().map(|((_, t), _)| t.name).collect();
+        let found: Vec<String> = index
+            .candidates(&configmaps(), &in_other)
+            .into_iter()
+            .map(|((_, t), _)| t.name)
+            .collect();
         assert_eq!(found, ["team-b"]);
 
         index.remove_controller("c");
@@ -208,9 +247,12 @@ mod tests {
 
     #[test]
     fn status_only_changes_are_told_apart() {
-        let old = json!({"metadata": {"resourceVersion": "1"}, "spec": {"a": 1}, "status": {"x": 1}});
-        let status_only = json!({"metadata": {"resourceVersion": "2"}, "spec": {"a": 1}, "status": {"x": 2}});
-        let spec_change = json!({"metadata": {"resourceVersion": "2"}, "spec": {"a": 2}, "status": {"x": 1}});
+        let old =
+            json!({"metadata": {"resourceVersion": "1"}, "spec": {"a": 1}, "status": {"x": 1}});
+        let status_only =
+            json!({"metadata": {"resourceVersion": "2"}, "spec": {"a": 1}, "status": {"x": 2}});
+        let spec_change =
+            json!({"metadata": {"resourceVersion": "2"}, "spec": {"a": 2}, "status": {"x": 1}});
         assert!(only_status_changed(&old, &status_only));
         assert!(!only_status_changed(&old, &spec_change));
         assert!(!only_status_changed(&old, &old));

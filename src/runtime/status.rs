@@ -58,7 +58,11 @@ pub struct Health {
 }
 
 /// The status to write, carrying over transition times of conditions that did not change.
-pub fn status(previous: Option<&ControllerStatus>, health: &Health, counts: (u64, u64, u64)) -> ControllerStatus {
+pub fn status(
+    previous: Option<&ControllerStatus>,
+    health: &Health,
+    counts: (u64, u64, u64),
+) -> ControllerStatus {
     let now = jiff::Timestamp::now().to_string();
     let condition = |kind: &str, state: &Result<(), (String, String)>| {
         let (status, reason, message) = match state {
@@ -123,7 +127,10 @@ mod tests {
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
         let second = status(Some(&earlier), &health, (1, 1, 0));
-        assert_eq!(second.conditions[0].last_transition_time.as_deref(), Some("2020-01-01T00:00:00Z"));
+        assert_eq!(
+            second.conditions[0].last_transition_time.as_deref(),
+            Some("2020-01-01T00:00:00Z")
+        );
         assert_eq!(second.conditions[1].status, "False");
         assert_eq!(second.conditions[1].reason, "CompileFailed");
         assert_eq!(second.observed_generation, Some(3));

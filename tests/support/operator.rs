@@ -45,15 +45,21 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                     .map_err(|e| e.to_string())?;
                 let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
                 install_crds(&client).await?;
-                let scripts_dir = std::env::temp_dir().join(format!("metascript-test-scripts-{}", std::process::id()));
+                let scripts_dir = std::env::temp_dir()
+                    .join(format!("metascript-test-scripts-{}", std::process::id()));
                 std::fs::create_dir_all(&scripts_dir).map_err(|e| e.to_string())?;
                 let config = OperatorConfig {
                     workers: 4,
                     scripts_dir: Some(scripts_dir.clone()),
                     status_interval: Duration::from_millis(200),
                 };
-                let operator = Operator::start(client, config).await.map_err(|e| e.to_string())?;
-                Ok(TestOperator { operator, scripts_dir })
+                let operator = Operator::start(client, config)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(TestOperator {
+                    operator,
+                    scripts_dir,
+                })
             });
             let _ = sender.send(started);
             // Keep the operator's tasks running for the life of the test binary.
@@ -67,18 +73,27 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in metascript::api::all_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(&name, &PatchParams::apply("metascript-tests").force(), &Patch::Apply(&crd))
-            .await
-            .map_err(|e| format!("installing CRD {name}: {e}"))?;
+        crds.patch(
+            &name,
+            &PatchParams::apply("metascript-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| format!("installing CRD {name}: {e}"))?;
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let established = crds.get(&name).await.ok().and_then(|crd| crd.status).is_some_and(|status| {
-                status
-                    .conditions
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
+            let established = crds
+                .get(&name)
+                .await
+                .ok()
+                .and_then(|crd| crd.status)
+                .is_some_and(|status| {
+                    status
+                        .conditions
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
             if established {
                 break;
             }
@@ -126,9 +141,18 @@ pub fn api_for(client: &kube::Client, object: &Value) -> Api<DynamicObject> {
 pub async fn apply(client: &kube::Client, object: &Value) {
     let name = metascript::object::name(object);
     api_for(client, object)
-        .patch(name, &PatchParams::apply("test-user").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("test-user").force(),
+            &Patch::Apply(object),
+        )
         .await
-        .unwrap_or_else(|e| panic!("applying {}: {e}", metascript::object::ObjectKey::of(object)));
+        .unwrap_or_else(|e| {
+            panic!(
+                "applying {}: {e}",
+                metascript::object::ObjectKey::of(object)
+            )
+        });
 }
 
 /// Reads an object back as JSON, `None` when it does not exist.
@@ -142,6 +166,14 @@ pub async fn get(client: &kube::Client, like: &Value) -> Option<Value> {
 }
 
 /// Waits until the read object satisfies `check`, returning it.
-pub async fn wait_for(client: &kube::Client, like: &Value, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    eventually(what, || async { get(client, like).await.filter(|o| check(o)) }).await
+pub async fn wait_for(
+    client: &kube::Client,
+    like: &Value,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(what, || async {
+        get(client, like).await.filter(|o| check(o))
+    })
+    .await
 }
