@@ -100,7 +100,7 @@ impl SyncError {
     /// A short PascalCase reason, as used for Kubernetes Events.
     pub fn reason(&self) -> &'static str {
         match self {
-            SyncError::Hook(HookError::Response { .. }) => "InvalidResponse",
+            SyncError::Hook(HookError::Response(_)) => "InvalidResponse",
             SyncError::Hook(HookError::Script(_)) => "HookFailed",
             SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
                 "ScriptUnavailable"

@@ -78,6 +78,12 @@ pub fn run(args: RenderArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for duplicate in duplicate_names(&cluster) {
+        eprintln!(
+            "warning: {duplicate} appears more than once; in a cluster the last one applied \
+             would replace the others, here each is rendered"
+        );
+    }
     let (entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
     let printed = match args.output {
         Format::Yaml => to_yaml(&entries),
@@ -227,6 +233,28 @@ fn render(
         }
     }
     (entries, errors)
+}
+
+/// Controllers given more than once under the same kind and name.
+fn duplicate_names(cluster: &OfflineCluster) -> Vec<String> {
+    let names = cluster
+        .decorators
+        .iter()
+        .map(|c| format!("DecoratorController {}", kube::ResourceExt::name_any(c)))
+        .chain(
+            cluster
+                .maps
+                .iter()
+                .map(|c| format!("MapController {}", kube::ResourceExt::name_any(c))),
+        );
+    let mut seen = std::collections::BTreeMap::new();
+    for name in names {
+        *seen.entry(name).or_insert(0) += 1;
+    }
+    seen.into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name)
+        .collect()
 }
 
 fn describe_step_error(

@@ -56,7 +56,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     {
         anyhow::bail!("--scripts-dir {}: not a directory", dir.display());
     }
-    if !(args.status_interval > 0.0) {
+    if args.status_interval.is_nan() || args.status_interval <= 0.0 {
         anyhow::bail!("--status-interval must be a positive number of seconds");
     }
     let client = client(&args).await?;

@@ -30,16 +30,21 @@ pub enum HookError {
     Source(#[from] SourceError),
     #[error(transparent)]
     Script(#[from] ScriptError),
-    #[error("hook {hook} of {controller} ({origin}) returned an {source}")]
-    Response {
-        controller: String,
-        hook: HookKind,
-        origin: ScriptOrigin,
-        #[source]
-        source: InvalidResponse,
-    },
+    #[error(transparent)]
+    Response(Box<RejectedResponse>),
     #[error("{controller} has no {hook} hook")]
     Missing { controller: String, hook: HookKind },
+}
+
+/// A hook response that failed validation, with where it came from.
+#[derive(Debug, thiserror::Error)]
+#[error("hook {hook} of {controller} ({origin}) returned an {source}")]
+pub struct RejectedResponse {
+    pub controller: String,
+    pub hook: HookKind,
+    pub origin: ScriptOrigin,
+    #[source]
+    pub source: InvalidResponse,
 }
 
 /// The compiled hooks of one controller.
@@ -147,7 +152,7 @@ impl ControllerHooks {
 
     /// Attaches the controller, hook and script origin to a response validation failure.
     pub fn invalid_response(&self, kind: HookKind, error: InvalidResponse) -> HookError {
-        HookError::Response {
+        HookError::Response(Box::new(RejectedResponse {
             controller: self.controller.clone(),
             hook: kind,
             origin: self
@@ -158,6 +163,6 @@ impl ControllerHooks {
                     hook: kind,
                 }),
             source: error,
-        }
+        }))
     }
 }

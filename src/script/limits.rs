@@ -23,6 +23,10 @@ pub const DEFAULT_MAX_ARRAY_SIZE: u64 = 1_000_000;
 pub const DEFAULT_MAX_MAP_SIZE: u64 = 1_000_000;
 /// Rhai function-call nesting; not configurable per hook.
 pub const MAX_CALL_DEPTH: usize = 64;
+/// Deepest expression nesting Rhai accepts at the top level and inside functions, the same in
+/// every build.
+pub const MAX_EXPR_DEPTH: usize = 64;
+pub const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
 
 /// A hook's limits with every default filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@ use super::helpers::{HELPERS, Helper};
 use super::limits::{
     Budget, DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE,
 };
-use super::limits::{EffectiveLimits, MAX_CALL_DEPTH};
+use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, to_dynamic};
 use super::{CallSetup, Program, ScriptSource};
@@ -159,6 +159,9 @@ fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
     // `eval` would run code the compile cache and error positions know nothing about.
     engine.disable_symbol("eval");
     engine.set_max_call_levels(MAX_CALL_DEPTH);
+    // Rhai's default nesting limits differ between debug and release builds; fixing them keeps
+    // `metascript test` (often a debug build) accepting exactly what the operator accepts.
+    engine.set_max_expr_depths(MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH);
     // The operation budget is enforced by `Budget` in `on_progress` (per call, not per engine).
     engine.set_max_operations(0);
     engine.set_max_string_size(to_usize(max_string));

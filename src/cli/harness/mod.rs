@@ -426,7 +426,9 @@ fn controller_subject(
     hook: HookKind,
 ) -> Result<Subject, String> {
     let name = spec.name.as_deref();
-    let documents = manifests::load_objects(&[dir.join(file)]).map_err(|e| e.to_string())?;
+    let mut paths = vec![dir.join(file)];
+    paths.extend(spec.manifests.iter().map(|extra| dir.join(extra)));
+    let documents = manifests::load_objects(&paths).map_err(|e| e.to_string())?;
     let cluster = OfflineCluster::from_documents(documents).map_err(|e| e.to_string())?;
     let named = |n: &str| name.is_none_or(|wanted| wanted == n);
     let decorators: Vec<_> = cluster

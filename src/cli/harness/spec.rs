@@ -17,6 +17,10 @@ pub struct TestFile {
     /// name, so a manifest's `configMapRef` scripts are read from the files next to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scripts_dir: Option<String>,
+    /// More manifests (relative to the test file) loaded with every `controller` file: the
+    /// CRDs of custom types it names, ConfigMaps its hooks reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<String>,
     /// Which controller of the manifests, when they hold more than one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

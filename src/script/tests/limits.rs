@@ -279,3 +279,15 @@ fn a_fresh_call_after_a_limit_has_a_fresh_budget() {
         json!(10)
     );
 }
+
+/// Expression nesting is fixed, so a debug build (`metascript test`) accepts exactly what a
+/// release operator does. Each parenthesis costs two levels of the 64: 30 compile (Rhai's own
+/// debug-build default of 32 would reject them), 40 do not.
+#[test]
+fn rhai_expression_depth_is_the_same_in_every_build() {
+    let nested = |depth: usize| format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+    let ok = run_with(Language::Rhai, &nested(30), json!({}), &context()).unwrap();
+    assert_eq!(ok, json!(1));
+    let error = run_with(Language::Rhai, &nested(40), json!({}), &context()).unwrap_err();
+    assert!(error.to_string().contains("complex"), "{error}");
+}
