@@ -134,16 +134,16 @@ mod tests {
         assert_eq!(
             mismatches(&expected, &actual, true),
             vec![
-                "labels.b: not expected, got \"2\"",
-                "attachments[0].x: not expected, got 1"
+                "attachments[0].x: not expected, got 1",
+                "labels.b: not expected, got \"2\""
             ]
         );
         let wrong = json!({"labels": {"a": "2"}, "attachments": []});
         assert_eq!(
             mismatches(&expected, &wrong, false),
             vec![
-                "labels.a: expected \"1\", got \"2\"",
-                "attachments: expected a list of 1, got a list of 0"
+                "attachments: expected a list of 1, got a list of 0",
+                "labels.a: expected \"1\", got \"2\""
             ]
         );
         assert_eq!(
