@@ -219,14 +219,7 @@ pub fn sync_map_parent(
     for input in &inputs {
         let map_key = Mapper::map_key(input);
         let observed = groups.get(&map_key).cloned().unwrap_or_default();
-        let result = runner
-            .call(HookKind::Map, &mapper.map_request(parent, input, &observed))
-            .map_err(SyncError::from)
-            .and_then(|response| {
-                mapper
-                    .plan_map(parent, &map_key, &observed, &response)
-                    .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error).into())
-            });
+        let result = map_input(mapper, runner, parent, input, &observed);
         live_keys.insert(map_key.clone());
         steps.push(MapStep {
             hook: Some(HookKind::Map),
@@ -252,6 +245,22 @@ pub fn sync_map_parent(
         });
     }
     Ok(steps)
+}
+
+/// Runs the map hook for one selected input and plans its outputs (`observed`: the parent's
+/// outputs tagged with the input's map key).
+pub fn map_input(
+    mapper: &Mapper,
+    runner: &HookRunner,
+    parent: &Value,
+    input: &Value,
+    observed: &[&Value],
+) -> Result<Plan, SyncError> {
+    let map_key = Mapper::map_key(input);
+    let response = runner.call(HookKind::Map, &mapper.map_request(parent, input, observed))?;
+    mapper
+        .plan_map(parent, &map_key, observed, &response)
+        .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error).into())
 }
 
 /// Output groups whose input is no longer selected.

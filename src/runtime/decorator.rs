@@ -3,51 +3,25 @@
 
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
+use super::controller::{self, Failure};
 use super::operator::{Shared, WorkKey};
-use super::routes::{ObjRef, Routes};
-use super::scripts::CachedConfigMaps;
-use super::status::{self, Health, SyncOutcomes};
-use crate::api::{ControllerStatus, DecoratorController, ScriptStatus};
-use crate::controllers::decorator::Decorator;
-use crate::controllers::{DECORATOR_LABEL, Plan};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use super::routes::{ObjRef, Routes, push_unique};
+use super::status::{Health, SyncOutcomes};
+use crate::api::DecoratorController;
+use crate::controllers::decorator::{Decorator, Phase};
+use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
+use crate::hooks::ControllerHooks;
 use crate::object;
 use crate::resources::ResourceType;
-use crate::sync::{self, HookRunner};
-use kube::api::{Api, Patch, PatchParams};
+use crate::sync::{self, ObjectStore};
 use kube::runtime::events::EventType;
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The finalizer the operator keeps on a DecoratorController with a finalize hook, so that
 /// deleting the controller first releases every target it holds a finalizer on.
 pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
-
-/// Why a sync failed: an Event reason and the message.
-pub struct Failure {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl From<sync::SyncError> for Failure {
-    fn from(error: sync::SyncError) -> Self {
-        Failure {
-            reason: error.reason(),
-            message: error.to_string(),
-        }
-    }
-}
-
-impl Failure {
-    fn new(reason: &'static str, message: impl ToString) -> Failure {
-        Failure {
-            reason,
-            message: message.to_string(),
-        }
-    }
-}
 
 /// One loaded DecoratorController.
 pub struct DecoratorRuntime {
@@ -64,6 +38,8 @@ pub struct DecoratorRuntime {
 
 impl DecoratorRuntime {
     pub fn add_routes(&self, name: &str, routes: &mut Routes) {
+        let reload = WorkKey::Decorator(name.to_string());
+        let name = &name.to_string();
         for (_, resource) in &self.decorator.rules {
             push_unique(routes.targets.entry(resource.clone()).or_default(), name);
         }
@@ -76,29 +52,16 @@ impl DecoratorRuntime {
         for config_map in &self.config_maps {
             push_unique(
                 routes.config_maps.entry(config_map.clone()).or_default(),
-                name,
+                &reload,
             );
         }
         for key in &self.script_keys {
-            push_unique(routes.script_keys.entry(key.clone()).or_default(), name);
+            push_unique(routes.script_keys.entry(key.clone()).or_default(), &reload);
         }
-    }
-
-    fn digests(&self) -> BTreeMap<String, String> {
-        self.hooks
-            .iter()
-            .map(|hook| (hook.kind.to_string(), hook.script.digest().to_string()))
-            .collect()
     }
 
     fn target_types(&self) -> impl Iterator<Item = &ResourceType> {
         self.decorator.rules.iter().map(|(_, resource)| resource)
-    }
-}
-
-fn push_unique(list: &mut Vec<String>, name: &str) {
-    if !list.iter().any(|n| n == name) {
-        list.push(name.to_string());
     }
 }
 
@@ -143,140 +106,70 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
                 .unloaded
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(name.to_string(), health);
+                .insert(key.clone(), health);
             shared.queue.retry_later(key.clone());
         }
     }
 }
 
-/// Resolves a controller's types, starts their watches and compiles its hooks. A compile
-/// failure keeps the previous version's hooks running, marked stale.
+/// Resolves a controller's types, starts their watches and compiles its hooks.
 async fn build(
     shared: &Arc<Shared>,
     name: &str,
     controller: &DecoratorController,
 ) -> Result<DecoratorRuntime, Health> {
     let generation = controller.metadata.generation;
-    let fail = |reason: &str, message: String| Health {
-        generation,
-        ready: Err((reason.to_string(), message.clone())),
-        scripts_loaded: Err((reason.to_string(), message)),
-        scripts: BTreeMap::new(),
-    };
     let spec = &controller.spec;
-    let references = spec
+    let types = spec
         .resources
         .iter()
         .map(|r| r.resource_ref())
-        .chain(spec.attachments.iter().map(|a| a.resource_ref()));
-    for reference in references {
-        let resolved = shared
-            .discovery
-            .resolve(&reference)
-            .await
-            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
-        shared
-            .informers
-            .ensure(&resolved)
-            .await
-            .map_err(|error| fail("WatchFailed", error.to_string()))?;
-    }
-    let config_maps: Vec<(String, String)> = spec
+        .chain(spec.attachments.iter().map(|a| a.resource_ref()))
+        .collect();
+    let hooks = spec
         .hooks
         .named()
-        .iter()
-        .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.as_ref())
-        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .into_iter()
+        .map(|(k, h)| (k, h.clone()))
         .collect();
-    if !config_maps.is_empty() {
-        let resolved = shared
-            .discovery
-            .resolve(&crate::api::ResourceRef {
-                api_version: "v1".into(),
-                resource: "configmaps".into(),
-            })
-            .await
-            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
-        shared
-            .informers
-            .ensure(&resolved)
-            .await
-            .map_err(|error| fail("WatchFailed", error.to_string()))?;
-    }
-    let script_keys = spec
-        .hooks
-        .named()
-        .iter()
-        .filter_map(|(_, hook)| Some(hook.script.as_ref()?.config_map_ref.as_ref()?.key.clone()))
-        .collect();
-    let decorator = Decorator::new(controller, &*shared.discovery)
-        .map_err(|error| fail("ResolveFailed", error.to_string()))?;
-
-    let cached = CachedConfigMaps(&shared.informers);
-    let local;
-    let lookup: &dyn ConfigMapLookup = match &shared.config.scripts_dir {
-        Some(dir) => {
-            local = ScriptsDir {
-                dir: dir.clone(),
-                fallback: &cached,
-            };
-            &local
-        }
-        None => &cached,
-    };
     let previous = shared.decorator(name);
-    let loaded = ControllerHooks::load(&shared.engine, name, spec.hooks.named(), lookup);
-    let (hooks, scripts_loaded, stale) = match (loaded, &previous) {
-        (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),
-        (Err(error), Some(previous)) => {
-            tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
-            (
-                previous.hooks.clone(),
-                Err(("ScriptError".to_string(), error.to_string())),
-                true,
-            )
-        }
-        (Err(error), None) => return Err(fail("ScriptError", error.to_string())),
-    };
-    let scripts = hooks
-        .iter()
-        .map(|hook| {
-            (
-                hook.kind.to_string(),
-                ScriptStatus {
-                    digest: hook.script.digest().to_string(),
-                    source: hook.script.origin().to_string(),
-                    stale,
-                },
-            )
-        })
-        .collect();
+    let prepared = controller::prepare(
+        shared,
+        name,
+        generation,
+        types,
+        hooks,
+        previous.as_ref().map(|p| p.hooks.clone()),
+    )
+    .await?;
+    let decorator = Decorator::new(controller, &*shared.discovery).map_err(|error| Health {
+        generation,
+        ready: Err(("ResolveFailed".into(), error.to_string())),
+        ..prepared.health.clone()
+    })?;
     Ok(DecoratorRuntime {
         generation,
         decorator: Arc::new(decorator),
-        hooks,
-        health: Health {
-            generation,
-            ready: scripts_loaded.clone(),
-            scripts_loaded,
-            scripts,
-        },
+        hooks: prepared.hooks,
+        health: prepared.health,
         outcomes: previous.map(|p| p.outcomes.clone()).unwrap_or_default(),
         resync_period: spec
             .resync_period_seconds
             .filter(|s| *s > 0)
             .map(|s| Duration::from_secs(s as u64)),
-        config_maps,
-        script_keys,
+        config_maps: prepared.config_maps,
+        script_keys: prepared.script_keys,
     })
 }
 
 /// Makes a freshly built runtime current; re-syncs every target when what runs changed.
 async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: DecoratorRuntime) {
+    let key = WorkKey::Decorator(name.to_string());
     let previous = shared.decorator(name);
-    let changed = previous
-        .as_ref()
-        .is_none_or(|p| p.generation != runtime.generation || p.digests() != runtime.digests());
+    let changed = previous.as_ref().is_none_or(|p| {
+        p.generation != runtime.generation
+            || controller::digests(&p.hooks) != controller::digests(&runtime.hooks)
+    });
     let runtime = Arc::new(runtime);
     shared
         .decorators
@@ -287,13 +180,11 @@ async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: Deco
         .unloaded
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(name);
+        .remove(&key);
     shared.rebuild_routes();
     if runtime.decorator.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
         let plan = Plan {
-            finalizer: Some(crate::controllers::FinalizerChange::Add(
-                CLEANUP_FINALIZER.into(),
-            )),
+            finalizer: Some(FinalizerChange::Add(CLEANUP_FINALIZER.into())),
             ..Plan::default()
         };
         let target = PlanTarget {
@@ -304,33 +195,23 @@ async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: Deco
         };
         if let Err(error) = shared.applier.execute(&target, &plan).await {
             tracing::warn!(controller = name, %error, "cannot add the cleanup finalizer");
-            shared
-                .queue
-                .retry_later(WorkKey::Decorator(name.to_string()));
+            shared.queue.retry_later(key);
         }
     }
     if changed {
-        tracing::info!(controller = name, digests = ?runtime.digests(), "controller loaded; syncing its targets");
+        tracing::info!(controller = name, digests = ?controller::digests(&runtime.hooks), "controller loaded; syncing its targets");
         enqueue_targets(shared, &runtime);
     }
 }
 
 fn remove(shared: &Arc<Shared>, name: &str) {
+    let key = WorkKey::Decorator(name.to_string());
     let removed = shared
         .decorators
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .remove(name);
-    shared
-        .unloaded
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(name);
-    shared
-        .written_status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(name);
+    shared.forget_controller(&key);
     shared.related.remove_controller(name);
     if removed.is_some() {
         shared.rebuild_routes();
@@ -360,14 +241,12 @@ async fn release_all_targets(
             .await
             .map_err(|e| e.to_string())?;
         let resource = &resolved.resource;
-        for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
+        for target in ObjectStore::list(&*shared.informers, resource, None) {
             if !object::has_finalizer(&target, &finalizer) {
                 continue;
             }
             let plan = Plan {
-                finalizer: Some(crate::controllers::FinalizerChange::Remove(
-                    finalizer.clone(),
-                )),
+                finalizer: Some(FinalizerChange::Remove(finalizer.clone())),
                 ..Plan::default()
             };
             let plan_target = PlanTarget {
@@ -384,9 +263,7 @@ async fn release_all_targets(
         }
     }
     let plan = Plan {
-        finalizer: Some(crate::controllers::FinalizerChange::Remove(
-            CLEANUP_FINALIZER.into(),
-        )),
+        finalizer: Some(FinalizerChange::Remove(CLEANUP_FINALIZER.into())),
         ..Plan::default()
     };
     let target = PlanTarget {
@@ -412,7 +289,7 @@ pub fn field_manager(name: &str) -> String {
 pub fn enqueue_targets(shared: &Shared, runtime: &DecoratorRuntime) {
     let finalizer = runtime.decorator.finalizer();
     for resource in runtime.target_types() {
-        for target in crate::sync::ObjectStore::list(&*shared.informers, resource, None) {
+        for target in ObjectStore::list(&*shared.informers, resource, None) {
             if runtime.decorator.selects(&target) || object::has_finalizer(&target, &finalizer) {
                 shared.queue.add(WorkKey::Target {
                     controller: runtime.decorator.name.clone(),
@@ -530,7 +407,7 @@ pub async fn sync_target(shared: &Arc<Shared>, controller: &str, target: &ObjRef
         return;
     };
     let phase = runtime.decorator.phase(&object);
-    if phase == crate::controllers::decorator::Phase::Idle {
+    if phase == Phase::Idle {
         runtime.outcomes.forget(target);
         shared.related.remove(controller, target);
         return;
@@ -619,17 +496,13 @@ async fn plan_target(
     runtime: &Arc<DecoratorRuntime>,
     object: &Arc<Value>,
     target: &ObjRef,
-    phase: crate::controllers::decorator::Phase,
+    phase: Phase,
 ) -> Result<Option<Plan>, Failure> {
     let related = if runtime.decorator.has_customize && sync::runs_hook(phase) {
-        let rules = blocking(
-            shared,
-            runtime,
-            object,
-            |shared, runtime, object, runner| {
-                sync::customize(&runtime.decorator, runner, &*shared.discovery, object)
-            },
-        )
+        let (decorator, target_object) = (runtime.decorator.clone(), object.clone());
+        let rules = controller::blocking(shared, &runtime.hooks, move |shared, runner| {
+            sync::customize(&decorator, runner, &*shared.discovery, &target_object)
+        })
         .await?;
         for (_, resource) in &rules {
             let resolved = shared
@@ -653,50 +526,23 @@ async fn plan_target(
     } else {
         Vec::new()
     };
-    let planned = blocking(
-        shared,
-        runtime,
-        object,
-        move |shared, runtime, object, runner| {
-            sync::sync_decorator_target(
-                &runtime.decorator,
-                runner,
-                &*shared.informers,
-                object,
-                &related,
-            )
-        },
-    )
+    let (decorator, target_object) = (runtime.decorator.clone(), object.clone());
+    let planned = controller::blocking(shared, &runtime.hooks, move |shared, runner| {
+        sync::sync_decorator_target(
+            &decorator,
+            runner,
+            &*shared.informers,
+            &target_object,
+            &related,
+        )
+    })
     .await?;
     Ok(planned.map(|(_, plan)| plan))
 }
 
-/// Runs script work on tokio's blocking pool, never on the runtime's threads.
-async fn blocking<T: Send + 'static>(
-    shared: &Arc<Shared>,
-    runtime: &Arc<DecoratorRuntime>,
-    object: &Arc<Value>,
-    work: impl FnOnce(&Shared, &DecoratorRuntime, &Value, &HookRunner) -> Result<T, sync::SyncError>
-    + Send
-    + 'static,
-) -> Result<T, Failure> {
-    let (shared, runtime, object) = (shared.clone(), runtime.clone(), object.clone());
-    tokio::task::spawn_blocking(move || {
-        let runner = HookRunner {
-            engine: &shared.engine,
-            hooks: &runtime.hooks,
-            clock: None,
-            logs: None,
-        };
-        work(&shared, &runtime, &object, &runner).map_err(Failure::from)
-    })
-    .await
-    .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
-}
-
-/// Brings every controller's status up to date, writing only what changed.
+/// Brings every DecoratorController's status up to date, writing only what changed.
 pub async fn write_statuses(shared: &Arc<Shared>) {
-    let mut wanted: Vec<(String, Health, (u64, u64, u64))> = shared
+    let loaded: Vec<(String, Health, (u64, u64, u64))> = shared
         .decorators()
         .iter()
         .map(|(name, runtime)| {
@@ -707,53 +553,9 @@ pub async fn write_statuses(shared: &Arc<Shared>) {
             )
         })
         .collect();
-    wanted.extend(
-        shared
-            .unloaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(name, health)| (name.clone(), health.clone(), (0, 0, 0))),
-    );
-    let api: Api<DecoratorController> = Api::all(shared.client.clone());
-    for (name, health, counts) in wanted {
-        let previous = shared
-            .written_status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&name)
-            .cloned()
-            .or_else(|| current_status(shared, &name));
-        let status = status::status(previous.as_ref(), &health, counts);
-        if previous.as_ref() == Some(&status) {
-            continue;
-        }
-        // Replaces the whole status, so hooks removed from the spec leave no stale entries.
-        let patch: Patch<Value> = Patch::Json(
-            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
-                .expect("a valid JSON patch"),
-        );
-        match api
-            .patch_status(&name, &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(_) => {
-                shared.applier.writes.record();
-                shared
-                    .written_status
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(name, status);
-            }
-            Err(error) => {
-                tracing::warn!(controller = name, %error, "cannot write controller status")
-            }
-        }
+    for (name, health, counts) in loaded {
+        let key = WorkKey::Decorator(name.clone());
+        controller::write_status(shared, &key, &shared.decorator_type, &name, &health, counts)
+            .await;
     }
-}
-
-/// The status the controller object carries now, as seen by the cache.
-fn current_status(shared: &Shared, name: &str) -> Option<ControllerStatus> {
-    let object = shared.informers.get(&shared.decorator_type, None, name)?;
-    serde_json::from_value(object.get("status")?.clone()).ok()
 }

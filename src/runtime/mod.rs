@@ -2,8 +2,10 @@
 
 pub mod apply;
 pub mod cache;
+mod controller;
 pub mod decorator;
 pub mod discovery;
+pub mod map;
 mod operator;
 pub mod queue;
 pub mod routes;

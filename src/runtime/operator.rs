@@ -5,6 +5,7 @@ use super::apply::{Applier, WriteCounter};
 use super::cache::{Informers, ObjectEvent};
 use super::decorator::{self, DecoratorRuntime};
 use super::discovery::Discovery;
+use super::map::{self, MapRuntime};
 use super::queue::WorkQueue;
 use super::routes::{ObjRef, RelatedIndex, Routes};
 use super::scripts;
@@ -63,6 +64,24 @@ pub enum WorkKey {
     Decorator(String),
     /// Sync one target of a DecoratorController.
     Target { controller: String, target: ObjRef },
+    /// Load, reload or remove a MapController.
+    Map(String),
+    /// Fan a MapController parent out into its pairs and detached groups.
+    Parent { controller: String, parent: ObjRef },
+    /// Map one input for one parent (or settle its outputs when it is no longer selected).
+    Pair {
+        controller: String,
+        parent: ObjRef,
+        input: ObjRef,
+    },
+    /// Settle an output group whose input is not known to be selected.
+    Detached {
+        controller: String,
+        parent: ObjRef,
+        map_key: String,
+    },
+    /// Aggregate a parent's status.
+    ParentStatus { controller: String, parent: ObjRef },
 }
 
 /// Everything the dispatcher, workers and loops share.
@@ -76,13 +95,17 @@ pub struct Shared {
     pub queue: WorkQueue<WorkKey>,
     pub config: OperatorConfig,
     pub decorator_type: ResourceType,
+    pub map_type: ResourceType,
     pub decorators: RwLock<HashMap<String, Arc<DecoratorRuntime>>>,
-    /// Health of controllers that have no runtime (their types or scripts never loaded).
-    pub unloaded: Mutex<HashMap<String, super::status::Health>>,
+    pub maps: RwLock<HashMap<String, Arc<MapRuntime>>>,
+    /// Health of controllers that have no runtime (their types or scripts never loaded), by
+    /// their load work key.
+    pub unloaded: Mutex<HashMap<WorkKey, super::status::Health>>,
     pub routes: RwLock<Routes>,
     pub related: RelatedIndex,
-    /// The status last written per controller, so unchanged status is never rewritten.
-    pub written_status: Mutex<HashMap<String, ControllerStatus>>,
+    /// The status last written per controller (by load work key), so unchanged status is
+    /// never rewritten.
+    pub written_status: Mutex<HashMap<WorkKey, ControllerStatus>>,
 }
 
 /// A running operator; dropping it stops every task.
@@ -98,14 +121,18 @@ impl Operator {
         config: OperatorConfig,
     ) -> Result<Operator, StartError> {
         let discovery = Discovery::new(client.clone());
+        let own_type = |resource: &str| ResourceRef {
+            api_version: "metascript.dev/v1alpha1".into(),
+            resource: resource.into(),
+        };
         let decorator_type = discovery
-            .resolve(&ResourceRef {
-                api_version: "metascript.dev/v1alpha1".into(),
-                resource: "decoratorcontrollers".into(),
-            })
+            .resolve(&own_type("decoratorcontrollers"))
             .await
-            .map_err(StartError::MissingCrds)?
-            .clone();
+            .map_err(StartError::MissingCrds)?;
+        let map_type = discovery
+            .resolve(&own_type("mapcontrollers"))
+            .await
+            .map_err(StartError::MissingCrds)?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let reporter = Reporter {
@@ -122,21 +149,28 @@ impl Operator {
             queue: WorkQueue::new(),
             config: config.clone(),
             decorator_type: decorator_type.resource.clone(),
+            map_type: map_type.resource.clone(),
             decorators: RwLock::default(),
+            maps: RwLock::default(),
             unloaded: Mutex::default(),
             routes: RwLock::default(),
             related: RelatedIndex::default(),
             written_status: Mutex::default(),
         });
         let mut tasks = vec![tokio::spawn(dispatch(shared.clone(), events_rx))];
-        shared
-            .informers
-            .ensure(&decorator_type)
-            .await
-            .map_err(|error| StartError::Watch {
-                what: "DecoratorControllers".into(),
-                message: error.to_string(),
-            })?;
+        for (what, resolved) in [
+            ("DecoratorControllers", &decorator_type),
+            ("MapControllers", &map_type),
+        ] {
+            shared
+                .informers
+                .ensure(resolved)
+                .await
+                .map_err(|error| StartError::Watch {
+                    what: what.into(),
+                    message: error.to_string(),
+                })?;
+        }
         for _ in 0..config.workers.max(1) {
             tasks.push(tokio::spawn(work(shared.clone())));
         }
@@ -172,10 +206,13 @@ impl Operator {
         self.shared.applier.writes.clone()
     }
 
-    /// Queues every target of every controller, as a periodic resync would.
+    /// Queues every target and parent of every controller, as a periodic resync would.
     pub fn resync_all(&self) {
         for runtime in self.shared.decorators().values() {
             decorator::enqueue_targets(&self.shared, runtime);
+        }
+        for (name, runtime) in self.shared.maps().iter() {
+            map::enqueue_parents(&self.shared, name, runtime);
         }
     }
 
@@ -213,6 +250,26 @@ impl Shared {
         self.decorators().get(name).cloned()
     }
 
+    pub fn maps(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<MapRuntime>>> {
+        self.maps.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn map(&self, name: &str) -> Option<Arc<MapRuntime>> {
+        self.maps().get(name).cloned()
+    }
+
+    /// Drops what is remembered about a removed controller (by its load work key).
+    pub fn forget_controller(&self, key: &WorkKey) {
+        self.unloaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.written_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
     pub fn routes(&self) -> std::sync::RwLockReadGuard<'_, Routes> {
         self.routes.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -221,6 +278,9 @@ impl Shared {
     pub fn rebuild_routes(&self) {
         let mut routes = Routes::default();
         for (name, runtime) in self.decorators().iter() {
+            runtime.add_routes(name, &mut routes);
+        }
+        for (name, runtime) in self.maps().iter() {
             runtime.add_routes(name, &mut routes);
         }
         *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes;
@@ -272,12 +332,17 @@ async fn dispatch(shared: Arc<Shared>, mut events: mpsc::UnboundedReceiver<Objec
         let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
             continue;
         };
+        let name = crate::object::name(object).to_string();
+        let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if super::routes::only_status_changed(old, new));
         if event.resource == shared.decorator_type {
-            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if super::routes::only_status_changed(old, new));
             if !status_only {
-                shared
-                    .queue
-                    .add(WorkKey::Decorator(crate::object::name(object).to_string()));
+                shared.queue.add(WorkKey::Decorator(name));
+            }
+            continue;
+        }
+        if event.resource == shared.map_type {
+            if !status_only {
+                shared.queue.add(WorkKey::Map(name));
             }
             continue;
         }
@@ -286,13 +351,14 @@ async fn dispatch(shared: Arc<Shared>, mut events: mpsc::UnboundedReceiver<Objec
                 crate::object::namespace(object)
                     .unwrap_or_default()
                     .to_string(),
-                crate::object::name(object).to_string(),
+                name,
             );
-            for controller in shared.routes().config_maps.get(&key).into_iter().flatten() {
-                shared.queue.add(WorkKey::Decorator(controller.clone()));
+            for reload in shared.routes().config_maps.get(&key).into_iter().flatten() {
+                shared.queue.add(reload.clone());
             }
         }
         decorator::route_event(&shared, &event);
+        map::route_event(&shared, &event);
     }
 }
 
@@ -303,32 +369,65 @@ async fn work(shared: Arc<Shared>) {
             WorkKey::Target { controller, target } => {
                 decorator::sync_target(&shared, controller, target, &key).await
             }
+            WorkKey::Map(name) => map::load(&shared, name, &key).await,
+            WorkKey::Parent { controller, parent } => {
+                map::sync_parent(&shared, controller, parent).await
+            }
+            WorkKey::Pair {
+                controller,
+                parent,
+                input,
+            } => map::sync_pair(&shared, controller, parent, input, &key).await,
+            WorkKey::Detached {
+                controller,
+                parent,
+                map_key,
+            } => map::sync_detached(&shared, controller, parent, map_key, &key).await,
+            WorkKey::ParentStatus { controller, parent } => {
+                map::sync_status(&shared, controller, parent, &key).await
+            }
         }
         shared.queue.done(&key);
     }
 }
 
-/// Queues every target of a controller each `resyncPeriodSeconds`.
+/// Queues every target or parent of a controller each `resyncPeriodSeconds`.
 async fn resync_loop(shared: Arc<Shared>) {
-    let mut due: HashMap<String, tokio::time::Instant> = HashMap::new();
+    let mut due: HashMap<WorkKey, tokio::time::Instant> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
         let now = tokio::time::Instant::now();
-        let runtimes: Vec<(String, Arc<DecoratorRuntime>)> = shared
-            .decorators()
-            .iter()
-            .map(|(n, r)| (n.clone(), r.clone()))
-            .collect();
-        due.retain(|name, _| runtimes.iter().any(|(n, _)| n == name));
-        for (name, runtime) in runtimes {
-            let Some(period) = runtime.resync_period else {
+        let mut periods: Vec<(WorkKey, Duration)> = Vec::new();
+        for (name, runtime) in shared.decorators().iter() {
+            if let Some(period) = runtime.resync_period {
+                periods.push((WorkKey::Decorator(name.clone()), period));
+            }
+        }
+        for (name, runtime) in shared.maps().iter() {
+            if let Some(period) = runtime.resync_period {
+                periods.push((WorkKey::Map(name.clone()), period));
+            }
+        }
+        due.retain(|key, _| periods.iter().any(|(k, _)| k == key));
+        for (key, period) in periods {
+            let next = due.entry(key.clone()).or_insert(now + period);
+            if *next > now {
                 continue;
-            };
-            let next = due.entry(name).or_insert(now + period);
-            if *next <= now {
-                decorator::enqueue_targets(&shared, &runtime);
-                *next = now + period;
+            }
+            *next = now + period;
+            match &key {
+                WorkKey::Decorator(name) => {
+                    if let Some(runtime) = shared.decorator(name) {
+                        decorator::enqueue_targets(&shared, &runtime);
+                    }
+                }
+                WorkKey::Map(name) => {
+                    if let Some(runtime) = shared.map(name) {
+                        map::enqueue_parents(&shared, name, &runtime);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -340,6 +439,27 @@ async fn status_loop(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         decorator::write_statuses(&shared).await;
+        map::write_statuses(&shared).await;
+        write_unloaded_statuses(&shared).await;
+    }
+}
+
+/// Reports controllers that could not be loaded at all (no runtime to report them).
+async fn write_unloaded_statuses(shared: &Arc<Shared>) {
+    let unloaded: Vec<(WorkKey, super::status::Health)> = shared
+        .unloaded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(key, health)| (key.clone(), health.clone()))
+        .collect();
+    for (key, health) in unloaded {
+        let (resource, name) = match &key {
+            WorkKey::Decorator(name) => (&shared.decorator_type, name),
+            WorkKey::Map(name) => (&shared.map_type, name),
+            _ => continue,
+        };
+        super::controller::write_status(shared, &key, resource, name, &health, (0, 0, 0)).await;
     }
 }
 
@@ -353,8 +473,8 @@ async fn reload_changed_scripts(shared: Arc<Shared>, mut changed: mpsc::Unbounde
             .cloned()
             .unwrap_or_default();
         tracing::info!(file, ?controllers, "script file changed");
-        for controller in controllers {
-            shared.queue.add(WorkKey::Decorator(controller));
+        for reload in controllers {
+            shared.queue.add(reload);
         }
     }
 }

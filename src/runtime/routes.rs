@@ -3,6 +3,7 @@
 //! ConfigMaps and script files to the controllers whose hooks they hold, and related objects
 //! to the targets whose customize rules select them.
 
+use super::operator::WorkKey;
 use crate::controllers::decorator::RelatedRule;
 use crate::object;
 use crate::resources::ResourceType;
@@ -46,10 +47,25 @@ impl std::fmt::Display for ObjRef {
 /// controller is loaded or removed (rare), read on every event (often).
 #[derive(Debug, Default)]
 pub struct Routes {
+    /// Decorator target types → DecoratorController names.
     pub targets: HashMap<ResourceType, Vec<String>>,
+    /// Decorator attachment types → DecoratorController names.
     pub children: HashMap<ResourceType, Vec<String>>,
-    pub config_maps: HashMap<(String, String), Vec<String>>,
-    pub script_keys: HashMap<String, Vec<String>>,
+    /// Map parent, input and output types → MapController names.
+    pub parents: HashMap<ResourceType, Vec<String>>,
+    pub inputs: HashMap<ResourceType, Vec<String>>,
+    pub outputs: HashMap<ResourceType, Vec<String>>,
+    /// ConfigMaps (namespace, name) and script keys → the reload work of the controllers
+    /// whose hooks they hold.
+    pub config_maps: HashMap<(String, String), Vec<WorkKey>>,
+    pub script_keys: HashMap<String, Vec<WorkKey>>,
+}
+
+/// Adds an entry to a route list once.
+pub fn push_unique<T: PartialEq + Clone>(list: &mut Vec<T>, item: &T) {
+    if !list.contains(item) {
+        list.push(item.clone());
+    }
 }
 
 /// Customize rules per target, indexed by the related type and namespace they look in.

@@ -367,6 +367,13 @@ impl ControlPlane {
         &self.kubeconfig_path
     }
 
+    /// The process id of each running component (`etcd`, `kube-apiserver`,
+    /// `kube-controller-manager`), in start order, so benchmarks can report their memory.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        let processes = self.processes.lock().unwrap_or_else(|p| p.into_inner());
+        processes.iter().map(|p| (p.name, p.child.id())).collect()
+    }
+
     /// The admin kubeconfig, with certificates inline.
     pub fn kubeconfig(&self) -> Kubeconfig {
         self.kubeconfig.clone()

@@ -4,5 +4,7 @@
 //! binaries built by `hack/control-plane/build.sh`. Nothing here is used by the operator itself.
 
 mod control_plane;
+mod crds;
 
 pub use control_plane::{BIN_DIR_ENV, ControlPlane, ControlPlaneError, default_bin_dir};
+pub use crds::{InstallCrdsError, install_crds};
