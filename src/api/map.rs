@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
     shortname = "mapc",
     status = "ControllerStatus",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
+    printcolumn = r#"{"name":"Pairs","type":"integer","jsonPath":".status.targets"}"#,
     printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
     printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
     printcolumn = r#"{"name":"Map-Script","type":"string","jsonPath":".status.scripts.map.digest","priority":1}"#,

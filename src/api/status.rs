@@ -11,7 +11,7 @@ pub struct ControllerStatus {
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// Objects this controller syncs: decorator targets, or map parents.
+    /// What this controller syncs: decorator targets, or map (parent, input) pairs.
     #[serde(default)]
     pub targets: u64,
     /// Of those, how many synced successfully on their last attempt.

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Kubeconfig to use; without it, $KUBECONFIG, ~/.kube/config or the in-cluster config.
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig to use; without it, $KUBECONFIG (a list is merged), ~/.kube/config or the
+    /// in-cluster config.
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use instead of the current one.
     #[arg(long)]

@@ -3,6 +3,7 @@
 //! running script work off the async threads, and writing its status.
 
 use super::operator::{Shared, WorkKey};
+use super::routes::{Routes, push_unique};
 use super::scripts::CachedConfigMaps;
 use super::status::{self, Health};
 use crate::api::{ControllerStatus, Hook, HookKind, ResourceRef, ScriptStatus};
@@ -10,6 +11,7 @@ use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::resources::ResourceType;
 use crate::sync::{self, HookRunner};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::EventType;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,14 +41,53 @@ impl Failure {
     }
 }
 
-/// A controller's hooks, compiled, with where their scripts come from.
-pub struct Prepared {
-    pub hooks: Arc<ControllerHooks>,
-    pub health: Health,
-    /// ConfigMaps (namespace, name) whose change reloads the hooks.
+/// Where a controller's scripts come from: a change there reloads the controller, even one
+/// that has not loaded yet.
+#[derive(Clone, Debug, Default)]
+pub struct ScriptSources {
+    /// ConfigMaps (namespace, name) named by `configMapRef`.
     pub config_maps: Vec<(String, String)>,
     /// ConfigMap keys a dev-loop file of the same name replaces.
     pub script_keys: Vec<String>,
+}
+
+impl ScriptSources {
+    pub fn of(hooks: &[(HookKind, Hook)]) -> ScriptSources {
+        let references = hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.clone());
+        ScriptSources {
+            config_maps: references.clone().map(|r| (r.namespace, r.name)).collect(),
+            script_keys: references.map(|r| r.key).collect(),
+        }
+    }
+
+    pub fn add_routes(&self, reload: &WorkKey, routes: &mut Routes) {
+        for config_map in &self.config_maps {
+            push_unique(
+                routes.config_maps.entry(config_map.clone()).or_default(),
+                reload,
+            );
+        }
+        for key in &self.script_keys {
+            push_unique(routes.script_keys.entry(key.clone()).or_default(), reload);
+        }
+    }
+}
+
+/// A controller that could not be loaded: why, and what would reload it.
+#[derive(Clone, Debug)]
+pub struct Unloaded {
+    pub health: Health,
+    pub sources: ScriptSources,
+}
+
+/// A controller's hooks, compiled.
+pub struct Prepared {
+    pub hooks: Arc<ControllerHooks>,
+    pub health: Health,
+    /// True when the newest scripts failed and the previous version keeps running.
+    pub stale: bool,
 }
 
 /// Resolves and watches every type a controller names, then compiles its hooks. When the new
@@ -65,14 +106,8 @@ pub async fn prepare(
         scripts_loaded: Err((reason.to_string(), message)),
         scripts: BTreeMap::new(),
     };
-    let references = hooks
-        .iter()
-        .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.clone());
-    let config_maps: Vec<(String, String)> =
-        references.clone().map(|r| (r.namespace, r.name)).collect();
-    let script_keys: Vec<String> = references.map(|r| r.key).collect();
     let mut types = types;
-    if !config_maps.is_empty() {
+    if !ScriptSources::of(&hooks).config_maps.is_empty() {
         types.push(ResourceRef {
             api_version: "v1".into(),
             resource: "configmaps".into(),
@@ -139,9 +174,56 @@ pub async fn prepare(
             scripts_loaded,
             scripts,
         },
-        config_maps,
-        script_keys,
+        stale,
     })
+}
+
+/// Records a controller that did not load: reported in its status and as an Event, retried
+/// with backoff, and reloaded as soon as one of its script sources changes.
+pub async fn not_loaded(shared: &Shared, key: &WorkKey, object: &Value, unloaded: Unloaded) {
+    let name = crate::object::name(object);
+    tracing::warn!(controller = name, ready = ?unloaded.health.ready, "controller not loaded");
+    if let Err((_, message)) = &unloaded.health.ready {
+        shared
+            .event(
+                object,
+                EventType::Warning,
+                "LoadFailed",
+                "Load",
+                message.clone(),
+            )
+            .await;
+    }
+    shared
+        .unloaded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.clone(), unloaded);
+    shared.rebuild_routes();
+    shared.queue.retry_later(key.clone());
+}
+
+/// Bookkeeping once a controller is loaded: backoff reset, no longer reported as unloaded, and
+/// an Event when its newest scripts failed and the previous version keeps running.
+pub async fn loaded(shared: &Shared, key: &WorkKey, object: &Value, prepared: &Prepared) {
+    shared.queue.forget(key);
+    shared
+        .unloaded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(key);
+    shared.rebuild_routes();
+    if let (true, Err((_, message))) = (prepared.stale, &prepared.health.scripts_loaded) {
+        shared
+            .event(
+                object,
+                EventType::Warning,
+                "ScriptError",
+                "Load",
+                format!("{message} (the previous version keeps running)"),
+            )
+            .await;
+    }
 }
 
 /// The digests of the hooks running, to tell whether a reload changed anything.

@@ -3,7 +3,7 @@
 
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
-use super::controller::{self, Failure};
+use super::controller::{self, Failure, ScriptSources, Unloaded};
 use super::operator::{Shared, WorkKey};
 use super::routes::{ObjRef, Routes, push_unique};
 use super::status::{Health, SyncOutcomes};
@@ -32,8 +32,7 @@ pub struct DecoratorRuntime {
     pub health: Health,
     pub outcomes: Arc<SyncOutcomes<ObjRef>>,
     pub resync_period: Option<Duration>,
-    config_maps: Vec<(String, String)>,
-    script_keys: Vec<String>,
+    sources: ScriptSources,
 }
 
 impl DecoratorRuntime {
@@ -49,15 +48,7 @@ impl DecoratorRuntime {
                 name,
             );
         }
-        for config_map in &self.config_maps {
-            push_unique(
-                routes.config_maps.entry(config_map.clone()).or_default(),
-                &reload,
-            );
-        }
-        for key in &self.script_keys {
-            push_unique(routes.script_keys.entry(key.clone()).or_default(), &reload);
-        }
+        self.sources.add_routes(&reload, routes);
     }
 
     fn target_types(&self) -> impl Iterator<Item = &ResourceType> {
@@ -87,37 +78,6 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
             return;
         }
     };
-    match build(shared, name, &controller).await {
-        Ok(runtime) => install(shared, name, &object, runtime).await,
-        Err(health) => {
-            tracing::warn!(controller = name, ready = ?health.ready, "controller not loaded");
-            if let Err((_, message)) = &health.ready {
-                shared
-                    .event(
-                        &object,
-                        EventType::Warning,
-                        "LoadFailed",
-                        "Load",
-                        message.clone(),
-                    )
-                    .await;
-            }
-            shared
-                .unloaded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.clone(), health);
-            shared.queue.retry_later(key.clone());
-        }
-    }
-}
-
-/// Resolves a controller's types, starts their watches and compiles its hooks.
-async fn build(
-    shared: &Arc<Shared>,
-    name: &str,
-    controller: &DecoratorController,
-) -> Result<DecoratorRuntime, Health> {
     let generation = controller.metadata.generation;
     let spec = &controller.spec;
     let types = spec
@@ -126,45 +86,63 @@ async fn build(
         .map(|r| r.resource_ref())
         .chain(spec.attachments.iter().map(|a| a.resource_ref()))
         .collect();
-    let hooks = spec
+    let hooks: Vec<_> = spec
         .hooks
         .named()
         .into_iter()
         .map(|(k, h)| (k, h.clone()))
         .collect();
+    let sources = ScriptSources::of(&hooks);
     let previous = shared.decorator(name);
-    let prepared = controller::prepare(
-        shared,
-        name,
-        generation,
-        types,
-        hooks,
-        previous.as_ref().map(|p| p.hooks.clone()),
-    )
-    .await?;
-    let decorator = Decorator::new(controller, &*shared.discovery).map_err(|error| Health {
-        generation,
-        ready: Err(("ResolveFailed".into(), error.to_string())),
-        ..prepared.health.clone()
-    })?;
-    Ok(DecoratorRuntime {
-        generation,
-        decorator: Arc::new(decorator),
-        hooks: prepared.hooks,
-        health: prepared.health,
+    let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
+    let prepared = match controller::prepare(shared, name, generation, types, hooks, previous_hooks)
+        .await
+    {
+        Ok(prepared) => prepared,
+        Err(health) => {
+            return controller::not_loaded(shared, key, &object, Unloaded { health, sources }).await;
+        }
+    };
+    // A failed compile keeps the whole previous version running, planner included, so that a
+    // hook added by the broken edit is not half enabled.
+    let (decorator, running_generation) = match (&previous, prepared.stale) {
+        (Some(previous), true) => (previous.decorator.clone(), previous.generation),
+        _ => match Decorator::new(&controller, &*shared.discovery) {
+            Ok(decorator) => (Arc::new(decorator), generation),
+            Err(error) => {
+                let health = Health {
+                    ready: Err(("ResolveFailed".into(), error.to_string())),
+                    ..prepared.health
+                };
+                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
+                    .await;
+            }
+        },
+    };
+    let runtime = DecoratorRuntime {
+        generation: running_generation,
+        decorator,
+        hooks: prepared.hooks.clone(),
+        health: prepared.health.clone(),
         outcomes: previous.map(|p| p.outcomes.clone()).unwrap_or_default(),
         resync_period: spec
             .resync_period_seconds
             .filter(|s| *s > 0)
             .map(|s| Duration::from_secs(s as u64)),
-        config_maps: prepared.config_maps,
-        script_keys: prepared.script_keys,
-    })
+        sources,
+    };
+    install(shared, name, key, &object, runtime, &prepared).await;
 }
 
 /// Makes a freshly built runtime current; re-syncs every target when what runs changed.
-async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: DecoratorRuntime) {
-    let key = WorkKey::Decorator(name.to_string());
+async fn install(
+    shared: &Arc<Shared>,
+    name: &str,
+    key: &WorkKey,
+    object: &Value,
+    runtime: DecoratorRuntime,
+    prepared: &controller::Prepared,
+) {
     let previous = shared.decorator(name);
     let changed = previous.as_ref().is_none_or(|p| {
         p.generation != runtime.generation
@@ -176,12 +154,7 @@ async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: Deco
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .insert(name.to_string(), runtime.clone());
-    shared
-        .unloaded
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&key);
-    shared.rebuild_routes();
+    controller::loaded(shared, key, object, prepared).await;
     if runtime.decorator.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
         let plan = Plan {
             finalizer: Some(FinalizerChange::Add(CLEANUP_FINALIZER.into())),
@@ -195,7 +168,7 @@ async fn install(shared: &Arc<Shared>, name: &str, object: &Value, runtime: Deco
         };
         if let Err(error) = shared.applier.execute(&target, &plan).await {
             tracing::warn!(controller = name, %error, "cannot add the cleanup finalizer");
-            shared.queue.retry_later(key);
+            shared.queue.retry_later(key.clone());
         }
     }
     if changed {

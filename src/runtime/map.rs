@@ -5,7 +5,7 @@
 
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
-use super::controller::{self, Failure};
+use super::controller::{self, Failure, ScriptSources, Unloaded};
 use super::operator::{Shared, WorkKey};
 use super::routes::{ObjRef, Routes, only_status_changed, push_unique};
 use super::status::{Health, SyncOutcomes};
@@ -35,8 +35,7 @@ pub struct MapRuntime {
     pub outcomes: Arc<SyncOutcomes<(ObjRef, String)>>,
     pub resync_period: Option<Duration>,
     pub bindings: Arc<Bindings>,
-    config_maps: Vec<(String, String)>,
-    script_keys: Vec<String>,
+    sources: ScriptSources,
 }
 
 /// What each input was last mapped for: the parents it fed (so that when it stops matching,
@@ -106,15 +105,7 @@ impl MapRuntime {
                 name,
             );
         }
-        for config_map in &self.config_maps {
-            push_unique(
-                routes.config_maps.entry(config_map.clone()).or_default(),
-                &reload,
-            );
-        }
-        for key in &self.script_keys {
-            push_unique(routes.script_keys.entry(key.clone()).or_default(), &reload);
-        }
+        self.sources.add_routes(&reload, routes);
     }
 
     fn output_types(&self) -> Vec<ResourceType> {
@@ -146,62 +137,47 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
         .chain(spec.input_resources.iter().cloned())
         .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
         .collect();
-    let hooks = spec
+    let hooks: Vec<_> = spec
         .hooks
         .named()
         .into_iter()
         .map(|(k, h)| (k, h.clone()))
         .collect();
+    let sources = ScriptSources::of(&hooks);
     let previous = shared.map(name);
-    let prepared = controller::prepare(
-        shared,
-        name,
-        generation,
-        types,
-        hooks,
-        previous.as_ref().map(|p| p.hooks.clone()),
-    )
-    .await;
-    let loaded = match prepared {
-        Ok(prepared) => match Mapper::new(&controller, &*shared.discovery) {
-            Ok(mapper) => Ok((prepared, mapper)),
-            Err(error) => Err(Health {
-                generation,
-                ready: Err(("ResolveFailed".into(), error.to_string())),
-                ..prepared.health
-            }),
-        },
-        Err(health) => Err(health),
-    };
-    let (prepared, mapper) = match loaded {
-        Ok(loaded) => loaded,
+    let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
+    let prepared = match controller::prepare(shared, name, generation, types, hooks, previous_hooks)
+        .await
+    {
+        Ok(prepared) => prepared,
         Err(health) => {
-            tracing::warn!(controller = name, ready = ?health.ready, "controller not loaded");
-            if let Err((_, message)) = &health.ready {
-                shared
-                    .event(
-                        &object,
-                        EventType::Warning,
-                        "LoadFailed",
-                        "Load",
-                        message.clone(),
-                    )
-                    .await;
-            }
-            lock(&shared.unloaded).insert(key.clone(), health);
-            shared.queue.retry_later(key.clone());
-            return;
+            return controller::not_loaded(shared, key, &object, Unloaded { health, sources }).await;
         }
     };
+    // A failed compile keeps the whole previous version running, planner included.
+    let (mapper, running_generation) = match (&previous, prepared.stale) {
+        (Some(previous), true) => (previous.mapper.clone(), previous.generation),
+        _ => match Mapper::new(&controller, &*shared.discovery) {
+            Ok(mapper) => (Arc::new(mapper), generation),
+            Err(error) => {
+                let health = Health {
+                    ready: Err(("ResolveFailed".into(), error.to_string())),
+                    ..prepared.health
+                };
+                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
+                    .await;
+            }
+        },
+    };
     let changed = previous.as_ref().is_none_or(|p| {
-        p.generation != generation
+        p.generation != running_generation
             || controller::digests(&p.hooks) != controller::digests(&prepared.hooks)
     });
     let runtime = Arc::new(MapRuntime {
-        generation,
-        mapper: Arc::new(mapper),
-        hooks: prepared.hooks,
-        health: prepared.health,
+        generation: running_generation,
+        mapper,
+        hooks: prepared.hooks.clone(),
+        health: prepared.health.clone(),
         outcomes: previous
             .as_ref()
             .map(|p| p.outcomes.clone())
@@ -214,16 +190,14 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
             .as_ref()
             .map(|p| p.bindings.clone())
             .unwrap_or_default(),
-        config_maps: prepared.config_maps,
-        script_keys: prepared.script_keys,
+        sources,
     });
     shared
         .maps
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .insert(name.to_string(), runtime.clone());
-    lock(&shared.unloaded).remove(key);
-    shared.rebuild_routes();
+    controller::loaded(shared, key, &object, &prepared).await;
     if changed {
         tracing::info!(controller = name, digests = ?controller::digests(&runtime.hooks), "controller loaded; syncing its parents");
         enqueue_parents(shared, name, &runtime);
@@ -394,6 +368,11 @@ pub async fn sync_parent(shared: &Arc<Shared>, controller: &str, parent_ref: &Ob
     let selector = match mapper.parent_selector(&parent) {
         Ok(selector) => selector,
         Err(error) => {
+            // Counted as a failing pair of the parent until its selector is fixed (an edit of
+            // the parent brings it back here).
+            runtime
+                .outcomes
+                .failed((parent_ref.clone(), String::new()), error.to_string());
             shared
                 .event(
                     &parent,
@@ -406,6 +385,9 @@ pub async fn sync_parent(shared: &Arc<Shared>, controller: &str, parent_ref: &Ob
             return;
         }
     };
+    runtime
+        .outcomes
+        .forget(&(parent_ref.clone(), String::new()));
     let namespace = if mapper.parent.namespaced {
         object::namespace(&parent)
     } else {
@@ -625,6 +607,14 @@ async fn finish(
         }
         Err(failure) => fail(shared, runtime, parent, pair, key, failure).await,
     }
+    // Inputs come and go with pairs; the counts in the parent's status follow.
+    shared.queue.add_after(
+        WorkKey::ParentStatus {
+            controller: runtime.mapper.name.clone(),
+            parent: pair.0.clone(),
+        },
+        STATUS_DELAY,
+    );
 }
 
 async fn fail(

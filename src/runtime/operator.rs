@@ -100,7 +100,7 @@ pub struct Shared {
     pub maps: RwLock<HashMap<String, Arc<MapRuntime>>>,
     /// Health of controllers that have no runtime (their types or scripts never loaded), by
     /// their load work key.
-    pub unloaded: Mutex<HashMap<WorkKey, super::status::Health>>,
+    pub unloaded: Mutex<HashMap<WorkKey, super::controller::Unloaded>>,
     pub routes: RwLock<Routes>,
     pub related: RelatedIndex,
     /// The status last written per controller (by load work key), so unchanged status is
@@ -283,6 +283,15 @@ impl Shared {
         for (name, runtime) in self.maps().iter() {
             runtime.add_routes(name, &mut routes);
         }
+        // Controllers that did not load still reload when a script source of theirs changes.
+        for (key, unloaded) in self
+            .unloaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            unloaded.sources.add_routes(key, &mut routes);
+        }
         *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes;
     }
 
@@ -451,7 +460,7 @@ async fn write_unloaded_statuses(shared: &Arc<Shared>) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .map(|(key, health)| (key.clone(), health.clone()))
+        .map(|(key, unloaded)| (key.clone(), unloaded.health.clone()))
         .collect();
     for (key, health) in unloaded {
         let (resource, name) = match &key {

@@ -9,6 +9,7 @@ pub use spec::{Case, TestFile};
 use super::manifests::{self, ManifestError, to_yaml};
 use super::offline::OfflineCluster;
 use crate::api::{HookKind, Language};
+use crate::controllers::InvalidResponse;
 use crate::controllers::decorator::{Decorator, Observed, Phase};
 use crate::controllers::map::Mapper;
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir};
@@ -136,6 +137,13 @@ pub fn run(args: TestArgs) -> ExitCode {
         }
     }
     println!("{passed} passed, {failed} failed");
+    if let Some(filter) = &args.filter
+        && passed + failed == 0
+        && unusable.is_empty()
+    {
+        eprintln!("error: no case matches -k {filter:?}");
+        return ExitCode::from(2);
+    }
     if !unusable.is_empty() {
         ExitCode::from(2)
     } else if failed > 0 {
@@ -195,7 +203,7 @@ fn run_file(
     for case in &mut spec.cases {
         let request =
             case_request(dir, case).map_err(|m| unusable(format!("case {:?}: {m}", case.name)))?;
-        for subject in &subjects {
+        for (index, subject) in subjects.iter().enumerate() {
             let name = if subjects.len() > 1 {
                 format!("{} [{}]", case.name, subject.label)
             } else {
@@ -212,7 +220,9 @@ fn run_file(
             let clock = case.clock.or(spec.clock);
             let result = call(engine, subject, &request, clock, logs.clone());
             let time = started.elapsed();
+            // Every subject is held to the same expectation: the first one writes it.
             if args.update
+                && index == 0
                 && case.expect_error.is_none()
                 && let Ok(actual) = &result
             {
@@ -329,16 +339,21 @@ fn call(
                     Phase::Sync
                 };
                 let target = &request["object"];
-                if decorator.target_type(target).is_some() {
-                    let observed = Observed {
-                        target,
-                        attachments: Vec::new(),
-                        related: Value::Null,
-                    };
-                    decorator
-                        .plan(phase, &observed, &response)
-                        .map_err(invalid)?;
+                if decorator.target_type(target).is_none() {
+                    return Err(invalid(InvalidResponse::new(
+                        "(request)",
+                        "request.object is not of a type the controller targets, so the \
+                         response cannot be checked as the operator would",
+                    )));
                 }
+                let observed = Observed {
+                    target,
+                    attachments: Vec::new(),
+                    related: Value::Null,
+                };
+                decorator
+                    .plan(phase, &observed, &response)
+                    .map_err(invalid)?;
             }
         },
         Validator::Map(mapper) => {

@@ -1,0 +1,603 @@
+//! MapController end to end against a real kube-apiserver and controller-manager: the
+//! snapshot-schedule and configmap-transform examples, selector changes on parents and inputs,
+//! detached outputs with and without a tombstone hook, status aggregation and cascading
+//! deletion.
+//!
+//! A MapController has no selector of its own: it maps every parent of its type. Each test
+//! therefore gives its parent CRD a group of its own, so concurrent tests never share parents.
+
+mod support;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use metascript::object;
+use metascript::resources::StaticResolver;
+use serde_json::{Value, json};
+use support::{WAIT, client, eventually, test_namespace, unique_name};
+
+const SNAPSHOT_CRDS: &str = include_str!("../scripts/snapshot-schedule/crds.yaml");
+const TRANSFORM_CRDS: &str = include_str!("../scripts/configmap-transform/crds.yaml");
+
+/// The cluster as the tests see it: the types they use, and helpers to apply and read objects.
+struct Cluster {
+    client: kube::Client,
+    types: StaticResolver,
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        support::operator::operator().await;
+        Cluster {
+            client: client().await,
+            types: StaticResolver::with_builtins(),
+        }
+    }
+
+    /// Installs the CRDs of an example file, giving the parent kind its own group.
+    async fn install(&mut self, crds_yaml: &str, parent_kind: &str, group: &str) {
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(crds_yaml).expect("example CRDs parse");
+        for mut crd in documents.into_iter().filter(|d| !d.is_null()) {
+            if crd["spec"]["names"]["kind"] == parent_kind {
+                crd["spec"]["group"] = json!(group);
+                let plural = crd["spec"]["names"]["plural"].as_str().unwrap().to_string();
+                crd["metadata"]["name"] = json!(format!("{plural}.{group}"));
+            }
+            self.types.add_crd(&crd);
+            let name = object::name(&crd).to_string();
+            let typed: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+            crds.patch(
+                &name,
+                &PatchParams::apply("metascript-tests").force(),
+                &Patch::Apply(&typed),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+            eventually(&format!("CRD {name} established"), || async {
+                let status = crds.get(&name).await.ok()?.status?;
+                status
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            })
+            .await;
+        }
+    }
+
+    fn api(&self, like: &Value) -> Api<DynamicObject> {
+        let resource = match (object::api_version(like), object::kind(like)) {
+            ("metascript.dev/v1alpha1", _) => {
+                return support::operator::api_for(&self.client, like);
+            }
+            (api_version, kind) => self
+                .types
+                .find_kind(api_version, kind)
+                .unwrap_or_else(|| panic!("unknown type {kind}.{api_version}")),
+        };
+        match object::namespace(like) {
+            Some(ns) if resource.namespaced => {
+                Api::namespaced_with(self.client.clone(), ns, &resource.api_resource())
+            }
+            _ => Api::all_with(self.client.clone(), &resource.api_resource()),
+        }
+    }
+
+    async fn apply(&self, object: &Value) {
+        self.api(object)
+            .patch(
+                object::name(object),
+                &PatchParams::apply("test-user").force(),
+                &Patch::Apply(object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {}: {e}", object::ObjectKey::of(object)));
+    }
+
+    async fn patch_status(&self, object: &Value, status: Value) {
+        self.api(object)
+            .patch_status(
+                object::name(object),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap_or_else(|e| {
+                panic!("patching status of {}: {e}", object::ObjectKey::of(object))
+            });
+    }
+
+    async fn delete(&self, object: &Value) {
+        self.api(object)
+            .delete(object::name(object), &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", object::ObjectKey::of(object)));
+    }
+
+    async fn get(&self, like: &Value) -> Option<Value> {
+        self.api(like)
+            .get_opt(object::name(like))
+            .await
+            .unwrap_or_else(|e| panic!("reading {}: {e}", object::ObjectKey::of(like)))
+            .map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    /// Objects of `like`'s type in its namespace.
+    async fn list(&self, like: &Value) -> Vec<Value> {
+        self.api(like)
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing: {e}"))
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect()
+    }
+
+    async fn wait_for(&self, like: &Value, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, || async { self.get(like).await.filter(|o| check(o)) }).await
+    }
+
+    async fn wait_gone(&self, like: &Value, what: &str) {
+        eventually(what, || async {
+            self.get(like).await.is_none().then_some(())
+        })
+        .await;
+    }
+}
+
+fn map_controller(
+    name: &str,
+    parent: (&str, &str),
+    input: &str,
+    output: (&str, &str),
+    hooks: Value,
+) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+        "metadata": {"name": name},
+        "spec": {
+            "parentResource": {"apiVersion": parent.0, "resource": parent.1},
+            "inputResources": [{"apiVersion": "v1", "resource": input}],
+            "outputResources": [{"apiVersion": output.0, "resource": output.1, "updateStrategy": {"method": "InPlace"}}],
+            "hooks": hooks
+        }
+    })
+}
+
+fn pvc(namespace: &str, name: &str, app: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    })
+}
+
+fn config_map(namespace: &str, name: &str, labels: Value, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data})
+}
+
+fn names_with_prefix(objects: &[Value], prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = objects
+        .iter()
+        .map(|o| object::name(o).to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn snapshot_schedule_runs_in_rhai_and_lua() {
+    let mut cluster = Cluster::new().await;
+    // One parent type for both languages, one after the other: the garbage collector discovers
+    // a new CRD only every 30 s, which each new group would pay.
+    let group = format!("{}.example.com", unique_name("snap"));
+    cluster
+        .install(SNAPSHOT_CRDS, "SnapshotSchedule", &group)
+        .await;
+    for language in ["rhai", "lua"] {
+        let namespace = test_namespace(&cluster.client, &format!("snapshots-{language}")).await;
+        let read = |file: &str| {
+            std::fs::read_to_string(format!("scripts/snapshot-schedule/{file}")).unwrap()
+        };
+        cluster
+            .apply(&config_map(
+                &namespace,
+                "hooks",
+                json!({}),
+                json!({
+                    format!("map.{language}"): read(&format!("map.{language}")),
+                    format!("tombstone.{language}"): read(&format!("tombstone.{language}")),
+                }),
+            ))
+            .await;
+        let by_ref = |key: String| json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}});
+        let name = unique_name(&format!("snapshots-{language}"));
+        let controller = map_controller(
+            &name,
+            (&format!("{group}/v1"), "snapshotschedules"),
+            "persistentvolumeclaims",
+            ("snapshot.storage.k8s.io/v1", "volumesnapshots"),
+            json!({"map": by_ref(format!("map.{language}")), "tombstone": by_ref(format!("tombstone.{language}"))}),
+        );
+        cluster.apply(&controller).await;
+        for (claim, app) in [("data-0", "db"), ("data-1", "db"), ("other", "web")] {
+            let claim = pvc(&namespace, claim, app);
+            cluster.apply(&claim).await;
+            // No volume controller runs here; mark the claims bound as one would.
+            cluster
+                .patch_status(&claim, json!({"phase": "Bound"}))
+                .await;
+        }
+        let schedule = json!({
+            "apiVersion": format!("{group}/v1"), "kind": "SnapshotSchedule",
+            "metadata": {"name": "nightly", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}, "snapshotInterval": "1h", "snapshotTTL": "10d"}
+        });
+        cluster.apply(&schedule).await;
+
+        let snapshot_like = json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": "x", "namespace": namespace}});
+        let snapshots = eventually(
+            &format!("{language}: one snapshot per selected claim"),
+            || async {
+                let all = cluster.list(&snapshot_like).await;
+                (names_with_prefix(&all, "data-0-").len() == 1
+                    && names_with_prefix(&all, "data-1-").len() == 1)
+                    .then_some(all)
+            },
+        )
+        .await;
+        assert!(
+            names_with_prefix(&snapshots, "other-").is_empty(),
+            "an unselected claim got a snapshot"
+        );
+        for snapshot in &snapshots {
+            let owner = &snapshot["metadata"]["ownerReferences"][0];
+            assert_eq!(owner["kind"], "SnapshotSchedule");
+            assert_eq!(owner["name"], "nightly");
+            assert_eq!(
+                snapshot["metadata"]["labels"]["metascript.dev/map"],
+                name.as_str()
+            );
+            assert!(snapshot["metadata"]["labels"]["metascript.dev/map-key"].is_string());
+        }
+        cluster
+            .wait_for(&schedule, "aggregated status", |s| {
+                s["status"]["inputs"]["persistentvolumeclaims"]["total"] == 2
+                    && s["status"]["outputs"]["volumesnapshots"]["total"] == 2
+            })
+            .await;
+
+        // A deleted claim's snapshots are detached; the tombstone hook keeps them within TTL.
+        let kept = names_with_prefix(&snapshots, "data-1-").remove(0);
+        let gone = pvc(&namespace, "data-1", "db");
+        cluster.delete(&gone).await;
+        // The pvc-protection finalizer's controller does not run here; release it as it would.
+        cluster
+            .api(&gone)
+            .patch(
+                "data-1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .expect("releasing the pvc-protection finalizer");
+        cluster
+            .wait_for(&schedule, "one claim left", |s| {
+                s["status"]["inputs"]["persistentvolumeclaims"]["total"] == 1
+            })
+            .await;
+        let mut kept_like = snapshot_like.clone();
+        kept_like["metadata"]["name"] = json!(kept);
+        assert!(
+            cluster.get(&kept_like).await.is_some(),
+            "the tombstone hook keeps snapshots within their TTL"
+        );
+
+        // Deleting the schedule removes its snapshots through garbage collection.
+        cluster.delete(&schedule).await;
+        eventually(
+            &format!("{language}: snapshots garbage-collected"),
+            || async {
+                let all = cluster.list(&snapshot_like).await;
+                (names_with_prefix(&all, "data-").is_empty()).then_some(())
+            },
+        )
+        .await;
+        cluster.delete(&controller).await;
+        cluster
+            .wait_gone(
+                &controller,
+                "the controller removed before the next language",
+            )
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn configmap_transform_follows_selectors_and_never_maps_its_own_outputs() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("transform"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "transform").await;
+    let name = unique_name("transform");
+    let map = include_str!("../scripts/configmap-transform/map.rhai");
+    cluster
+        .apply(&map_controller(
+            &name,
+            (&format!("{group}/v1"), "configtemplates"),
+            "configmaps",
+            ("v1", "configmaps"),
+            json!({"map": {"script": {"language": "rhai", "inline": map}}}),
+        ))
+        .await;
+    cluster
+        .apply(&config_map(
+            &namespace,
+            "web",
+            json!({"app": "web"}),
+            json!({"port": "80"}),
+        ))
+        .await;
+    cluster
+        .apply(&config_map(
+            &namespace,
+            "db",
+            json!({"app": "db"}),
+            json!({"port": "5432"}),
+        ))
+        .await;
+    let template = |app: &str| {
+        json!({
+            "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+            "metadata": {"name": "app-env", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "keyPrefix": "APP_"}
+        })
+    };
+    cluster.apply(&template("web")).await;
+    let rendered = |source: &str| {
+        config_map(
+            &namespace,
+            &format!("{source}-rendered"),
+            json!({}),
+            json!({}),
+        )
+    };
+    let web = cluster
+        .wait_for(&rendered("web"), "web rendered", |_| true)
+        .await;
+    assert_eq!(web["data"], json!({"APP_port": "80"}));
+    assert_eq!(
+        web["metadata"]["ownerReferences"][0]["kind"],
+        "ConfigTemplate"
+    );
+    // The rendered copy carries app=web too, but is the template's own output: never an input.
+    cluster
+        .wait_for(
+            &template("web"),
+            "status counts one input and one output",
+            |t| {
+                t["status"]["inputs"]["configmaps"]["total"] == 1
+                    && t["status"]["outputs"]["configmaps"]["total"] == 1
+            },
+        )
+        .await;
+    assert!(
+        cluster.get(&rendered("web-rendered")).await.is_none(),
+        "an output was mapped again"
+    );
+    assert!(cluster.get(&rendered("db")).await.is_none());
+
+    // An input edit is mapped again; an input that stops matching loses its output at once.
+    cluster
+        .apply(&config_map(
+            &namespace,
+            "web",
+            json!({"app": "web"}),
+            json!({"port": "8080"}),
+        ))
+        .await;
+    cluster
+        .wait_for(&rendered("web"), "web re-rendered", |o| {
+            o["data"]["APP_port"] == "8080"
+        })
+        .await;
+    cluster
+        .apply(&config_map(
+            &namespace,
+            "web",
+            json!({"app": "retired"}),
+            json!({"port": "8080"}),
+        ))
+        .await;
+    cluster
+        .wait_gone(
+            &rendered("web"),
+            "web's output deleted when it stopped matching",
+        )
+        .await;
+
+    // A parent's selector change moves the mapping to what it selects now.
+    cluster.apply(&template("db")).await;
+    let db = cluster
+        .wait_for(&rendered("db"), "db rendered", |_| true)
+        .await;
+    assert_eq!(db["data"], json!({"APP_port": "5432"}));
+    cluster
+        .apply(&config_map(
+            &namespace,
+            "web",
+            json!({"app": "web"}),
+            json!({"port": "8080"}),
+        ))
+        .await;
+    cluster
+        .wait_for(&template("db"), "status follows the new selector", |t| {
+            t["status"]["inputs"]["configmaps"]["total"] == 1
+        })
+        .await;
+    assert!(
+        cluster.get(&rendered("web")).await.is_none(),
+        "web is no longer selected"
+    );
+
+    // Deleting the input deletes its output (no tombstone hook).
+    cluster
+        .delete(&config_map(&namespace, "db", json!({}), json!({})))
+        .await;
+    cluster
+        .wait_gone(&rendered("db"), "db's output deleted with its input")
+        .await;
+}
+
+/// A tombstone hook whose decision depends on the parent: it is asked again when things change,
+/// so detached outputs are kept exactly as long as it says.
+#[tokio::test]
+async fn the_tombstone_hook_is_asked_again_until_it_lets_go() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("retain"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "retain").await;
+    let name = unique_name("retain");
+    let map = r#"return { outputs = { { apiVersion = "v1", kind = "ConfigMap",
+        metadata = { name = name(request.input) .. "-copy" }, data = request.input.data } } }"#;
+    let tombstone = r#"
+        local keep = array()
+        if request.parent.spec.keyPrefix == "keep" then
+          for _, group in pairs(request.outputs) do
+            for _, output in pairs(group) do table.insert(keep, output) end
+          end
+        end
+        return { outputs = keep }"#;
+    let mut controller = map_controller(
+        &name,
+        (&format!("{group}/v1"), "configtemplates"),
+        "configmaps",
+        ("v1", "configmaps"),
+        json!({"map": {"script": {"language": "lua", "inline": map}}, "tombstone": {"script": {"language": "lua", "inline": tombstone}}}),
+    );
+    controller["spec"]["resyncPeriodSeconds"] = json!(1);
+    cluster.apply(&controller).await;
+    let template = |prefix: &str| {
+        json!({
+            "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+            "metadata": {"name": "retain", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"copy": "yes"}}, "keyPrefix": prefix}
+        })
+    };
+    cluster.apply(&template("keep")).await;
+    let source = config_map(
+        &namespace,
+        "source",
+        json!({"copy": "yes"}),
+        json!({"a": "1"}),
+    );
+    cluster.apply(&source).await;
+    let copy = config_map(&namespace, "source-copy", json!({}), json!({}));
+    cluster.wait_for(&copy, "the copy", |_| true).await;
+
+    cluster.delete(&source).await;
+    cluster
+        .wait_for(&template("keep"), "the input gone from status", |t| {
+            t["status"]["inputs"]["configmaps"]["total"] == 0
+        })
+        .await;
+    // Through several resyncs (period 1 s) the tombstone hook keeps saying "keep".
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        cluster.get(&copy).await.is_some(),
+        "the tombstone hook kept it"
+    );
+
+    cluster.apply(&template("drop")).await;
+    cluster
+        .wait_gone(&copy, "the copy deleted once the tombstone hook lets go")
+        .await;
+    let _ = WAIT;
+}
+
+#[tokio::test]
+async fn a_failing_map_hook_deletes_nothing_and_reports_on_the_parent() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("failing"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "failing").await;
+    let name = unique_name("failing");
+    let map = |broken: bool| {
+        let guard = if broken {
+            "if request.input.data.fail == \"yes\" then error(\"refusing \" .. name(request.input)) end\n"
+        } else {
+            ""
+        };
+        format!(
+            "{guard}return {{ outputs = {{ {{ apiVersion = \"v1\", kind = \"ConfigMap\", metadata = {{ name = name(request.input) .. \"-out\" }}, data = request.input.data }} }} }}"
+        )
+    };
+    let controller = |broken: bool| {
+        map_controller(
+            &name,
+            (&format!("{group}/v1"), "configtemplates"),
+            "configmaps",
+            ("v1", "configmaps"),
+            json!({"map": {"script": {"language": "lua", "inline": map(broken)}}}),
+        )
+    };
+    cluster.apply(&controller(false)).await;
+    cluster
+        .apply(&json!({
+            "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+            "metadata": {"name": "t", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"in": "yes"}}}
+        }))
+        .await;
+    let source = |fail: &str| {
+        config_map(
+            &namespace,
+            "src",
+            json!({"in": "yes"}),
+            json!({"fail": fail}),
+        )
+    };
+    cluster.apply(&source("no")).await;
+    let out = config_map(&namespace, "src-out", json!({}), json!({}));
+    cluster.wait_for(&out, "the output", |_| true).await;
+
+    cluster.apply(&controller(true)).await;
+    cluster.apply(&source("yes")).await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), &namespace);
+    let event = eventually("a HookFailed event on the parent", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("HookFailed"))
+    })
+    .await;
+    assert_eq!(
+        event.regarding.as_ref().and_then(|r| r.kind.as_deref()),
+        Some("ConfigTemplate")
+    );
+    assert!(event.note.unwrap_or_default().contains("refusing src"));
+    let status = eventually("failing counted in the MapController status", || async {
+        let controller = cluster.get(&controller(true)).await?;
+        (controller["status"]["failing"] == 1).then_some(controller["status"].clone())
+    })
+    .await;
+    assert_eq!(status["conditions"][0]["type"], "Ready");
+    let kept = cluster
+        .get(&out)
+        .await
+        .expect("a failing map hook must not delete outputs");
+    assert_eq!(kept["data"]["fail"], "no", "nothing was applied either");
+}
