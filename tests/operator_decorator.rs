@@ -568,3 +568,47 @@ async fn related_objects_selected_by_customize_resync_their_targets() {
     })
     .await;
 }
+
+/// `resyncPeriodSeconds` (per controller) and `resyncAfterSeconds` (per object, from the hook)
+/// both call the hook again with nothing changed: a hook stamping `now()` shows it.
+#[tokio::test]
+async fn resync_period_and_resync_after_call_the_hook_again() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "resync").await;
+    let stamp =
+        |extra: &str| format!(r#"#{{ annotations: #{{ "example.com/seen": now() }}{extra} }}"#);
+    let periodic = unique_name("periodic");
+    let mut by_period = controller(&periodic, json!({"sync": inline("rhai", &stamp(""))}));
+    by_period["spec"]["resyncPeriodSeconds"] = json!(1);
+    by_period["spec"]["attachments"] = json!([]);
+    let asked = unique_name("asked");
+    let mut by_hook = controller(
+        &asked,
+        json!({"sync": inline("rhai", &stamp(", resyncAfterSeconds: 0.5"))}),
+    );
+    by_hook["spec"]["attachments"] = json!([]);
+    for (name, decorator) in [(&periodic, by_period), (&asked, by_hook)] {
+        apply(&client, &decorator).await;
+        let sts = stateful_set(&namespace, name, name, 1);
+        apply(&client, &sts).await;
+        let seen = |o: &Value| {
+            o["metadata"]["annotations"]["example.com/seen"]
+                .as_str()
+                .map(str::to_string)
+        };
+        let first =
+            seen(&wait_for(&client, &sts, "a first stamp", |o| seen(o).is_some()).await).unwrap();
+        let second = seen(
+            &wait_for(&client, &sts, "a later stamp", |o| {
+                seen(o).is_some_and(|s| s != first)
+            })
+            .await,
+        )
+        .unwrap();
+        wait_for(&client, &sts, "a third stamp", |o| {
+            seen(o).is_some_and(|s| s != first && s != second)
+        })
+        .await;
+    }
+}

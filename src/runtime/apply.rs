@@ -28,12 +28,12 @@ pub enum ApplyError {
     },
 }
 
-/// Counts the writes the operator makes, so "nothing changed" can be checked as "nothing
-/// written" (tests and benchmarks read it).
+/// A monotonic count the operator keeps (writes made, hooks run), so "nothing changed" can be
+/// checked as "nothing written" by tests and benchmarks.
 #[derive(Debug, Default)]
-pub struct WriteCounter(AtomicU64);
+pub struct Counter(AtomicU64);
 
-impl WriteCounter {
+impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -46,7 +46,7 @@ impl WriteCounter {
 #[derive(Clone)]
 pub struct Applier {
     client: kube::Client,
-    pub writes: Arc<WriteCounter>,
+    pub writes: Arc<Counter>,
 }
 
 /// The object a plan is about, and the types of its children.

@@ -234,13 +234,14 @@ pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Runs script work on tokio's blocking pool, never on the runtime's threads.
+/// Runs script work on tokio's blocking pool, never on the runtime's threads (and counts it).
 pub async fn blocking<T: Send + 'static>(
     shared: &Arc<Shared>,
     hooks: &Arc<ControllerHooks>,
     work: impl FnOnce(&Shared, &HookRunner) -> Result<T, sync::SyncError> + Send + 'static,
 ) -> Result<T, Failure> {
     let (shared, hooks) = (shared.clone(), hooks.clone());
+    shared.syncs.record();
     tokio::task::spawn_blocking(move || {
         let runner = HookRunner {
             engine: &shared.engine,

@@ -95,14 +95,14 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
     let sources = ScriptSources::of(&hooks);
     let previous = shared.decorator(name);
     let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
-    let prepared = match controller::prepare(shared, name, generation, types, hooks, previous_hooks)
-        .await
-    {
-        Ok(prepared) => prepared,
-        Err(health) => {
-            return controller::not_loaded(shared, key, &object, Unloaded { health, sources }).await;
-        }
-    };
+    let prepared =
+        match controller::prepare(shared, name, generation, types, hooks, previous_hooks).await {
+            Ok(prepared) => prepared,
+            Err(health) => {
+                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
+                    .await;
+            }
+        };
     // A failed compile keeps the whole previous version running, planner included, so that a
     // hook added by the broken edit is not half enabled.
     let (decorator, running_generation) = match (&previous, prepared.stale) {

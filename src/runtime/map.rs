@@ -146,14 +146,14 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
     let sources = ScriptSources::of(&hooks);
     let previous = shared.map(name);
     let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
-    let prepared = match controller::prepare(shared, name, generation, types, hooks, previous_hooks)
-        .await
-    {
-        Ok(prepared) => prepared,
-        Err(health) => {
-            return controller::not_loaded(shared, key, &object, Unloaded { health, sources }).await;
-        }
-    };
+    let prepared =
+        match controller::prepare(shared, name, generation, types, hooks, previous_hooks).await {
+            Ok(prepared) => prepared,
+            Err(health) => {
+                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
+                    .await;
+            }
+        };
     // A failed compile keeps the whole previous version running, planner included.
     let (mapper, running_generation) = match (&previous, prepared.stale) {
         (Some(previous), true) => (previous.mapper.clone(), previous.generation),

@@ -1,7 +1,7 @@
 //! The operator: shared watches feeding one dispatcher, a bounded pool of workers draining one
 //! queue, and the loops that resync targets and report controller status.
 
-use super::apply::{Applier, WriteCounter};
+use super::apply::{Applier, Counter};
 use super::cache::{Informers, ObjectEvent};
 use super::decorator::{self, DecoratorRuntime};
 use super::discovery::Discovery;
@@ -91,6 +91,7 @@ pub struct Shared {
     pub informers: Arc<Informers>,
     pub engine: ScriptEngine,
     pub applier: Applier,
+    pub syncs: Arc<Counter>,
     pub recorder: Recorder,
     pub queue: WorkQueue<WorkKey>,
     pub config: OperatorConfig,
@@ -142,6 +143,7 @@ impl Operator {
         let shared = Arc::new(Shared {
             recorder: Recorder::new(client.clone(), reporter),
             applier: Applier::new(client.clone()),
+            syncs: Arc::default(),
             client,
             discovery,
             informers,
@@ -202,8 +204,13 @@ impl Operator {
     }
 
     /// Write requests made so far (apply, patch, delete).
-    pub fn writes(&self) -> Arc<WriteCounter> {
+    pub fn writes(&self) -> Arc<Counter> {
         self.shared.applier.writes.clone()
+    }
+
+    /// Script work items run so far (hook calls for decorator targets and map pairs).
+    pub fn syncs(&self) -> Arc<Counter> {
+        self.shared.syncs.clone()
     }
 
     /// Queues every target and parent of every controller, as a periodic resync would.

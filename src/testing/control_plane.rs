@@ -44,7 +44,9 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// one before our child binds it. Such a collision is retried with fresh ports.
 const START_ATTEMPTS: usize = 3;
 
-const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// A /16, not a /24: every Service gets a cluster IP, and benchmarks create thousands of them
+/// (a /24 runs out after 254, and the apiserver then fails each create with "range is full").
+const SERVICE_CIDR: &str = "10.0.0.0/16";
 /// The first address of [`SERVICE_CIDR`], which the apiserver gives to `kubernetes.default`.
 const SERVICE_IP: &str = "10.0.0.1";
 const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";

@@ -10,6 +10,7 @@
 // Every test binary compiles this module but uses only some of the helpers.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod operator;
 
 use std::sync::OnceLock;

@@ -1,0 +1,196 @@
+//! Nothing changed, nothing written: a converged cluster's resync makes zero write requests,
+//! an unchanged script or a status-only change re-runs nothing. This binary has its own plane
+//! and operator so no other test's activity shows up in the counts.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::cluster::Cluster;
+use support::operator::{apply, operator};
+use support::{client, eventually, test_namespace, unique_name};
+
+/// Waits until the operator has had nothing to do for two seconds; returns (writes, syncs).
+async fn quiet() -> (u64, u64) {
+    let operator = &operator().await.operator;
+    let mut last = (u64::MAX, u64::MAX);
+    let mut still = 0;
+    for _ in 0..600 {
+        let now = (operator.writes().get(), operator.syncs().get());
+        if now == last && operator.queued() == 0 {
+            still += 1;
+            if still == 4 {
+                return now;
+            }
+        } else {
+            still = 0;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("the operator never settled (writes, syncs) = {last:?}");
+}
+
+fn stateful_set(namespace: &str, name: &str, controller: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {"test-controller": controller},
+            "annotations": {"service-per-pod-label": "statefulset.kubernetes.io/pod-name", "service-per-pod-ports": "80:8080"}
+        },
+        "spec": {
+            "replicas": 2, "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "example.invalid/c"}]}}
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_converged_cluster_is_left_alone() {
+    let client = client().await;
+    let operator = &operator().await.operator;
+    let hooks_namespace = test_namespace(&client, "quiet-hooks").await;
+    let namespace = test_namespace(&client, "quiet").await;
+    let name = unique_name("quiet");
+    let script = include_str!("../scripts/service-per-pod/sync.rhai");
+    let hooks = |extra: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hooks", "namespace": hooks_namespace},
+            "data": {"sync.rhai": script, "notes": extra}
+        })
+    };
+    apply(&client, &hooks("first")).await;
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{
+                "apiVersion": "apps/v1", "resource": "statefulsets",
+                "labelSelector": {"matchLabels": {"test-controller": name}},
+                "ignoreStatusChanges": true
+            }],
+            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
+            "resyncPeriodSeconds": 3600,
+            "hooks": {"sync": {"script": {"configMapRef": {"namespace": hooks_namespace, "name": "hooks", "key": "sync.rhai"}}}}
+        }
+    }))
+    .await;
+    for sts in ["a", "b", "c"] {
+        apply(&client, &stateful_set(&namespace, sts, &name)).await;
+    }
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    eventually("six services", || async {
+        (services.list(&Default::default()).await.ok()?.items.len() == 6).then_some(())
+    })
+    .await;
+
+    // A full resync of a converged cluster runs every hook and writes nothing.
+    let (writes, syncs) = quiet().await;
+    operator.resync_all();
+    let (writes_after, syncs_after) = quiet().await;
+    assert!(
+        syncs_after >= syncs + 3,
+        "the resync ran the hooks ({syncs} -> {syncs_after})"
+    );
+    assert_eq!(
+        writes_after,
+        writes,
+        "a resync of an unchanged cluster wrote {} time(s)",
+        writes_after - writes
+    );
+
+    // The script's ConfigMap changes but the script does not: nothing re-runs.
+    apply(&client, &hooks("second")).await;
+    let (writes_after, syncs_after_edit) = quiet().await;
+    assert_eq!(
+        syncs_after_edit, syncs_after,
+        "an unchanged script re-ran hooks"
+    );
+    assert_eq!(writes_after, writes);
+
+    // ignoreStatusChanges: a status-only change of a target re-runs nothing.
+    let sts_api: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    sts_api
+        .patch_status(
+            "a",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"status": {"replicas": 2, "readyReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    let (writes_after, syncs_after_status) = quiet().await;
+    assert_eq!(
+        syncs_after_status, syncs_after,
+        "a status-only change re-ran hooks"
+    );
+    assert_eq!(writes_after, writes);
+
+    // A spec change does re-run (the control for the two checks above).
+    let mut bigger = stateful_set(&namespace, "a", &name);
+    bigger["spec"]["replicas"] = json!(3);
+    apply(&client, &bigger).await;
+    eventually("a seventh service", || async {
+        (services.list(&Default::default()).await.ok()?.items.len() == 7).then_some(())
+    })
+    .await;
+    let (writes_final, syncs_final) = quiet().await;
+    assert!(syncs_final > syncs_after);
+    assert!(writes_final > writes);
+
+    // The same for a MapController: outputs and aggregated status in place, a resync writes nothing.
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("quiet-map"));
+    cluster
+        .install(
+            include_str!("../scripts/configmap-transform/crds.yaml"),
+            "ConfigTemplate",
+            &group,
+        )
+        .await;
+    let map_namespace = test_namespace(&client, "quiet-map").await;
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+        "metadata": {"name": unique_name("quiet-map")},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "configtemplates"},
+            "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "outputResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"map": {"script": {"language": "lua", "inline": include_str!("../scripts/configmap-transform/map.lua")}}}
+        }
+    }))
+    .await;
+    for source in ["one", "two", "three"] {
+        cluster
+            .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": source, "namespace": map_namespace, "labels": {"render": "yes"}}, "data": {"k": source}}))
+            .await;
+    }
+    let template = json!({
+        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "t", "namespace": map_namespace},
+        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
+    });
+    cluster.apply(&template).await;
+    cluster
+        .wait_for(&template, "three rendered outputs counted", |t| {
+            t["status"]["outputs"]["configmaps"]["total"] == 3
+        })
+        .await;
+    let (writes, syncs) = quiet().await;
+    operator.resync_all();
+    let (writes_after, syncs_after) = quiet().await;
+    assert!(
+        syncs_after >= syncs + 3,
+        "the resync ran the map hooks ({syncs} -> {syncs_after})"
+    );
+    assert_eq!(
+        writes_after,
+        writes,
+        "a map resync of an unchanged cluster wrote {} time(s)",
+        writes_after - writes
+    );
+}
