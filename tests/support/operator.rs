@@ -2,8 +2,7 @@
 //! metascript CRDs installed. Tests isolate themselves with uniquely named controllers whose
 //! selectors match only their own objects.
 
-use super::{WAIT, eventually, plane};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use super::{eventually, plane};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use metascript::resources::StaticResolver;
 use metascript::runtime::{Operator, OperatorConfig};
@@ -70,40 +69,9 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
 }
 
 pub async fn install_crds(client: &kube::Client) -> Result<(), String> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in metascript::api::all_crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(
-            &name,
-            &PatchParams::apply("metascript-tests").force(),
-            &Patch::Apply(&crd),
-        )
+    metascript::testing::install_crds(client)
         .await
-        .map_err(|e| format!("installing CRD {name}: {e}"))?;
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let established = crds
-                .get(&name)
-                .await
-                .ok()
-                .and_then(|crd| crd.status)
-                .is_some_and(|status| {
-                    status
-                        .conditions
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("CRD {name} never became Established"));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    Ok(())
+        .map_err(|e| e.to_string())
 }
 
 /// An API for any object of the types the tests use, from its apiVersion and kind.

@@ -1,0 +1,615 @@
+//! How fast the operator converges many targets: the service-per-pod DecoratorController over N
+//! StatefulSets on a fresh local control plane, with the operator running in this process.
+//!
+//! ```sh
+//! hack/control-plane/build.sh    # once; cached afterwards
+//! cargo run --release --example bench_decorator -- --targets 1000 --language rhai
+//! ```
+//!
+//! Phases, each timed from the request that starts it until a watch sees the end state:
+//! 1. the plain client creates N StatefulSets (for comparison; the operator is not running);
+//! 2. the operator starts and the controller is applied: until every StatefulSet has its Service
+//!    and carries the marker label;
+//! 3. a resync of the converged cluster: it must make zero write requests;
+//! 4. the ConfigMap holding the script is edited to set another label value: until every
+//!    StatefulSet shows it;
+//! 5. N more StatefulSets created while the operator runs: until each has its Service and label.
+//!
+//! The control plane runs as separate processes, so the operator's peak RSS is this process's
+//! (which also holds the benchmark's own watches); the apiserver's and etcd's are shown for
+//! context.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Resource, ResourceExt as _};
+use metascript::runtime::{Operator, OperatorConfig};
+use metascript::testing::{ControlPlane, install_crds};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const CONTROLLER: &str = "service-per-pod-bench";
+const MARKER: &str = "metascript.dev/service-per-pod";
+const DECORATOR_LABEL: &str = "metascript.dev/decorator";
+/// Upper bound for any one phase, so a stuck run fails instead of hanging.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
+/// How often a phase that is still waiting prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// Requests the plain client keeps in flight when creating StatefulSets.
+const CREATE_CONCURRENCY: usize = 16;
+
+struct Args {
+    targets: usize,
+    language: String,
+    workers: usize,
+    /// Skip phase 5 (doubles the cluster, so it roughly doubles the run time).
+    skip_live: bool,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        targets: 1000,
+        language: "rhai".into(),
+        workers: 8,
+        skip_live: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--targets" => args.targets = value("--targets")?.parse()?,
+            "--language" => args.language = value("--language")?,
+            "--workers" => args.workers = value("--workers")?.parse()?,
+            "--skip-live" => args.skip_live = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: bench_decorator [--targets N] [--language rhai|lua] [--workers N] [--skip-live]"
+                );
+                std::process::exit(0);
+            }
+            other => anyhow::bail!("unknown argument {other} (try --help)"),
+        }
+    }
+    anyhow::ensure!(
+        matches!(args.language.as_str(), "rhai" | "lua"),
+        "--language must be rhai or lua"
+    );
+    anyhow::ensure!(args.targets > 0, "--targets must be at least 1");
+    Ok(args)
+}
+
+fn script(language: &str) -> &'static str {
+    match language {
+        "rhai" => include_str!("../scripts/service-per-pod/sync.rhai"),
+        _ => include_str!("../scripts/service-per-pod/sync.lua"),
+    }
+}
+
+/// The script with the marker label's value changed, as an engineer's edit would.
+fn edited_script(language: &str, value: &str) -> anyhow::Result<String> {
+    let original = script(language);
+    let (from, to) = match language {
+        "rhai" => (
+            format!(r#""{MARKER}": "true""#),
+            format!(r#""{MARKER}": "{value}""#),
+        ),
+        _ => (
+            r#"[MARKER] = "true""#.to_string(),
+            format!(r#"[MARKER] = "{value}""#),
+        ),
+    };
+    anyhow::ensure!(
+        original.matches(&from).count() == 1,
+        "the service-per-pod script no longer contains `{from}` exactly once; update the benchmark"
+    );
+    Ok(original.replace(&from, &to))
+}
+
+fn stateful_set(namespace: &str, name: &str) -> StatefulSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {"bench": CONTROLLER},
+            "annotations": {
+                "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
+                "service-per-pod-ports": "80:8080"
+            }
+        },
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "example.invalid/web"}]}
+            }
+        }
+    }))
+    .expect("a valid StatefulSet")
+}
+
+fn controller(namespace: &str, key: &str) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": CONTROLLER},
+        "spec": {
+            "resources": [{
+                "apiVersion": "apps/v1", "resource": "statefulsets",
+                "labelSelector": {"matchLabels": {"bench": CONTROLLER}},
+                "annotationSelector": {"matchExpressions": [
+                    {"key": "service-per-pod-label", "operator": "Exists"},
+                    {"key": "service-per-pod-ports", "operator": "Exists"}
+                ]}
+            }],
+            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {
+                "sync": {"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}}
+            }
+        }
+    })
+}
+
+fn config_map(namespace: &str, key: &str, code: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "hooks", "namespace": namespace},
+        "data": {key: code}
+    }))
+    .expect("a valid ConfigMap")
+}
+
+/// Counts, from a metadata watch, the objects of a namespace for which `matches` holds. A watch
+/// rather than polling lists: it sees the moment the last object changes, and costs the
+/// apiserver far less than listing 1,000 objects five times a second.
+struct Counter {
+    count: watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Counter {
+    fn start<K>(
+        api: Api<PartialObjectMeta<K>>,
+        matches: impl Fn(&PartialObjectMeta<K>) -> bool + Send + 'static,
+    ) -> Self
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        PartialObjectMeta<K>: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (tx, count) = watch::channel(0);
+        let task = tokio::spawn(async move {
+            let mut matching: HashSet<String> = HashSet::new();
+            let mut init: HashSet<String> = HashSet::new();
+            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        // The watcher retries by itself; a failure here only delays the count.
+                        tracing::warn!(%error, "benchmark watch failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                };
+                match event {
+                    watcher::Event::Init => init.clear(),
+                    watcher::Event::InitApply(object) => {
+                        if matches(&object) {
+                            init.insert(object.name_any());
+                        }
+                    }
+                    watcher::Event::InitDone => matching = std::mem::take(&mut init),
+                    watcher::Event::Apply(object) => {
+                        if matches(&object) {
+                            matching.insert(object.name_any());
+                        } else {
+                            matching.remove(&object.name_any());
+                        }
+                    }
+                    watcher::Event::Delete(object) => {
+                        matching.remove(&object.name_any());
+                    }
+                }
+                tx.send_replace(matching.len());
+            }
+        });
+        Counter { count, task }
+    }
+
+    /// Waits until at least `n` objects match; returns when that was seen.
+    async fn reached(&mut self, n: usize, what: &str) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + PHASE_TIMEOUT;
+        loop {
+            let reached = {
+                let wait = self.count.wait_for(|count| *count >= n);
+                tokio::time::timeout(PROGRESS_EVERY, wait)
+                    .await
+                    .map(|result| result.is_ok())
+            };
+            match reached {
+                Ok(true) => return Ok(Instant::now()),
+                Ok(false) => anyhow::bail!("the watch counting {what} stopped"),
+                // A slow or stuck phase shows where it is (sync failures are logged as warnings).
+                Err(_) if Instant::now() < deadline => {
+                    println!("    ... {what}: {} of {n}", *self.count.borrow())
+                }
+                Err(_) => anyhow::bail!(
+                    "timed out after {PHASE_TIMEOUT:?} waiting for {what}: {} of {n}",
+                    *self.count.borrow()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn services_counter(client: &kube::Client, namespace: &str) -> Counter {
+    Counter::start(
+        Api::<PartialObjectMeta<Service>>::namespaced(client.clone(), namespace),
+        |s| s.labels().get(DECORATOR_LABEL).map(String::as_str) == Some(CONTROLLER),
+    )
+}
+
+fn marker_counter(client: &kube::Client, namespace: &str, value: &'static str) -> Counter {
+    Counter::start(
+        Api::<PartialObjectMeta<StatefulSet>>::namespaced(client.clone(), namespace),
+        move |s| s.labels().get(MARKER).map(String::as_str) == Some(value),
+    )
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    Ok(())
+}
+
+/// Creates `n` StatefulSets `<prefix>-<i>`, a few requests in flight at a time.
+async fn create_stateful_sets(
+    client: &kube::Client,
+    namespace: &str,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<Duration> {
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &stateful_set(namespace, &format!("{prefix}-{i}")),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(started.elapsed())
+}
+
+/// Waits until the queue is empty and no write happened for `quiet` (the queue does not count
+/// work in progress, so an empty queue alone does not mean the workers are idle).
+async fn settle(operator: &Operator, quiet: Duration) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + PHASE_TIMEOUT;
+    let mut writes = operator.writes().get();
+    let mut since = Instant::now();
+    let mut drained = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = Instant::now();
+        let current = operator.writes().get();
+        if operator.queued() > 0 || current != writes {
+            writes = current;
+            since = now;
+            drained = None;
+        } else {
+            drained.get_or_insert(now);
+            if now - since >= quiet {
+                return Ok(drained.unwrap_or(now));
+            }
+        }
+        anyhow::ensure!(
+            now < deadline,
+            "the operator did not settle in {PHASE_TIMEOUT:?}"
+        );
+    }
+}
+
+/// `VmHWM` (peak) and `VmRSS` (current) of a process, in MiB.
+fn memory(pid: &str) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    };
+    Some((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// CPU time (user + system) each process has used so far: this one (the operator) and the
+/// plane's, so every phase can say where its time went.
+struct CpuClock {
+    processes: Vec<(&'static str, String)>,
+}
+
+impl CpuClock {
+    fn new(plane: &ControlPlane) -> Self {
+        let mut processes = vec![("operator", "self".to_string())];
+        processes.extend(
+            plane
+                .pids()
+                .into_iter()
+                .map(|(name, pid)| (short_name(name), pid.to_string())),
+        );
+        CpuClock { processes }
+    }
+
+    fn now(&self) -> Vec<f64> {
+        self.processes
+            .iter()
+            .map(|(_, pid)| cpu_seconds(pid).unwrap_or(f64::NAN))
+            .collect()
+    }
+
+    /// "operator 1.2, apiserver 8.0, ..." CPU seconds since `since`.
+    fn since(&self, since: &[f64]) -> String {
+        let now = self.now();
+        let parts: Vec<String> = self
+            .processes
+            .iter()
+            .zip(now.iter().zip(since))
+            .map(|((name, _), (now, then))| format!("{name} {:.1}", now - then))
+            .collect();
+        format!("CPU s: {}", parts.join(", "))
+    }
+}
+
+fn short_name(component: &str) -> &'static str {
+    match component {
+        "kube-apiserver" => "apiserver",
+        "kube-controller-manager" => "kcm",
+        _ => "etcd",
+    }
+}
+
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces; utime and
+    // stime are fields 14 and 15 of the line, so 12 and 13 after it.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks / per_second.max(1) as f64)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn per_target(d: Duration, n: usize) -> String {
+    format!("{:.2} ms/target", d.as_secs_f64() * 1000.0 / n as f64)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // kube's client logs every failed readiness probe while the plane starts at ERROR level;
+    // real failures reach this program as errors anyway.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = parse_args()?;
+    let n = args.targets;
+    let language = args.language.as_str();
+    let key = format!("sync.{language}");
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mut row = |what: &str, value: String, note: String| {
+        println!("  {what}: {value} {note}");
+        rows.push((what.to_string(), value, note));
+    };
+
+    println!(
+        "bench_decorator: {n} targets, {language}, {} workers",
+        args.workers
+    );
+    // Awaited on the main thread (not spawned): the plane's processes die with the thread that
+    // started them.
+    let started = Instant::now();
+    let plane = ControlPlane::start().await?;
+    println!("control plane up in {}", secs(started.elapsed()));
+    let client = plane.client().await?;
+    install_crds(&client).await?;
+    let namespace = "bench";
+    create_namespace(&client, namespace).await?;
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &config_map(namespace, &key, script(language)),
+        )
+        .await?;
+
+    let cpu = CpuClock::new(&plane);
+
+    // 1. The plain client, for comparison.
+    let cpu_before = cpu.now();
+    let created = create_stateful_sets(&client, namespace, "sts", n).await?;
+    row(
+        "plain client creates the StatefulSets",
+        secs(created),
+        format!(
+            "({}, {CREATE_CONCURRENCY} in flight; {})",
+            per_target(created, n),
+            cpu.since(&cpu_before)
+        ),
+    );
+
+    // 2. Convergence from scratch. The operator gets its own client (its own connections), as
+    // it would in its own process.
+    let mut services = services_counter(&client, namespace);
+    let mut marked = marker_counter(&client, namespace, "true");
+    let operator_client = plane.client().await?;
+    let cpu_before = cpu.now();
+    let started = Instant::now();
+    let operator = Operator::start(
+        operator_client,
+        OperatorConfig {
+            workers: args.workers,
+            ..OperatorConfig::default()
+        },
+    )
+    .await?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
+        "decoratorcontrollers",
+    );
+    let controllers: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    controllers
+        .patch(
+            CONTROLLER,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(controller(namespace, &key)),
+        )
+        .await?;
+    let all_services = services.reached(n, "the Services").await?;
+    let all_marked = marked.reached(n, "the marker labels").await?;
+    let converged = all_services.max(all_marked) - started;
+    let writes_to_converge = operator.writes().get();
+    row(
+        "converge (operator start to all Services + labels)",
+        secs(converged),
+        format!(
+            "({}; Services done at {}, labels at {}; {writes_to_converge} writes; {})",
+            per_target(converged, n),
+            secs(all_services - started),
+            secs(all_marked - started),
+            cpu.since(&cpu_before)
+        ),
+    );
+
+    // 3. A resync of the converged cluster must write nothing. Status writes come every
+    // status interval, so wait two of them before taking the baseline.
+    let quiet = OperatorConfig::default().status_interval * 2;
+    settle(&operator, quiet).await?;
+    let before = operator.writes().get();
+    let cpu_before = cpu.now();
+    let started = Instant::now();
+    operator.resync_all();
+    let drained = settle(&operator, Duration::from_secs(1)).await?;
+    let resync_writes = operator.writes().get() - before;
+    row(
+        "resync of the converged cluster",
+        format!("{resync_writes} writes"),
+        format!(
+            "(queue drained in {}; {} incl. the 1 s quiet wait)",
+            secs(drained - started),
+            cpu.since(&cpu_before)
+        ),
+    );
+
+    // 4. A script edit reaching every target.
+    let mut relabelled = marker_counter(&client, namespace, "v2");
+    let before = operator.writes().get();
+    let cpu_before = cpu.now();
+    let started = Instant::now();
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .replace(
+            "hooks",
+            &PostParams::default(),
+            &config_map(namespace, &key, &edited_script(language, "v2")?),
+        )
+        .await?;
+    let all_relabelled = relabelled.reached(n, "the edited label").await?;
+    let edit = all_relabelled - started;
+    row(
+        "script edit reaches every target",
+        secs(edit),
+        format!(
+            "({}; {} writes; {})",
+            per_target(edit, n),
+            operator.writes().get() - before,
+            cpu.since(&cpu_before)
+        ),
+    );
+
+    // 5. Objects created while the operator runs.
+    if !args.skip_live {
+        let live = "bench-live";
+        create_namespace(&client, live).await?;
+        let mut live_services = services_counter(&client, live);
+        let mut live_marked = marker_counter(&client, live, "v2");
+        let cpu_before = cpu.now();
+        let started = Instant::now();
+        let created = create_stateful_sets(&client, live, "live", n).await?;
+        let done_services = live_services.reached(n, "the live Services").await?;
+        let done_marked = live_marked.reached(n, "the live labels").await?;
+        let done = done_services.max(done_marked) - started;
+        row(
+            "N more created while running: first create to all converged",
+            secs(done),
+            format!(
+                "(creating them took {}; {})",
+                secs(created),
+                cpu.since(&cpu_before)
+            ),
+        );
+    }
+
+    let operator_memory = memory("self");
+    let plane_memory: Vec<(&str, Option<(f64, f64)>)> = plane
+        .pids()
+        .into_iter()
+        .map(|(name, pid)| (name, memory(&pid.to_string())))
+        .collect();
+    operator.shutdown().await;
+
+    println!();
+    println!(
+        "| {n} targets, {language}, {} workers | value | note |",
+        args.workers
+    );
+    println!("|---|---|---|");
+    for (what, value, note) in &rows {
+        println!("| {what} | {value} | {note} |");
+    }
+    if let Some((peak, _)) = operator_memory {
+        println!(
+            "| operator process peak RSS (VmHWM; includes the bench's watches) | {peak:.0} MiB | |"
+        );
+    }
+    for (name, memory) in plane_memory {
+        if let Some((peak, now)) = memory {
+            println!(
+                "| {name} RSS (peak / at end) | {peak:.0} / {now:.0} MiB | separate process |"
+            );
+        }
+    }
+    anyhow::ensure!(
+        resync_writes == 0,
+        "a resync of the converged cluster made {resync_writes} write requests; expected none"
+    );
+    Ok(())
+}
