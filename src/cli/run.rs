@@ -4,6 +4,8 @@ use crate::runtime::{Operator, OperatorConfig};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +27,9 @@ pub struct RunArgs {
     /// Seconds between controller status updates (written only when changed).
     #[arg(long, default_value_t = 2.0)]
     pub status_interval: f64,
+    /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off.
+    #[arg(long, default_value = "0.0.0.0:9090", env = "METASCRIPT_METRICS_ADDR")]
+    pub metrics_addr: String,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
     pub log: String,
@@ -60,14 +65,42 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     if args.status_interval.is_nan() || args.status_interval <= 0.0 {
         anyhow::bail!("--status-interval must be a positive number of seconds");
     }
+    let metrics_addr: Option<std::net::SocketAddr> = match args.metrics_addr.as_str() {
+        "none" | "" => None,
+        addr => Some(
+            addr.parse()
+                .with_context(|| format!("--metrics-addr {addr:?}: expected HOST:PORT or none"))?,
+        ),
+    };
     let client = client(&args).await?;
     let config = OperatorConfig {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval: Duration::from_secs_f64(args.status_interval),
     };
+    let ready = Arc::new(AtomicBool::new(false));
     let operator = Operator::start(client, config).await?;
+    ready.store(true, Ordering::Relaxed);
+    let endpoint = match metrics_addr {
+        Some(addr) => {
+            // Bind before serving so a taken port is an error at start, not a silent log line.
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics-addr {addr}"))?;
+            let (metrics, ready) = (operator.metrics().clone(), ready.clone());
+            Some(tokio::spawn(async move {
+                if let Err(error) = crate::runtime::metrics::serve(listener, &metrics, ready).await
+                {
+                    tracing::error!(%error, "the metrics endpoint stopped");
+                }
+            }))
+        }
+        None => None,
+    };
     shutdown_signal().await;
+    if let Some(endpoint) = endpoint {
+        endpoint.abort();
+    }
     tracing::info!("shutting down");
     operator.shutdown().await;
     Ok(())

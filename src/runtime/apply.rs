@@ -7,9 +7,8 @@ use crate::resources::ResourceType;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
+use prometheus_client::metrics::counter::Counter;
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -28,25 +27,10 @@ pub enum ApplyError {
     },
 }
 
-/// A monotonic count the operator keeps (writes made, hooks run), so "nothing changed" can be
-/// checked as "nothing written" by tests and benchmarks.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn record(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 #[derive(Clone)]
 pub struct Applier {
     client: kube::Client,
-    pub writes: Arc<Counter>,
+    pub writes: Counter,
 }
 
 /// The object a plan is about, and the types of its children.
@@ -59,11 +43,10 @@ pub struct PlanTarget<'a> {
 }
 
 impl Applier {
-    pub fn new(client: kube::Client) -> Applier {
-        Applier {
-            client,
-            writes: Arc::default(),
-        }
+    /// `writes` counts every write request, so "nothing changed" can be checked as "nothing
+    /// written".
+    pub fn new(client: kube::Client, writes: Counter) -> Applier {
+        Applier { client, writes }
     }
 
     /// Patches other than apply still name the controller's field manager, so every field the
@@ -126,7 +109,7 @@ impl Applier {
         subject: &Value,
         request: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ApplyError> {
-        self.writes.record();
+        self.writes.inc();
         request.await.map_err(|source| ApplyError::Api {
             action,
             object: object::ObjectKey::of(subject).to_string(),
@@ -177,7 +160,7 @@ impl Applier {
             propagation_policy: Some(PropagationPolicy::Background),
             ..DeleteParams::default()
         };
-        self.writes.record();
+        self.writes.inc();
         match api.delete(&key.name, &params).await {
             Ok(_) => Ok(()),
             // Already gone, or replaced by a newer object of the same name: nothing to do.

@@ -241,7 +241,7 @@ pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce(&Shared, &HookRunner) -> Result<T, sync::SyncError> + Send + 'static,
 ) -> Result<T, Failure> {
     let (shared, hooks) = (shared.clone(), hooks.clone());
-    shared.syncs.record();
+    shared.metrics.syncs.inc();
     tokio::task::spawn_blocking(move || {
         let runner = HookRunner {
             engine: &shared.engine,
@@ -249,7 +249,13 @@ pub async fn blocking<T: Send + 'static>(
             clock: None,
             logs: None,
         };
-        work(&shared, &runner).map_err(Failure::from)
+        let started = std::time::Instant::now();
+        let result = work(&shared, &runner).map_err(Failure::from);
+        shared
+            .metrics
+            .sync_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result
     })
     .await
     .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
@@ -281,7 +287,7 @@ pub async fn write_status(
         serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
             .expect("a valid JSON patch"),
     );
-    shared.applier.writes.record();
+    shared.metrics.writes.inc();
     match api
         .patch_status(name, &PatchParams::default(), &patch)
         .await

@@ -446,6 +446,7 @@ async fn fail(
     key: &WorkKey,
     failure: Failure,
 ) {
+    shared.count_failure("decorator", failure.reason);
     let delay = shared.queue.retry_later(key.clone());
     tracing::warn!(controller = %runtime.decorator.name, target = %target, retry_in = ?delay, reason = failure.reason, error = %failure.message, "sync failed");
     runtime

@@ -625,6 +625,7 @@ async fn fail(
     key: &WorkKey,
     failure: Failure,
 ) {
+    shared.count_failure("map", failure.reason);
     let delay = shared.queue.retry_later(key.clone());
     tracing::warn!(controller = %runtime.mapper.name, parent = %pair.0, map_key = pair.1, retry_in = ?delay, reason = failure.reason, error = %failure.message, "map failed");
     runtime.outcomes.failed(

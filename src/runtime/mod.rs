@@ -6,6 +6,7 @@ mod controller;
 pub mod decorator;
 pub mod discovery;
 pub mod map;
+pub mod metrics;
 mod operator;
 pub mod queue;
 pub mod routes;

@@ -1,11 +1,12 @@
 //! The operator: shared watches feeding one dispatcher, a bounded pool of workers draining one
 //! queue, and the loops that resync targets and report controller status.
 
-use super::apply::{Applier, Counter};
+use super::apply::Applier;
 use super::cache::{Informers, ObjectEvent};
 use super::decorator::{self, DecoratorRuntime};
 use super::discovery::Discovery;
 use super::map::{self, MapRuntime};
+use super::metrics::{FailureLabels, Metrics};
 use super::queue::WorkQueue;
 use super::routes::{ObjRef, RelatedIndex, Routes};
 use super::scripts;
@@ -13,6 +14,7 @@ use crate::api::{ControllerStatus, ResourceRef};
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::metrics::counter::Counter;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -91,7 +93,7 @@ pub struct Shared {
     pub informers: Arc<Informers>,
     pub engine: ScriptEngine,
     pub applier: Applier,
-    pub syncs: Arc<Counter>,
+    pub metrics: Metrics,
     pub recorder: Recorder,
     pub queue: WorkQueue<WorkKey>,
     pub config: OperatorConfig,
@@ -140,10 +142,11 @@ impl Operator {
             controller: "metascript".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let metrics = Metrics::default();
         let shared = Arc::new(Shared {
             recorder: Recorder::new(client.clone(), reporter),
-            applier: Applier::new(client.clone()),
-            syncs: Arc::default(),
+            applier: Applier::new(client.clone(), metrics.writes.clone()),
+            metrics,
             client,
             discovery,
             informers,
@@ -204,13 +207,18 @@ impl Operator {
     }
 
     /// Write requests made so far (apply, patch, delete).
-    pub fn writes(&self) -> Arc<Counter> {
-        self.shared.applier.writes.clone()
+    pub fn writes(&self) -> Counter {
+        self.shared.metrics.writes.clone()
     }
 
     /// Script work items run so far (hook calls for decorator targets and map pairs).
-    pub fn syncs(&self) -> Arc<Counter> {
-        self.shared.syncs.clone()
+    pub fn syncs(&self) -> Counter {
+        self.shared.metrics.syncs.clone()
+    }
+
+    /// The operator's metrics, for the `/metrics` endpoint.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
     }
 
     /// Queues every target and parent of every controller, as a periodic resync would.
@@ -300,6 +308,14 @@ impl Shared {
             unloaded.sources.add_routes(key, &mut routes);
         }
         *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes;
+    }
+
+    /// Counts a failed sync.
+    pub fn count_failure(&self, kind: &'static str, reason: &'static str) {
+        self.metrics
+            .failures
+            .get_or_create(&FailureLabels { kind, reason })
+            .inc();
     }
 
     /// Publishes a Kubernetes Event about an object; failures are only logged.
@@ -454,6 +470,7 @@ async fn status_loop(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(shared.config.status_interval);
     loop {
         tick.tick().await;
+        shared.metrics.queue_depth.set(shared.queue.len() as i64);
         decorator::write_statuses(&shared).await;
         map::write_statuses(&shared).await;
         write_unloaded_statuses(&shared).await;
