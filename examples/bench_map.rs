@@ -1,0 +1,716 @@
+//! How fast the operator converges a MapController with one parent and many inputs: the
+//! configmap-transform example (a ConfigTemplate renders each selected ConfigMap into
+//! `<name>-rendered`) on a fresh local control plane, with the operator running in this process.
+//!
+//! ```sh
+//! hack/control-plane/build.sh    # once; cached afterwards
+//! cargo run --release --example bench_map -- --inputs 1000 --language rhai
+//! ```
+//!
+//! Phases, each timed from the request that starts it until a watch (or a poll of the parent)
+//! sees the end state:
+//! 1. a plain client creates the N inputs (8 in flight); the operator is not running yet;
+//! 2. the operator starts and the MapController is applied: until all N outputs exist (with the
+//!    time each tenth of them was reached, which shows whether per-pair cost grows with the
+//!    number of outputs) and until the parent's aggregated status counts N outputs;
+//! 3. a resync of the converged cluster: it must make zero write requests;
+//! 4. one input deleted, and one input relabelled out of the selector: until its output is gone;
+//! 5. for comparison, after the operator has stopped: a plain client creates N ConfigMaps shaped
+//!    like the outputs, sequentially, 8 in flight, and by server-side apply with 8 in flight (what
+//!    the operator does), each in a namespace of its own.
+//!
+//! The control plane runs as separate processes, so the operator's peak RSS is this process's
+//! (which also holds the benchmark's own small watches); the plane's RSS is shown for context.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt as _;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+use kube::runtime::watcher::{self, watcher};
+use metascript::runtime::{Operator, OperatorConfig};
+use metascript::testing::{ControlPlane, install_crds};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::watch;
+
+const CONTROLLER: &str = "configmap-transform-bench";
+const TEMPLATE: &str = "bench-template";
+const NAMESPACE: &str = "bench";
+const MAP_LABEL: &str = "metascript.dev/map";
+const MAP_KEY_LABEL: &str = "metascript.dev/map-key";
+/// The label the parent selects its inputs by (the outputs inherit it, which exercises the
+/// recursion guard: an output is controlled by the parent and so never an input).
+const INPUT_LABEL: (&str, &str) = ("bench", "map-input");
+const TRANSFORM_CRDS: &str = include_str!("../scripts/configmap-transform/crds.yaml");
+/// Requests a plain client keeps in flight, the same as the operator's workers.
+const CONCURRENCY: usize = 8;
+/// How often a phase that is still waiting prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How often the parent's status is read while waiting for the aggregated count.
+const POLL_EVERY: Duration = Duration::from_millis(250);
+
+struct Args {
+    inputs: usize,
+    language: String,
+    workers: usize,
+    /// Upper bound for any one phase, so a pathological run fails instead of hanging.
+    timeout: Duration,
+    skip_plain: bool,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        inputs: 1000,
+        language: "rhai".into(),
+        workers: 8,
+        timeout: Duration::from_secs(20 * 60),
+        skip_plain: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--inputs" => args.inputs = value("--inputs")?.parse()?,
+            "--language" => args.language = value("--language")?,
+            "--workers" => args.workers = value("--workers")?.parse()?,
+            "--timeout-mins" => {
+                args.timeout = Duration::from_secs(60 * value("--timeout-mins")?.parse::<u64>()?)
+            }
+            "--skip-plain" => args.skip_plain = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: bench_map [--inputs N] [--language rhai|lua] [--workers N] \
+                     [--timeout-mins M] [--skip-plain]"
+                );
+                std::process::exit(0);
+            }
+            other => anyhow::bail!("unknown argument {other} (try --help)"),
+        }
+    }
+    anyhow::ensure!(
+        matches!(args.language.as_str(), "rhai" | "lua"),
+        "--language must be rhai or lua"
+    );
+    anyhow::ensure!(args.inputs >= 10, "--inputs must be at least 10");
+    Ok(args)
+}
+
+fn script(language: &str) -> &'static str {
+    match language {
+        "rhai" => include_str!("../scripts/configmap-transform/map.rhai"),
+        _ => include_str!("../scripts/configmap-transform/map.lua"),
+    }
+}
+
+fn input_name(i: usize) -> String {
+    format!("in-{i:05}")
+}
+
+fn input_data(i: usize) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("db-host".to_string(), format!("db-{i}.bench.svc")),
+        ("db-port".to_string(), "5432".to_string()),
+        ("log-level".to_string(), "info".to_string()),
+    ])
+}
+
+fn input(i: usize) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": input_name(i), "namespace": NAMESPACE,
+            "labels": {INPUT_LABEL.0: INPUT_LABEL.1, "tier": "backend"}
+        },
+        "data": input_data(i)
+    }))
+    .expect("a valid ConfigMap")
+}
+
+/// What the map hook renders from input `i` under [`template`], built here so the plain client
+/// writes objects of the same shape and size (labels, annotations, data) as the operator does.
+/// It has no owner reference: the parent lives in another namespace.
+fn output_like(namespace: &str, i: usize) -> ConfigMap {
+    let data = input_data(i);
+    let rendered: BTreeMap<String, String> = data
+        .iter()
+        .map(|(key, value)| {
+            let base = match key.as_str() {
+                "db-host" => "DATABASE_HOST",
+                "db-port" => "DATABASE_PORT",
+                other => other,
+            };
+            (format!("APP_{base}"), value.clone())
+        })
+        .collect();
+    let checksum = hex::encode(Sha256::digest(
+        serde_json::to_vec(&data).unwrap_or_default(),
+    ));
+    let map_key = &hex::encode(Sha256::digest(input_name(i)))[..32];
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": format!("{}-rendered", input_name(i)), "namespace": namespace,
+            "labels": {INPUT_LABEL.0: INPUT_LABEL.1, "tier": "backend",
+                       MAP_LABEL: CONTROLLER, MAP_KEY_LABEL: map_key},
+            "annotations": {
+                "config.example.com/rendered-from": input_name(i),
+                "config.example.com/source-checksum": checksum
+            }
+        },
+        "data": rendered
+    }))
+    .expect("a valid ConfigMap")
+}
+
+fn template() -> Value {
+    json!({
+        "apiVersion": "config.example.com/v1", "kind": "ConfigTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": {INPUT_LABEL.0: INPUT_LABEL.1}},
+            "rename": {"db-host": "DATABASE_HOST", "db-port": "DATABASE_PORT"},
+            "keyPrefix": "APP_"
+        }
+    })
+}
+
+fn template_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.example.com", "v1", "ConfigTemplate"),
+        "configtemplates",
+    );
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+fn map_controller(language: &str) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+        "metadata": {"name": CONTROLLER},
+        "spec": {
+            "parentResource": {"apiVersion": "config.example.com/v1", "resource": "configtemplates"},
+            "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "outputResources": [{"apiVersion": "v1", "resource": "configmaps",
+                                 "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"map": {"script": {"language": language, "inline": script(language)}}}
+        }
+    })
+}
+
+/// Installs the ConfigTemplate CRD of the example and waits until it is served.
+async fn install_template_crd(client: &kube::Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let documents: Vec<Value> = serde_saphyr::from_multiple(TRANSFORM_CRDS)?;
+    for document in documents.into_iter().filter(|d| !d.is_null()) {
+        let crd: CustomResourceDefinition = serde_json::from_value(document)?;
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let established = crds
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "CRD {name} never became Established"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Write {
+    Create,
+    Apply,
+}
+
+/// Writes `objects` with `in_flight` requests at a time; returns how long that took.
+async fn write_all(
+    api: &Api<ConfigMap>,
+    objects: Vec<ConfigMap>,
+    in_flight: usize,
+    how: Write,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    futures::stream::iter(objects)
+        .map(|object| {
+            let api = api.clone();
+            async move {
+                match how {
+                    Write::Create => api.create(&PostParams::default(), &object).await,
+                    Write::Apply => {
+                        // Force and one field manager, as the operator applies its outputs.
+                        let params = PatchParams::apply("bench").force();
+                        api.patch(&object.name_any(), &params, &Patch::Apply(&object))
+                            .await
+                    }
+                }
+            }
+        })
+        .buffer_unordered(in_flight)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(started.elapsed())
+}
+
+/// Counts, from a metadata watch, the operator's outputs in a namespace. A watch rather than
+/// polling lists: it sees the moment the last output appears, and costs the apiserver far less
+/// than listing 10,000 objects four times a second.
+struct OutputCount {
+    count: watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OutputCount {
+    fn start(client: &kube::Client, namespace: &str) -> OutputCount {
+        // Metadata only: the count needs names, not data.
+        let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), namespace);
+        let config = watcher::Config::default().labels(&format!("{MAP_LABEL}={CONTROLLER}"));
+        let (tx, count) = watch::channel(0);
+        let task = tokio::spawn(async move {
+            let mut present: HashSet<String> = HashSet::new();
+            let mut init: HashSet<String> = HashSet::new();
+            let mut events = std::pin::pin!(watcher(api, config));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(watcher::Event::Init) => init.clear(),
+                    Ok(watcher::Event::InitApply(object)) => {
+                        init.insert(object.name_any());
+                    }
+                    Ok(watcher::Event::InitDone) => present = std::mem::take(&mut init),
+                    Ok(watcher::Event::Apply(object)) => {
+                        present.insert(object.name_any());
+                    }
+                    Ok(watcher::Event::Delete(object)) => {
+                        present.remove(&object.name_any());
+                    }
+                    Err(error) => {
+                        // The watcher restarts by itself; a failure only delays the count.
+                        tracing::warn!(%error, "benchmark watch failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                }
+                tx.send_replace(present.len());
+            }
+        });
+        OutputCount { count, task }
+    }
+
+    fn now(&self) -> usize {
+        *self.count.borrow()
+    }
+
+    /// Waits until `done(count)` holds, printing progress (with `status()`) every
+    /// [`PROGRESS_EVERY`]; returns when it was seen.
+    async fn until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(usize) -> bool,
+        status: &dyn Fn() -> String,
+    ) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let waited = tokio::time::timeout(PROGRESS_EVERY, self.count.wait_for(|c| done(*c)))
+                .await
+                .map(|seen| seen.is_ok());
+            match waited {
+                Ok(true) => return Ok(Instant::now()),
+                Ok(false) => anyhow::bail!("the watch counting {what} stopped"),
+                Err(_) if Instant::now() < deadline => {
+                    println!("    ... {what}: {} outputs; {}", self.now(), status())
+                }
+                Err(_) => anyhow::bail!(
+                    "timed out after {timeout:?} waiting for {what}: {} outputs; {}",
+                    self.now(),
+                    status()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for OutputCount {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The operator's counters, for progress lines.
+fn operator_status(operator: &Operator) -> String {
+    format!(
+        "{} map calls, {} writes, {} queued",
+        operator.syncs().get(),
+        operator.writes().get(),
+        operator.queued()
+    )
+}
+
+/// Polls the parent until its aggregated status says `inputs` selected and `outputs` owned.
+async fn parent_counts(
+    api: &Api<DynamicObject>,
+    inputs: usize,
+    outputs: usize,
+    timeout: Duration,
+) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let parent = serde_json::to_value(api.get(TEMPLATE).await?)?;
+        let count = |path: &str| parent.pointer(path).cloned().unwrap_or(Value::Null);
+        let last = (
+            count("/status/inputs/configmaps/total"),
+            count("/status/outputs/configmaps/total"),
+        );
+        if last == (json!(inputs), json!(outputs)) {
+            return Ok(Instant::now());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the parent's status never counted {inputs} inputs and {outputs} outputs; last \
+             seen {last:?}"
+        );
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// Waits until the queue is empty and neither a map call nor a write happened for `quiet`
+/// (the queue does not count work in progress, and a no-op pair makes a map call but no
+/// write, so both counters are watched). Returns when the last activity was seen.
+async fn settle(
+    operator: &Operator,
+    quiet: Duration,
+    timeout: Duration,
+) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + timeout;
+    let counters = || (operator.syncs().get(), operator.writes().get());
+    let mut seen = counters();
+    let mut last_activity = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = Instant::now();
+        let current = counters();
+        if operator.queued() > 0 || current != seen {
+            seen = current;
+            last_activity = now;
+        } else if now - last_activity >= quiet {
+            return Ok(last_activity);
+        }
+        anyhow::ensure!(
+            now < deadline,
+            "the operator did not settle in {timeout:?}: {}",
+            operator_status(operator)
+        );
+    }
+}
+
+/// `VmHWM` (peak) and `VmRSS` (current) of a process, in MiB.
+fn memory(pid: &str) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    };
+    Some((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn per_object(d: Duration, n: usize) -> String {
+    format!("{:.2} ms/object", d.as_secs_f64() * 1000.0 / n as f64)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // kube's client logs every failed readiness probe while the plane starts at ERROR level;
+    // real failures reach this program as errors anyway.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = parse_args()?;
+    let n = args.inputs;
+    let language = args.language.as_str();
+    let timeout = args.timeout;
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mut row = |what: &str, value: String, note: String| {
+        println!("  {what}: {value} {note}");
+        rows.push((what.to_string(), value, note));
+    };
+
+    println!(
+        "bench_map: {n} inputs, {language}, {} workers (pid {})",
+        args.workers,
+        std::process::id()
+    );
+    // Awaited on the main thread (not spawned): the plane's processes die with the thread that
+    // started them.
+    let started = Instant::now();
+    let plane = ControlPlane::start().await?;
+    println!("control plane up in {}", secs(started.elapsed()));
+    let client = plane.client().await?;
+    install_crds(&client).await?;
+    install_template_crd(&client).await?;
+    create_namespace(&client, NAMESPACE).await?;
+
+    // 1. The inputs, and the parent selecting them, before the operator runs.
+    let inputs: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let created = write_all(
+        &inputs,
+        (0..n).map(input).collect(),
+        CONCURRENCY,
+        Write::Create,
+    )
+    .await?;
+    row(
+        "plain client creates the N inputs",
+        secs(created),
+        format!("({}, {CONCURRENCY} in flight)", per_object(created, n)),
+    );
+    let templates = template_api(&client);
+    templates
+        .patch(
+            TEMPLATE,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(template()),
+        )
+        .await?;
+
+    // 2. Convergence. The operator gets its own client (its own connections), as it would in
+    // its own process; it starts before the controller exists, so the timing below is the
+    // controller's work, not the operator's start-up.
+    let mut outputs = OutputCount::start(&client, NAMESPACE);
+    let started = Instant::now();
+    let operator = Operator::start(
+        plane.client().await?,
+        OperatorConfig {
+            workers: args.workers,
+            ..OperatorConfig::default()
+        },
+    )
+    .await?;
+    println!("operator started in {}", secs(started.elapsed()));
+    let status = || operator_status(&operator);
+    let controllers = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "MapController"),
+            "mapcontrollers",
+        ),
+    );
+    let started = Instant::now();
+    controllers
+        .patch(
+            CONTROLLER,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(map_controller(language)),
+        )
+        .await?;
+    // The time each tenth of the outputs was reached: a per-pair cost that grows with the
+    // outputs already there shows as later tenths taking longer than earlier ones.
+    let mut tenths = Vec::new();
+    for tenth in 1..=10 {
+        let target = n * tenth / 10;
+        let at = outputs
+            .until("outputs", timeout, |c| c >= target, &status)
+            .await?;
+        tenths.push(at - started);
+    }
+    let all_outputs = tenths[9];
+    let status_done = parent_counts(&templates, n, n, timeout).await? - started;
+    let settled = settle(&operator, Duration::from_secs(4), timeout).await?;
+    let (syncs, writes) = (operator.syncs().get(), operator.writes().get());
+    row(
+        "MapController applied → all N outputs exist",
+        secs(all_outputs),
+        format!("({})", per_object(all_outputs, n)),
+    );
+    row(
+        "MapController applied → parent status counts N",
+        secs(status_done),
+        String::new(),
+    );
+    row(
+        "MapController applied → operator idle",
+        secs(settled - started),
+        format!("({syncs} map calls, {writes} writes)"),
+    );
+    let mut previous = Duration::ZERO;
+    let per_tenth: Vec<String> = tenths
+        .iter()
+        .map(|at| {
+            let took = *at - previous;
+            previous = *at;
+            format!("{:.1}", took.as_secs_f64())
+        })
+        .collect();
+    row(
+        "seconds per tenth of the outputs",
+        per_tenth.join(" / "),
+        String::new(),
+    );
+
+    // 3. A resync of the converged cluster must write nothing.
+    let (syncs_before, writes_before) = (operator.syncs().get(), operator.writes().get());
+    let started = Instant::now();
+    operator.resync_all();
+    let drained = settle(&operator, Duration::from_secs(2), timeout).await?;
+    let resync_writes = operator.writes().get() - writes_before;
+    row(
+        "resync of the converged cluster",
+        format!("{resync_writes} writes"),
+        format!(
+            "({} map calls, work done in {})",
+            operator.syncs().get() - syncs_before,
+            secs(drained - started)
+        ),
+    );
+
+    // 4. Inputs leaving: deleted, and relabelled out of the selector.
+    let started = Instant::now();
+    inputs.delete(&input_name(0), &Default::default()).await?;
+    let gone = outputs
+        .until("outputs after a deletion", timeout, |c| c < n, &status)
+        .await?;
+    row(
+        "input deleted → its output deleted",
+        secs(gone - started),
+        String::new(),
+    );
+    let started = Instant::now();
+    inputs
+        .patch(
+            &input_name(1),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {INPUT_LABEL.0: "elsewhere"}}})),
+        )
+        .await?;
+    let detached = outputs
+        .until("outputs after a relabel", timeout, |c| c < n - 1, &status)
+        .await?;
+    let remaining = outputs_api(&client, NAMESPACE);
+    for i in [0, 1] {
+        let name = format!("{}-rendered", input_name(i));
+        anyhow::ensure!(
+            remaining.get_opt(&name).await?.is_none(),
+            "{name} should be gone"
+        );
+    }
+    row(
+        "input relabelled out of the selector → its output deleted",
+        secs(detached - started),
+        String::new(),
+    );
+    let recounted = parent_counts(&templates, n - 2, n - 2, timeout).await? - started;
+    row(
+        "… → parent status counts N-2",
+        secs(recounted),
+        String::new(),
+    );
+
+    let operator_memory = memory("self");
+    let plane_memory: Vec<(&str, Option<(f64, f64)>)> = plane
+        .pids()
+        .into_iter()
+        .map(|(name, pid)| (name, memory(&pid.to_string())))
+        .collect();
+    // Stopped before the comparison: its cluster-wide ConfigMap watch would otherwise cache
+    // (and route) the comparison's objects too.
+    drop(outputs);
+    operator.shutdown().await;
+
+    // 5. The plain client writing output-shaped ConfigMaps, for comparison.
+    if !args.skip_plain {
+        for (namespace, in_flight, how, what) in [
+            (
+                "plain-seq",
+                1,
+                Write::Create,
+                "plain client creates N outputs, sequentially",
+            ),
+            (
+                "plain-par",
+                CONCURRENCY,
+                Write::Create,
+                "plain client creates N outputs, 8 in flight",
+            ),
+            (
+                "plain-ssa",
+                CONCURRENCY,
+                Write::Apply,
+                "plain client applies N outputs (SSA), 8 in flight",
+            ),
+        ] {
+            create_namespace(&client, namespace).await?;
+            let objects = (0..n).map(|i| output_like(namespace, i)).collect();
+            let took = write_all(&outputs_api(&client, namespace), objects, in_flight, how).await?;
+            row(what, secs(took), format!("({})", per_object(took, n)));
+        }
+    }
+
+    println!();
+    println!(
+        "| {n} inputs, {language}, {} workers | value | note |",
+        args.workers
+    );
+    println!("|---|---|---|");
+    for (what, value, note) in &rows {
+        println!("| {what} | {value} | {note} |");
+    }
+    if let Some((peak, _)) = operator_memory {
+        println!(
+            "| operator process peak RSS (VmHWM; includes the bench's watch) | {peak:.0} MiB | |"
+        );
+    }
+    for (name, memory) in plane_memory {
+        if let Some((peak, now)) = memory {
+            println!(
+                "| {name} RSS (peak / at end of phase 4) | {peak:.0} / {now:.0} MiB | separate process |"
+            );
+        }
+    }
+    anyhow::ensure!(
+        resync_writes == 0,
+        "a resync of the converged cluster made {resync_writes} write requests; expected none"
+    );
+    Ok(())
+}
+
+fn outputs_api(client: &kube::Client, namespace: &str) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), namespace)
+}
