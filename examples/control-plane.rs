@@ -6,8 +6,12 @@
 //! ```
 //!
 //! It prints the `KUBECONFIG` to export, then runs until Ctrl-C (or SIGTERM) and cleans up.
+//!
+//! `--kubeconfig PATH` also writes the admin kubeconfig to PATH once the plane is ready (and
+//! removes it on exit), so a script can wait for that file instead of parsing the output; this
+//! is what `hack/demo.sh` does.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use metascript::testing::{BIN_DIR_ENV, ControlPlane, default_bin_dir};
 
@@ -17,6 +21,47 @@ fn kubectl() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(default_bin_dir)?;
     Some(dir.join("kubectl")).filter(|path| path.is_file())
+}
+
+/// The `--kubeconfig PATH` argument, if given.
+fn kubeconfig_arg() -> anyhow::Result<Option<PathBuf>> {
+    let mut args = std::env::args().skip(1);
+    let mut path = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--kubeconfig" => match args.next() {
+                Some(value) => path = Some(PathBuf::from(value)),
+                None => anyhow::bail!("--kubeconfig needs a path"),
+            },
+            _ => match arg.strip_prefix("--kubeconfig=") {
+                Some(value) => path = Some(PathBuf::from(value)),
+                None => anyhow::bail!(
+                    "unknown argument {arg}; usage: control-plane [--kubeconfig PATH]"
+                ),
+            },
+        }
+    }
+    Ok(path)
+}
+
+/// Copies the kubeconfig under a temporary name and renames it into place, so whoever waits for
+/// `to` never reads a half-written file.
+fn publish_kubeconfig(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let mut tmp = to.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::copy(from, &tmp).map_err(|e| anyhow::anyhow!("writing {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, to).map_err(|e| anyhow::anyhow!("writing {}: {e}", to.display()))?;
+    Ok(())
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn stopped(term: &mut tokio::signal::unix::Signal) {
+    tokio::select! {
+        // An error installing the handler leaves SIGTERM to stop us.
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 #[tokio::main]
@@ -29,8 +74,16 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    let kubeconfig_copy = kubeconfig_arg()?;
+    // Handlers first: a stop request while the plane is still starting must also clean up (the
+    // default SIGTERM action would skip destructors and leave the plane's directory behind).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let started = std::time::Instant::now();
-    let plane = ControlPlane::start().await?;
+    let plane = tokio::select! {
+        plane = ControlPlane::start() => plane?,
+        // Dropping the unfinished start kills what it started and removes its directory.
+        _ = stopped(&mut term) => return Ok(()),
+    };
     let client = plane.client().await?;
     let version = client.apiserver_version().await?;
 
@@ -40,8 +93,16 @@ async fn main() -> anyhow::Result<()> {
         plane.server(),
         started.elapsed()
     );
+    let kubeconfig = match &kubeconfig_copy {
+        Some(path) => {
+            // The copy keeps the private file's mode: it holds the admin key.
+            publish_kubeconfig(plane.kubeconfig_path(), path)?;
+            path.as_path()
+        }
+        None => plane.kubeconfig_path(),
+    };
     println!();
-    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!("  export KUBECONFIG={}", kubeconfig.display());
     match kubectl() {
         Some(kubectl) => println!("  {} get namespaces", kubectl.display()),
         None => println!("  kubectl get namespaces    # build it: hack/control-plane/build.sh"),
@@ -50,12 +111,12 @@ async fn main() -> anyhow::Result<()> {
     println!("Logs are in {}.", plane.dir().display());
     println!("Press Ctrl-C to stop and clean up.");
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result?,
-        _ = term.recv() => {}
-    }
+    stopped(&mut term).await;
     println!("Stopping...");
+    if let Some(path) = &kubeconfig_copy {
+        // It names a plane that no longer exists.
+        let _ = std::fs::remove_file(path);
+    }
     drop(plane);
     Ok(())
 }
