@@ -612,3 +612,58 @@ async fn resync_period_and_resync_after_call_the_hook_again() {
         .await;
     }
 }
+
+/// Recreate replaces a changed attachment (a new object, new uid); `status` from the hook
+/// replaces the target's status through its status subresource.
+#[tokio::test]
+async fn recreate_replaces_attachments_and_status_goes_through_the_subresource() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "recreate").await;
+    let name = unique_name("recreate");
+    let script = |port: u16| {
+        format!(
+            r#"#{{
+                status: #{{ replicas: 1, observedGeneration: {port} }},
+                attachments: [#{{
+                    apiVersion: "v1", kind: "Service",
+                    metadata: #{{ name: "svc" }},
+                    spec: #{{ ports: [#{{ port: {port} }}] }}
+                }}]
+            }}"#
+        )
+    };
+    let decorator = |port: u16| {
+        let mut decorator = controller(&name, json!({"sync": inline("rhai", &script(port))}));
+        decorator["spec"]["attachments"][0]["updateStrategy"]["method"] = json!("Recreate");
+        decorator
+    };
+    apply(&client, &decorator(80)).await;
+    let sts = stateful_set(&namespace, "web", &name, 1);
+    apply(&client, &sts).await;
+    let first = wait_for(&client, &service(&namespace, "svc"), "the service", |_| {
+        true
+    })
+    .await;
+    wait_for(&client, &sts, "the hook's status", |o| {
+        o["status"]["observedGeneration"] == 80 && o["status"]["replicas"] == 1
+    })
+    .await;
+
+    apply(&client, &decorator(81)).await;
+    let second = wait_for(
+        &client,
+        &service(&namespace, "svc"),
+        "the recreated service",
+        |o| o["spec"]["ports"][0]["port"] == 81,
+    )
+    .await;
+    assert_ne!(
+        first["metadata"]["uid"], second["metadata"]["uid"],
+        "Recreate must replace the object, not update it"
+    );
+    wait_for(&client, &sts, "the new status", |o| {
+        o["status"]["observedGeneration"] == 81
+    })
+    .await;
+}

@@ -471,3 +471,58 @@ async fn a_failing_map_hook_deletes_nothing_and_reports_on_the_parent() {
         .expect("a failing map hook must not delete outputs");
     assert_eq!(kept["data"]["fail"], "no", "nothing was applied either");
 }
+
+/// Editing a MapController's inline map script re-runs every pair with the new version.
+#[tokio::test]
+async fn editing_the_map_script_remaps_every_input() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("remap"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "remap").await;
+    let name = unique_name("remap");
+    let controller = |version: &str| {
+        let map = format!(
+            "return {{ outputs = {{ {{ apiVersion = \"v1\", kind = \"ConfigMap\", metadata = {{ name = name(request.input) .. \"-out\" }}, data = {{ version = \"{version}\" }} }} }} }}"
+        );
+        map_controller(
+            &name,
+            (&format!("{group}/v1"), "configtemplates"),
+            "configmaps",
+            ("v1", "configmaps"),
+            json!({"map": {"script": {"language": "lua", "inline": map}}}),
+        )
+    };
+    cluster.apply(&controller("one")).await;
+    cluster
+        .apply(&json!({
+            "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+            "metadata": {"name": "t", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"in": "yes"}}}
+        }))
+        .await;
+    for source in ["a", "b", "c"] {
+        cluster
+            .apply(&config_map(
+                &namespace,
+                source,
+                json!({"in": "yes"}),
+                json!({}),
+            ))
+            .await;
+    }
+    for source in ["a", "b", "c"] {
+        let out = config_map(&namespace, &format!("{source}-out"), json!({}), json!({}));
+        cluster
+            .wait_for(&out, "version one", |o| o["data"]["version"] == "one")
+            .await;
+    }
+    cluster.apply(&controller("two")).await;
+    for source in ["a", "b", "c"] {
+        let out = config_map(&namespace, &format!("{source}-out"), json!({}), json!({}));
+        cluster
+            .wait_for(&out, "version two", |o| o["data"]["version"] == "two")
+            .await;
+    }
+}

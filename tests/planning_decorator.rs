@@ -271,6 +271,17 @@ fn status_is_replaced_only_when_returned_and_different() {
             None
         );
     }
+    // Fields the server added by default do not make the returned status "different".
+    let mut defaulted = target.clone();
+    defaulted["status"] = json!({"replicas": 2, "availableReplicas": 0});
+    let same = json!({"status": {"replicas": 2}});
+    assert_eq!(
+        decorator
+            .plan(Phase::Sync, &observed(&defaulted, &[]), &same)
+            .unwrap()
+            .status,
+        None
+    );
 }
 
 #[test]

@@ -339,7 +339,7 @@ fn metadata_patch(
     (!metadata.is_empty()).then(|| json!({"metadata": metadata}))
 }
 
-/// `status`: absent or null leaves it; a map replaces it when different.
+/// `status`: absent or null leaves it; a map replaces it when the current status lacks any of it.
 fn status_change(
     target: &Value,
     status: Option<&Value>,
@@ -349,7 +349,10 @@ fn status_change(
         Some(Value::Object(map)) => {
             let desired = Value::Object(map.clone());
             let current = target.get("status").cloned().unwrap_or_else(|| json!({}));
-            Ok((current != desired).then_some(StatusChange::Replace(desired)))
+            // The API server defaults status fields the hook never sets (e.g. a StatefulSet's
+            // availableReplicas), so "already has everything returned" counts as unchanged;
+            // comparing for equality would rewrite the status on every sync.
+            Ok((!object::is_subset(&desired, &current)).then_some(StatusChange::Replace(desired)))
         }
         Some(other) => Err(InvalidResponse::new(
             "status",
