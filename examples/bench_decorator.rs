@@ -1,5 +1,6 @@
-//! How fast the operator converges many targets: the service-per-pod DecoratorController over N
-//! StatefulSets on a fresh local control plane, with the operator running in this process.
+//! How fast the operator converges many targets: the service-per-pod example (its own controller
+//! manifest and script, finalize hook included) over N StatefulSets of one replica each, on a
+//! fresh local control plane, with the operator running in this process.
 //!
 //! ```sh
 //! hack/control-plane/build.sh    # once; cached afterwards
@@ -36,7 +37,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-const CONTROLLER: &str = "service-per-pod-bench";
 const MARKER: &str = "metascript.dev/service-per-pod";
 const DECORATOR_LABEL: &str = "metascript.dev/decorator";
 /// Upper bound for any one phase, so a stuck run fails instead of hanging.
@@ -121,7 +121,6 @@ fn stateful_set(namespace: &str, name: &str) -> StatefulSet {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {
             "name": name, "namespace": namespace,
-            "labels": {"bench": CONTROLLER},
             "annotations": {
                 "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
                 "service-per-pod-ports": "80:8080"
@@ -140,34 +139,54 @@ fn stateful_set(namespace: &str, name: &str) -> StatefulSet {
     .expect("a valid StatefulSet")
 }
 
-fn controller(namespace: &str, key: &str) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": CONTROLLER},
-        "spec": {
-            "resources": [{
-                "apiVersion": "apps/v1", "resource": "statefulsets",
-                "labelSelector": {"matchLabels": {"bench": CONTROLLER}},
-                "annotationSelector": {"matchExpressions": [
-                    {"key": "service-per-pod-label", "operator": "Exists"},
-                    {"key": "service-per-pod-ports", "operator": "Exists"}
-                ]}
-            }],
-            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {
-                "sync": {"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}}
-            }
-        }
-    })
+/// The example's own controller manifest (`scripts/service-per-pod/controller.<lang>.yaml`,
+/// finalize hook included), so the figures are for the example as shipped.
+struct Example {
+    controller: Value,
+    name: String,
+    /// Where the manifest's configMapRef points: namespace, name, key.
+    config_map: (String, String, String),
 }
 
-fn config_map(namespace: &str, key: &str, code: &str) -> ConfigMap {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "hooks", "namespace": namespace},
-        "data": {key: code}
-    }))
-    .expect("a valid ConfigMap")
+impl Example {
+    fn load(language: &str) -> anyhow::Result<Example> {
+        let yaml = match language {
+            "rhai" => include_str!("../scripts/service-per-pod/controller.rhai.yaml"),
+            _ => include_str!("../scripts/service-per-pod/controller.lua.yaml"),
+        };
+        let controller: Value = serde_saphyr::from_str(yaml)?;
+        let name = controller["metadata"]["name"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("the example controller has no name"))?
+            .to_string();
+        let reference = &controller["spec"]["hooks"]["sync"]["script"]["configMapRef"];
+        let field = |key: &str| {
+            reference[key]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| anyhow::anyhow!("the example's sync hook has no configMapRef.{key}"))
+        };
+        let config_map = (field("namespace")?, field("name")?, field("key")?);
+        Ok(Example {
+            controller,
+            name,
+            config_map,
+        })
+    }
+
+    fn config_map(&self, code: &str) -> ConfigMap {
+        let (namespace, name, key) = &self.config_map;
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {key: code}
+        }))
+        .expect("a valid ConfigMap")
+    }
+
+    fn config_maps(&self, client: &kube::Client) -> Api<ConfigMap> {
+        Api::namespaced(client.clone(), &self.config_map.0)
+    }
 }
 
 /// Counts, from a metadata watch, the objects of a namespace for which `matches` holds. A watch
@@ -259,10 +278,11 @@ impl Drop for Counter {
     }
 }
 
-fn services_counter(client: &kube::Client, namespace: &str) -> Counter {
+fn services_counter(client: &kube::Client, namespace: &str, controller: &str) -> Counter {
+    let controller = controller.to_string();
     Counter::start(
         Api::<PartialObjectMeta<Service>>::namespaced(client.clone(), namespace),
-        |s| s.labels().get(DECORATOR_LABEL).map(String::as_str) == Some(CONTROLLER),
+        move |s| s.labels().get(DECORATOR_LABEL) == Some(&controller),
     )
 }
 
@@ -425,7 +445,7 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let n = args.targets;
     let language = args.language.as_str();
-    let key = format!("sync.{language}");
+    let example = Example::load(language)?;
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |what: &str, value: String, note: String| {
         println!("  {what}: {value} {note}");
@@ -445,10 +465,12 @@ async fn main() -> anyhow::Result<()> {
     install_crds(&client).await?;
     let namespace = "bench";
     create_namespace(&client, namespace).await?;
-    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+    create_namespace(&client, &example.config_map.0).await?;
+    example
+        .config_maps(&client)
         .create(
             &PostParams::default(),
-            &config_map(namespace, &key, script(language)),
+            &example.config_map(script(language)),
         )
         .await?;
 
@@ -469,7 +491,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. Convergence from scratch. The operator gets its own client (its own connections), as
     // it would in its own process.
-    let mut services = services_counter(&client, namespace);
+    let mut services = services_counter(&client, namespace, &example.name);
     let mut marked = marker_counter(&client, namespace, "true");
     let operator_client = plane.client().await?;
     let cpu_before = cpu.now();
@@ -489,9 +511,9 @@ async fn main() -> anyhow::Result<()> {
     let controllers: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     controllers
         .patch(
-            CONTROLLER,
+            &example.name,
             &PatchParams::apply("bench").force(),
-            &Patch::Apply(controller(namespace, &key)),
+            &Patch::Apply(&example.controller),
         )
         .await?;
     let all_services = services.reached(n, "the Services").await?;
@@ -535,11 +557,12 @@ async fn main() -> anyhow::Result<()> {
     let before = operator.writes().get();
     let cpu_before = cpu.now();
     let started = Instant::now();
-    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+    example
+        .config_maps(&client)
         .replace(
-            "hooks",
+            &example.config_map.1,
             &PostParams::default(),
-            &config_map(namespace, &key, &edited_script(language, "v2")?),
+            &example.config_map(&edited_script(language, "v2")?),
         )
         .await?;
     let all_relabelled = relabelled.reached(n, "the edited label").await?;
@@ -559,7 +582,7 @@ async fn main() -> anyhow::Result<()> {
     if !args.skip_live {
         let live = "bench-live";
         create_namespace(&client, live).await?;
-        let mut live_services = services_counter(&client, live);
+        let mut live_services = services_counter(&client, live, &example.name);
         let mut live_marked = marker_counter(&client, live, "v2");
         let cpu_before = cpu.now();
         let started = Instant::now();
