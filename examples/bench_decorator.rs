@@ -452,9 +452,12 @@ async fn main() -> anyhow::Result<()> {
         rows.push((what.to_string(), value, note));
     };
 
+    // Other work on the machine skews every figure; the load average says how much there was.
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "bench_decorator: {n} targets, {language}, {} workers",
-        args.workers
+        "bench_decorator: {n} targets, {language}, {} workers; load average {}",
+        args.workers,
+        load().trim()
     );
     // Awaited on the main thread (not spawned): the plane's processes die with the thread that
     // started them.
@@ -608,6 +611,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|(name, pid)| (name, memory(&pid.to_string())))
         .collect();
     operator.shutdown().await;
+    println!("load average at the end: {}", load().trim());
 
     println!();
     println!(
