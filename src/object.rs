@@ -7,6 +7,18 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// A JSON value's type as error messages name it ("a map", "a list", …).
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+    }
+}
+
 pub fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)
 }

@@ -194,25 +194,8 @@ pub fn sync_map_parent(
     parent: &Value,
 ) -> Result<Vec<MapStep>, SyncError> {
     let selector = mapper.parent_selector(parent)?;
-    let namespace = if mapper.parent.namespaced {
-        object::namespace(parent)
-    } else {
-        None
-    };
-    let inputs: Vec<Arc<Value>> = mapper
-        .inputs
-        .iter()
-        .flat_map(|resource| {
-            store.list(resource, if resource.namespaced { namespace } else { None })
-        })
-        .filter(|input| mapper.selects_input(parent, &selector, input))
-        .collect();
-    let outputs: Vec<Arc<Value>> = mapper
-        .outputs
-        .iter()
-        .flat_map(|child| store.controlled_by(&child.resource, parent))
-        .filter(|output| mapper.owns(parent, output))
-        .collect();
+    let inputs = selected_inputs(mapper, store, parent, &selector);
+    let outputs = owned_outputs(mapper, store, parent);
     let groups = mapper.group_by_key(outputs.iter().map(Arc::as_ref));
     let mut steps = Vec::new();
     let mut live_keys = BTreeSet::new();
@@ -245,6 +228,39 @@ pub fn sync_map_parent(
         });
     }
     Ok(steps)
+}
+
+/// The inputs a parent selects: of the input types, in the parent's namespace (every namespace
+/// for a cluster-scoped parent), matching its selector, not its own outputs.
+pub fn selected_inputs(
+    mapper: &Mapper,
+    store: &dyn ObjectStore,
+    parent: &Value,
+    selector: &crate::selector::LabelSelector,
+) -> Vec<Arc<Value>> {
+    let namespace = if mapper.parent.namespaced {
+        object::namespace(parent)
+    } else {
+        None
+    };
+    mapper
+        .inputs
+        .iter()
+        .flat_map(|resource| {
+            store.list(resource, if resource.namespaced { namespace } else { None })
+        })
+        .filter(|input| mapper.selects_input(parent, selector, input))
+        .collect()
+}
+
+/// The outputs of this MapController that a parent owns.
+pub fn owned_outputs(mapper: &Mapper, store: &dyn ObjectStore, parent: &Value) -> Vec<Arc<Value>> {
+    mapper
+        .outputs
+        .iter()
+        .flat_map(|child| store.controlled_by(&child.resource, parent))
+        .filter(|output| mapper.owns(parent, output))
+        .collect()
 }
 
 /// Runs the map hook for one selected input and plans its outputs (`observed`: the parent's

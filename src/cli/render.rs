@@ -128,18 +128,14 @@ fn render(
     for controller in &cluster.decorators {
         let name = kube::ResourceExt::name_any(controller);
         let label = format!("DecoratorController/{name}");
-        let loaded = Decorator::new(controller, &cluster.resolver)
-            .map_err(|e| e.to_string())
-            .and_then(|decorator| {
-                let hooks = ControllerHooks::load(
-                    &engine,
-                    &name,
-                    controller.spec.hooks.named(),
-                    config_maps,
-                )
-                .map_err(|e| e.to_string())?;
-                Ok((decorator, hooks))
-            });
+        let planner = Decorator::new(controller, &cluster.resolver);
+        let loaded = load(
+            &engine,
+            &name,
+            planner,
+            controller.spec.hooks.named(),
+            config_maps,
+        );
         let (decorator, hooks) = match loaded {
             Ok(loaded) => loaded,
             Err(message) => {
@@ -180,18 +176,14 @@ fn render(
     for controller in &cluster.maps {
         let name = kube::ResourceExt::name_any(controller);
         let label = format!("MapController/{name}");
-        let loaded = Mapper::new(controller, &cluster.resolver)
-            .map_err(|e| e.to_string())
-            .and_then(|mapper| {
-                let hooks = ControllerHooks::load(
-                    &engine,
-                    &name,
-                    controller.spec.hooks.named(),
-                    config_maps,
-                )
-                .map_err(|e| e.to_string())?;
-                Ok((mapper, hooks))
-            });
+        let planner = Mapper::new(controller, &cluster.resolver);
+        let loaded = load(
+            &engine,
+            &name,
+            planner,
+            controller.spec.hooks.named(),
+            config_maps,
+        );
         let (mapper, hooks) = match loaded {
             Ok(loaded) => loaded,
             Err(message) => {
@@ -233,6 +225,20 @@ fn render(
         }
     }
     (entries, errors)
+}
+
+/// A controller's planner and compiled hooks, or why it cannot run.
+fn load<P>(
+    engine: &ScriptEngine,
+    name: &str,
+    planner: Result<P, crate::resources::ResolveError>,
+    hooks: Vec<(crate::api::HookKind, &crate::api::Hook)>,
+    config_maps: &dyn ConfigMapLookup,
+) -> Result<(P, ControllerHooks), String> {
+    let planner = planner.map_err(|e| e.to_string())?;
+    let hooks =
+        ControllerHooks::load(engine, name, hooks, config_maps).map_err(|e| e.to_string())?;
+    Ok((planner, hooks))
 }
 
 /// Controllers given more than once under the same kind and name.

@@ -17,6 +17,33 @@ pub struct ChildType {
     pub resource: ResourceType,
 }
 
+/// Resolves the types of a controller's child rules (attachments, outputs).
+pub fn resolve_child_types(
+    rules: &[ChildRule],
+    resolver: &dyn crate::resources::ResourceResolver,
+) -> Result<Vec<ChildType>, crate::resources::ResolveError> {
+    rules
+        .iter()
+        .map(|rule| {
+            Ok(ChildType {
+                rule: rule.clone(),
+                resource: resolver.resolve(&rule.resource_ref())?,
+            })
+        })
+        .collect()
+}
+
+/// A controller object as hooks receive it in `controller`: with its apiVersion and kind,
+/// which typed objects do not serialize.
+pub fn controller_json(controller: &impl serde::Serialize, kind: &str) -> Value {
+    let mut json = serde_json::to_value(controller).unwrap_or(Value::Null);
+    if let Some(map) = json.as_object_mut() {
+        map.insert("apiVersion".into(), "metascript.dev/v1alpha1".into());
+        map.insert("kind".into(), kind.into());
+    }
+    json
+}
+
 /// The key of a child under its type in a hook request: its name, or `namespace/name` when the
 /// parent cannot imply the namespace (cluster-scoped parent, or a child in another namespace).
 pub fn request_key(parent: &Value, child: &Value) -> String {

@@ -60,26 +60,11 @@ impl Decorator {
             .iter()
             .map(|rule| Ok((rule.clone(), resolver.resolve(&rule.resource_ref())?)))
             .collect::<Result<Vec<_>, ResolveError>>()?;
-        let attachments = spec
-            .attachments
-            .iter()
-            .map(|rule| {
-                Ok(ChildType {
-                    rule: rule.clone(),
-                    resource: resolver.resolve(&rule.resource_ref())?,
-                })
-            })
-            .collect::<Result<Vec<_>, ResolveError>>()?;
-        let mut controller_json = serde_json::to_value(controller).unwrap_or(Value::Null);
-        if let Some(map) = controller_json.as_object_mut() {
-            map.insert("apiVersion".into(), "metascript.dev/v1alpha1".into());
-            map.insert("kind".into(), "DecoratorController".into());
-        }
         Ok(Decorator {
             name: kube::ResourceExt::name_any(controller),
-            controller_json,
+            controller_json: children::controller_json(controller, "DecoratorController"),
             rules,
-            attachments,
+            attachments: children::resolve_child_types(&spec.attachments, resolver)?,
             has_finalize: spec.hooks.finalize.is_some(),
             has_customize: spec.hooks.customize.is_some(),
         })

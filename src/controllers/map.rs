@@ -46,27 +46,12 @@ impl Mapper {
             .iter()
             .map(|reference| resolver.resolve(reference))
             .collect::<Result<Vec<_>, _>>()?;
-        let outputs = spec
-            .output_resources
-            .iter()
-            .map(|rule| {
-                Ok(ChildType {
-                    rule: rule.clone(),
-                    resource: resolver.resolve(&rule.resource_ref())?,
-                })
-            })
-            .collect::<Result<Vec<_>, ResolveError>>()?;
-        let mut controller_json = serde_json::to_value(controller).unwrap_or(Value::Null);
-        if let Some(map) = controller_json.as_object_mut() {
-            map.insert("apiVersion".into(), "metascript.dev/v1alpha1".into());
-            map.insert("kind".into(), "MapController".into());
-        }
         Ok(Mapper {
             name: kube::ResourceExt::name_any(controller),
-            controller_json,
+            controller_json: children::controller_json(controller, "MapController"),
             parent: resolver.resolve(&spec.parent_resource)?,
             inputs,
-            outputs,
+            outputs: children::resolve_child_types(&spec.output_resources, resolver)?,
             has_tombstone: spec.hooks.tombstone.is_some(),
         })
     }

@@ -21,16 +21,7 @@ impl InvalidResponse {
     }
 }
 
-pub(crate) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
-    }
-}
+pub(crate) use crate::object::json_type;
 
 /// The response as a map of fields; a script that returns nothing or a non-map is an error.
 pub(crate) fn fields(response: &Value) -> Result<&serde_json::Map<String, Value>, InvalidResponse> {

@@ -178,6 +178,82 @@ pub async fn prepare(
     })
 }
 
+/// What a controller runs: its planner (Decorator, Mapper), hooks and the generation they
+/// came from.
+pub struct Version<P> {
+    pub planner: Arc<P>,
+    pub hooks: Arc<ControllerHooks>,
+    pub generation: Option<i64>,
+}
+
+/// The outcome of loading a controller object: the version to run, its health, and where its
+/// scripts come from.
+pub struct Loaded<P> {
+    pub version: Version<P>,
+    pub prepared: Prepared,
+    pub sources: ScriptSources,
+}
+
+/// Loads a controller object: types, watches and hooks, then the planner `build` makes. When the
+/// newest scripts fail but a `previous` version runs, that whole version keeps running, planner
+/// included, so a hook added by the broken edit is not half enabled. `None` when nothing can
+/// run (already recorded as not loaded).
+#[allow(clippy::too_many_arguments)]
+pub async fn load_version<P>(
+    shared: &Arc<Shared>,
+    key: &WorkKey,
+    object: &Value,
+    generation: Option<i64>,
+    types: Vec<ResourceRef>,
+    hooks: Vec<(HookKind, Hook)>,
+    previous: Option<Version<P>>,
+    build: impl FnOnce() -> Result<P, crate::resources::ResolveError>,
+) -> Option<Loaded<P>> {
+    let name = crate::object::name(object);
+    let sources = ScriptSources::of(&hooks);
+    let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
+    let prepared = match prepare(shared, name, generation, types, hooks, previous_hooks).await {
+        Ok(prepared) => prepared,
+        Err(health) => {
+            not_loaded(shared, key, object, Unloaded { health, sources }).await;
+            return None;
+        }
+    };
+    let version = match previous {
+        Some(previous) if prepared.stale => Version {
+            hooks: prepared.hooks.clone(),
+            ..previous
+        },
+        _ => match build() {
+            Ok(planner) => Version {
+                planner: Arc::new(planner),
+                hooks: prepared.hooks.clone(),
+                generation,
+            },
+            Err(error) => {
+                let health = Health {
+                    ready: Err(("ResolveFailed".into(), error.to_string())),
+                    ..prepared.health
+                };
+                not_loaded(shared, key, object, Unloaded { health, sources }).await;
+                return None;
+            }
+        },
+    };
+    Some(Loaded {
+        version,
+        prepared,
+        sources,
+    })
+}
+
+/// `resyncPeriodSeconds` as a period (none when unset or not positive).
+pub fn resync_period(seconds: Option<i64>) -> Option<std::time::Duration> {
+    seconds
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s as u64))
+}
+
 /// Records a controller that did not load: reported in its status and as an Event, retried
 /// with backoff, and reloaded as soon as one of its script sources changes.
 pub async fn not_loaded(shared: &Shared, key: &WorkKey, object: &Value, unloaded: Unloaded) {

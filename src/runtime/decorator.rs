@@ -3,7 +3,7 @@
 
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
-use super::controller::{self, Failure, ScriptSources, Unloaded};
+use super::controller::{self, Failure, Loaded, ScriptSources, Version};
 use super::operator::{Shared, WorkKey};
 use super::routes::{ObjRef, Routes, push_unique};
 use super::status::{Health, SyncOutcomes};
@@ -86,49 +86,37 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
         .map(|r| r.resource_ref())
         .chain(spec.attachments.iter().map(|a| a.resource_ref()))
         .collect();
-    let hooks: Vec<_> = spec
+    let hooks = spec
         .hooks
         .named()
         .into_iter()
         .map(|(k, h)| (k, h.clone()))
         .collect();
-    let sources = ScriptSources::of(&hooks);
     let previous = shared.decorator(name);
-    let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
-    let prepared =
-        match controller::prepare(shared, name, generation, types, hooks, previous_hooks).await {
-            Ok(prepared) => prepared,
-            Err(health) => {
-                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
-                    .await;
-            }
-        };
-    // A failed compile keeps the whole previous version running, planner included, so that a
-    // hook added by the broken edit is not half enabled.
-    let (decorator, running_generation) = match (&previous, prepared.stale) {
-        (Some(previous), true) => (previous.decorator.clone(), previous.generation),
-        _ => match Decorator::new(&controller, &*shared.discovery) {
-            Ok(decorator) => (Arc::new(decorator), generation),
-            Err(error) => {
-                let health = Health {
-                    ready: Err(("ResolveFailed".into(), error.to_string())),
-                    ..prepared.health
-                };
-                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
-                    .await;
-            }
-        },
+    let running = previous.as_ref().map(|p| Version {
+        planner: p.decorator.clone(),
+        hooks: p.hooks.clone(),
+        generation: p.generation,
+    });
+    let build = || Decorator::new(&controller, &*shared.discovery);
+    let loaded = controller::load_version(
+        shared, key, &object, generation, types, hooks, running, build,
+    );
+    let Some(Loaded {
+        version,
+        prepared,
+        sources,
+    }) = loaded.await
+    else {
+        return;
     };
     let runtime = DecoratorRuntime {
-        generation: running_generation,
-        decorator,
-        hooks: prepared.hooks.clone(),
+        generation: version.generation,
+        decorator: version.planner,
+        hooks: version.hooks,
         health: prepared.health.clone(),
         outcomes: previous.map(|p| p.outcomes.clone()).unwrap_or_default(),
-        resync_period: spec
-            .resync_period_seconds
-            .filter(|s| *s > 0)
-            .map(|s| Duration::from_secs(s as u64)),
+        resync_period: controller::resync_period(spec.resync_period_seconds),
         sources,
     };
     install(shared, name, key, &object, runtime, &prepared).await;
@@ -156,17 +144,8 @@ async fn install(
         .insert(name.to_string(), runtime.clone());
     controller::loaded(shared, key, object, prepared).await;
     if runtime.decorator.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
-        let plan = Plan {
-            finalizer: Some(FinalizerChange::Add(CLEANUP_FINALIZER.into())),
-            ..Plan::default()
-        };
-        let target = PlanTarget {
-            object,
-            resource: &shared.decorator_type,
-            child_types: &[],
-            field_manager: "metascript.dev/operator",
-        };
-        if let Err(error) = shared.applier.execute(&target, &plan).await {
+        let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
+        if let Err(error) = edit_controller_finalizer(shared, object, add).await {
             tracing::warn!(controller = name, %error, "cannot add the cleanup finalizer");
             shared.queue.retry_later(key.clone());
         }
@@ -235,8 +214,20 @@ async fn release_all_targets(
                 .map_err(|e| e.to_string())?;
         }
     }
+    let remove = FinalizerChange::Remove(CLEANUP_FINALIZER.into());
+    edit_controller_finalizer(shared, object, remove)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Adds or removes the cleanup finalizer on a DecoratorController object.
+async fn edit_controller_finalizer(
+    shared: &Shared,
+    object: &Value,
+    change: FinalizerChange,
+) -> Result<(), super::apply::ApplyError> {
     let plan = Plan {
-        finalizer: Some(FinalizerChange::Remove(CLEANUP_FINALIZER.into())),
+        finalizer: Some(change),
         ..Plan::default()
     };
     let target = PlanTarget {
@@ -245,11 +236,7 @@ async fn release_all_targets(
         child_types: &[],
         field_manager: "metascript.dev/operator",
     };
-    shared
-        .applier
-        .execute(&target, &plan)
-        .await
-        .map_err(|e| e.to_string())
+    shared.applier.execute(&target, &plan).await
 }
 
 /// The server-side apply field manager of a controller.

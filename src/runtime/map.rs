@@ -5,7 +5,7 @@
 
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
-use super::controller::{self, Failure, ScriptSources, Unloaded};
+use super::controller::{self, Failure, Loaded, ScriptSources, Version};
 use super::operator::{Shared, WorkKey};
 use super::routes::{ObjRef, Routes, only_status_changed, push_unique};
 use super::status::{Health, SyncOutcomes};
@@ -137,55 +137,44 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
         .chain(spec.input_resources.iter().cloned())
         .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
         .collect();
-    let hooks: Vec<_> = spec
+    let hooks = spec
         .hooks
         .named()
         .into_iter()
         .map(|(k, h)| (k, h.clone()))
         .collect();
-    let sources = ScriptSources::of(&hooks);
     let previous = shared.map(name);
-    let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
-    let prepared =
-        match controller::prepare(shared, name, generation, types, hooks, previous_hooks).await {
-            Ok(prepared) => prepared,
-            Err(health) => {
-                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
-                    .await;
-            }
-        };
-    // A failed compile keeps the whole previous version running, planner included.
-    let (mapper, running_generation) = match (&previous, prepared.stale) {
-        (Some(previous), true) => (previous.mapper.clone(), previous.generation),
-        _ => match Mapper::new(&controller, &*shared.discovery) {
-            Ok(mapper) => (Arc::new(mapper), generation),
-            Err(error) => {
-                let health = Health {
-                    ready: Err(("ResolveFailed".into(), error.to_string())),
-                    ..prepared.health
-                };
-                return controller::not_loaded(shared, key, &object, Unloaded { health, sources })
-                    .await;
-            }
-        },
+    let running = previous.as_ref().map(|p| Version {
+        planner: p.mapper.clone(),
+        hooks: p.hooks.clone(),
+        generation: p.generation,
+    });
+    let build = || Mapper::new(&controller, &*shared.discovery);
+    let loaded = controller::load_version(
+        shared, key, &object, generation, types, hooks, running, build,
+    );
+    let Some(Loaded {
+        version,
+        prepared,
+        sources,
+    }) = loaded.await
+    else {
+        return;
     };
     let changed = previous.as_ref().is_none_or(|p| {
-        p.generation != running_generation
-            || controller::digests(&p.hooks) != controller::digests(&prepared.hooks)
+        p.generation != version.generation
+            || controller::digests(&p.hooks) != controller::digests(&version.hooks)
     });
     let runtime = Arc::new(MapRuntime {
-        generation: running_generation,
-        mapper,
-        hooks: prepared.hooks.clone(),
+        generation: version.generation,
+        mapper: version.planner,
+        hooks: version.hooks,
         health: prepared.health.clone(),
         outcomes: previous
             .as_ref()
             .map(|p| p.outcomes.clone())
             .unwrap_or_default(),
-        resync_period: spec
-            .resync_period_seconds
-            .filter(|s| *s > 0)
-            .map(|s| Duration::from_secs(s as u64)),
+        resync_period: controller::resync_period(spec.resync_period_seconds),
         bindings: previous
             .as_ref()
             .map(|p| p.bindings.clone())
@@ -426,13 +415,7 @@ pub async fn sync_parent(shared: &Arc<Shared>, controller: &str, parent_ref: &Ob
 }
 
 fn owned_outputs(shared: &Shared, runtime: &MapRuntime, parent: &Value) -> Vec<Arc<Value>> {
-    runtime
-        .mapper
-        .outputs
-        .iter()
-        .flat_map(|child| shared.informers.controlled_by(&child.resource, parent))
-        .filter(|output| runtime.mapper.owns(parent, output))
-        .collect()
+    sync::owned_outputs(&runtime.mapper, &*shared.informers, parent)
 }
 
 /// One (parent, input) pair: map a selected input, or settle the outputs of one that is gone
@@ -660,21 +643,7 @@ pub async fn sync_status(
     let Ok(selector) = mapper.parent_selector(&parent) else {
         return;
     };
-    let namespace = if mapper.parent.namespaced {
-        object::namespace(&parent)
-    } else {
-        None
-    };
-    let inputs: Vec<Arc<Value>> = mapper
-        .inputs
-        .iter()
-        .flat_map(|resource| {
-            shared
-                .informers
-                .list(resource, if resource.namespaced { namespace } else { None })
-        })
-        .filter(|input| mapper.selects_input(&parent, &selector, input))
-        .collect();
+    let inputs = sync::selected_inputs(mapper, &*shared.informers, &parent, &selector);
     let outputs = owned_outputs(shared, &runtime, &parent);
     let selected: Vec<&Value> = inputs.iter().map(Arc::as_ref).collect();
     let owned: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();

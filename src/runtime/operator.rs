@@ -124,18 +124,8 @@ impl Operator {
         config: OperatorConfig,
     ) -> Result<Operator, StartError> {
         let discovery = Discovery::new(client.clone());
-        let own_type = |resource: &str| ResourceRef {
-            api_version: "metascript.dev/v1alpha1".into(),
-            resource: resource.into(),
-        };
-        let decorator_type = discovery
-            .resolve(&own_type("decoratorcontrollers"))
-            .await
-            .map_err(StartError::MissingCrds)?;
-        let map_type = discovery
-            .resolve(&own_type("mapcontrollers"))
-            .await
-            .map_err(StartError::MissingCrds)?;
+        let decorator_type = resolve_own_type(&discovery, "decoratorcontrollers").await?;
+        let map_type = resolve_own_type(&discovery, "mapcontrollers").await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let reporter = Reporter {
@@ -354,6 +344,31 @@ impl Shared {
         };
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(%error, object = %crate::object::ObjectKey::of(object), "cannot publish event");
+        }
+    }
+}
+
+/// Resolves one of the operator's own types. CRDs just created take a moment to appear in
+/// discovery, so a miss is retried for a while before it counts as "not installed".
+async fn resolve_own_type(
+    discovery: &Discovery,
+    resource: &str,
+) -> Result<super::discovery::ResolvedType, StartError> {
+    let reference = ResourceRef {
+        api_version: "metascript.dev/v1alpha1".into(),
+        resource: resource.into(),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match discovery.resolve(&reference).await {
+            Ok(resolved) => return Ok(resolved),
+            Err(error) if tokio::time::Instant::now() >= deadline => {
+                return Err(StartError::MissingCrds(error));
+            }
+            Err(error) => {
+                tracing::info!(resource, %error, "waiting for the metascript.dev CRDs to be served");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         }
     }
 }

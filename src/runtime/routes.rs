@@ -202,13 +202,7 @@ mod tests {
     use serde_json::json;
 
     fn configmaps() -> ResourceType {
-        ResourceType {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            plural: "configmaps".into(),
-            namespaced: true,
-            has_status: false,
-        }
+        crate::runtime::scripts::config_map_type()
     }
 
     #[test]

@@ -106,16 +106,7 @@ const fn helper(
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
-    }
-}
+use crate::object::json_type as type_name;
 
 fn string_arg<'a>(args: &'a [Value], index: usize, what: &str) -> Result<&'a str, HelperError> {
     match args.get(index) {
