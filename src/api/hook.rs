@@ -88,33 +88,33 @@ impl fmt::Display for Language {
 }
 
 /// Per-call budgets. Every field is optional; unset fields take the defaults documented in
-/// `docs/scripting.md`.
+/// `docs/scripting.md`. (The schema says int64: Kubernetes knows no uint64 format.)
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
     /// Budget of Rhai operations, or of Lua interrupt ticks (function calls and loop iterations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub max_operations: Option<u64>,
     /// Wall-clock budget of one call, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub timeout_millis: Option<u64>,
     /// Heap budget of one call in bytes (Lua).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub max_memory_bytes: Option<u64>,
     /// Largest string a script may build, in bytes (Rhai).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub max_string_size: Option<u64>,
     /// Largest array a script may build (Rhai).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub max_array_size: Option<u64>,
     /// Largest map a script may build (Rhai).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), with = "Option<i64>")]
     pub max_map_size: Option<u64>,
 }
 

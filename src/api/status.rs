@@ -13,12 +13,15 @@ pub struct ControllerStatus {
     pub conditions: Vec<Condition>,
     /// What this controller syncs: decorator targets, or map (parent, input) pairs.
     #[serde(default)]
+    #[schemars(with = "i64")]
     pub targets: u64,
     /// Of those, how many synced successfully on their last attempt.
     #[serde(default)]
+    #[schemars(with = "i64")]
     pub synced: u64,
     /// Of those, how many failed on their last attempt.
     #[serde(default)]
+    #[schemars(with = "i64")]
     pub failing: u64,
     /// The script each hook runs, by hook name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
