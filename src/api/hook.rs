@@ -88,7 +88,8 @@ impl fmt::Display for Language {
 }
 
 /// Per-call budgets. Every field is optional; unset fields take the defaults documented in
-/// `docs/scripting.md`. (The schema says int64: Kubernetes knows no uint64 format.)
+/// `docs/scripting.md`.
+// The schema declares the fields int64: the API server warns about the uint64 format.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
