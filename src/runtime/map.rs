@@ -22,9 +22,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long status aggregation waits, so a burst of pair syncs is counted once.
-const STATUS_DELAY: Duration = Duration::from_millis(500);
-
 /// One loaded MapController.
 pub struct MapRuntime {
     pub generation: Option<i64>,
@@ -45,6 +42,11 @@ pub struct MapRuntime {
 pub struct Bindings {
     fed: Mutex<HashMap<ObjRef, HashSet<ObjRef>>>,
     inputs: Mutex<HashMap<(ObjRef, String), ObjRef>>,
+    /// Outputs by (parent, map key), so a pair finds its outputs without scanning all of the
+    /// parent's (which made converging quadratic in the number of inputs).
+    outputs: Mutex<OutputIndex>,
+    /// Parents whose aggregated status may be out of date.
+    dirty_status: Mutex<HashSet<ObjRef>>,
 }
 
 impl Bindings {
@@ -79,6 +81,50 @@ impl Bindings {
             .get(&(parent.clone(), map_key.to_string()))
             .cloned()
     }
+
+    /// Files an output under its (parent, map key); `None` removes it from wherever it was.
+    fn index_output(&self, output: &ObjRef, group: Option<(ObjRef, String)>) {
+        let mut index = lock(&self.outputs);
+        if let Some(previous) = index.group_of.remove(output)
+            && let Some(refs) = index.by_group.get_mut(&previous)
+        {
+            refs.remove(output);
+            if refs.is_empty() {
+                index.by_group.remove(&previous);
+            }
+        }
+        if let Some(group) = group {
+            index
+                .by_group
+                .entry(group.clone())
+                .or_default()
+                .insert(output.clone());
+            index.group_of.insert(output.clone(), group);
+        }
+    }
+
+    fn outputs_of(&self, parent: &ObjRef, map_key: &str) -> Vec<ObjRef> {
+        lock(&self.outputs)
+            .by_group
+            .get(&(parent.clone(), map_key.to_string()))
+            .map(|refs| refs.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Marks a parent's aggregated status for recomputation by the status loop.
+    pub fn status_changed(&self, parent: &ObjRef) {
+        lock(&self.dirty_status).insert(parent.clone());
+    }
+
+    fn take_dirty_status(&self) -> Vec<ObjRef> {
+        lock(&self.dirty_status).drain().collect()
+    }
+}
+
+#[derive(Debug, Default)]
+struct OutputIndex {
+    by_group: HashMap<(ObjRef, String), HashSet<ObjRef>>,
+    group_of: HashMap<ObjRef, (ObjRef, String)>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -186,6 +232,11 @@ pub async fn load(shared: &Arc<Shared>, name: &str, key: &WorkKey) {
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .insert(name.to_string(), runtime.clone());
+    if previous.is_none() {
+        // Installed first, so events from now on are indexed too (an output seen twice is
+        // filed once).
+        index_existing_outputs(shared, name, &runtime);
+    }
     controller::loaded(shared, key, &object, &prepared).await;
     if changed {
         tracing::info!(controller = name, digests = ?controller::digests(&runtime.hooks), "controller loaded; syncing its parents");
@@ -271,14 +322,21 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
             });
         }
     }
-    // An output: its pair (or detached group), and the parent's status.
+    // An output: kept in the index, and its pair (or detached group) and its parent's status
+    // looked at again.
     for name in routes.outputs.get(&event.resource).into_iter().flatten() {
-        if object::label(object, MAP_LABEL) != Some(name.as_str()) {
-            continue;
-        }
         let Some(runtime) = shared.map(name) else {
             continue;
         };
+        let output = ObjRef::of(&event.resource, object);
+        let group = event
+            .new
+            .as_ref()
+            .and_then(|new| output_group(&runtime, name, new));
+        runtime.bindings.index_output(&output, group);
+        if object::label(object, MAP_LABEL) != Some(name.as_str()) {
+            continue;
+        }
         let Some(parent) = parent_of(&runtime.mapper, object) else {
             continue;
         };
@@ -297,13 +355,30 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
             };
             shared.queue.add(work);
         }
-        shared.queue.add_after(
-            WorkKey::ParentStatus {
-                controller: name.clone(),
-                parent,
-            },
-            STATUS_DELAY,
-        );
+        runtime.bindings.status_changed(&parent);
+    }
+}
+
+/// The (parent, map key) an object belongs to as one of this controller's outputs.
+fn output_group(runtime: &MapRuntime, name: &str, output: &Value) -> Option<(ObjRef, String)> {
+    if object::label(output, MAP_LABEL) != Some(name) {
+        return None;
+    }
+    let map_key = object::label(output, MAP_KEY_LABEL)?;
+    Some((parent_of(&runtime.mapper, output)?, map_key.to_string()))
+}
+
+/// Fills the output index of a freshly loaded controller from the cache; events keep it
+/// current from then on.
+fn index_existing_outputs(shared: &Shared, name: &str, runtime: &MapRuntime) {
+    for output_type in runtime.output_types() {
+        for output in shared.informers.list(&output_type, None) {
+            if let Some(group) = output_group(runtime, name, &output) {
+                runtime
+                    .bindings
+                    .index_output(&ObjRef::of(&output_type, &output), Some(group));
+            }
+        }
     }
 }
 
@@ -405,13 +480,7 @@ pub async fn sync_parent(shared: &Arc<Shared>, controller: &str, parent_ref: &Ob
             map_key: map_key.clone(),
         });
     }
-    shared.queue.add_after(
-        WorkKey::ParentStatus {
-            controller: controller.to_string(),
-            parent: parent_ref.clone(),
-        },
-        STATUS_DELAY,
-    );
+    runtime.bindings.status_changed(parent_ref);
 }
 
 fn owned_outputs(shared: &Shared, runtime: &MapRuntime, parent: &Value) -> Vec<Arc<Value>> {
@@ -525,9 +594,16 @@ fn keyed_outputs(
     parent: &Value,
     map_key: &str,
 ) -> Vec<Arc<Value>> {
-    owned_outputs(shared, runtime, parent)
-        .into_iter()
-        .filter(|o| object::label(o, MAP_KEY_LABEL) == Some(map_key))
+    let parent_ref = ObjRef::of(&runtime.mapper.parent, parent);
+    runtime
+        .bindings
+        .outputs_of(&parent_ref, map_key)
+        .iter()
+        .filter_map(|output| get(shared, output))
+        // The index may briefly hold an output that changed hands; the object decides.
+        .filter(|o| {
+            runtime.mapper.owns(parent, o) && object::label(o, MAP_KEY_LABEL) == Some(map_key)
+        })
         .collect()
 }
 
@@ -591,13 +667,7 @@ async fn finish(
         Err(failure) => fail(shared, runtime, parent, pair, key, failure).await,
     }
     // Inputs come and go with pairs; the counts in the parent's status follow.
-    shared.queue.add_after(
-        WorkKey::ParentStatus {
-            controller: runtime.mapper.name.clone(),
-            parent: pair.0.clone(),
-        },
-        STATUS_DELAY,
-    );
+    runtime.bindings.status_changed(pair.0);
 }
 
 async fn fail(
@@ -626,16 +696,10 @@ async fn fail(
         .await;
 }
 
-/// Aggregates a parent's status from the cache and writes it when it changed.
-pub async fn sync_status(
-    shared: &Arc<Shared>,
-    controller: &str,
-    parent_ref: &ObjRef,
-    key: &WorkKey,
-) {
-    let Some(runtime) = shared.map(controller) else {
-        return;
-    };
+/// Aggregates a parent's status from the cache and writes it when it changed. Runs in the
+/// status loop rather than the work queue, so the counts never wait behind a long queue.
+async fn sync_status(shared: &Arc<Shared>, runtime: &MapRuntime, parent_ref: &ObjRef) {
+    let controller = runtime.mapper.name.as_str();
     let Some(parent) = get(shared, parent_ref) else {
         return;
     };
@@ -644,7 +708,7 @@ pub async fn sync_status(
         return;
     };
     let inputs = sync::selected_inputs(mapper, &*shared.informers, &parent, &selector);
-    let outputs = owned_outputs(shared, &runtime, &parent);
+    let outputs = owned_outputs(shared, runtime, &parent);
     let selected: Vec<&Value> = inputs.iter().map(Arc::as_ref).collect();
     let owned: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
     let Some(status) = mapper.aggregate_status(&parent, &selected, &owned) else {
@@ -662,7 +726,7 @@ pub async fn sync_status(
     };
     if let Err(error) = shared.applier.execute(&target, &plan).await {
         tracing::warn!(controller, parent = %parent_ref, %error, "cannot write aggregated status");
-        shared.queue.retry_later(key.clone());
+        runtime.bindings.status_changed(parent_ref);
     }
 }
 
@@ -671,8 +735,15 @@ pub fn field_manager(name: &str) -> String {
     format!("metascript.dev/map-{name}")
 }
 
-/// Brings every MapController's status up to date, writing only what changed.
+/// Brings every MapController's status, and the aggregated status of every parent that may
+/// have changed, up to date, writing only what changed.
 pub async fn write_statuses(shared: &Arc<Shared>) {
+    let runtimes: Vec<Arc<MapRuntime>> = shared.maps().values().cloned().collect();
+    for runtime in runtimes {
+        for parent in runtime.bindings.take_dirty_status() {
+            sync_status(shared, &runtime, &parent).await;
+        }
+    }
     let loaded: Vec<(String, Health, (u64, u64, u64))> = shared
         .maps()
         .iter()

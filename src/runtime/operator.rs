@@ -82,8 +82,6 @@ pub enum WorkKey {
         parent: ObjRef,
         map_key: String,
     },
-    /// Aggregate a parent's status.
-    ParentStatus { controller: String, parent: ObjRef },
 }
 
 /// Everything the dispatcher, workers and loops share.
@@ -430,9 +428,6 @@ async fn work(shared: Arc<Shared>) {
                 parent,
                 map_key,
             } => map::sync_detached(&shared, controller, parent, map_key, &key).await,
-            WorkKey::ParentStatus { controller, parent } => {
-                map::sync_status(&shared, controller, parent, &key).await
-            }
         }
         shared.queue.done(&key);
     }
