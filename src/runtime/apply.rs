@@ -2,13 +2,15 @@
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
-use crate::object;
+use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use prometheus_client::metrics::counter::Counter;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -31,6 +33,49 @@ pub enum ApplyError {
 pub struct Applier {
     client: kube::Client,
     pub writes: Counter,
+    pub own_writes: Arc<OwnWrites>,
+}
+
+/// The resourceVersion each controller's last write to an object produced. The watch event of
+/// that very version is the operator hearing itself: the controller that wrote it need not
+/// look again (anyone else's change, or another controller, still does).
+#[derive(Debug, Default)]
+pub struct OwnWrites(Mutex<HashMap<(String, ObjectKey), String>>);
+
+impl OwnWrites {
+    fn record(&self, manager: &str, key: ObjectKey, version: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((manager.to_string(), key), version);
+    }
+
+    /// Whether `object` is exactly what `manager` last wrote; the record is used up either way
+    /// once the object has moved past it.
+    pub fn is_own(&self, manager: &str, object: &Value) -> bool {
+        let Some(version) = object::str_at(object, "/metadata/resourceVersion") else {
+            return false;
+        };
+        let key = (manager.to_string(), ObjectKey::of(object));
+        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match writes.get(&key) {
+            Some(written) if written == version => {
+                writes.remove(&key);
+                true
+            }
+            Some(_) => {
+                writes.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+fn advance(version: &mut String, new: Option<String>) {
+    if let Some(new) = new {
+        *version = new;
+    }
 }
 
 /// The object a plan is about, and the types of its children.
@@ -46,7 +91,11 @@ impl Applier {
     /// `writes` counts every write request, so "nothing changed" can be checked as "nothing
     /// written".
     pub fn new(client: kube::Client, writes: Counter) -> Applier {
-        Applier { client, writes }
+        Applier {
+            client,
+            writes,
+            own_writes: Arc::default(),
+        }
     }
 
     /// Patches other than apply still name the controller's field manager, so every field the
@@ -72,8 +121,16 @@ impl Applier {
     /// removed only after everything else succeeded, so a crash in between never leaves a
     /// child without the cleanup that was promised.
     pub async fn execute(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
+        // Each write to the target moves its resourceVersion; the finalizer edits test the
+        // version they expect, so they must see the one the previous write produced.
+        let mut version = object::str_at(target.object, "/metadata/resourceVersion")
+            .unwrap_or_default()
+            .to_string();
         if let Some(FinalizerChange::Add(finalizer)) = &plan.finalizer {
-            self.edit_finalizer(target, finalizer, true).await?;
+            let new = self
+                .edit_finalizer(target, &version, finalizer, true)
+                .await?;
+            advance(&mut version, new);
         }
         for child in &plan.apply {
             self.apply_child(target, child).await?;
@@ -83,38 +140,50 @@ impl Applier {
         }
         if let Some(patch) = &plan.metadata_patch {
             let api = self.api(target.resource, object::namespace(target.object));
-            self.write(
-                "patch metadata of",
-                target.object,
-                api.patch(
-                    object::name(target.object),
-                    &self.params(target),
-                    &Patch::Merge(patch),
-                ),
-            )
-            .await?;
+            let (params, patch) = (self.params(target), Patch::Merge(patch));
+            let request = api.patch(object::name(target.object), &params, &patch);
+            let new = self
+                .write(
+                    "patch metadata of",
+                    target.object,
+                    target.field_manager,
+                    request,
+                )
+                .await?;
+            advance(&mut version, new);
         }
         if let Some(status) = &plan.status {
-            self.write_status(target, status).await?;
+            let new = self.write_status(target, status).await?;
+            advance(&mut version, new);
         }
         if let Some(FinalizerChange::Remove(finalizer)) = &plan.finalizer {
-            self.edit_finalizer(target, finalizer, false).await?;
+            self.edit_finalizer(target, &version, finalizer, false)
+                .await?;
         }
         Ok(())
     }
 
-    async fn write<T>(
+    /// Sends one write and remembers the resourceVersion it produced, so the watch event it
+    /// causes can be told from someone else's change (see [`OwnWrites`]).
+    async fn write(
         &self,
         action: &'static str,
         subject: &Value,
-        request: impl std::future::Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ApplyError> {
+        manager: &str,
+        request: impl std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+    ) -> Result<Option<String>, ApplyError> {
         self.writes.inc();
-        request.await.map_err(|source| ApplyError::Api {
+        let written = request.await.map_err(|source| ApplyError::Api {
             action,
             object: object::ObjectKey::of(subject).to_string(),
             source,
-        })
+        })?;
+        let version = written.metadata.resource_version;
+        if let Some(version) = &version {
+            self.own_writes
+                .record(manager, object::ObjectKey::of(subject), version.clone());
+        }
+        Ok(version)
     }
 
     async fn apply_child(&self, target: &PlanTarget<'_>, child: &Value) -> Result<(), ApplyError> {
@@ -132,6 +201,7 @@ impl Applier {
         self.write(
             "apply",
             child,
+            target.field_manager,
             api.patch(object::name(child), &params, &Patch::Apply(child)),
         )
         .await
@@ -177,7 +247,7 @@ impl Applier {
         &self,
         target: &PlanTarget<'_>,
         status: &StatusChange,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<Option<String>, ApplyError> {
         let api = self.api(target.resource, object::namespace(target.object));
         let name = object::name(target.object);
         let params = self.params(target);
@@ -190,21 +260,23 @@ impl Applier {
             StatusChange::Merge(value) => Patch::Merge(json!({"status": value})),
         };
         if target.resource.has_status {
+            let request = api.patch_status(name, &params, &patch);
             self.write(
                 "patch status of",
                 target.object,
-                api.patch_status(name, &params, &patch),
+                target.field_manager,
+                request,
             )
             .await
-            .map(drop)
         } else {
+            let request = api.patch(name, &params, &patch);
             self.write(
                 "patch status of",
                 target.object,
-                api.patch(name, &params, &patch),
+                target.field_manager,
+                request,
             )
             .await
-            .map(drop)
         }
     }
 
@@ -213,15 +285,14 @@ impl Applier {
     async fn edit_finalizer(
         &self,
         target: &PlanTarget<'_>,
+        version: &str,
         finalizer: &str,
         add: bool,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<Option<String>, ApplyError> {
         let current: Vec<&str> = object::finalizers(target.object);
-        let version =
-            object::str_at(target.object, "/metadata/resourceVersion").unwrap_or_default();
         let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": version});
         let edit = match (add, current.iter().position(|f| *f == finalizer)) {
-            (true, Some(_)) | (false, None) => return Ok(()),
+            (true, Some(_)) | (false, None) => return Ok(None),
             (true, None)
                 if current.is_empty()
                     && target.object.pointer("/metadata/finalizers").is_none() =>
@@ -243,16 +314,9 @@ impl Applier {
         } else {
             "remove finalizer from"
         };
-        self.write(
-            action,
-            target.object,
-            api.patch(
-                object::name(target.object),
-                &self.params(target),
-                &Patch::<Value>::Json(patch),
-            ),
-        )
-        .await
-        .map(drop)
+        let (params, patch) = (self.params(target), Patch::<Value>::Json(patch));
+        let request = api.patch(object::name(target.object), &params, &patch);
+        self.write(action, target.object, target.field_manager, request)
+            .await
     }
 }

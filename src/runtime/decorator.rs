@@ -284,6 +284,13 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
         {
             continue;
         }
+        if event
+            .new
+            .as_ref()
+            .is_some_and(|new| own_write(shared, name, new))
+        {
+            continue;
+        }
         shared.queue.add(WorkKey::Target {
             controller: name.clone(),
             target: ObjRef::of(&event.resource, object),
@@ -296,6 +303,8 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
         let Some(runtime) = shared.decorator(name) else {
             continue;
         };
+        // Even an attachment exactly as this controller applied it re-syncs its target: the
+        // hook sees observed attachments and may report on them (e.g. in status).
         if let Some(target) = owner_of(&runtime, object) {
             shared.queue.add(WorkKey::Target {
                 controller: name.clone(),
@@ -320,6 +329,15 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
             shared.queue.add(WorkKey::Target { controller, target });
         }
     }
+}
+
+/// Whether this version of a target is the one this controller's own write (labels,
+/// annotations, status, finalizer) produced: the sync that wrote it already planned from it.
+fn own_write(shared: &Shared, controller: &str, object: &Value) -> bool {
+    shared
+        .applier
+        .own_writes
+        .is_own(&field_manager(controller), object)
 }
 
 fn ignores_status(decorator: &Decorator, resource: &ResourceType) -> bool {

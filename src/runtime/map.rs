@@ -340,7 +340,12 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
         let Some(parent) = parent_of(&runtime.mapper, object) else {
             continue;
         };
-        if let Some(map_key) = object::label(object, MAP_KEY_LABEL) {
+        // An output exactly as this controller's apply left it needs no second map call.
+        let own = event
+            .new
+            .as_ref()
+            .is_some_and(|new| shared.applier.own_writes.is_own(&field_manager(name), new));
+        if let Some(map_key) = object::label(object, MAP_KEY_LABEL).filter(|_| !own) {
             let work = match runtime.bindings.input_of(&parent, map_key) {
                 Some(input) => WorkKey::Pair {
                     controller: name.clone(),
