@@ -7,3 +7,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 cargo test --all-targets
+# The example hooks through the offline harness, as users run it; its last line is the summary
+# (`N passed, N failed`).
+cargo run --quiet -- test scripts/
