@@ -20,13 +20,16 @@
 //! (which also holds the benchmark's own watches); the apiserver's and etcd's are shown for
 //! context.
 
+mod common;
+
+use common::{create_namespace, init_tracing, memory, per_item, secs, settle};
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
@@ -293,14 +296,6 @@ fn marker_counter(client: &kube::Client, namespace: &str, value: &'static str) -
     )
 }
 
-async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    Ok(())
-}
-
 /// Creates `n` StatefulSets `<prefix>-<i>`, a few requests in flight at a time.
 async fn create_stateful_sets(
     client: &kube::Client,
@@ -325,45 +320,6 @@ async fn create_stateful_sets(
         .try_collect::<Vec<_>>()
         .await?;
     Ok(started.elapsed())
-}
-
-/// Waits until the queue is empty and no write happened for `quiet` (the queue does not count
-/// work in progress, so an empty queue alone does not mean the workers are idle).
-async fn settle(operator: &Operator, quiet: Duration) -> anyhow::Result<Instant> {
-    let deadline = Instant::now() + PHASE_TIMEOUT;
-    let mut writes = operator.writes().get();
-    let mut since = Instant::now();
-    let mut drained = None;
-    loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = Instant::now();
-        let current = operator.writes().get();
-        if operator.queued() > 0 || current != writes {
-            writes = current;
-            since = now;
-            drained = None;
-        } else {
-            drained.get_or_insert(now);
-            if now - since >= quiet {
-                return Ok(drained.unwrap_or(now));
-            }
-        }
-        anyhow::ensure!(
-            now < deadline,
-            "the operator did not settle in {PHASE_TIMEOUT:?}"
-        );
-    }
-}
-
-/// `VmHWM` (peak) and `VmRSS` (current) of a process, in MiB.
-fn memory(pid: &str) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib / 1024.0)
-    };
-    Some((field("VmHWM:")?, field("VmRSS:")?))
 }
 
 /// CPU time (user + system) each process has used so far: this one (the operator) and the
@@ -423,25 +379,9 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
     Some(ticks / per_second.max(1) as f64)
 }
 
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
-}
-
-fn per_target(d: Duration, n: usize) -> String {
-    format!("{:.2} ms/target", d.as_secs_f64() * 1000.0 / n as f64)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // kube's client logs every failed readiness probe while the plane starts at ERROR level;
-    // real failures reach this program as errors anyway.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_tracing();
     let args = parse_args()?;
     let n = args.targets;
     let language = args.language.as_str();
@@ -487,7 +427,7 @@ async fn main() -> anyhow::Result<()> {
         secs(created),
         format!(
             "({}, {CREATE_CONCURRENCY} in flight; {})",
-            per_target(created, n),
+            per_item(created, n, "target"),
             cpu.since(&cpu_before)
         ),
     );
@@ -528,7 +468,7 @@ async fn main() -> anyhow::Result<()> {
         secs(converged),
         format!(
             "({}; Services done at {}, labels at {}; {writes_to_converge} writes; {})",
-            per_target(converged, n),
+            per_item(converged, n, "target"),
             secs(all_services - started),
             secs(all_marked - started),
             cpu.since(&cpu_before)
@@ -538,12 +478,12 @@ async fn main() -> anyhow::Result<()> {
     // 3. A resync of the converged cluster must write nothing. Status writes come every
     // status interval, so wait two of them before taking the baseline.
     let quiet = OperatorConfig::default().status_interval * 2;
-    settle(&operator, quiet).await?;
+    settle(&operator, quiet, PHASE_TIMEOUT).await?;
     let before = operator.writes().get();
     let cpu_before = cpu.now();
     let started = Instant::now();
     operator.resync_all();
-    let drained = settle(&operator, Duration::from_secs(1)).await?;
+    let drained = settle(&operator, Duration::from_secs(1), PHASE_TIMEOUT).await?;
     let resync_writes = operator.writes().get() - before;
     row(
         "resync of the converged cluster",
@@ -575,7 +515,7 @@ async fn main() -> anyhow::Result<()> {
         secs(edit),
         format!(
             "({}; {} writes; {})",
-            per_target(edit, n),
+            per_item(edit, n, "target"),
             operator.writes().get() - before,
             cpu.since(&cpu_before)
         ),

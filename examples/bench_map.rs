@@ -22,11 +22,14 @@
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own small watches); the plane's RSS is shown for context.
 
+mod common;
+
+use common::{create_namespace, init_tracing, memory, per_item, secs, settle};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -239,14 +242,6 @@ async fn install_template_crd(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    Ok(())
-}
-
 #[derive(Clone, Copy)]
 enum Write {
     Create,
@@ -403,66 +398,9 @@ async fn parent_counts(
     }
 }
 
-/// Waits until the queue is empty and neither a map call nor a write happened for `quiet`
-/// (the queue does not count work in progress, and a no-op pair makes a map call but no
-/// write, so both counters are watched). Returns when the last activity was seen.
-async fn settle(
-    operator: &Operator,
-    quiet: Duration,
-    timeout: Duration,
-) -> anyhow::Result<Instant> {
-    let deadline = Instant::now() + timeout;
-    let counters = || (operator.syncs().get(), operator.writes().get());
-    let mut seen = counters();
-    let mut last_activity = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = Instant::now();
-        let current = counters();
-        if operator.queued() > 0 || current != seen {
-            seen = current;
-            last_activity = now;
-        } else if now - last_activity >= quiet {
-            return Ok(last_activity);
-        }
-        anyhow::ensure!(
-            now < deadline,
-            "the operator did not settle in {timeout:?}: {}",
-            operator_status(operator)
-        );
-    }
-}
-
-/// `VmHWM` (peak) and `VmRSS` (current) of a process, in MiB.
-fn memory(pid: &str) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib / 1024.0)
-    };
-    Some((field("VmHWM:")?, field("VmRSS:")?))
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
-}
-
-fn per_object(d: Duration, n: usize) -> String {
-    format!("{:.2} ms/object", d.as_secs_f64() * 1000.0 / n as f64)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // kube's client logs every failed readiness probe while the plane starts at ERROR level;
-    // real failures reach this program as errors anyway.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_tracing();
     let args = parse_args()?;
     let n = args.inputs;
     let language = args.language.as_str();
@@ -500,7 +438,10 @@ async fn main() -> anyhow::Result<()> {
     row(
         "plain client creates the N inputs",
         secs(created),
-        format!("({}, {CONCURRENCY} in flight)", per_object(created, n)),
+        format!(
+            "({}, {CONCURRENCY} in flight)",
+            per_item(created, n, "object")
+        ),
     );
     let templates = template_api(&client);
     templates
@@ -558,7 +499,7 @@ async fn main() -> anyhow::Result<()> {
     row(
         "MapController applied → all N outputs exist",
         secs(all_outputs),
-        format!("({})", per_object(all_outputs, n)),
+        format!("({})", per_item(all_outputs, n, "object")),
     );
     row(
         "MapController applied → parent status counts N",
@@ -679,7 +620,11 @@ async fn main() -> anyhow::Result<()> {
             create_namespace(&client, namespace).await?;
             let objects = (0..n).map(|i| output_like(namespace, i)).collect();
             let took = write_all(&outputs_api(&client, namespace), objects, in_flight, how).await?;
-            row(what, secs(took), format!("({})", per_object(took, n)));
+            row(
+                what,
+                secs(took),
+                format!("({})", per_item(took, n, "object")),
+            );
         }
     }
 
