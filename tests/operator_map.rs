@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use metascript::object;
 use serde_json::{Value, json};
 use support::cluster::Cluster;
-use support::{WAIT, eventually, test_namespace, unique_name};
+use support::{eventually, test_namespace, unique_name};
 
 const SNAPSHOT_CRDS: &str = include_str!("../scripts/snapshot-schedule/crds.yaml");
 const TRANSFORM_CRDS: &str = include_str!("../scripts/configmap-transform/crds.yaml");
@@ -389,7 +389,6 @@ async fn the_tombstone_hook_is_asked_again_until_it_lets_go() {
     cluster
         .wait_gone(&copy, "the copy deleted once the tombstone hook lets go")
         .await;
-    let _ = WAIT;
 }
 
 #[tokio::test]

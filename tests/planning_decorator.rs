@@ -1,7 +1,7 @@
 //! The decorator planning core: requests, plans and rejections, without any cluster.
 
 use metascript::api::DecoratorController;
-use metascript::controllers::decorator::{Decorator, Observed, Phase, RelatedRule};
+use metascript::controllers::decorator::{Decorator, Observed, Phase};
 use metascript::controllers::{
     APPLIED_DIGEST_ANNOTATION, DECORATOR_LABEL, FinalizerChange, StatusChange,
 };
@@ -513,5 +513,4 @@ fn related_rules_select_by_namespace_names_and_labels() {
         .related_rules(&json!({"relatedResources": [{"apiVersion": "v1"}]}))
         .unwrap_err();
     assert!(error.to_string().contains("relatedResources[0]"), "{error}");
-    let _: RelatedRule = RelatedRule::default();
 }

@@ -342,33 +342,41 @@ const BOOKKEEPING: &[&str] = &["resourceVersion", "managedFields"];
 /// Whether an update changed anything but bookkeeping (resourceVersion, managedFields), i.e.
 /// whether controllers need to hear about it.
 pub fn is_meaningful_update(old: &Value, new: &Value) -> bool {
+    differs_ignoring(old, new, &[])
+}
+
+/// Whether two versions of an object differ in anything but bookkeeping metadata and the
+/// top-level fields named in `ignored` (e.g. `status`). Compares in place, without copies:
+/// it runs for every watch event.
+pub fn differs_ignoring(old: &Value, new: &Value, ignored: &[&str]) -> bool {
     let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
         return old != new;
     };
-    let fields = |map: &'_ Map<String, Value>| map.keys().filter(|k| *k != "metadata").count();
-    if fields(old) != fields(new)
-        || old
-            .iter()
-            .any(|(key, value)| key != "metadata" && new.get(key) != Some(value))
-    {
+    if maps_differ(old, new, |key| key == "metadata" || ignored.contains(&key)) {
         return true;
     }
-    let (old_meta, new_meta) = (old.get("metadata"), new.get("metadata"));
-    let (Some(old_meta), Some(new_meta)) = (
-        old_meta.and_then(Value::as_object),
-        new_meta.and_then(Value::as_object),
-    ) else {
-        return old_meta != new_meta;
-    };
-    let significant = |meta: &Map<String, Value>| {
-        meta.keys()
-            .filter(|key| !BOOKKEEPING.contains(&key.as_str()))
-            .count()
-    };
-    significant(old_meta) != significant(new_meta)
-        || old_meta.iter().any(|(key, value)| {
-            !BOOKKEEPING.contains(&key.as_str()) && new_meta.get(key) != Some(value)
-        })
+    match (
+        old.get("metadata").and_then(Value::as_object),
+        new.get("metadata").and_then(Value::as_object),
+    ) {
+        (Some(old_meta), Some(new_meta)) => {
+            maps_differ(old_meta, new_meta, |key| BOOKKEEPING.contains(&key))
+        }
+        _ => old.get("metadata") != new.get("metadata"),
+    }
+}
+
+/// Whether two maps differ in any key `skip` does not exclude.
+fn maps_differ(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    skip: impl Fn(&str) -> bool,
+) -> bool {
+    let counted = |map: &Map<String, Value>| map.keys().filter(|key| !skip(key)).count();
+    counted(old) != counted(new)
+        || old
+            .iter()
+            .any(|(key, value)| !skip(key) && new.get(key) != Some(value))
 }
 
 /// (old, new) as in [`ObjectEvent`].

@@ -378,16 +378,18 @@ async fn dispatch(shared: Arc<Shared>, mut events: mpsc::UnboundedReceiver<Objec
             continue;
         };
         let name = crate::object::name(object).to_string();
-        let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if super::routes::only_status_changed(old, new));
-        if event.resource == shared.decorator_type {
-            if !status_only {
-                shared.queue.add(WorkKey::Decorator(name));
+        // A controller object's own status (which the operator writes) never reloads it.
+        let reload = match &event.resource {
+            resource if *resource == shared.decorator_type => {
+                Some(WorkKey::Decorator(name.clone()))
             }
-            continue;
-        }
-        if event.resource == shared.map_type {
+            resource if *resource == shared.map_type => Some(WorkKey::Map(name.clone())),
+            _ => None,
+        };
+        if let Some(reload) = reload {
+            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if super::routes::only_status_changed(old, new));
             if !status_only {
-                shared.queue.add(WorkKey::Map(name));
+                shared.queue.add(reload);
             }
             continue;
         }

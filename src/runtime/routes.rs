@@ -182,18 +182,7 @@ impl RelatedInner {
 
 /// Whether two versions of an object differ only in status (and bookkeeping metadata).
 pub fn only_status_changed(old: &Value, new: &Value) -> bool {
-    let strip = |object: &Value| {
-        let mut object = object.clone();
-        if let Some(map) = object.as_object_mut() {
-            map.remove("status");
-        }
-        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.remove("resourceVersion");
-            metadata.remove("managedFields");
-        }
-        object
-    };
-    old != new && strip(old) == strip(new)
+    old.get("status") != new.get("status") && !super::cache::differs_ignoring(old, new, &["status"])
 }
 
 #[cfg(test)]
