@@ -392,7 +392,7 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
 #[test]
 fn finalizer_lifecycle_follows_the_finalize_hook() {
     let with_finalize = decorator(true, "InPlace");
-    let finalizer = with_finalize.finalizer();
+    let finalizer = with_finalize.finalizer().to_string();
     assert_eq!(finalizer, "metascript.dev/decorator-service-per-pod");
     let mut target = target();
     assert_eq!(with_finalize.phase(&target), Phase::Sync);
@@ -461,7 +461,7 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     assert_eq!(without.phase(&leftover), Phase::Release);
     assert_eq!(
         without.release_plan().finalizer,
-        Some(FinalizerChange::Remove(without.finalizer()))
+        Some(FinalizerChange::Remove(without.finalizer().to_string()))
     );
     let mut plain = target.clone();
     plain["metadata"]["annotations"] = json!({});

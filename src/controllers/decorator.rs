@@ -24,6 +24,9 @@ pub struct Decorator {
     pub attachments: Vec<ChildType>,
     pub has_finalize: bool,
     pub has_customize: bool,
+    /// The finalizer this controller puts on targets when it has a finalize hook (computed
+    /// once: it is checked on every target event).
+    finalizer: String,
 }
 
 /// Which hook, if any, a target needs now.
@@ -67,12 +70,13 @@ impl Decorator {
             attachments: children::resolve_child_types(&spec.attachments, resolver)?,
             has_finalize: spec.hooks.finalize.is_some(),
             has_customize: spec.hooks.customize.is_some(),
+            finalizer: finalizer_for(&kube::ResourceExt::name_any(controller)),
         })
     }
 
     /// The finalizer this controller puts on targets when it has a finalize hook.
-    pub fn finalizer(&self) -> String {
-        finalizer_for(&self.name)
+    pub fn finalizer(&self) -> &str {
+        &self.finalizer
     }
 
     /// The resolved type of a target object, when it is of a type this controller targets.
@@ -93,7 +97,7 @@ impl Decorator {
     }
 
     pub fn phase(&self, target: &Value) -> Phase {
-        let holds_finalizer = object::has_finalizer(target, &self.finalizer());
+        let holds_finalizer = object::has_finalizer(target, self.finalizer());
         if self.selects(target) && !object::is_deleting(target) {
             Phase::Sync
         } else if holds_finalizer && self.has_finalize {
@@ -167,7 +171,7 @@ impl Decorator {
     /// The plan for a target whose finalizer must go without calling any hook.
     pub fn release_plan(&self) -> Plan {
         Plan {
-            finalizer: Some(FinalizerChange::Remove(self.finalizer())),
+            finalizer: Some(FinalizerChange::Remove(self.finalizer.clone())),
             ..Plan::default()
         }
     }
@@ -214,11 +218,11 @@ impl Decorator {
             finalizer: None,
             resync_after_seconds: response::resync_after(fields)?,
         };
-        let holds_finalizer = object::has_finalizer(target, &self.finalizer());
+        let holds_finalizer = object::has_finalizer(target, self.finalizer());
         plan.finalizer = match phase {
             Phase::Finalize => match fields.get("finalized") {
                 Some(Value::Bool(true)) if holds_finalizer => {
-                    Some(FinalizerChange::Remove(self.finalizer()))
+                    Some(FinalizerChange::Remove(self.finalizer.clone()))
                 }
                 None | Some(Value::Null) | Some(Value::Bool(_)) => None,
                 Some(other) => {
@@ -229,10 +233,10 @@ impl Decorator {
                 }
             },
             _ if self.has_finalize && !holds_finalizer => {
-                Some(FinalizerChange::Add(self.finalizer()))
+                Some(FinalizerChange::Add(self.finalizer.clone()))
             }
             _ if !self.has_finalize && holds_finalizer => {
-                Some(FinalizerChange::Remove(self.finalizer()))
+                Some(FinalizerChange::Remove(self.finalizer.clone()))
             }
             _ => None,
         };

@@ -250,7 +250,7 @@ pub fn enqueue_targets(shared: &Shared, runtime: &DecoratorRuntime) {
     let finalizer = runtime.decorator.finalizer();
     for resource in runtime.target_types() {
         for target in ObjectStore::list(&*shared.informers, resource, None) {
-            if runtime.decorator.selects(&target) || object::has_finalizer(&target, &finalizer) {
+            if runtime.decorator.selects(&target) || object::has_finalizer(&target, finalizer) {
                 shared.queue.add(WorkKey::Target {
                     controller: runtime.decorator.name.clone(),
                     target: ObjRef::of(resource, &target),
@@ -273,7 +273,7 @@ pub fn route_event(shared: &Shared, event: &ObjectEvent) {
         };
         let decorator = &runtime.decorator;
         let wanted = event.new.as_ref().is_some_and(|new| {
-            decorator.selects(new) || object::has_finalizer(new, &decorator.finalizer())
+            decorator.selects(new) || object::has_finalizer(new, decorator.finalizer())
         }) || event.old.as_ref().is_some_and(|old| decorator.selects(old));
         if !wanted || event.new.is_none() {
             continue;
