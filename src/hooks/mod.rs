@@ -4,7 +4,9 @@
 
 mod source;
 
-pub use source::{ConfigMapLookup, NoConfigMaps, ScriptsDir, SourceError, script_source};
+pub use source::{
+    ConfigMapLookup, NoConfigMaps, ScriptsDir, SourceError, config_map_data, script_source,
+};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;

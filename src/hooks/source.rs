@@ -55,16 +55,17 @@ impl ConfigMapLookup for Vec<serde_json::Value> {
                 && crate::object::name(object) == name
                 && crate::object::namespace(object).unwrap_or("default") == namespace
         })?;
-        Some(
-            config_map
-                .pointer(&format!(
-                    "/data/{}",
-                    key.replace('~', "~0").replace('/', "~1")
-                ))
-                .and_then(|v| v.as_str())
-                .map(str::to_string),
-        )
+        Some(config_map_data(config_map, key))
     }
+}
+
+/// The value of one key of a ConfigMap's `data`.
+pub fn config_map_data(config_map: &serde_json::Value, key: &str) -> Option<String> {
+    config_map
+        .get("data")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -109,8 +109,8 @@ pub async fn prepare(
     let mut types = types;
     if !ScriptSources::of(&hooks).config_maps.is_empty() {
         types.push(ResourceRef {
-            api_version: "v1".into(),
-            resource: "configmaps".into(),
+            api_version: shared.config_map_type.api_version.clone(),
+            resource: shared.config_map_type.plural.clone(),
         });
     }
     for reference in &types {
@@ -125,7 +125,10 @@ pub async fn prepare(
             .await
             .map_err(|error| fail("WatchFailed", error.to_string()))?;
     }
-    let cached = CachedConfigMaps(&shared.informers);
+    let cached = CachedConfigMaps {
+        informers: &shared.informers,
+        config_maps: &shared.config_map_type,
+    };
     let local;
     let lookup: &dyn ConfigMapLookup = match &shared.config.scripts_dir {
         Some(dir) => {

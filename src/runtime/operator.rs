@@ -97,6 +97,8 @@ pub struct Shared {
     pub config: OperatorConfig,
     pub decorator_type: ResourceType,
     pub map_type: ResourceType,
+    /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
+    pub config_map_type: ResourceType,
     pub decorators: RwLock<HashMap<String, Arc<DecoratorRuntime>>>,
     pub maps: RwLock<HashMap<String, Arc<MapRuntime>>>,
     /// Health of controllers that have no runtime (their types or scripts never loaded), by
@@ -124,6 +126,17 @@ impl Operator {
         let discovery = Discovery::new(client.clone());
         let decorator_type = resolve_own_type(&discovery, "decoratorcontrollers").await?;
         let map_type = resolve_own_type(&discovery, "mapcontrollers").await?;
+        let config_map_type = discovery
+            .resolve(&ResourceRef {
+                api_version: "v1".into(),
+                resource: "configmaps".into(),
+            })
+            .await
+            .map_err(|error| StartError::Watch {
+                what: "ConfigMaps".into(),
+                message: error.to_string(),
+            })?
+            .resource;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let reporter = Reporter {
@@ -143,6 +156,7 @@ impl Operator {
             config: config.clone(),
             decorator_type: decorator_type.resource.clone(),
             map_type: map_type.resource.clone(),
+            config_map_type,
             decorators: RwLock::default(),
             maps: RwLock::default(),
             unloaded: Mutex::default(),
@@ -393,7 +407,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: mpsc::UnboundedReceiver<Objec
             }
             continue;
         }
-        if event.resource == scripts::config_map_type() {
+        if event.resource == shared.config_map_type {
             let key = (
                 crate::object::namespace(object)
                     .unwrap_or_default()

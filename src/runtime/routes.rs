@@ -191,7 +191,9 @@ mod tests {
     use serde_json::json;
 
     fn configmaps() -> ResourceType {
-        crate::runtime::scripts::config_map_type()
+        crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .expect("ConfigMap is built in")
     }
 
     #[test]

@@ -8,30 +8,19 @@ use notify::{RecursiveMode, Watcher};
 use std::path::Path;
 use tokio::sync::mpsc;
 
-/// The core ConfigMap type, which every configMapRef names.
-pub fn config_map_type() -> ResourceType {
-    ResourceType {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        plural: "configmaps".into(),
-        namespaced: true,
-        has_status: false,
-    }
-}
-
 /// ConfigMap keys read from the watch cache (wrapped in `hooks::ScriptsDir` for the dev loop).
-pub struct CachedConfigMaps<'a>(pub &'a Informers);
+pub struct CachedConfigMaps<'a> {
+    pub informers: &'a Informers,
+    /// The ConfigMap type as discovery resolved it (the cache's key).
+    pub config_maps: &'a ResourceType,
+}
 
 impl ConfigMapLookup for CachedConfigMaps<'_> {
     fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
-        let config_map = self.0.get(&config_map_type(), Some(namespace), name)?;
-        Some(
-            config_map
-                .get("data")
-                .and_then(|data| data.get(key))
-                .and_then(|value| value.as_str())
-                .map(str::to_string),
-        )
+        let config_map = self
+            .informers
+            .get(self.config_maps, Some(namespace), name)?;
+        Some(crate::hooks::config_map_data(&config_map, key))
     }
 }
 
