@@ -462,7 +462,7 @@ async fn main() -> anyhow::Result<()> {
     let all_services = services.reached(n, "the Services").await?;
     let all_marked = marked.reached(n, "the marker labels").await?;
     let converged = all_services.max(all_marked) - started;
-    let writes_to_converge = operator.writes().get();
+    let writes_to_converge = operator.writes();
     row(
         "converge (operator start to all Services + labels)",
         secs(converged),
@@ -479,12 +479,12 @@ async fn main() -> anyhow::Result<()> {
     // status interval, so wait two of them before taking the baseline.
     let quiet = OperatorConfig::default().status_interval * 2;
     settle(&operator, quiet, PHASE_TIMEOUT).await?;
-    let before = operator.writes().get();
+    let before = operator.writes();
     let cpu_before = cpu.now();
     let started = Instant::now();
     operator.resync_all();
     let drained = settle(&operator, Duration::from_secs(1), PHASE_TIMEOUT).await?;
-    let resync_writes = operator.writes().get() - before;
+    let resync_writes = operator.writes() - before;
     row(
         "resync of the converged cluster",
         format!("{resync_writes} writes"),
@@ -497,7 +497,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 4. A script edit reaching every target.
     let mut relabelled = marker_counter(&client, namespace, "v2");
-    let before = operator.writes().get();
+    let before = operator.writes();
     let cpu_before = cpu.now();
     let started = Instant::now();
     example
@@ -516,7 +516,7 @@ async fn main() -> anyhow::Result<()> {
         format!(
             "({}; {} writes; {})",
             per_item(edit, n, "target"),
-            operator.writes().get() - before,
+            operator.writes() - before,
             cpu.since(&cpu_before)
         ),
     );

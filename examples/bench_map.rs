@@ -365,8 +365,8 @@ impl Drop for OutputCount {
 fn operator_status(operator: &Operator) -> String {
     format!(
         "{} map calls, {} writes, {} queued",
-        operator.syncs().get(),
-        operator.writes().get(),
+        operator.syncs(),
+        operator.writes(),
         operator.queued()
     )
 }
@@ -495,7 +495,7 @@ async fn main() -> anyhow::Result<()> {
     let all_outputs = tenths[9];
     let status_done = parent_counts(&templates, n, n, timeout).await? - started;
     let settled = settle(&operator, Duration::from_secs(4), timeout).await?;
-    let (syncs, writes) = (operator.syncs().get(), operator.writes().get());
+    let (syncs, writes) = (operator.syncs(), operator.writes());
     row(
         "MapController applied → all N outputs exist",
         secs(all_outputs),
@@ -527,17 +527,17 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // 3. A resync of the converged cluster must write nothing.
-    let (syncs_before, writes_before) = (operator.syncs().get(), operator.writes().get());
+    let (syncs_before, writes_before) = (operator.syncs(), operator.writes());
     let started = Instant::now();
     operator.resync_all();
     let drained = settle(&operator, Duration::from_secs(2), timeout).await?;
-    let resync_writes = operator.writes().get() - writes_before;
+    let resync_writes = operator.writes() - writes_before;
     row(
         "resync of the converged cluster",
         format!("{resync_writes} writes"),
         format!(
             "({} map calls, work done in {})",
-            operator.syncs().get() - syncs_before,
+            operator.syncs() - syncs_before,
             secs(drained - started)
         ),
     );

@@ -14,4 +14,5 @@ pub mod runtime;
 pub mod script;
 pub mod selector;
 pub mod sync;
+#[cfg(feature = "testing")]
 pub mod testing;

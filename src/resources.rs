@@ -46,6 +46,19 @@ impl ResourceType {
     pub fn describes(&self, object: &Value) -> bool {
         object::kind(object) == self.kind && object::api_version(object) == self.api_version
     }
+
+    /// The namespace to look for objects of this type in: `namespace` when the type is
+    /// namespaced, none (cluster scope, or every namespace) when it is not. This is the one
+    /// place the rule lives: a cluster-scoped type ignores whatever namespace a caller has.
+    pub fn scope<'a>(&self, namespace: Option<&'a str>) -> Option<&'a str> {
+        namespace.filter(|_| self.namespaced)
+    }
+
+    /// The namespace `object` gives for this type: its own when the type is namespaced (e.g.
+    /// a parent's namespace for its inputs or children), none otherwise.
+    pub fn scope_of<'a>(&self, object: &'a Value) -> Option<&'a str> {
+        self.scope(object::namespace(object))
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

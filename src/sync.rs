@@ -5,7 +5,7 @@
 use crate::api::HookKind;
 use crate::controllers::decorator::{Decorator, Observed, Phase, RelatedRule};
 use crate::controllers::map::Mapper;
-use crate::controllers::{MAP_KEY_LABEL, Plan};
+use crate::controllers::{MAP_KEY_LABEL, Plan, StatusChange};
 use crate::hooks::{ControllerHooks, HookError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -21,12 +21,7 @@ pub trait ObjectStore {
 
     /// Objects of a type whose controller is `owner`. Stores with an owner index override this.
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
-        let namespace = if resource.namespaced {
-            object::namespace(owner)
-        } else {
-            None
-        };
-        self.list(resource, namespace)
+        self.list(resource, resource.scope_of(owner))
             .into_iter()
             .filter(|child| object::is_controlled_by(child, owner))
             .collect()
@@ -65,17 +60,27 @@ pub enum SyncError {
 /// The related resource rules a target's customize hook returned, each with its resolved type.
 pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
 
-/// Runs the customize hook for a target and resolves the types of the rules it returns.
+/// Runs the customize hook for a target: the related resource rules it returns, validated.
 pub fn customize(
     decorator: &Decorator,
     runner: &HookRunner,
-    resolver: &dyn ResourceResolver,
     target: &Value,
-) -> Result<RelatedRules, SyncError> {
+) -> Result<Vec<RelatedRule>, SyncError> {
     let response = runner.call(HookKind::Customize, &decorator.customize_request(target))?;
-    let rules = decorator
-        .related_rules(&response)
-        .map_err(|error| runner.hooks.invalid_response(HookKind::Customize, error))?;
+    decorator.related_rules(&response).map_err(|error| {
+        runner
+            .hooks
+            .invalid_response(HookKind::Customize, error)
+            .into()
+    })
+}
+
+/// Resolves the type of each related resource rule.
+pub fn resolve_related(
+    decorator: &Decorator,
+    resolver: &dyn ResourceResolver,
+    rules: Vec<RelatedRule>,
+) -> Result<RelatedRules, SyncError> {
     rules
         .into_iter()
         .map(|rule| {
@@ -156,14 +161,9 @@ fn related_objects(
 ) -> Value {
     let mut related = Vec::new();
     for (rule, resource) in rules {
-        let namespace = if resource.namespaced {
-            rule.namespace_for(target)
-        } else {
-            None
-        };
         related.extend(
             store
-                .list(resource, namespace)
+                .list(resource, resource.scope(rule.namespace_for(target)))
                 .into_iter()
                 .filter(|candidate| rule.selects(target, candidate)),
         );
@@ -175,7 +175,63 @@ fn related_objects(
     )
 }
 
-/// The work one map parent needs: a step per selected input, per detached group, and status.
+/// What one map parent fans out into, read from a store in one go: the inputs it selects (a
+/// pair each) and the outputs it owns (grouped by map key; a group whose key no selected input
+/// has is detached). `render` walks it in order; the operator queues each pair and group as its
+/// own work item, so pairs run in parallel, and computes the parent's status from it.
+#[derive(Debug)]
+pub struct MapFanOut {
+    pub inputs: Vec<Arc<Value>>,
+    pub outputs: Vec<Arc<Value>>,
+}
+
+impl MapFanOut {
+    /// Reads a parent's inputs and outputs. An unreadable selector is an error, never "no
+    /// inputs" (which would detach every output).
+    pub fn read(
+        mapper: &Mapper,
+        store: &dyn ObjectStore,
+        parent: &Value,
+    ) -> Result<MapFanOut, crate::controllers::map::InvalidSelector> {
+        let selector = mapper.parent_selector(parent)?;
+        Ok(MapFanOut {
+            inputs: selected_inputs(mapper, store, parent, &selector),
+            outputs: owned_outputs(mapper, store, parent),
+        })
+    }
+
+    /// The parent's outputs by map key.
+    pub fn groups(&self, mapper: &Mapper) -> BTreeMap<String, Vec<&Value>> {
+        mapper.group_by_key(self.outputs.iter().map(Arc::as_ref))
+    }
+
+    /// The map keys of the selected inputs.
+    pub fn live_keys(&self) -> BTreeSet<String> {
+        self.inputs
+            .iter()
+            .map(|input| Mapper::map_key(input))
+            .collect()
+    }
+
+    /// Output groups whose input is no longer selected, by map key.
+    pub fn detached(&self, mapper: &Mapper) -> Vec<(String, Vec<&Value>)> {
+        let live = self.live_keys();
+        self.groups(mapper)
+            .into_iter()
+            .filter(|(key, _)| !live.contains(key))
+            .collect()
+    }
+
+    /// The status aggregated on the parent, when it differs from what it carries.
+    pub fn status(&self, mapper: &Mapper, parent: &Value) -> Option<StatusChange> {
+        let selected: Vec<&Value> = self.inputs.iter().map(Arc::as_ref).collect();
+        let owned: Vec<&Value> = self.outputs.iter().map(Arc::as_ref).collect();
+        mapper.aggregate_status(parent, &selected, &owned)
+    }
+}
+
+/// One step of a map parent's sync: a selected input mapped, a detached group settled, or the
+/// aggregated status.
 #[derive(Debug)]
 pub struct MapStep {
     pub hook: Option<HookKind>,
@@ -185,38 +241,31 @@ pub struct MapStep {
     pub result: Result<Plan, SyncError>,
 }
 
-/// Plans everything for one parent. A failing pair does not stop the others; detached groups
-/// are decided only when every input could be read (an unreadable selector plans nothing).
+/// Plans everything for one parent, one pair after another (the operator runs the same steps
+/// as separate work items). A failing pair does not stop the others.
 pub fn sync_map_parent(
     mapper: &Mapper,
     runner: &HookRunner,
     store: &dyn ObjectStore,
     parent: &Value,
 ) -> Result<Vec<MapStep>, SyncError> {
-    let selector = mapper.parent_selector(parent)?;
-    let inputs = selected_inputs(mapper, store, parent, &selector);
-    let outputs = owned_outputs(mapper, store, parent);
-    let groups = mapper.group_by_key(outputs.iter().map(Arc::as_ref));
+    let fan_out = MapFanOut::read(mapper, store, parent)?;
+    let groups = fan_out.groups(mapper);
     let mut steps = Vec::new();
-    let mut live_keys = BTreeSet::new();
-    for input in &inputs {
+    for input in &fan_out.inputs {
         let map_key = Mapper::map_key(input);
         let observed = groups.get(&map_key).cloned().unwrap_or_default();
-        let result = map_input(mapper, runner, parent, input, &observed);
-        live_keys.insert(map_key.clone());
         steps.push(MapStep {
             hook: Some(HookKind::Map),
+            result: map_input(mapper, runner, parent, input, &observed),
             map_key,
             input: Some(input.clone()),
-            result,
         });
     }
-    for (map_key, detached) in detached_groups(&groups, &live_keys) {
+    for (map_key, detached) in fan_out.detached(mapper) {
         steps.push(plan_detached(mapper, runner, parent, map_key, &detached));
     }
-    let selected: Vec<&Value> = inputs.iter().map(Arc::as_ref).collect();
-    let owned: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
-    if let Some(status) = mapper.aggregate_status(parent, &selected, &owned) {
+    if let Some(status) = fan_out.status(mapper, parent) {
         steps.push(MapStep {
             hook: None,
             map_key: String::new(),
@@ -232,29 +281,23 @@ pub fn sync_map_parent(
 
 /// The inputs a parent selects: of the input types, in the parent's namespace (every namespace
 /// for a cluster-scoped parent), matching its selector, not its own outputs.
-pub fn selected_inputs(
+fn selected_inputs(
     mapper: &Mapper,
     store: &dyn ObjectStore,
     parent: &Value,
     selector: &crate::selector::LabelSelector,
 ) -> Vec<Arc<Value>> {
-    let namespace = if mapper.parent.namespaced {
-        object::namespace(parent)
-    } else {
-        None
-    };
+    let namespace = mapper.parent.scope_of(parent);
     mapper
         .inputs
         .iter()
-        .flat_map(|resource| {
-            store.list(resource, if resource.namespaced { namespace } else { None })
-        })
+        .flat_map(|resource| store.list(resource, resource.scope(namespace)))
         .filter(|input| mapper.selects_input(parent, selector, input))
         .collect()
 }
 
 /// The outputs of this MapController that a parent owns.
-pub fn owned_outputs(mapper: &Mapper, store: &dyn ObjectStore, parent: &Value) -> Vec<Arc<Value>> {
+fn owned_outputs(mapper: &Mapper, store: &dyn ObjectStore, parent: &Value) -> Vec<Arc<Value>> {
     mapper
         .outputs
         .iter()
@@ -277,18 +320,6 @@ pub fn map_input(
     mapper
         .plan_map(parent, &map_key, observed, &response)
         .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error).into())
-}
-
-/// Output groups whose input is no longer selected.
-pub fn detached_groups<'a>(
-    groups: &BTreeMap<String, Vec<&'a Value>>,
-    live_keys: &BTreeSet<String>,
-) -> Vec<(String, Vec<&'a Value>)> {
-    groups
-        .iter()
-        .filter(|(key, _)| !live_keys.contains(*key))
-        .map(|(key, outputs)| (key.clone(), outputs.clone()))
-        .collect()
 }
 
 /// Decides a detached group: the tombstone hook picks what stays, or everything goes.

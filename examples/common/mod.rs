@@ -36,7 +36,7 @@ pub async fn settle(
     timeout: Duration,
 ) -> anyhow::Result<Instant> {
     let deadline = Instant::now() + timeout;
-    let counters = || (operator.syncs().get(), operator.writes().get());
+    let counters = || (operator.syncs(), operator.writes());
     let mut seen = counters();
     let mut last_activity = Instant::now();
     loop {

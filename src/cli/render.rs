@@ -151,7 +151,8 @@ fn render(
         };
         for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
             let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
-                sync::customize(&decorator, &runner, &cluster.resolver, target)
+                sync::customize(&decorator, &runner, target)
+                    .and_then(|rules| sync::resolve_related(&decorator, &cluster.resolver, rules))
             } else {
                 Ok(Vec::new())
             }

@@ -27,6 +27,11 @@ pub struct RunArgs {
     /// Seconds between controller status updates (written only when changed).
     #[arg(long, default_value_t = 2.0)]
     pub status_interval: f64,
+    /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
+    /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
+    /// share a cluster or a canary can take a few controllers.
+    #[arg(long, env = "METASCRIPT_CONTROLLER_SELECTOR")]
+    pub controller_selector: Option<String>,
     /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off.
     #[arg(long, default_value = "0.0.0.0:9090", env = "METASCRIPT_METRICS_ADDR")]
     pub metrics_addr: String,
@@ -77,6 +82,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval: Duration::from_secs_f64(args.status_interval),
+        controller_selector: args.controller_selector.clone(),
     };
     let ready = Arc::new(AtomicBool::new(false));
     let operator = Operator::start(client, config).await?;

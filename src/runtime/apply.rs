@@ -1,16 +1,18 @@
 //! Carrying out a plan against the API: server-side apply for children, preconditioned deletes,
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
+use super::keys::ControllerId;
+use super::metrics::Metrics;
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
 use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
-use prometheus_client::metrics::counter::Counter;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -32,7 +34,7 @@ pub enum ApplyError {
 #[derive(Clone)]
 pub struct Applier {
     client: kube::Client,
-    pub writes: Counter,
+    metrics: Metrics,
     pub own_writes: Arc<OwnWrites>,
 }
 
@@ -40,24 +42,21 @@ pub struct Applier {
 /// that very version is the operator hearing itself: the controller that wrote it need not
 /// look again (anyone else's change, or another controller, still does).
 #[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<(String, ObjectKey), String>>);
+pub struct OwnWrites(Mutex<HashMap<(ControllerId, ObjectKey), String>>);
 
 impl OwnWrites {
-    fn record(&self, manager: &str, key: ObjectKey, version: String) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((manager.to_string(), key), version);
+    fn record(&self, controller: &ControllerId, key: ObjectKey, version: String) {
+        self.0.lock().insert((controller.clone(), key), version);
     }
 
-    /// Whether `object` is exactly what `manager` last wrote; the record is used up either way
-    /// once the object has moved past it.
-    pub fn is_own(&self, manager: &str, object: &Value) -> bool {
+    /// Whether `object` is exactly what `controller` last wrote; the record is used up either
+    /// way once the object has moved past it.
+    pub fn is_own(&self, controller: &ControllerId, object: &Value) -> bool {
         let Some(version) = object::str_at(object, "/metadata/resourceVersion") else {
             return false;
         };
-        let key = (manager.to_string(), ObjectKey::of(object));
-        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (controller.clone(), ObjectKey::of(object));
+        let mut writes = self.0.lock();
         match writes.get(&key) {
             Some(written) if written == version => {
                 writes.remove(&key);
@@ -70,6 +69,13 @@ impl OwnWrites {
             None => false,
         }
     }
+
+    /// Drops the record of an object that is gone (its last event has been seen).
+    pub fn forget(&self, controller: &ControllerId, object: &Value) {
+        self.0
+            .lock()
+            .remove(&(controller.clone(), ObjectKey::of(object)));
+    }
 }
 
 fn advance(version: &mut String, new: Option<String>) {
@@ -78,22 +84,21 @@ fn advance(version: &mut String, new: Option<String>) {
     }
 }
 
-/// The object a plan is about, and the types of its children.
+/// The object a plan is about, the types of its children, and the controller writing.
 pub struct PlanTarget<'a> {
     pub object: &'a Value,
     pub resource: &'a ResourceType,
     pub child_types: &'a [ResourceType],
-    /// The server-side apply field manager, one per controller.
-    pub field_manager: &'a str,
+    pub controller: &'a ControllerId,
 }
 
 impl Applier {
-    /// `writes` counts every write request, so "nothing changed" can be checked as "nothing
-    /// written".
-    pub fn new(client: kube::Client, writes: Counter) -> Applier {
+    /// Every write request is counted in `metrics`, per controller, so "nothing changed" can be
+    /// checked as "nothing written".
+    pub fn new(client: kube::Client, metrics: Metrics) -> Applier {
         Applier {
             client,
-            writes,
+            metrics,
             own_writes: Arc::default(),
         }
     }
@@ -102,7 +107,7 @@ impl Applier {
     /// operator writes is attributed in managedFields.
     fn params(&self, target: &PlanTarget<'_>) -> PatchParams {
         PatchParams {
-            field_manager: Some(target.field_manager.to_string()),
+            field_manager: Some(target.controller.field_manager()),
             ..PatchParams::default()
         }
     }
@@ -146,7 +151,7 @@ impl Applier {
                 .write(
                     "patch metadata of",
                     target.object,
-                    target.field_manager,
+                    target.controller,
                     request,
                 )
                 .await?;
@@ -169,10 +174,10 @@ impl Applier {
         &self,
         action: &'static str,
         subject: &Value,
-        manager: &str,
+        controller: &ControllerId,
         request: impl std::future::Future<Output = Result<DynamicObject, kube::Error>>,
     ) -> Result<Option<String>, ApplyError> {
-        self.writes.inc();
+        self.metrics.count_write(controller);
         let written = request.await.map_err(|source| ApplyError::Api {
             action,
             object: object::ObjectKey::of(subject).to_string(),
@@ -181,7 +186,7 @@ impl Applier {
         let version = written.metadata.resource_version;
         if let Some(version) = &version {
             self.own_writes
-                .record(manager, object::ObjectKey::of(subject), version.clone());
+                .record(controller, object::ObjectKey::of(subject), version.clone());
         }
         Ok(version)
     }
@@ -197,11 +202,11 @@ impl Applier {
                 api_version: object::api_version(child).to_string(),
             })?;
         let api = self.api(resource, object::namespace(child));
-        let params = PatchParams::apply(target.field_manager).force();
+        let params = PatchParams::apply(&target.controller.field_manager()).force();
         self.write(
             "apply",
             child,
-            target.field_manager,
+            target.controller,
             api.patch(object::name(child), &params, &Patch::Apply(child)),
         )
         .await
@@ -230,7 +235,7 @@ impl Applier {
             propagation_policy: Some(PropagationPolicy::Background),
             ..DeleteParams::default()
         };
-        self.writes.inc();
+        self.metrics.count_write(target.controller);
         match api.delete(&key.name, &params).await {
             Ok(_) => Ok(()),
             // Already gone, or replaced by a newer object of the same name: nothing to do.
@@ -261,22 +266,12 @@ impl Applier {
         };
         if target.resource.has_status {
             let request = api.patch_status(name, &params, &patch);
-            self.write(
-                "patch status of",
-                target.object,
-                target.field_manager,
-                request,
-            )
-            .await
+            self.write("patch status of", target.object, target.controller, request)
+                .await
         } else {
             let request = api.patch(name, &params, &patch);
-            self.write(
-                "patch status of",
-                target.object,
-                target.field_manager,
-                request,
-            )
-            .await
+            self.write("patch status of", target.object, target.controller, request)
+                .await
         }
     }
 
@@ -316,7 +311,7 @@ impl Applier {
         };
         let (params, patch) = (self.params(target), Patch::<Value>::Json(patch));
         let request = api.patch(object::name(target.object), &params, &patch);
-        self.write(action, target.object, target.field_manager, request)
+        self.write(action, target.object, target.controller, request)
             .await
     }
 }

@@ -14,10 +14,11 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -78,11 +79,29 @@ impl Informers {
     /// returned as [`CacheError::Watch`]; the watch keeps retrying with backoff, and a later
     /// call waits for its next attempt, so callers retrying in a loop do not add requests.
     pub async fn ensure(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
+        self.ensure_selected(resolved, None).await
+    }
+
+    /// [`Informers::ensure`], caching only the objects whose labels match `label_selector`
+    /// (kubectl syntax, checked by the apiserver). The selector applies to the type's one
+    /// shared watch, so it is for types only the operator itself reads (its controller
+    /// objects); a watch that already runs keeps its selector.
+    pub async fn ensure_selected(
+        &self,
+        resolved: &ResolvedType,
+        label_selector: Option<&str>,
+    ) -> Result<(), CacheError> {
         let (mut progress, seen_failures) = {
-            let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut watches = self.watches.lock();
             match watches.entry(resolved.resource.clone()) {
                 // A new watch may fail before this borrows its progress; every failure counts.
-                Entry::Vacant(entry) => (entry.insert(self.start(resolved)).progress.clone(), 0),
+                Entry::Vacant(entry) => (
+                    entry
+                        .insert(self.start(resolved, label_selector))
+                        .progress
+                        .clone(),
+                    0,
+                ),
                 Entry::Occupied(entry) => {
                     let progress = entry.get().progress.clone();
                     let failures = progress.borrow().failures;
@@ -106,10 +125,7 @@ impl Informers {
     }
 
     pub fn is_watched(&self, resource: &ResourceType) -> bool {
-        self.watches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(resource)
+        self.watches.lock().contains_key(resource)
     }
 
     /// A cached object. `namespace` is ignored for cluster-scoped types.
@@ -120,26 +136,20 @@ impl Informers {
         name: &str,
     ) -> Option<Arc<Value>> {
         let store = self.store(resource)?;
-        let store = store.read().unwrap_or_else(PoisonError::into_inner);
+        let store = store.read();
         store
-            .get(scoped(resource, namespace).unwrap_or_default(), name)
+            .get(resource.scope(namespace).unwrap_or_default(), name)
             .cloned()
     }
 
     /// How many objects of a type are cached (0 when it is not watched).
     pub fn len(&self, resource: &ResourceType) -> usize {
-        self.store(resource).map_or(0, |store| {
-            store.read().unwrap_or_else(PoisonError::into_inner).len()
-        })
+        self.store(resource).map_or(0, |store| store.read().len())
     }
 
     /// Stops watching a type no controller needs any more, and drops its cache.
     pub fn release(&self, resource: &ResourceType) {
-        let removed = self
-            .watches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(resource);
+        let removed = self.watches.lock().remove(resource);
         if let Some(watched) = removed {
             watched.task.abort();
             tracing::info!(resource = %resource.group_key(), "stopped watching");
@@ -149,16 +159,20 @@ impl Informers {
     fn store(&self, resource: &ResourceType) -> Option<Arc<RwLock<Store>>> {
         self.watches
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(resource)
             .map(|watched| watched.store.clone())
     }
 
-    fn start(&self, resolved: &ResolvedType) -> Watched {
+    fn start(&self, resolved: &ResolvedType, label_selector: Option<&str>) -> Watched {
         let store = Arc::new(RwLock::new(Store::default()));
         let (progress_tx, progress) = watch::channel(Progress::default());
+        let mut config = watcher::Config::default();
+        if let Some(selector) = label_selector {
+            config = config.labels(selector);
+        }
         let task = tokio::spawn(run_watch(
             Api::all_with(self.client.clone(), &resolved.api),
+            config,
             resolved.clone(),
             store.clone(),
             progress_tx,
@@ -175,10 +189,7 @@ impl Informers {
 
 impl Drop for Informers {
     fn drop(&mut self) {
-        let watches = self
-            .watches
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
+        let watches = self.watches.get_mut();
         for (_, watched) in watches.drain() {
             watched.task.abort();
         }
@@ -191,15 +202,15 @@ impl ObjectStore for Informers {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
-        let store = store.read().unwrap_or_else(PoisonError::into_inner);
-        store.list(scoped(resource, namespace))
+        let store = store.read();
+        store.list(resource.scope(namespace))
     }
 
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
         let Some(uid) = object::uid(owner) else {
             // Without a uid there is nothing to look up; match by kind and name instead.
             return self
-                .list(resource, namespace_of_children(resource, owner))
+                .list(resource, resource.scope_of(owner))
                 .into_iter()
                 .filter(|child| object::is_controlled_by(child, owner))
                 .collect();
@@ -207,8 +218,10 @@ impl ObjectStore for Informers {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
-        let store = store.read().unwrap_or_else(PoisonError::into_inner);
-        let namespace = namespace_of_children(resource, owner);
+        let store = store.read();
+        // Children of a namespaced owner live in its namespace (the garbage collector ignores
+        // owner references across namespaces); those of a cluster-scoped owner anywhere.
+        let namespace = resource.scope_of(owner);
         store
             .controlled_by(uid)
             .filter(|child| namespace.is_none() || object::namespace(child) == namespace)
@@ -216,26 +229,11 @@ impl ObjectStore for Informers {
     }
 }
 
-/// The namespace to look in: objects of a cluster-scoped type are found whatever namespace a
-/// caller passes (e.g. a namespaced target's, for a cluster-scoped related type).
-fn scoped<'a>(resource: &ResourceType, namespace: Option<&'a str>) -> Option<&'a str> {
-    namespace.filter(|_| resource.namespaced)
-}
-
-/// Children of a namespaced owner live in its namespace (the garbage collector ignores
-/// cross-namespace owner references); those of a cluster-scoped owner may be anywhere.
-fn namespace_of_children<'a>(resource: &ResourceType, owner: &'a Value) -> Option<&'a str> {
-    if resource.namespaced {
-        object::namespace(owner)
-    } else {
-        None
-    }
-}
-
 /// The watch loop of one type. Runs until aborted; errors are retried with kube's default
 /// backoff, and the cache keeps serving what it had meanwhile.
 async fn run_watch(
     api: Api<DynamicObject>,
+    config: watcher::Config,
     resolved: ResolvedType,
     store: Arc<RwLock<Store>>,
     progress: watch::Sender<Progress>,
@@ -254,7 +252,7 @@ async fn run_watch(
     };
     // The list being received after a (re)start; swapped in whole at `InitDone`.
     let mut listing: Option<Store> = None;
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
@@ -264,37 +262,25 @@ async fn run_watch(
                 let listing = listing.get_or_insert_with(Store::default);
                 // An unchanged object keeps the cached copy, so a re-list does not briefly
                 // hold two copies of everything.
-                let cached = store
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .same_version(&object);
+                let cached = store.read().same_version(&object);
                 listing.insert(cached.unwrap_or_else(|| Arc::new(object)));
             }
             Ok(Event::InitDone) => {
                 let listed = listing.take().unwrap_or_default();
                 let count = listed.len();
-                let changes = store
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .replace(listed);
+                let changes = store.write().replace(listed);
                 tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
                 send(changes);
                 progress.send_modify(|p| p.synced = true);
             }
             Ok(Event::Apply(object)) => {
                 let object = Arc::new(into_value(object, &resolved.api));
-                let change = store
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .apply(object);
+                let change = store.write().apply(object);
                 send(change.into_iter().collect());
             }
             Ok(Event::Delete(object)) => {
                 let object = into_value(object, &resolved.api);
-                let change = store
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .delete(object);
+                let change = store.write().delete(object);
                 send(vec![change]);
             }
             Err(error) => {

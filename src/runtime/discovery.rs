@@ -9,8 +9,9 @@ use crate::api::ResourceRef;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use kube::core::gvk::GroupVersion;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The shortest time between two discoveries of the same group/version.
@@ -33,9 +34,6 @@ struct Refresh {
 /// Discovery with a cache; shared by every controller of the operator.
 pub struct Discovery {
     client: kube::Client,
-    /// The runtime the client belongs to, for [`ResourceResolver::resolve`] called from a thread
-    /// that is not inside it.
-    runtime: Option<tokio::runtime::Handle>,
     /// Keyed by (apiVersion, plural).
     known: RwLock<HashMap<(String, String), ResolvedType>>,
     /// One async lock per group/version: concurrent misses of the same group/version wait for
@@ -47,7 +45,6 @@ impl Discovery {
     pub fn new(client: kube::Client) -> Arc<Discovery> {
         Arc::new(Discovery {
             client,
-            runtime: tokio::runtime::Handle::try_current().ok(),
             known: RwLock::default(),
             refreshes: Mutex::default(),
         })
@@ -63,7 +60,6 @@ impl Discovery {
         let slot = self
             .refreshes
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .entry(api_version.clone())
             .or_default()
             .clone();
@@ -104,7 +100,6 @@ impl Discovery {
     pub fn cached(&self, reference: &ResourceRef) -> Option<ResolvedType> {
         self.known
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(&(reference.api_version.clone(), reference.resource.clone()))
             .cloned()
     }
@@ -113,7 +108,6 @@ impl Discovery {
     pub fn api_resource(&self, resource: &ResourceType) -> Option<ApiResource> {
         self.known
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(&(resource.api_version.clone(), resource.plural.clone()))
             .map(|resolved| resolved.api.clone())
     }
@@ -127,7 +121,7 @@ impl Discovery {
             Err(error) => return Err(error.to_string()),
         };
         let api_version = gv.api_version();
-        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        let mut known = self.known.write();
         // Types removed from the group/version (a deleted CRD version) stop resolving.
         known.retain(|(known_version, _), _| *known_version != api_version);
         for (api, capabilities) in resources {
@@ -144,27 +138,14 @@ impl Discovery {
     }
 }
 
+/// Resolution from what discovery has already found, without a request: the operator resolves
+/// every type a controller names (asynchronously) before it builds the controller's planner,
+/// so planning code can stay synchronous and never blocks a thread on the network.
 impl ResourceResolver for Discovery {
-    /// A cache hit, or on a miss a blocking discovery. Call it from a blocking thread (such as
-    /// `spawn_blocking`), a multi-threaded runtime's worker or a thread outside any runtime;
-    /// like every blocking call it must not run on a current-thread runtime's own thread.
     fn resolve(&self, reference: &ResourceRef) -> Result<ResourceType, ResolveError> {
-        if let Some(resolved) = self.cached(reference) {
-            return Ok(resolved.resource);
-        }
-        let Some(runtime) = tokio::runtime::Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime.clone())
-        else {
-            return Err(discovery_error(
-                reference,
-                "not in the cache, and there is no async runtime to discover it with".into(),
-            ));
-        };
-        // `block_in_place` hands a worker's other tasks to another thread first, and is a
-        // plain call on a thread that is outside the runtime (a spawn_blocking thread).
-        tokio::task::block_in_place(|| runtime.block_on(Discovery::resolve(self, reference)))
+        self.cached(reference)
             .map(|resolved| resolved.resource)
+            .ok_or_else(|| unknown(reference))
     }
 }
 
@@ -282,28 +263,29 @@ mod tests {
         assert!(!bare.resource.namespaced && !bare.resource.has_status);
     }
 
-    #[test]
-    fn the_blocking_resolver_fails_cleanly_outside_a_runtime() {
-        // A client needs a runtime to be built, but not to exist: build one, then leave it.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let client = runtime.block_on(async {
-            let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-            kube::Client::try_from(config).unwrap()
-        });
-        let discovery = Arc::new(Discovery {
-            client,
-            runtime: None,
-            known: RwLock::default(),
-            refreshes: Mutex::default(),
-        });
-        let result = ResourceResolver::resolve(&*discovery, &reference("v1", "pods"));
-        assert!(
-            matches!(result, Err(ResolveError::Discovery { .. })),
-            "{result:?}"
+    #[tokio::test]
+    async fn the_synchronous_resolver_answers_from_the_cache_only() {
+        // Port 9 (discard) on loopback: any request would fail, so an answer proves none was made.
+        let client =
+            kube::Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let discovery = Discovery::new(client);
+        let pods = reference("v1", "pods");
+        assert!(matches!(
+            ResourceResolver::resolve(&*discovery, &pods),
+            Err(ResolveError::Unknown { .. })
+        ));
+        let api = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let capabilities = ApiCapabilities {
+            scope: Scope::Namespaced,
+            subresources: Vec::new(),
+            operations: Vec::new(),
+        };
+        discovery.known.write().insert(
+            ("v1".into(), "pods".into()),
+            resolved_type(api, &capabilities),
         );
-        drop(runtime);
+        let resolved = ResourceResolver::resolve(&*discovery, &pods).unwrap();
+        assert_eq!(resolved.kind, "Pod");
     }
 }

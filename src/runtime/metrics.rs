@@ -1,5 +1,6 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
+use super::keys::ControllerId;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -9,24 +10,48 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Which controller a sample is about. Bounded: one label set per controller object, removed
+/// with the controller.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FailureLabels {
+pub struct ControllerLabels {
     /// `decorator` or `map`.
     pub kind: &'static str,
+    pub controller: String,
+}
+
+impl ControllerLabels {
+    pub fn of(controller: &ControllerId) -> ControllerLabels {
+        ControllerLabels {
+            kind: controller.kind.as_str(),
+            controller: controller.name.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub kind: &'static str,
+    pub controller: String,
     /// The Event reason (HookFailed, InvalidResponse, ApplyFailed, …).
     pub reason: &'static str,
 }
 
+type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
+
 /// The operator's metrics. Cheap to clone: every field shares its value.
 #[derive(Clone, Debug)]
 pub struct Metrics {
-    /// Write requests made (apply, patch, delete): zero on a resync of an unchanged cluster.
+    /// Write requests made (apply, patch, delete) by all controllers: zero on a resync of an
+    /// unchanged cluster. Not exported (the per-controller family sums to it).
     pub writes: Counter,
-    /// Script work items run (hook calls for decorator targets and map pairs).
+    /// Script work items run by all controllers. Not exported, like `writes`.
     pub syncs: Counter,
+    pub controller_writes: Family<ControllerLabels, Counter>,
+    /// Script work items run (hook calls for decorator targets and map pairs).
+    pub controller_syncs: Family<ControllerLabels, Counter>,
     pub failures: Family<FailureLabels, Counter>,
     /// Time spent in script work (hooks and planning) per item, in seconds.
-    pub sync_seconds: Histogram,
+    pub sync_seconds: HistogramFamily,
     /// Work items waiting in the queue.
     pub queue_depth: Gauge,
 }
@@ -36,9 +61,13 @@ impl Default for Metrics {
         Metrics {
             writes: Counter::default(),
             syncs: Counter::default(),
+            controller_writes: Family::default(),
+            controller_syncs: Family::default(),
             failures: Family::default(),
             // 50 µs to ~13 s.
-            sync_seconds: Histogram::new(exponential_buckets(0.00005, 4.0, 10)),
+            sync_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.00005, 4.0, 10))
+            }),
             queue_depth: Gauge::default(),
         }
     }
@@ -49,13 +78,17 @@ impl Metrics {
         let mut registry = Registry::with_prefix("metascript");
         registry.register(
             "api_writes",
-            "Write requests made to the API server",
-            self.writes.clone(),
+            "Write requests made to the API server, per controller",
+            self.controller_writes.clone(),
         );
-        registry.register("syncs", "Script work items run", self.syncs.clone());
+        registry.register(
+            "syncs",
+            "Script work items run, per controller",
+            self.controller_syncs.clone(),
+        );
         registry.register(
             "sync_failures",
-            "Failed syncs by kind and reason",
+            "Failed syncs by controller and reason",
             self.failures.clone(),
         );
         registry.register(
@@ -69,6 +102,55 @@ impl Metrics {
             self.queue_depth.clone(),
         );
         registry
+    }
+
+    /// Counts one write request of a controller.
+    pub fn count_write(&self, controller: &ControllerId) {
+        self.writes.inc();
+        self.controller_writes
+            .get_or_create(&ControllerLabels::of(controller))
+            .inc();
+    }
+
+    /// Counts one script work item of a controller and records how long it took.
+    pub fn count_sync(&self, controller: &ControllerId, seconds: f64) {
+        let labels = ControllerLabels::of(controller);
+        self.syncs.inc();
+        self.controller_syncs.get_or_create(&labels).inc();
+        self.sync_seconds.get_or_create(&labels).observe(seconds);
+    }
+
+    pub fn count_failure(&self, controller: &ControllerId, reason: &'static str) {
+        self.failures
+            .get_or_create(&FailureLabels {
+                kind: controller.kind.as_str(),
+                controller: controller.name.clone(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Writes made so far by one controller.
+    pub fn writes_of(&self, controller: &ControllerId) -> u64 {
+        self.controller_writes
+            .get(&ControllerLabels::of(controller))
+            .map_or(0, |counter| counter.get())
+    }
+
+    /// Script work items run so far for one controller.
+    pub fn syncs_of(&self, controller: &ControllerId) -> u64 {
+        self.controller_syncs
+            .get(&ControllerLabels::of(controller))
+            .map_or(0, |counter| counter.get())
+    }
+
+    /// Drops the samples of a removed controller, so label sets do not pile up over time.
+    /// Failure counts stay: they are few, and an alert may still be looking at them.
+    pub fn forget(&self, controller: &ControllerId) {
+        let labels = ControllerLabels::of(controller);
+        self.controller_writes.remove(&labels);
+        self.controller_syncs.remove(&labels);
+        self.sync_seconds.remove(&labels);
     }
 }
 

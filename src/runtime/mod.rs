@@ -1,16 +1,27 @@
 //! The operator: watches, queues, apply.
+//!
+//! `keys` names objects, controllers and work; `context` holds the services every kind shares;
+//! `kind` is what a kind of controller contributes and `registry` what the runtime does for
+//! every kind (load, reload, remove, status, failures); `decorator` and `map` are the two kinds;
+//! `operator` owns the registries and drives them.
 
 pub mod apply;
 pub mod cache;
-mod controller;
-pub mod decorator;
+mod context;
+mod decorator;
 pub mod discovery;
-pub mod map;
+mod keys;
+mod kind;
+mod load;
+mod map;
 pub mod metrics;
 mod operator;
 pub mod queue;
-pub mod routes;
-pub mod scripts;
+mod registry;
+mod routes;
+mod scripts;
 pub mod status;
 
-pub use operator::{Operator, OperatorConfig, StartError, WorkKey};
+pub use context::OperatorConfig;
+pub use keys::{ControllerId, KindName, ObjRef, Work, WorkKey};
+pub use operator::{Operator, StartError};

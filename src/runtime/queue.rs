@@ -1,9 +1,9 @@
 //! The work queue: a key is queued at most once however many events arrive for it, is never
 //! handed to two workers at once, and can be added after a delay (resyncs, backoff).
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -57,9 +57,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         Self::default()
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
-        // The state stays consistent across a panic in a caller; keep serving.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State<K>> {
+        self.state.lock()
     }
 
     /// Queues a key now (coalescing with a pending one).
@@ -195,6 +194,19 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Keys `selected` picks that wait now or later or are being worked on. A scan of the
+    /// queue: for tests and tools that wait for one controller to settle, not for hot paths.
+    pub fn pending(&self, selected: impl Fn(&K) -> bool) -> usize {
+        let state = self.state();
+        // A dirty key is in progress and queued again: it counts twice.
+        let waiting = state.ready.iter().chain(state.delayed.values());
+        waiting
+            .chain(&state.active)
+            .chain(&state.dirty)
+            .filter(|k| selected(k))
+            .count()
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +277,24 @@ mod tests {
         assert_eq!(queue.retry_later("a"), Duration::from_secs(1));
         assert_eq!(backoff(30), Duration::from_secs(256));
         assert_eq!(backoff(1), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn pending_counts_waiting_delayed_and_active_keys_of_a_selection() {
+        let queue = WorkQueue::new();
+        queue.add(("a", 1));
+        queue.add(("b", 1));
+        queue.add_after(("a", 2), Duration::from_secs(60));
+        let is_a = |key: &(&str, i32)| key.0 == "a";
+        assert_eq!(queue.pending(is_a), 2);
+        let held = queue.next().await.unwrap();
+        assert_eq!(held, ("a", 1));
+        assert_eq!(queue.pending(is_a), 2, "in progress still counts");
+        queue.add(("a", 1));
+        assert_eq!(queue.pending(is_a), 3, "in progress and queued again");
+        queue.done(&held);
+        assert_eq!(queue.pending(is_a), 2);
+        assert_eq!(queue.pending(|key| key.0 == "c"), 0);
     }
 
     #[tokio::test]

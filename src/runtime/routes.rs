@@ -1,182 +1,72 @@
-//! Indexes from a changed object to the work it causes, so an event never scans every
-//! controller or every target: types to the controllers that target, own or relate to them,
-//! ConfigMaps and script files to the controllers whose hooks they hold, and related objects
-//! to the targets whose customize rules select them.
+//! Which controllers of a kind care about which events, so an event never scans every
+//! controller: watched types to the controllers they concern, ConfigMaps and dev-loop script
+//! files to the controllers whose hooks they hold.
 
-use super::operator::WorkKey;
-use crate::controllers::decorator::RelatedRule;
-use crate::object;
+use super::kind::Interest;
+use super::load::ScriptSources;
 use crate::resources::ResourceType;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::collections::HashMap;
 
-/// One object, addressed by type, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjRef {
-    pub resource: ResourceType,
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ObjRef {
-    pub fn of(resource: &ResourceType, object: &Value) -> ObjRef {
-        ObjRef {
-            resource: resource.clone(),
-            namespace: if resource.namespaced {
-                object::namespace(object).map(str::to_string)
-            } else {
-                None
-            },
-            name: object::name(object).to_string(),
-        }
-    }
-}
-
-impl std::fmt::Display for ObjRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ", self.resource.group_key())?;
-        if let Some(namespace) = &self.namespace {
-            write!(f, "{namespace}/")?;
-        }
-        f.write_str(&self.name)
-    }
-}
-
-/// Which controllers care about which types and script sources. Rebuilt whenever a
-/// controller is loaded or removed (rare), read on every event (often).
+/// Rebuilt whenever a controller is loaded or removed (rare), read on every event (often).
 #[derive(Debug, Default)]
 pub struct Routes {
-    /// Decorator target types → DecoratorController names.
-    pub targets: HashMap<ResourceType, Vec<String>>,
-    /// Decorator attachment types → DecoratorController names.
-    pub children: HashMap<ResourceType, Vec<String>>,
-    /// Map parent, input and output types → MapController names.
-    pub parents: HashMap<ResourceType, Vec<String>>,
-    pub inputs: HashMap<ResourceType, Vec<String>>,
-    pub outputs: HashMap<ResourceType, Vec<String>>,
-    /// ConfigMaps (namespace, name) and script keys → the reload work of the controllers
-    /// whose hooks they hold.
-    pub config_maps: HashMap<(String, String), Vec<WorkKey>>,
-    pub script_keys: HashMap<String, Vec<WorkKey>>,
+    /// Watched types → the controllers their events concern.
+    types: HashMap<ResourceType, Vec<String>>,
+    /// Controllers that see events of every type.
+    every_type: Vec<String>,
+    /// ConfigMaps (namespace, name) → the controllers whose hooks they hold.
+    config_maps: HashMap<(String, String), Vec<String>>,
+    /// Dev-loop script file names → the controllers whose hooks they replace.
+    script_keys: HashMap<String, Vec<String>>,
 }
 
-/// Adds an entry to a route list once.
-pub fn push_unique<T: PartialEq + Clone>(list: &mut Vec<T>, item: &T) {
+impl Routes {
+    /// Adds a controller: the events it wants (none for one that never loaded) and where its
+    /// scripts come from.
+    pub fn add(&mut self, name: &str, interest: Option<&Interest>, sources: &ScriptSources) {
+        let name = name.to_string();
+        match interest {
+            Some(interest) if interest.every_type => push_unique(&mut self.every_type, &name),
+            Some(interest) => {
+                for resource in &interest.types {
+                    push_unique(self.types.entry(resource.clone()).or_default(), &name);
+                }
+            }
+            None => {}
+        }
+        for config_map in &sources.config_maps {
+            push_unique(
+                self.config_maps.entry(config_map.clone()).or_default(),
+                &name,
+            );
+        }
+        for key in &sources.script_keys {
+            push_unique(self.script_keys.entry(key.clone()).or_default(), &name);
+        }
+    }
+
+    /// The controllers an event of this type concerns, each once (a controller that sees
+    /// every type is listed under no type).
+    pub fn for_type(&self, resource: &ResourceType) -> impl Iterator<Item = &String> {
+        let typed = self.types.get(resource).into_iter().flatten();
+        typed.chain(&self.every_type)
+    }
+
+    pub fn for_config_map(&self, namespace: &str, name: &str) -> &[String] {
+        self.config_maps
+            .get(&(namespace.to_string(), name.to_string()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    pub fn for_script_key(&self, key: &str) -> &[String] {
+        self.script_keys.get(key).map_or(&[], Vec::as_slice)
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, item: &String) {
     if !list.contains(item) {
         list.push(item.clone());
-    }
-}
-
-/// Customize rules per target, indexed by the related type and namespace they look in.
-#[derive(Debug, Default)]
-pub struct RelatedIndex {
-    inner: RwLock<RelatedInner>,
-}
-
-type TargetId = (String, ObjRef);
-
-#[derive(Debug, Default)]
-struct RelatedInner {
-    rules: HashMap<TargetId, Vec<(RelatedRule, ResourceType)>>,
-    /// (related type, namespace or None for all) → targets with a rule there.
-    by_scope: HashMap<(ResourceType, Option<String>), HashSet<TargetId>>,
-}
-
-impl RelatedIndex {
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, RelatedInner> {
-        self.inner.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, RelatedInner> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records a target's rules, replacing those of its previous sync.
-    pub fn set(
-        &self,
-        controller: &str,
-        target: &ObjRef,
-        target_object: &Value,
-        rules: Vec<(RelatedRule, ResourceType)>,
-    ) {
-        let id = (controller.to_string(), target.clone());
-        let mut inner = self.write();
-        inner.remove(&id);
-        for (rule, resource) in &rules {
-            let namespace = if resource.namespaced {
-                rule.namespace_for(target_object).map(str::to_string)
-            } else {
-                None
-            };
-            inner
-                .by_scope
-                .entry((resource.clone(), namespace))
-                .or_default()
-                .insert(id.clone());
-        }
-        if !rules.is_empty() {
-            inner.rules.insert(id, rules);
-        }
-    }
-
-    pub fn remove(&self, controller: &str, target: &ObjRef) {
-        self.write()
-            .remove(&(controller.to_string(), target.clone()));
-    }
-
-    pub fn remove_controller(&self, controller: &str) {
-        let mut inner = self.write();
-        let ids: Vec<TargetId> = inner
-            .rules
-            .keys()
-            .filter(|(c, _)| c == controller)
-            .cloned()
-            .collect();
-        for id in ids {
-            inner.remove(&id);
-        }
-    }
-
-    /// Targets whose rules of this type, in this object's namespace or in all, could select
-    /// it, with those rules; the caller checks each rule against the object.
-    pub fn candidates(
-        &self,
-        resource: &ResourceType,
-        object: &Value,
-    ) -> Vec<(TargetId, Vec<RelatedRule>)> {
-        let inner = self.read();
-        let namespace = object::namespace(object).map(str::to_string);
-        let mut scopes = vec![(resource.clone(), None)];
-        if namespace.is_some() {
-            scopes.push((resource.clone(), namespace));
-        }
-        scopes
-            .iter()
-            .filter_map(|scope| inner.by_scope.get(scope))
-            .flatten()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .map(|id| {
-                let rules = inner.rules[id]
-                    .iter()
-                    .filter(|(_, t)| t == resource)
-                    .map(|(rule, _)| rule.clone())
-                    .collect();
-                (id.clone(), rules)
-            })
-            .collect()
-    }
-}
-
-impl RelatedInner {
-    fn remove(&mut self, id: &TargetId) {
-        if self.rules.remove(id).is_some() {
-            self.by_scope.retain(|_, ids| {
-                ids.remove(id);
-                !ids.is_empty()
-            });
-        }
     }
 }
 
@@ -190,60 +80,40 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn configmaps() -> ResourceType {
-        crate::resources::StaticResolver::with_builtins()
-            .find_kind("v1", "ConfigMap")
-            .expect("ConfigMap is built in")
-    }
-
     #[test]
-    fn related_candidates_come_from_the_index_by_type_and_namespace() {
-        let index = RelatedIndex::default();
-        let target_type = ResourceType {
-            namespaced: false,
-            kind: "Namespace".into(),
-            plural: "namespaces".into(),
-            ..configmaps()
+    fn each_controller_hears_of_a_type_once() {
+        let configmaps = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .expect("ConfigMap is built in");
+        let mut routes = Routes::default();
+        let typed = Interest {
+            types: vec![configmaps.clone()],
+            every_type: false,
         };
-        let team_a = json!({"metadata": {"name": "team-a"}});
-        let team_b = json!({"metadata": {"name": "team-b"}});
-        let shared_rule: RelatedRule = serde_json::from_value(
-            json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"}),
-        )
-        .unwrap();
-        let everywhere: RelatedRule =
-            serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps"})).unwrap();
-        index.set(
-            "c",
-            &ObjRef::of(&target_type, &team_a),
-            &team_a,
-            vec![(shared_rule, configmaps())],
-        );
-        index.set(
-            "c",
-            &ObjRef::of(&target_type, &team_b),
-            &team_b,
-            vec![(everywhere, configmaps())],
-        );
-
-        let in_shared = json!({"metadata": {"name": "x", "namespace": "shared"}});
-        let in_other = json!({"metadata": {"name": "x", "namespace": "other"}});
-        let mut found: Vec<String> = index
-            .candidates(&configmaps(), &in_shared)
-            .into_iter()
-            .map(|((_, t), _)| t.name)
-            .collect();
-        found.sort();
-        assert_eq!(found, ["team-a", "team-b"]);
-        let found: Vec<String> = index
-            .candidates(&configmaps(), &in_other)
-            .into_iter()
-            .map(|((_, t), _)| t.name)
-            .collect();
-        assert_eq!(found, ["team-b"]);
-
-        index.remove_controller("c");
-        assert!(index.candidates(&configmaps(), &in_shared).is_empty());
+        let everything = Interest {
+            types: vec![configmaps.clone()],
+            every_type: true,
+        };
+        let sources = ScriptSources {
+            config_maps: vec![("hooks".into(), "scripts".into())],
+            script_keys: vec!["sync.rhai".into()],
+        };
+        routes.add("a", Some(&typed), &ScriptSources::default());
+        routes.add("a", Some(&typed), &ScriptSources::default());
+        routes.add("b", Some(&everything), &sources);
+        routes.add("c", None, &sources);
+        let names: Vec<&String> = routes.for_type(&configmaps).collect();
+        assert_eq!(names, ["a", "b"]);
+        let secrets = ResourceType {
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+            ..configmaps
+        };
+        let names: Vec<&String> = routes.for_type(&secrets).collect();
+        assert_eq!(names, ["b"]);
+        assert_eq!(routes.for_config_map("hooks", "scripts"), ["b", "c"]);
+        assert_eq!(routes.for_script_key("sync.rhai"), ["b", "c"]);
+        assert!(routes.for_script_key("other.rhai").is_empty());
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! the digests of the scripts running.
 
 use crate::api::{Condition, ControllerStatus, ScriptStatus};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
-use std::sync::Mutex;
 
 /// The last outcome of every target's sync, for the counts in status.
 #[derive(Debug)]
@@ -21,8 +21,13 @@ impl<K> Default for SyncOutcomes<K> {
 }
 
 impl<K: Eq + Hash> SyncOutcomes<K> {
-    fn outcomes(&self) -> std::sync::MutexGuard<'_, HashMap<K, Option<String>>> {
-        self.outcomes.lock().unwrap_or_else(|e| e.into_inner())
+    fn outcomes(&self) -> parking_lot::MutexGuard<'_, HashMap<K, Option<String>>> {
+        self.outcomes.lock()
+    }
+
+    /// Forgets every outcome `gone` picks (e.g. all the pairs of a deleted parent).
+    pub fn forget_where(&self, gone: impl Fn(&K) -> bool) {
+        self.outcomes().retain(|key, _| !gone(key));
     }
 
     pub fn succeeded(&self, key: K) {
@@ -37,12 +42,39 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
         self.outcomes().remove(key);
     }
 
-    /// (targets, synced, failing)
-    pub fn counts(&self) -> (u64, u64, u64) {
+    pub fn counts(&self) -> Counts {
         let outcomes = self.outcomes();
         let failing = outcomes.values().filter(|o| o.is_some()).count() as u64;
-        let total = outcomes.len() as u64;
-        (total, total - failing, failing)
+        let targets = outcomes.len() as u64;
+        Counts {
+            targets,
+            synced: targets - failing,
+            failing,
+        }
+    }
+}
+
+/// How many objects a controller acts on, and how their last syncs went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub targets: u64,
+    pub synced: u64,
+    pub failing: u64,
+}
+
+/// Why a condition is False: a PascalCase reason and a message for people.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub reason: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(reason: &str, message: impl ToString) -> Problem {
+        Problem {
+            reason: reason.to_string(),
+            message: message.to_string(),
+        }
     }
 }
 
@@ -50,24 +82,36 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Health {
     pub generation: Option<i64>,
-    /// Types resolved and a version of every hook running; the message says why not.
-    pub ready: Result<(), (String, String)>,
-    /// The newest scripts compiled; the message holds the compile error.
-    pub scripts_loaded: Result<(), (String, String)>,
+    /// Types resolved and a version of every hook running.
+    pub ready: Result<(), Problem>,
+    /// The newest scripts compiled; the problem holds the compile error.
+    pub scripts_loaded: Result<(), Problem>,
     pub scripts: BTreeMap<String, ScriptStatus>,
+}
+
+impl Health {
+    /// A controller that cannot run at all.
+    pub fn failed(generation: Option<i64>, problem: Problem) -> Health {
+        Health {
+            generation,
+            ready: Err(problem.clone()),
+            scripts_loaded: Err(problem),
+            scripts: BTreeMap::new(),
+        }
+    }
 }
 
 /// The status to write, carrying over transition times of conditions that did not change.
 pub fn status(
     previous: Option<&ControllerStatus>,
     health: &Health,
-    counts: (u64, u64, u64),
+    counts: Counts,
 ) -> ControllerStatus {
     let now = jiff::Timestamp::now().to_string();
-    let condition = |kind: &str, state: &Result<(), (String, String)>| {
+    let condition = |kind: &str, state: &Result<(), Problem>| {
         let (status, reason, message) = match state {
             Ok(()) => ("True", "Ok".to_string(), String::new()),
-            Err((reason, message)) => ("False", reason.clone(), message.clone()),
+            Err(problem) => ("False", problem.reason.clone(), problem.message.clone()),
         };
         let earlier = previous
             .into_iter()
@@ -92,9 +136,9 @@ pub fn status(
             condition("Ready", &health.ready),
             condition("ScriptsLoaded", &health.scripts_loaded),
         ],
-        targets: counts.0,
-        synced: counts.1,
-        failing: counts.2,
+        targets: counts.targets,
+        synced: counts.synced,
+        failing: counts.failing,
         scripts: health.scripts.clone(),
     }
 }
@@ -110,9 +154,16 @@ mod tests {
         outcomes.failed("b", "boom".into());
         outcomes.failed("a", "boom".into());
         outcomes.succeeded("c");
-        assert_eq!(outcomes.counts(), (3, 1, 2));
+        let counts = |targets, synced, failing| Counts {
+            targets,
+            synced,
+            failing,
+        };
+        assert_eq!(outcomes.counts(), counts(3, 1, 2));
         outcomes.forget(&"a");
-        assert_eq!(outcomes.counts(), (2, 1, 1));
+        assert_eq!(outcomes.counts(), counts(2, 1, 1));
+        outcomes.forget_where(|key| *key != "c");
+        assert_eq!(outcomes.counts(), counts(1, 1, 0));
     }
 
     #[test]
@@ -120,13 +171,18 @@ mod tests {
         let health = Health {
             generation: Some(3),
             ready: Ok(()),
-            scripts_loaded: Err(("CompileFailed".into(), "line 1".into())),
+            scripts_loaded: Err(Problem::new("CompileFailed", "line 1")),
             scripts: BTreeMap::new(),
         };
-        let first = status(None, &health, (1, 1, 0));
+        let one = Counts {
+            targets: 1,
+            synced: 1,
+            failing: 0,
+        };
+        let first = status(None, &health, one);
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let second = status(Some(&earlier), &health, (1, 1, 0));
+        let second = status(Some(&earlier), &health, one);
         assert_eq!(
             second.conditions[0].last_transition_time.as_deref(),
             Some("2020-01-01T00:00:00Z")

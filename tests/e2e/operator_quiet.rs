@@ -1,23 +1,27 @@
 //! Nothing changed, nothing written: a converged cluster's resync makes zero write requests,
-//! an unchanged script or a status-only change re-runs nothing. This binary has its own plane
-//! and operator so no other test's activity shows up in the counts.
+//! an unchanged script or a status-only change re-runs nothing. Counted per controller, so the
+//! other tests sharing the operator do not show up in the counts.
 
-mod support;
-
+use crate::support::cluster::Cluster;
+use crate::support::operator::{apply, operator};
+use crate::support::{client, eventually, test_namespace, unique_name};
+use metascript::runtime::{ControllerId, KindName};
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::cluster::Cluster;
-use support::operator::{apply, operator};
-use support::{client, eventually, test_namespace, unique_name};
 
-/// Waits until the operator has had nothing to do for two seconds; returns (writes, syncs).
-async fn quiet() -> (u64, u64) {
+/// Waits until the controller has had nothing to do for two seconds; returns its (writes,
+/// syncs).
+async fn quiet(controller: &ControllerId) -> (u64, u64) {
     let operator = &operator().await.operator;
+    let counts = || {
+        let metrics = operator.metrics();
+        (metrics.writes_of(controller), metrics.syncs_of(controller))
+    };
     let mut last = (u64::MAX, u64::MAX);
     let mut still = 0;
     for _ in 0..600 {
-        let now = (operator.writes().get(), operator.syncs().get());
-        if now == last && operator.queued() == 0 {
+        let now = counts();
+        if now == last && operator.pending(controller) == 0 {
             still += 1;
             if still == 4 {
                 return now;
@@ -28,7 +32,7 @@ async fn quiet() -> (u64, u64) {
         last = now;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    panic!("the operator never settled (writes, syncs) = {last:?}");
+    panic!("{controller} never settled (writes, syncs) = {last:?}");
 }
 
 fn stateful_set(namespace: &str, name: &str, controller: &str) -> Value {
@@ -54,7 +58,8 @@ async fn a_converged_cluster_is_left_alone() {
     let hooks_namespace = test_namespace(&client, "quiet-hooks").await;
     let namespace = test_namespace(&client, "quiet").await;
     let name = unique_name("quiet");
-    let script = include_str!("../scripts/service-per-pod/sync.rhai");
+    let decorator = ControllerId::new(KindName::Decorator, &name);
+    let script = include_str!("../../scripts/service-per-pod/sync.rhai");
     let hooks = |extra: &str| {
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
@@ -89,9 +94,9 @@ async fn a_converged_cluster_is_left_alone() {
     .await;
 
     // A full resync of a converged cluster runs every hook and writes nothing.
-    let (writes, syncs) = quiet().await;
-    operator.resync_all();
-    let (writes_after, syncs_after) = quiet().await;
+    let (writes, syncs) = quiet(&decorator).await;
+    operator.resync(&decorator);
+    let (writes_after, syncs_after) = quiet(&decorator).await;
     assert!(
         syncs_after >= syncs + 3,
         "the resync ran the hooks ({syncs} -> {syncs_after})"
@@ -105,7 +110,7 @@ async fn a_converged_cluster_is_left_alone() {
 
     // The script's ConfigMap changes but the script does not: nothing re-runs.
     apply(&client, &hooks("second")).await;
-    let (writes_after, syncs_after_edit) = quiet().await;
+    let (writes_after, syncs_after_edit) = quiet(&decorator).await;
     assert_eq!(
         syncs_after_edit, syncs_after,
         "an unchanged script re-ran hooks"
@@ -123,7 +128,7 @@ async fn a_converged_cluster_is_left_alone() {
         )
         .await
         .unwrap();
-    let (writes_after, syncs_after_status) = quiet().await;
+    let (writes_after, syncs_after_status) = quiet(&decorator).await;
     assert_eq!(
         syncs_after_status, syncs_after,
         "a status-only change re-ran hooks"
@@ -138,7 +143,7 @@ async fn a_converged_cluster_is_left_alone() {
         (services.list(&Default::default()).await.ok()?.items.len() == 7).then_some(())
     })
     .await;
-    let (writes_final, syncs_final) = quiet().await;
+    let (writes_final, syncs_final) = quiet(&decorator).await;
     assert!(syncs_final > syncs_after);
     assert!(writes_final > writes);
 
@@ -147,20 +152,21 @@ async fn a_converged_cluster_is_left_alone() {
     let group = format!("{}.example.com", unique_name("quiet-map"));
     cluster
         .install(
-            include_str!("../scripts/configmap-transform/crds.yaml"),
+            include_str!("../../scripts/configmap-transform/crds.yaml"),
             "ConfigTemplate",
             &group,
         )
         .await;
     let map_namespace = test_namespace(&client, "quiet-map").await;
+    let map = ControllerId::new(KindName::Map, unique_name("quiet-map"));
     apply(&client, &json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
-        "metadata": {"name": unique_name("quiet-map")},
+        "metadata": {"name": map.name},
         "spec": {
             "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "configtemplates"},
             "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
             "outputResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"map": {"script": {"language": "lua", "inline": include_str!("../scripts/configmap-transform/map.lua")}}}
+            "hooks": {"map": {"script": {"language": "lua", "inline": include_str!("../../scripts/configmap-transform/map.lua")}}}
         }
     }))
     .await;
@@ -180,9 +186,9 @@ async fn a_converged_cluster_is_left_alone() {
             t["status"]["outputs"]["configmaps"]["total"] == 3
         })
         .await;
-    let (writes, syncs) = quiet().await;
-    operator.resync_all();
-    let (writes_after, syncs_after) = quiet().await;
+    let (writes, syncs) = quiet(&map).await;
+    operator.resync(&map);
+    let (writes_after, syncs_after) = quiet(&map).await;
     assert!(
         syncs_after >= syncs + 3,
         "the resync ran the map hooks ({syncs} -> {syncs_after})"

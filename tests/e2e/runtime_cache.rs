@@ -2,11 +2,10 @@
 //! which events a change produces, the owner index, shared watches, and types that appear
 //! after start.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{WAIT, client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -19,7 +18,6 @@ use metascript::runtime::cache::{CacheError, Informers, ObjectEvent};
 use metascript::runtime::discovery::{Discovery, ResolvedType};
 use metascript::sync::ObjectStore as _;
 use serde_json::{Value, json};
-use support::{WAIT, client, eventually, test_namespace, unique_name};
 use tokio::sync::mpsc;
 
 fn reference(api_version: &str, resource: &str) -> ResourceRef {
@@ -418,7 +416,7 @@ async fn a_crd_created_after_start_is_resolved_and_watched() {
 }
 
 #[tokio::test]
-async fn unknown_resources_fail_fast_and_known_ones_resolve_blocking() {
+async fn unknown_resources_fail_fast_and_known_ones_resolve_from_the_cache() {
     let client = client().await;
     let discovery = Discovery::new(client);
     let started = Instant::now();
@@ -444,30 +442,30 @@ async fn unknown_resources_fail_fast_and_known_ones_resolve_blocking() {
         started.elapsed()
     );
 
-    // The synchronous resolver the sync code uses (the inherent async `resolve` shadows it),
-    // from a blocking thread as the operator calls it.
-    let blocking = discovery.clone();
-    let deployments = tokio::task::spawn_blocking(move || {
-        ResourceResolver::resolve(&*blocking, &reference("apps/v1", "deployments"))
-    })
-    .await
-    .expect("the blocking resolve panicked")
-    .expect("resolving deployments");
-    assert_eq!(deployments.kind, "Deployment");
-    assert!(deployments.namespaced && deployments.has_status);
+    // The synchronous resolver the planners use answers only from what the async one found
+    // (the inherent async `resolve` shadows it), and never makes a request itself.
+    let deployments = reference("apps/v1", "deployments");
+    assert!(matches!(
+        ResourceResolver::resolve(&*discovery, &deployments),
+        Err(ResolveError::Unknown { .. })
+    ));
+    discovery
+        .resolve(&deployments)
+        .await
+        .expect("discovering apps/v1");
+    let resolved = ResourceResolver::resolve(&*discovery, &deployments).expect("now cached");
+    assert_eq!(resolved.kind, "Deployment");
+    assert!(resolved.namespaced && resolved.has_status);
+    let namespaces = reference("v1", "namespaces");
+    discovery
+        .resolve(&namespaces)
+        .await
+        .expect("discovering v1");
     assert!(
-        discovery
-            .cached(&reference("apps/v1", "deployments"))
-            .is_some()
+        !ResourceResolver::resolve(&*discovery, &namespaces)
+            .unwrap()
+            .namespaced
     );
-    let namespaces = tokio::task::spawn_blocking({
-        let discovery = discovery.clone();
-        move || ResourceResolver::resolve(&*discovery, &reference("v1", "namespaces"))
-    })
-    .await
-    .unwrap()
-    .expect("resolving namespaces");
-    assert!(!namespaces.namespaced);
 }
 
 #[tokio::test]

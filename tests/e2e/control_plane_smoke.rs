@@ -2,8 +2,7 @@
 //! (CRDs, server-side apply, watches, garbage collection, namespace teardown, RBAC) work end to
 //! end against etcd, kube-apiserver and kube-controller-manager.
 
-mod support;
-
+use crate::support::{WAIT, client, eventually, test_namespace, unique_name};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -15,7 +14,6 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, ResourceExt as _};
 use serde_json::json;
-use support::{WAIT, client, eventually, test_namespace, unique_name};
 
 fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
@@ -315,7 +313,7 @@ async fn namespace_deletion_completes() {
 
 #[tokio::test]
 async fn rbac_denies_an_unprivileged_user() {
-    let mut kubeconfig = support::kubeconfig().await;
+    let mut kubeconfig = crate::support::kubeconfig().await;
     let user = unique_name("nobody");
     for auth in &mut kubeconfig.auth_infos {
         if let Some(info) = auth.auth_info.as_mut() {

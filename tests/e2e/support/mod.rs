@@ -1,14 +1,11 @@
 //! Shared support for integration tests that need a Kubernetes API.
 //!
-//! Each test binary starts one control plane, on first use, and its tests isolate themselves by
+//! The test binary starts one control plane, on first use, and its tests isolate themselves by
 //! namespace ([`test_namespace`]) and, for cluster-scoped objects, by name ([`unique_name`]).
 //! Starting a plane per test would multiply a ~3 s startup and ~400 MB of memory by the test count.
 //!
 //! If the plane cannot start, every test using it fails with the reason and how to build the
 //! binaries; tests are never skipped, so CI cannot pass without having talked to a real API.
-
-// Every test binary compiles this module but uses only some of the helpers.
-#![allow(dead_code)]
 
 pub mod cluster;
 pub mod operator;

@@ -1,14 +1,12 @@
 //! DecoratorController end to end against a real kube-apiserver: sync, update strategies,
 //! finalize, customize, hot reload of inline, ConfigMap and local scripts, and failure safety.
 
-mod support;
-
+use crate::support::operator::{apply, get, operator, wait_for};
+use crate::support::{client, eventually, test_namespace, unique_name};
 use serde_json::{Value, json};
-use support::operator::{apply, get, operator, wait_for};
-use support::{client, eventually, test_namespace, unique_name};
 
-const SYNC_RHAI: &str = include_str!("../scripts/service-per-pod/sync.rhai");
-const SYNC_LUA: &str = include_str!("../scripts/service-per-pod/sync.lua");
+const SYNC_RHAI: &str = include_str!("../../scripts/service-per-pod/sync.rhai");
+const SYNC_LUA: &str = include_str!("../../scripts/service-per-pod/sync.lua");
 
 /// A StatefulSet asking for service-per-pod, labelled so only `controller` selects it.
 fn stateful_set(namespace: &str, name: &str, controller: &str, replicas: i64) -> Value {
@@ -465,7 +463,7 @@ async fn finalize_runs_on_opt_out_and_on_delete_then_releases_the_object() {
         |_| true,
     )
     .await;
-    support::operator::api_for(&client, &sts)
+    crate::support::operator::api_for(&client, &sts)
         .delete("web", &Default::default())
         .await
         .unwrap();
@@ -497,7 +495,7 @@ async fn deleting_the_controller_releases_every_finalizer() {
             .is_some_and(|f| f.iter().any(|f| f == finalizer.as_str()))
     })
     .await;
-    support::operator::api_for(&client, &controller_object)
+    crate::support::operator::api_for(&client, &controller_object)
         .delete(&name, &Default::default())
         .await
         .unwrap();
@@ -508,7 +506,7 @@ async fn deleting_the_controller_releases_every_finalizer() {
             .then_some(())
     })
     .await;
-    support::operator::api_for(&client, &sts)
+    crate::support::operator::api_for(&client, &sts)
         .delete("web", &Default::default())
         .await
         .unwrap();
@@ -664,6 +662,56 @@ async fn recreate_replaces_attachments_and_status_goes_through_the_subresource()
     );
     wait_for(&client, &sts, "the new status", |o| {
         o["status"]["observedGeneration"] == 81
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleted_targets_are_forgotten_by_the_status_counts() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "forget-targets").await;
+    let name = unique_name("forget-targets");
+    // Label-only: no finalize hook, so nothing holds a deleted target back.
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "hooks": {"sync": inline("lua", "return { labels = { seen = 'yes' } }")}
+        }
+    }))
+    .await;
+    let config_map = |i: usize| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}"), "namespace": namespace, "labels": {"decorate": name}}});
+    for i in 0..20 {
+        apply(&client, &config_map(i)).await;
+    }
+    let counts = |status: &Value| (status["targets"].as_u64(), status["synced"].as_u64());
+    eventually("20 targets synced", || async {
+        (counts(&controller_status(&client, &name).await) == (Some(20), Some(20))).then_some(())
+    })
+    .await;
+
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    for i in 0..10 {
+        config_maps
+            .delete(&format!("cm-{i}"), &Default::default())
+            .await
+            .expect("deleting a target");
+    }
+    eventually("10 targets left in status", || async {
+        (counts(&controller_status(&client, &name).await) == (Some(10), Some(10))).then_some(())
+    })
+    .await;
+    // The survivors are still served: a new one is decorated and counted.
+    apply(&client, &config_map(20)).await;
+    wait_for(&client, &config_map(20), "the new target decorated", |o| {
+        label(o, "seen") == Some("yes")
+    })
+    .await;
+    eventually("11 targets in status", || async {
+        (counts(&controller_status(&client, &name).await) == (Some(11), Some(11))).then_some(())
     })
     .await;
 }

@@ -1,14 +1,12 @@
 //! `metascript run` as a user starts it: against the real plane with a kubeconfig file, serving
 //! metrics and probes, syncing a controller, and stopping cleanly on SIGTERM.
 
-mod support;
-
+use crate::support::operator::{OWN_OPERATOR_LABEL, apply, wait_for};
+use crate::support::{client, eventually, plane, test_namespace, unique_name};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::operator::{apply, wait_for};
-use support::{client, eventually, plane, test_namespace, unique_name};
 
 /// Kills the operator process if the test fails before stopping it, so nothing is left running.
 struct KillOnDrop(std::process::Child);
@@ -51,12 +49,17 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
         .expect("installing the CRDs");
     let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
     let port = free_port();
+    let name = unique_name("cli-run");
+    // The shared in-process operator leaves this controller to the process under test.
+    let selector = format!("{OWN_OPERATOR_LABEL}={name}");
     let operator = Command::new(env!("CARGO_BIN_EXE_metascript"))
         .args(["run", "--kubeconfig"])
         .arg(&kubeconfig)
         .args([
             "--metrics-addr",
             &format!("127.0.0.1:{port}"),
+            "--controller-selector",
+            &selector,
             "--log",
             "warn",
         ])
@@ -76,10 +79,9 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
     assert_eq!(get(port, "/healthz").map(|(code, _)| code), Some(200));
 
     let namespace = test_namespace(&client, "cli-run").await;
-    let name = unique_name("cli-run");
     apply(&client, &json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: name}},
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
             "hooks": {"sync": {"script": {"language": "lua", "inline": "return { labels = { seen = 'yes' } }"}}}
@@ -109,16 +111,18 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
             "{metric} missing from:\n{metrics}"
         );
     }
+    let sample =
+        format!("metascript_api_writes_total{{kind=\"decorator\",controller=\"{name}\"}} ");
     let writes: f64 = metrics
         .lines()
-        .find_map(|l| l.strip_prefix("metascript_api_writes_total "))
+        .find_map(|l| l.strip_prefix(&sample))
         .and_then(|v| v.trim().parse().ok())
-        .expect("a writes sample");
+        .unwrap_or_else(|| panic!("no {sample:?} sample in:\n{metrics}"));
     assert!(writes >= 1.0, "the label patch was counted");
 
     // SAFETY: kill(2) on a child we own, to send the signal a kubelet would.
     unsafe { libc::kill(operator.0.id() as i32, libc::SIGTERM) };
-    let deadline = std::time::Instant::now() + support::WAIT;
+    let deadline = std::time::Instant::now() + crate::support::WAIT;
     let status = loop {
         if let Some(status) = operator.0.try_wait().expect("waiting for the operator") {
             break status;

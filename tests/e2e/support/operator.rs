@@ -1,5 +1,5 @@
-//! One operator per test binary, running on its own runtime against the shared plane, with the
-//! metascript CRDs installed. Tests isolate themselves with uniquely named controllers whose
+//! One operator for the test binary, running on its own runtime against the shared plane, with
+//! the metascript CRDs installed. Tests isolate themselves with uniquely named controllers whose
 //! selectors match only their own objects.
 
 use super::{eventually, plane};
@@ -16,6 +16,10 @@ pub struct TestOperator {
     /// The operator's `--scripts-dir`.
     pub scripts_dir: PathBuf,
 }
+
+/// A controller carrying this label is served by an operator a test started itself (with
+/// `--controller-selector`), never by the shared one.
+pub const OWN_OPERATOR_LABEL: &str = "metascript.test/own-operator";
 
 static OPERATOR: OnceLock<Result<TestOperator, String>> = OnceLock::new();
 
@@ -51,6 +55,7 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                     workers: 4,
                     scripts_dir: Some(scripts_dir.clone()),
                     status_interval: Duration::from_millis(200),
+                    controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
                 };
                 let operator = Operator::start(client, config)
                     .await

@@ -6,16 +6,14 @@
 //! A MapController has no selector of its own: it maps every parent of its type. Each test
 //! therefore gives its parent CRD a group of its own, so concurrent tests never share parents.
 
-mod support;
-
+use crate::support::cluster::Cluster;
+use crate::support::{eventually, test_namespace, unique_name};
 use kube::api::{Api, Patch, PatchParams};
 use metascript::object;
 use serde_json::{Value, json};
-use support::cluster::Cluster;
-use support::{eventually, test_namespace, unique_name};
 
-const SNAPSHOT_CRDS: &str = include_str!("../scripts/snapshot-schedule/crds.yaml");
-const TRANSFORM_CRDS: &str = include_str!("../scripts/configmap-transform/crds.yaml");
+const SNAPSHOT_CRDS: &str = include_str!("../../scripts/snapshot-schedule/crds.yaml");
+const TRANSFORM_CRDS: &str = include_str!("../../scripts/configmap-transform/crds.yaml");
 
 fn map_controller(
     name: &str,
@@ -195,7 +193,7 @@ async fn configmap_transform_follows_selectors_and_never_maps_its_own_outputs() 
         .await;
     let namespace = test_namespace(&cluster.client, "transform").await;
     let name = unique_name("transform");
-    let map = include_str!("../scripts/configmap-transform/map.rhai");
+    let map = include_str!("../../scripts/configmap-transform/map.rhai");
     cluster
         .apply(&map_controller(
             &name,
@@ -524,4 +522,90 @@ async fn editing_the_map_script_remaps_every_input() {
             .wait_for(&out, "version two", |o| o["data"]["version"] == "two")
             .await;
     }
+}
+
+/// A deleted parent is forgotten: its pairs (a failing one included) leave the controller's
+/// counts and stop being retried, while the other parents go on.
+#[tokio::test]
+async fn a_deleted_parent_is_forgotten_and_the_others_go_on() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("forget-parent"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "forget-parent").await;
+    let name = unique_name("forget-parent");
+    let map = r#"
+        if request.input.data.fail == "yes" then error("refusing " .. name(request.input)) end
+        return { outputs = { {
+            apiVersion = "v1", kind = "ConfigMap",
+            metadata = { name = name(request.parent) .. "-" .. name(request.input) },
+            data = request.input.data,
+        } } }
+    "#;
+    let controller = map_controller(
+        &name,
+        (&format!("{group}/v1"), "configtemplates"),
+        "configmaps",
+        ("v1", "configmaps"),
+        json!({"map": {"script": {"language": "lua", "inline": map}}}),
+    );
+    cluster.apply(&controller).await;
+    let parent = |which: &str| {
+        json!({
+            "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+            "metadata": {"name": which, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"for": which}}}
+        })
+    };
+    let input = |input: &str, which: &str, fail: &str| {
+        config_map(
+            &namespace,
+            input,
+            json!({"for": which}),
+            json!({"fail": fail}),
+        )
+    };
+    cluster.apply(&input("a1", "a", "no")).await;
+    cluster.apply(&input("a2", "a", "no")).await;
+    cluster.apply(&input("b1", "b", "no")).await;
+    cluster.apply(&input("b2", "b", "yes")).await;
+    cluster.apply(&parent("a")).await;
+    cluster.apply(&parent("b")).await;
+    let counts = |status: &Value| {
+        (
+            status["targets"].as_u64(),
+            status["synced"].as_u64(),
+            status["failing"].as_u64(),
+        )
+    };
+    eventually("4 pairs, one failing", || async {
+        let controller = cluster.get(&controller).await?;
+        (counts(&controller["status"]) == (Some(4), Some(3), Some(1))).then_some(())
+    })
+    .await;
+
+    cluster
+        .api(&parent("b"))
+        .delete("b", &Default::default())
+        .await
+        .expect("deleting parent b");
+    eventually("parent b's pairs forgotten", || async {
+        let controller = cluster.get(&controller).await?;
+        (counts(&controller["status"]) == (Some(2), Some(2), Some(0))).then_some(())
+    })
+    .await;
+    cluster.apply(&input("a3", "a", "no")).await;
+    cluster
+        .wait_for(
+            &config_map(&namespace, "a-a3", json!({}), json!({})),
+            "parent a maps a new input",
+            |_| true,
+        )
+        .await;
+    eventually("parent a's three pairs counted", || async {
+        let controller = cluster.get(&controller).await?;
+        (counts(&controller["status"]) == (Some(3), Some(3), Some(0))).then_some(())
+    })
+    .await;
 }

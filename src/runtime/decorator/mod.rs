@@ -1,0 +1,413 @@
+//! DecoratorControllers in the running operator: which events reach which targets, syncing one
+//! target (customize, then sync or finalize, then the plan's writes), and releasing every
+//! target's finalizer when the controller itself is deleted.
+
+mod related;
+
+use super::apply::PlanTarget;
+use super::cache::ObjectEvent;
+use super::context::{Context, Failure};
+use super::keys::{ControllerId, KindName, ObjRef, Work};
+use super::kind::{Controller, Interest, Kind, Outcome};
+use super::load::{self, ControllerSpec};
+use super::routes::only_status_changed;
+use crate::api::{DecoratorController, ResourceRef};
+use crate::controllers::decorator::{Decorator, Phase};
+use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
+use crate::object;
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::sync::{self, ObjectStore, RelatedRules, SyncError};
+use related::RelatedIndex;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The finalizer the operator keeps on a DecoratorController with a finalize hook, so that
+/// deleting the controller first releases every target it holds a finalizer on.
+pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
+
+pub struct DecoratorKind;
+
+/// What a DecoratorController remembers across reloads.
+#[derive(Default)]
+pub struct DecoratorState {
+    related: RelatedIndex,
+}
+
+impl Kind for DecoratorKind {
+    const NAME: KindName = KindName::Decorator;
+    const PLURAL: &'static str = "decoratorcontrollers";
+    const ACTION: &'static str = "Sync";
+    type Object = DecoratorController;
+    type Planner = Decorator;
+    type State = DecoratorState;
+    type OutcomeKey = ObjRef;
+
+    fn spec(controller: &DecoratorController) -> ControllerSpec {
+        let spec = &controller.spec;
+        ControllerSpec {
+            generation: controller.metadata.generation,
+            types: spec
+                .resources
+                .iter()
+                .map(|r| r.resource_ref())
+                .chain(spec.attachments.iter().map(|a| a.resource_ref()))
+                .collect(),
+            hooks: spec
+                .hooks
+                .named()
+                .into_iter()
+                .map(|(kind, hook)| (kind, hook.clone()))
+                .collect(),
+            resync_period: load::resync_period(spec.resync_period_seconds),
+        }
+    }
+
+    fn build(
+        controller: &DecoratorController,
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Decorator, ResolveError> {
+        Decorator::new(controller, resolver)
+    }
+
+    fn interest(decorator: &Decorator) -> Interest {
+        Interest {
+            types: target_types(decorator)
+                .chain(decorator.attachments.iter().map(|child| &child.resource))
+                .cloned()
+                .collect(),
+            every_type: decorator.has_customize,
+        }
+    }
+
+    async fn installed(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        object: &Value,
+        _first: bool,
+    ) {
+        if controller.planner.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
+            let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
+            if let Err(failure) = edit_own_finalizer(context, &controller.id, object, add).await {
+                tracing::warn!(controller = %controller.id, error = %failure.message, "cannot add the cleanup finalizer");
+                context
+                    .queue
+                    .retry_later(super::keys::WorkKey::load(&controller.id));
+            }
+        }
+    }
+
+    /// Removes the controller's finalizer from every object of its target types, then its own
+    /// cleanup finalizer.
+    async fn release(
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Value,
+    ) -> Result<(), Failure> {
+        let controller: DecoratorController =
+            serde_json::from_value(object.clone()).map_err(|e| Failure::new("InvalidSpec", e))?;
+        let finalizer = crate::controllers::decorator::finalizer_for(&id.name);
+        for rule in &controller.spec.resources {
+            let resolved = context
+                .discovery
+                .resolve(&rule.resource_ref())
+                .await
+                .map_err(|e| Failure::new("ResolveFailed", e))?;
+            context
+                .informers
+                .ensure(&resolved)
+                .await
+                .map_err(|e| Failure::new("WatchFailed", e))?;
+            let resource = &resolved.resource;
+            for target in ObjectStore::list(&*context.informers, resource, None) {
+                if !object::has_finalizer(&target, &finalizer) {
+                    continue;
+                }
+                let plan = Plan {
+                    finalizer: Some(FinalizerChange::Remove(finalizer.clone())),
+                    ..Plan::default()
+                };
+                let plan_target = PlanTarget {
+                    object: &target,
+                    resource,
+                    child_types: &[],
+                    controller: id,
+                };
+                context
+                    .applier
+                    .execute(&plan_target, &plan)
+                    .await
+                    .map_err(|e| Failure::new("ApplyFailed", e))?;
+            }
+        }
+        let remove = FinalizerChange::Remove(CLEANUP_FINALIZER.into());
+        edit_own_finalizer(context, id, object, remove).await
+    }
+
+    /// Every object the controller has work for: selected ones and those holding its
+    /// finalizer.
+    fn enqueue_all(context: &Context, controller: &Controller<Self>) {
+        let decorator = &controller.planner;
+        for resource in target_types(decorator) {
+            for target in ObjectStore::list(&*context.informers, resource, None) {
+                if wants(decorator, &target) {
+                    controller.enqueue(context, Work::Object(ObjRef::of(resource, &target)));
+                }
+            }
+        }
+    }
+
+    /// The object itself when it is (or was) a target, its owner when it is an attachment,
+    /// and the targets whose customize rules select it.
+    fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
+        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+            return;
+        };
+        let decorator = &controller.planner;
+        if target_types(decorator).any(|t| *t == event.resource) {
+            route_target(context, controller, event, object);
+        }
+        let is_attachment = decorator
+            .attachments
+            .iter()
+            .any(|child| child.resource == event.resource);
+        if is_attachment && object::label(object, DECORATOR_LABEL) == Some(&controller.id.name) {
+            // Even an attachment exactly as this controller applied it re-syncs its target: the
+            // hook sees observed attachments and may report on them (e.g. in status).
+            if let Some(target) = target_types(decorator).find_map(|t| ObjRef::owner_of(t, object))
+            {
+                controller.enqueue(context, Work::Object(target));
+            }
+        }
+        for (target, rules) in controller.state.related.candidates(&event.resource, object) {
+            let Some(target_object) = context.get(&target) else {
+                continue;
+            };
+            let selected = [&event.old, &event.new]
+                .into_iter()
+                .flatten()
+                .any(|candidate| {
+                    rules
+                        .iter()
+                        .any(|rule| rule.selects(&target_object, candidate))
+                });
+            if selected {
+                controller.enqueue(context, Work::Object(target));
+            }
+        }
+    }
+
+    async fn sync(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        work: &Work,
+    ) -> Outcome<ObjRef> {
+        match work {
+            Work::Object(target) => sync_target(context, controller, target).await,
+            _ => Outcome::Done,
+        }
+    }
+
+    async fn report(_: &Arc<Context>, _: &Arc<Controller<Self>>) {}
+}
+
+fn target_types(decorator: &Decorator) -> impl Iterator<Item = &ResourceType> {
+    decorator.rules.iter().map(|(_, resource)| resource)
+}
+
+/// Whether the controller has work for a version of an object of a target type.
+fn wants(decorator: &Decorator, target: &Value) -> bool {
+    decorator.selects(target) || object::has_finalizer(target, decorator.finalizer())
+}
+
+/// A target event: queued when the controller has work for the new version or had for the old
+/// one (a deleted target, too, so it is forgotten), unless it is the event of the controller's
+/// own write or a status change the rules ignore.
+fn route_target(
+    context: &Context,
+    controller: &Controller<DecoratorKind>,
+    event: &ObjectEvent,
+    object: &Value,
+) {
+    let decorator = &controller.planner;
+    let wanted = [&event.old, &event.new]
+        .into_iter()
+        .flatten()
+        .any(|version| wants(decorator, version));
+    if !wanted {
+        return;
+    }
+    match (&event.old, &event.new) {
+        (Some(old), Some(new))
+            if ignores_status(decorator, &event.resource) && only_status_changed(old, new) =>
+        {
+            return;
+        }
+        (_, Some(new)) if context.applier.own_writes.is_own(&controller.id, new) => return,
+        (Some(old), None) => context.applier.own_writes.forget(&controller.id, old),
+        _ => {}
+    }
+    controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
+}
+
+fn ignores_status(decorator: &Decorator, resource: &ResourceType) -> bool {
+    decorator
+        .rules
+        .iter()
+        .any(|(rule, t)| t == resource && rule.ignore_status_changes)
+}
+
+/// Syncs one target: hooks on the blocking pool, then the plan's writes. A target that is gone
+/// or no longer selected is forgotten.
+async fn sync_target(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<DecoratorKind>>,
+    target: &ObjRef,
+) -> Outcome<ObjRef> {
+    let object = context
+        .get(target)
+        .filter(|object| controller.planner.phase(object) != Phase::Idle);
+    let Some(object) = object else {
+        controller.state.related.remove(target);
+        return Outcome::Forgotten(target.clone());
+    };
+    let failed = |failure: Failure| Outcome::Failed {
+        key: target.clone(),
+        about: object.clone(),
+        failure,
+    };
+    let plan = match plan_target(context, controller, &object, target).await {
+        Ok(Some(plan)) => plan,
+        Ok(None) => {
+            return Outcome::Synced {
+                key: target.clone(),
+                resync_after: None,
+            };
+        }
+        Err(failure) => return failed(failure),
+    };
+    if !plan.is_noop() {
+        let child_types: Vec<ResourceType> = controller
+            .planner
+            .attachments
+            .iter()
+            .map(|c| c.resource.clone())
+            .collect();
+        let plan_target = PlanTarget {
+            object: &object,
+            resource: &target.resource,
+            child_types: &child_types,
+            controller: &controller.id,
+        };
+        if let Err(error) = context.applier.execute(&plan_target, &plan).await {
+            return failed(Failure::new("ApplyFailed", error));
+        }
+        tracing::debug!(controller = %controller.id, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
+    }
+    Outcome::Synced {
+        key: target.clone(),
+        resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
+    }
+}
+
+/// Runs the customize hook (when there is one), makes sure the related types are watched,
+/// then runs sync or finalize; all script work happens on the blocking pool.
+async fn plan_target(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<DecoratorKind>>,
+    object: &Arc<Value>,
+    target: &ObjRef,
+) -> Result<Option<Plan>, Failure> {
+    let decorator = &controller.planner;
+    let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
+        let (planner, target_object) = (decorator.clone(), object.clone());
+        let rules = context
+            .blocking(&controller.id, &controller.hooks, move |_, runner| {
+                sync::customize(&planner, runner, &target_object)
+            })
+            .await?;
+        let related = watch_related(context, &controller.id, rules).await?;
+        controller
+            .state
+            .related
+            .set(target, object, related.clone());
+        related
+    } else {
+        Vec::new()
+    };
+    let (planner, target_object) = (decorator.clone(), object.clone());
+    let planned = context
+        .blocking(&controller.id, &controller.hooks, move |context, runner| {
+            sync::sync_decorator_target(
+                &planner,
+                runner,
+                &*context.informers,
+                &target_object,
+                &related,
+            )
+        })
+        .await?;
+    Ok(planned.map(|(_, plan)| plan))
+}
+
+/// Resolves the type of each related rule and makes sure it is watched, so the rules can be
+/// evaluated against the cache.
+async fn watch_related(
+    context: &Context,
+    id: &ControllerId,
+    rules: Vec<crate::controllers::decorator::RelatedRule>,
+) -> Result<RelatedRules, Failure> {
+    let mut related = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let resolved = context
+            .discovery
+            .resolve(&rule.resource_ref())
+            .await
+            .map_err(|source| {
+                Failure::from(SyncError::Resolve {
+                    controller: id.name.clone(),
+                    source,
+                })
+            })?;
+        context
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|e| Failure::new("WatchFailed", e))?;
+        related.push((rule, resolved.resource));
+    }
+    Ok(related)
+}
+
+/// Adds or removes the cleanup finalizer on a DecoratorController object.
+async fn edit_own_finalizer(
+    context: &Context,
+    id: &ControllerId,
+    object: &Value,
+    change: FinalizerChange,
+) -> Result<(), Failure> {
+    let reference = ResourceRef {
+        api_version: object::api_version(object).to_string(),
+        resource: DecoratorKind::PLURAL.to_string(),
+    };
+    let resolved = context
+        .discovery
+        .resolve(&reference)
+        .await
+        .map_err(|e| Failure::new("ResolveFailed", e))?;
+    let plan = Plan {
+        finalizer: Some(change),
+        ..Plan::default()
+    };
+    let target = PlanTarget {
+        object,
+        resource: &resolved.resource,
+        child_types: &[],
+        controller: id,
+    };
+    context
+        .applier
+        .execute(&target, &plan)
+        .await
+        .map_err(|e| Failure::new("ApplyFailed", e))
+}

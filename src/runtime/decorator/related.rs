@@ -1,0 +1,161 @@
+//! Which targets of a DecoratorController relate to which objects: the rules each target's
+//! customize hook returned, indexed by the type and namespace they look in, so an event of a
+//! related object finds the targets it may concern without scanning them all.
+
+use crate::controllers::decorator::RelatedRule;
+use crate::object;
+use crate::resources::ResourceType;
+use crate::runtime::keys::ObjRef;
+use crate::sync::RelatedRules;
+use parking_lot::RwLock;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+
+/// A related type and the namespace its rules look in (none: every namespace, or a
+/// cluster-scoped type).
+type Scope = (ResourceType, Option<String>);
+
+#[derive(Debug, Default)]
+pub struct RelatedIndex {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Per target: its rules and the scopes they were filed under.
+    rules: HashMap<ObjRef, (RelatedRules, Vec<Scope>)>,
+    by_scope: HashMap<Scope, HashSet<ObjRef>>,
+}
+
+impl RelatedIndex {
+    /// Records a target's rules, replacing those of its previous sync.
+    pub fn set(&self, target: &ObjRef, target_object: &Value, rules: RelatedRules) {
+        let mut inner = self.inner.write();
+        inner.remove(target);
+        if rules.is_empty() {
+            return;
+        }
+        let scopes: Vec<Scope> = rules
+            .iter()
+            .map(|(rule, resource)| {
+                let namespace = resource.scope(rule.namespace_for(target_object));
+                (resource.clone(), namespace.map(str::to_string))
+            })
+            .collect();
+        for scope in &scopes {
+            inner
+                .by_scope
+                .entry(scope.clone())
+                .or_default()
+                .insert(target.clone());
+        }
+        inner.rules.insert(target.clone(), (rules, scopes));
+    }
+
+    pub fn remove(&self, target: &ObjRef) {
+        self.inner.write().remove(target);
+    }
+
+    /// Targets whose rules of this type, in this object's namespace or in all, could select
+    /// it, with those rules; the caller checks each rule against the object.
+    pub fn candidates(
+        &self,
+        resource: &ResourceType,
+        object: &Value,
+    ) -> Vec<(ObjRef, Vec<RelatedRule>)> {
+        let inner = self.inner.read();
+        let mut scopes = vec![(resource.clone(), None)];
+        if let Some(namespace) = object::namespace(object) {
+            scopes.push((resource.clone(), Some(namespace.to_string())));
+        }
+        scopes
+            .iter()
+            .filter_map(|scope| inner.by_scope.get(scope))
+            .flatten()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .map(|target| {
+                let rules = inner.rules[target]
+                    .0
+                    .iter()
+                    .filter(|(_, t)| t == resource)
+                    .map(|(rule, _)| rule.clone())
+                    .collect();
+                (target.clone(), rules)
+            })
+            .collect()
+    }
+}
+
+impl Inner {
+    fn remove(&mut self, target: &ObjRef) {
+        let Some((_, scopes)) = self.rules.remove(target) else {
+            return;
+        };
+        for scope in scopes {
+            if let Some(targets) = self.by_scope.get_mut(&scope) {
+                targets.remove(target);
+                if targets.is_empty() {
+                    self.by_scope.remove(&scope);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn configmaps() -> ResourceType {
+        crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .expect("ConfigMap is built in")
+    }
+
+    #[test]
+    fn candidates_come_from_the_index_by_type_and_namespace() {
+        let index = RelatedIndex::default();
+        let target_type = ResourceType {
+            namespaced: false,
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            ..configmaps()
+        };
+        let team_a = json!({"metadata": {"name": "team-a"}});
+        let team_b = json!({"metadata": {"name": "team-b"}});
+        let shared_rule: RelatedRule = serde_json::from_value(
+            json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"}),
+        )
+        .unwrap();
+        let everywhere: RelatedRule =
+            serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps"})).unwrap();
+        let a = ObjRef::of(&target_type, &team_a);
+        let b = ObjRef::of(&target_type, &team_b);
+        index.set(&a, &team_a, vec![(shared_rule, configmaps())]);
+        index.set(&b, &team_b, vec![(everywhere.clone(), configmaps())]);
+
+        let in_shared = json!({"metadata": {"name": "x", "namespace": "shared"}});
+        let in_other = json!({"metadata": {"name": "x", "namespace": "other"}});
+        let names = |object: &Value| {
+            let mut names: Vec<String> = index
+                .candidates(&configmaps(), object)
+                .into_iter()
+                .map(|(target, _)| target.name)
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&in_shared), ["team-a", "team-b"]);
+        assert_eq!(names(&in_other), ["team-b"]);
+
+        // A new sync replaces the rules; removal forgets them and their scopes.
+        index.set(&a, &team_a, vec![(everywhere, configmaps())]);
+        assert_eq!(names(&in_other), ["team-a", "team-b"]);
+        index.remove(&a);
+        index.remove(&b);
+        assert!(names(&in_shared).is_empty());
+        assert!(index.inner.read().by_scope.is_empty());
+    }
+}

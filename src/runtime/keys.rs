@@ -1,0 +1,199 @@
+//! The runtime's vocabulary: how an object, a controller and a unit of work are named. Every
+//! other runtime module speaks it; it depends on none of them.
+
+use crate::object;
+use crate::resources::ResourceType;
+use serde_json::Value;
+use std::fmt;
+
+/// One object, addressed by type, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjRef {
+    pub resource: ResourceType,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjRef {
+    pub fn of(resource: &ResourceType, object: &Value) -> ObjRef {
+        ObjRef {
+            resource: resource.clone(),
+            namespace: resource.scope_of(object).map(str::to_string),
+            name: object::name(object).to_string(),
+        }
+    }
+
+    /// The object an owner reference on `child` names, when it is of type `owner_type`.
+    pub fn owner_of(owner_type: &ResourceType, child: &Value) -> Option<ObjRef> {
+        let reference = object::controller_ref(child)?;
+        let same_type = object::str_at(reference, "/kind") == Some(owner_type.kind.as_str())
+            && object::group_of(object::str_at(reference, "/apiVersion")?) == owner_type.group();
+        Some(ObjRef {
+            resource: owner_type.clone(),
+            // The garbage collector ignores owner references across namespaces, so a namespaced
+            // owner is in its child's namespace.
+            namespace: owner_type.scope_of(child).map(str::to_string),
+            name: object::str_at(reference, "/name")?.to_string(),
+        })
+        .filter(|_| same_type)
+    }
+}
+
+impl fmt::Display for ObjRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ", self.resource.group_key())?;
+        if let Some(namespace) = &self.namespace {
+            write!(f, "{namespace}/")?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
+/// The kinds of controller the operator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KindName {
+    Decorator,
+    Map,
+}
+
+impl KindName {
+    /// Lower case, for metric labels and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KindName::Decorator => "decorator",
+            KindName::Map => "map",
+        }
+    }
+
+    /// The Kubernetes kind of the controller objects.
+    pub fn object_kind(self) -> &'static str {
+        match self {
+            KindName::Decorator => "DecoratorController",
+            KindName::Map => "MapController",
+        }
+    }
+}
+
+/// One controller object: its kind and name (controllers are cluster-scoped).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ControllerId {
+    pub kind: KindName,
+    pub name: String,
+}
+
+impl ControllerId {
+    pub fn new(kind: KindName, name: impl Into<String>) -> ControllerId {
+        ControllerId {
+            kind,
+            name: name.into(),
+        }
+    }
+
+    /// The server-side apply field manager of the controller, so every field it writes is
+    /// attributed to it in managedFields and two controllers never fight over ownership.
+    pub fn field_manager(&self) -> String {
+        format!("metascript.dev/{}-{}", self.kind.as_str(), self.name)
+    }
+}
+
+impl fmt::Display for ControllerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind.object_kind(), self.name)
+    }
+}
+
+/// The outputs of one input under one parent: a MapController's unit of bookkeeping.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MapGroup {
+    pub parent: ObjRef,
+    pub map_key: String,
+}
+
+/// What a work item does for its controller.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Work {
+    /// Load, reload or remove the controller itself.
+    Load,
+    /// Sync one object the controller acts on: a decorator's target, or a map parent (which
+    /// fans out into its pairs and groups).
+    Object(ObjRef),
+    /// Map one input for one parent (or settle its outputs when it is no longer selected).
+    Pair { parent: ObjRef, input: ObjRef },
+    /// Settle an output group whose input is not known to be selected.
+    Group(MapGroup),
+}
+
+impl fmt::Display for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Work::Load => f.write_str("load"),
+            Work::Object(object) => write!(f, "{object}"),
+            Work::Pair { parent, input } => write!(f, "{parent}, input {input}"),
+            Work::Group(group) => write!(f, "{}, map key {}", group.parent, group.map_key),
+        }
+    }
+}
+
+/// A unit of work. Keys coalesce in the queue, and one key is never worked on twice at once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WorkKey {
+    pub controller: ControllerId,
+    pub work: Work,
+}
+
+impl WorkKey {
+    pub fn load(controller: &ControllerId) -> WorkKey {
+        WorkKey {
+            controller: controller.clone(),
+            work: Work::Load,
+        }
+    }
+
+    pub fn new(controller: &ControllerId, work: Work) -> WorkKey {
+        WorkKey {
+            controller: controller.clone(),
+            work,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stateful_sets() -> ResourceType {
+        crate::resources::StaticResolver::with_builtins()
+            .find_kind("apps/v1", "StatefulSet")
+            .expect("StatefulSet is built in")
+    }
+
+    #[test]
+    fn an_owner_is_found_in_its_childs_namespace_only_when_the_type_matches() {
+        let child = json!({
+            "metadata": {"name": "web-0", "namespace": "shop", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u", "controller": true}
+            ]}
+        });
+        let owner = ObjRef::owner_of(&stateful_sets(), &child).expect("an owner");
+        assert_eq!(owner.to_string(), "StatefulSet.apps/v1 shop/web");
+        let deployments = ResourceType {
+            kind: "Deployment".into(),
+            plural: "deployments".into(),
+            ..stateful_sets()
+        };
+        assert_eq!(ObjRef::owner_of(&deployments, &child), None);
+    }
+
+    #[test]
+    fn field_managers_name_the_kind_and_the_controller() {
+        assert_eq!(
+            ControllerId::new(KindName::Decorator, "spp").field_manager(),
+            "metascript.dev/decorator-spp"
+        );
+        assert_eq!(
+            ControllerId::new(KindName::Map, "snap").field_manager(),
+            "metascript.dev/map-snap"
+        );
+    }
+}

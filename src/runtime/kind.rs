@@ -1,0 +1,127 @@
+//! What a kind of controller contributes to the runtime: how to read its objects, which events
+//! concern it, what work they cause and how one item of work runs. Loading, reloading,
+//! removal, status and failure handling are the runtime's ([`super::registry`]), written once.
+
+use super::cache::ObjectEvent;
+use super::context::{Context, Failure};
+use super::keys::{ControllerId, KindName, Work, WorkKey};
+use super::load::{ControllerSpec, ScriptSources};
+use super::status::{Health, SyncOutcomes};
+use crate::hooks::ControllerHooks;
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use serde_json::Value;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub trait Kind: Sized + Send + Sync + 'static {
+    const NAME: KindName;
+    /// The plural of the controller objects' resource (in `metascript.dev/v1alpha1`).
+    const PLURAL: &'static str;
+    /// What its work is called in Events (`Sync`, `Map`).
+    const ACTION: &'static str;
+    /// The controller object, as its API type.
+    type Object: serde::de::DeserializeOwned + Send;
+    /// The pure planner built from a controller object.
+    type Planner: Send + Sync + 'static;
+    /// What a controller remembers across reloads (indexes, bindings).
+    type State: Default + Send + Sync + 'static;
+    /// What the status counts are kept by: a target, a (parent, map key) group.
+    type OutcomeKey: Clone + Eq + Hash + Send + Sync + 'static;
+
+    fn spec(object: &Self::Object) -> ControllerSpec;
+
+    /// Builds the planner; every type the spec names has been resolved already.
+    fn build(
+        object: &Self::Object,
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Self::Planner, ResolveError>;
+
+    /// Which events the controller wants to see.
+    fn interest(planner: &Self::Planner) -> Interest;
+
+    /// Runs once a version is installed (`first`: no version ran before).
+    fn installed(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        object: &Value,
+        first: bool,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Undoes what must not outlive a controller object being deleted (after it stopped
+    /// running); an error is retried.
+    fn release(
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Value,
+    ) -> impl Future<Output = Result<(), Failure>> + Send;
+
+    /// Queues every object the controller acts on (a reload, a resync).
+    fn enqueue_all(context: &Context, controller: &Controller<Self>);
+
+    /// Queues the work one watch event causes (of a type `interest` named, or any type).
+    fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent);
+
+    /// Runs one work item (never `Work::Load`).
+    fn sync(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        work: &Work,
+    ) -> impl Future<Output = Outcome<Self::OutcomeKey>> + Send;
+
+    /// Reports what the status loop keeps current besides the controller's own status.
+    fn report(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// Which watch events a controller wants routed to it.
+pub struct Interest {
+    pub types: Vec<ResourceType>,
+    /// Events of every watched type (a customize hook may relate to any type, chosen per
+    /// target at sync time).
+    pub every_type: bool,
+}
+
+/// One loaded controller: the version running and what it remembers.
+pub struct Controller<K: Kind> {
+    pub id: ControllerId,
+    pub generation: Option<i64>,
+    pub planner: Arc<K::Planner>,
+    /// The hooks running: the newest that compiled.
+    pub hooks: Arc<ControllerHooks>,
+    pub health: Health,
+    pub resync_period: Option<Duration>,
+    pub sources: ScriptSources,
+    /// Kept across reloads.
+    pub outcomes: Arc<SyncOutcomes<K::OutcomeKey>>,
+    pub state: Arc<K::State>,
+}
+
+impl<K: Kind> Controller<K> {
+    /// Queues one work item of this controller.
+    pub fn enqueue(&self, context: &Context, work: Work) {
+        context.queue.add(WorkKey::new(&self.id, work));
+    }
+}
+
+/// How one work item ended, for the runtime to record.
+pub enum Outcome<Key> {
+    /// Nothing to record.
+    Done,
+    /// Synced; `resync_after` asks for another sync.
+    Synced {
+        key: Key,
+        resync_after: Option<Duration>,
+    },
+    /// What the work was about is gone or no longer the controller's: no longer counted.
+    Forgotten(Key),
+    /// Failed: retried with backoff, counted as failing, reported as an Event on `about`.
+    Failed {
+        key: Key,
+        about: Arc<Value>,
+        failure: Failure,
+    },
+}

@@ -1,0 +1,147 @@
+//! Preparing a controller object to run, whatever its kind: resolving and watching its types,
+//! and compiling its hooks, keeping the last good version when a new one fails.
+
+use super::context::Context;
+use super::scripts::CachedConfigMaps;
+use super::status::{Health, Problem};
+use crate::api::{Hook, HookKind, ResourceRef, ScriptStatus};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What loading needs from a controller object, whatever its kind.
+pub struct ControllerSpec {
+    pub generation: Option<i64>,
+    /// Every type the controller names; each is resolved and watched before it runs.
+    pub types: Vec<ResourceRef>,
+    pub hooks: Vec<(HookKind, Hook)>,
+    pub resync_period: Option<Duration>,
+}
+
+/// `resyncPeriodSeconds` as a period (none when unset or not positive).
+pub fn resync_period(seconds: Option<i64>) -> Option<Duration> {
+    seconds
+        .filter(|s| *s > 0)
+        .map(|s| Duration::from_secs(s as u64))
+}
+
+/// Where a controller's scripts come from: a change there reloads the controller, even one
+/// that has not loaded yet.
+#[derive(Clone, Debug, Default)]
+pub struct ScriptSources {
+    /// ConfigMaps (namespace, name) named by `configMapRef`.
+    pub config_maps: Vec<(String, String)>,
+    /// ConfigMap keys a dev-loop file of the same name replaces.
+    pub script_keys: Vec<String>,
+}
+
+impl ScriptSources {
+    pub fn of(hooks: &[(HookKind, Hook)]) -> ScriptSources {
+        let references = hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.clone());
+        ScriptSources {
+            config_maps: references.clone().map(|r| (r.namespace, r.name)).collect(),
+            script_keys: references.map(|r| r.key).collect(),
+        }
+    }
+}
+
+/// A controller's hooks, compiled.
+pub struct Prepared {
+    pub hooks: Arc<ControllerHooks>,
+    pub health: Health,
+    /// True when the newest scripts failed and the previous version keeps running.
+    pub stale: bool,
+}
+
+/// Resolves and watches every type a controller names, then compiles its hooks. When the new
+/// scripts do not compile but `previous` hooks exist, those keep running and are marked stale.
+pub async fn prepare(
+    context: &Context,
+    name: &str,
+    spec: &ControllerSpec,
+    previous: Option<Arc<ControllerHooks>>,
+) -> Result<Prepared, Health> {
+    let fail = |reason: &str, message: String| {
+        Health::failed(spec.generation, Problem::new(reason, message))
+    };
+    let mut types = spec.types.clone();
+    if !ScriptSources::of(&spec.hooks).config_maps.is_empty() {
+        types.push(ResourceRef {
+            api_version: context.config_map_type.api_version.clone(),
+            resource: context.config_map_type.plural.clone(),
+        });
+    }
+    for reference in &types {
+        let resolved = context
+            .discovery
+            .resolve(reference)
+            .await
+            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+        context
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|error| fail("WatchFailed", error.to_string()))?;
+    }
+    let cached = CachedConfigMaps {
+        informers: &context.informers,
+        config_maps: &context.config_map_type,
+    };
+    let local;
+    let lookup: &dyn ConfigMapLookup = match &context.config.scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir {
+                dir: dir.clone(),
+                fallback: &cached,
+            };
+            &local
+        }
+        None => &cached,
+    };
+    let named = spec.hooks.iter().map(|(kind, hook)| (*kind, hook));
+    let (hooks, scripts_loaded, stale) = match (
+        ControllerHooks::load(&context.engine, name, named, lookup),
+        previous,
+    ) {
+        (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),
+        (Err(error), Some(previous)) => {
+            tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
+            (previous, Err(Problem::new("ScriptError", error)), true)
+        }
+        (Err(error), None) => return Err(fail("ScriptError", error.to_string())),
+    };
+    let scripts = hooks
+        .iter()
+        .map(|hook| {
+            (
+                hook.kind.to_string(),
+                ScriptStatus {
+                    digest: hook.script.digest().to_string(),
+                    source: hook.script.origin().to_string(),
+                    stale,
+                },
+            )
+        })
+        .collect();
+    Ok(Prepared {
+        hooks,
+        health: Health {
+            generation: spec.generation,
+            ready: scripts_loaded.clone(),
+            scripts_loaded,
+            scripts,
+        },
+        stale,
+    })
+}
+
+/// The digests of the hooks running, to tell whether a reload changed anything.
+pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
+    hooks
+        .iter()
+        .map(|hook| (hook.kind.to_string(), hook.script.digest().to_string()))
+        .collect()
+}

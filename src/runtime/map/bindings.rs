@@ -1,0 +1,177 @@
+//! What a MapController remembers between work items: which parents each input fed (so a
+//! parent hears of an input that stopped matching), which input each (parent, map key) group
+//! came from (so an output event finds its pair), the outputs of each group (so a pair never
+//! scans all of a parent's outputs) and the parents whose aggregated status is due.
+
+use crate::runtime::keys::{MapGroup, ObjRef};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Default)]
+pub struct Bindings {
+    fed: Mutex<HashMap<ObjRef, HashSet<ObjRef>>>,
+    inputs: Mutex<HashMap<MapGroup, ObjRef>>,
+    outputs: Mutex<OutputIndex>,
+    dirty_status: Mutex<HashSet<ObjRef>>,
+}
+
+#[derive(Debug, Default)]
+struct OutputIndex {
+    by_group: HashMap<MapGroup, HashSet<ObjRef>>,
+    group_of: HashMap<ObjRef, MapGroup>,
+}
+
+impl Bindings {
+    pub fn bind(&self, group: &MapGroup, input: &ObjRef) {
+        self.fed
+            .lock()
+            .entry(input.clone())
+            .or_default()
+            .insert(group.parent.clone());
+        self.inputs.lock().insert(group.clone(), input.clone());
+    }
+
+    pub fn unbind(&self, group: &MapGroup, input: &ObjRef) {
+        let mut fed = self.fed.lock();
+        if let Some(parents) = fed.get_mut(input) {
+            parents.remove(&group.parent);
+            if parents.is_empty() {
+                fed.remove(input);
+            }
+        }
+        self.inputs.lock().remove(group);
+    }
+
+    pub fn parents_fed_by(&self, input: &ObjRef) -> Vec<ObjRef> {
+        self.fed
+            .lock()
+            .get(input)
+            .map(|parents| parents.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn input_of(&self, group: &MapGroup) -> Option<ObjRef> {
+        self.inputs.lock().get(group).cloned()
+    }
+
+    /// Files an output under its group; `None` removes it from wherever it was.
+    pub fn index_output(&self, output: &ObjRef, group: Option<MapGroup>) {
+        let mut index = self.outputs.lock();
+        if let Some(previous) = index.group_of.remove(output) {
+            index.remove_from_group(&previous, output);
+        }
+        if let Some(group) = group {
+            index
+                .by_group
+                .entry(group.clone())
+                .or_default()
+                .insert(output.clone());
+            index.group_of.insert(output.clone(), group);
+        }
+    }
+
+    pub fn outputs_of(&self, group: &MapGroup) -> Vec<ObjRef> {
+        self.outputs
+            .lock()
+            .by_group
+            .get(group)
+            .map(|refs| refs.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Marks a parent's aggregated status for recomputation by the status loop.
+    pub fn status_changed(&self, parent: &ObjRef) {
+        self.dirty_status.lock().insert(parent.clone());
+    }
+
+    pub fn take_dirty_status(&self) -> Vec<ObjRef> {
+        self.dirty_status.lock().drain().collect()
+    }
+
+    /// Forgets everything about a deleted parent. Rare, so a pass over the maps is fine.
+    pub fn forget_parent(&self, parent: &ObjRef) {
+        self.fed.lock().retain(|_, parents| {
+            parents.remove(parent);
+            !parents.is_empty()
+        });
+        self.inputs
+            .lock()
+            .retain(|group, _| group.parent != *parent);
+        let mut outputs = self.outputs.lock();
+        outputs.by_group.retain(|group, _| group.parent != *parent);
+        outputs.group_of.retain(|_, group| group.parent != *parent);
+        drop(outputs);
+        self.dirty_status.lock().remove(parent);
+    }
+
+    /// Entries held, for tests that check nothing is left behind.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let outputs = self.outputs.lock();
+        self.fed.lock().len()
+            + self.inputs.lock().len()
+            + outputs.by_group.len()
+            + outputs.group_of.len()
+            + self.dirty_status.lock().len()
+    }
+}
+
+impl OutputIndex {
+    fn remove_from_group(&mut self, group: &MapGroup, output: &ObjRef) {
+        if let Some(refs) = self.by_group.get_mut(group) {
+            refs.remove(output);
+            if refs.is_empty() {
+                self.by_group.remove(group);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::StaticResolver;
+    use serde_json::json;
+
+    fn reference(kind: &str, name: &str) -> ObjRef {
+        let resource = StaticResolver::with_builtins()
+            .find_kind("v1", kind)
+            .expect("a built-in kind");
+        ObjRef::of(
+            &resource,
+            &json!({"metadata": {"name": name, "namespace": "ns"}}),
+        )
+    }
+
+    #[test]
+    fn a_deleted_parent_leaves_nothing_behind_and_other_parents_keep_theirs() {
+        let bindings = Bindings::default();
+        let (kept, gone) = (
+            reference("ConfigMap", "kept"),
+            reference("ConfigMap", "gone"),
+        );
+        let input = reference("Secret", "input");
+        for parent in [&kept, &gone] {
+            let group = MapGroup {
+                parent: parent.clone(),
+                map_key: "k".into(),
+            };
+            bindings.bind(&group, &input);
+            bindings.index_output(&reference("Service", &parent.name), Some(group));
+            bindings.status_changed(parent);
+        }
+        bindings.forget_parent(&gone);
+        assert_eq!(bindings.parents_fed_by(&input), std::slice::from_ref(&kept));
+        let kept_group = MapGroup {
+            parent: kept.clone(),
+            map_key: "k".into(),
+        };
+        assert_eq!(bindings.input_of(&kept_group), Some(input.clone()));
+        assert_eq!(bindings.outputs_of(&kept_group).len(), 1);
+        assert_eq!(bindings.take_dirty_status(), std::slice::from_ref(&kept));
+
+        bindings.unbind(&kept_group, &input);
+        bindings.index_output(&reference("Service", "kept"), None);
+        assert_eq!(bindings.len(), 0);
+    }
+}

@@ -1,0 +1,489 @@
+//! MapControllers in the running operator. A parent fans out into one work item per (parent,
+//! input) pair, so map calls for different pairs run in parallel; an input event reaches only
+//! the parents that select it now or were fed by it before; a parent's aggregated status is
+//! computed by the status loop and written only when it changes.
+
+mod bindings;
+
+use super::apply::PlanTarget;
+use super::cache::ObjectEvent;
+use super::context::{Context, Failure};
+use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work};
+use super::kind::{Controller, Interest, Kind, Outcome};
+use super::load::{self, ControllerSpec};
+use super::routes::only_status_changed;
+use crate::api::MapController;
+use crate::controllers::map::Mapper;
+use crate::controllers::{MAP_KEY_LABEL, MAP_LABEL, Plan};
+use crate::object;
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::sync::{self, MapFanOut, ObjectStore, SyncError};
+use bindings::Bindings;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub struct MapKind;
+
+impl Kind for MapKind {
+    const NAME: KindName = KindName::Map;
+    const PLURAL: &'static str = "mapcontrollers";
+    const ACTION: &'static str = "Map";
+    type Object = MapController;
+    type Planner = Mapper;
+    type State = Bindings;
+    type OutcomeKey = MapGroup;
+
+    fn spec(controller: &MapController) -> ControllerSpec {
+        let spec = &controller.spec;
+        ControllerSpec {
+            generation: controller.metadata.generation,
+            types: std::iter::once(spec.parent_resource.clone())
+                .chain(spec.input_resources.iter().cloned())
+                .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
+                .collect(),
+            hooks: spec
+                .hooks
+                .named()
+                .into_iter()
+                .map(|(kind, hook)| (kind, hook.clone()))
+                .collect(),
+            resync_period: load::resync_period(spec.resync_period_seconds),
+        }
+    }
+
+    fn build(
+        controller: &MapController,
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Mapper, ResolveError> {
+        Mapper::new(controller, resolver)
+    }
+
+    fn interest(mapper: &Mapper) -> Interest {
+        Interest {
+            types: std::iter::once(&mapper.parent)
+                .chain(&mapper.inputs)
+                .chain(mapper.outputs.iter().map(|o| &o.resource))
+                .cloned()
+                .collect(),
+            every_type: false,
+        }
+    }
+
+    /// A first version fills the output index from the cache; it is installed first, so events
+    /// from then on are indexed too (an output seen twice is filed once).
+    async fn installed(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        _object: &Value,
+        first: bool,
+    ) {
+        if !first {
+            return;
+        }
+        for output_type in output_types(&controller.planner) {
+            for output in context.informers.list(&output_type, None) {
+                if let Some(group) = output_group(controller, &output) {
+                    let output = ObjRef::of(&output_type, &output);
+                    controller.state.index_output(&output, Some(group));
+                }
+            }
+        }
+    }
+
+    /// Outputs are owned by their parents, which outlive the controller: nothing to release.
+    async fn release(_: &Arc<Context>, _: &ControllerId, _: &Value) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    fn enqueue_all(context: &Context, controller: &Controller<Self>) {
+        let parent_type = &controller.planner.parent;
+        for parent in context.informers.list(parent_type, None) {
+            controller.enqueue(context, Work::Object(ObjRef::of(parent_type, &parent)));
+        }
+    }
+
+    fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
+        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+            return;
+        };
+        let mapper = &controller.planner;
+        // A parent (a deleted one too, to be forgotten), unless only its status changed (the
+        // status this controller aggregates there).
+        if event.resource == mapper.parent {
+            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
+            if !status_only {
+                let parent = ObjRef::of(&event.resource, object);
+                controller.enqueue(context, Work::Object(parent));
+            }
+        }
+        if mapper.inputs.contains(&event.resource) {
+            route_input(context, controller, event, object);
+        }
+        if mapper.outputs.iter().any(|o| o.resource == event.resource) {
+            route_output(context, controller, event, object);
+        }
+    }
+
+    async fn sync(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        work: &Work,
+    ) -> Outcome<MapGroup> {
+        match work {
+            Work::Object(parent) => sync_parent(context, controller, parent),
+            Work::Pair { parent, input } => sync_pair(context, controller, parent, input).await,
+            Work::Group(group) => sync_group(context, controller, group).await,
+            Work::Load => Outcome::Done,
+        }
+    }
+
+    /// The aggregated status of every parent that may have changed.
+    async fn report(context: &Arc<Context>, controller: &Arc<Controller<Self>>) {
+        for parent in controller.state.take_dirty_status() {
+            write_parent_status(context, controller, &parent).await;
+        }
+    }
+}
+
+fn output_types(mapper: &Mapper) -> Vec<ResourceType> {
+    mapper.outputs.iter().map(|o| o.resource.clone()).collect()
+}
+
+/// An input: the pairs of the parents that select it now, selected it before, or were fed by
+/// it (which covers a label change that moved it out of every selector, and its deletion).
+fn route_input(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    event: &ObjectEvent,
+    object: &Value,
+) {
+    let mapper = &controller.planner;
+    let input = ObjRef::of(&event.resource, object);
+    let mut parents: HashSet<ObjRef> = controller
+        .state
+        .parents_fed_by(&input)
+        .into_iter()
+        .collect();
+    let namespace = mapper.parent.scope_of(object);
+    for parent in context.informers.list(&mapper.parent, namespace) {
+        let Ok(selector) = mapper.parent_selector(&parent) else {
+            continue;
+        };
+        let selects = [&event.old, &event.new]
+            .into_iter()
+            .flatten()
+            .any(|version| mapper.selects_input(&parent, &selector, version));
+        if selects {
+            parents.insert(ObjRef::of(&mapper.parent, &parent));
+        }
+    }
+    for parent in parents {
+        let input = input.clone();
+        controller.enqueue(context, Work::Pair { parent, input });
+    }
+}
+
+/// An output: kept in the index, and its pair (or detached group) and its parent's status
+/// looked at again.
+fn route_output(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    event: &ObjectEvent,
+    object: &Value,
+) {
+    let output = ObjRef::of(&event.resource, object);
+    let group = event
+        .new
+        .as_ref()
+        .and_then(|new| output_group(controller, new));
+    controller.state.index_output(&output, group);
+    if object::label(object, MAP_LABEL) != Some(controller.id.name.as_str()) {
+        return;
+    }
+    let Some(parent) = ObjRef::owner_of(&controller.planner.parent, object) else {
+        return;
+    };
+    // An output exactly as this controller's apply left it needs no second map call.
+    let own = match &event.new {
+        Some(new) => context.applier.own_writes.is_own(&controller.id, new),
+        None => {
+            context.applier.own_writes.forget(&controller.id, object);
+            false
+        }
+    };
+    if let Some(map_key) = object::label(object, MAP_KEY_LABEL).filter(|_| !own) {
+        let group = MapGroup {
+            parent: parent.clone(),
+            map_key: map_key.to_string(),
+        };
+        let work = match controller.state.input_of(&group) {
+            Some(input) => Work::Pair {
+                parent: parent.clone(),
+                input,
+            },
+            None => Work::Group(group),
+        };
+        controller.enqueue(context, work);
+    }
+    controller.state.status_changed(&parent);
+}
+
+/// The group an object belongs to as one of this controller's outputs.
+fn output_group(controller: &Controller<MapKind>, output: &Value) -> Option<MapGroup> {
+    if object::label(output, MAP_LABEL) != Some(controller.id.name.as_str()) {
+        return None;
+    }
+    Some(MapGroup {
+        parent: ObjRef::owner_of(&controller.planner.parent, output)?,
+        map_key: object::label(output, MAP_KEY_LABEL)?.to_string(),
+    })
+}
+
+/// The parts of an object a map key is computed from, for an input that no longer exists.
+fn identity(reference: &ObjRef) -> Value {
+    json!({
+        "apiVersion": reference.resource.api_version,
+        "kind": reference.resource.kind,
+        "metadata": {"name": reference.name, "namespace": reference.namespace},
+    })
+}
+
+/// The group standing for the parent itself (its selector), apart from every input's.
+fn parent_group(parent: &ObjRef) -> MapGroup {
+    MapGroup {
+        parent: parent.clone(),
+        map_key: String::new(),
+    }
+}
+
+/// A parent fans out: one pair per selected input, one item per detached output group, then
+/// its status. A deleted parent is forgotten (the garbage collector deletes its outputs).
+fn sync_parent(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent_ref: &ObjRef,
+) -> Outcome<MapGroup> {
+    let Some(parent) = context.get(parent_ref) else {
+        controller
+            .outcomes
+            .forget_where(|group| group.parent == *parent_ref);
+        controller.state.forget_parent(parent_ref);
+        return Outcome::Done;
+    };
+    let mapper = &controller.planner;
+    let fan_out = match MapFanOut::read(mapper, &*context.informers, &parent) {
+        Ok(fan_out) => fan_out,
+        // Counted as a failing group of the parent until its selector is fixed.
+        Err(error) => {
+            return Outcome::Failed {
+                key: parent_group(parent_ref),
+                about: parent,
+                failure: SyncError::from(error).into(),
+            };
+        }
+    };
+    for input in &fan_out.inputs {
+        if let Some(input_type) = mapper.inputs.iter().find(|t| t.describes(input)) {
+            let (parent, input) = (parent_ref.clone(), ObjRef::of(input_type, input));
+            controller.enqueue(context, Work::Pair { parent, input });
+        }
+    }
+    for (map_key, _) in fan_out.detached(mapper) {
+        let parent = parent_ref.clone();
+        controller.enqueue(context, Work::Group(MapGroup { parent, map_key }));
+    }
+    controller.state.status_changed(parent_ref);
+    Outcome::Forgotten(parent_group(parent_ref))
+}
+
+/// One (parent, input) pair: map a selected input, or settle the outputs of one that is gone
+/// or no longer selected (tombstone hook, or deletion).
+async fn sync_pair(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<MapKind>>,
+    parent_ref: &ObjRef,
+    input_ref: &ObjRef,
+) -> Outcome<MapGroup> {
+    let input = context.get(input_ref);
+    let group = MapGroup {
+        parent: parent_ref.clone(),
+        map_key: Mapper::map_key(input.as_deref().unwrap_or(&identity(input_ref))),
+    };
+    let Some(parent) = context.get(parent_ref) else {
+        controller.state.unbind(&group, input_ref);
+        return Outcome::Forgotten(group);
+    };
+    let mapper = &controller.planner;
+    let selected = match mapper.parent_selector(&parent) {
+        Ok(selector) => input
+            .as_ref()
+            .is_some_and(|i| mapper.selects_input(&parent, &selector, i)),
+        Err(error) => {
+            return Outcome::Failed {
+                key: group,
+                about: parent,
+                failure: SyncError::from(error).into(),
+            };
+        }
+    };
+    let result = match input.filter(|_| selected) {
+        Some(input) => {
+            controller.state.bind(&group, input_ref);
+            let (mapper, parent, outputs) = (
+                mapper.clone(),
+                parent.clone(),
+                group_outputs(context, controller, &parent, &group),
+            );
+            context
+                .blocking(&controller.id, &controller.hooks, move |_, runner| {
+                    let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
+                    sync::map_input(&mapper, runner, &parent, &input, &observed)
+                })
+                .await
+        }
+        None => {
+            controller.state.unbind(&group, input_ref);
+            settle_detached(context, controller, &parent, &group).await
+        }
+    };
+    finish(context, controller, parent, group, selected, result).await
+}
+
+/// An output group whose input is unknown: mapped again if a selected input has its key,
+/// otherwise detached.
+async fn sync_group(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<MapKind>>,
+    group: &MapGroup,
+) -> Outcome<MapGroup> {
+    let Some(parent) = context.get(&group.parent) else {
+        return Outcome::Forgotten(group.clone());
+    };
+    if let Some(input) = controller.state.input_of(group) {
+        let parent = group.parent.clone();
+        controller.enqueue(context, Work::Pair { parent, input });
+        return Outcome::Done;
+    }
+    let result = settle_detached(context, controller, &parent, group).await;
+    finish(context, controller, parent, group.clone(), false, result).await
+}
+
+/// The outputs of a group, from the index, as the cache has them now.
+fn group_outputs(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent: &Value,
+    group: &MapGroup,
+) -> Vec<Arc<Value>> {
+    controller
+        .state
+        .outputs_of(group)
+        .iter()
+        .filter_map(|output| context.get(output))
+        // The index may briefly hold an output that changed hands; the object decides.
+        .filter(|o| {
+            controller.planner.owns(parent, o)
+                && object::label(o, MAP_KEY_LABEL) == Some(group.map_key.as_str())
+        })
+        .collect()
+}
+
+async fn settle_detached(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<MapKind>>,
+    parent: &Arc<Value>,
+    group: &MapGroup,
+) -> Result<Plan, Failure> {
+    let detached = group_outputs(context, controller, parent, group);
+    if detached.is_empty() {
+        return Ok(Plan::default());
+    }
+    let (mapper, parent, map_key) = (
+        controller.planner.clone(),
+        parent.clone(),
+        group.map_key.clone(),
+    );
+    context
+        .blocking(&controller.id, &controller.hooks, move |_, runner| {
+            let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
+            sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result
+        })
+        .await
+}
+
+/// Applies a group's plan; only live groups (a selected input) count in status.
+async fn finish(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<MapKind>>,
+    parent: Arc<Value>,
+    group: MapGroup,
+    live: bool,
+    result: Result<Plan, Failure>,
+) -> Outcome<MapGroup> {
+    let applied = match result {
+        Ok(plan) if plan.is_noop() => Ok(()),
+        Ok(plan) => {
+            let child_types = output_types(&controller.planner);
+            let target = PlanTarget {
+                object: &parent,
+                resource: &controller.planner.parent,
+                child_types: &child_types,
+                controller: &controller.id,
+            };
+            context
+                .applier
+                .execute(&target, &plan)
+                .await
+                .map_err(|error| Failure::new("ApplyFailed", error))
+        }
+        Err(failure) => Err(failure),
+    };
+    // Inputs come and go with pairs; the counts in the parent's status follow.
+    controller.state.status_changed(&group.parent);
+    match applied {
+        Ok(()) if live => Outcome::Synced {
+            key: group,
+            resync_after: None,
+        },
+        Ok(()) => Outcome::Forgotten(group),
+        Err(failure) => Outcome::Failed {
+            key: group,
+            about: parent,
+            failure,
+        },
+    }
+}
+
+/// Aggregates a parent's status from the cache and writes it when it changed. Runs in the
+/// status loop rather than the work queue, so the counts never wait behind a long queue.
+async fn write_parent_status(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent_ref: &ObjRef,
+) {
+    let Some(parent) = context.get(parent_ref) else {
+        return;
+    };
+    let mapper = &controller.planner;
+    let Ok(fan_out) = MapFanOut::read(mapper, &*context.informers, &parent) else {
+        return;
+    };
+    let Some(status) = fan_out.status(mapper, &parent) else {
+        return;
+    };
+    let plan = Plan {
+        status: Some(status),
+        ..Plan::default()
+    };
+    let target = PlanTarget {
+        object: &parent,
+        resource: &mapper.parent,
+        child_types: &[],
+        controller: &controller.id,
+    };
+    if let Err(error) = context.applier.execute(&target, &plan).await {
+        tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");
+        controller.state.status_changed(parent_ref);
+    }
+}

@@ -1,0 +1,435 @@
+//! The controllers of one kind in the running operator, and everything the runtime does for
+//! them whatever their kind: loading and reloading (the last good version keeps running when a
+//! new one fails), removal, routing events to them, running their work and recording how it
+//! ended, and writing their status.
+
+use super::cache::ObjectEvent;
+use super::context::{Context, Failure};
+use super::keys::{ControllerId, KindName, Work, WorkKey};
+use super::kind::{Controller, Kind, Outcome};
+use super::load::{self, ScriptSources};
+use super::routes::{Routes, only_status_changed};
+use super::status::{self, Counts, Health, Problem};
+use crate::api::ControllerStatus;
+use crate::object;
+use crate::resources::ResourceType;
+use futures::future::BoxFuture;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A controller whose newest spec could not be loaded (a previous version may still run): why,
+/// and what would reload it.
+struct Unloaded {
+    health: Health,
+    sources: ScriptSources,
+}
+
+pub struct Registry<K: Kind> {
+    /// The controller objects' type.
+    resource: ResourceType,
+    loaded: RwLock<HashMap<String, Arc<Controller<K>>>>,
+    unloaded: Mutex<HashMap<String, Unloaded>>,
+    routes: RwLock<Routes>,
+    /// The status last written per controller, so unchanged status is never rewritten.
+    written_status: Mutex<HashMap<String, ControllerStatus>>,
+}
+
+impl<K: Kind> Registry<K> {
+    pub fn new(resource: ResourceType) -> Registry<K> {
+        Registry {
+            resource,
+            loaded: RwLock::default(),
+            unloaded: Mutex::default(),
+            routes: RwLock::default(),
+            written_status: Mutex::default(),
+        }
+    }
+
+    fn id(name: &str) -> ControllerId {
+        ControllerId::new(K::NAME, name)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Controller<K>>> {
+        self.loaded.read().get(name).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<Controller<K>>> {
+        self.loaded.read().values().cloned().collect()
+    }
+
+    /// Loads, reloads or removes a controller, from the cache.
+    async fn load(&self, context: &Arc<Context>, key: &WorkKey) {
+        let id = &key.controller;
+        let Some(object) = context.informers.get(&self.resource, None, &id.name) else {
+            self.remove(context, id);
+            return;
+        };
+        if object::is_deleting(&object) {
+            // Stop syncing first, so no sync redoes what is being released.
+            self.remove(context, id);
+            if let Err(failure) = K::release(context, id, &object).await {
+                tracing::warn!(controller = %id, error = %failure.message, "cannot release yet");
+                context.queue.retry_later(key.clone());
+            }
+            return;
+        }
+        let parsed: K::Object = match serde_json::from_value((*object).clone()) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let generation = object
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64);
+                let problem = Problem::new("InvalidSpec", format!("unreadable spec: {error}"));
+                let unloaded = Unloaded {
+                    health: Health::failed(generation, problem),
+                    sources: ScriptSources::default(),
+                };
+                return self.not_loaded(context, key, &object, unloaded).await;
+            }
+        };
+        let spec = K::spec(&parsed);
+        let sources = ScriptSources::of(&spec.hooks);
+        let previous = self.get(&id.name);
+        let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
+        let prepared = match load::prepare(context, &id.name, &spec, previous_hooks).await {
+            Ok(prepared) => prepared,
+            Err(health) => {
+                let unloaded = Unloaded { health, sources };
+                return self.not_loaded(context, key, &object, unloaded).await;
+            }
+        };
+        // When the newest scripts fail, the whole previous version keeps running, planner
+        // included, so a hook added by the broken edit is not half enabled.
+        let (planner, generation) = match &previous {
+            Some(previous) if prepared.stale => (previous.planner.clone(), previous.generation),
+            _ => match K::build(&parsed, &*context.discovery) {
+                Ok(planner) => (Arc::new(planner), spec.generation),
+                Err(error) => {
+                    let health = Health {
+                        ready: Err(Problem::new("ResolveFailed", error)),
+                        ..prepared.health
+                    };
+                    let unloaded = Unloaded { health, sources };
+                    return self.not_loaded(context, key, &object, unloaded).await;
+                }
+            },
+        };
+        let controller = Controller {
+            id: id.clone(),
+            generation,
+            planner,
+            hooks: prepared.hooks,
+            health: prepared.health,
+            resync_period: spec.resync_period,
+            sources,
+            outcomes: previous
+                .as_ref()
+                .map(|p| p.outcomes.clone())
+                .unwrap_or_default(),
+            state: previous
+                .as_ref()
+                .map(|p| p.state.clone())
+                .unwrap_or_default(),
+        };
+        self.install(context, key, &object, controller, previous)
+            .await;
+    }
+
+    /// Makes a freshly loaded version current; re-syncs everything when what runs changed.
+    async fn install(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Value,
+        controller: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) {
+        let changed = previous.as_ref().is_none_or(|p| {
+            p.generation != controller.generation
+                || load::digests(&p.hooks) != load::digests(&controller.hooks)
+        });
+        let controller = Arc::new(controller);
+        let id = &controller.id;
+        self.loaded
+            .write()
+            .insert(id.name.clone(), controller.clone());
+        self.unloaded.lock().remove(&id.name);
+        self.rebuild_routes();
+        context.queue.forget(key);
+        if let Err(problem) = &controller.health.scripts_loaded {
+            context
+                .event(
+                    object,
+                    EventType::Warning,
+                    &problem.reason,
+                    "Load",
+                    format!("{} (the previous version keeps running)", problem.message),
+                )
+                .await;
+        }
+        K::installed(context, &controller, object, previous.is_none()).await;
+        if changed {
+            tracing::info!(controller = %id, digests = ?load::digests(&controller.hooks), "controller loaded; syncing what it acts on");
+            K::enqueue_all(context, &controller);
+        }
+    }
+
+    /// Records a controller that did not load: reported in its status and as an Event, retried
+    /// with backoff, and reloaded as soon as one of its script sources changes. A version that
+    /// loaded before keeps running.
+    async fn not_loaded(
+        &self,
+        context: &Context,
+        key: &WorkKey,
+        object: &Value,
+        unloaded: Unloaded,
+    ) {
+        let id = &key.controller;
+        tracing::warn!(controller = %id, ready = ?unloaded.health.ready, "controller not loaded");
+        if let Err(problem) = &unloaded.health.ready {
+            context
+                .event(
+                    object,
+                    EventType::Warning,
+                    "LoadFailed",
+                    "Load",
+                    problem.message.clone(),
+                )
+                .await;
+        }
+        self.unloaded.lock().insert(id.name.clone(), unloaded);
+        self.rebuild_routes();
+        context.queue.retry_later(key.clone());
+    }
+
+    fn remove(&self, context: &Context, id: &ControllerId) {
+        let removed = self.loaded.write().remove(&id.name);
+        let unloaded = self.unloaded.lock().remove(&id.name);
+        self.written_status.lock().remove(&id.name);
+        context.metrics.forget(id);
+        if removed.is_some() || unloaded.is_some() {
+            self.rebuild_routes();
+            tracing::info!(controller = %id, "controller removed");
+        }
+    }
+
+    fn rebuild_routes(&self) {
+        let mut routes = Routes::default();
+        for (name, controller) in self.loaded.read().iter() {
+            let interest = K::interest(&controller.planner);
+            routes.add(name, Some(&interest), &controller.sources);
+        }
+        // A controller that did not load still reloads when a script source of its changes.
+        for (name, unloaded) in self.unloaded.lock().iter() {
+            routes.add(name, None, &unloaded.sources);
+        }
+        *self.routes.write() = routes;
+    }
+
+    /// Runs one item of a controller's work and records how it ended.
+    async fn sync(&self, context: &Arc<Context>, key: &WorkKey) {
+        let Some(controller) = self.get(&key.controller.name) else {
+            // Removed meanwhile: nothing will retry this.
+            context.queue.forget(key);
+            return;
+        };
+        match K::sync(context, &controller, &key.work).await {
+            Outcome::Done => context.queue.forget(key),
+            Outcome::Synced {
+                key: synced,
+                resync_after,
+            } => {
+                context.queue.forget(key);
+                controller.outcomes.succeeded(synced);
+                if let Some(delay) = resync_after {
+                    context.queue.add_after(key.clone(), delay);
+                }
+            }
+            Outcome::Forgotten(gone) => {
+                context.queue.forget(key);
+                controller.outcomes.forget(&gone);
+            }
+            Outcome::Failed {
+                key: failed,
+                about,
+                failure: Failure { reason, message },
+            } => {
+                context.metrics.count_failure(&controller.id, reason);
+                let delay = context.queue.retry_later(key.clone());
+                tracing::warn!(controller = %controller.id, work = %key.work, retry_in = ?delay, reason, error = %message, "sync failed");
+                controller.outcomes.failed(failed, message.clone());
+                context
+                    .event(&about, EventType::Warning, reason, K::ACTION, message)
+                    .await;
+            }
+        }
+    }
+
+    /// Brings every controller's status up to date (and what its kind reports besides),
+    /// writing only what changed.
+    async fn write_statuses(&self, context: &Arc<Context>) {
+        let loaded = self.all();
+        for controller in &loaded {
+            K::report(context, controller).await;
+        }
+        let mut reports: HashMap<String, (Health, Counts)> = loaded
+            .iter()
+            .map(|c| (c.id.name.clone(), (c.health.clone(), c.outcomes.counts())))
+            .collect();
+        // The newest spec's problem wins over the health of a version still running.
+        for (name, unloaded) in self.unloaded.lock().iter() {
+            let counts = reports.get(name).map(|(_, counts)| *counts);
+            reports.insert(
+                name.clone(),
+                (unloaded.health.clone(), counts.unwrap_or_default()),
+            );
+        }
+        for (name, (health, counts)) in reports {
+            self.write_status(context, &name, &health, counts).await;
+        }
+    }
+
+    /// Writes a controller's status when it differs from what was last written.
+    async fn write_status(&self, context: &Context, name: &str, health: &Health, counts: Counts) {
+        let previous = self
+            .written_status
+            .lock()
+            .get(name)
+            .cloned()
+            .or_else(|| self.current_status(context, name));
+        let status = status::status(previous.as_ref(), health, counts);
+        if previous.as_ref() == Some(&status) {
+            return;
+        }
+        let api: Api<DynamicObject> =
+            Api::all_with(context.client.clone(), &self.resource.api_resource());
+        // Replaces the whole status, so hooks removed from the spec leave no stale entries.
+        let patch: Patch<Value> = Patch::Json(
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+                .expect("a valid JSON patch"),
+        );
+        context.metrics.count_write(&Self::id(name));
+        match api
+            .patch_status(name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => {
+                self.written_status.lock().insert(name.to_string(), status);
+            }
+            Err(error) => {
+                tracing::warn!(controller = name, %error, "cannot write controller status")
+            }
+        }
+    }
+
+    /// The status the controller object carries now, as seen by the cache.
+    fn current_status(&self, context: &Context, name: &str) -> Option<ControllerStatus> {
+        let object = context.informers.get(&self.resource, None, name)?;
+        serde_json::from_value(object.get("status")?.clone()).ok()
+    }
+}
+
+/// A registry as the operator drives it, whatever the kind.
+pub trait KindRuntime: Send + Sync {
+    fn kind(&self) -> KindName;
+
+    /// Queues the work a watch event causes for this kind's controllers.
+    fn route(&self, context: &Context, event: &ObjectEvent);
+
+    /// The dev loop: a saved script file reloads the controllers whose hooks name it.
+    fn script_file_changed(&self, context: &Context, file: &str);
+
+    fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()>;
+
+    fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()>;
+
+    /// The controllers that resync periodically, with their periods.
+    fn resync_periods(&self) -> Vec<(ControllerId, Duration)>;
+
+    /// Queues everything a controller acts on, as a resync.
+    fn resync(&self, context: &Context, name: &str);
+
+    /// The names of the loaded controllers.
+    fn names(&self) -> BTreeSet<String>;
+}
+
+impl<K: Kind> KindRuntime for Registry<K> {
+    fn kind(&self) -> KindName {
+        K::NAME
+    }
+
+    fn route(&self, context: &Context, event: &ObjectEvent) {
+        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+            return;
+        };
+        if event.resource == self.resource {
+            // A controller object's own status (which the operator writes) never reloads it.
+            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
+            if !status_only {
+                context
+                    .queue
+                    .add(WorkKey::load(&Self::id(object::name(object))));
+            }
+            return;
+        }
+        let routes = self.routes.read();
+        if event.resource == context.config_map_type {
+            let namespace = object::namespace(object).unwrap_or_default();
+            for name in routes.for_config_map(namespace, object::name(object)) {
+                context.queue.add(WorkKey::load(&Self::id(name)));
+            }
+        }
+        for name in routes.for_type(&event.resource) {
+            if let Some(controller) = self.get(name) {
+                K::route(context, &controller, event);
+            }
+        }
+    }
+
+    fn script_file_changed(&self, context: &Context, file: &str) {
+        let routes = self.routes.read();
+        let names = routes.for_script_key(file);
+        if !names.is_empty() {
+            tracing::info!(file, controllers = ?names, kind = K::NAME.as_str(), "script file changed");
+        }
+        for name in names {
+            context.queue.add(WorkKey::load(&Self::id(name)));
+        }
+    }
+
+    fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            match key.work {
+                Work::Load => self.load(context, key).await,
+                _ => self.sync(context, key).await,
+            }
+        })
+    }
+
+    fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()> {
+        Box::pin(Registry::write_statuses(self, context))
+    }
+
+    fn resync_periods(&self) -> Vec<(ControllerId, Duration)> {
+        self.loaded
+            .read()
+            .values()
+            .filter_map(|c| Some((c.id.clone(), c.resync_period?)))
+            .collect()
+    }
+
+    fn resync(&self, context: &Context, name: &str) {
+        if let Some(controller) = self.get(name) {
+            K::enqueue_all(context, &controller);
+        }
+    }
+
+    fn names(&self) -> BTreeSet<String> {
+        self.loaded.read().keys().cloned().collect()
+    }
+}

@@ -1,0 +1,18 @@
+//! Every integration test, in one binary: linking a binary is the slowest part of a build, and
+//! one binary shares one control plane (and one in-process operator) between all its tests.
+//!
+//! Tests isolate themselves by namespace and by uniquely named cluster-scoped objects (see
+//! `support`). Tests that run an operator process of their own label their controllers so the
+//! shared operator leaves them alone (`support::operator::OWN_OPERATOR_LABEL`).
+
+mod support;
+
+mod cli_examples;
+mod cli_run;
+mod control_plane_smoke;
+mod operator_decorator;
+mod operator_map;
+mod operator_quiet;
+mod planning_decorator;
+mod planning_map;
+mod runtime_cache;
