@@ -125,7 +125,7 @@ impl ControllerHooks {
         })
     }
 
-    /// Runs a hook on this thread (for `render`, tests and blocking pools).
+    /// Runs a hook on this thread (`render`, tests, and the operator's blocking pool).
     pub fn call(
         &self,
         engine: &ScriptEngine,
@@ -136,20 +136,6 @@ impl ControllerHooks {
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
         Ok(engine.call(&hook.script, request, &self.context(hook, clock, logs))?)
-    }
-
-    /// Runs a hook on the blocking pool, never on the async runtime's threads.
-    pub async fn call_async(
-        &self,
-        engine: &ScriptEngine,
-        kind: HookKind,
-        request: Arc<Value>,
-    ) -> Result<Value, HookError> {
-        let hook = self.loaded(kind)?;
-        let context = self.context(hook, None, None);
-        Ok(engine
-            .call_async(hook.script.clone(), request, context)
-            .await?)
     }
 
     /// Attaches the controller, hook and script origin to a response validation failure.

@@ -19,11 +19,26 @@ pub struct ControllerSpec {
     pub resync_period: Option<Duration>,
 }
 
-/// `resyncPeriodSeconds` as a period (none when unset or not positive).
-pub fn resync_period(seconds: Option<i64>) -> Option<Duration> {
-    seconds
-        .filter(|s| *s > 0)
-        .map(|s| Duration::from_secs(s as u64))
+impl ControllerSpec {
+    /// `resync_period_seconds` is `resyncPeriodSeconds`: none when unset or not positive.
+    pub fn new(
+        metadata: &kube::api::ObjectMeta,
+        types: Vec<ResourceRef>,
+        hooks: Vec<(HookKind, &Hook)>,
+        resync_period_seconds: Option<i64>,
+    ) -> ControllerSpec {
+        ControllerSpec {
+            generation: metadata.generation,
+            types,
+            hooks: hooks
+                .into_iter()
+                .map(|(kind, hook)| (kind, hook.clone()))
+                .collect(),
+            resync_period: resync_period_seconds
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64)),
+        }
+    }
 }
 
 /// Where a controller's scripts come from: a change there reloads the controller, even one

@@ -9,7 +9,7 @@ use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::keys::{ControllerId, KindName, ObjRef, Work};
 use super::kind::{Controller, Interest, Kind, Outcome};
-use super::load::{self, ControllerSpec};
+use super::load::ControllerSpec;
 use super::routes::only_status_changed;
 use crate::api::{DecoratorController, ResourceRef};
 use crate::controllers::decorator::{Decorator, Phase};
@@ -45,22 +45,16 @@ impl Kind for DecoratorKind {
 
     fn spec(controller: &DecoratorController) -> ControllerSpec {
         let spec = &controller.spec;
-        ControllerSpec {
-            generation: controller.metadata.generation,
-            types: spec
-                .resources
+        ControllerSpec::new(
+            &controller.metadata,
+            spec.resources
                 .iter()
                 .map(|r| r.resource_ref())
                 .chain(spec.attachments.iter().map(|a| a.resource_ref()))
                 .collect(),
-            hooks: spec
-                .hooks
-                .named()
-                .into_iter()
-                .map(|(kind, hook)| (kind, hook.clone()))
-                .collect(),
-            resync_period: load::resync_period(spec.resync_period_seconds),
-        }
+            spec.hooks.named(),
+            spec.resync_period_seconds,
+        )
     }
 
     fn build(

@@ -10,7 +10,7 @@ use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work};
 use super::kind::{Controller, Interest, Kind, Outcome};
-use super::load::{self, ControllerSpec};
+use super::load::ControllerSpec;
 use super::routes::only_status_changed;
 use crate::api::MapController;
 use crate::controllers::map::Mapper;
@@ -36,20 +36,15 @@ impl Kind for MapKind {
 
     fn spec(controller: &MapController) -> ControllerSpec {
         let spec = &controller.spec;
-        ControllerSpec {
-            generation: controller.metadata.generation,
-            types: std::iter::once(spec.parent_resource.clone())
+        ControllerSpec::new(
+            &controller.metadata,
+            std::iter::once(spec.parent_resource.clone())
                 .chain(spec.input_resources.iter().cloned())
                 .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
                 .collect(),
-            hooks: spec
-                .hooks
-                .named()
-                .into_iter()
-                .map(|(kind, hook)| (kind, hook.clone()))
-                .collect(),
-            resync_period: load::resync_period(spec.resync_period_seconds),
-        }
+            spec.hooks.named(),
+            spec.resync_period_seconds,
+        )
     }
 
     fn build(
