@@ -1,6 +1,6 @@
 //! `metascript run`: the operator.
 
-use crate::runtime::{Operator, OperatorConfig};
+use crate::runtime::{LeaseConfig, Operator, OperatorConfig};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +27,25 @@ pub struct RunArgs {
     /// Seconds between controller status updates (written only when changed).
     #[arg(long, default_value_t = 2.0)]
     pub status_interval: f64,
+    /// Take part in leader election, so only one of several replicas writes (the others keep
+    /// warm caches and take over when it stops).
+    #[arg(long, env = "METASCRIPT_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// The namespace of the election's Lease; default: the pod's namespace (POD_NAMESPACE, or
+    /// the service account's), else metascript-system.
+    #[arg(long, env = "METASCRIPT_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// The name of the election's Lease: replicas with the same one elect one leader.
+    #[arg(
+        long,
+        default_value = "metascript",
+        env = "METASCRIPT_LEADER_ELECTION_ID"
+    )]
+    pub leader_election_id: String,
+    /// How long a lease stays valid after its last renewal: the longest a failover waits for a
+    /// leader that died without releasing it (e.g. `15s`, `1m`; whole seconds, at least 3).
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    pub lease_duration: Duration,
     /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
     /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
     /// share a cluster or a canary can take a few controllers.
@@ -83,6 +102,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         scripts_dir: args.scripts_dir.clone(),
         status_interval: Duration::from_secs_f64(args.status_interval),
         controller_selector: args.controller_selector.clone(),
+        leader_election: args.leader_election.then(|| LeaseConfig {
+            namespace: args
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(own_namespace),
+            name: args.leader_election_id.clone(),
+            identity: identity(),
+            duration: args.lease_duration,
+        }),
     };
     let ready = Arc::new(AtomicBool::new(false));
     let operator = Operator::start(client, config).await?;
@@ -110,6 +138,38 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     operator.shutdown().await;
     Ok(())
+}
+
+/// A lease duration: whole seconds, at least 3 (a renewal every third of it must be possible).
+fn parse_lease_duration(text: &str) -> Result<Duration, String> {
+    let duration: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 15s or 1m: {e}"))?;
+    let seconds = duration.as_secs();
+    if duration.subsec_nanos() != 0 || seconds < 3 {
+        return Err(format!("{text:?}: a lease lasts whole seconds, at least 3"));
+    }
+    Ok(Duration::from_secs(seconds as u64))
+}
+
+/// The namespace the operator runs in, for its Lease.
+fn own_namespace() -> String {
+    const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string(SERVICE_ACCOUNT).ok())
+        .map(|namespace| namespace.trim().to_string())
+        .filter(|namespace| !namespace.is_empty())
+        .unwrap_or_else(|| "metascript-system".into())
+}
+
+/// This replica's name in the election: the pod (or host) name and the process, so two
+/// processes on one host never share an identity.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "metascript".into());
+    format!("{host}_{}", std::process::id())
 }
 
 async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
@@ -157,5 +217,20 @@ fn init_logging(filter: &str, json: bool) {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_durations_are_whole_seconds_of_at_least_three() {
+        assert_eq!(parse_lease_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_lease_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["2s", "1.5s", "soon", "-5s"] {
+            let error = parse_lease_duration(bad).expect_err(bad);
+            assert!(error.contains(bad), "{error}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
 use super::keys::ControllerId;
+use super::leader::Leadership;
 use super::metrics::Metrics;
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
 use crate::object::{self, ObjectKey};
@@ -23,6 +24,11 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    #[error("{action} {object}: this replica is not the leader (it lost or never held the lease)")]
+    NotLeader {
+        action: &'static str,
+        object: String,
+    },
     #[error("{object} is of type {kind}.{api_version}, which the controller does not declare")]
     UnknownType {
         object: String,
@@ -35,6 +41,7 @@ pub enum ApplyError {
 pub struct Applier {
     client: kube::Client,
     metrics: Metrics,
+    leadership: Arc<Leadership>,
     pub own_writes: Arc<OwnWrites>,
 }
 
@@ -95,11 +102,25 @@ pub struct PlanTarget<'a> {
 impl Applier {
     /// Every write request is counted in `metrics`, per controller, so "nothing changed" can be
     /// checked as "nothing written".
-    pub fn new(client: kube::Client, metrics: Metrics) -> Applier {
+    /// Writes only while `leadership` says this replica leads: checked before every request,
+    /// so a leader whose lease lapsed stops in the middle of a plan.
+    pub fn new(client: kube::Client, metrics: Metrics, leadership: Arc<Leadership>) -> Applier {
         Applier {
             client,
             metrics,
+            leadership,
             own_writes: Arc::default(),
+        }
+    }
+
+    fn may_write(&self, action: &'static str, subject: impl ToString) -> Result<(), ApplyError> {
+        if self.leadership.is_leader() {
+            Ok(())
+        } else {
+            Err(ApplyError::NotLeader {
+                action,
+                object: subject.to_string(),
+            })
         }
     }
 
@@ -177,6 +198,7 @@ impl Applier {
         controller: &ControllerId,
         request: impl std::future::Future<Output = Result<DynamicObject, kube::Error>>,
     ) -> Result<Option<String>, ApplyError> {
+        self.may_write(action, object::ObjectKey::of(subject))?;
         self.metrics.count_write(controller);
         let written = request.await.map_err(|source| ApplyError::Api {
             action,
@@ -235,6 +257,7 @@ impl Applier {
             propagation_policy: Some(PropagationPolicy::Background),
             ..DeleteParams::default()
         };
+        self.may_write("delete", key)?;
         self.metrics.count_write(target.controller);
         match api.delete(&key.name, &params).await {
             Ok(_) => Ok(()),

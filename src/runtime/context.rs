@@ -6,6 +6,7 @@ use super::apply::Applier;
 use super::cache::Informers;
 use super::discovery::Discovery;
 use super::keys::{ControllerId, ObjRef, WorkKey};
+use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use crate::hooks::ControllerHooks;
@@ -30,6 +31,9 @@ pub struct OperatorConfig {
     /// Serve only the controller objects whose labels match this selector (kubectl syntax),
     /// so several operators can share a cluster, or a canary can take a few controllers.
     pub controller_selector: Option<String>,
+    /// Take part in leader election through this lease; only the leader writes. None: run
+    /// alone (one replica, or a laptop).
+    pub leader_election: Option<LeaseConfig>,
 }
 
 impl Default for OperatorConfig {
@@ -39,6 +43,7 @@ impl Default for OperatorConfig {
             scripts_dir: None,
             status_interval: Duration::from_secs(2),
             controller_selector: None,
+            leader_election: None,
         }
     }
 }
@@ -78,6 +83,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub queue: WorkQueue<WorkKey>,
     pub config: OperatorConfig,
+    /// Whether this replica may write now.
+    pub leadership: Arc<Leadership>,
     /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
     pub config_map_type: ResourceType,
 }
@@ -119,7 +126,8 @@ impl Context {
         .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
     }
 
-    /// Publishes a Kubernetes Event about an object; failures are only logged.
+    /// Publishes a Kubernetes Event about an object (a leader only: Events are writes too);
+    /// failures are only logged.
     pub async fn event(
         &self,
         about: &Value,
@@ -128,6 +136,9 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        if !self.leadership.is_leader() {
+            return;
+        }
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(object::api_version(about).to_string()),
             kind: Some(object::kind(about).to_string()),

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub sync_seconds: HistogramFamily,
     /// Work items waiting in the queue.
     pub queue_depth: Gauge,
+    /// 1 while this replica leads (always, without leader election), else 0.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -69,6 +71,7 @@ impl Default for Metrics {
                 Histogram::new(exponential_buckets(0.00005, 4.0, 10))
             }),
             queue_depth: Gauge::default(),
+            leader: Gauge::default(),
         }
     }
 }
@@ -100,6 +103,11 @@ impl Metrics {
             "queue_depth",
             "Work items waiting",
             self.queue_depth.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica is the leader (the one that writes), else 0",
+            self.leader.clone(),
         );
         registry
     }

@@ -12,6 +12,7 @@ mod decorator;
 pub mod discovery;
 mod keys;
 mod kind;
+mod leader;
 mod load;
 mod map;
 pub mod metrics;
@@ -24,4 +25,5 @@ pub mod status;
 
 pub use context::OperatorConfig;
 pub use keys::{ControllerId, KindName, ObjRef, Work, WorkKey};
+pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};

@@ -7,8 +7,9 @@ use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, OperatorConfig};
 use super::decorator::DecoratorKind;
 use super::discovery::{Discovery, ResolvedType};
-use super::keys::{ControllerId, KindName};
+use super::keys::{ControllerId, KindName, Work};
 use super::kind::Kind;
+use super::leader::{Elector, Leadership};
 use super::map::MapKind;
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
@@ -48,6 +49,7 @@ pub struct Operator {
     context: Arc<Context>,
     kinds: Kinds,
     tasks: Vec<JoinHandle<()>>,
+    elector: Option<Arc<Elector>>,
     _scripts_watcher: Option<notify::RecommendedWatcher>,
 }
 
@@ -77,9 +79,18 @@ impl Operator {
             instance: std::env::var("POD_NAME").ok(),
         };
         let metrics = Metrics::default();
+        let leadership = Arc::new(match &config.leader_election {
+            Some(_) => Leadership::standby(metrics.leader.clone()),
+            None => Leadership::always(metrics.leader.clone()),
+        });
+        let elector = config
+            .leader_election
+            .clone()
+            .map(|lease| Arc::new(Elector::new(client.clone(), lease)));
         let context = Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
-            applier: Applier::new(client.clone(), metrics.clone()),
+            applier: Applier::new(client.clone(), metrics.clone(), leadership.clone()),
+            leadership,
             metrics,
             client,
             discovery,
@@ -112,6 +123,16 @@ impl Operator {
             tasks.push(tokio::spawn(work(context.clone(), kinds.clone())));
         }
         tasks.push(tokio::spawn(resync_loop(context.clone(), kinds.clone())));
+        tasks.push(tokio::spawn(take_over_on_election(
+            context.clone(),
+            kinds.clone(),
+        )));
+        if let Some(elector) = &elector {
+            let (elector, context) = (elector.clone(), context.clone());
+            tasks.push(tokio::spawn(async move {
+                elector.run(&context.leadership).await
+            }));
+        }
         tasks.push(tokio::spawn(status_loop(context.clone(), kinds.clone())));
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
@@ -136,6 +157,7 @@ impl Operator {
             context,
             kinds,
             tasks,
+            elector,
             _scripts_watcher: scripts_watcher,
         })
     }
@@ -184,11 +206,23 @@ impl Operator {
             .pending(|key| key.controller == *controller)
     }
 
+    /// Whether this replica leads (always, without leader election).
+    pub fn is_leader(&self) -> bool {
+        self.context.leadership.is_leader()
+    }
+
+    /// Stops every task, then gives up the lease (after the last write), so a standby takes
+    /// over at once.
     pub async fn shutdown(mut self) {
         self.context.queue.shut_down();
         for task in self.tasks.drain(..) {
             task.abort();
             let _ = task.await;
+        }
+        if let Some(elector) = &self.elector
+            && let Err(error) = elector.release(&self.context.leadership).await
+        {
+            tracing::warn!(%error, "cannot release the lease; a standby takes over when it expires");
         }
     }
 }
@@ -237,12 +271,31 @@ async fn dispatch(
     }
 }
 
+/// Runs work items. A standby only loads controllers (so its caches are warm and its scripts
+/// compiled when it takes over) and skips the rest, which taking over redoes.
 async fn work(context: Arc<Context>, kinds: Kinds) {
     while let Some(key) = context.queue.next().await {
-        if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) {
+        let runs = key.work == Work::Load || context.leadership.is_leader();
+        if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind)
+            && runs
+        {
             kind.work(&context, &key).await;
         }
         context.queue.done(&key);
+    }
+}
+
+/// Everything a standby skipped is redone when it becomes the leader.
+async fn take_over_on_election(context: Arc<Context>, kinds: Kinds) {
+    let mut changes = context.leadership.subscribe();
+    changes.mark_unchanged();
+    while changes.changed().await.is_ok() {
+        if *changes.borrow_and_update() {
+            tracing::info!("leading: syncing everything");
+            for kind in kinds.iter() {
+                kind.take_over(&context);
+            }
+        }
     }
 }
 
@@ -252,6 +305,9 @@ async fn resync_loop(context: Arc<Context>, kinds: Kinds) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
+        if !context.leadership.is_leader() {
+            continue;
+        }
         let now = tokio::time::Instant::now();
         let periods: Vec<(ControllerId, Duration)> =
             kinds.iter().flat_map(|k| k.resync_periods()).collect();
@@ -275,6 +331,9 @@ async fn status_loop(context: Arc<Context>, kinds: Kinds) {
     loop {
         tick.tick().await;
         context.metrics.queue_depth.set(context.queue.len() as i64);
+        if !context.leadership.is_leader() {
+            continue;
+        }
         for kind in kinds.iter() {
             kind.write_statuses(&context).await;
         }

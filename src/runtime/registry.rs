@@ -13,6 +13,7 @@ use super::status::{self, Counts, Health, Problem};
 use crate::api::ControllerStatus;
 use crate::object;
 use crate::resources::ResourceType;
+use crate::sync::ObjectStore;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -296,6 +297,9 @@ impl<K: Kind> Registry<K> {
 
     /// Writes a controller's status when it differs from what was last written.
     async fn write_status(&self, context: &Context, name: &str, health: &Health, counts: Counts) {
+        if !context.leadership.is_leader() {
+            return;
+        }
         let previous = self
             .written_status
             .lock()
@@ -356,6 +360,10 @@ pub trait KindRuntime: Send + Sync {
 
     /// The names of the loaded controllers.
     fn names(&self) -> BTreeSet<String>;
+
+    /// This replica just became the leader: everything a standby skipped is done now (every
+    /// controller reloaded, so its load-time writes happen, and everything resynced).
+    fn take_over(&self, context: &Context);
 }
 
 impl<K: Kind> KindRuntime for Registry<K> {
@@ -431,5 +439,16 @@ impl<K: Kind> KindRuntime for Registry<K> {
 
     fn names(&self) -> BTreeSet<String> {
         self.loaded.read().keys().cloned().collect()
+    }
+
+    fn take_over(&self, context: &Context) {
+        for object in ObjectStore::list(&*context.informers, &self.resource, None) {
+            context
+                .queue
+                .add(WorkKey::load(&Self::id(object::name(&object))));
+        }
+        for controller in self.all() {
+            K::enqueue_all(context, &controller);
+        }
     }
 }

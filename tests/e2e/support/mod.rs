@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod operator;
+pub mod process;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,111 @@
+//! `metascript run` as a separate process against the shared plane, the way users and
+//! Deployments start it, serving only the controllers labelled for it.
+
+use super::operator::OWN_OPERATOR_LABEL;
+use super::plane;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `metascript run`; killed (and reaped) when dropped, so a failing test leaves
+/// nothing behind.
+pub struct OperatorProcess {
+    child: Child,
+    /// Where it serves /metrics, /healthz and /readyz.
+    pub port: u16,
+}
+
+impl OperatorProcess {
+    /// Starts `metascript run` serving the controllers labelled `OWN_OPERATOR_LABEL=<instance>`,
+    /// with `extra` arguments.
+    pub async fn start(instance: &str, extra: &[&str]) -> OperatorProcess {
+        let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_metascript"))
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args([
+                "--controller-selector",
+                &format!("{OWN_OPERATOR_LABEL}={instance}"),
+            ])
+            .args(["--log", "warn"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting metascript run");
+        OperatorProcess { child, port }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a signal, as a kubelet (SIGTERM) or a crash (SIGKILL) would.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on a child this test owns and has not reaped yet.
+        unsafe { libc::kill(self.pid(), signal) };
+    }
+
+    /// Waits for the process to exit (at most `super::WAIT`).
+    pub async fn exit_status(&mut self) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + super::WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for the operator") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "metascript run (pid {}) did not exit",
+                self.pid()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A plain HTTP/1.0 GET to its endpoint: (status code, body).
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let code = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Some((code, body))
+    }
+
+    /// The value of one sample of its metrics (`name` with its labels, as exposed), when the
+    /// endpoint answers; a sample not exposed (yet) is 0.
+    pub fn metric(&self, sample: &str) -> Option<f64> {
+        let (code, body) = self.get("/metrics").filter(|(code, _)| *code == 200)?;
+        debug_assert_eq!(code, 200);
+        let prefix = format!("{sample} ");
+        Some(
+            body.lines()
+                .find_map(|line| line.strip_prefix(&prefix))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(0.0),
+        )
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
