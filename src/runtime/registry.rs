@@ -71,8 +71,12 @@ impl<K: Kind> Registry<K> {
             return;
         };
         if object::is_deleting(&object) {
-            // Stop syncing first, so no sync redoes what is being released.
+            // Stop syncing first, so no sync redoes what is being released. Releasing is the
+            // leader's (a standby that takes over reloads every controller).
             self.remove(context, id);
+            if !context.leadership.is_leader() {
+                return;
+            }
             if let Err(failure) = K::release(context, id, &object).await {
                 tracing::warn!(controller = %id, error = %failure.message, "cannot release yet");
                 context.queue.retry_later(key.clone());

@@ -80,7 +80,12 @@ impl Kind for DecoratorKind {
         object: &Value,
         _first: bool,
     ) {
-        if controller.planner.has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
+        // A standby adds it when it takes over (it reloads every controller then).
+        let leading = context.leadership.is_leader();
+        if leading
+            && controller.planner.has_finalize
+            && !object::has_finalizer(object, CLEANUP_FINALIZER)
+        {
             let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
             if let Err(failure) = edit_own_finalizer(context, &controller.id, object, add).await {
                 tracing::warn!(controller = %controller.id, error = %failure.message, "cannot add the cleanup finalizer");
