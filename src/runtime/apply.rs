@@ -152,10 +152,19 @@ impl Applier {
         let mut version = object::str_at(target.object, "/metadata/resourceVersion")
             .unwrap_or_default()
             .to_string();
+        let mut metadata_patch = plan.metadata_patch.as_ref();
         if let Some(FinalizerChange::Add(finalizer)) = &plan.finalizer {
-            let new = self
-                .edit_finalizer(target, &version, finalizer, true)
-                .await?;
+            let new = match metadata_patch.take() {
+                // One write where two are due: labels and annotations go with the finalizer.
+                Some(patch) => {
+                    self.add_finalizer_with_metadata(target, &version, finalizer, patch)
+                        .await?
+                }
+                None => {
+                    self.edit_finalizer(target, &version, finalizer, true)
+                        .await?
+                }
+            };
             advance(&mut version, new);
         }
         for child in &plan.apply {
@@ -164,7 +173,7 @@ impl Applier {
         for deletion in &plan.delete {
             self.delete(target, deletion).await?;
         }
-        if let Some(patch) = &plan.metadata_patch {
+        if let Some(patch) = metadata_patch {
             let api = self.api(target.resource, object::namespace(target.object));
             let (params, patch) = (self.params(target), Patch::Merge(patch));
             let request = api.patch(object::name(target.object), &params, &patch);
@@ -296,6 +305,38 @@ impl Applier {
             self.write("patch status of", target.object, target.controller, request)
                 .await
         }
+    }
+
+    /// Adds a finalizer and patches labels and annotations in one merge patch. The patch
+    /// carries the resourceVersion the finalizer list was read at, which the API server takes
+    /// as a precondition, so a concurrent edit of the list fails (and is retried) instead of
+    /// being overwritten by the whole list this patch sets.
+    async fn add_finalizer_with_metadata(
+        &self,
+        target: &PlanTarget<'_>,
+        version: &str,
+        finalizer: &str,
+        metadata_patch: &Value,
+    ) -> Result<Option<String>, ApplyError> {
+        let mut finalizers = object::finalizers(target.object);
+        if !finalizers.contains(&finalizer) {
+            finalizers.push(finalizer);
+        }
+        let mut patch = metadata_patch.clone();
+        if let Some(metadata) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("finalizers".into(), json!(finalizers));
+            metadata.insert("resourceVersion".into(), json!(version));
+        }
+        let api = self.api(target.resource, object::namespace(target.object));
+        let (params, patch) = (self.params(target), Patch::Merge(&patch));
+        let request = api.patch(object::name(target.object), &params, &patch);
+        self.write(
+            "add finalizer and patch metadata of",
+            target.object,
+            target.controller,
+            request,
+        )
+        .await
     }
 
     /// Adds or removes one finalizer with a JSON patch that first tests the resourceVersion, so

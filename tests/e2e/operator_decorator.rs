@@ -715,3 +715,59 @@ async fn deleted_targets_are_forgotten_by_the_status_counts() {
     })
     .await;
 }
+
+/// Where a finalizer and labels are both due, one write carries both (before any child), so a
+/// target costs one write for itself plus one per child.
+#[tokio::test]
+async fn the_finalizer_and_the_labels_arrive_in_one_write() {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "one-write").await;
+    let name = unique_name("one-write");
+    let finalizer = format!("metascript.dev/decorator-{name}");
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let mut versions =
+        std::pin::pin!(watcher::watcher(config_maps, watcher::Config::default()).touched_objects());
+    let script = "return { labels = { seen = 'yes' } }";
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "hooks": {"sync": inline("lua", script), "finalize": inline("lua", "return { finalized = true }")}
+        }
+    }))
+    .await;
+    apply(&client, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target", "namespace": namespace, "labels": {"decorate": name}}})).await;
+    // Every version of the target the watch sees, until the operator's writes have landed.
+    let mut seen = Vec::new();
+    let converged = tokio::time::timeout(crate::support::WAIT, async {
+        while let Some(Ok(object)) = versions.next().await {
+            let has_finalizer = object
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| *f == finalizer);
+            let labelled = object
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("seen"))
+                .is_some();
+            seen.push((has_finalizer, labelled));
+            if has_finalizer && labelled {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(converged.is_ok(), "the target never got both: {seen:?}");
+    assert!(
+        !seen.contains(&(true, false)) && !seen.contains(&(false, true)),
+        "the finalizer and the label came in separate writes: {seen:?}"
+    );
+}
