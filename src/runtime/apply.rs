@@ -4,15 +4,14 @@
 use super::keys::ControllerId;
 use super::leader::Leadership;
 use super::metrics::Metrics;
+use super::own_writes::OwnWrites;
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
-use crate::object::{self, ObjectKey};
+use crate::object;
 use crate::resources::ResourceType;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
-use parking_lot::Mutex;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,46 +44,6 @@ pub struct Applier {
     pub own_writes: Arc<OwnWrites>,
 }
 
-/// The resourceVersion each controller's last write to an object produced. The watch event of
-/// that very version is the operator hearing itself: the controller that wrote it need not
-/// look again (anyone else's change, or another controller, still does).
-#[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<(ControllerId, ObjectKey), String>>);
-
-impl OwnWrites {
-    fn record(&self, controller: &ControllerId, key: ObjectKey, version: String) {
-        self.0.lock().insert((controller.clone(), key), version);
-    }
-
-    /// Whether `object` is exactly what `controller` last wrote; the record is used up either
-    /// way once the object has moved past it.
-    pub fn is_own(&self, controller: &ControllerId, object: &Value) -> bool {
-        let Some(version) = object::str_at(object, "/metadata/resourceVersion") else {
-            return false;
-        };
-        let key = (controller.clone(), ObjectKey::of(object));
-        let mut writes = self.0.lock();
-        match writes.get(&key) {
-            Some(written) if written == version => {
-                writes.remove(&key);
-                true
-            }
-            Some(_) => {
-                writes.remove(&key);
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// Drops the record of an object that is gone (its last event has been seen).
-    pub fn forget(&self, controller: &ControllerId, object: &Value) {
-        self.0
-            .lock()
-            .remove(&(controller.clone(), ObjectKey::of(object)));
-    }
-}
-
 fn advance(version: &mut String, new: Option<String>) {
     if let Some(new) = new {
         *version = new;
@@ -104,12 +63,17 @@ impl Applier {
     /// checked as "nothing written".
     /// Writes only while `leadership` says this replica leads: checked before every request,
     /// so a leader whose lease lapsed stops in the middle of a plan.
-    pub fn new(client: kube::Client, metrics: Metrics, leadership: Arc<Leadership>) -> Applier {
+    pub fn new(
+        client: kube::Client,
+        metrics: Metrics,
+        leadership: Arc<Leadership>,
+        own_writes: OwnWrites,
+    ) -> Applier {
         Applier {
             client,
             metrics,
             leadership,
-            own_writes: Arc::default(),
+            own_writes: Arc::new(own_writes),
         }
     }
 
@@ -207,18 +171,22 @@ impl Applier {
         controller: &ControllerId,
         request: impl std::future::Future<Output = Result<DynamicObject, kube::Error>>,
     ) -> Result<Option<String>, ApplyError> {
-        self.may_write(action, object::ObjectKey::of(subject))?;
+        let key = object::ObjectKey::of(subject);
+        self.may_write(action, &key)?;
         self.metrics.count_write(controller);
-        let written = request.await.map_err(|source| ApplyError::Api {
+        self.own_writes.begin(controller, key.clone());
+        let written = request.await;
+        let version = written
+            .as_ref()
+            .ok()
+            .and_then(|w| w.metadata.resource_version.clone());
+        self.own_writes
+            .finish(controller, key.clone(), version.clone());
+        written.map_err(|source| ApplyError::Api {
             action,
-            object: object::ObjectKey::of(subject).to_string(),
+            object: key.to_string(),
             source,
         })?;
-        let version = written.metadata.resource_version;
-        if let Some(version) = &version {
-            self.own_writes
-                .record(controller, object::ObjectKey::of(subject), version.clone());
-        }
         Ok(version)
     }
 

@@ -17,6 +17,7 @@ mod load;
 mod map;
 pub mod metrics;
 mod operator;
+mod own_writes;
 pub mod queue;
 mod registry;
 mod routes;

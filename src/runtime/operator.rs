@@ -12,6 +12,7 @@ use super::kind::Kind;
 use super::leader::{Elector, Leadership};
 use super::map::MapKind;
 use super::metrics::Metrics;
+use super::own_writes::{OwnWrites, Redelivery};
 use super::queue::WorkQueue;
 use super::registry::{KindRuntime, Registry};
 use super::scripts;
@@ -87,9 +88,16 @@ impl Operator {
             .leader_election
             .clone()
             .map(|lease| Arc::new(Elector::new(client.clone(), lease)));
+        let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
+        let own_writes = OwnWrites::new(redeliver_tx);
         let context = Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
-            applier: Applier::new(client.clone(), metrics.clone(), leadership.clone()),
+            applier: Applier::new(
+                client.clone(),
+                metrics.clone(),
+                leadership.clone(),
+                own_writes,
+            ),
             leadership,
             metrics,
             client,
@@ -108,6 +116,7 @@ impl Operator {
             context.clone(),
             kinds.clone(),
             events_rx,
+            redeliver_rx,
         ))];
         for (kind, resolved) in [(KindName::Decorator, &decorators), (KindName::Map, &maps)] {
             context
@@ -258,15 +267,27 @@ async fn resolve_own_type<K: Kind>(discovery: &Discovery) -> Result<ResolvedType
     }
 }
 
-/// Routes every watch event to the work it causes.
+/// Routes every watch event to the work it causes, and the events held back during a write
+/// (see [`OwnWrites`]) to the controller that wrote.
 async fn dispatch(
     context: Arc<Context>,
     kinds: Kinds,
     mut events: mpsc::UnboundedReceiver<ObjectEvent>,
+    mut redeliveries: mpsc::UnboundedReceiver<Redelivery>,
 ) {
-    while let Some(event) = events.recv().await {
-        for kind in kinds.iter() {
-            kind.route(&context, &event);
+    loop {
+        tokio::select! {
+            Some(event) = events.recv() => {
+                for kind in kinds.iter() {
+                    kind.route(&context, &event);
+                }
+            }
+            Some(Redelivery { controller, event }) = redeliveries.recv() => {
+                if let Some(kind) = kinds.iter().find(|k| k.kind() == controller.kind) {
+                    kind.redeliver(&context, &controller.name, &event);
+                }
+            }
+            else => return,
         }
     }
 }

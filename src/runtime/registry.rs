@@ -352,6 +352,9 @@ pub trait KindRuntime: Send + Sync {
     /// The dev loop: a saved script file reloads the controllers whose hooks name it.
     fn script_file_changed(&self, context: &Context, file: &str);
 
+    /// Routes an event again, to one controller only.
+    fn redeliver(&self, context: &Context, name: &str, event: &ObjectEvent);
+
     fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()>;
 
     fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()>;
@@ -411,6 +414,12 @@ impl<K: Kind> KindRuntime for Registry<K> {
         }
         for name in names {
             context.queue.add(WorkKey::load(&Self::id(name)));
+        }
+    }
+
+    fn redeliver(&self, context: &Context, name: &str, event: &ObjectEvent) {
+        if let Some(controller) = self.get(name) {
+            K::route(context, &controller, event);
         }
     }
 

@@ -236,15 +236,14 @@ fn route_target(
     if !wanted {
         return;
     }
-    match (&event.old, &event.new) {
-        (Some(old), Some(new))
-            if ignores_status(decorator, &event.resource) && only_status_changed(old, new) =>
-        {
-            return;
-        }
-        (_, Some(new)) if context.applier.own_writes.is_own(&controller.id, new) => return,
-        (Some(old), None) => context.applier.own_writes.forget(&controller.id, old),
-        _ => {}
+    if let (Some(old), Some(new)) = (&event.old, &event.new)
+        && ignores_status(decorator, &event.resource)
+        && only_status_changed(old, new)
+    {
+        return;
+    }
+    if context.applier.own_writes.is_own(&controller.id, event) {
+        return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
 }

@@ -200,13 +200,7 @@ fn route_output(
         return;
     };
     // An output exactly as this controller's apply left it needs no second map call.
-    let own = match &event.new {
-        Some(new) => context.applier.own_writes.is_own(&controller.id, new),
-        None => {
-            context.applier.own_writes.forget(&controller.id, object);
-            false
-        }
-    };
+    let own = context.applier.own_writes.is_own(&controller.id, event);
     if let Some(map_key) = object::label(object, MAP_KEY_LABEL).filter(|_| !own) {
         let group = MapGroup {
             parent: parent.clone(),
