@@ -436,11 +436,11 @@ async fn main() -> anyhow::Result<()> {
     // it would in its own process.
     let mut services = services_counter(&client, namespace, &example.name);
     let mut marked = marker_counter(&client, namespace, "true");
-    let operator_client = plane.client().await?;
+    let operator_config = plane.config().await?;
     let cpu_before = cpu.now();
     let started = Instant::now();
     let operator = Operator::start(
-        operator_client,
+        operator_config,
         OperatorConfig {
             workers: args.workers,
             ..OperatorConfig::default()

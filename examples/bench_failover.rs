@@ -95,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
 
+    let kube = plane.config().await?;
     let mut replica_number = 0;
     let mut start_replica = || {
         replica_number += 1;
@@ -108,8 +109,8 @@ async fn main() -> anyhow::Result<()> {
             }),
             ..OperatorConfig::default()
         };
-        let client = client.clone();
-        async move { Operator::start(client, config).await }
+        let kube = kube.clone();
+        async move { Operator::start(kube, config).await }
     };
     let mut leader = start_replica().await?;
     wait(|| leader.is_leader(), "the first replica to lead").await?;

@@ -458,7 +458,7 @@ async fn main() -> anyhow::Result<()> {
     let mut outputs = OutputCount::start(&client, NAMESPACE);
     let started = Instant::now();
     let operator = Operator::start(
-        plane.client().await?,
+        plane.config().await?,
         OperatorConfig {
             workers: args.workers,
             ..OperatorConfig::default()

@@ -33,6 +33,15 @@ pub struct DecoratorControllerSpec {
     #[schemars(range(min = 1))]
     pub resync_period_seconds: Option<i64>,
     pub hooks: DecoratorHooks,
+    /// Every write the controller makes (children, deletions, labels, annotations, status,
+    /// finalizers) is sent impersonating this ServiceAccount, so the controller can do only
+    /// what RBAC grants that account. Without it the operator writes as itself, when its
+    /// `--allow-unimpersonated` flag allows that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// The namespace of `serviceAccountName`; default `metascript-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_namespace: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

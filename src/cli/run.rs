@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// leader that died without releasing it (e.g. `15s`, `1m`; whole seconds, at least 3).
     #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
+    /// Whether a controller without `spec.serviceAccountName` may write as the operator itself.
+    /// Say false in a shared cluster: then every controller writes as (and can do only what RBAC
+    /// grants) a ServiceAccount of its own.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "METASCRIPT_ALLOW_UNIMPERSONATED")]
+    pub allow_unimpersonated: bool,
     /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
     /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
     /// share a cluster or a canary can take a few controllers.
@@ -96,12 +101,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("--metrics-addr {addr:?}: expected HOST:PORT or none"))?,
         ),
     };
-    let client = client(&args).await?;
+    let kube = kube_config(&args).await?;
     let config = OperatorConfig {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval: Duration::from_secs_f64(args.status_interval),
         controller_selector: args.controller_selector.clone(),
+        allow_unimpersonated: args.allow_unimpersonated,
         leader_election: args.leader_election.then(|| LeaseConfig {
             namespace: args
                 .leader_election_namespace
@@ -113,7 +119,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
     };
     let ready = Arc::new(AtomicBool::new(false));
-    let operator = Operator::start(client, config).await?;
+    let operator = Operator::start(kube, config).await?;
     ready.store(true, Ordering::Relaxed);
     let endpoint = match metrics_addr {
         Some(addr) => {
@@ -172,7 +178,7 @@ fn identity() -> String {
     format!("{host}_{}", std::process::id())
 }
 
-async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
+async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
     let options = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -188,7 +194,7 @@ async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("finding a cluster (kubeconfig or in-cluster)")?,
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }
 
 async fn shutdown_signal() {

@@ -5,6 +5,7 @@ use super::keys::ControllerId;
 use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
+use crate::api::ServiceAccountRef;
 use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
 use crate::object;
 use crate::resources::ResourceType;
@@ -36,9 +37,40 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// A short PascalCase reason for Events and metrics: `Forbidden` when RBAC refused the
+    /// write (the API's message names the verb, the resource and the identity), else
+    /// `ApplyFailed`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApplyError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 403 => "Forbidden",
+            _ => "ApplyFailed",
+        }
+    }
+}
+
+/// Who a controller's writes are sent as: the operator itself, or a ServiceAccount it
+/// impersonates (a client of its own, whose requests carry `Impersonate-User`).
+#[derive(Clone)]
+pub struct Writer {
+    pub client: kube::Client,
+    pub identity: Option<ServiceAccountRef>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.identity {
+            Some(account) => write!(f, "Writer({})", account.username()),
+            None => f.write_str("Writer(operator)"),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Applier {
-    client: kube::Client,
     metrics: Metrics,
     leadership: Arc<Leadership>,
     pub own_writes: Arc<OwnWrites>,
@@ -50,12 +82,14 @@ fn advance(version: &mut String, new: Option<String>) {
     }
 }
 
-/// The object a plan is about, the types of its children, and the controller writing.
+/// The object a plan is about, the types of its children, and the controller writing (as
+/// whom).
 pub struct PlanTarget<'a> {
     pub object: &'a Value,
     pub resource: &'a ResourceType,
     pub child_types: &'a [ResourceType],
     pub controller: &'a ControllerId,
+    pub writer: &'a Writer,
 }
 
 impl Applier {
@@ -63,14 +97,8 @@ impl Applier {
     /// checked as "nothing written".
     /// Writes only while `leadership` says this replica leads: checked before every request,
     /// so a leader whose lease lapsed stops in the middle of a plan.
-    pub fn new(
-        client: kube::Client,
-        metrics: Metrics,
-        leadership: Arc<Leadership>,
-        own_writes: OwnWrites,
-    ) -> Applier {
+    pub fn new(metrics: Metrics, leadership: Arc<Leadership>, own_writes: OwnWrites) -> Applier {
         Applier {
-            client,
             metrics,
             leadership,
             own_writes: Arc::new(own_writes),
@@ -97,13 +125,18 @@ impl Applier {
         }
     }
 
-    fn api(&self, resource: &ResourceType, namespace: Option<&str>) -> Api<DynamicObject> {
-        let api_resource = resource.api_resource();
+    fn api(
+        &self,
+        target: &PlanTarget<'_>,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        let (client, api_resource) = (target.writer.client.clone(), resource.api_resource());
         match namespace {
             Some(namespace) if resource.namespaced => {
-                Api::namespaced_with(self.client.clone(), namespace, &api_resource)
+                Api::namespaced_with(client, namespace, &api_resource)
             }
-            _ => Api::all_with(self.client.clone(), &api_resource),
+            _ => Api::all_with(client, &api_resource),
         }
     }
 
@@ -138,7 +171,7 @@ impl Applier {
             self.delete(target, deletion).await?;
         }
         if let Some(patch) = metadata_patch {
-            let api = self.api(target.resource, object::namespace(target.object));
+            let api = self.api(target, target.resource, object::namespace(target.object));
             let (params, patch) = (self.params(target), Patch::Merge(patch));
             let request = api.patch(object::name(target.object), &params, &patch);
             let new = self
@@ -200,7 +233,7 @@ impl Applier {
                 kind: object::kind(child).to_string(),
                 api_version: object::api_version(child).to_string(),
             })?;
-        let api = self.api(resource, object::namespace(child));
+        let api = self.api(target, resource, object::namespace(child));
         let params = PatchParams::apply(&target.controller.field_manager()).force();
         self.write(
             "apply",
@@ -225,7 +258,7 @@ impl Applier {
                 api_version: key.api_version.clone(),
             });
         };
-        let api = self.api(resource, key.namespace.as_deref());
+        let api = self.api(target, resource, key.namespace.as_deref());
         let params = DeleteParams {
             preconditions: deletion.uid.clone().map(|uid| Preconditions {
                 uid: Some(uid),
@@ -253,7 +286,7 @@ impl Applier {
         target: &PlanTarget<'_>,
         status: &StatusChange,
     ) -> Result<Option<String>, ApplyError> {
-        let api = self.api(target.resource, object::namespace(target.object));
+        let api = self.api(target, target.resource, object::namespace(target.object));
         let name = object::name(target.object);
         let params = self.params(target);
         let patch: Patch<Value> = match status {
@@ -295,7 +328,7 @@ impl Applier {
             metadata.insert("finalizers".into(), json!(finalizers));
             metadata.insert("resourceVersion".into(), json!(version));
         }
-        let api = self.api(target.resource, object::namespace(target.object));
+        let api = self.api(target, target.resource, object::namespace(target.object));
         let (params, patch) = (self.params(target), Patch::Merge(&patch));
         let request = api.patch(object::name(target.object), &params, &patch);
         self.write(
@@ -335,7 +368,7 @@ impl Applier {
         };
         let patch: json_patch::Patch =
             serde_json::from_value(json!([test, edit])).expect("a valid JSON patch");
-        let api = self.api(target.resource, object::namespace(target.object));
+        let api = self.api(target, target.resource, object::namespace(target.object));
         let action = if add {
             "add finalizer to"
         } else {

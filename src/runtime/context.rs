@@ -2,20 +2,23 @@
 //! script engine, the applier, metrics, the Event recorder and the work queue. It knows no
 //! kind of controller.
 
-use super::apply::Applier;
+use super::apply::{Applier, ApplyError, Writer};
 use super::cache::Informers;
 use super::discovery::Discovery;
 use super::keys::{ControllerId, ObjRef, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
+use crate::api::ServiceAccountRef;
 use crate::hooks::ControllerHooks;
 use crate::object;
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
 use crate::sync::{HookRunner, SyncError};
 use kube::runtime::events::{Event, EventType, Recorder};
+use parking_lot::Mutex;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +37,10 @@ pub struct OperatorConfig {
     /// Take part in leader election through this lease; only the leader writes. None: run
     /// alone (one replica, or a laptop).
     pub leader_election: Option<LeaseConfig>,
+    /// Whether a controller without `serviceAccountName` may write as the operator itself.
+    /// Shared clusters should say no: then every controller can do only what its own account
+    /// may.
+    pub allow_unimpersonated: bool,
 }
 
 impl Default for OperatorConfig {
@@ -44,6 +51,7 @@ impl Default for OperatorConfig {
             status_interval: Duration::from_secs(2),
             controller_selector: None,
             leader_election: None,
+            allow_unimpersonated: true,
         }
     }
 }
@@ -64,6 +72,15 @@ impl From<SyncError> for Failure {
     }
 }
 
+impl From<ApplyError> for Failure {
+    fn from(error: ApplyError) -> Self {
+        Failure {
+            reason: error.reason(),
+            message: error.to_string(),
+        }
+    }
+}
+
 impl Failure {
     pub fn new(reason: &'static str, message: impl ToString) -> Failure {
         Failure {
@@ -74,7 +91,9 @@ impl Failure {
 }
 
 pub struct Context {
+    /// The operator's own client: reads, its controllers' status, Events.
     pub client: kube::Client,
+    pub identities: Identities,
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
     pub engine: ScriptEngine,
@@ -87,6 +106,52 @@ pub struct Context {
     pub leadership: Arc<Leadership>,
     /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
     pub config_map_type: ResourceType,
+}
+
+/// Clients that impersonate the ServiceAccounts controllers name, one per account (each with
+/// its own connection pool), made on first use.
+pub struct Identities {
+    base: kube::Config,
+    clients: Mutex<HashMap<ServiceAccountRef, kube::Client>>,
+}
+
+impl Identities {
+    pub fn new(base: kube::Config) -> Identities {
+        Identities {
+            base,
+            clients: Mutex::default(),
+        }
+    }
+
+    /// The writer for a controller: its account's client, or the operator's own client when it
+    /// names none (and that is allowed).
+    pub fn writer(
+        &self,
+        operator: &kube::Client,
+        account: Option<&ServiceAccountRef>,
+    ) -> Result<Writer, kube::Error> {
+        let Some(account) = account else {
+            return Ok(Writer {
+                client: operator.clone(),
+                identity: None,
+            });
+        };
+        let mut clients = self.clients.lock();
+        let client = match clients.get(account) {
+            Some(client) => client.clone(),
+            None => {
+                let mut config = self.base.clone();
+                config.auth_info.impersonate = Some(account.username());
+                let client = kube::Client::try_from(config)?;
+                clients.insert(account.clone(), client.clone());
+                client
+            }
+        };
+        Ok(Writer {
+            client,
+            identity: Some(account.clone()),
+        })
+    }
 }
 
 impl Context {

@@ -2,6 +2,7 @@
 //! concern it, what work they cause and how one item of work runs. Loading, reloading,
 //! removal, status and failure handling are the runtime's ([`super::registry`]), written once.
 
+use super::apply::Writer;
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::keys::{ControllerId, KindName, Work, WorkKey};
@@ -95,6 +96,8 @@ pub struct Controller<K: Kind> {
     pub health: Health,
     pub resync_period: Option<Duration>,
     pub sources: ScriptSources,
+    /// Whom its writes go as.
+    pub writer: Writer,
     /// Kept across reloads.
     pub outcomes: Arc<SyncOutcomes<K::OutcomeKey>>,
     pub state: Arc<K::State>,

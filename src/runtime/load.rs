@@ -4,7 +4,7 @@
 use super::context::Context;
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
-use crate::api::{Hook, HookKind, ResourceRef, ScriptStatus};
+use crate::api::{Hook, HookKind, ResourceRef, ScriptStatus, ServiceAccountRef};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +17,8 @@ pub struct ControllerSpec {
     pub types: Vec<ResourceRef>,
     pub hooks: Vec<(HookKind, Hook)>,
     pub resync_period: Option<Duration>,
+    /// Whom its writes impersonate.
+    pub service_account: Option<ServiceAccountRef>,
 }
 
 impl ControllerSpec {
@@ -26,6 +28,7 @@ impl ControllerSpec {
         types: Vec<ResourceRef>,
         hooks: Vec<(HookKind, &Hook)>,
         resync_period_seconds: Option<i64>,
+        service_account: Option<ServiceAccountRef>,
     ) -> ControllerSpec {
         ControllerSpec {
             generation: metadata.generation,
@@ -37,6 +40,7 @@ impl ControllerSpec {
             resync_period: resync_period_seconds
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s as u64)),
+            service_account,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::apply::Applier;
 use super::cache::{Informers, ObjectEvent};
-use super::context::{Context, OperatorConfig};
+use super::context::{Context, Identities, OperatorConfig};
 use super::decorator::DecoratorKind;
 use super::discovery::{Discovery, ResolvedType};
 use super::keys::{ControllerId, KindName, Work};
@@ -32,6 +32,8 @@ pub enum StartError {
         "the metascript.dev CRDs are not installed ({0}); apply crds/metascript.dev.yaml first"
     )]
     MissingCrds(crate::resources::ResolveError),
+    #[error("cannot build a client: {0}")]
+    Client(String),
     #[error("cannot watch {what}: {message}")]
     Watch { what: String, message: String },
     #[error("cannot watch the scripts directory {path}: {source}")]
@@ -55,10 +57,11 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub async fn start(
-        client: kube::Client,
-        config: OperatorConfig,
-    ) -> Result<Operator, StartError> {
+    /// Starts against the cluster `kube` describes; the operator's own requests go as its user,
+    /// controllers' writes as their ServiceAccounts (see [`OperatorConfig`]).
+    pub async fn start(kube: kube::Config, config: OperatorConfig) -> Result<Operator, StartError> {
+        let client = kube::Client::try_from(kube.clone())
+            .map_err(|error| StartError::Client(error.to_string()))?;
         let discovery = Discovery::new(client.clone());
         let config_map_type = discovery
             .resolve(&ResourceRef {
@@ -92,12 +95,8 @@ impl Operator {
         let own_writes = OwnWrites::new(redeliver_tx);
         let context = Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
-            applier: Applier::new(
-                client.clone(),
-                metrics.clone(),
-                leadership.clone(),
-                own_writes,
-            ),
+            applier: Applier::new(metrics.clone(), leadership.clone(), own_writes),
+            identities: Identities::new(kube),
             leadership,
             metrics,
             client,

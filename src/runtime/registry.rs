@@ -124,8 +124,32 @@ impl<K: Kind> Registry<K> {
                 }
             },
         };
+        let writer = match (&spec.service_account, context.config.allow_unimpersonated) {
+            (None, false) => Err(Problem::new(
+                "ServiceAccountRequired",
+                "spec.serviceAccountName is required: this operator runs with \
+                 --allow-unimpersonated=false, so every controller writes as a ServiceAccount of \
+                 its own",
+            )),
+            (account, _) => context
+                .identities
+                .writer(&context.client, account.as_ref())
+                .map_err(|error| Problem::new("ImpersonationFailed", error)),
+        };
+        let writer = match writer {
+            Ok(writer) => writer,
+            Err(problem) => {
+                let health = Health {
+                    ready: Err(problem),
+                    ..prepared.health
+                };
+                let unloaded = Unloaded { health, sources };
+                return self.not_loaded(context, key, &object, unloaded).await;
+            }
+        };
         let controller = Controller {
             id: id.clone(),
+            writer,
             generation,
             planner,
             hooks: prepared.hooks,

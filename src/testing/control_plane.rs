@@ -399,6 +399,15 @@ impl ControlPlane {
         client_for(self.kubeconfig.clone()).await
     }
 
+    /// The cluster-admin client configuration (what [`crate::runtime::Operator::start`] takes).
+    pub async fn config(&self) -> Result<kube::Config, ControlPlaneError> {
+        Ok(kube::Config::from_custom_kubeconfig(
+            self.kubeconfig.clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await?)
+    }
+
     /// Kills every process and removes the directory (unless `METASCRIPT_CONTROL_PLANE_KEEP=1`).
     /// Idempotent; also what `Drop` does. Safe to call from an `atexit` handler: it never panics.
     pub fn stop(&self) {

@@ -10,6 +10,7 @@ mod support;
 mod cli_examples;
 mod cli_run;
 mod control_plane_smoke;
+mod impersonation;
 mod leader_election;
 mod operator_decorator;
 mod operator_map;

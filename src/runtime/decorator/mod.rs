@@ -4,14 +4,14 @@
 
 mod related;
 
-use super::apply::PlanTarget;
+use super::apply::{PlanTarget, Writer};
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::keys::{ControllerId, KindName, ObjRef, Work};
 use super::kind::{Controller, Interest, Kind, Outcome};
 use super::load::ControllerSpec;
 use super::routes::only_status_changed;
-use crate::api::{DecoratorController, ResourceRef};
+use crate::api::{DecoratorController, ResourceRef, ServiceAccountRef};
 use crate::controllers::decorator::{Decorator, Phase};
 use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
 use crate::object;
@@ -54,6 +54,10 @@ impl Kind for DecoratorKind {
                 .collect(),
             spec.hooks.named(),
             spec.resync_period_seconds,
+            ServiceAccountRef::from_spec(
+                spec.service_account_name.as_deref(),
+                spec.service_account_namespace.as_deref(),
+            ),
         )
     }
 
@@ -106,6 +110,14 @@ impl Kind for DecoratorKind {
         let controller: DecoratorController =
             serde_json::from_value(object.clone()).map_err(|e| Failure::new("InvalidSpec", e))?;
         let finalizer = crate::controllers::decorator::finalizer_for(&id.name);
+        let account = ServiceAccountRef::from_spec(
+            controller.spec.service_account_name.as_deref(),
+            controller.spec.service_account_namespace.as_deref(),
+        );
+        let writer = context
+            .identities
+            .writer(&context.client, account.as_ref())
+            .map_err(|e| Failure::new("ImpersonationFailed", e))?;
         for rule in &controller.spec.resources {
             let resolved = context
                 .discovery
@@ -131,12 +143,9 @@ impl Kind for DecoratorKind {
                     resource,
                     child_types: &[],
                     controller: id,
+                    writer: &writer,
                 };
-                context
-                    .applier
-                    .execute(&plan_target, &plan)
-                    .await
-                    .map_err(|e| Failure::new("ApplyFailed", e))?;
+                context.applier.execute(&plan_target, &plan).await?;
             }
         }
         let remove = FinalizerChange::Remove(CLEANUP_FINALIZER.into());
@@ -296,9 +305,10 @@ async fn sync_target(
             resource: &target.resource,
             child_types: &child_types,
             controller: &controller.id,
+            writer: &controller.writer,
         };
         if let Err(error) = context.applier.execute(&plan_target, &plan).await {
-            return failed(Failure::new("ApplyFailed", error));
+            return failed(error.into());
         }
         tracing::debug!(controller = %controller.id, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
     }
@@ -397,15 +407,17 @@ async fn edit_own_finalizer(
         finalizer: Some(change),
         ..Plan::default()
     };
+    // The controller object is the operator's own business, not the controller's.
+    let writer = Writer {
+        client: context.client.clone(),
+        identity: None,
+    };
     let target = PlanTarget {
         object,
         resource: &resolved.resource,
         child_types: &[],
         controller: id,
+        writer: &writer,
     };
-    context
-        .applier
-        .execute(&target, &plan)
-        .await
-        .map_err(|e| Failure::new("ApplyFailed", e))
+    Ok(context.applier.execute(&target, &plan).await?)
 }

@@ -12,7 +12,7 @@ use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work};
 use super::kind::{Controller, Interest, Kind, Outcome};
 use super::load::ControllerSpec;
 use super::routes::only_status_changed;
-use crate::api::MapController;
+use crate::api::{MapController, ServiceAccountRef};
 use crate::controllers::map::Mapper;
 use crate::controllers::{MAP_KEY_LABEL, MAP_LABEL, Plan};
 use crate::object;
@@ -44,6 +44,10 @@ impl Kind for MapKind {
                 .collect(),
             spec.hooks.named(),
             spec.resync_period_seconds,
+            ServiceAccountRef::from_spec(
+                spec.service_account_name.as_deref(),
+                spec.service_account_namespace.as_deref(),
+            ),
         )
     }
 
@@ -419,12 +423,13 @@ async fn finish(
                 resource: &controller.planner.parent,
                 child_types: &child_types,
                 controller: &controller.id,
+                writer: &controller.writer,
             };
             context
                 .applier
                 .execute(&target, &plan)
                 .await
-                .map_err(|error| Failure::new("ApplyFailed", error))
+                .map_err(Failure::from)
         }
         Err(failure) => Err(failure),
     };
@@ -470,6 +475,7 @@ async fn write_parent_status(
         resource: &mapper.parent,
         child_types: &[],
         controller: &controller.id,
+        writer: &controller.writer,
     };
     if let Err(error) = context.applier.execute(&target, &plan).await {
         tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");

@@ -46,19 +46,21 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                 let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+                let client = kube::Client::try_from(config.clone()).map_err(|e| e.to_string())?;
                 install_crds(&client).await?;
                 let scripts_dir = std::env::temp_dir()
                     .join(format!("metascript-test-scripts-{}", std::process::id()));
                 std::fs::create_dir_all(&scripts_dir).map_err(|e| e.to_string())?;
+                let kube = config;
                 let config = OperatorConfig {
                     workers: 4,
                     scripts_dir: Some(scripts_dir.clone()),
                     status_interval: Duration::from_millis(200),
                     controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
                     leader_election: None,
+                    allow_unimpersonated: true,
                 };
-                let operator = Operator::start(client, config)
+                let operator = Operator::start(kube, config)
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(TestOperator {
