@@ -5,6 +5,7 @@
 //! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
 
 pub mod api;
+pub mod cases;
 pub mod cli;
 pub mod controllers;
 pub mod hooks;

@@ -1,18 +1,13 @@
 //! `metascript test`: runs hook scripts against recorded requests, with the production engine,
 //! helpers, sandbox and limits, and compares the responses with expectations.
 
-mod compare;
-mod spec;
-
-pub use spec::{Case, TestFile};
-
 use super::manifests::{self, ManifestError, to_yaml};
 use super::offline::OfflineCluster;
 use crate::api::{HookKind, Language};
-use crate::controllers::InvalidResponse;
-use crate::controllers::decorator::{Decorator, Observed, Phase};
+use crate::cases::{Case, Subject, TestFile, Validator, judge};
+use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
 use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -40,21 +35,6 @@ pub struct TestArgs {
 pub struct UnusableTest {
     pub path: PathBuf,
     pub message: String,
-}
-
-/// The hook a test file runs, from one manifest or script file.
-struct Subject {
-    label: String,
-    hook: HookKind,
-    hooks: ControllerHooks,
-    validator: Validator,
-}
-
-/// How a subject's responses are checked the way the operator would check them.
-enum Validator {
-    None,
-    Decorator(Box<Decorator>),
-    Map(Box<Mapper>),
 }
 
 struct Outcome {
@@ -218,7 +198,7 @@ fn run_file(
             let started = Instant::now();
             let logs = LogSink::new();
             let clock = case.clock.or(spec.clock);
-            let result = call(engine, subject, &request, clock, logs.clone());
+            let result = subject.call(engine, &request, clock, logs.clone());
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
@@ -264,37 +244,6 @@ fn strip_path(error: ManifestError) -> String {
     }
 }
 
-/// Why a case failed, or `None` when it passed.
-fn judge(case: &Case, result: &Result<Value, HookError>) -> Option<String> {
-    match (result, &case.expect_error) {
-        (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
-        (Err(error), Some(wanted)) => Some(format!(
-            "expected an error containing {wanted:?}, got this error:\n{error}"
-        )),
-        (Ok(actual), Some(wanted)) => Some(format!(
-            "expected an error containing {wanted:?}, but the hook succeeded with:\n{}",
-            to_yaml(actual)
-        )),
-        (Err(error), None) => Some(format!("the hook failed:\n{error}")),
-        (Ok(actual), None) => {
-            let expected = case.expect.as_ref()?;
-            let found = compare::mismatches(expected, actual, case.exact);
-            if found.is_empty() {
-                return None;
-            }
-            let shown = if case.exact {
-                actual.clone()
-            } else {
-                compare::project(expected, actual)
-            };
-            let mut details = found.join("\n");
-            details.push('\n');
-            details.push_str(&compare::diff(expected, &shown));
-            Some(details)
-        }
-    }
-}
-
 fn case_request(dir: &Path, case: &Case) -> Result<Value, String> {
     match (&case.request, &case.request_file) {
         (Some(request), None) => Ok(request.clone()),
@@ -313,71 +262,6 @@ fn case_request(dir: &Path, case: &Case) -> Result<Value, String> {
         }
         _ => Err("needs exactly one of request or requestFile".into()),
     }
-}
-
-fn call(
-    engine: &ScriptEngine,
-    subject: &Subject,
-    request: &Value,
-    clock: Option<jiff::Timestamp>,
-    logs: LogSink,
-) -> Result<Value, HookError> {
-    let response = subject
-        .hooks
-        .call(engine, subject.hook, request, clock, Some(logs))?;
-    let invalid = |error| subject.hooks.invalid_response(subject.hook, error);
-    match &subject.validator {
-        Validator::None => {}
-        Validator::Decorator(decorator) => match subject.hook {
-            HookKind::Customize => {
-                decorator.related_rules(&response).map_err(invalid)?;
-            }
-            _ => {
-                let phase = if subject.hook == HookKind::Finalize {
-                    Phase::Finalize
-                } else {
-                    Phase::Sync
-                };
-                let target = &request["object"];
-                if decorator.target_type(target).is_none() {
-                    return Err(invalid(InvalidResponse::new(
-                        "(request)",
-                        "request.object is not of a type the controller targets, so the \
-                         response cannot be checked as the operator would",
-                    )));
-                }
-                let observed = Observed {
-                    target,
-                    attachments: Vec::new(),
-                    related: Value::Null,
-                };
-                decorator
-                    .plan(phase, &observed, &response)
-                    .map_err(invalid)?;
-            }
-        },
-        Validator::Map(mapper) => {
-            let parent = &request["parent"];
-            let key = request["mapKey"].as_str().unwrap_or_default();
-            if subject.hook == HookKind::Tombstone {
-                let detached: Vec<&Value> = request["outputs"]
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|groups| groups.values())
-                    .filter_map(Value::as_object)
-                    .flat_map(|group| group.values())
-                    .collect();
-                mapper
-                    .plan_tombstone(parent, &detached, &response)
-                    .map_err(invalid)?;
-            } else {
-                mapper
-                    .plan_map(parent, key, &[], &response)
-                    .map_err(invalid)?;
-            }
-        }
-    }
-    Ok(response)
 }
 
 fn load_subjects(

@@ -111,8 +111,8 @@ pub fn project(expected: &Value, actual: &Value) -> Value {
 
 /// A unified diff of two values printed as YAML.
 pub fn diff(expected: &Value, actual: &Value) -> String {
-    let expected = super::super::manifests::to_yaml(expected);
-    let actual = super::super::manifests::to_yaml(actual);
+    let expected = super::yaml(expected);
+    let actual = super::yaml(actual);
     similar::TextDiff::from_lines(&expected, &actual)
         .unified_diff()
         .context_radius(3)

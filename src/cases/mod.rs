@@ -1,0 +1,137 @@
+//! Hook test cases: the `*.test.yaml` format (also accepted inline in a controller's
+//! `spec.tests`), running a case against a loaded hook, and judging the response. `metascript
+//! test`, `metascript validate` and the admission webhook all run cases through here.
+
+mod compare;
+mod spec;
+
+pub use spec::{Case, OneOrMany, TestFile};
+
+use crate::api::HookKind;
+use crate::controllers::InvalidResponse;
+use crate::controllers::decorator::{Decorator, Observed, Phase};
+use crate::controllers::map::Mapper;
+use crate::hooks::{ControllerHooks, HookError};
+use crate::script::{LogSink, ScriptEngine};
+use serde_json::Value;
+
+/// The hook cases run against: from a script file, or a controller's hook (with the planner
+/// that checks its responses as the operator would).
+pub struct Subject {
+    /// What the subject is called in reports (a file name, a controller).
+    pub label: String,
+    pub hook: HookKind,
+    pub hooks: ControllerHooks,
+    pub validator: Validator,
+}
+
+/// How a subject's responses are checked the way the operator would check them.
+pub enum Validator {
+    None,
+    Decorator(Box<Decorator>),
+    Map(Box<Mapper>),
+}
+
+impl Subject {
+    /// Calls the hook on a request and checks the response as the operator would.
+    pub fn call(
+        &self,
+        engine: &ScriptEngine,
+        request: &Value,
+        clock: Option<jiff::Timestamp>,
+        logs: LogSink,
+    ) -> Result<Value, HookError> {
+        let response = self
+            .hooks
+            .call(engine, self.hook, request, clock, Some(logs))?;
+        let invalid = |error| self.hooks.invalid_response(self.hook, error);
+        match &self.validator {
+            Validator::None => {}
+            Validator::Decorator(decorator) => match self.hook {
+                HookKind::Customize => {
+                    decorator.related_rules(&response).map_err(invalid)?;
+                }
+                _ => {
+                    let phase = if self.hook == HookKind::Finalize {
+                        Phase::Finalize
+                    } else {
+                        Phase::Sync
+                    };
+                    let target = &request["object"];
+                    if decorator.target_type(target).is_none() {
+                        return Err(invalid(InvalidResponse::new(
+                            "(request)",
+                            "request.object is not of a type the controller targets, so the \
+                         response cannot be checked as the operator would",
+                        )));
+                    }
+                    let observed = Observed {
+                        target,
+                        attachments: Vec::new(),
+                        related: Value::Null,
+                    };
+                    decorator
+                        .plan(phase, &observed, &response)
+                        .map_err(invalid)?;
+                }
+            },
+            Validator::Map(mapper) => {
+                let parent = &request["parent"];
+                let key = request["mapKey"].as_str().unwrap_or_default();
+                if self.hook == HookKind::Tombstone {
+                    let detached: Vec<&Value> = request["outputs"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|groups| groups.values())
+                        .filter_map(Value::as_object)
+                        .flat_map(|group| group.values())
+                        .collect();
+                    mapper
+                        .plan_tombstone(parent, &detached, &response)
+                        .map_err(invalid)?;
+                } else {
+                    mapper
+                        .plan_map(parent, key, &[], &response)
+                        .map_err(invalid)?;
+                }
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// Why a case failed, or `None` when it passed.
+pub fn judge(case: &Case, result: &Result<Value, HookError>) -> Option<String> {
+    match (result, &case.expect_error) {
+        (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
+        (Err(error), Some(wanted)) => Some(format!(
+            "expected an error containing {wanted:?}, got this error:\n{error}"
+        )),
+        (Ok(actual), Some(wanted)) => Some(format!(
+            "expected an error containing {wanted:?}, but the hook succeeded with:\n{}",
+            yaml(actual)
+        )),
+        (Err(error), None) => Some(format!("the hook failed:\n{error}")),
+        (Ok(actual), None) => {
+            let expected = case.expect.as_ref()?;
+            let found = compare::mismatches(expected, actual, case.exact);
+            if found.is_empty() {
+                return None;
+            }
+            let shown = if case.exact {
+                actual.clone()
+            } else {
+                compare::project(expected, actual)
+            };
+            let mut details = found.join("\n");
+            details.push('\n');
+            details.push_str(&compare::diff(expected, &shown));
+            Some(details)
+        }
+    }
+}
+
+fn yaml(value: &Value) -> String {
+    serde_saphyr::to_string(value)
+        .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
+}
