@@ -17,3 +17,4 @@ pub mod selector;
 pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod validate;

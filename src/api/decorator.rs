@@ -1,6 +1,6 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
-use super::{ChildRule, ControllerStatus, Hook, HookKind, ResourceRule};
+use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, ResourceRule};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,10 @@ pub struct DecoratorControllerSpec {
     /// The namespace of `serviceAccountName`; default `metascript-system`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_namespace: Option<String>,
+    /// Test cases for the hooks: run before the controller is admitted (a failing one rejects
+    /// it) and by `metascript validate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<InlineTest>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

@@ -1,6 +1,6 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
-use super::{ChildRule, ControllerStatus, Hook, HookKind, ResourceRef};
+use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, ResourceRef};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,10 @@ pub struct MapControllerSpec {
     /// The namespace of `serviceAccountName`; default `metascript-system`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_namespace: Option<String>,
+    /// Test cases for the hooks: run before the controller is admitted (a failing one rejects
+    /// it) and by `metascript validate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<InlineTest>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

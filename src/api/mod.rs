@@ -6,6 +6,7 @@ mod hook;
 mod map;
 mod rules;
 mod status;
+mod test_case;
 
 pub use crds::{all_crds, crds_yaml};
 pub use decorator::{DecoratorController, DecoratorControllerSpec, DecoratorHooks};
@@ -13,6 +14,7 @@ pub use hook::{ConfigMapKeyRef, Hook, HookKind, Language, Limits, ScriptSpec, We
 pub use map::{MapController, MapControllerSpec, MapHooks};
 pub use rules::{ChildRule, ResourceRef, ResourceRule, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};
+pub use test_case::InlineTest;
 
 /// The API group of both kinds; also the prefix of the labels, annotations and finalizers the
 /// operator writes.

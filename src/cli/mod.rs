@@ -5,6 +5,7 @@ mod manifests;
 mod offline;
 mod render;
 mod run;
+mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +29,9 @@ pub enum Command {
     Test(harness::TestArgs),
     /// Print what one sync pass over the given manifests would do, without a cluster.
     Render(render::RenderArgs),
+    /// Check controllers and labelled ConfigMaps of scripts as the admission webhook would:
+    /// scripts compile, types resolve, `spec.tests` pass.
+    Validate(validate::ValidateArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds,
 }
@@ -39,6 +43,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
+        Command::Validate(args) => validate::run(args),
         Command::Crds => match crate::api::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

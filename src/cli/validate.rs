@@ -1,0 +1,88 @@
+//! `metascript validate`: the admission webhook's checks, offline, over manifest files.
+
+use super::manifests;
+use crate::hooks::{ConfigMapLookup, ScriptsDir};
+use crate::object;
+use crate::resources::StaticResolver;
+use crate::script::ScriptEngine;
+use crate::validate::{self, Severity};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Manifest files or directories: controllers, labelled ConfigMaps of scripts, and the
+    /// CRDs and ConfigMaps the controllers need.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// A directory of hook scripts: a file named like a hook's ConfigMap key is used instead of
+    /// that key (the same rule as `metascript run --scripts-dir`).
+    #[arg(long)]
+    pub scripts_dir: Option<PathBuf>,
+}
+
+/// Exit code 0 when nothing must be refused (warnings are printed), 1 when something would be
+/// refused, 2 when the files cannot be read.
+pub fn run(args: ValidateArgs) -> ExitCode {
+    let documents = match manifests::load_objects(&args.files) {
+        Ok(documents) => documents,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut resolver = StaticResolver::with_builtins();
+    for document in &documents {
+        if object::kind(&document.value) == "CustomResourceDefinition" {
+            resolver.add_crd(&document.value);
+        }
+    }
+    let config_maps: Vec<Value> = documents
+        .iter()
+        .filter(|d| object::kind(&d.value) == "ConfigMap")
+        .map(|d| d.value.clone())
+        .collect();
+    let local;
+    let lookup: &dyn ConfigMapLookup = match args.scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir {
+                dir,
+                fallback: &config_maps,
+            };
+            &local
+        }
+        None => &config_maps,
+    };
+    let engine = ScriptEngine::new();
+    let (mut checked, mut errors) = (0, 0);
+    for document in &documents {
+        let object = &document.value;
+        let findings = validate::validate(&engine, &resolver, lookup, object);
+        let is_subject = object::api_version(object).starts_with("metascript.dev/")
+            || object::label(object, validate::SCRIPTS_LABEL) == Some("true");
+        checked += usize::from(is_subject);
+        for finding in findings {
+            let severity = match finding.severity {
+                Severity::Error => {
+                    errors += 1;
+                    "error"
+                }
+                Severity::Warning => "warning",
+            };
+            println!(
+                "{} (document {}) {}/{}: {severity}: {finding}",
+                document.path.display(),
+                document.index,
+                object::kind(object),
+                object::name(object),
+            );
+        }
+    }
+    println!("{checked} checked, {errors} error(s)");
+    if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

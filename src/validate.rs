@@ -1,0 +1,436 @@
+//! Checking a controller, or a ConfigMap of scripts, before it runs: its scripts compile, its
+//! types resolve and its `spec.tests` pass. The admission webhook (against the cluster) and
+//! `metascript validate` (against files) share it, so both judge alike.
+
+use crate::api::{
+    DecoratorController, Hook, HookKind, InlineTest, Language, MapController, ResourceRef,
+};
+use crate::cases::{Case, Subject, Validator, judge};
+use crate::controllers::decorator::Decorator;
+use crate::controllers::map::Mapper;
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError};
+use crate::object;
+use crate::resources::{ResolveError, ResourceResolver};
+use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use serde_json::Value;
+use std::fmt;
+
+/// A ConfigMap with this label set to `true` holds scripts: each key named `*.rhai` or `*.lua`
+/// must compile before the ConfigMap is admitted.
+pub const SCRIPTS_LABEL: &str = "metascript.dev/scripts";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// The object must not be admitted.
+    Error,
+    /// Worth saying, but the object may still work (e.g. a CRD applied after the controller).
+    Warning,
+}
+
+/// One problem, and where in the object it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    /// A field path, e.g. `spec.hooks.sync` or `spec.tests[1] (adds a label)`.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl Finding {
+    fn error(path: impl Into<String>, message: impl ToString) -> Finding {
+        Finding {
+            severity: Severity::Error,
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+
+    fn warning(path: impl Into<String>, message: impl ToString) -> Finding {
+        Finding {
+            severity: Severity::Warning,
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// What validating an object reads besides the object: the types it names and the ConfigMaps
+/// its hooks reference, so a caller can fetch them first.
+#[derive(Debug, Default, PartialEq)]
+pub struct References {
+    pub types: Vec<ResourceRef>,
+    /// (namespace, name)
+    pub config_maps: Vec<(String, String)>,
+}
+
+/// The types and ConfigMaps a controller object names (none for anything else, or for an
+/// object that cannot be read; validating it says why).
+pub fn references(object: &Value) -> References {
+    let (types, hooks): (Vec<ResourceRef>, Vec<Hook>) = match parse(object) {
+        Some(Parsed::Decorator(controller)) => {
+            let spec = &controller.spec;
+            (
+                spec.resources
+                    .iter()
+                    .map(|r| r.resource_ref())
+                    .chain(spec.attachments.iter().map(|a| a.resource_ref()))
+                    .collect(),
+                spec.hooks
+                    .named()
+                    .into_iter()
+                    .map(|(_, h)| h.clone())
+                    .collect(),
+            )
+        }
+        Some(Parsed::Map(controller)) => {
+            let spec = &controller.spec;
+            (
+                std::iter::once(spec.parent_resource.clone())
+                    .chain(spec.input_resources.iter().cloned())
+                    .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
+                    .collect(),
+                spec.hooks
+                    .named()
+                    .into_iter()
+                    .map(|(_, h)| h.clone())
+                    .collect(),
+            )
+        }
+        _ => return References::default(),
+    };
+    let config_maps = hooks
+        .iter()
+        .filter_map(|hook| hook.script.as_ref()?.config_map_ref.as_ref())
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect();
+    References { types, config_maps }
+}
+
+enum Parsed {
+    Decorator(Box<DecoratorController>),
+    Map(Box<MapController>),
+    Invalid(String),
+}
+
+fn parse(object: &Value) -> Option<Parsed> {
+    if !object::api_version(object).starts_with("metascript.dev/") {
+        return None;
+    }
+    let parsed = match object::kind(object) {
+        "DecoratorController" => {
+            serde_json::from_value(object.clone()).map(|c| Parsed::Decorator(Box::new(c)))
+        }
+        "MapController" => serde_json::from_value(object.clone()).map(|c| Parsed::Map(Box::new(c))),
+        _ => return None,
+    };
+    Some(parsed.unwrap_or_else(|error| Parsed::Invalid(error.to_string())))
+}
+
+/// Validates one object; anything that is neither a controller nor a labelled ConfigMap of
+/// scripts has nothing to check.
+pub fn validate(
+    engine: &ScriptEngine,
+    resolver: &dyn ResourceResolver,
+    config_maps: &dyn ConfigMapLookup,
+    object: &Value,
+) -> Vec<Finding> {
+    if object::kind(object) == "ConfigMap" && object::api_version(object) == "v1" {
+        return validate_scripts(engine, object);
+    }
+    let name = object::name(object);
+    match parse(object) {
+        None => Vec::new(),
+        Some(Parsed::Invalid(message)) => vec![Finding::error("spec", message)],
+        Some(Parsed::Decorator(controller)) => {
+            let planner =
+                Decorator::new(&controller, resolver).map(|d| Validator::Decorator(Box::new(d)));
+            let spec = &controller.spec;
+            check_controller(
+                engine,
+                config_maps,
+                name,
+                spec.hooks.named(),
+                planner,
+                &spec.tests,
+                HookKind::Sync,
+            )
+        }
+        Some(Parsed::Map(controller)) => {
+            let planner = Mapper::new(&controller, resolver).map(|m| Validator::Map(Box::new(m)));
+            let spec = &controller.spec;
+            check_controller(
+                engine,
+                config_maps,
+                name,
+                spec.hooks.named(),
+                planner,
+                &spec.tests,
+                HookKind::Map,
+            )
+        }
+    }
+}
+
+/// The checks both kinds share: hooks compile, types resolve, tests pass.
+fn check_controller(
+    engine: &ScriptEngine,
+    config_maps: &dyn ConfigMapLookup,
+    name: &str,
+    hooks: Vec<(HookKind, &Hook)>,
+    planner: Result<Validator, ResolveError>,
+    tests: &[InlineTest],
+    default_hook: HookKind,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut loaded = Vec::new();
+    for (kind, hook) in hooks {
+        let path = format!("spec.hooks.{kind}");
+        match ControllerHooks::load(engine, name, [(kind, hook)], config_maps) {
+            Ok(_) => loaded.push((kind, hook)),
+            // A ConfigMap applied after its controller is fine: the operator waits for it (and
+            // the ConfigMap itself is checked when it is applied, if it is labelled).
+            Err(HookError::Source(
+                error @ (SourceError::MissingConfigMap { .. } | SourceError::MissingKey { .. }),
+            )) => findings.push(Finding::warning(path, error)),
+            Err(error) => findings.push(Finding::error(path, error)),
+        }
+    }
+    let planner = match planner {
+        Ok(planner) => Some(planner),
+        // Likewise a CustomResourceDefinition applied after the controller.
+        Err(error) => {
+            findings.push(Finding::warning(
+                "spec",
+                format!("{error}; the controller waits until the type exists"),
+            ));
+            None
+        }
+    };
+    if tests.is_empty() {
+        return findings;
+    }
+    let (Some(validator), Ok(hooks)) = (
+        planner,
+        ControllerHooks::load(engine, name, loaded, config_maps),
+    ) else {
+        findings.push(Finding::error(
+            "spec.tests",
+            "cannot run: the controller's types or hooks did not load (see above)",
+        ));
+        return findings;
+    };
+    let mut subject = Subject {
+        label: name.to_string(),
+        hook: default_hook,
+        hooks,
+        validator,
+    };
+    for (index, test) in tests.iter().enumerate() {
+        let path = format!("spec.tests[{index}] ({})", test.name);
+        match run_test(engine, &mut subject, test, default_hook) {
+            Ok(None) => {}
+            Ok(Some(failure)) => findings.push(Finding::error(path, failure)),
+            Err(problem) => findings.push(Finding::error(path, problem)),
+        }
+    }
+    findings
+}
+
+/// Runs one inline test: `Ok(None)` when it passes, `Ok(Some(why))` when it fails, `Err` when
+/// it cannot run.
+fn run_test(
+    engine: &ScriptEngine,
+    subject: &mut Subject,
+    test: &InlineTest,
+    default_hook: HookKind,
+) -> Result<Option<String>, String> {
+    let hook = match &test.hook {
+        None => default_hook,
+        Some(name) => HookKind::parse(name).ok_or_else(|| {
+            format!("unknown hook {name:?} (expected sync, finalize, customize, map or tombstone)")
+        })?,
+    };
+    if subject.hooks.get(hook).is_none() {
+        return Err(format!("the controller has no {hook} hook that loaded"));
+    }
+    let clock = test
+        .clock
+        .as_deref()
+        .map(|clock| {
+            clock
+                .parse::<jiff::Timestamp>()
+                .map_err(|e| format!("clock {clock:?}: {e}"))
+        })
+        .transpose()?;
+    let case = Case {
+        name: test.name.clone(),
+        request: Some(test.request.clone()),
+        request_file: None,
+        expect: test.expect.clone(),
+        exact: test.exact,
+        expect_error: test.expect_error.clone(),
+        clock,
+    };
+    subject.hook = hook;
+    let result = subject.call(engine, &test.request, clock, LogSink::new());
+    Ok(judge(&case, &result))
+}
+
+/// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.
+fn validate_scripts(engine: &ScriptEngine, config_map: &Value) -> Vec<Finding> {
+    if object::label(config_map, SCRIPTS_LABEL) != Some("true") {
+        return Vec::new();
+    }
+    let (namespace, name) = (
+        object::namespace(config_map).unwrap_or_default(),
+        object::name(config_map),
+    );
+    let Some(data) = config_map.get("data").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    data.iter()
+        .filter_map(|(key, code)| {
+            let language = Language::from_file_name(key)?;
+            let source = ScriptSource::new(
+                language,
+                code.as_str().unwrap_or_default(),
+                ScriptOrigin::ConfigMap {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    key: key.clone(),
+                },
+            );
+            let error = engine.compile(&source).err()?;
+            Some(Finding::error(format!("data.{key}"), error))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::StaticResolver;
+    use serde_json::json;
+
+    fn decorator(sync: Value, tests: Value) -> Value {
+        json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": "labeller"},
+            "spec": {
+                "resources": [{"apiVersion": "v1", "resource": "configmaps"}],
+                "hooks": {"sync": sync},
+                "tests": tests
+            }
+        })
+    }
+
+    fn inline(code: &str) -> Value {
+        json!({"script": {"language": "rhai", "inline": code}})
+    }
+
+    fn check(object: &Value, config_maps: Vec<Value>) -> Vec<Finding> {
+        validate(
+            &ScriptEngine::new(),
+            &StaticResolver::with_builtins(),
+            &config_maps,
+            object,
+        )
+    }
+
+    const LABELLER: &str = r#"#{ labels: #{ seen: "yes" } }"#;
+
+    fn request() -> Value {
+        json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}})
+    }
+
+    #[test]
+    fn a_script_that_does_not_compile_is_an_error_naming_the_hook_and_line() {
+        let findings = check(&decorator(inline("let x = ;\n#{}"), json!([])), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert_eq!(findings[0].path, "spec.hooks.sync");
+        assert!(findings[0].message.contains("line 1"), "{}", findings[0]);
+        assert!(check(&decorator(inline(LABELLER), json!([])), vec![]).is_empty());
+    }
+
+    #[test]
+    fn tests_run_against_the_hook_and_a_failing_one_is_an_error() {
+        let passing = json!([{"name": "labels it", "request": request(), "expect": {"labels": {"seen": "yes"}}}]);
+        assert!(check(&decorator(inline(LABELLER), passing), vec![]).is_empty());
+        let failing = json!([
+            {"name": "labels it", "request": request(), "expect": {"labels": {"seen": "no"}}},
+            {"name": "no such hook", "hook": "finalize", "request": request(), "expect": {}}
+        ]);
+        let findings = check(&decorator(inline(LABELLER), failing), vec![]);
+        assert_eq!(findings.len(), 2, "{findings:?}");
+        assert_eq!(findings[0].path, "spec.tests[0] (labels it)");
+        assert!(
+            findings[0].message.contains("labels.seen"),
+            "{}",
+            findings[0]
+        );
+        assert!(
+            findings[1].message.contains("no finalize hook"),
+            "{}",
+            findings[1]
+        );
+        // The response is checked as the operator would check it, too.
+        let bad_response = json!([{"name": "bad", "request": request(), "expect": {}}]);
+        let findings = check(&decorator(inline("#{ labels: 5 }"), bad_response), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(findings[0].message.contains("labels"), "{}", findings[0]);
+    }
+
+    #[test]
+    fn types_and_config_maps_that_do_not_exist_yet_are_only_warnings() {
+        let mut object = decorator(
+            json!({"script": {"configMapRef": {"namespace": "hooks", "name": "scripts", "key": "sync.rhai"}}}),
+            json!([]),
+        );
+        object["spec"]["resources"] =
+            json!([{"apiVersion": "example.com/v1", "resource": "widgets"}]);
+        let findings = check(&object, vec![]);
+        assert_eq!(findings.len(), 2, "{findings:?}");
+        assert!(findings.iter().all(|f| f.severity == Severity::Warning));
+        assert_eq!(
+            references(&object),
+            References {
+                types: vec![ResourceRef {
+                    api_version: "example.com/v1".into(),
+                    resource: "widgets".into()
+                }],
+                config_maps: vec![("hooks".into(), "scripts".into())],
+            }
+        );
+        // Once the ConfigMap exists, its script is compiled like an inline one.
+        let scripts = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "scripts", "namespace": "hooks"}, "data": {"sync.rhai": "let = 1;"}});
+        let findings = check(&object, vec![scripts]);
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.severity == Severity::Error && f.path == "spec.hooks.sync"),
+            "{findings:?}"
+        );
+    }
+
+    #[test]
+    fn a_labelled_config_map_of_scripts_must_compile() {
+        let config_map = |labelled: bool| {
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "scripts", "namespace": "hooks", "labels": if labelled { json!({SCRIPTS_LABEL: "true"}) } else { json!({}) }},
+                "data": {"good.rhai": LABELLER, "bad.lua": "return {", "notes.txt": "not a script"}
+            })
+        };
+        let findings = check(&config_map(true), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].path, "data.bad.lua");
+        assert!(check(&config_map(false), vec![]).is_empty());
+    }
+}
