@@ -4,6 +4,7 @@
 //! `script` the engines and sandbox, `hooks` turns a controller's hook spec into a runnable script,
 //! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
 
+pub mod admission;
 pub mod api;
 pub mod cases;
 pub mod cli;

@@ -7,10 +7,6 @@ use serde_json::Value;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.expect) || has(self.expectError)",
-    "message": "a test needs expect or expectError"
-}]))]
 pub struct InlineTest {
     pub name: String,
     /// The hook to run: sync (the default for a DecoratorController), finalize, customize,
@@ -21,7 +17,7 @@ pub struct InlineTest {
     #[schemars(schema_with = "any_json")]
     pub request: Value,
     /// The expected response: a subset match (maps recursively, lists element by element)
-    /// unless `exact`.
+    /// unless `exact`. Without `expect` or `expectError` the hook need only succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_json")]
     pub expect: Option<Value>,

@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator: watch DecoratorControllers and MapControllers and sync their objects.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Run hook scripts against recorded requests and check their responses.
     Test(harness::TestArgs),
     /// Print what one sync pass over the given manifests would do, without a cluster.
@@ -40,7 +40,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),

@@ -1,5 +1,6 @@
 //! `metascript run`: the operator.
 
+use crate::admission::AdmissionConfig;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -51,6 +52,25 @@ pub struct RunArgs {
     /// grants) a ServiceAccount of its own.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "METASCRIPT_ALLOW_UNIMPERSONATED")]
     pub allow_unimpersonated: bool,
+    /// Where to serve the validating admission webhook (HTTPS, path /validate), e.g.
+    /// 0.0.0.0:9443; `none` (the default) turns it off.
+    #[arg(long, default_value = "none", env = "METASCRIPT_WEBHOOK_ADDR")]
+    pub webhook_addr: String,
+    /// The Secret (NAMESPACE/NAME) holding the webhook's certificate, shared by all replicas
+    /// (created when missing); default: <the pod's namespace>/metascript-webhook-tls.
+    #[arg(long, env = "METASCRIPT_WEBHOOK_SECRET")]
+    pub webhook_secret: Option<String>,
+    /// The ValidatingWebhookConfiguration whose caBundle is set to the certificate's CA.
+    #[arg(
+        long,
+        default_value = "metascript",
+        env = "METASCRIPT_WEBHOOK_CONFIGURATION"
+    )]
+    pub webhook_configuration: String,
+    /// Names the webhook certificate is for (comma-separated DNS names or IP addresses);
+    /// default: the metascript-webhook Service in the pod's namespace.
+    #[arg(long, value_delimiter = ',', env = "METASCRIPT_WEBHOOK_NAMES")]
+    pub webhook_names: Vec<String>,
     /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
     /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
     /// share a cluster or a canary can take a few controllers.
@@ -101,6 +121,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("--metrics-addr {addr:?}: expected HOST:PORT or none"))?,
         ),
     };
+    let webhook = webhook_config(&args)?;
     let kube = kube_config(&args).await?;
     let config = OperatorConfig {
         workers: args.workers.max(1),
@@ -119,6 +140,13 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
     };
     let ready = Arc::new(AtomicBool::new(false));
+    let webhook = match webhook {
+        Some(webhook) => {
+            let client = kube::Client::try_from(kube.clone())?;
+            Some(crate::admission::start(client, webhook).await?)
+        }
+        None => None,
+    };
     let operator = Operator::start(kube, config).await?;
     ready.store(true, Ordering::Relaxed);
     let endpoint = match metrics_addr {
@@ -138,12 +166,46 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     shutdown_signal().await;
-    if let Some(endpoint) = endpoint {
-        endpoint.abort();
+    for task in [endpoint, webhook].into_iter().flatten() {
+        task.abort();
     }
     tracing::info!("shutting down");
     operator.shutdown().await;
     Ok(())
+}
+
+/// The webhook's settings, when it is on.
+fn webhook_config(args: &RunArgs) -> anyhow::Result<Option<AdmissionConfig>> {
+    let addr = match args.webhook_addr.as_str() {
+        "none" | "" => return Ok(None),
+        addr => addr
+            .parse()
+            .with_context(|| format!("--webhook-addr {addr:?}: expected HOST:PORT or none"))?,
+    };
+    let namespace = own_namespace();
+    let secret = match &args.webhook_secret {
+        Some(reference) => {
+            let (namespace, name) = reference.split_once('/').with_context(|| {
+                format!("--webhook-secret {reference:?}: expected NAMESPACE/NAME")
+            })?;
+            (namespace.to_string(), name.to_string())
+        }
+        None => (namespace.clone(), "metascript-webhook-tls".to_string()),
+    };
+    let names = if args.webhook_names.is_empty() {
+        vec![
+            format!("metascript-webhook.{namespace}.svc"),
+            format!("metascript-webhook.{namespace}.svc.cluster.local"),
+        ]
+    } else {
+        args.webhook_names.clone()
+    };
+    Ok(Some(AdmissionConfig {
+        addr,
+        secret,
+        configuration: args.webhook_configuration.clone(),
+        names,
+    }))
 }
 
 /// A lease duration: whole seconds, at least 3 (a renewal every third of it must be possible).

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admission;
 mod cli_examples;
 mod cli_run;
 mod control_plane_smoke;

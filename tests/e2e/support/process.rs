@@ -102,7 +102,8 @@ impl Drop for OperatorProcess {
     }
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
