@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{create_namespace, init_tracing, memory, per_item, secs, settle};
+use common::{CpuClock, create_namespace, init_tracing, memory, per_item, secs, settle};
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -322,61 +322,60 @@ async fn create_stateful_sets(
     Ok(started.elapsed())
 }
 
-/// CPU time (user + system) each process has used so far: this one (the operator) and the
-/// plane's, so every phase can say where its time went.
-struct CpuClock {
-    processes: Vec<(&'static str, String)>,
-}
-
-impl CpuClock {
-    fn new(plane: &ControlPlane) -> Self {
-        let mut processes = vec![("operator", "self".to_string())];
-        processes.extend(
-            plane
-                .pids()
-                .into_iter()
-                .map(|(name, pid)| (short_name(name), pid.to_string())),
-        );
-        CpuClock { processes }
-    }
-
-    fn now(&self) -> Vec<f64> {
-        self.processes
-            .iter()
-            .map(|(_, pid)| cpu_seconds(pid).unwrap_or(f64::NAN))
-            .collect()
-    }
-
-    /// "operator 1.2, apiserver 8.0, ..." CPU seconds since `since`.
-    fn since(&self, since: &[f64]) -> String {
-        let now = self.now();
-        let parts: Vec<String> = self
-            .processes
-            .iter()
-            .zip(now.iter().zip(since))
-            .map(|((name, _), (now, then))| format!("{name} {:.1}", now - then))
-            .collect();
-        format!("CPU s: {}", parts.join(", "))
-    }
-}
-
-fn short_name(component: &str) -> &'static str {
-    match component {
-        "kube-apiserver" => "apiserver",
-        "kube-controller-manager" => "kcm",
-        _ => "etcd",
-    }
-}
-
-fn cpu_seconds(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain spaces; utime and
-    // stime are fields 14 and 15 of the line, so 12 and 13 after it.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks / per_second.max(1) as f64)
+/// The yardstick: a plain client making exactly the writes the operator must make for the
+/// example, per target one Service applied (owned by its StatefulSet) and one patch of the
+/// StatefulSet setting the marker label and the finalizer, {CREATE_CONCURRENCY} targets in flight.
+async fn minimal_writes(
+    client: &kube::Client,
+    namespace: &str,
+    prefix: &str,
+    n: usize,
+    controller: &str,
+) -> anyhow::Result<Duration> {
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let names: Vec<(String, String)> = statefulsets
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| s.name_any().starts_with(prefix))
+        .map(|s| (s.name_any(), s.uid().unwrap_or_default()))
+        .collect();
+    anyhow::ensure!(
+        names.len() == n,
+        "expected {n} yardstick StatefulSets, found {}",
+        names.len()
+    );
+    let manager = PatchParams::apply("yardstick").force();
+    let started = Instant::now();
+    futures::stream::iter(names)
+        .map(|(name, uid)| {
+            let (statefulsets, services, manager) = (statefulsets.clone(), services.clone(), manager.clone());
+            async move {
+                let service = json!({
+                    "apiVersion": "v1", "kind": "Service",
+                    "metadata": {
+                        "name": format!("{name}-0"), "namespace": namespace,
+                        // Like the operator's, under other names, so the operator never takes
+                        // these for its own.
+                        "labels": {"bench.example/decorator": controller},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]
+                    },
+                    "spec": {"selector": {"statefulset.kubernetes.io/pod-name": format!("{name}-0")}, "ports": [{"port": 80, "targetPort": 8080}]}
+                });
+                services.patch(&format!("{name}-0"), &manager, &Patch::Apply(&service)).await?;
+                let target = json!({"metadata": {"labels": {MARKER: "true"}, "finalizers": [format!("bench.example/decorator-{controller}")]}});
+                statefulsets
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&target))
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(started.elapsed())
 }
 
 #[tokio::main]
@@ -432,6 +431,32 @@ async fn main() -> anyhow::Result<()> {
         ),
     );
 
+    // The yardstick, before the operator runs (its StatefulSets lack the annotations the
+    // controller selects, so the operator leaves them alone afterwards).
+    let yardstick_namespace = "bench-yardstick";
+    create_namespace(&client, yardstick_namespace).await?;
+    create_stateful_sets(&client, yardstick_namespace, "plain", n).await?;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), yardstick_namespace);
+    for i in 0..n {
+        let name = format!("plain-{i}");
+        let unselected = json!({"metadata": {"annotations": {"service-per-pod-ports": null}}});
+        statefulsets
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&unselected))
+            .await?;
+    }
+    let cpu_before = cpu.now();
+    let yardstick = minimal_writes(&client, yardstick_namespace, "plain", n, &example.name).await?;
+    row(
+        "yardstick: plain client makes the minimal writes",
+        secs(yardstick),
+        format!(
+            "({}, {} writes, {CREATE_CONCURRENCY} targets in flight; {})",
+            per_item(yardstick, n, "target"),
+            2 * n,
+            cpu.since(&cpu_before)
+        ),
+    );
+
     // 2. Convergence from scratch. The operator gets its own client (its own connections), as
     // it would in its own process.
     let mut services = services_counter(&client, namespace, &example.name);
@@ -467,10 +492,12 @@ async fn main() -> anyhow::Result<()> {
         "converge (operator start to all Services + labels)",
         secs(converged),
         format!(
-            "({}; Services done at {}, labels at {}; {writes_to_converge} writes; {})",
+            "({}; {:.2}x the yardstick; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; {})",
             per_item(converged, n, "target"),
+            converged.as_secs_f64() / yardstick.as_secs_f64(),
             secs(all_services - started),
             secs(all_marked - started),
+            writes_to_converge as f64 / n as f64,
             cpu.since(&cpu_before)
         ),
     );
@@ -489,8 +516,9 @@ async fn main() -> anyhow::Result<()> {
         "resync of the converged cluster",
         format!("{resync_writes} writes"),
         format!(
-            "(queue drained in {}; {} incl. the 1 s quiet wait)",
+            "(queue drained in {}; operator CPU {:.2} s; {} incl. the 1 s quiet wait)",
             secs(drained - started),
+            cpu.operator_since(&cpu_before),
             cpu.since(&cpu_before)
         ),
     );

@@ -1,9 +1,10 @@
 //! What the scale benchmarks share: logging, namespaces, waiting for the operator to settle,
-//! reading process memory, and formatting.
+//! reading process memory and CPU time, and formatting.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use metascript::runtime::Operator;
+use metascript::testing::ControlPlane;
 use serde_json::json;
 use std::time::Duration;
 use std::time::Instant;
@@ -77,4 +78,66 @@ pub fn secs(d: Duration) -> String {
 /// Milliseconds per item, e.g. `2.50 ms/target`.
 pub fn per_item(d: Duration, n: usize, item: &str) -> String {
     format!("{:.2} ms/{item}", d.as_secs_f64() * 1000.0 / n as f64)
+}
+
+/// CPU time (user + system) each process has used so far: this one (the operator) and the
+/// plane's, so every phase can say where its time went.
+pub struct CpuClock {
+    processes: Vec<(&'static str, String)>,
+}
+
+impl CpuClock {
+    pub fn new(plane: &ControlPlane) -> Self {
+        let mut processes = vec![("operator", "self".to_string())];
+        processes.extend(
+            plane
+                .pids()
+                .into_iter()
+                .map(|(name, pid)| (short_name(name), pid.to_string())),
+        );
+        CpuClock { processes }
+    }
+
+    pub fn now(&self) -> Vec<f64> {
+        self.processes
+            .iter()
+            .map(|(_, pid)| cpu_seconds(pid).unwrap_or(f64::NAN))
+            .collect()
+    }
+
+    /// This process's (the operator's) CPU seconds since `since`.
+    pub fn operator_since(&self, since: &[f64]) -> f64 {
+        self.now()[0] - since[0]
+    }
+
+    /// "operator 1.2, apiserver 8.0, ..." CPU seconds since `since`.
+    pub fn since(&self, since: &[f64]) -> String {
+        let now = self.now();
+        let parts: Vec<String> = self
+            .processes
+            .iter()
+            .zip(now.iter().zip(since))
+            .map(|((name, _), (now, then))| format!("{name} {:.1}", now - then))
+            .collect();
+        format!("CPU s: {}", parts.join(", "))
+    }
+}
+
+fn short_name(component: &str) -> &'static str {
+    match component {
+        "kube-apiserver" => "apiserver",
+        "kube-controller-manager" => "kcm",
+        _ => "etcd",
+    }
+}
+
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces; utime and
+    // stime are fields 14 and 15 of the line, so 12 and 13 after it.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks / per_second.max(1) as f64)
 }
