@@ -1,10 +1,11 @@
 //! The services every controller kind shares: the client, discovery, the watch caches, the
-//! script engine, the applier, metrics, the Event recorder and the work queue. It knows no
+//! script engine, the applier, metrics, Events and the work queue. It knows no
 //! kind of controller.
 
 use super::apply::{Applier, ApplyError, Writer};
 use super::cache::Informers;
 use super::discovery::Discovery;
+use super::events::Events;
 use super::keys::{ControllerId, ObjRef, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
@@ -15,7 +16,7 @@ use crate::object;
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
 use crate::sync::{HookRunner, SyncError};
-use kube::runtime::events::{Event, EventType, Recorder};
+use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -99,7 +100,7 @@ pub struct Context {
     pub engine: ScriptEngine,
     pub applier: Applier,
     pub metrics: Metrics,
-    pub recorder: Recorder,
+    pub events: Events,
     pub queue: WorkQueue<WorkKey>,
     pub config: OperatorConfig,
     /// Whether this replica may write now.
@@ -191,62 +192,21 @@ impl Context {
         .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
     }
 
-    /// Publishes a Kubernetes Event about an object (a leader only: Events are writes too);
-    /// failures are only logged.
-    pub async fn event(
+    /// Publishes a Warning Event about an object, naming the controller it concerns as the
+    /// related object (a leader only: Events are writes too); failures are only logged.
+    pub async fn warn(
         &self,
         about: &Value,
-        type_: EventType,
+        related: Option<&ObjectReference>,
         reason: &str,
         action: &str,
-        note: String,
+        note: &str,
     ) {
         if !self.leadership.is_leader() {
             return;
         }
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(object::api_version(about).to_string()),
-            kind: Some(object::kind(about).to_string()),
-            name: Some(object::name(about).to_string()),
-            namespace: object::namespace(about).map(str::to_string),
-            uid: object::uid(about).map(str::to_string),
-            ..Default::default()
-        };
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(truncate_note(note)),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
+        if let Err(error) = self.events.warn(about, related, reason, action, note).await {
             tracing::warn!(%error, object = %object::ObjectKey::of(about), "cannot publish event");
         }
-    }
-}
-
-/// Event notes are limited to 1 kB by the API.
-fn truncate_note(mut note: String) -> String {
-    const LIMIT: usize = 1000;
-    if note.len() > LIMIT {
-        let mut cut = LIMIT;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-        note.push('…');
-    }
-    note
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn long_notes_are_cut_on_a_character_boundary() {
-        let note = "é".repeat(600);
-        let cut = super::truncate_note(note);
-        assert!(cut.len() <= 1000 + '…'.len_utf8());
-        assert!(cut.ends_with('…'));
-        assert_eq!(super::truncate_note("short".into()), "short");
     }
 }

@@ -10,6 +10,7 @@ use super::load::{ControllerSpec, ScriptSources};
 use super::status::{Health, SyncOutcomes};
 use crate::hooks::ControllerHooks;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
 use std::future::Future;
 use std::hash::Hash;
@@ -89,6 +90,8 @@ pub struct Interest {
 /// One loaded controller: the version running and what it remembers.
 pub struct Controller<K: Kind> {
     pub id: ControllerId,
+    /// The controller object, as Events about its targets name it.
+    pub reference: ObjectReference,
     pub generation: Option<i64>,
     pub planner: Arc<K::Planner>,
     /// The hooks running: the newest that compiled.

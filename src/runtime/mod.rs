@@ -10,6 +10,7 @@ pub mod cache;
 mod context;
 mod decorator;
 pub mod discovery;
+mod events;
 mod keys;
 mod kind;
 mod leader;

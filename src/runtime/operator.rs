@@ -7,6 +7,7 @@ use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, Identities, OperatorConfig};
 use super::decorator::DecoratorKind;
 use super::discovery::{Discovery, ResolvedType};
+use super::events::Events;
 use super::keys::{ControllerId, KindName, Work};
 use super::kind::Kind;
 use super::leader::{Elector, Leadership};
@@ -18,7 +19,6 @@ use super::registry::{KindRuntime, Registry};
 use super::scripts;
 use crate::api::ResourceRef;
 use crate::script::ScriptEngine;
-use kube::runtime::events::{Recorder, Reporter};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,10 +78,6 @@ impl Operator {
         let maps = resolve_own_type::<MapKind>(&discovery).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
-        let reporter = Reporter {
-            controller: "metascript".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         let metrics = Metrics::default();
         let leadership = Arc::new(match &config.leader_election {
             Some(_) => Leadership::standby(metrics.leader.clone()),
@@ -94,7 +90,7 @@ impl Operator {
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let context = Arc::new(Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
             applier: Applier::new(metrics.clone(), leadership.clone(), own_writes),
             identities: Identities::new(kube),
             leadership,

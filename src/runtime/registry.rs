@@ -16,7 +16,6 @@ use crate::resources::ResourceType;
 use crate::sync::ObjectStore;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::EventType;
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
@@ -149,6 +148,7 @@ impl<K: Kind> Registry<K> {
         };
         let controller = Controller {
             id: id.clone(),
+            reference: super::events::reference(&object),
             writer,
             generation,
             planner,
@@ -192,12 +192,12 @@ impl<K: Kind> Registry<K> {
         context.queue.forget(key);
         if let Err(problem) = &controller.health.scripts_loaded {
             context
-                .event(
+                .warn(
                     object,
-                    EventType::Warning,
+                    None,
                     &problem.reason,
                     "Load",
-                    format!("{} (the previous version keeps running)", problem.message),
+                    &format!("{} (the previous version keeps running)", problem.message),
                 )
                 .await;
         }
@@ -222,13 +222,7 @@ impl<K: Kind> Registry<K> {
         tracing::warn!(controller = %id, ready = ?unloaded.health.ready, "controller not loaded");
         if let Err(problem) = &unloaded.health.ready {
             context
-                .event(
-                    object,
-                    EventType::Warning,
-                    "LoadFailed",
-                    "Load",
-                    problem.message.clone(),
-                )
+                .warn(object, None, "LoadFailed", "Load", &problem.message)
                 .await;
         }
         self.unloaded.lock().insert(id.name.clone(), unloaded);
@@ -292,8 +286,9 @@ impl<K: Kind> Registry<K> {
                 let delay = context.queue.retry_later(key.clone());
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in = ?delay, reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed, message.clone());
+                let related = Some(&controller.reference);
                 context
-                    .event(&about, EventType::Warning, reason, K::ACTION, message)
+                    .warn(&about, related, reason, K::ACTION, &message)
                     .await;
             }
         }

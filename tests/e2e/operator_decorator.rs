@@ -771,3 +771,54 @@ async fn the_finalizer_and_the_labels_arrive_in_one_write() {
         "the finalizer and the label came in separate writes: {seen:?}"
     );
 }
+
+/// A failure's Event names the controller as the related object, and a different error on the
+/// same object is a new Event rather than one more count of the old one.
+#[tokio::test]
+async fn a_new_error_is_a_new_event_naming_the_controller() {
+    use k8s_openapi::api::events::v1::Event;
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "new-error").await;
+    let name = unique_name("new-error");
+    let script = "error('failing: ' .. request.object.data.why)";
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "hooks": {"sync": inline("lua", script)}
+        }
+    }))
+    .await;
+    let target = |why: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target", "namespace": namespace, "labels": {"decorate": name}}, "data": {"why": why}});
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), &namespace);
+    let event_saying = |text: String| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.note.as_deref().is_some_and(|n| n.contains(&text)))
+        }
+    };
+    apply(&client, &target("first")).await;
+    let first = eventually("the first error's Event", || {
+        event_saying("failing: first".into())
+    })
+    .await;
+    let related = first.related.clone().expect("a related object");
+    assert_eq!(related.kind.as_deref(), Some("DecoratorController"));
+    assert_eq!(related.name.as_deref(), Some(name.as_str()));
+    assert_eq!(first.reason.as_deref(), Some("HookFailed"));
+
+    apply(&client, &target("second")).await;
+    let second = eventually("the second error's own Event", || {
+        event_saying("failing: second".into())
+    })
+    .await;
+    assert_ne!(first.metadata.name, second.metadata.name);
+}

@@ -437,7 +437,23 @@ async fn a_failing_map_hook_deletes_nothing_and_reports_on_the_parent() {
     let out = config_map(&namespace, "src-out", json!({}), json!({}));
     cluster.wait_for(&out, "the output", |_| true).await;
 
+    let digest = |c: &Value| {
+        c["status"]["scripts"]["map"]["digest"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let working = cluster
+        .wait_for(&controller(false), "the working script's digest", |c| {
+            digest(c).is_some()
+        })
+        .await;
     cluster.apply(&controller(true)).await;
+    // The broken version must be the one running before the input changes.
+    cluster
+        .wait_for(&controller(true), "the broken script loaded", |c| {
+            digest(c).is_some() && digest(c) != digest(&working)
+        })
+        .await;
     cluster.apply(&source("yes")).await;
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(cluster.client.clone(), &namespace);
