@@ -70,6 +70,15 @@ pub fn config_map_data(config_map: &serde_json::Value, key: &str) -> Option<Stri
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
+    #[error(
+        "hook {hook} of {controller}: the script ({origin}) is empty (a file still being \
+         written?); the previous version, if any, keeps running"
+    )]
+    EmptyScript {
+        controller: String,
+        hook: HookKind,
+        origin: ScriptOrigin,
+    },
     #[error("hook {hook} of {controller} uses a webhook; this operator runs only scripts")]
     Webhook { controller: String, hook: HookKind },
     #[error("hook {hook} of {controller} has neither script nor webhook")]
@@ -111,8 +120,26 @@ pub enum SourceError {
     },
 }
 
-/// The script a hook names, read from wherever it lives.
+/// The script a hook names, read from wherever it lives. An empty script is refused: it is a
+/// file caught while being written, or a mistake, never a hook.
 pub fn script_source(
+    controller: &str,
+    hook_kind: HookKind,
+    hook: &Hook,
+    config_maps: &dyn ConfigMapLookup,
+) -> Result<ScriptSource, SourceError> {
+    let source = read_source(controller, hook_kind, hook, config_maps)?;
+    if source.code.trim().is_empty() {
+        return Err(SourceError::EmptyScript {
+            controller: controller.to_string(),
+            hook: hook_kind,
+            origin: source.origin,
+        });
+    }
+    Ok(source)
+}
+
+fn read_source(
     controller: &str,
     hook_kind: HookKind,
     hook: &Hook,

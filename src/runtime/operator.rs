@@ -53,7 +53,7 @@ pub struct Operator {
     kinds: Kinds,
     tasks: Vec<JoinHandle<()>>,
     elector: Option<Arc<Elector>>,
-    _scripts_watcher: Option<notify::RecommendedWatcher>,
+    _scripts_watcher: Option<scripts::ScriptsWatcher>,
 }
 
 impl Operator {

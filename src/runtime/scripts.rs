@@ -4,8 +4,10 @@
 use super::cache::Informers;
 use crate::hooks::ConfigMapLookup;
 use crate::resources::ResourceType;
-use notify::{RecursiveMode, Watcher};
+use notify::RecursiveMode;
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// ConfigMap keys read from the watch cache (wrapped in `hooks::ScriptsDir` for the dev loop).
@@ -24,23 +26,37 @@ impl ConfigMapLookup for CachedConfigMaps<'_> {
     }
 }
 
-/// Watches a scripts directory and sends the name of every file that changes. The returned
-/// watcher must be kept alive for as long as changes are wanted.
+/// The dev loop's watcher; dropping it stops watching.
+pub type ScriptsWatcher = notify_debouncer_full::Debouncer<
+    notify::RecommendedWatcher,
+    notify_debouncer_full::RecommendedCache,
+>;
+
+/// How long a file must stay unchanged before its change counts: editors save in several
+/// writes (truncate, write, rename), and one save must be one reload of the finished file.
+pub const SETTLE: Duration = Duration::from_millis(150);
+
+/// Watches a scripts directory and sends the name of every file whose changes have settled.
 pub fn watch_dir(
     dir: &Path,
     changed: mpsc::UnboundedSender<String>,
-) -> Result<notify::RecommendedWatcher, notify::Error> {
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        if event.kind.is_access() {
-            return;
-        }
-        for path in event.paths {
-            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                let _ = changed.send(name.to_string());
+) -> Result<ScriptsWatcher, notify::Error> {
+    let mut debouncer = notify_debouncer_full::new_debouncer(
+        SETTLE,
+        None,
+        move |result: notify_debouncer_full::DebounceEventResult| {
+            let Ok(events) = result else { return };
+            let names: BTreeSet<String> = events
+                .iter()
+                .filter(|event| !event.kind.is_access())
+                .flat_map(|event| &event.paths)
+                .filter_map(|path| path.file_name()?.to_str().map(str::to_string))
+                .collect();
+            for name in names {
+                let _ = changed.send(name);
             }
-        }
-    })?;
-    watcher.watch(dir, RecursiveMode::NonRecursive)?;
-    Ok(watcher)
+        },
+    )?;
+    debouncer.watch(dir, RecursiveMode::NonRecursive)?;
+    Ok(debouncer)
 }

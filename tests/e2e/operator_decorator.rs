@@ -296,6 +296,48 @@ async fn saving_a_local_script_file_resyncs_in_the_dev_loop() {
         status["scripts"]["sync"]["source"],
         format!("file {}", file.display())
     );
+
+    // An editor that truncates the file, then writes it: only the finished file is loaded (an
+    // empty script would have run and answered null: an InvalidResponse Event).
+    std::fs::write(&file, "").unwrap();
+    std::fs::write(&file, labelling_script("written-in-two-steps")).unwrap();
+    let sts = stateful_set(&namespace, "web", &name, 1);
+    wait_for(&client, &sts, "the finished file's version", |o| {
+        label(o, "example.com/version") == Some("written-in-two-steps")
+    })
+    .await;
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let reasons: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.is_empty(), "no failure on the way: {reasons:?}");
+
+    // A file left empty is not a new version: the last one keeps running, marked stale.
+    std::fs::write(&file, "").unwrap();
+    eventually("the empty file reported, the last version kept", || async {
+        let status = controller_status(&client, &name).await;
+        (status["scripts"]["sync"]["stale"] == true).then_some(())
+    })
+    .await;
+    let condition = condition(&controller_status(&client, &name).await, "ScriptsLoaded").clone();
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is empty"),
+        "{condition}"
+    );
+    let target = get(&client, &sts).await.unwrap();
+    assert_eq!(
+        label(&target, "example.com/version"),
+        Some("written-in-two-steps")
+    );
 }
 
 #[tokio::test]
