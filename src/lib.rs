@@ -19,3 +19,4 @@ pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod validate;
+pub mod version;

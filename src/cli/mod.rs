@@ -13,7 +13,7 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(
     name = "metascript",
-    version,
+    version = crate::version::LONG,
     about = "Kubernetes controllers as Rhai and Lua scripts"
 )]
 pub struct Cli {
@@ -34,6 +34,11 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds,
+    /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs the command line; the process exit code follows the command's own conventions.
@@ -44,6 +49,16 @@ pub fn main() -> ExitCode {
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "metascript",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
         Command::Crds => match crate::api::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

@@ -36,6 +36,15 @@ pub struct FailureLabels {
     pub reason: &'static str,
 }
 
+/// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub commit: &'static str,
+    pub rhai: &'static str,
+    pub luau: &'static str,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
 /// The operator's metrics. Cheap to clone: every field shares its value.
@@ -56,6 +65,9 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     /// 1 while this replica leads (always, without leader election), else 0.
     pub leader: Gauge,
+    /// 1 per controller whose Ready condition is True, else 0.
+    pub controller_ready: Family<ControllerLabels, Gauge>,
+    pub build_info: Family<BuildLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -72,6 +84,19 @@ impl Default for Metrics {
             }),
             queue_depth: Gauge::default(),
             leader: Gauge::default(),
+            controller_ready: Family::default(),
+            build_info: {
+                let build_info: Family<BuildLabels, Gauge> = Family::default();
+                build_info
+                    .get_or_create(&BuildLabels {
+                        version: crate::version::VERSION,
+                        commit: crate::version::COMMIT,
+                        rhai: crate::version::RHAI,
+                        luau: crate::version::LUAU,
+                    })
+                    .set(1);
+                build_info
+            },
         }
     }
 }
@@ -103,6 +128,16 @@ impl Metrics {
             "queue_depth",
             "Work items waiting",
             self.queue_depth.clone(),
+        );
+        registry.register(
+            "controller_ready",
+            "1 when the controller's Ready condition is True (types resolved, every hook loaded)",
+            self.controller_ready.clone(),
+        );
+        registry.register(
+            "build_info",
+            "The operator's version, commit and script engine versions (always 1)",
+            self.build_info.clone(),
         );
         registry.register(
             "leader",
@@ -159,6 +194,13 @@ impl Metrics {
         self.controller_writes.remove(&labels);
         self.controller_syncs.remove(&labels);
         self.sync_seconds.remove(&labels);
+        self.controller_ready.remove(&labels);
+    }
+
+    pub fn set_ready(&self, controller: &ControllerId, ready: bool) {
+        self.controller_ready
+            .get_or_create(&ControllerLabels::of(controller))
+            .set(i64::from(ready));
     }
 }
 

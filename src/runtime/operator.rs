@@ -156,7 +156,19 @@ impl Operator {
             }
             None => None,
         };
-        tracing::info!(workers = config.workers, scripts_dir = ?config.scripts_dir, controller_selector = ?config.controller_selector, "operator started");
+        tracing::info!(
+            workers = config.workers,
+            scripts_dir = config
+                .scripts_dir
+                .as_ref()
+                .map(|dir| dir.display().to_string()),
+            controller_selector = config.controller_selector.as_deref(),
+            leader_election = config
+                .leader_election
+                .as_ref()
+                .map(|lease| lease.name.as_str()),
+            "operator started"
+        );
         Ok(Operator {
             context,
             kinds,

@@ -203,7 +203,12 @@ impl<K: Kind> Registry<K> {
         }
         K::installed(context, &controller, object, previous.is_none()).await;
         if changed {
-            tracing::info!(controller = %id, digests = ?load::digests(&controller.hooks), "controller loaded; syncing what it acts on");
+            let digests = load::digests(&controller.hooks)
+                .into_iter()
+                .map(|(hook, digest)| format!("{hook}={digest}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            tracing::info!(controller = %id, %digests, "controller loaded; syncing what it acts on");
             K::enqueue_all(context, &controller);
         }
     }
@@ -219,7 +224,9 @@ impl<K: Kind> Registry<K> {
         unloaded: Unloaded,
     ) {
         let id = &key.controller;
-        tracing::warn!(controller = %id, ready = ?unloaded.health.ready, "controller not loaded");
+        if let Err(problem) = &unloaded.health.ready {
+            tracing::warn!(controller = %id, reason = %problem.reason, error = %problem.message, "controller not loaded");
+        }
         if let Err(problem) = &unloaded.health.ready {
             context
                 .warn(object, None, "LoadFailed", "Load", &problem.message)
@@ -284,7 +291,7 @@ impl<K: Kind> Registry<K> {
             } => {
                 context.metrics.count_failure(&controller.id, reason);
                 let delay = context.queue.retry_later(key.clone());
-                tracing::warn!(controller = %controller.id, work = %key.work, retry_in = ?delay, reason, error = %message, "sync failed");
+                tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed, message.clone());
                 let related = Some(&controller.reference);
                 context
@@ -314,6 +321,9 @@ impl<K: Kind> Registry<K> {
             );
         }
         for (name, (health, counts)) in reports {
+            context
+                .metrics
+                .set_ready(&Self::id(&name), health.ready.is_ok());
             self.write_status(context, &name, &health, counts).await;
         }
     }
@@ -429,7 +439,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
         let routes = self.routes.read();
         let names = routes.for_script_key(file);
         if !names.is_empty() {
-            tracing::info!(file, controllers = ?names, kind = K::NAME.as_str(), "script file changed");
+            tracing::info!(file, controllers = %names.join(","), kind = K::NAME.as_str(), "script file changed");
         }
         for name in names {
             context.queue.add(WorkKey::load(&Self::id(name)));

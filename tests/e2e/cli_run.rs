@@ -45,14 +45,21 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
     )
     .await;
 
-    let (code, metrics) = operator.get("/metrics").expect("/metrics answers");
-    assert_eq!(code, 200);
+    // The controller's readiness is reported with its status, at the next status interval.
+    let ready =
+        format!("metascript_controller_ready{{kind=\"decorator\",controller=\"{name}\"}} 1");
+    let metrics = eventually("the controller's readiness in /metrics", || async {
+        let (code, metrics) = operator.get("/metrics")?;
+        (code == 200 && metrics.contains(&ready)).then_some(metrics)
+    })
+    .await;
     for metric in [
         "metascript_api_writes_total",
         "metascript_syncs_total",
         "metascript_sync_duration_seconds_bucket",
         "metascript_queue_depth",
-        "metascript_leader",
+        "metascript_leader 1",
+        "metascript_build_info{",
     ] {
         assert!(
             metrics.contains(metric),
@@ -90,5 +97,29 @@ fn run_rejects_a_bad_metrics_address_before_touching_the_cluster() {
     assert!(
         stderr.contains("--metrics-addr \"not-an-address\": expected HOST:PORT or none"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn version_names_the_commit_and_both_engines_and_completions_are_printed() {
+    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
+        .arg("--version")
+        .output()
+        .expect("running metascript --version");
+    assert!(output.status.success());
+    let version = String::from_utf8_lossy(&output.stdout);
+    for part in ["metascript 0.", "(commit ", ", rhai 1.", ", luau 0."] {
+        assert!(version.contains(part), "{part:?} in {version}");
+    }
+    assert!(!version.contains("unknown"), "{version}");
+    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
+        .args(["completions", "bash"])
+        .output()
+        .expect("running metascript completions");
+    assert!(output.status.success());
+    let script = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        script.contains("_metascript") && script.contains("validate"),
+        "{script}"
     );
 }
