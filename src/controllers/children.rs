@@ -4,6 +4,7 @@
 use super::APPLIED_DIGEST_ANNOTATION;
 use super::plan::Deletion;
 use super::response::{InvalidResponse, json_type};
+use super::sanity;
 use crate::api::{ChildRule, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
@@ -111,6 +112,7 @@ pub fn desired_children(
         let name = object::str_at(item, "/metadata/name")
             .filter(|v| !v.is_empty())
             .ok_or_else(|| fail(format!("{kind} has no metadata.name")))?;
+        sanity::check_child(item, &path)?;
         let Some(type_index) = types.iter().position(|t| t.resource.describes(item)) else {
             let declared: Vec<String> = types.iter().map(|t| t.resource.group_key()).collect();
             return Err(fail(format!(

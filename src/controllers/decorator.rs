@@ -5,6 +5,7 @@ use super::DECORATOR_LABEL;
 use super::children::{self, ChildType};
 use super::plan::{FinalizerChange, Plan, StatusChange};
 use super::response::{self, InvalidResponse, json_type};
+use super::sanity;
 use crate::api::{DecoratorController, ResourceRef, ResourceRule};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -206,12 +207,17 @@ impl Decorator {
             &self.attachments,
             "no longer returned by the hook",
         );
+        let labels = response::string_updates(fields, "labels")?;
+        for (key, value) in &labels {
+            sanity::check_label(key, value.as_deref().unwrap_or_default())
+                .map_err(|reason| InvalidResponse::new(format!("labels.{key}"), reason))?;
+        }
         let mut plan = Plan {
             apply,
             delete,
             metadata_patch: metadata_patch(
                 target,
-                &response::string_updates(fields, "labels")?,
+                &labels,
                 &response::string_updates(fields, "annotations")?,
             ),
             status: status_change(target, fields.get("status"))?,

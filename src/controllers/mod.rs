@@ -9,6 +9,7 @@ pub mod decorator;
 pub mod map;
 mod plan;
 mod response;
+pub mod sanity;
 
 pub use children::ChildType;
 pub use plan::{Deletion, FinalizerChange, Plan, StatusChange};

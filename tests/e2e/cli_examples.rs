@@ -443,3 +443,68 @@ fn configmap_transform_renders_each_selected_configmap_once() {
     assert_eq!(names(&detached["delete"]), ["legacy-rendered"]);
     assert_eq!(detached["delete"][0]["reason"], "input is gone");
 }
+
+/// A typo that yields a name built from a missing field and an empty selector: `render` (the
+/// same planning the operator runs) refuses the PodDisruptionBudget instead of planning one that
+/// would match every pod; `metascript validate` refuses a broken script with its line.
+#[test]
+fn render_refuses_a_pdb_named_from_a_missing_field_and_validate_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests.yaml");
+    std::fs::write(
+        &manifests,
+        r#"
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {name: pdb}
+spec:
+  resources: [{apiVersion: apps/v1, resource: deployments}]
+  attachments: [{apiVersion: policy/v1, resource: poddisruptionbudgets}]
+  hooks:
+    sync:
+      script:
+        language: rhai
+        inline: |
+          let d = request.object;
+          #{ attachments: [#{
+            apiVersion: "policy/v1", kind: "PodDisruptionBudget",
+            metadata: #{ name: get_path(request, "objet.metadata.name", "") + "-pdb" },
+            spec: #{ minAvailable: 1, selector: get_path(request, "objet.spec.selector", #{}) },
+          }] }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: web, image: example.invalid/web}]}}
+"#,
+    )
+    .unwrap();
+    let path = manifests.display().to_string();
+    let output = metascript(&["render", "-f", &path]);
+    assert_eq!(output.status.code(), Some(1), "render must fail");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("attachments[0].metadata.name") && stderr.contains("\"-pdb\""),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !stdout.contains("PodDisruptionBudget"),
+        "nothing planned: {stdout}"
+    );
+
+    let broken = std::fs::read_to_string(&manifests)
+        .unwrap()
+        .replace("let d = request.object;", "let d = ;");
+    std::fs::write(&manifests, broken).unwrap();
+    let output = metascript(&["validate", "-f", &path]);
+    assert_eq!(output.status.code(), Some(1), "validate must fail");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("DecoratorController/pdb: error: spec.hooks.sync")
+            && stdout.contains("line 1"),
+        "{stdout}"
+    );
+}
