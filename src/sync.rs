@@ -28,18 +28,28 @@ pub trait ObjectStore {
     }
 }
 
+/// Told of every hook call: which hook, how long it took, whether it succeeded.
+pub type HookObserver<'a> = &'a (dyn Fn(HookKind, std::time::Duration, bool) + Sync);
+
 /// What every hook call of a sync shares.
 pub struct HookRunner<'a> {
     pub engine: &'a ScriptEngine,
     pub hooks: &'a ControllerHooks,
     pub clock: Option<jiff::Timestamp>,
     pub logs: Option<LogSink>,
+    pub observer: Option<HookObserver<'a>>,
 }
 
 impl HookRunner<'_> {
     fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
-        self.hooks
-            .call(self.engine, kind, request, self.clock, self.logs.clone())
+        let started = std::time::Instant::now();
+        let result = self
+            .hooks
+            .call(self.engine, kind, request, self.clock, self.logs.clone());
+        if let Some(observe) = self.observer {
+            observe(kind, started.elapsed(), result.is_ok());
+        }
+        result
     }
 }
 

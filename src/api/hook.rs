@@ -142,6 +142,14 @@ pub enum HookKind {
 }
 
 impl HookKind {
+    pub const ALL: [HookKind; 5] = [
+        HookKind::Sync,
+        HookKind::Finalize,
+        HookKind::Customize,
+        HookKind::Map,
+        HookKind::Tombstone,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HookKind::Sync => "sync",

@@ -148,6 +148,7 @@ fn render(
             hooks: &hooks,
             clock,
             logs: None,
+            observer: None,
         };
         for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
             let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
@@ -197,6 +198,7 @@ fn render(
             hooks: &hooks,
             clock,
             logs: None,
+            observer: None,
         };
         for parent in sorted.iter().filter(|o| mapper.parent.describes(o)) {
             let parent_key = ObjectKey::of(parent).to_string();

@@ -175,11 +175,14 @@ impl Context {
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
         tokio::task::spawn_blocking(move || {
+            let observe =
+                |hook, took, ok| context.metrics.observe_hook(&controller, hook, took, ok);
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &hooks,
                 clock: None,
                 logs: None,
+                observer: Some(&observe),
             };
             let started = std::time::Instant::now();
             let result = work(&context, &runner).map_err(Failure::from);

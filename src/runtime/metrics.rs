@@ -1,6 +1,7 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
 use super::keys::ControllerId;
+use crate::api::HookKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -9,6 +10,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Which controller a sample is about. Bounded: one label set per controller object, removed
 /// with the controller.
@@ -28,6 +30,15 @@ impl ControllerLabels {
     }
 }
 
+/// Which hook of which controller a sample is about.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookLabels {
+    pub kind: &'static str,
+    pub controller: String,
+    /// sync, finalize, customize, map or tombstone.
+    pub hook: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailureLabels {
     pub kind: &'static str,
@@ -45,7 +56,12 @@ pub struct BuildLabels {
     pub luau: &'static str,
 }
 
-type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// 50 µs to ~13 s.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.00005, 4.0, 10))
+}
 
 /// The operator's metrics. Cheap to clone: every field shares its value.
 #[derive(Clone, Debug)]
@@ -60,7 +76,12 @@ pub struct Metrics {
     pub controller_syncs: Family<ControllerLabels, Counter>,
     pub failures: Family<FailureLabels, Counter>,
     /// Time spent in script work (hooks and planning) per item, in seconds.
-    pub sync_seconds: HistogramFamily,
+    pub sync_seconds: HistogramFamily<ControllerLabels>,
+    /// Time one hook call took (script or webhook), in seconds.
+    pub hook_seconds: HistogramFamily<HookLabels>,
+    /// Hook calls that failed (the script raised an error or exceeded a budget, the response
+    /// was unusable, the source was unavailable).
+    pub hook_failures: Family<HookLabels, Counter>,
     /// Work items waiting in the queue.
     pub queue_depth: Gauge,
     /// 1 while this replica leads (always, without leader election), else 0.
@@ -78,10 +99,9 @@ impl Default for Metrics {
             controller_writes: Family::default(),
             controller_syncs: Family::default(),
             failures: Family::default(),
-            // 50 µs to ~13 s.
-            sync_seconds: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.00005, 4.0, 10))
-            }),
+            sync_seconds: Family::new_with_constructor(duration_histogram),
+            hook_seconds: Family::new_with_constructor(duration_histogram),
+            hook_failures: Family::default(),
             queue_depth: Gauge::default(),
             leader: Gauge::default(),
             controller_ready: Family::default(),
@@ -125,6 +145,16 @@ impl Metrics {
             self.sync_seconds.clone(),
         );
         registry.register(
+            "hook_duration_seconds",
+            "Time one hook call took, per controller and hook",
+            self.hook_seconds.clone(),
+        );
+        registry.register(
+            "hook_failures",
+            "Hook calls that failed, per controller and hook",
+            self.hook_failures.clone(),
+        );
+        registry.register(
             "queue_depth",
             "Work items waiting",
             self.queue_depth.clone(),
@@ -163,6 +193,27 @@ impl Metrics {
         self.sync_seconds.get_or_create(&labels).observe(seconds);
     }
 
+    /// Records one hook call of a controller.
+    pub fn observe_hook(
+        &self,
+        controller: &ControllerId,
+        hook: HookKind,
+        took: Duration,
+        ok: bool,
+    ) {
+        let labels = HookLabels {
+            kind: controller.kind.as_str(),
+            controller: controller.name.clone(),
+            hook: hook.as_str(),
+        };
+        self.hook_seconds
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if !ok {
+            self.hook_failures.get_or_create(&labels).inc();
+        }
+    }
+
     pub fn count_failure(&self, controller: &ControllerId, reason: &'static str) {
         self.failures
             .get_or_create(&FailureLabels {
@@ -195,6 +246,15 @@ impl Metrics {
         self.controller_syncs.remove(&labels);
         self.sync_seconds.remove(&labels);
         self.controller_ready.remove(&labels);
+        for hook in HookKind::ALL {
+            let labels = HookLabels {
+                kind: controller.kind.as_str(),
+                controller: controller.name.clone(),
+                hook: hook.as_str(),
+            };
+            self.hook_seconds.remove(&labels);
+            self.hook_failures.remove(&labels);
+        }
     }
 
     pub fn set_ready(&self, controller: &ControllerId, ready: bool) {

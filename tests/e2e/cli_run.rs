@@ -60,6 +60,9 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
         "metascript_queue_depth",
         "metascript_leader 1",
         "metascript_build_info{",
+        &format!(
+            "metascript_hook_duration_seconds_count{{kind=\"decorator\",controller=\"{name}\",hook=\"sync\"}}"
+        ),
     ] {
         assert!(
             metrics.contains(metric),
