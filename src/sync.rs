@@ -5,7 +5,9 @@
 use crate::api::HookKind;
 use crate::controllers::decorator::{Decorator, Observed, Phase, RelatedRule};
 use crate::controllers::map::Mapper;
-use crate::controllers::{MAP_KEY_LABEL, Plan, StatusChange};
+use crate::controllers::{
+    MAP_KEY_LABEL, PROVENANCE_ANNOTATION, Plan, SOURCE_ANNOTATION, StatusChange,
+};
 use crate::hooks::{ControllerHooks, HookError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -156,10 +158,42 @@ pub fn sync_decorator_target(
         related,
     };
     let response = runner.call(kind, &decorator.request(phase, &observed))?;
-    let plan = decorator
+    let mut plan = decorator
         .plan(phase, &observed, &response)
         .map_err(|error| runner.hooks.invalid_response(kind, error))?;
+    stamp_provenance(&mut plan, runner, "decorator", kind, target);
     Ok(Some((Some(kind), plan)))
+}
+
+/// Annotates every object a plan applies with who computed it from what (see
+/// [`PROVENANCE_ANNOTATION`]). Added after planning, so it never makes an object differ: it
+/// changes when the object is written anyway, and then says what that write came from.
+fn stamp_provenance(
+    plan: &mut Plan,
+    runner: &HookRunner,
+    kind: &str,
+    hook: HookKind,
+    source: &Value,
+) {
+    let digest = runner
+        .hooks
+        .get(hook)
+        .map(|hook| hook.script.digest())
+        .unwrap_or_default();
+    let provenance = format!(
+        "{kind}/{} {hook} {}",
+        runner.hooks.controller,
+        &digest[..digest.len().min(12)]
+    );
+    let source = format!(
+        "{}@{}",
+        object::uid(source).unwrap_or_default(),
+        object::str_at(source, "/metadata/resourceVersion").unwrap_or_default()
+    );
+    for child in &mut plan.apply {
+        object::set_string(child, "annotations", PROVENANCE_ANNOTATION, &provenance);
+        object::set_string(child, "annotations", SOURCE_ANNOTATION, &source);
+    }
 }
 
 /// The related objects the rules select, grouped for a request.
@@ -327,9 +361,11 @@ pub fn map_input(
 ) -> Result<Plan, SyncError> {
     let map_key = Mapper::map_key(input);
     let response = runner.call(HookKind::Map, &mapper.map_request(parent, input, observed))?;
-    mapper
+    let mut plan = mapper
         .plan_map(parent, &map_key, observed, &response)
-        .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error).into())
+        .map_err(|error| runner.hooks.invalid_response(HookKind::Map, error))?;
+    stamp_provenance(&mut plan, runner, "map", HookKind::Map, input);
+    Ok(plan)
 }
 
 /// Decides a detached group: the tombstone hook picks what stays, or everything goes.

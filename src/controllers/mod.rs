@@ -24,3 +24,9 @@ pub const MAP_KEY_LABEL: &str = "metascript.dev/map-key";
 /// Annotation holding the digest of the desired state last applied to a child, so that a field
 /// the hook stops returning is noticed even though the observed object still has it.
 pub const APPLIED_DIGEST_ANNOTATION: &str = "metascript.dev/applied-digest";
+/// Who wrote a child or output, as `<kind>/<controller> <hook> <script>`: the first 12 hex
+/// digits of the script's digest (the controller's `status.scripts` shows all of it).
+pub const PROVENANCE_ANNOTATION: &str = "metascript.dev/provenance";
+/// What a child or output was computed from: the target's (or input's) `<uid>@<resourceVersion>`
+/// when it was last written.
+pub const SOURCE_ANNOTATION: &str = "metascript.dev/source";
