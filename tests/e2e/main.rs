@@ -12,6 +12,7 @@ mod cli_examples;
 mod cli_run;
 mod control_plane_smoke;
 mod impersonation;
+mod install;
 mod leader_election;
 mod operator_decorator;
 mod operator_map;

@@ -67,31 +67,13 @@ impl OperatorProcess {
 
     /// A plain HTTP/1.0 GET to its endpoint: (status code, body).
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let code = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Some((code, body))
+        http_get(self.port, path)
     }
 
     /// The value of one sample of its metrics (`name` with its labels, as exposed), when the
     /// endpoint answers; a sample not exposed (yet) is 0.
     pub fn metric(&self, sample: &str) -> Option<f64> {
-        let (code, body) = self.get("/metrics").filter(|(code, _)| *code == 200)?;
-        debug_assert_eq!(code, 200);
-        let prefix = format!("{sample} ");
-        Some(
-            body.lines()
-                .find_map(|line| line.strip_prefix(&prefix))
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0.0),
-        )
+        metric(self.port, sample)
     }
 }
 
@@ -100,6 +82,34 @@ impl Drop for OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A plain HTTP/1.0 GET to a `metascript run` endpoint on a local port: (status code, body).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// The value of one sample of the metrics served on a local port (`name` with its labels, as
+/// exposed), when the endpoint answers; a sample not exposed (yet) is 0.
+pub fn metric(port: u16, sample: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics").filter(|(code, _)| *code == 200)?;
+    let prefix = format!("{sample} ");
+    Some(
+        body.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0.0),
+    )
 }
 
 /// A port nothing listens on now.
