@@ -36,6 +36,7 @@ pub struct Hook {
 pub struct ScriptSpec {
     /// `rhai` or `lua`. Optional for `configMapRef`, where the key's `.rhai`/`.lua` suffix decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "language_schema")]
     pub language: Option<Language>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
@@ -51,6 +52,12 @@ pub struct ConfigMapKeyRef {
     pub namespace: String,
     pub name: String,
     pub key: String,
+}
+
+/// `rhai` or `lua`, without the `null` schemars would list for an `Option` (kubectl's
+/// client-side validation refuses an enum containing null).
+fn language_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["rhai", "lua"]})
 }
 
 /// The language a script is written in.

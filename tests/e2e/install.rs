@@ -192,23 +192,74 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
     assert_eq!(budget["spec"]["minAvailable"], 1);
     assert!(selects(&budget["spec"]["selector"], pod_labels), "PDB");
 
-    let service = the(&objects, "Service");
-    assert_eq!(namespace_of(service), namespace);
-    assert!(
-        selects(
-            &json!({"matchLabels": service["spec"]["selector"]}),
-            pod_labels
-        ),
-        "the metrics Service selects the operator's pods"
-    );
-    assert!(
-        service["spec"]["ports"]
+    let port_of = |flag: &str| -> (u16, Value) {
+        let port: u16 = args
+            .iter()
+            .find_map(|a| a.strip_prefix(&format!("{flag}=")))
+            .and_then(|addr| addr.rsplit_once(':'))
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or_else(|| panic!("the Deployment passes {flag}=HOST:PORT: {args:?}"));
+        let name = container["ports"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|p| p["targetPort"] == port_name || p["targetPort"] == port),
-        "the metrics Service targets port {port} ({port_name})"
-    );
+            .find(|p| p["containerPort"] == port)
+            .unwrap_or_else(|| panic!("no container port {port} (the {flag} port)"))["name"]
+            .clone();
+        (port, name)
+    };
+    let (webhook_port, webhook_port_name) = port_of("--webhook-addr");
+    for (service, port, port_name) in [
+        ("metascript-metrics", port, &port_name),
+        ("metascript-webhook", webhook_port, &webhook_port_name),
+    ] {
+        let service = service_named(service, &objects);
+        assert_eq!(namespace_of(service), namespace);
+        assert!(
+            selects(
+                &json!({"matchLabels": service["spec"]["selector"]}),
+                pod_labels
+            ),
+            "{} selects the operator's pods",
+            name(service)
+        );
+        assert!(
+            service["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["targetPort"] == *port_name || p["targetPort"] == port),
+            "{} targets port {port} ({port_name})",
+            name(service)
+        );
+    }
+
+    // Admission: every webhook calls the webhook Service's /validate and fails closed.
+    let configuration = the(&objects, "ValidatingWebhookConfiguration");
+    let webhooks = configuration["webhooks"].as_array().expect("webhooks");
+    assert!(webhooks.len() >= 2, "controllers and script ConfigMaps");
+    for webhook in webhooks {
+        let target = &webhook["clientConfig"]["service"];
+        assert_eq!(target["name"], "metascript-webhook", "{webhook}");
+        assert_eq!(target["namespace"], namespace, "{webhook}");
+        assert_eq!(target["path"], metascript::admission::PATH, "{webhook}");
+        assert_eq!(webhook["failurePolicy"], "Fail", "{webhook}");
+    }
+    // Least privilege: controllers must name their ServiceAccount.
+    let unimpersonated = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "METASCRIPT_ALLOW_UNIMPERSONATED")
+        .expect("METASCRIPT_ALLOW_UNIMPERSONATED is set");
+    assert_eq!(unimpersonated["value"], "false");
+}
+
+fn service_named<'a>(wanted: &str, objects: &'a [Value]) -> &'a Value {
+    find(objects, "Service")
+        .into_iter()
+        .find(|s| name(s) == wanted)
+        .unwrap_or_else(|| panic!("no Service {wanted}"))
 }
 
 /// The install's ServiceAccount and RBAC are enough for the operator started with the
@@ -221,20 +272,22 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
 async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
     let kubectl = Kubectl::new().await;
     let (_, objects) = render();
+    // Least privilege: the operator may read every type, but write none but its own.
     let broad: BTreeSet<&str> = find(&objects, "ClusterRole")
         .into_iter()
         .filter(|role| {
-            role["rules"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|rule| strings(&rule["resources"]).contains(&"*".to_owned()))
+            role["rules"].as_array().into_iter().flatten().any(|rule| {
+                strings(&rule["resources"]).contains(&"*".to_owned())
+                    && strings(&rule["verbs"])
+                        .iter()
+                        .any(|verb| !["get", "list", "watch"].contains(&verb.as_str()))
+            })
         })
         .map(name)
         .collect();
     assert!(
-        !broad.is_empty(),
-        "the install ships a broad role (rbac-workloads.yaml)"
+        broad.is_empty(),
+        "the install ships no role that writes every type: {broad:?}"
     );
     // For real this time: RBAC is only evaluated for objects that exist. The Deployment itself
     // is left out, as the plane has no nodes to run it; this process stands in for its pod.
@@ -294,8 +347,9 @@ async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
 
     let container = &pod["containers"][0];
     let port = free_port();
-    // Loopback and a free port: the pod's 0.0.0.0:9090 may be taken on this machine.
+    // Loopback and free ports: the pod's 0.0.0.0:9090 and :9443 may be taken on this machine.
     let endpoint = format!("--metrics-addr=127.0.0.1:{port}");
+    let webhook = format!("--webhook-addr=127.0.0.1:{}", free_port());
     let given = strings(&container["args"]);
     let mut given = given.iter();
     let mut args: Vec<String> = Vec::new();
@@ -306,6 +360,7 @@ async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
                 args.push(endpoint.clone());
             }
             arg if arg.starts_with("--metrics-addr=") => args.push(endpoint.clone()),
+            arg if arg.starts_with("--webhook-addr=") => args.push(webhook.clone()),
             arg => args.push(arg.to_owned()),
         }
     }
@@ -386,6 +441,18 @@ async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
         holder.starts_with(&format!("{POD_NAME}_")),
         "holderIdentity {holder:?}"
     );
+    // The webhook's certificate, created by the operator as the RBAC allows.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client().await, namespace);
+    let secret = secrets
+        .get("metascript-webhook-tls")
+        .await
+        .expect("the webhook certificate's Secret");
+    assert!(
+        secret
+            .data
+            .is_some_and(|d| d.contains_key("tls.crt") && d.contains_key("ca.crt"))
+    );
 }
 
 /// kubectl against the shared plane, as its admin.
@@ -459,8 +526,11 @@ fn run(command: &mut Command, input: &str) -> (String, String) {
 
 /// `kubectl kustomize deploy/`: what `kubectl apply -k deploy/` sends, and its objects.
 fn render() -> (String, Vec<Value>) {
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    let (yaml, _) = run(Command::new(kubectl()).arg("kustomize").arg(&deploy), "");
+    render_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"))
+}
+
+fn render_dir(dir: &Path) -> (String, Vec<Value>) {
+    let (yaml, _) = run(Command::new(kubectl()).arg("kustomize").arg(dir), "");
     let objects: Vec<Value> =
         serde_saphyr::from_multiple(&yaml).expect("kustomize renders YAML documents");
     let objects: Vec<Value> = objects.into_iter().filter(|o| !o.is_null()).collect();
@@ -545,4 +615,40 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The opt-in component for controllers without an account: the broad write role, and the
+/// operator allowed to write as itself.
+#[test]
+fn the_unimpersonated_component_adds_the_broad_role_and_allows_writing_as_the_operator() {
+    // An overlay as a user writes one; kustomize wants it inside the repository's tree to
+    // reach deploy/ by a relative path.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir_in(root.join("target")).expect("a temp dir under target/");
+    let relative = |path: &str| format!("../../{path}");
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            relative("deploy"),
+            relative("deploy/components/unimpersonated")
+        ),
+    )
+    .unwrap();
+    let (_, objects) = render_dir(dir.path());
+    assert!(
+        find(&objects, "ClusterRole")
+            .iter()
+            .any(|role| name(role) == "metascript-workloads"),
+        "the broad role"
+    );
+    let deployment = the(&objects, "Deployment");
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+    let allowed = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "METASCRIPT_ALLOW_UNIMPERSONATED")
+        .expect("the variable");
+    assert_eq!(allowed["value"], "true");
 }
