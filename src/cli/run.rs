@@ -1,12 +1,13 @@
 //! `metascript run`: the operator.
 
 use crate::admission::AdmissionConfig;
+use crate::runtime::metrics::Metrics;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -123,6 +124,25 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     };
     let webhook = webhook_config(&args)?;
     let kube = kube_config(&args).await?;
+    let (metrics, ready) = (Metrics::default(), Arc::new(AtomicBool::new(false)));
+    // Up first, so the liveness probe sees the process while the operator starts (waiting for
+    // the API server or the CRDs); ready only once every controller has loaded.
+    let endpoint = match metrics_addr {
+        Some(addr) => {
+            // Bound here, so a taken port is an error at start, not a silent log line.
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics-addr {addr}"))?;
+            let (metrics, ready) = (metrics.clone(), ready.clone());
+            Some(tokio::spawn(async move {
+                if let Err(error) = crate::runtime::metrics::serve(listener, &metrics, ready).await
+                {
+                    tracing::error!(%error, "the metrics endpoint stopped");
+                }
+            }))
+        }
+        None => None,
+    };
     let config = OperatorConfig {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
@@ -138,8 +158,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             identity: identity(),
             duration: args.lease_duration,
         }),
+        metrics,
+        ready,
     };
-    let ready = Arc::new(AtomicBool::new(false));
     let webhook = match webhook {
         Some(webhook) => {
             let client = kube::Client::try_from(kube.clone())?;
@@ -148,23 +169,6 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     let operator = Operator::start(kube, config).await?;
-    ready.store(true, Ordering::Relaxed);
-    let endpoint = match metrics_addr {
-        Some(addr) => {
-            // Bind before serving so a taken port is an error at start, not a silent log line.
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("--metrics-addr {addr}"))?;
-            let (metrics, ready) = (operator.metrics().clone(), ready.clone());
-            Some(tokio::spawn(async move {
-                if let Err(error) = crate::runtime::metrics::serve(listener, &metrics, ready).await
-                {
-                    tracing::error!(%error, "the metrics endpoint stopped");
-                }
-            }))
-        }
-        None => None,
-    };
     shutdown_signal().await;
     for task in [endpoint, webhook].into_iter().flatten() {
         task.abort();

@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -42,6 +43,11 @@ pub struct OperatorConfig {
     /// Shared clusters should say no: then every controller can do only what its own account
     /// may.
     pub allow_unimpersonated: bool,
+    /// Where the operator counts (shared, so an endpoint can serve them before it starts).
+    pub metrics: Metrics,
+    /// Set once every controller that existed at start has been loaded (or found unloadable):
+    /// the caches its types need are warm, on a standby too.
+    pub ready: Arc<AtomicBool>,
 }
 
 impl Default for OperatorConfig {
@@ -53,6 +59,8 @@ impl Default for OperatorConfig {
             controller_selector: None,
             leader_election: None,
             allow_unimpersonated: true,
+            metrics: Metrics::default(),
+            ready: Arc::default(),
         }
     }
 }

@@ -265,7 +265,8 @@ impl Metrics {
 }
 
 /// Serves `/metrics` (Prometheus text format), `/healthz` (the process is up) and `/readyz`
-/// (the operator has started its watches) until the task is dropped.
+/// (every controller that existed at start is loaded, so the caches its types need are warm)
+/// until the task is dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: &Metrics,

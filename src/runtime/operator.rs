@@ -22,6 +22,7 @@ use crate::script::ScriptEngine;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -78,7 +79,7 @@ impl Operator {
         let maps = resolve_own_type::<MapKind>(&discovery).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
-        let metrics = Metrics::default();
+        let metrics = config.metrics.clone();
         let leadership = Arc::new(match &config.leader_election {
             Some(_) => Leadership::standby(metrics.leader.clone()),
             None => Leadership::always(metrics.leader.clone()),
@@ -127,6 +128,11 @@ impl Operator {
             tasks.push(tokio::spawn(work(context.clone(), kinds.clone())));
         }
         tasks.push(tokio::spawn(resync_loop(context.clone(), kinds.clone())));
+        tasks.push(tokio::spawn(report_ready(
+            context.clone(),
+            kinds.clone(),
+            config.ready.clone(),
+        )));
         tasks.push(tokio::spawn(take_over_on_election(
             context.clone(),
             kinds.clone(),
@@ -310,6 +316,26 @@ async fn work(context: Arc<Context>, kinds: Kinds) {
             kind.work(&context, &key).await;
         }
         context.queue.done(&key);
+    }
+}
+
+/// Sets `ready` once every controller that existed at start has been loaded (or found
+/// unloadable), then stops: readiness must not flap when controllers come and go later (a
+/// replica taken out of the webhook Service for that would refuse admissions).
+async fn report_ready(context: Arc<Context>, kinds: Kinds, ready: Arc<AtomicBool>) {
+    let initial: Vec<Vec<String>> = kinds.iter().map(|k| k.controller_names(&context)).collect();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        let settled = kinds
+            .iter()
+            .zip(&initial)
+            .all(|(kind, names)| names.iter().all(|name| kind.settled(&context, name)));
+        if settled {
+            ready.store(true, Ordering::Relaxed);
+            tracing::info!("every controller loaded; ready");
+            return;
+        }
     }
 }
 

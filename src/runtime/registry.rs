@@ -397,6 +397,12 @@ pub trait KindRuntime: Send + Sync {
     /// The names of the loaded controllers.
     fn names(&self) -> BTreeSet<String>;
 
+    /// The controller objects in the cache (this operator's selection), not being deleted.
+    fn controller_names(&self, context: &Context) -> Vec<String>;
+
+    /// Whether a controller has been loaded, found unloadable, or is gone.
+    fn settled(&self, context: &Context, name: &str) -> bool;
+
     /// This replica just became the leader: everything a standby skipped is done now (every
     /// controller reloaded, so its load-time writes happen, and everything resynced).
     fn take_over(&self, context: &Context);
@@ -481,6 +487,23 @@ impl<K: Kind> KindRuntime for Registry<K> {
 
     fn names(&self) -> BTreeSet<String> {
         self.loaded.read().keys().cloned().collect()
+    }
+
+    fn controller_names(&self, context: &Context) -> Vec<String> {
+        ObjectStore::list(&*context.informers, &self.resource, None)
+            .iter()
+            .filter(|object| !object::is_deleting(object))
+            .map(|object| object::name(object).to_string())
+            .collect()
+    }
+
+    fn settled(&self, context: &Context, name: &str) -> bool {
+        self.loaded.read().contains_key(name)
+            || self.unloaded.lock().contains_key(name)
+            || context
+                .informers
+                .get(&self.resource, None, name)
+                .is_none_or(|object| object::is_deleting(&object))
     }
 
     fn take_over(&self, context: &Context) {

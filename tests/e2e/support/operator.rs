@@ -57,8 +57,7 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                     scripts_dir: Some(scripts_dir.clone()),
                     status_interval: Duration::from_millis(200),
                     controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
-                    leader_election: None,
-                    allow_unimpersonated: true,
+                    ..OperatorConfig::default()
                 };
                 let operator = Operator::start(kube, config)
                     .await
