@@ -30,8 +30,16 @@ pub trait ObjectStore {
     }
 }
 
-/// Told of every hook call: which hook, how long it took, whether it succeeded.
-pub type HookObserver<'a> = &'a (dyn Fn(HookKind, std::time::Duration, bool) + Sync);
+/// One hook call as an observer sees it.
+pub struct HookCall<'a> {
+    pub hook: HookKind,
+    pub took: std::time::Duration,
+    pub request: &'a Value,
+    pub response: Result<&'a Value, &'a HookError>,
+}
+
+/// Told of every hook call (metrics, recorded fixtures, `explain`).
+pub type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
 
 /// What every hook call of a sync shares.
 pub struct HookRunner<'a> {
@@ -49,7 +57,12 @@ impl HookRunner<'_> {
             .hooks
             .call(self.engine, kind, request, self.clock, self.logs.clone());
         if let Some(observe) = self.observer {
-            observe(kind, started.elapsed(), result.is_ok());
+            observe(&HookCall {
+                hook: kind,
+                took: started.elapsed(),
+                request,
+                response: result.as_ref(),
+            });
         }
         result
     }

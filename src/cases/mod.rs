@@ -3,6 +3,7 @@
 //! test`, `metascript validate` and the admission webhook all run cases through here.
 
 mod compare;
+pub mod record;
 mod spec;
 
 pub use spec::{Case, OneOrMany, TestFile};

@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// default: the metascript-webhook Service in the pod's namespace.
     #[arg(long, value_delimiter = ',', env = "METASCRIPT_WEBHOOK_NAMES")]
     pub webhook_names: Vec<String>,
+    /// Record every hook call into this directory as ready-to-run test cases (`metascript test
+    /// DIR` replays them): a file pair per controller, hook and script revision; Secrets
+    /// redacted; calls deduplicated; at most 50 cases per file.
+    #[arg(long, env = "METASCRIPT_RECORD")]
+    pub record: Option<PathBuf>,
     /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
     /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
     /// share a cluster or a canary can take a few controllers.
@@ -158,6 +163,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             identity: identity(),
             duration: args.lease_duration,
         }),
+        record_dir: args.record.clone(),
         metrics,
         ready,
     };

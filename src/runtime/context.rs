@@ -11,11 +11,12 @@ use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use crate::api::ServiceAccountRef;
+use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::ControllerHooks;
 use crate::object;
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
-use crate::sync::{HookRunner, SyncError};
+use crate::sync::{HookCall, HookRunner, SyncError};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -43,6 +44,8 @@ pub struct OperatorConfig {
     /// Shared clusters should say no: then every controller can do only what its own account
     /// may.
     pub allow_unimpersonated: bool,
+    /// Record every hook call here as a test case (`metascript run --record DIR`).
+    pub record_dir: Option<PathBuf>,
     /// Where the operator counts (shared, so an endpoint can serve them before it starts).
     pub metrics: Metrics,
     /// Set once every controller that existed at start has been loaded (or found unloadable):
@@ -59,6 +62,7 @@ impl Default for OperatorConfig {
             controller_selector: None,
             leader_election: None,
             allow_unimpersonated: true,
+            record_dir: None,
             metrics: Metrics::default(),
             ready: Arc::default(),
         }
@@ -113,6 +117,7 @@ pub struct Context {
     pub config: OperatorConfig,
     /// Whether this replica may write now.
     pub leadership: Arc<Leadership>,
+    pub recorder: Option<Recorder>,
     /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
     pub config_map_type: ResourceType,
 }
@@ -183,12 +188,32 @@ impl Context {
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
         tokio::task::spawn_blocking(move || {
-            let observe =
-                |hook, took, ok| context.metrics.observe_hook(&controller, hook, took, ok);
+            // A recorded call must replay with the time it saw.
+            let clock = context.recorder.as_ref().map(|_| jiff::Timestamp::now());
+            let observe = |call: &HookCall| {
+                let ok = call.response.is_ok();
+                context
+                    .metrics
+                    .observe_hook(&controller, call.hook, call.took, ok);
+                if let (Some(recorder), Some(hook), Some(clock)) =
+                    (&context.recorder, hooks.get(call.hook), clock)
+                {
+                    let recorded = Recorded {
+                        controller: &controller.to_string_short(),
+                        hook,
+                        request: call.request,
+                        response: call.response,
+                        clock,
+                    };
+                    if let Err(error) = recorder.record(&recorded) {
+                        tracing::warn!(%error, "cannot record the hook call");
+                    }
+                }
+            };
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &hooks,
-                clock: None,
+                clock,
                 logs: None,
                 observer: Some(&observe),
             };

@@ -89,6 +89,11 @@ impl ControllerId {
         }
     }
 
+    /// `<kind>/<name>`, e.g. `decorator/service-per-pod`.
+    pub fn to_string_short(&self) -> String {
+        format!("{}/{}", self.kind.as_str(), self.name)
+    }
+
     /// The server-side apply field manager of the controller, so every field it writes is
     /// attributed to it in managedFields and two controllers never fight over ownership.
     pub fn field_manager(&self) -> String {

@@ -18,6 +18,7 @@ use super::queue::WorkQueue;
 use super::registry::{KindRuntime, Registry};
 use super::scripts;
 use crate::api::ResourceRef;
+use crate::cases::record::Recorder;
 use crate::script::ScriptEngine;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -95,6 +96,7 @@ impl Operator {
             applier: Applier::new(metrics.clone(), leadership.clone(), own_writes),
             identities: Identities::new(kube),
             leadership,
+            recorder: config.record_dir.clone().map(Recorder::new),
             metrics,
             client,
             discovery,

@@ -126,3 +126,60 @@ fn version_names_the_commit_and_both_engines_and_completions_are_printed() {
         "{script}"
     );
 }
+
+/// `metascript run --record DIR` writes each hook call as a test case that `metascript test`
+/// replays unchanged, with Secrets redacted.
+#[tokio::test]
+async fn recorded_calls_replay_as_tests_with_secrets_redacted() {
+    let client = client().await;
+    crate::support::operator::operator().await; // installs the CRDs
+    let name = unique_name("record");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let record = dir.path().display().to_string();
+    let _operator = OperatorProcess::start(&name, &["--record", &record]).await;
+    let namespace = test_namespace(&client, "record").await;
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: name}},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "secrets", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "hooks": {"sync": {"script": {"language": "lua", "inline": "return { labels = { seen = 'yes', at = tostring(now() ~= nil) } }"}}}
+        }
+    }))
+    .await;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": namespace, "labels": {"decorate": name}}, "data": {"password": "aHVudGVyMg=="}});
+    apply(&client, &secret).await;
+    wait_for(
+        &client,
+        &secret,
+        "the label from the operator process",
+        |o| o["metadata"]["labels"]["seen"] == "yes",
+    )
+    .await;
+
+    let controller_dir = dir.path().join(format!("decorator-{name}"));
+    let recorded = eventually("a recorded test file", || async {
+        std::fs::read_dir(&controller_dir)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.to_string_lossy().ends_with(".test.yaml"))
+    })
+    .await;
+    let text = std::fs::read_to_string(&recorded).unwrap();
+    assert!(text.contains(metascript::cases::record::REDACTED), "{text}");
+    assert!(!text.contains("aHVudGVyMg=="), "the secret leaked:\n{text}");
+    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
+        .arg("test")
+        .arg(dir.path())
+        .output()
+        .expect("running metascript test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.trim_end().ends_with("passed, 0 failed"), "{stdout}");
+    assert!(!stdout.contains("0 passed"), "{stdout}");
+}

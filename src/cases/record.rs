@@ -1,0 +1,206 @@
+//! Recording live hook calls as test cases (`metascript run --record DIR`), so a production case
+//! becomes a regression test in one step: `metascript test DIR` runs the files unchanged.
+//!
+//! Each hook revision gets its own file pair under `DIR/<kind>-<controller>/`: the script as it
+//! ran (`<hook>-<digest>.rhai|lua`) and `<hook>-<digest>.test.yaml`, whose cases are the calls
+//! (request, response, and the clock the call saw). Secrets are redacted in requests and
+//! responses; calls are deduplicated by request; files hold a bounded number of cases and skip
+//! requests above a size.
+
+use super::{Case, OneOrMany, TestFile};
+use crate::api::HookKind;
+use crate::hooks::{HookError, LoadedHook};
+use crate::object;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// What a redacted Secret value reads (base64 of `REDACTED`, so a script decoding it still can).
+pub const REDACTED: &str = "UkVEQUNURUQ=";
+/// Cases kept per file.
+pub const MAX_CASES: usize = 50;
+/// Requests larger than this (serialized) are not recorded.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+#[error("recording into {path}: {source}")]
+pub struct RecordError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+/// One call to record.
+pub struct Recorded<'a> {
+    /// `decorator/<name>` or `map/<name>`, as the directory names it.
+    pub controller: &'a str,
+    pub hook: &'a LoadedHook,
+    pub request: &'a Value,
+    pub response: Result<&'a Value, &'a HookError>,
+    pub clock: jiff::Timestamp,
+}
+
+pub struct Recorder {
+    dir: PathBuf,
+    /// Per test file: the digests of the requests recorded, and the cases.
+    files: Mutex<HashMap<PathBuf, (HashSet<String>, TestFile)>>,
+}
+
+impl Recorder {
+    pub fn new(dir: PathBuf) -> Recorder {
+        Recorder {
+            dir,
+            files: Mutex::default(),
+        }
+    }
+
+    /// Records a call, unless it was recorded already, is too large, the file is full, or it
+    /// failed in a way a script alone cannot reproduce (an unavailable source, say). Returns
+    /// whether a case was written.
+    pub fn record(&self, call: &Recorded) -> Result<bool, RecordError> {
+        let request = redact(call.request);
+        let text = request.to_string();
+        if text.len() > MAX_REQUEST_BYTES {
+            return Ok(false);
+        }
+        let expectation = match call.response {
+            Ok(response) => (Some(redact(response)), None),
+            // The engine's own message: the origin and position around it differ between the
+            // operator and a replay from the file.
+            Err(HookError::Script(error)) => (None, Some(error.message.clone())),
+            Err(_) => return Ok(false),
+        };
+        let script = &call.hook.script;
+        let stem = format!(
+            "{}-{}",
+            call.hook.kind,
+            &script.digest()[..script.digest().len().min(12)]
+        );
+        let dir = self.dir.join(call.controller.replace('/', "-"));
+        let test_path = dir.join(format!("{stem}.test.yaml"));
+        let digest = object::short_digest(&text);
+        let mut files = self.files.lock();
+        let (seen, file) = match files.get_mut(&test_path) {
+            Some(entry) => entry,
+            None => {
+                let script_name = format!("{stem}.{}", script.language());
+                std::fs::create_dir_all(&dir).map_err(|source| RecordError {
+                    path: dir.clone(),
+                    source,
+                })?;
+                write(&dir.join(&script_name), script.code())?;
+                let file = read_existing(&test_path).unwrap_or_else(|| TestFile {
+                    script: Some(OneOrMany::One(script_name)),
+                    hook: Some(call.hook.kind.to_string()),
+                    limits: Some(call.hook.limits.clone()),
+                    ..TestFile::default()
+                });
+                let seen = file
+                    .cases
+                    .iter()
+                    .filter_map(|case| case.request.as_ref())
+                    .map(|request| object::short_digest(&request.to_string()))
+                    .collect();
+                files.entry(test_path.clone()).or_insert((seen, file))
+            }
+        };
+        if file.cases.len() >= MAX_CASES || !seen.insert(digest.clone()) {
+            return Ok(false);
+        }
+        let (expect, expect_error) = expectation;
+        file.cases.push(Case {
+            name: format!(
+                "{} {}",
+                case_subject(call.hook.kind, &request),
+                &digest[..8]
+            ),
+            request: Some(request),
+            request_file: None,
+            expect,
+            exact: true,
+            expect_error,
+            clock: Some(call.clock),
+        });
+        let yaml = serde_saphyr::to_string(&*file).unwrap_or_default();
+        write(&test_path, &yaml)?;
+        Ok(true)
+    }
+}
+
+fn read_existing(path: &Path) -> Option<TestFile> {
+    serde_saphyr::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn write(path: &Path, text: &str) -> Result<(), RecordError> {
+    std::fs::write(path, text).map_err(|source| RecordError {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The object a call was about, for the case's name.
+fn case_subject(hook: HookKind, request: &Value) -> String {
+    let subject = match hook {
+        HookKind::Map => &request["input"],
+        HookKind::Tombstone => &request["parent"],
+        HookKind::Customize => &request["parent"],
+        _ => &request["object"],
+    };
+    match object::namespace(subject) {
+        Some(namespace) => format!(
+            "{} {namespace}/{}",
+            object::kind(subject),
+            object::name(subject)
+        ),
+        None => format!("{} {}", object::kind(subject), object::name(subject)),
+    }
+}
+
+/// A copy with the values of every Secret's `data` and `stringData` replaced, wherever in the
+/// request or response the Secret is.
+pub fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let is_secret = map.get("kind").and_then(Value::as_str) == Some("Secret")
+                && map.get("apiVersion").and_then(Value::as_str) == Some("v1");
+            let mut copy = serde_json::Map::with_capacity(map.len());
+            for (key, field) in map {
+                let redacted = match (is_secret, key.as_str(), field) {
+                    (true, "data" | "stringData", Value::Object(entries)) => Value::Object(
+                        entries
+                            .keys()
+                            .map(|k| (k.clone(), Value::String(REDACTED.into())))
+                            .collect(),
+                    ),
+                    _ => redact(field),
+                };
+                copy.insert(key.clone(), redacted);
+            }
+            Value::Object(copy)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_redacted_wherever_they_are() {
+        let request = json!({
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "kept"}},
+            "related": {"Secret.v1": {"db": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": "c2VjcmV0"}, "stringData": {"token": "t"}}}}
+        });
+        let redacted = redact(&request);
+        assert_eq!(redacted["object"]["data"]["a"], "kept");
+        let secret = &redacted["related"]["Secret.v1"]["db"];
+        assert_eq!(secret["data"]["password"], REDACTED);
+        assert_eq!(secret["stringData"]["token"], REDACTED);
+        assert_eq!(secret["metadata"]["name"], "db");
+        assert!(!redacted.to_string().contains("c2VjcmV0"));
+    }
+}
