@@ -1,5 +1,6 @@
 //! The `metascript` command line.
 
+mod explain;
 mod harness;
 mod manifests;
 mod offline;
@@ -32,6 +33,9 @@ pub enum Command {
     /// Check controllers and labelled ConfigMaps of scripts as the admission webhook would:
     /// scripts compile, types resolve, `spec.tests` pass.
     Validate(validate::ValidateArgs),
+    /// Explain an object in a cluster: which controller manages it, from which script revision
+    /// and which version of what, its recent failures, and what its hook would answer now.
+    Explain(explain::ExplainArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds,
     /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
@@ -49,6 +53,7 @@ pub fn main() -> ExitCode {
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Explain(args) => explain::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(

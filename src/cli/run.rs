@@ -251,17 +251,26 @@ fn identity() -> String {
 }
 
 async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
+    kube_config_for(args.kubeconfig.as_deref(), args.context.as_deref()).await
+}
+
+/// The cluster a command talks to: the kubeconfig file given (its context, or the one named),
+/// else $KUBECONFIG (a list is merged) or ~/.kube/config, else the in-cluster config.
+pub(super) async fn kube_config_for(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
     let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+        None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
         None => kube::Config::infer()
             .await
             .context("finding a cluster (kubeconfig or in-cluster)")?,

@@ -149,7 +149,7 @@ impl ResourceResolver for Discovery {
     }
 }
 
-fn resolved_type(api: ApiResource, capabilities: &ApiCapabilities) -> ResolvedType {
+pub(crate) fn resolved_type(api: ApiResource, capabilities: &ApiCapabilities) -> ResolvedType {
     ResolvedType {
         resource: ResourceType {
             api_version: api.api_version.clone(),

@@ -183,3 +183,76 @@ async fn recorded_calls_replay_as_tests_with_secrets_redacted() {
     assert!(stdout.trim_end().ends_with("passed, 0 failed"), "{stdout}");
     assert!(!stdout.contains("0 passed"), "{stdout}");
 }
+
+/// `metascript explain` on a decorated object and on its attachment.
+#[tokio::test]
+async fn explain_names_the_controller_the_script_revision_and_the_dry_run() {
+    let client = client().await;
+    crate::support::operator::operator().await;
+    let namespace = test_namespace(&client, "explain").await;
+    let name = unique_name("explain");
+    let hook = r#"
+        return {
+            labels = { seen = 'yes' },
+            attachments = { { apiVersion = 'v1', kind = 'Service', metadata = { name = name(request.object) .. '-svc' }, spec = { ports = { { port = 80 } } } } },
+        }
+    "#;
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "attachments": [{"apiVersion": "v1", "resource": "services"}],
+            "hooks": {"sync": {"script": {"language": "lua", "inline": hook}}}
+        }
+    }))
+    .await;
+    let target = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": namespace, "labels": {"decorate": name}}});
+    apply(&client, &target).await;
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-svc", "namespace": namespace}});
+    wait_for(&client, &service, "the attachment", |_| true).await;
+    wait_for(&client, &target, "the label", |o| {
+        o["metadata"]["labels"]["seen"] == "yes"
+    })
+    .await;
+    let kubeconfig = crate::support::plane()
+        .await
+        .kubeconfig_path()
+        .to_path_buf();
+    let explain = |object: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
+            .args(["explain", object, "-n", &namespace, "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .expect("running metascript explain");
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+    let text = explain("configmap/web");
+    for part in [
+        &format!("DecoratorController/{name}:"),
+        "target, phase Sync",
+        "sync hook request:",
+        "  response:\n",
+        "the operator would now write nothing",
+        &format!("metascript.dev/decorator-{name}"),
+    ] {
+        assert!(text.contains(part), "{part:?} in:\n{text}");
+    }
+    let text = explain("services/web-svc");
+    for part in [
+        "Written by metascript:",
+        &format!("controller decorator/{name}, hook sync"),
+        "that is the script running now",
+        "computed from uid",
+        // The label write came after the Service was computed, so the target moved on.
+        &format!("(ConfigMap.v1 {namespace}/web has changed since"),
+    ] {
+        assert!(text.contains(part), "{part:?} in:\n{text}");
+    }
+}
