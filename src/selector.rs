@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Requirement {
+    /// The label (or annotation) key the requirement is about.
     pub key: String,
+    /// `In`, `NotIn` (with `values`), `Exists` or `DoesNotExist` (without).
     pub operator: Operator,
+    /// The values for `In` and `NotIn`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
 }
@@ -94,8 +97,10 @@ impl Selector {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
+    /// Labels an object must have, with these values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
+    /// Requirements on labels; all must hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<Requirement>,
 }
@@ -104,8 +109,10 @@ pub struct LabelSelector {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AnnotationSelector {
+    /// Annotations an object must have, with these values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_annotations: BTreeMap<String, String>,
+    /// Requirements on annotations; all must hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<Requirement>,
 }

@@ -56,6 +56,44 @@ mod tests {
         }
     }
 
+    /// `kubectl explain` shows a description for every field a user can set or read.
+    #[test]
+    fn every_field_has_a_description() {
+        fn walk(schema: &serde_json::Value, path: &str, missing: &mut Vec<String>) {
+            if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
+                for (name, property) in properties {
+                    let here = format!("{path}.{name}");
+                    let described = property
+                        .get("description")
+                        .and_then(|d| d.as_str())
+                        .is_some_and(|d| !d.trim().is_empty());
+                    // The object's own apiVersion, kind and metadata are Kubernetes'.
+                    let standard = path == "" && ["apiVersion", "kind", "metadata"].contains(&name.as_str());
+                    if !described && !standard {
+                        missing.push(here.clone());
+                    }
+                    walk(property, &here, missing);
+                }
+            }
+            for nested in ["items", "additionalProperties"] {
+                if let Some(inner) = schema.get(nested) {
+                    walk(inner, &format!("{path}[]"), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        for crd in all_crds() {
+            let schema = serde_json::to_value(
+                crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap(),
+            )
+            .unwrap();
+            let mut found = Vec::new();
+            walk(&schema, "", &mut found);
+            missing.extend(found.into_iter().map(|m| format!("{}{m}", crd.spec.names.kind)));
+        }
+        assert!(missing.is_empty(), "fields without a description:\n{}", missing.join("\n"));
+    }
+
     #[test]
     fn script_schema_rejects_both_or_neither_source() {
         let yaml = crds_yaml().unwrap();

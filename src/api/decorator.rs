@@ -32,6 +32,7 @@ pub struct DecoratorControllerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub resync_period_seconds: Option<i64>,
+    /// The hooks: `sync` (required), `finalize` and `customize`.
     pub hooks: DecoratorHooks,
     /// Every write the controller makes (children, deletions, labels, annotations, status,
     /// finalizers) is sent impersonating this ServiceAccount, so the controller can do only
@@ -51,9 +52,12 @@ pub struct DecoratorControllerSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct DecoratorHooks {
+    /// Returns a target's attachments, labels, annotations and status.
     pub sync: Hook,
+    /// Runs when a target is deleted or stops matching, until it answers `finalized: true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalize: Option<Hook>,
+    /// Selects related objects each target's sync request includes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customize: Option<Hook>,
 }

@@ -38,8 +38,10 @@ pub struct ScriptSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "language_schema")]
     pub language: Option<Language>,
+    /// The script's source, in the manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
+    /// The script's source, in a ConfigMap key (editing it reloads the hook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ConfigMapKeyRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,8 +51,11 @@ pub struct ScriptSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMapKeyRef {
+    /// The ConfigMap's namespace.
     pub namespace: String,
+    /// The ConfigMap's name.
     pub name: String,
+    /// The key holding the script; a `.rhai` or `.lua` suffix tells the language.
     pub key: String,
 }
 
@@ -130,10 +135,13 @@ pub struct Limits {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Webhook {
+    /// The webhook's URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// How long a call may take (a Go duration, e.g. `10s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// The path, appended to the service's address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }

@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// For every input a parent selects, outputs owned by the parent: the map hook's answer.
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[kube(
     group = "metascript.dev",
@@ -29,9 +30,11 @@ pub struct MapControllerSpec {
     /// The types of object the map hook may return.
     #[schemars(length(min = 1))]
     pub output_resources: Vec<ChildRule>,
+    /// Map every input of every parent again this often even when nothing changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub resync_period_seconds: Option<i64>,
+    /// The hooks: `map` (required) and `tombstone`.
     pub hooks: MapHooks,
     /// Every write the controller makes (children, deletions, labels, annotations, status,
     /// finalizers) is sent impersonating this ServiceAccount, so the controller can do only
@@ -51,7 +54,9 @@ pub struct MapControllerSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MapHooks {
+    /// Turns one input into its outputs.
     pub map: Hook,
+    /// Decides which outputs of an input that is gone (or no longer selected) to keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tombstone: Option<Hook>,
 }

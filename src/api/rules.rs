@@ -19,10 +19,14 @@ pub struct ResourceRef {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRule {
+    /// `<group>/<version>`, or `<version>` for the core group (e.g. `v1`, `apps/v1`).
     pub api_version: String,
+    /// The canonical lowercase plural name (e.g. `statefulsets`).
     pub resource: String,
+    /// Only objects whose labels match (every object of the type when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
+    /// Only objects whose annotations match (every object of the type when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation_selector: Option<AnnotationSelector>,
     /// When true, an event that changes only `status` does not re-sync the object.
@@ -58,8 +62,12 @@ impl ResourceRule {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ChildRule {
+    /// `<group>/<version>`, or `<version>` for the core group (e.g. `v1`, `apps/v1`).
     pub api_version: String,
+    /// The canonical lowercase plural name (e.g. `services`).
     pub resource: String,
+    /// How an existing child that differs from what the hook returns is updated (default
+    /// `OnDelete`: left alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
 }
@@ -83,6 +91,7 @@ impl ChildRule {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
+    /// `OnDelete` (default), `Recreate` or `InPlace`.
     #[serde(default)]
     pub method: UpdateMethod,
 }

@@ -4,11 +4,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// What the operator reports about the controller: whether it runs, the scripts it runs, and
+/// how its objects' last syncs went.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerStatus {
+    /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// `Ready` (types resolved, every hook loaded) and `ScriptsLoaded` (the newest scripts
+    /// compiled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// What this controller syncs: decorator targets, or map (parent, input) pairs.
@@ -43,16 +48,21 @@ pub struct ScriptStatus {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
+    /// `Ready` or `ScriptsLoaded`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// Why, in PascalCase (e.g. `ScriptError`, `ServiceAccountRequired`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Why, for people: for a script error, the hook, line and column.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// When the status last changed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
+    /// The generation of the spec the condition describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }

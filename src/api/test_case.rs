@@ -8,6 +8,7 @@ use serde_json::Value;
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct InlineTest {
+    /// What the test checks, shown when it fails.
     pub name: String,
     /// The hook to run: sync (the default for a DecoratorController), finalize, customize,
     /// map (the default for a MapController) or tombstone.
