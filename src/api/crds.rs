@@ -68,7 +68,8 @@ mod tests {
                         .and_then(|d| d.as_str())
                         .is_some_and(|d| !d.trim().is_empty());
                     // The object's own apiVersion, kind and metadata are Kubernetes'.
-                    let standard = path == "" && ["apiVersion", "kind", "metadata"].contains(&name.as_str());
+                    let standard = path.is_empty()
+                        && ["apiVersion", "kind", "metadata"].contains(&name.as_str());
                     if !described && !standard {
                         missing.push(here.clone());
                     }
@@ -84,14 +85,28 @@ mod tests {
         let mut missing = Vec::new();
         for crd in all_crds() {
             let schema = serde_json::to_value(
-                crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap(),
+                crd.spec.versions[0]
+                    .schema
+                    .as_ref()
+                    .unwrap()
+                    .open_api_v3_schema
+                    .as_ref()
+                    .unwrap(),
             )
             .unwrap();
             let mut found = Vec::new();
             walk(&schema, "", &mut found);
-            missing.extend(found.into_iter().map(|m| format!("{}{m}", crd.spec.names.kind)));
+            missing.extend(
+                found
+                    .into_iter()
+                    .map(|m| format!("{}{m}", crd.spec.names.kind)),
+            );
         }
-        assert!(missing.is_empty(), "fields without a description:\n{}", missing.join("\n"));
+        assert!(
+            missing.is_empty(),
+            "fields without a description:\n{}",
+            missing.join("\n")
+        );
     }
 
     #[test]
