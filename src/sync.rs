@@ -198,14 +198,23 @@ fn stamp_provenance(
         runner.hooks.controller,
         &digest[..digest.len().min(12)]
     );
-    let source = format!(
-        "{}@{}",
-        object::uid(source).unwrap_or_default(),
-        object::str_at(source, "/metadata/resourceVersion").unwrap_or_default()
-    );
+    // Objects read from files (render, tests) have neither.
+    let source = match (
+        object::uid(source),
+        object::str_at(source, "/metadata/resourceVersion"),
+    ) {
+        (None, None) => None,
+        (uid, version) => Some(format!(
+            "{}@{}",
+            uid.unwrap_or_default(),
+            version.unwrap_or_default()
+        )),
+    };
     for child in &mut plan.apply {
         object::set_string(child, "annotations", PROVENANCE_ANNOTATION, &provenance);
-        object::set_string(child, "annotations", SOURCE_ANNOTATION, &source);
+        if let Some(source) = &source {
+            object::set_string(child, "annotations", SOURCE_ANNOTATION, source);
+        }
     }
 }
 
