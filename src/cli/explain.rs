@@ -8,7 +8,7 @@ use crate::api::{DecoratorController, MapController};
 use crate::controllers::decorator::{Decorator, Phase};
 use crate::controllers::map::Mapper;
 use crate::controllers::{PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
-use crate::hooks::ControllerHooks;
+use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::object;
 use crate::resources::{ResourceType, StaticResolver};
 use crate::script::ScriptEngine;
@@ -37,6 +37,10 @@ pub struct ExplainArgs {
     /// Kubeconfig context to use instead of the current one.
     #[arg(long)]
     pub context: Option<String>,
+    /// A directory of hook scripts: a file named like a hook's ConfigMap key is used instead of
+    /// that key (as with `metascript run --scripts-dir`, for the dev loop).
+    #[arg(long)]
+    pub scripts_dir: Option<PathBuf>,
 }
 
 pub fn run(args: ExplainArgs) -> ExitCode {
@@ -103,7 +107,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     }
     out.push_str(&events(&client, &object).await?);
     for role in acting {
-        out.push_str(&dry_run(&client, &snapshot, &object, role).await?);
+        out.push_str(&dry_run(&client, &snapshot, &object, role, args.scripts_dir.as_ref()).await?);
     }
     Ok(out)
 }
@@ -400,6 +404,7 @@ async fn dry_run(
     snapshot: &Snapshot,
     object: &Value,
     role: Role<'_>,
+    scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
     let (label, hooks, types, namespace) = match role {
         Role::Target(c) => (
@@ -458,7 +463,18 @@ async fn dry_run(
     };
     let engine = ScriptEngine::new();
     let name = label.split_once('/').map(|(_, n)| n).unwrap_or_default();
-    let hooks = match ControllerHooks::load(&engine, name, hooks, &config_maps) {
+    let local;
+    let lookup: &dyn ConfigMapLookup = match scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir {
+                dir: dir.clone(),
+                fallback: &config_maps,
+            };
+            &local
+        }
+        None => &config_maps,
+    };
+    let hooks = match ControllerHooks::load(&engine, name, hooks, lookup) {
         Ok(hooks) => hooks,
         Err(error) => {
             out.push_str(&format!("  its hooks do not load: {error}\n"));
