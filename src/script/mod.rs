@@ -6,6 +6,7 @@
 //! in `limits`, errors in `error` and script logging in `log`. The contract scripts see is
 //! documented in `docs/scripting.md`.
 
+mod active;
 mod error;
 mod helpers;
 mod limits;
@@ -91,7 +92,7 @@ impl ScriptSource {
 /// The compiled form of a script, shared by every handle with the same language and code.
 pub(crate) enum Program {
     Rhai(::rhai::AST),
-    /// Luau bytecode; loaded into a fresh state per call.
+    /// Luau bytecode; loaded once into each pooled state that runs it.
     Lua(Vec<u8>),
 }
 
@@ -223,6 +224,7 @@ struct Inner {
     /// reload are freed instead of accumulating; dead entries are pruned on insert.
     cache: Mutex<HashMap<String, Weak<Program>>>,
     rhai: rhai_engine::RhaiEngines,
+    lua: lua_engine::LuaStates,
 }
 
 impl Default for ScriptEngine {
@@ -243,6 +245,7 @@ impl ScriptEngine {
             inner: Arc::new(Inner {
                 cache: Mutex::new(HashMap::new()),
                 rhai: rhai_engine::RhaiEngines::new(),
+                lua: lua_engine::LuaStates::new(),
             }),
         }
     }
@@ -299,6 +302,12 @@ impl ScriptEngine {
             .count()
     }
 
+    /// How many Lua states this engine has built (each reused until a call fails).
+    #[cfg(test)]
+    pub(crate) fn lua_states_built(&self) -> usize {
+        self.inner.lua.built()
+    }
+
     /// Runs a script on the calling thread. Blocks for up to the call's timeout: from async code
     /// use [`ScriptEngine::call_async`].
     pub fn call(
@@ -323,7 +332,7 @@ impl ScriptEngine {
         };
         let result = match &*script.program {
             Program::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
-            Program::Lua(bytecode) => lua_engine::call(bytecode, request, &setup),
+            Program::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {

@@ -3,22 +3,18 @@
 //!
 //! Rhai's size limits are engine settings, so there is one engine per distinct set of size
 //! limits (almost always just the default one); the per-call parts (operation budget, deadline,
-//! helper environment) are reached through a thread-local set for the duration of a call, since
-//! a call runs entirely on the calling thread.
+//! helper environment) are reached through the active call (`active`).
 
+use super::active::{ActiveGuard, with_active};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper};
-use super::limits::{
-    Budget, DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE,
-};
+use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, to_dynamic};
 use super::{CallSetup, Program, ScriptSource};
-use crate::script::helpers::HelperEnv;
 use rhai::{AST, Dynamic, Engine, EvalAltResult, NativeCallContext, Position, Scope};
 use serde_json::Value;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -30,38 +26,6 @@ pub(crate) struct RhaiEngines {
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
     by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
-}
-
-/// The per-call state the engine callbacks and helpers read.
-struct ActiveCall {
-    env: HelperEnv,
-    budget: Arc<Budget>,
-}
-
-thread_local! {
-    static ACTIVE: RefCell<Option<ActiveCall>> = const { RefCell::new(None) };
-}
-
-/// Sets [`ACTIVE`] for the duration of a call, restoring the previous value (none in practice)
-/// even if the evaluation unwinds.
-struct ActiveGuard(Option<ActiveCall>);
-
-impl ActiveGuard {
-    fn enter(env: HelperEnv, budget: Arc<Budget>) -> ActiveGuard {
-        let call = ActiveCall { env, budget };
-        ActiveGuard(ACTIVE.with(|a| a.borrow_mut().replace(call)))
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        let previous = self.0.take();
-        ACTIVE.with(|a| *a.borrow_mut() = previous);
-    }
-}
-
-fn with_active<R>(f: impl FnOnce(&HelperEnv, &Budget) -> R) -> Option<R> {
-    ACTIVE.with(|a| a.borrow().as_ref().map(|call| f(&call.env, &call.budget)))
 }
 
 impl RhaiEngines {
