@@ -15,13 +15,13 @@
 //! invalid response) is dropped rather than reused: a failure may have left it mid-way through
 //! something, and building a new one is cheap next to a failure.
 
-use super::active::{ActiveGuard, with_active};
+use super::active::{ActiveGuard, Request, Unconverted, with_active, with_unconverted};
 use super::error::{ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper};
+use super::helpers::{HELPERS, Helper, HelperError, Run, step, walk_json};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{Markers, from_lua, to_lua, to_lua_result};
-use super::{CallSetup, Program, ScriptSource};
+use super::lua_convert::{Markers, from_lua, request_to_lua, to_lua_result};
+use super::{CallSetup, Code, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
 use mlua::{
@@ -72,10 +72,10 @@ fn luau_compiler() -> Compiler {
     Compiler::new().set_optimization_level(1).set_debug_level(1)
 }
 
-pub(crate) fn compile(source: &ScriptSource) -> Result<Program, ScriptError> {
+pub(crate) fn compile(source: &ScriptSource) -> Result<Code, ScriptError> {
     luau_compiler()
         .compile(source.code.as_bytes())
-        .map(Program::Lua)
+        .map(Code::Lua)
         .map_err(|error| {
             let raw = match &error {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
@@ -197,12 +197,18 @@ impl LuaState {
         let function = self.function(bytecode, setup).map_err(internal)?;
         let (thread, globals) = start_thread(&self.lua, function).map_err(internal)?;
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
-        let _active = ActiveGuard::enter(setup.env.clone(), setup.budget.clone());
         let lua = &self.lua;
         let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
+        let converted = &setup.script.program.request;
         let run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
-            globals.raw_set("request", to_lua(lua, &self.markers, request)?)?;
+            let (value, id) = request_to_lua(lua, &self.markers, request, converted)?;
+            globals.raw_set("request", value)?;
+            let _active = ActiveGuard::enter(
+                setup.env.clone(),
+                setup.budget.clone(),
+                Request::partial(id, request, converted),
+            );
             let results: MultiValue = thread.resume(())?;
             if thread.status() != ThreadStatus::Finished {
                 return Err(mlua::Error::runtime(
@@ -219,7 +225,7 @@ impl LuaState {
                 line => error.at(&setup.script.code, Some(line), None),
             }
         })?;
-        let response = from_lua(&self.markers, value).map_err(|e| match e.lua {
+        let response = from_lua(&self.lua, &self.markers, value).map_err(|e| match e.lua {
             Some(error) => map_error(&error, setup),
             None => setup.error(
                 ScriptErrorKind::Conversion,
@@ -373,32 +379,113 @@ fn marker_function(lua: &Lua, marker: Table) -> mlua::Result<Function> {
 }
 
 /// A helper as a Lua function: arguments to JSON (nil is null), the shared implementation, the
-/// result back to Lua.
+/// result back to Lua. A reader walks its first argument in place instead (`helpers::Run`).
 fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::Result<Function> {
     let markers = markers.clone();
     lua.create_function(move |lua, args: MultiValue| {
-        let json_args = args
-            .into_iter()
-            .enumerate()
-            .map(|(i, arg)| {
-                from_lua(&markers, arg).map_err(|e| {
-                    mlua::Error::runtime(format!(
-                        "{}: argument {}{} is not JSON: {}",
-                        helper.name,
-                        i + 1,
-                        e.path(),
-                        e.message
-                    ))
-                })
+        let json = |position: usize, arg: LuaValue| {
+            from_lua(lua, &markers, arg).map_err(|e| {
+                mlua::Error::runtime(format!(
+                    "{}: argument {position}{} is not JSON: {}",
+                    helper.name,
+                    e.path(),
+                    e.message
+                ))
             })
-            .collect::<mlua::Result<Vec<_>>>()?;
-        let result = with_active(|env, _| helper.call(env, &json_args))
-            .ok_or_else(|| {
-                mlua::Error::runtime(format!("{}: called outside a hook call", helper.name))
-            })?
-            .map_err(|e| mlua::Error::runtime(e.0))?;
+        };
+        let result = match &helper.run {
+            Run::Json(_) => {
+                let json_args = args
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, arg)| json(i + 1, arg))
+                    .collect::<mlua::Result<Vec<_>>>()?;
+                with_active(|env, _| helper.call(env, &json_args))
+                    .ok_or_else(|| outside_a_call(helper))?
+                    .map_err(helper_error)?
+            }
+            Run::Read(read) => {
+                helper.check_arity(args.len()).map_err(helper_error)?;
+                let mut args = args.into_iter();
+                let object = args.next().unwrap_or(LuaValue::Nil);
+                let rest = args
+                    .enumerate()
+                    .map(|(i, arg)| json(i + 2, arg))
+                    .collect::<mlua::Result<Vec<_>>>()?;
+                let path = (read.path)(&rest).map_err(|e| helper_error(helper.error(e)))?;
+                let id = match &object {
+                    LuaValue::Table(table) => table.to_pointer() as usize,
+                    _ => 0,
+                };
+                let found = with_unconverted(id, |unconverted| match unconverted {
+                    Some(unconverted) => read_request(&object, &path, &unconverted, &json),
+                    None => read_path(object, &path, &json),
+                })?;
+                (read.finish)(found, &rest)
+            }
+        };
         to_lua_result(lua, &markers, &result)
     })
+}
+
+/// What is at `path` in a Lua value, as JSON.
+fn read_path(
+    value: LuaValue,
+    path: &[String],
+    json: &impl Fn(usize, LuaValue) -> mlua::Result<Value>,
+) -> mlua::Result<Option<Value>> {
+    let mut found = Some(value);
+    for segment in path {
+        found = match found {
+            Some(value) => child(&value, segment)?,
+            None => return Ok(None),
+        };
+    }
+    found.map(|value| json(1, value)).transpose()
+}
+
+/// What is at `path` in the script's `request` table, which holds only the fields the script
+/// reads itself; the others are read from the JSON they would have been converted from.
+fn read_request(
+    table: &LuaValue,
+    path: &[String],
+    unconverted: &Unconverted,
+    json: &impl Fn(usize, LuaValue) -> mlua::Result<Value>,
+) -> mlua::Result<Option<Value>> {
+    let Some((first, rest)) = path.split_first() else {
+        let mut whole = json(1, table.clone())?;
+        if let Value::Object(fields) = &mut whole {
+            fields.extend(unconverted.fields().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        return Ok(Some(whole));
+    };
+    match unconverted.field(first) {
+        Some(field) => Ok(field.and_then(|value| walk_json(value, rest)).cloned()),
+        None => read_path(table.clone(), path, json),
+    }
+}
+
+/// The child of a Lua value at one path step (`helpers::step`); tables are read raw, like the
+/// JSON conversion reads them.
+fn child(value: &LuaValue, segment: &str) -> mlua::Result<Option<LuaValue>> {
+    let LuaValue::Table(table) = value else {
+        return Ok(None);
+    };
+    let present = |value: LuaValue| (!value.is_nil()).then_some(value);
+    let field = table.raw_get::<LuaValue>(segment).map(present)?;
+    Ok(step(
+        segment,
+        |_| field,
+        |index| table.raw_get::<LuaValue>(index + 1).ok().and_then(present),
+    ))
+}
+
+fn helper_error(error: HelperError) -> mlua::Error {
+    mlua::Error::runtime(error.0)
+}
+
+fn outside_a_call(helper: &Helper) -> mlua::Error {
+    mlua::Error::runtime(format!("{}: called outside a hook call", helper.name))
 }
 
 fn blocked_function(lua: &Lua, name: &'static str, why: &'static str) -> mlua::Result<Function> {

@@ -13,6 +13,7 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+mod request_use;
 mod rhai_convert;
 mod rhai_engine;
 
@@ -90,7 +91,13 @@ impl ScriptSource {
 }
 
 /// The compiled form of a script, shared by every handle with the same language and code.
-pub(crate) enum Program {
+pub(crate) struct Program {
+    code: Code,
+    /// The fields of `request` the script reads as script values; only those are converted.
+    request: request_use::RequestUse,
+}
+
+pub(crate) enum Code {
     Rhai(::rhai::AST),
     /// Luau bytecode; loaded once into each pooled state that runs it.
     Lua(Vec<u8>),
@@ -266,8 +273,14 @@ impl ScriptEngine {
             None => {
                 let started = Instant::now();
                 let program = Arc::new(match source.language {
-                    Language::Rhai => self.inner.rhai.compile(source)?,
-                    Language::Lua => lua_engine::compile(source)?,
+                    Language::Rhai => Program {
+                        code: self.inner.rhai.compile(source)?,
+                        request: request_use::rhai(&source.code),
+                    },
+                    Language::Lua => Program {
+                        code: lua_engine::compile(source)?,
+                        request: request_use::lua(&source.code),
+                    },
                 });
                 tracing::debug!(
                     language = %source.language,
@@ -330,9 +343,9 @@ impl ScriptEngine {
             budget: Arc::new(Budget::start(&limits)),
             limits,
         };
-        let result = match &*script.program {
-            Program::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
-            Program::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
+        let result = match &script.program.code {
+            Code::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
+            Code::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {
