@@ -15,6 +15,7 @@
 //! mlua's typed API would register and release a reference for every table, string and key, and
 //! protect every table write, which made the conversions most of a call's cost.
 
+use super::helpers::step;
 use super::request_use::RequestUse;
 use super::rhai_convert::segment;
 use mlua::{Lua, Table, Value as LuaValue, ffi};
@@ -194,6 +195,60 @@ pub(crate) fn from_lua(
     unsafe {
         lua.exec_raw::<()>((&markers.array, &markers.map, value), |state| {
             result = Some(read_json(state, 3, 0));
+            ffi::lua_settop(state, 0);
+        })
+    }?;
+    result.unwrap_or_else(|| Err(ConvertError::new("the value could not be read")))
+}
+
+/// Reads what is at `path` in `value` (`helpers::step`), converting only that; `None` when a
+/// step is missing. Tables are read raw, as the conversion reads them.
+pub(crate) fn read_at(
+    lua: &Lua,
+    markers: &Markers,
+    value: LuaValue,
+    path: &[String],
+) -> Result<Option<Value>, ConvertError> {
+    let mut result = None;
+    // SAFETY: runs protected with the markers and `value` at 1 to 3, like `from_lua`. Walking
+    // pushes the path's strings (which may raise a memory error) before any Rust value is
+    // owned; `read_json` then only reads.
+    unsafe {
+        lua.exec_raw::<()>((&markers.array, &markers.map, value), |state| {
+            let mut index = 3;
+            for segment in path {
+                if ffi::lua_type(state, index) != ffi::LUA_TTABLE {
+                    result = Some(Ok(None));
+                    break;
+                }
+                ffi::luaL_checkstack(state, 2, ptr::null());
+                let present = |state, lua_type| {
+                    if lua_type == ffi::LUA_TNIL {
+                        ffi::lua_pop(state, 1);
+                        None
+                    } else {
+                        Some(ffi::lua_gettop(state))
+                    }
+                };
+                let child = step(
+                    segment,
+                    |key| {
+                        push_str(state, key);
+                        present(state, ffi::lua_rawget(state, index))
+                    },
+                    |item| present(state, ffi::lua_rawgeti_(state, index, length(item + 1))),
+                );
+                match child {
+                    Some(child) => index = child,
+                    None => {
+                        result = Some(Ok(None));
+                        break;
+                    }
+                }
+            }
+            if result.is_none() {
+                result = Some(read_json(state, index, 0).map(Some));
+            }
             ffi::lua_settop(state, 0);
         })
     }?;

@@ -17,10 +17,10 @@
 
 use super::active::{ActiveGuard, Request, Unconverted, with_active, with_unconverted};
 use super::error::{ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper, HelperError, Run, step, walk_json};
+use super::helpers::{HELPERS, Helper, HelperError, Run, walk_json};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{Markers, from_lua, request_to_lua, to_lua_result};
+use super::lua_convert::{ConvertError, Markers, from_lua, read_at, request_to_lua, to_lua_result};
 use super::{CallSetup, Code, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
@@ -384,14 +384,7 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
     let markers = markers.clone();
     lua.create_function(move |lua, args: MultiValue| {
         let json = |position: usize, arg: LuaValue| {
-            from_lua(lua, &markers, arg).map_err(|e| {
-                mlua::Error::runtime(format!(
-                    "{}: argument {position}{} is not JSON: {}",
-                    helper.name,
-                    e.path(),
-                    e.message
-                ))
-            })
+            from_lua(lua, &markers, arg).map_err(|e| not_json(helper, position, e))
         };
         let result = match &helper.run {
             Run::Json(_) => {
@@ -418,9 +411,10 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
                     _ => 0,
                 };
                 let found = with_unconverted(id, |unconverted| match unconverted {
-                    Some(unconverted) => read_request(&object, &path, &unconverted, &json),
-                    None => read_path(object, &path, &json),
-                })?;
+                    Some(unconverted) => read_request(lua, &markers, object, &path, &unconverted),
+                    None => read_at(lua, &markers, object, &path),
+                })
+                .map_err(|e| not_json(helper, 1, e))?;
                 (read.finish)(found, &rest)
             }
         };
@@ -428,32 +422,17 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
     })
 }
 
-/// What is at `path` in a Lua value, as JSON.
-fn read_path(
-    value: LuaValue,
-    path: &[String],
-    json: &impl Fn(usize, LuaValue) -> mlua::Result<Value>,
-) -> mlua::Result<Option<Value>> {
-    let mut found = Some(value);
-    for segment in path {
-        found = match found {
-            Some(value) => child(&value, segment)?,
-            None => return Ok(None),
-        };
-    }
-    found.map(|value| json(1, value)).transpose()
-}
-
 /// What is at `path` in the script's `request` table, which holds only the fields the script
 /// reads itself; the others are read from the JSON they would have been converted from.
 fn read_request(
-    table: &LuaValue,
+    lua: &Lua,
+    markers: &Markers,
+    table: LuaValue,
     path: &[String],
     unconverted: &Unconverted,
-    json: &impl Fn(usize, LuaValue) -> mlua::Result<Value>,
-) -> mlua::Result<Option<Value>> {
+) -> Result<Option<Value>, ConvertError> {
     let Some((first, rest)) = path.split_first() else {
-        let mut whole = json(1, table.clone())?;
+        let mut whole = from_lua(lua, markers, table)?;
         if let Value::Object(fields) = &mut whole {
             fields.extend(unconverted.fields().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -461,22 +440,16 @@ fn read_request(
     };
     match unconverted.field(first) {
         Some(field) => Ok(field.and_then(|value| walk_json(value, rest)).cloned()),
-        None => read_path(table.clone(), path, json),
+        None => read_at(lua, markers, table, path),
     }
 }
 
-/// The child of a Lua value at one path step (`helpers::step`); tables are read raw, like the
-/// JSON conversion reads them.
-fn child(value: &LuaValue, segment: &str) -> mlua::Result<Option<LuaValue>> {
-    let LuaValue::Table(table) = value else {
-        return Ok(None);
-    };
-    let present = |value: LuaValue| (!value.is_nil()).then_some(value);
-    let field = table.raw_get::<LuaValue>(segment).map(present)?;
-    Ok(step(
-        segment,
-        |_| field,
-        |index| table.raw_get::<LuaValue>(index + 1).ok().and_then(present),
+fn not_json(helper: &Helper, position: usize, error: ConvertError) -> mlua::Error {
+    mlua::Error::runtime(format!(
+        "{}: argument {position}{} is not JSON: {}",
+        helper.name,
+        error.path(),
+        error.message
     ))
 }
 
