@@ -380,8 +380,14 @@ unsafe fn read_table(
         // One pass: string keys make an object; integer keys 1..n (an unmarked `{a, b}`) a list.
         let mut map = Map::new();
         let mut items: Vec<(i64, Value)> = Vec::new();
-        ffi::lua_pushnil(state);
-        while ffi::lua_next(state, index) != 0 {
+        // `lua_rawiter` walks the table's slots by position, where `lua_next` looks every key up
+        // again to find the next one.
+        let mut iter = 0;
+        loop {
+            iter = ffi::lua_rawiter(state, index, iter);
+            if iter < 0 {
+                break;
+            }
             let (key, item) = (ffi::lua_gettop(state) - 1, ffi::lua_gettop(state));
             match ffi::lua_type(state, key) {
                 ffi::LUA_TSTRING => {
@@ -414,7 +420,7 @@ unsafe fn read_table(
                     )));
                 }
             }
-            ffi::lua_pop(state, 1);
+            ffi::lua_pop(state, 2);
         }
         if items.is_empty() {
             return Ok(Value::Object(map));
