@@ -105,32 +105,37 @@ pub(crate) fn to_lua(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Resul
     }
 }
 
-/// Converts the request, only the fields `converted` names (`request_use`); also returns the
-/// address of the table, by which readers recognise it.
-pub(crate) fn request_to_lua(
+/// Converts the request into `globals.request`: only the fields `converted` names, when it is an
+/// object (`request_use`). Returns the address of its table, by which readers recognise it.
+pub(crate) fn set_request(
     lua: &Lua,
     markers: &Markers,
+    globals: &Table,
     request: &Value,
     converted: &RequestUse,
-) -> mlua::Result<(LuaValue, usize)> {
-    let Value::Object(fields) = request else {
-        return to_lua(lua, markers, request).map(|value| (value, 0));
-    };
+) -> mlua::Result<usize> {
     let mut id = 0;
-    // SAFETY: as in `to_lua`; the table is built the same way, leaving out some fields.
-    let value = unsafe {
-        lua.exec_raw(&markers.array, |state| {
-            ffi::lua_createtable(state, 0, length(fields.len()));
-            for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
-                push_str(state, key);
-                push_json(state, item);
-                ffi::lua_rawset(state, -3);
+    // SAFETY: as in `to_lua`, with `globals` at 2; the fields are pushed the same way, and the
+    // table is stored in `globals` with `lua_rawsetfield`.
+    unsafe {
+        lua.exec_raw::<()>((&markers.array, globals), |state| {
+            match request {
+                Value::Object(fields) => {
+                    ffi::lua_createtable(state, 0, length(fields.len()));
+                    for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
+                        push_str(state, key);
+                        push_json(state, item);
+                        ffi::lua_rawset(state, -3);
+                    }
+                }
+                other => push_json(state, other),
             }
             id = ffi::lua_topointer(state, -1) as usize;
-            ffi::lua_remove(state, ARRAY_MARKER);
+            ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
+            ffi::lua_settop(state, 0);
         })
     }?;
-    Ok((value, id))
+    Ok(id)
 }
 
 /// Converts a helper's result: a top-level null becomes `nil`, so `if label(obj, "x") then`

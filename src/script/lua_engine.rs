@@ -20,7 +20,7 @@ use super::error::{ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, HelperError, Run, walk_json};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{ConvertError, Markers, from_lua, read_at, request_to_lua, to_lua_result};
+use super::lua_convert::{ConvertError, Markers, from_lua, read_at, set_request, to_lua_result};
 use super::{CallSetup, Code, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
@@ -202,8 +202,7 @@ impl LuaState {
         let converted = &setup.script.program.request;
         let run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
-            let (value, id) = request_to_lua(lua, &self.markers, request, converted)?;
-            globals.raw_set("request", value)?;
+            let id = set_request(lua, &self.markers, &globals, request, converted)?;
             let _active = ActiveGuard::enter(
                 setup.env.clone(),
                 setup.budget.clone(),
