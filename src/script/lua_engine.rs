@@ -180,6 +180,7 @@ impl LuaState {
             resident,
         })
     }
+
     fn call(
         &mut self,
         bytecode: &[u8],
@@ -268,8 +269,8 @@ impl LuaState {
 
 /// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading
 /// the active call, because the interrupt runs on every loop iteration and function call.
-/// Returns where the line the script was running when the budget ran out will be stored (0:
-/// none); the error raised from the interrupt carries no position of its own.
+/// Returns the cell that receives the line the script was running when the budget ran out (0:
+/// none), since the error raised from the interrupt carries no position of its own.
 fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<AtomicU32> {
     let stopped_at = Arc::new(AtomicU32::new(0));
     let stopped_at_writer = stopped_at.clone();
