@@ -127,3 +127,30 @@ fn a_script_cannot_yield_its_call() {
     let error = run(Language::Lua, "coroutine.yield(1)\nreturn 2", json!({})).unwrap_err();
     assert!(error.message.contains("yield"), "{error}");
 }
+
+/// Calls running at the same time each take a state of their own from the pool.
+#[test]
+fn concurrent_calls_get_a_state_each() {
+    let engine = ScriptEngine::new();
+    let script = lua(
+        &engine,
+        "seen = request.n\nlocal spin = 0\nfor i = 1, 20000 do spin = spin + i end\nreturn seen",
+    );
+    std::thread::scope(|scope| {
+        for n in 0..4 {
+            let (engine, script) = (&engine, &script);
+            scope.spawn(move || {
+                for _ in 0..25 {
+                    let call = CallContext::new("a", HookKind::Sync);
+                    let result = engine.call(script, &json!({"n": n}), &call).unwrap();
+                    assert_eq!(result, json!(n));
+                }
+            });
+        }
+    });
+    assert!(
+        (1..=4).contains(&engine.lua_states_built()),
+        "{} states",
+        engine.lua_states_built()
+    );
+}
