@@ -134,13 +134,13 @@ fn concurrent_calls_get_a_state_each() {
     let engine = ScriptEngine::new();
     let script = lua(
         &engine,
-        "seen = request.n\nlocal spin = 0\nfor i = 1, 20000 do spin = spin + i end\nreturn seen",
+        "seen = request.n\nlocal spin = 0\nfor i = 1, 2000 do spin = spin + i end\nreturn seen",
     );
     std::thread::scope(|scope| {
         for n in 0..4 {
             let (engine, script) = (&engine, &script);
             scope.spawn(move || {
-                for _ in 0..25 {
+                for _ in 0..10 {
                     let call = CallContext::new("a", HookKind::Sync);
                     let result = engine.call(script, &json!({"n": n}), &call).unwrap();
                     assert_eq!(result, json!(n));
