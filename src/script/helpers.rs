@@ -1,7 +1,9 @@
 //! The helper library, written once over `serde_json::Value` and bound into both engines by thin
-//! adapters (`rhai_engine::register_helpers`, `lua_engine::install_helpers`). Each helper takes its
+//! adapters (`rhai_engine::register_helper`, `lua_engine::bind_helper`). Each helper takes its
 //! arguments as JSON and returns JSON, so both languages see the same names, argument rules,
-//! results and error messages.
+//! results and error messages. The object readers are split into where to look ([`Read`]) and
+//! what to make of what is there, so the adapters can walk their first argument in place: the
+//! walk follows one rule ([`step`]) in every engine.
 
 use super::log::{LogLevel, LogLine, LogSink, LogTarget};
 use crate::api::{HookKind, Language};

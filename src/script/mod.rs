@@ -3,8 +3,9 @@
 //!
 //! This file is the facade and the compile cache; each engine lives in its own pair of files
 //! (`rhai_engine`/`rhai_convert`, `lua_engine`/`lua_convert`), the helpers in `helpers`, budgets
-//! in `limits`, errors in `error` and script logging in `log`. The contract scripts see is
-//! documented in `docs/scripting.md`.
+//! in `limits`, what a running call's callbacks read in `active`, which request fields a script
+//! reads in `request_use`, errors in `error` and script logging in `log`. The contract scripts
+//! see is documented in `docs/scripting.md`.
 
 mod active;
 mod error;
