@@ -5,7 +5,7 @@
 //! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
 //! thread-local for the duration of the call instead of being rebound on every call.
 
-use super::helpers::HelperEnv;
+use super::helpers::{HelperEnv, walk_json};
 use super::limits::Budget;
 use super::request_use::RequestUse;
 use serde_json::{Map, Value};
@@ -60,16 +60,36 @@ pub(crate) struct Unconverted<'a> {
     converted: &'a RequestUse,
 }
 
-impl<'a> Unconverted<'a> {
-    /// `Some` when `key` is a field the script was not given: its JSON, if the request has it.
-    pub fn field(&self, key: &str) -> Option<Option<&'a Value>> {
-        (!self.converted.converts(key)).then(|| self.json.get(key))
-    }
-
-    pub fn fields(&self) -> impl Iterator<Item = (&'a String, &'a Value)> + '_ {
-        self.json
-            .iter()
-            .filter(|(key, _)| !self.converted.converts(key))
+impl Unconverted<'_> {
+    /// What a reader finds at `path` in the script's `request`, which holds only the fields the
+    /// script reads itself: those are read by `walk` in the engine's values, the others from the
+    /// JSON they would have been converted from. `whole` is the script's value as JSON.
+    pub fn read<E>(
+        &self,
+        path: &[String],
+        whole: impl FnOnce() -> Result<Value, E>,
+        walk: impl FnOnce(&[String]) -> Result<Option<Value>, E>,
+    ) -> Result<Option<Value>, E> {
+        let Some((first, rest)) = path.split_first() else {
+            let mut whole = whole()?;
+            if let Value::Object(fields) = &mut whole {
+                let unconverted = self
+                    .json
+                    .iter()
+                    .filter(|(k, _)| !self.converted.converts(k));
+                fields.extend(unconverted.map(|(k, v)| (k.clone(), v.clone())));
+            }
+            return Ok(Some(whole));
+        };
+        if self.converted.converts(first) {
+            walk(path)
+        } else {
+            Ok(self
+                .json
+                .get(first)
+                .and_then(|value| walk_json(value, rest))
+                .cloned())
+        }
     }
 }
 

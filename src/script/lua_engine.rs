@@ -15,9 +15,9 @@
 //! invalid response) is dropped rather than reused: a failure may have left it mid-way through
 //! something, and building a new one is cheap next to a failure.
 
-use super::active::{ActiveGuard, Request, Unconverted, with_active, with_unconverted};
+use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::error::{ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper, HelperError, Run, walk_json};
+use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
 use super::lua_convert::{ConvertError, Markers, from_lua, read_at, set_request, to_lua_result};
@@ -411,7 +411,11 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
                     _ => 0,
                 };
                 let found = with_unconverted(id, |unconverted| match unconverted {
-                    Some(unconverted) => read_request(lua, &markers, object, &path, &unconverted),
+                    Some(unconverted) => unconverted.read(
+                        &path,
+                        || from_lua(lua, &markers, object.clone()),
+                        |path| read_at(lua, &markers, object.clone(), path),
+                    ),
                     None => read_at(lua, &markers, object, &path),
                 })
                 .map_err(|e| not_json(helper, 1, e))?;
@@ -420,28 +424,6 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
         };
         to_lua_result(lua, &markers, &result)
     })
-}
-
-/// What is at `path` in the script's `request` table, which holds only the fields the script
-/// reads itself; the others are read from the JSON they would have been converted from.
-fn read_request(
-    lua: &Lua,
-    markers: &Markers,
-    table: LuaValue,
-    path: &[String],
-    unconverted: &Unconverted,
-) -> Result<Option<Value>, ConvertError> {
-    let Some((first, rest)) = path.split_first() else {
-        let mut whole = from_lua(lua, markers, table)?;
-        if let Value::Object(fields) = &mut whole {
-            fields.extend(unconverted.fields().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        return Ok(Some(whole));
-    };
-    match unconverted.field(first) {
-        Some(field) => Ok(field.and_then(|value| walk_json(value, rest)).cloned()),
-        None => read_at(lua, markers, table, path),
-    }
 }
 
 fn not_json(helper: &Helper, position: usize, error: ConvertError) -> mlua::Error {

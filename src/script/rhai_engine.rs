@@ -7,7 +7,7 @@
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper, Run, step, walk_json};
+use super::helpers::{HELPERS, Helper, Run, step};
 use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
@@ -239,23 +239,9 @@ fn run_helper(
                     found.map(|v| json(1, v)).transpose()
                 })
             };
-            let found = with_unconverted(address(object), |unconverted| {
-                let Some(unconverted) = unconverted else {
-                    return read_path(&path);
-                };
-                // The script's `request`, holding only the fields it reads itself; the others
-                // are read from the JSON they would have been converted from.
-                let Some((first, rest)) = path.split_first() else {
-                    let mut whole = json(1, object)?;
-                    if let Value::Object(fields) = &mut whole {
-                        fields.extend(unconverted.fields().map(|(k, v)| (k.clone(), v.clone())));
-                    }
-                    return Ok(Some(whole));
-                };
-                match unconverted.field(first) {
-                    Some(field) => Ok(field.and_then(|value| walk_json(value, rest)).cloned()),
-                    None => read_path(&path),
-                }
+            let found = with_unconverted(address(object), |unconverted| match unconverted {
+                Some(unconverted) => unconverted.read(&path, || json(1, object), read_path),
+                None => read_path(&path),
             })?;
             (read.finish)(found, &rest_json)
         }
