@@ -1,7 +1,9 @@
 //! The helper library, written once over `serde_json::Value` and bound into both engines by thin
-//! adapters (`rhai_engine::register_helpers`, `lua_engine::install_helpers`). Each helper takes its
+//! adapters (`rhai_engine::register_helper`, `lua_engine::bind_helper`). Each helper takes its
 //! arguments as JSON and returns JSON, so both languages see the same names, argument rules,
-//! results and error messages.
+//! results and error messages. The object readers are split into where to look ([`Read`]) and
+//! what to make of what is there, so the adapters can walk their first argument in place: the
+//! walk follows one rule ([`step`]) in every engine.
 
 use super::log::{LogLevel, LogLine, LogSink, LogTarget};
 use crate::api::{HookKind, Language};
@@ -45,26 +47,82 @@ pub(crate) struct Helper {
     pub name: &'static str,
     pub min_args: usize,
     pub max_args: usize,
-    pub run: fn(&HelperEnv, &[Value]) -> HelperResult,
+    pub run: Run,
+}
+
+/// How a helper gets its arguments.
+pub(crate) enum Run {
+    /// Every argument converted to JSON.
+    Json(fn(&HelperEnv, &[Value]) -> HelperResult),
+    /// An object reader: it looks at one place in its first argument, so the engines walk there
+    /// in their own values ([`step`]) and convert only what they find, not the whole object.
+    Read(Read),
+}
+
+pub(crate) struct Read {
+    /// The path to read, from the arguments after the object (as JSON).
+    pub path: fn(&[Value]) -> Result<Vec<String>, HelperError>,
+    /// The result, from what is at the path (`None` when a step is missing) and the arguments
+    /// after the object.
+    pub finish: fn(Option<Value>, &[Value]) -> Value,
 }
 
 impl Helper {
     /// Checks the argument count, then runs the helper, prefixing errors with its name.
     pub fn call(&self, env: &HelperEnv, args: &[Value]) -> HelperResult {
-        if args.len() < self.min_args || args.len() > self.max_args {
+        self.check_arity(args.len())?;
+        match &self.run {
+            Run::Json(run) => run(env, args).map_err(|e| self.error(e)),
+            Run::Read(read) => {
+                let path = (read.path)(&args[1..]).map_err(|e| self.error(e))?;
+                Ok((read.finish)(
+                    walk_json(&args[0], &path).cloned(),
+                    &args[1..],
+                ))
+            }
+        }
+    }
+
+    pub fn check_arity(&self, count: usize) -> Result<(), HelperError> {
+        if count < self.min_args || count > self.max_args {
             let expected = if self.min_args == self.max_args {
                 self.min_args.to_string()
             } else {
                 format!("{} to {}", self.min_args, self.max_args)
             };
             return Err(HelperError(format!(
-                "{}: expected {expected} argument(s), got {}",
-                self.name,
-                args.len()
+                "{}: expected {expected} argument(s), got {count}",
+                self.name
             )));
         }
-        (self.run)(env, args).map_err(|e| HelperError(format!("{}: {}", self.name, e.0)))
+        Ok(())
     }
+
+    /// The helper's error as scripts see it: prefixed with its name.
+    pub fn error(&self, error: HelperError) -> HelperError {
+        HelperError(format!("{}: {}", self.name, error.0))
+    }
+}
+
+/// One step of a reader's path, the same in every engine: a map's field named `segment`, or
+/// else a list's item at `segment` read as an index (`"0"` is the first item).
+pub(crate) fn step<T>(
+    segment: &str,
+    field: impl FnOnce(&str) -> Option<T>,
+    item: impl FnOnce(usize) -> Option<T>,
+) -> Option<T> {
+    field(segment).or_else(|| segment.parse().ok().and_then(item))
+}
+
+/// Follows a reader's path through JSON.
+pub(crate) fn walk_json<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |value, segment| {
+        step(
+            segment,
+            |key| value.as_object().and_then(|map| map.get(key)),
+            |index| value.as_array().and_then(|items| items.get(index)),
+        )
+    })
 }
 
 /// Every helper, in the order `docs/scripting.md` documents them.
@@ -83,13 +141,13 @@ pub(crate) const HELPERS: &[Helper] = &[
     helper("parse_duration", 1, 1, parse_duration),
     helper("selector_matches", 2, 2, selector_matches),
     helper("deep_merge", 2, 2, deep_merge),
-    helper("get_path", 2, 3, get_path),
-    helper("name", 1, 1, name),
-    helper("namespace", 1, 1, namespace),
-    helper("labels", 1, 1, labels),
-    helper("annotations", 1, 1, annotations),
-    helper("label", 2, 2, label),
-    helper("annotation", 2, 2, annotation),
+    reader("get_path", 2, 3, get_path_place, get_path_result),
+    reader("name", 1, 1, name_place, string_or_empty),
+    reader("namespace", 1, 1, namespace_place, string_or_empty),
+    reader("labels", 1, 1, labels_place, map_or_empty),
+    reader("annotations", 1, 1, annotations_place, map_or_empty),
+    reader("label", 2, 2, label_place, value_or_null),
+    reader("annotation", 2, 2, annotation_place, value_or_null),
 ];
 
 const fn helper(
@@ -102,7 +160,22 @@ const fn helper(
         name,
         min_args,
         max_args,
-        run,
+        run: Run::Json(run),
+    }
+}
+
+const fn reader(
+    name: &'static str,
+    min_args: usize,
+    max_args: usize,
+    path: fn(&[Value]) -> Result<Vec<String>, HelperError>,
+    finish: fn(Option<Value>, &[Value]) -> Value,
+) -> Helper {
+    Helper {
+        name,
+        min_args,
+        max_args,
+        run: Run::Read(Read { path, finish }),
     }
 }
 
@@ -369,11 +442,10 @@ pub(crate) fn merge_into(target: &mut Value, patch: &Value) {
 
 /// `get_path(obj, "spec.template.metadata")` or with a list of segments for keys holding dots
 /// (`["metadata", "labels", "app.kubernetes.io/name"]`); numeric segments index lists.
-fn get_path(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    let default = args.get(2).cloned().unwrap_or(Value::Null);
-    let segments: Vec<String> = match &args[1] {
-        Value::String(path) if path.is_empty() => Vec::new(),
-        Value::String(path) => path.split('.').map(str::to_string).collect(),
+fn get_path_place(args: &[Value]) -> Result<Vec<String>, HelperError> {
+    match &args[0] {
+        Value::String(path) if path.is_empty() => Ok(Vec::new()),
+        Value::String(path) => Ok(path.split('.').map(str::to_string).collect()),
         Value::Array(items) => items
             .iter()
             .map(|item| match item {
@@ -384,82 +456,72 @@ fn get_path(_: &HelperEnv, args: &[Value]) -> HelperResult {
                     type_name(other)
                 ))),
             })
-            .collect::<Result<_, _>>()?,
-        other => {
-            return Err(HelperError(format!(
-                "the path must be a string or a list, got {}",
-                type_name(other)
-            )));
-        }
-    };
-    let mut current = &args[0];
-    for segment in &segments {
-        let next = match current {
-            Value::Object(map) => map.get(segment),
-            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
-            _ => None,
-        };
-        match next {
-            Some(value) => current = value,
-            None => return Ok(default),
-        }
+            .collect(),
+        other => Err(HelperError(format!(
+            "the path must be a string or a list, got {}",
+            type_name(other)
+        ))),
     }
-    Ok(if current.is_null() {
-        default
-    } else {
-        current.clone()
-    })
 }
 
-fn metadata_field<'a>(obj: &'a Value, field: &str) -> Option<&'a Value> {
-    obj.get("metadata").and_then(|m| m.get(field))
+/// The value, or the default (null when not given) when it is missing or null.
+fn get_path_result(found: Option<Value>, args: &[Value]) -> Value {
+    match found {
+        Some(value) if !value.is_null() => value,
+        _ => args.get(1).cloned().unwrap_or(Value::Null),
+    }
 }
 
-fn name(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    Ok(metadata_string(&args[0], "name"))
+fn metadata(field: &str) -> Vec<String> {
+    vec!["metadata".to_string(), field.to_string()]
 }
 
-fn namespace(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    Ok(metadata_string(&args[0], "namespace"))
+fn name_place(_: &[Value]) -> Result<Vec<String>, HelperError> {
+    Ok(metadata("name"))
+}
+
+fn namespace_place(_: &[Value]) -> Result<Vec<String>, HelperError> {
+    Ok(metadata("namespace"))
+}
+
+fn labels_place(_: &[Value]) -> Result<Vec<String>, HelperError> {
+    Ok(metadata("labels"))
+}
+
+fn annotations_place(_: &[Value]) -> Result<Vec<String>, HelperError> {
+    Ok(metadata("annotations"))
+}
+
+fn label_place(args: &[Value]) -> Result<Vec<String>, HelperError> {
+    let mut path = metadata("labels");
+    path.push(string_arg(args, 0, "the key")?.to_string());
+    Ok(path)
+}
+
+fn annotation_place(args: &[Value]) -> Result<Vec<String>, HelperError> {
+    let mut path = metadata("annotations");
+    path.push(string_arg(args, 0, "the key")?.to_string());
+    Ok(path)
 }
 
 /// Empty string rather than null, so `name(obj) .. "-0"` works on any object.
-fn metadata_string(obj: &Value, field: &str) -> Value {
-    match metadata_field(obj, field) {
-        Some(Value::String(s)) => Value::String(s.clone()),
+fn string_or_empty(found: Option<Value>, _: &[Value]) -> Value {
+    match found {
+        Some(Value::String(s)) => Value::String(s),
         _ => Value::String(String::new()),
     }
 }
 
-fn labels(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    Ok(metadata_map(&args[0], "labels"))
-}
-
-fn annotations(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    Ok(metadata_map(&args[0], "annotations"))
-}
-
-fn metadata_map(obj: &Value, field: &str) -> Value {
-    match metadata_field(obj, field) {
-        Some(Value::Object(map)) => Value::Object(map.clone()),
+/// An empty map rather than null, so `labels(obj)` can always be indexed.
+fn map_or_empty(found: Option<Value>, _: &[Value]) -> Value {
+    match found {
+        Some(Value::Object(map)) => Value::Object(map),
         _ => Value::Object(Map::new()),
     }
 }
 
-fn label(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    metadata_entry(args, "labels")
-}
-
-fn annotation(_: &HelperEnv, args: &[Value]) -> HelperResult {
-    metadata_entry(args, "annotations")
-}
-
-fn metadata_entry(args: &[Value], field: &str) -> HelperResult {
-    let key = string_arg(args, 1, "the key")?;
-    Ok(metadata_field(&args[0], field)
-        .and_then(|m| m.get(key))
-        .cloned()
-        .unwrap_or(Value::Null))
+fn value_or_null(found: Option<Value>, _: &[Value]) -> Value {
+    found.unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

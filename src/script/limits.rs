@@ -98,6 +98,7 @@ fn bytes(n: u64) -> String {
 /// is stopped again at its next tick and the call still reports the limit.
 #[derive(Debug)]
 pub struct Budget {
+    limits: EffectiveLimits,
     max_operations: u64,
     deadline: Instant,
     ops: AtomicU64,
@@ -110,6 +111,7 @@ const CLOCK_EVERY: u64 = 1024;
 impl Budget {
     pub fn start(limits: &EffectiveLimits) -> Budget {
         Budget {
+            limits: *limits,
             max_operations: limits.max_operations,
             deadline: Instant::now() + Duration::from_millis(limits.timeout_millis),
             ops: AtomicU64::new(0),
@@ -146,6 +148,11 @@ impl Budget {
     /// Marks the budget as exhausted by `limit` (first one wins) and returns the winner.
     pub fn trip(&self, limit: LimitKind) -> LimitKind {
         *self.tripped.get_or_init(|| limit)
+    }
+
+    /// The user-facing description of `limit` with this budget's value.
+    pub fn describe(&self, limit: LimitKind) -> String {
+        self.limits.describe(limit)
     }
 
     pub fn tripped(&self) -> Option<LimitKind> {

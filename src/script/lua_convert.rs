@@ -10,10 +10,18 @@
 //!   strings, and an object when empty.
 //! - Numbers are doubles: a number with no fractional part that fits in i64 becomes a JSON
 //!   integer, any other finite number a float; NaN and infinities are errors.
+//!
+//! Both directions work on the Lua stack through the C API, in one protected call per value:
+//! mlua's typed API would register and release a reference for every table, string and key, and
+//! protect every table write, which made the conversions most of a call's cost.
 
+use super::helpers::step;
+use super::request_use::RequestUse;
 use super::rhai_convert::segment;
-use mlua::{Lua, Table, Value as LuaValue};
+use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
+use std::ffi::c_int;
+use std::ptr;
 
 /// Lua tables nest without limit and can be cyclic; JSON cannot.
 const MAX_DEPTH: usize = 128;
@@ -79,31 +87,55 @@ impl From<mlua::Error> for ConvertError {
     }
 }
 
+/// Stack slots of the marker metatables while converting (they are the first arguments of the
+/// protected call).
+const ARRAY_MARKER: c_int = 1;
+const MAP_MARKER: c_int = 2;
+
 pub(crate) fn to_lua(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Result<LuaValue> {
-    Ok(match value {
-        Value::Null => LuaValue::NULL,
-        Value::Bool(b) => LuaValue::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => LuaValue::Integer(i),
-            None => LuaValue::Number(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => LuaValue::String(lua.create_string(s)?),
-        Value::Array(items) => {
-            let table = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                table.raw_set(i + 1, to_lua(lua, markers, item)?)?;
+    // SAFETY: runs protected with the array marker at `ARRAY_MARKER`; `push_json` keeps the
+    // stack balanced, checks its size at every level, and holds only borrowed Rust values, so a
+    // Lua error (out of memory) unwinding through it leaks nothing. It leaves the value alone on
+    // the stack as the one result.
+    unsafe {
+        lua.exec_raw(&markers.array, |state| {
+            push_json(state, value);
+            ffi::lua_remove(state, ARRAY_MARKER);
+        })
+    }
+}
+
+/// Converts the request into `globals.request`: only the fields `converted` names, when it is an
+/// object (`request_use`). Returns the address of its table, by which readers recognise it.
+pub(crate) fn set_request(
+    lua: &Lua,
+    markers: &Markers,
+    globals: &Table,
+    request: &Value,
+    converted: &RequestUse,
+) -> mlua::Result<usize> {
+    let mut id = 0;
+    // SAFETY: as in `to_lua`, with `globals` at 2; the fields are pushed the same way, and the
+    // table is stored in `globals` with `lua_rawsetfield`.
+    unsafe {
+        lua.exec_raw::<()>((&markers.array, globals), |state| {
+            match request {
+                Value::Object(fields) => {
+                    ffi::lua_createtable(state, 0, length(fields.len()));
+                    for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
+                        push_str(state, key);
+                        push_json(state, item);
+                        ffi::lua_rawset(state, -3);
+                    }
+                }
+                other => push_json(state, other),
             }
-            table.set_metatable(Some(markers.array.clone()))?;
-            LuaValue::Table(table)
-        }
-        Value::Object(map) => {
-            let table = lua.create_table_with_capacity(0, map.len())?;
-            for (key, item) in map {
-                table.raw_set(key.as_str(), to_lua(lua, markers, item)?)?;
-            }
-            LuaValue::Table(table)
-        }
-    })
+            id = ffi::lua_topointer(state, -1) as usize;
+            ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
+            ffi::lua_settop(state, 0);
+        })
+    }?;
+    Ok(id)
 }
 
 /// Converts a helper's result: a top-level null becomes `nil`, so `if label(obj, "x") then`
@@ -115,106 +147,302 @@ pub(crate) fn to_lua_result(lua: &Lua, markers: &Markers, value: &Value) -> mlua
     }
 }
 
-pub(crate) fn from_lua(markers: &Markers, value: LuaValue) -> Result<Value, ConvertError> {
-    from_lua_at(markers, value, 0)
+/// Pushes `value`; the array marker must be at `ARRAY_MARKER`.
+unsafe fn push_json(state: *mut ffi::lua_State, value: &Value) {
+    unsafe {
+        // A table, a key and a value per level of nesting.
+        ffi::luaL_checkstack(state, 3, ptr::null());
+        match value {
+            Value::Null => ffi::lua_pushlightuserdata(state, ptr::null_mut()),
+            Value::Bool(b) => ffi::lua_pushboolean(state, c_int::from(*b)),
+            Value::Number(n) => ffi::lua_pushnumber(state, n.as_f64().unwrap_or(f64::NAN)),
+            Value::String(s) => push_str(state, s),
+            Value::Array(items) => {
+                ffi::lua_createtable(state, length(items.len()), 0);
+                for (i, item) in items.iter().enumerate() {
+                    push_json(state, item);
+                    ffi::lua_rawseti_(state, -2, length(i + 1));
+                }
+                ffi::lua_pushvalue(state, ARRAY_MARKER);
+                ffi::lua_setmetatable(state, -2);
+            }
+            Value::Object(map) => {
+                ffi::lua_createtable(state, 0, length(map.len()));
+                for (key, item) in map {
+                    push_str(state, key);
+                    push_json(state, item);
+                    ffi::lua_rawset(state, -3);
+                }
+            }
+        }
+    }
 }
 
-fn from_lua_at(markers: &Markers, value: LuaValue, depth: usize) -> Result<Value, ConvertError> {
-    match value {
-        LuaValue::Nil => Ok(Value::Null),
-        LuaValue::LightUserData(ud) if ud.0.is_null() => Ok(Value::Null),
-        LuaValue::Boolean(b) => Ok(Value::Bool(b)),
-        LuaValue::Integer(i) => Ok(Value::from(i)),
-        LuaValue::Number(n) => number(n),
-        LuaValue::String(s) => s
-            .to_str()
-            .map(|s| Value::String(s.to_string()))
-            .map_err(|_| ConvertError::new("a string that is not UTF-8 text is not JSON")),
-        LuaValue::Table(table) => {
-            if depth >= MAX_DEPTH {
-                return Err(ConvertError::new(format!(
-                    "tables nested deeper than {MAX_DEPTH} levels (a table containing itself?)"
-                )));
+unsafe fn push_str(state: *mut ffi::lua_State, s: &str) {
+    unsafe { ffi::lua_pushlstring_(state, s.as_ptr().cast(), s.len()) }
+}
+
+/// A size hint for `lua_createtable`; a table too large for it simply grows.
+fn length(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+pub(crate) fn from_lua(
+    lua: &Lua,
+    markers: &Markers,
+    value: LuaValue,
+) -> Result<Value, ConvertError> {
+    let mut result = None;
+    // SAFETY: runs protected with the markers at `ARRAY_MARKER` and `MAP_MARKER` and the value
+    // at 3. `read_json` only reads (type checks come before `lua_tolstring`, so nothing is
+    // converted in place or allocated) and checks the stack before growing it, so no Lua error
+    // can interrupt it.
+    unsafe {
+        lua.exec_raw::<()>((&markers.array, &markers.map, value), |state| {
+            result = Some(read_json(state, 3, 0));
+            ffi::lua_settop(state, 0);
+        })
+    }?;
+    result.unwrap_or_else(|| Err(ConvertError::new("the value could not be read")))
+}
+
+/// Reads what is at `path` in `value` (`helpers::step`), converting only that; `None` when a
+/// step is missing. Tables are read raw, as the conversion reads them.
+pub(crate) fn read_at(
+    lua: &Lua,
+    markers: &Markers,
+    value: LuaValue,
+    path: &[String],
+) -> Result<Option<Value>, ConvertError> {
+    let mut result = None;
+    // SAFETY: runs protected with the markers and `value` at 1 to 3, like `from_lua`. Walking
+    // pushes the path's strings (which may raise a memory error) before any Rust value is
+    // owned; `read_json` then only reads.
+    unsafe {
+        lua.exec_raw::<()>((&markers.array, &markers.map, value), |state| {
+            let mut index = 3;
+            for segment in path {
+                if ffi::lua_type(state, index) != ffi::LUA_TTABLE {
+                    result = Some(Ok(None));
+                    break;
+                }
+                ffi::luaL_checkstack(state, 2, ptr::null());
+                let present = |state, lua_type| {
+                    if lua_type == ffi::LUA_TNIL {
+                        ffi::lua_pop(state, 1);
+                        None
+                    } else {
+                        Some(ffi::lua_gettop(state))
+                    }
+                };
+                let child = step(
+                    segment,
+                    |key| {
+                        push_str(state, key);
+                        present(state, ffi::lua_rawget(state, index))
+                    },
+                    |item| present(state, ffi::lua_rawgeti_(state, index, length(item + 1))),
+                );
+                match child {
+                    Some(child) => index = child,
+                    None => {
+                        result = Some(Ok(None));
+                        break;
+                    }
+                }
             }
-            table_to_json(markers, table, depth)
+            if result.is_none() {
+                result = Some(read_json(state, index, 0).map(Some));
+            }
+            ffi::lua_settop(state, 0);
+        })
+    }?;
+    result.unwrap_or_else(|| Err(ConvertError::new("the value could not be read")))
+}
+
+/// Reads the value at absolute stack index `index`.
+unsafe fn read_json(
+    state: *mut ffi::lua_State,
+    index: c_int,
+    depth: usize,
+) -> Result<Value, ConvertError> {
+    unsafe {
+        match ffi::lua_type(state, index) {
+            ffi::LUA_TNIL => Ok(Value::Null),
+            ffi::LUA_TLIGHTUSERDATA if ffi::lua_touserdata(state, index).is_null() => {
+                Ok(Value::Null)
+            }
+            ffi::LUA_TBOOLEAN => Ok(Value::Bool(ffi::lua_toboolean(state, index) != 0)),
+            ffi::LUA_TNUMBER => number(ffi::lua_tonumber(state, index)),
+            ffi::LUA_TINTEGER => Ok(Value::from(ffi::lua_tointeger64(
+                state,
+                index,
+                ptr::null_mut(),
+            ))),
+            ffi::LUA_TSTRING => read_str(state, index)
+                .map(str::to_string)
+                .map(Value::String)
+                .ok_or_else(|| ConvertError::new("a string that is not UTF-8 text is not JSON")),
+            ffi::LUA_TTABLE => {
+                if depth >= MAX_DEPTH {
+                    return Err(ConvertError::new(format!(
+                        "tables nested deeper than {MAX_DEPTH} levels (a table containing itself?)"
+                    )));
+                }
+                read_table(state, index, depth)
+            }
+            other => Err(ConvertError::new(format!(
+                "a Lua {} is not JSON",
+                type_name(other)
+            ))),
         }
-        other => Err(ConvertError::new(format!(
-            "a Lua {} is not JSON",
-            other.type_name()
-        ))),
+    }
+}
+
+/// The string at `index`, which must be a string (not a number: `lua_tolstring` would convert
+/// it in place).
+unsafe fn read_str<'a>(state: *mut ffi::lua_State, index: c_int) -> Option<&'a str> {
+    unsafe {
+        let mut len = 0;
+        let data = ffi::lua_tolstring(state, index, &mut len);
+        std::str::from_utf8(std::slice::from_raw_parts(data.cast::<u8>(), len)).ok()
+    }
+}
+
+/// Names as mlua spells them, which error messages have always used.
+fn type_name(lua_type: c_int) -> &'static str {
+    match lua_type {
+        ffi::LUA_TNIL => "nil",
+        ffi::LUA_TBOOLEAN => "boolean",
+        ffi::LUA_TLIGHTUSERDATA => "lightuserdata",
+        ffi::LUA_TNUMBER | ffi::LUA_TINTEGER => "number",
+        ffi::LUA_TVECTOR => "vector",
+        ffi::LUA_TSTRING => "string",
+        ffi::LUA_TTABLE => "table",
+        ffi::LUA_TFUNCTION => "function",
+        ffi::LUA_TUSERDATA => "userdata",
+        ffi::LUA_TTHREAD => "thread",
+        ffi::LUA_TBUFFER => "buffer",
+        _ => "value",
     }
 }
 
 fn number(n: f64) -> Result<Value, ConvertError> {
-    // mlua already turns integral doubles in i64 range into `Integer`; this is the rest.
+    // Integral doubles in i64 range are JSON integers (not -0.0, whose sign an integer loses).
+    let i = n as i64;
+    if n.to_bits() == (i as f64).to_bits() && n != i64::MAX as f64 {
+        return Ok(Value::from(i));
+    }
     serde_json::Number::from_f64(n)
         .map(Value::Number)
         .ok_or_else(|| ConvertError::new(format!("{n} is not a JSON number")))
 }
 
-fn table_to_json(markers: &Markers, table: Table, depth: usize) -> Result<Value, ConvertError> {
-    let metatable = table.metatable();
-    if metatable.as_ref() == Some(&markers.array) {
-        // A marked list is its sequence part, like `#t` and `ipairs` see it.
-        let len = table.raw_len();
-        let mut items = Vec::with_capacity(len);
-        for i in 1..=len {
-            let item: LuaValue = table.raw_get(i)?;
-            items.push(
-                from_lua_at(markers, item, depth + 1)
-                    .map_err(|e| e.within(format!("[{}]", i - 1)))?,
-            );
+/// A number key that is a whole number, as list positions are.
+fn integer_key(n: f64) -> Option<i64> {
+    let i = n as i64;
+    (n.to_bits() == (i as f64).to_bits() && n != i64::MAX as f64).then_some(i)
+}
+
+/// Which marker metatable the table at `index` carries.
+unsafe fn marker(state: *mut ffi::lua_State, index: c_int) -> Option<c_int> {
+    unsafe {
+        if ffi::lua_getmetatable(state, index) == 0 {
+            return None;
         }
-        return Ok(Value::Array(items));
+        let marker = [ARRAY_MARKER, MAP_MARKER]
+            .into_iter()
+            .find(|m| ffi::lua_rawequal(state, -1, *m) != 0);
+        ffi::lua_pop(state, 1);
+        marker
     }
-    let marked_map = metatable.as_ref() == Some(&markers.map);
-    // One pass: string keys make an object; integer keys 1..n (an unmarked `{a, b}`) a list.
-    let mut map = Map::new();
-    let mut items: Vec<(i64, Value)> = Vec::new();
-    for pair in table.pairs::<LuaValue, LuaValue>() {
-        let (key, item) = pair?;
-        match key {
-            LuaValue::String(key) => {
-                if !items.is_empty() {
-                    return Err(mixed(items[0].0));
-                }
-                let key = key
-                    .to_str()
-                    .map(|s| s.to_string())
-                    .map_err(|_| ConvertError::new("a map key that is not UTF-8 text"))?;
-                let value =
-                    from_lua_at(markers, item, depth + 1).map_err(|e| e.within(segment(&key)))?;
-                map.insert(key, value);
-            }
-            LuaValue::Integer(i) if !marked_map && map.is_empty() => {
-                let value = from_lua_at(markers, item, depth + 1)
+}
+
+unsafe fn read_table(
+    state: *mut ffi::lua_State,
+    index: c_int,
+    depth: usize,
+) -> Result<Value, ConvertError> {
+    unsafe {
+        if ffi::lua_checkstack(state, 3) == 0 {
+            return Err(ConvertError::new("tables nested too deeply"));
+        }
+        let marker = marker(state, index);
+        if marker == Some(ARRAY_MARKER) {
+            // A marked list is its sequence part, like `#t` and `ipairs` see it.
+            let len = ffi::lua_objlen(state, index);
+            let mut items = Vec::with_capacity(len);
+            for i in 1..=len {
+                ffi::lua_rawgeti_(state, index, length(i));
+                let item = read_json(state, ffi::lua_gettop(state), depth + 1)
                     .map_err(|e| e.within(format!("[{}]", i - 1)))?;
-                items.push((i, value));
+                ffi::lua_pop(state, 1);
+                items.push(item);
             }
-            LuaValue::Integer(i) => return Err(mixed(i)),
-            other => {
-                return Err(ConvertError::new(format!(
-                    "map keys must be strings, found a {} key",
-                    other.type_name()
-                )));
-            }
+            return Ok(Value::Array(items));
         }
+        let marked_map = marker == Some(MAP_MARKER);
+        // One pass: string keys make an object; integer keys 1..n (an unmarked `{a, b}`) a list.
+        let mut map = Map::new();
+        let mut items: Vec<(i64, Value)> = Vec::new();
+        // `lua_rawiter` walks the table's slots by position, where `lua_next` looks every key up
+        // again to find the next one.
+        let mut iter = 0;
+        loop {
+            iter = ffi::lua_rawiter(state, index, iter);
+            if iter < 0 {
+                break;
+            }
+            let (key, item) = (ffi::lua_gettop(state) - 1, ffi::lua_gettop(state));
+            match ffi::lua_type(state, key) {
+                ffi::LUA_TSTRING => {
+                    if let Some((first, _)) = items.first() {
+                        return Err(mixed(*first));
+                    }
+                    let key = read_str(state, key)
+                        .ok_or_else(|| ConvertError::new("a map key that is not UTF-8 text"))?;
+                    let value =
+                        read_json(state, item, depth + 1).map_err(|e| e.within(segment(key)))?;
+                    map.insert(key.to_string(), value);
+                }
+                ffi::LUA_TNUMBER => match integer_key(ffi::lua_tonumber(state, key)) {
+                    Some(i) if !marked_map && map.is_empty() => {
+                        let value = read_json(state, item, depth + 1)
+                            .map_err(|e| e.within(format!("[{}]", i - 1)))?;
+                        items.push((i, value));
+                    }
+                    Some(i) => return Err(mixed(i)),
+                    None => {
+                        return Err(ConvertError::new(
+                            "map keys must be strings, found a number key",
+                        ));
+                    }
+                },
+                other => {
+                    return Err(ConvertError::new(format!(
+                        "map keys must be strings, found a {} key",
+                        type_name(other)
+                    )));
+                }
+            }
+            ffi::lua_pop(state, 2);
+        }
+        if items.is_empty() {
+            return Ok(Value::Object(map));
+        }
+        // `next` order is unspecified; a list needs exactly the keys 1..n.
+        items.sort_unstable_by_key(|(i, _)| *i);
+        if let Some((_, (key, _))) = items
+            .iter()
+            .enumerate()
+            .find(|(position, (key, _))| *key != *position as i64 + 1)
+        {
+            return Err(ConvertError::new(format!(
+                "a list has a gap or a key outside 1..n (key {key}); use null for missing items"
+            )));
+        }
+        Ok(Value::Array(items.into_iter().map(|(_, v)| v).collect()))
     }
-    if items.is_empty() {
-        return Ok(Value::Object(map));
-    }
-    // `pairs` order is unspecified; a list needs exactly the keys 1..n.
-    items.sort_unstable_by_key(|(i, _)| *i);
-    if let Some((_, (key, _))) = items
-        .iter()
-        .enumerate()
-        .find(|(position, (key, _))| *key != *position as i64 + 1)
-    {
-        return Err(ConvertError::new(format!(
-            "a list has a gap or a key outside 1..n (key {key}); use null for missing items"
-        )));
-    }
-    Ok(Value::Array(items.into_iter().map(|(_, v)| v).collect()))
 }
 
 fn mixed(key: i64) -> ConvertError {

@@ -1,24 +1,50 @@
-//! Luau: compile to bytecode once, and run each call in a fresh, sandboxed state.
+//! Luau: compile to bytecode once; run each call in a fresh sandboxed thread of a reused state.
 //!
-//! A state per call is the simple way to guarantee nothing leaks between calls (globals, changed
-//! metatables, memory). Creating one with the helpers installed costs about 90 µs, a fifth of a
-//! typical 10-object sync call, most of which is converting tables through the C API (measured in
-//! `benches/hook_call.rs`, figures in `docs/scripting.md`). A pool of states would need a reset
-//! that provably clears everything a script can touch; not worth it at this cost.
+//! Building and sandboxing a state with the helpers costs far more than a small hook call, so
+//! states are pooled ([`LuaStates`]) and each call follows the procedure Luau documents for
+//! running many scripts in one VM: the state's globals and standard library are made read-only
+//! once (`luaL_sandbox`), and every call runs in a new thread whose globals are a fresh table
+//! reading through to them (`luaL_sandboxthread`), so whatever a call assigns to a global lives
+//! in that table and dies with the call. Library tables, the string metatable and the JSON marker
+//! metatables are read-only, so nothing else a script can reach survives it either.
+//!
+//! Budgets are per call: the interrupt ticks the active call's budget (`active`), and the memory
+//! limit is set for each call to the heap in use when it starts plus the call's budget, so
+//! garbage left by earlier calls neither counts against a call nor accumulates (a collection runs
+//! once it passes [`GARBAGE_SLACK`]). A state whose call failed in any way (budget, error,
+//! invalid response) is dropped rather than reused: a failure may have left it mid-way through
+//! something, and building a new one is cheap next to a failure.
 
+use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::error::{ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper};
+use super::helpers::{HELPERS, Helper, HelperError, Run};
+use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{Markers, from_lua, to_lua, to_lua_result};
-use super::{CallSetup, Program, ScriptSource};
+use super::lua_convert::{ConvertError, Markers, from_lua, read_at, set_request, to_lua_result};
+use super::{CallSetup, Code, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, VmState};
+use mlua::thread::ThreadStatus;
+use mlua::{
+    Function, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, Value as LuaValue, VmState, ffi,
+};
 use serde_json::Value;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The chunk name; Luau prefixes messages with `hook:<line>:`, which is how lines are found.
 const CHUNK: &str = "hook";
+
+/// Idle states kept for reuse. The operator runs at most `--workers` (default 8) hook calls at
+/// once, so this keeps one state per concurrent call; a burst beyond it builds states that are
+/// dropped afterwards.
+const MAX_IDLE_STATES: usize = 16;
+
+/// Garbage a state may carry from one call to the next before a full collection. Luau collects
+/// incrementally as a call allocates, so this only triggers after calls that built a lot; it
+/// bounds how much a call can exceed its memory budget by the collector freeing earlier garbage
+/// while it runs.
+const GARBAGE_SLACK: usize = 1024 * 1024;
 
 /// Globals a Luau state has that a hook must not: code loading, module loading, environment
 /// tampering and introspection.
@@ -46,10 +72,10 @@ fn luau_compiler() -> Compiler {
     Compiler::new().set_optimization_level(1).set_debug_level(1)
 }
 
-pub(crate) fn compile(source: &ScriptSource) -> Result<Program, ScriptError> {
+pub(crate) fn compile(source: &ScriptSource) -> Result<Code, ScriptError> {
     luau_compiler()
         .compile(source.code.as_bytes())
-        .map(Program::Lua)
+        .map(Code::Lua)
         .map_err(|error| {
             let raw = match &error {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
@@ -66,101 +92,238 @@ pub(crate) fn compile(source: &ScriptSource) -> Result<Program, ScriptError> {
         })
 }
 
-pub(crate) fn call(
-    bytecode: &[u8],
-    request: &Value,
-    setup: &CallSetup,
-) -> Result<Value, ScriptError> {
-    let internal = |e: mlua::Error| {
-        setup.error(
-            ScriptErrorKind::Internal,
-            format!("could not prepare the Lua state: {e}"),
-            None,
-            None,
-        )
-    };
-    let lua = Lua::new_with(
-        StdLib::STRING
-            | StdLib::TABLE
-            | StdLib::MATH
-            | StdLib::UTF8
-            | StdLib::BIT
-            | StdLib::OS
-            | StdLib::COROUTINE
-            | StdLib::BUFFER,
-        LuaOptions::new(),
-    )
-    .map_err(internal)?;
-    let markers = Markers::new(&lua).map_err(internal)?;
-    install_globals(&lua, &markers, setup).map_err(internal)?;
-    let budget = setup.budget.clone();
-    let limits = setup.limits;
-    // The line the script was running when a budget ran out; the error raised from the interrupt
-    // carries no position of its own.
-    let stopped_at = Arc::new(AtomicU32::new(0));
-    let stopped_at_writer = stopped_at.clone();
-    lua.set_interrupt(move |lua| match budget.tick() {
-        Ok(()) => Ok(VmState::Continue),
-        Err(limit) => {
-            if stopped_at_writer.load(Ordering::Relaxed) == 0 {
-                let line = (0..8)
-                    .filter_map(|level| lua.inspect_stack(level, |d| d.current_line()).flatten())
-                    .find(|line| *line > 0)
-                    .unwrap_or(0);
-                stopped_at_writer.store(u32::try_from(line).unwrap_or(0), Ordering::Relaxed);
-            }
-            Err(mlua::Error::runtime(limits.describe(limit)))
-        }
-    });
-    // Freezes the standard library and globals; the script's own globals go to a per-thread
-    // table, so even within the call it cannot modify what helpers rely on.
-    lua.sandbox(true).map_err(internal)?;
-    lua.set_memory_limit(usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX))
-        .map_err(internal)?;
+/// The pool of sandboxed states of one [`super::ScriptEngine`].
+pub(crate) struct LuaStates {
+    idle: Mutex<Vec<LuaState>>,
+    /// How many states were ever built, for tests that check reuse.
+    built: AtomicUsize,
+}
 
-    let run = || -> mlua::Result<LuaValue> {
-        let request = to_lua(&lua, &markers, request)?;
-        lua.globals().raw_set("request", request)?;
-        let chunk = lua
+impl LuaStates {
+    pub fn new() -> LuaStates {
+        LuaStates {
+            idle: Mutex::new(Vec::new()),
+            built: AtomicUsize::new(0),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn built(&self) -> usize {
+        self.built.load(Ordering::Relaxed)
+    }
+
+    pub fn call(
+        &self,
+        bytecode: &[u8],
+        request: &Value,
+        setup: &CallSetup,
+    ) -> Result<Value, ScriptError> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut state = match idle {
+            Some(state) => state,
+            None => {
+                self.built.fetch_add(1, Ordering::Relaxed);
+                LuaState::new().map_err(|e| {
+                    setup.error(
+                        ScriptErrorKind::Internal,
+                        format!("could not prepare the Lua state: {e}"),
+                        None,
+                        None,
+                    )
+                })?
+            }
+        };
+        let response = state.call(bytecode, request, setup)?;
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE_STATES {
+            idle.push(state);
+        }
+        Ok(response)
+    }
+}
+
+/// A sandboxed state with the helpers installed, and the programs it has loaded.
+struct LuaState {
+    lua: Lua,
+    markers: Markers,
+    /// Loaded chunks by program digest; each call runs a clone in its own thread. The weak
+    /// reference lets programs dropped by hot reload be forgotten.
+    programs: HashMap<String, (Weak<Program>, Function)>,
+    /// Heap in use after the last full collection.
+    resident: usize,
+}
+
+impl LuaState {
+    fn new() -> mlua::Result<LuaState> {
+        let lua = Lua::new_with(
+            StdLib::STRING
+                | StdLib::TABLE
+                | StdLib::MATH
+                | StdLib::UTF8
+                | StdLib::BIT
+                | StdLib::OS
+                | StdLib::COROUTINE
+                | StdLib::BUFFER,
+            LuaOptions::new(),
+        )?;
+        let markers = Markers::new(&lua)?;
+        install_globals(&lua, &markers)?;
+        // Freezes the globals and the standard library (`luaL_sandbox`); every call then gets
+        // its own globals (see `start_thread`).
+        lua.sandbox(true)?;
+        lua.gc_collect()?;
+        let resident = lua.used_memory();
+        Ok(LuaState {
+            lua,
+            markers,
+            programs: HashMap::new(),
+            resident,
+        })
+    }
+
+    fn call(
+        &mut self,
+        bytecode: &[u8],
+        request: &Value,
+        setup: &CallSetup,
+    ) -> Result<Value, ScriptError> {
+        let internal = |e: mlua::Error| {
+            setup.error(
+                ScriptErrorKind::Internal,
+                format!("could not prepare the Lua state: {e}"),
+                None,
+                None,
+            )
+        };
+        let function = self.function(bytecode, setup).map_err(internal)?;
+        let (thread, globals) = start_thread(&self.lua, function).map_err(internal)?;
+        let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
+        let lua = &self.lua;
+        let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
+        let converted = &setup.script.program.request;
+        let run = || -> mlua::Result<LuaValue> {
+            lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
+            let id = set_request(lua, &self.markers, &globals, request, converted)?;
+            let _active = ActiveGuard::enter(
+                setup.env.clone(),
+                setup.budget.clone(),
+                Request::partial(id, request, converted),
+            );
+            let results: MultiValue = thread.resume(())?;
+            if thread.status() != ThreadStatus::Finished {
+                return Err(mlua::Error::runtime(
+                    "the script yielded outside a coroutine (coroutine.yield at the top level)",
+                ));
+            }
+            lua.set_memory_limit(0)?;
+            Ok(results.into_iter().next().unwrap_or(LuaValue::Nil))
+        };
+        let value = run().map_err(|error| {
+            let error = map_error(&error, setup);
+            match stopped_at.load(Ordering::Relaxed) {
+                0 => error,
+                line => error.at(&setup.script.code, Some(line), None),
+            }
+        })?;
+        let response = from_lua(&self.lua, &self.markers, value).map_err(|e| match e.lua {
+            Some(error) => map_error(&error, setup),
+            None => setup.error(
+                ScriptErrorKind::Conversion,
+                format!("response{} is not JSON: {}", e.path(), e.message),
+                None,
+                None,
+            ),
+        })?;
+        if let Err(limit) = setup.budget.check_clock() {
+            return Err(setup.limit_error(limit, None));
+        }
+        drop((thread, globals));
+        if self.lua.used_memory() > self.resident + GARBAGE_SLACK {
+            self.lua.gc_collect().map_err(internal)?;
+            self.resident = self.lua.used_memory();
+        }
+        Ok(response)
+    }
+
+    /// The loaded chunk of a program, loading it on first use in this state.
+    fn function(&mut self, bytecode: &[u8], setup: &CallSetup) -> mlua::Result<Function> {
+        let digest = setup.script.digest();
+        if let Some((_, function)) = self.programs.get(digest) {
+            return Ok(function.clone());
+        }
+        self.programs
+            .retain(|_, (program, _)| program.strong_count() > 0);
+        let function = self
+            .lua
             .load(bytecode)
             .set_name(format!("={CHUNK}"))
             .set_mode(ChunkMode::Binary)
             .into_function()?;
-        let results: MultiValue = chunk.call(())?;
-        Ok(results.into_iter().next().unwrap_or(LuaValue::Nil))
-    };
-    let value = run().map_err(|error| {
-        let error = map_error(&error, setup);
-        match stopped_at.load(Ordering::Relaxed) {
-            0 => error,
-            line => error.at(&setup.script.code, Some(line), None),
-        }
-    })?;
-    let response = from_lua(&markers, value).map_err(|e| match e.lua {
-        Some(error) => map_error(&error, setup),
-        None => setup.error(
-            ScriptErrorKind::Conversion,
-            format!("response{} is not JSON: {}", e.path(), e.message),
-            None,
-            None,
-        ),
-    })?;
-    if let Err(limit) = setup.budget.check_clock() {
-        return Err(setup.limit_error(limit, None));
+        self.programs.insert(
+            digest.to_string(),
+            (Arc::downgrade(&setup.script.program), function.clone()),
+        );
+        Ok(function)
     }
-    Ok(response)
 }
 
-fn install_globals(lua: &Lua, markers: &Markers, setup: &CallSetup) -> mlua::Result<()> {
+/// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading
+/// the active call, because the interrupt runs on every loop iteration and function call.
+/// Returns the cell that receives the line the script was running when the budget ran out (0:
+/// none), since the error raised from the interrupt carries no position of its own.
+fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<AtomicU32> {
+    let stopped_at = Arc::new(AtomicU32::new(0));
+    let stopped_at_writer = stopped_at.clone();
+    lua.set_interrupt(move |lua| {
+        let Err(limit) = budget.tick() else {
+            return Ok(VmState::Continue);
+        };
+        if stopped_at_writer.load(Ordering::Relaxed) == 0 {
+            let line = (0..8)
+                .filter_map(|level| lua.inspect_stack(level, |d| d.current_line()).flatten())
+                .find(|line| *line > 0)
+                .unwrap_or(0);
+            stopped_at_writer.store(u32::try_from(line).unwrap_or(0), Ordering::Relaxed);
+        }
+        Err(mlua::Error::runtime(budget.describe(limit)))
+    });
+    stopped_at
+}
+
+/// A new thread with fresh globals (`luaL_sandboxthread`) holding a clone of `function` whose
+/// environment is those globals, ready to resume; and the globals, to put the request in.
+fn start_thread(lua: &Lua, function: Function) -> mlua::Result<(Thread, Table)> {
+    // SAFETY: the closure runs protected on the state's current thread with `function` as the
+    // only value on its stack, and only uses the Luau C API as documented: `lua_newthread`
+    // pushes the new thread, which starts with an empty stack of LUA_MINSTACK slots (ample for
+    // the two values moved onto it), `lua_clonefunction` takes a Luau function (a loaded chunk)
+    // and gives the clone the thread's globals. It leaves exactly the thread and its globals on
+    // the state's stack, which `exec_raw` converts into the two results. No Rust value with a
+    // destructor is live across these calls, so a Lua error unwinding through them is sound.
+    unsafe {
+        lua.exec_raw::<(Thread, Table)>(function, |state| {
+            let thread = ffi::lua_newthread(state);
+            ffi::luaL_sandboxthread(thread);
+            ffi::lua_pushvalue(state, 1);
+            ffi::lua_xmove(state, thread, 1);
+            ffi::lua_clonefunction(thread, 1);
+            ffi::lua_remove(thread, 1);
+            ffi::lua_pushvalue(thread, ffi::LUA_GLOBALSINDEX);
+            ffi::lua_xmove(thread, state, 1);
+            ffi::lua_remove(state, 1);
+        })
+    }
+}
+
+fn install_globals(lua: &Lua, markers: &Markers) -> mlua::Result<()> {
     let globals = lua.globals();
     globals.raw_set("null", LuaValue::NULL)?;
     globals.raw_set("array", marker_function(lua, markers.array.clone())?)?;
     globals.raw_set("map", marker_function(lua, markers.map.clone())?)?;
     for helper in HELPERS {
-        globals.raw_set(helper.name, bind_helper(lua, markers, setup, helper)?)?;
+        globals.raw_set(helper.name, bind_helper(lua, markers, helper)?)?;
     }
 
-    let env = setup.env.clone();
     let print = lua.create_function(move |_, args: MultiValue| {
         let text = args
             .iter()
@@ -172,10 +335,12 @@ fn install_globals(lua: &Lua, markers: &Markers, setup: &CallSetup) -> mlua::Res
             })
             .collect::<Vec<_>>()
             .join("\t");
-        env.log(LogLine {
-            level: LogLevel::Info,
-            message: text,
-            fields: serde_json::Map::new(),
+        with_active(|env, _| {
+            env.log(LogLine {
+                level: LogLevel::Info,
+                message: text,
+                fields: serde_json::Map::new(),
+            })
         });
         Ok(())
     })?;
@@ -197,7 +362,7 @@ fn install_globals(lua: &Lua, markers: &Markers, setup: &CallSetup) -> mlua::Res
     for (name, why) in BLOCKED_LIBRARIES {
         globals.raw_set(*name, blocked_library(lua, name, why, lua.create_table()?)?)?;
     }
-    globals.raw_set("os", safe_os(lua, setup)?)?;
+    globals.raw_set("os", safe_os(lua)?)?;
     Ok(())
 }
 
@@ -214,36 +379,68 @@ fn marker_function(lua: &Lua, marker: Table) -> mlua::Result<Function> {
 }
 
 /// A helper as a Lua function: arguments to JSON (nil is null), the shared implementation, the
-/// result back to Lua.
-fn bind_helper(
-    lua: &Lua,
-    markers: &Markers,
-    setup: &CallSetup,
-    helper: &'static Helper,
-) -> mlua::Result<Function> {
+/// result back to Lua. A reader walks its first argument in place instead (`helpers::Run`).
+fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::Result<Function> {
     let markers = markers.clone();
-    let env = setup.env.clone();
     lua.create_function(move |lua, args: MultiValue| {
-        let json_args = args
-            .into_iter()
-            .enumerate()
-            .map(|(i, arg)| {
-                from_lua(&markers, arg).map_err(|e| {
-                    mlua::Error::runtime(format!(
-                        "{}: argument {}{} is not JSON: {}",
-                        helper.name,
-                        i + 1,
-                        e.path(),
-                        e.message
-                    ))
+        let json = |position: usize, arg: LuaValue| {
+            from_lua(lua, &markers, arg).map_err(|e| not_json(helper, position, e))
+        };
+        let result = match &helper.run {
+            Run::Json(_) => {
+                let json_args = args
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, arg)| json(i + 1, arg))
+                    .collect::<mlua::Result<Vec<_>>>()?;
+                with_active(|env, _| helper.call(env, &json_args))
+                    .ok_or_else(|| outside_a_call(helper))?
+                    .map_err(helper_error)?
+            }
+            Run::Read(read) => {
+                helper.check_arity(args.len()).map_err(helper_error)?;
+                let mut args = args.into_iter();
+                let object = args.next().unwrap_or(LuaValue::Nil);
+                let rest = args
+                    .enumerate()
+                    .map(|(i, arg)| json(i + 2, arg))
+                    .collect::<mlua::Result<Vec<_>>>()?;
+                let path = (read.path)(&rest).map_err(|e| helper_error(helper.error(e)))?;
+                let id = match &object {
+                    LuaValue::Table(table) => table.to_pointer() as usize,
+                    _ => 0,
+                };
+                let found = with_unconverted(id, |unconverted| match unconverted {
+                    Some(unconverted) => unconverted.read(
+                        &path,
+                        || from_lua(lua, &markers, object.clone()),
+                        |path| read_at(lua, &markers, object.clone(), path),
+                    ),
+                    None => read_at(lua, &markers, object, &path),
                 })
-            })
-            .collect::<mlua::Result<Vec<_>>>()?;
-        let result = helper
-            .call(&env, &json_args)
-            .map_err(|e| mlua::Error::runtime(e.0))?;
+                .map_err(|e| not_json(helper, 1, e))?;
+                (read.finish)(found, &rest)
+            }
+        };
         to_lua_result(lua, &markers, &result)
     })
+}
+
+fn not_json(helper: &Helper, position: usize, error: ConvertError) -> mlua::Error {
+    mlua::Error::runtime(format!(
+        "{}: argument {position}{} is not JSON: {}",
+        helper.name,
+        error.path(),
+        error.message
+    ))
+}
+
+fn helper_error(error: HelperError) -> mlua::Error {
+    mlua::Error::runtime(error.0)
+}
+
+fn outside_a_call(helper: &Helper) -> mlua::Error {
+    mlua::Error::runtime(format!("{}: called outside a hook call", helper.name))
 }
 
 fn blocked_function(lua: &Lua, name: &'static str, why: &'static str) -> mlua::Result<Function> {
@@ -281,18 +478,21 @@ fn blocked_library(
 
 /// `os` with only the time functions, pinned to the call's clock and to UTC so a hook gives the
 /// same answer in a test as in the cluster.
-fn safe_os(lua: &Lua, setup: &CallSetup) -> mlua::Result<Table> {
+fn safe_os(lua: &Lua) -> mlua::Result<Table> {
     let luau_os: Table = lua.globals().get("os")?;
     let luau_time: Function = luau_os.get("time")?;
     let luau_date: Function = luau_os.get("date")?;
-    let now = setup.env.now.as_second();
+    let now = || {
+        with_active(|env, _| env.now.as_second() as f64)
+            .ok_or_else(|| mlua::Error::runtime("os: called outside a hook call"))
+    };
     let os = lua.create_table()?;
     os.set("clock", luau_os.get::<Function>("clock")?)?;
     os.set("difftime", luau_os.get::<Function>("difftime")?)?;
     os.set(
         "time",
         lua.create_function(move |_, date: Option<Table>| match date {
-            None => Ok(LuaValue::Number(now as f64)),
+            None => Ok(LuaValue::Number(now()?)),
             Some(date) => luau_time.call::<LuaValue>(date),
         })?,
     )?;
@@ -306,7 +506,11 @@ fn safe_os(lua: &Lua, setup: &CallSetup) -> mlua::Result<Table> {
             } else {
                 format!("!{format}")
             };
-            luau_date.call::<LuaValue>((format, time.unwrap_or(now as f64)))
+            let time = match time {
+                Some(time) => time,
+                None => now()?,
+            };
+            luau_date.call::<LuaValue>((format, time))
         })?,
     )?;
     blocked_library(

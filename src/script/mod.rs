@@ -3,15 +3,18 @@
 //!
 //! This file is the facade and the compile cache; each engine lives in its own pair of files
 //! (`rhai_engine`/`rhai_convert`, `lua_engine`/`lua_convert`), the helpers in `helpers`, budgets
-//! in `limits`, errors in `error` and script logging in `log`. The contract scripts see is
-//! documented in `docs/scripting.md`.
+//! in `limits`, what a running call's callbacks read in `active`, which request fields a script
+//! reads in `request_use`, errors in `error` and script logging in `log`. The contract scripts
+//! see is documented in `docs/scripting.md`.
 
+mod active;
 mod error;
 mod helpers;
 mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+mod request_use;
 mod rhai_convert;
 mod rhai_engine;
 
@@ -89,9 +92,15 @@ impl ScriptSource {
 }
 
 /// The compiled form of a script, shared by every handle with the same language and code.
-pub(crate) enum Program {
+pub(crate) struct Program {
+    code: Code,
+    /// The fields of `request` the script reads as script values; only those are converted.
+    request: request_use::RequestUse,
+}
+
+pub(crate) enum Code {
     Rhai(::rhai::AST),
-    /// Luau bytecode; loaded into a fresh state per call.
+    /// Luau bytecode; loaded once into each pooled state that runs it.
     Lua(Vec<u8>),
 }
 
@@ -223,6 +232,7 @@ struct Inner {
     /// reload are freed instead of accumulating; dead entries are pruned on insert.
     cache: Mutex<HashMap<String, Weak<Program>>>,
     rhai: rhai_engine::RhaiEngines,
+    lua: lua_engine::LuaStates,
 }
 
 impl Default for ScriptEngine {
@@ -243,6 +253,7 @@ impl ScriptEngine {
             inner: Arc::new(Inner {
                 cache: Mutex::new(HashMap::new()),
                 rhai: rhai_engine::RhaiEngines::new(),
+                lua: lua_engine::LuaStates::new(),
             }),
         }
     }
@@ -263,8 +274,14 @@ impl ScriptEngine {
             None => {
                 let started = Instant::now();
                 let program = Arc::new(match source.language {
-                    Language::Rhai => self.inner.rhai.compile(source)?,
-                    Language::Lua => lua_engine::compile(source)?,
+                    Language::Rhai => Program {
+                        code: self.inner.rhai.compile(source)?,
+                        request: request_use::rhai(&source.code),
+                    },
+                    Language::Lua => Program {
+                        code: lua_engine::compile(source)?,
+                        request: request_use::lua(&source.code),
+                    },
                 });
                 tracing::debug!(
                     language = %source.language,
@@ -299,6 +316,12 @@ impl ScriptEngine {
             .count()
     }
 
+    /// How many Lua states this engine has built (each reused until a call fails).
+    #[cfg(test)]
+    pub(crate) fn lua_states_built(&self) -> usize {
+        self.inner.lua.built()
+    }
+
     /// Runs a script on the calling thread. Blocks for up to the call's timeout: from async code
     /// use [`ScriptEngine::call_async`].
     pub fn call(
@@ -321,9 +344,9 @@ impl ScriptEngine {
             budget: Arc::new(Budget::start(&limits)),
             limits,
         };
-        let result = match &*script.program {
-            Program::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
-            Program::Lua(bytecode) => lua_engine::call(bytecode, request, &setup),
+        let result = match &script.program.code {
+            Code::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
+            Code::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {

@@ -2,6 +2,7 @@
 //! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
 //! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
 
+use super::request_use::RequestUse;
 use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value;
 
@@ -50,65 +51,68 @@ pub(crate) fn to_dynamic(value: &Value) -> Dynamic {
     }
 }
 
-pub(crate) fn from_dynamic(value: Dynamic) -> Result<Value, ConvertError> {
-    // Values captured by closures are shared; read through the lock.
-    let value = if value.is_shared() {
-        value.flatten()
-    } else {
-        value
-    };
+/// Converts the request, only the fields `converted` names (`request_use`).
+pub(crate) fn request_to_dynamic(request: &Value, converted: &RequestUse) -> Dynamic {
+    match request {
+        Value::Object(fields) => Dynamic::from_map(
+            fields
+                .iter()
+                .filter(|(key, _)| converted.converts(key))
+                .map(|(key, item)| (key.as_str().into(), to_dynamic(item)))
+                .collect::<Map>(),
+        ),
+        other => to_dynamic(other),
+    }
+}
+
+/// Reads a Rhai value as JSON, by reference: helpers get their arguments this way without
+/// copying them first.
+pub(crate) fn from_dynamic(value: &Dynamic) -> Result<Value, ConvertError> {
+    // Values captured by closures are shared; read a copy taken through the lock.
+    if value.is_shared() {
+        return from_dynamic(&value.flatten_clone());
+    }
+    // Most likely first: a Kubernetes object is mostly maps and strings.
+    if let Some(map) = value.read_lock::<Map>() {
+        let mut object = serde_json::Map::new();
+        for (key, item) in map.iter() {
+            let item = from_dynamic(item).map_err(|e| e.within(segment(key)))?;
+            object.insert(key.to_string(), item);
+        }
+        return Ok(Value::Object(object));
+    }
+    if let Some(s) = value.read_lock::<ImmutableString>() {
+        return Ok(Value::String(s.to_string()));
+    }
+    if let Some(items) = value.read_lock::<Array>() {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| from_dynamic(item).map_err(|e| e.within(format!("[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array);
+    }
+    if let Ok(i) = value.as_int() {
+        return Ok(Value::from(i));
+    }
     if value.is_unit() {
         return Ok(Value::Null);
     }
     if let Ok(b) = value.as_bool() {
         return Ok(Value::Bool(b));
     }
-    if let Ok(i) = value.as_int() {
-        return Ok(Value::from(i));
-    }
     if let Ok(f) = value.as_float() {
         return serde_json::Number::from_f64(f)
             .map(Value::Number)
             .ok_or_else(|| ConvertError::new(format!("{f} is not a JSON number")));
     }
-    if value.is_string() {
-        let s = value
-            .into_immutable_string()
-            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
-        return Ok(Value::String(s.to_string()));
-    }
     if let Ok(c) = value.as_char() {
         return Ok(Value::String(c.to_string()));
     }
-    if value.is_array() {
-        let items = value
-            .into_array()
-            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
-        return items
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| from_dynamic(item).map_err(|e| e.within(format!("[{i}]"))))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array);
-    }
-    if value.is_blob() {
-        let bytes = value
-            .into_blob()
-            .map_err(|t| ConvertError::new(format!("unexpected {t}")))?;
-        return Ok(Value::Array(bytes.into_iter().map(Value::from).collect()));
-    }
-    if value.is_map() {
-        let map = value.cast::<Map>();
-        return map
-            .into_iter()
-            .map(|(k, v)| {
-                let key = k.to_string();
-                from_dynamic(v)
-                    .map(|v| (key.clone(), v))
-                    .map_err(|e| e.within(segment(&key)))
-            })
-            .collect::<Result<serde_json::Map<_, _>, _>>()
-            .map(Value::Object);
+    if let Some(bytes) = value.read_lock::<rhai::Blob>() {
+        return Ok(Value::Array(
+            bytes.iter().copied().map(Value::from).collect(),
+        ));
     }
     Err(ConvertError::new(format!(
         "a value of type {} is not JSON",
@@ -136,7 +140,7 @@ mod tests {
             "null": null, "t": true, "int": -3, "big": 9007199254740993i64, "float": 2.0,
             "list": [[], {}, [1, [2]]], "empty_map": {}, "empty_list": [], "s": "ü \u{1F600}"
         });
-        assert_eq!(from_dynamic(to_dynamic(&value)).unwrap(), value);
+        assert_eq!(from_dynamic(&to_dynamic(&value)).unwrap(), value);
     }
 
     #[test]
@@ -146,7 +150,7 @@ mod tests {
             "a.b".into(),
             Dynamic::from_array(vec![Dynamic::from_float(f64::NAN)]),
         );
-        let err = from_dynamic(Dynamic::from_map(map)).unwrap_err();
+        let err = from_dynamic(&Dynamic::from_map(map)).unwrap_err();
         assert_eq!(err.path(), "[\"a.b\"][0]");
         assert!(err.message.contains("NaN"), "{}", err.message);
     }

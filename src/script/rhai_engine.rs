@@ -3,22 +3,18 @@
 //!
 //! Rhai's size limits are engine settings, so there is one engine per distinct set of size
 //! limits (almost always just the default one); the per-call parts (operation budget, deadline,
-//! helper environment) are reached through a thread-local set for the duration of a call, since
-//! a call runs entirely on the calling thread.
+//! helper environment) are reached through the active call (`active`).
 
+use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper};
-use super::limits::{
-    Budget, DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE,
-};
+use super::helpers::{HELPERS, Helper, Run, step};
+use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
-use super::rhai_convert::{from_dynamic, to_dynamic};
-use super::{CallSetup, Program, ScriptSource};
-use crate::script::helpers::HelperEnv;
+use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
+use super::{CallSetup, Code, ScriptSource};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, NativeCallContext, Position, Scope};
 use serde_json::Value;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -30,38 +26,6 @@ pub(crate) struct RhaiEngines {
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
     by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
-}
-
-/// The per-call state the engine callbacks and helpers read.
-struct ActiveCall {
-    env: HelperEnv,
-    budget: Arc<Budget>,
-}
-
-thread_local! {
-    static ACTIVE: RefCell<Option<ActiveCall>> = const { RefCell::new(None) };
-}
-
-/// Sets [`ACTIVE`] for the duration of a call, restoring the previous value (none in practice)
-/// even if the evaluation unwinds.
-struct ActiveGuard(Option<ActiveCall>);
-
-impl ActiveGuard {
-    fn enter(env: HelperEnv, budget: Arc<Budget>) -> ActiveGuard {
-        let call = ActiveCall { env, budget };
-        ActiveGuard(ACTIVE.with(|a| a.borrow_mut().replace(call)))
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        let previous = self.0.take();
-        ACTIVE.with(|a| *a.borrow_mut() = previous);
-    }
-}
-
-fn with_active<R>(f: impl FnOnce(&HelperEnv, &Budget) -> R) -> Option<R> {
-    ACTIVE.with(|a| a.borrow().as_ref().map(|call| f(&call.env, &call.budget)))
 }
 
 impl RhaiEngines {
@@ -94,10 +58,10 @@ impl RhaiEngines {
             .clone()
     }
 
-    pub fn compile(&self, source: &ScriptSource) -> Result<Program, ScriptError> {
+    pub fn compile(&self, source: &ScriptSource) -> Result<Code, ScriptError> {
         self.base
             .compile(&*source.code)
-            .map(Program::Rhai)
+            .map(Code::Rhai)
             .map_err(|error| {
                 let (line, column) = position(error.position());
                 ScriptError::new(
@@ -117,10 +81,16 @@ impl RhaiEngines {
         setup: &CallSetup,
     ) -> Result<Value, ScriptError> {
         let engine = self.engine_for(&setup.limits);
+        let converted = &setup.script.program.request;
         let mut scope = Scope::new();
-        scope.push("request", to_dynamic(request));
+        scope.push("request", request_to_dynamic(request, converted));
+        let id = scope.get("request").map_or(0, address);
         let result = {
-            let _active = ActiveGuard::enter(setup.env.clone(), setup.budget.clone());
+            let _active = ActiveGuard::enter(
+                setup.env.clone(),
+                setup.budget.clone(),
+                Request::partial(id, request, converted),
+            );
             engine.eval_ast_with_scope::<Dynamic>(&mut scope, ast)
         };
         // Rhai checks sizes as values are built, except a map grown by `m[key] = v`; checking
@@ -128,7 +98,7 @@ impl RhaiEngines {
         let value = result
             .and_then(|value| engine.check_data_size_of(value))
             .map_err(|error| map_error(&error, setup))?;
-        let response = from_dynamic(value).map_err(|e| {
+        let response = from_dynamic(&value).map_err(|e| {
             setup.error(
                 ScriptErrorKind::Conversion,
                 format!("response{} is not JSON: {}", e.path(), e.message),
@@ -198,33 +168,37 @@ fn line(level: LogLevel, text: &str) -> LogLine {
 }
 
 /// Binds one helper under its name for every arity it accepts; the arguments arrive as Dynamic
-/// and are converted to JSON, so the helper itself knows nothing about Rhai.
+/// and are converted to JSON, so the helper itself knows nothing about Rhai. The first argument
+/// is taken by reference, which spares Rhai a copy of it (usually a whole object) per call.
 fn register_helper(engine: &mut Engine, helper: &'static Helper) {
     for arity in helper.min_args..=helper.max_args {
         match arity {
             0 => {
                 engine.register_fn(helper.name, move |ctx: NativeCallContext| {
-                    run_helper(&ctx, helper, &[])
+                    run_helper(&ctx, helper, None, &[])
                 });
             }
             1 => {
-                engine.register_fn(helper.name, move |ctx: NativeCallContext, a: Dynamic| {
-                    run_helper(&ctx, helper, &[a])
-                });
+                engine.register_fn(
+                    helper.name,
+                    move |ctx: NativeCallContext, a: &mut Dynamic| {
+                        run_helper(&ctx, helper, Some(a), &[])
+                    },
+                );
             }
             2 => {
                 engine.register_fn(
                     helper.name,
-                    move |ctx: NativeCallContext, a: Dynamic, b: Dynamic| {
-                        run_helper(&ctx, helper, &[a, b])
+                    move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic| {
+                        run_helper(&ctx, helper, Some(a), &[b])
                     },
                 );
             }
             3 => {
                 engine.register_fn(
                     helper.name,
-                    move |ctx: NativeCallContext, a: Dynamic, b: Dynamic, c: Dynamic| {
-                        run_helper(&ctx, helper, &[a, b, c])
+                    move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic, c: Dynamic| {
+                        run_helper(&ctx, helper, Some(a), &[b, c])
                     },
                 );
             }
@@ -236,29 +210,78 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
 fn run_helper(
     ctx: &NativeCallContext,
     helper: &Helper,
-    args: &[Dynamic],
+    first: Option<&Dynamic>,
+    rest: &[Dynamic],
 ) -> Result<Dynamic, Box<EvalAltResult>> {
     let fail = |message: String| -> Box<EvalAltResult> {
         EvalAltResult::ErrorRuntime(message.into(), ctx.call_position()).into()
     };
-    let json_args = args
+    let json = |position: usize, arg: &Dynamic| {
+        from_dynamic(arg).map_err(|e| {
+            fail(format!(
+                "{}: argument {position}{} is not JSON: {}",
+                helper.name,
+                e.path(),
+                e.message
+            ))
+        })
+    };
+    let rest_json = rest
         .iter()
         .enumerate()
-        .map(|(i, arg)| {
-            from_dynamic(arg.clone()).map_err(|e| {
-                fail(format!(
-                    "{}: argument {}{} is not JSON: {}",
-                    helper.name,
-                    i + 1,
-                    e.path(),
-                    e.message
-                ))
-            })
-        })
+        .map(|(i, arg)| json(i + 2, arg))
         .collect::<Result<Vec<_>, _>>()?;
-    let result = with_active(|env, _| helper.call(env, &json_args))
-        .ok_or_else(|| fail(format!("{}: called outside a hook call", helper.name)))?;
-    result.map(|v| to_dynamic(&v)).map_err(|e| fail(e.0))
+    let result = match (&helper.run, first) {
+        (Run::Read(read), Some(object)) => {
+            let path = (read.path)(&rest_json).map_err(|e| fail(helper.error(e).0))?;
+            let read_path = |path: &[String]| {
+                walk(object, path, &mut |found| {
+                    found.map(|v| json(1, v)).transpose()
+                })
+            };
+            let found = with_unconverted(address(object), |unconverted| match unconverted {
+                Some(unconverted) => unconverted.read(&path, || json(1, object), read_path),
+                None => read_path(&path),
+            })?;
+            (read.finish)(found, &rest_json)
+        }
+        _ => {
+            let mut args = Vec::with_capacity(rest.len() + 1);
+            if let Some(first) = first {
+                args.push(json(1, first)?);
+            }
+            args.extend(rest_json);
+            with_active(|env, _| helper.call(env, &args))
+                .ok_or_else(|| fail(format!("{}: called outside a hook call", helper.name)))?
+                .map_err(|e| fail(e.0))?
+        }
+    };
+    Ok(to_dynamic(&result))
+}
+
+/// The address of the map a value holds, by which readers recognise the script's `request`.
+fn address(value: &Dynamic) -> usize {
+    value
+        .read_lock::<rhai::Map>()
+        .map_or(0, |map| &*map as *const rhai::Map as usize)
+}
+
+/// Follows a reader's path through a Rhai value (`helpers::step`) and hands what is there to
+/// `found`; values are borrowed, not copied, along the way.
+fn walk<R>(value: &Dynamic, path: &[String], found: &mut dyn FnMut(Option<&Dynamic>) -> R) -> R {
+    let Some((segment, rest)) = path.split_first() else {
+        return found(Some(value));
+    };
+    let map = value.read_lock::<rhai::Map>();
+    let items = value.read_lock::<rhai::Array>();
+    match step(
+        segment,
+        |key| map.as_deref()?.get(key),
+        |index| items.as_deref()?.get(index),
+    ) {
+        Some(child) => walk(child, rest, found),
+        None => found(None),
+    }
 }
 
 fn position(pos: Position) -> (Option<u32>, Option<u32>) {

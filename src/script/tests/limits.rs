@@ -144,6 +144,7 @@ fn lua_memory_limit_stops_table_growth_with_defaults() {
     assert_limit(&error, LimitKind::Memory, "memory limit of 64 MiB exceeded");
 }
 
+/// The fields of the request a script reads are converted into its heap, and count.
 #[test]
 fn lua_memory_limit_counts_the_request() {
     let big = json!({"data": "x".repeat(2 * 1024 * 1024)});
@@ -151,7 +152,7 @@ fn lua_memory_limit_counts_the_request() {
         max_memory_bytes: Some(1024 * 1024),
         ..Limits::default()
     });
-    let error = run_with(Language::Lua, "return 1", big, &call).unwrap_err();
+    let error = run_with(Language::Lua, "return #request.data", big, &call).unwrap_err();
     assert_eq!(error.limit(), Some(LimitKind::Memory), "{error}");
 }
 

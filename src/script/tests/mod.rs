@@ -7,6 +7,8 @@ mod errors;
 mod examples;
 mod helpers;
 mod limits;
+mod request_fields;
+mod reuse;
 mod roundtrip;
 mod sandbox;
 

@@ -1,0 +1,156 @@
+//! The call the current thread is running, for the callbacks of both engines.
+//!
+//! Helpers, `print`, and Rhai's progress callback are installed once (per Rhai engine, per Luau
+//! state) but serve one call at a time, and a call runs entirely on the thread that started it;
+//! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
+//! thread-local for the duration of the call instead of being rebound on every call.
+
+use super::helpers::{HelperEnv, walk_json};
+use super::limits::Budget;
+use super::request_use::RequestUse;
+use serde_json::{Map, Value};
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+struct ActiveCall {
+    env: HelperEnv,
+    budget: Arc<Budget>,
+    request: Option<RawRequest>,
+}
+
+/// [`Request`] without its lifetime; only dereferenced while the guard that stored it lives.
+#[derive(Clone, Copy)]
+struct RawRequest {
+    id: usize,
+    json: *const Map<String, Value>,
+    converted: *const RequestUse,
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<ActiveCall>> = const { RefCell::new(None) };
+}
+
+/// The request of a call whose script was given only some of its fields (`request_use`).
+pub(crate) struct Request<'a> {
+    /// The address of the script's `request` value (a Lua table, the map inside a Rhai value),
+    /// by which readers recognise it.
+    pub id: usize,
+    pub json: &'a Map<String, Value>,
+    pub converted: &'a RequestUse,
+}
+
+impl<'a> Request<'a> {
+    /// The request of a call, when the script was given only some of its fields.
+    pub fn partial(id: usize, json: &'a Value, converted: &'a RequestUse) -> Option<Request<'a>> {
+        match (json, converted) {
+            (Value::Object(json), RequestUse::Fields(_)) => Some(Request {
+                id,
+                json,
+                converted,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of the active call's request that the script was not given.
+pub(crate) struct Unconverted<'a> {
+    json: &'a Map<String, Value>,
+    converted: &'a RequestUse,
+}
+
+impl Unconverted<'_> {
+    /// What a reader finds at `path` in the script's `request`, which holds only the fields the
+    /// script reads itself: those are read by `walk` in the engine's values, the others from the
+    /// JSON they would have been converted from. `whole` is the script's value as JSON.
+    pub fn read<E>(
+        &self,
+        path: &[String],
+        whole: impl FnOnce() -> Result<Value, E>,
+        walk: impl FnOnce(&[String]) -> Result<Option<Value>, E>,
+    ) -> Result<Option<Value>, E> {
+        let Some((first, rest)) = path.split_first() else {
+            let mut whole = whole()?;
+            if let Value::Object(fields) = &mut whole {
+                let unconverted = self
+                    .json
+                    .iter()
+                    .filter(|(k, _)| !self.converted.converts(k));
+                fields.extend(unconverted.map(|(k, v)| (k.clone(), v.clone())));
+            }
+            return Ok(Some(whole));
+        };
+        if self.converted.converts(first) {
+            walk(path)
+        } else {
+            Ok(self
+                .json
+                .get(first)
+                .and_then(|value| walk_json(value, rest))
+                .cloned())
+        }
+    }
+}
+
+/// Makes a call active on this thread until dropped, restoring the previous one (none in
+/// practice) even if the evaluation unwinds.
+pub(crate) struct ActiveGuard<'a> {
+    previous: Option<ActiveCall>,
+    request: PhantomData<&'a Value>,
+}
+
+impl<'a> ActiveGuard<'a> {
+    pub fn enter(
+        env: HelperEnv,
+        budget: Arc<Budget>,
+        request: Option<Request<'a>>,
+    ) -> ActiveGuard<'a> {
+        let call = ActiveCall {
+            env,
+            budget,
+            request: request.map(|r| RawRequest {
+                id: r.id,
+                json: r.json,
+                converted: r.converted,
+            }),
+        };
+        ActiveGuard {
+            previous: ACTIVE.with(|a| a.borrow_mut().replace(call)),
+            request: PhantomData,
+        }
+    }
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        ACTIVE.with(|a| *a.borrow_mut() = previous);
+    }
+}
+
+/// Runs `f` with the active call's environment and budget; `None` outside a call.
+pub(crate) fn with_active<R>(f: impl FnOnce(&HelperEnv, &Budget) -> R) -> Option<R> {
+    ACTIVE.with(|a| a.borrow().as_ref().map(|call| f(&call.env, &call.budget)))
+}
+
+/// Runs `f` with the unconverted fields of the active call's request if `id` is the address of
+/// its `request` value, else with `None`.
+pub(crate) fn with_unconverted<R>(id: usize, f: impl FnOnce(Option<Unconverted<'_>>) -> R) -> R {
+    let request = ACTIVE.with(|a| {
+        a.borrow()
+            .as_ref()
+            .and_then(|call| call.request)
+            .filter(|request| request.id == id)
+    });
+    // SAFETY: a `RawRequest` is stored by `ActiveGuard::enter` from references that outlive the
+    // guard, and removed when the guard drops; this runs on the thread that holds the guard,
+    // during the call, so the guard (and the references) are alive for all of `f`.
+    let unconverted = request.map(|request| unsafe {
+        Unconverted {
+            json: &*request.json,
+            converted: &*request.converted,
+        }
+    });
+    f(unconverted)
+}
