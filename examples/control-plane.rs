@@ -13,16 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use metascript::testing::{BIN_DIR_ENV, ControlPlane, default_bin_dir};
+use metascript::testing::{ControlPlane, kubectl};
 
 /// The kubectl `hack/control-plane/build.sh` puts next to the control-plane binaries, if any.
-fn kubectl() -> Option<PathBuf> {
-    let dir = std::env::var_os(BIN_DIR_ENV)
-        .map(PathBuf::from)
-        .or_else(default_bin_dir)?;
-    Some(dir.join("kubectl")).filter(|path| path.is_file())
-}
-
 /// The `--kubeconfig PATH` argument, if given.
 fn kubeconfig_arg() -> anyhow::Result<Option<PathBuf>> {
     let mut args = std::env::args().skip(1);

@@ -129,6 +129,15 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ControlPlaneE
     move |error| ControlPlaneError::Io { context, error }
 }
 
+/// The kubectl `hack/control-plane/build.sh` builds beside the plane's binaries (in
+/// `METASCRIPT_CONTROL_PLANE_BIN`, else the default directory), when it is there.
+pub fn kubectl() -> Option<PathBuf> {
+    let dir = std::env::var_os(BIN_DIR_ENV)
+        .map(PathBuf::from)
+        .or_else(default_bin_dir)?;
+    Some(dir.join("kubectl")).filter(|path| path.is_file())
+}
+
 /// The default binary directory, the one `hack/control-plane/build.sh` fills; `None` without
 /// `HOME`.
 pub fn default_bin_dir() -> Option<PathBuf> {

@@ -6,5 +6,5 @@
 mod control_plane;
 mod crds;
 
-pub use control_plane::{BIN_DIR_ENV, ControlPlane, ControlPlaneError, default_bin_dir};
+pub use control_plane::{BIN_DIR_ENV, ControlPlane, ControlPlaneError, default_bin_dir, kubectl};
 pub use crds::{InstallCrdsError, install_crds};

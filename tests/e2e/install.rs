@@ -11,7 +11,7 @@ use crate::support::process::{free_port, http_get, metric};
 use crate::support::{WAIT, client, plane};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use metascript::testing::{BIN_DIR_ENV, default_bin_dir};
+use metascript::testing::BIN_DIR_ENV;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -482,23 +482,12 @@ impl Kubectl {
 
 /// The kubectl `hack/control-plane/build.sh` builds beside the plane's binaries.
 fn kubectl() -> PathBuf {
-    let dir = std::env::var_os(BIN_DIR_ENV)
-        .map(PathBuf::from)
-        .or_else(default_bin_dir)
-        .unwrap_or_else(|| {
-            panic!(
-                "cannot locate kubectl: set {BIN_DIR_ENV} to the directory \
-                 hack/control-plane/build.sh prints"
-            )
-        });
-    let kubectl = dir.join("kubectl");
-    assert!(
-        kubectl.is_file(),
-        "{} not found: hack/control-plane/build.sh builds it beside the control-plane \
-         binaries (unless METASCRIPT_BUILD_KUBECTL=0)",
-        kubectl.display()
-    );
-    kubectl
+    metascript::testing::kubectl().unwrap_or_else(|| {
+        panic!(
+            "kubectl not found: hack/control-plane/build.sh builds it beside the control-plane \
+             binaries (unless METASCRIPT_BUILD_KUBECTL=0); set {BIN_DIR_ENV} to the directory it prints"
+        )
+    })
 }
 
 fn run(command: &mut Command, input: &str) -> (String, String) {
