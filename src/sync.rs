@@ -131,7 +131,7 @@ impl SyncError {
     pub fn reason(&self) -> &'static str {
         match self {
             SyncError::Hook(HookError::Response(_)) => "InvalidResponse",
-            SyncError::Hook(HookError::Script(_)) => "HookFailed",
+            SyncError::Hook(HookError::Script(_) | HookError::Webhook(_)) => "HookFailed",
             SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
                 "ScriptUnavailable"
             }
