@@ -442,7 +442,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{CaBundle, ServiceReference};
+    use crate::api::{CaBundle, Hook, ServiceReference};
+    use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+    use crate::script::ScriptEngine;
     use serde_json::json;
 
     fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
@@ -621,6 +623,161 @@ mod tests {
             error
                 .reason
                 .starts_with("the body is not JSON: <html>oops</html>: "),
+            "{error}"
+        );
+    }
+
+    /// A bare HTTP/1.1 server on loopback answering every request with `reply(body)`: status,
+    /// body and a delay before answering. It counts connections, to see keep-alive at work.
+    struct RawServer {
+        url: String,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    type Reply = (u16, String, Duration);
+
+    fn serve(reply: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> RawServer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        let reply = Arc::new(reply);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                counted.fetch_add(1, Ordering::SeqCst);
+                let reply = reply.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    loop {
+                        let mut length = 0;
+                        let mut line = String::new();
+                        loop {
+                            line.clear();
+                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(value) = lower.strip_prefix("content-length:") {
+                                length = value.trim().parse().unwrap();
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        reader.read_exact(&mut body).unwrap();
+                        let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let (status, body, delay) = reply(&request);
+                        std::thread::sleep(delay);
+                        let answer = format!(
+                            "HTTP/1.1 {status} Answer\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        RawServer { url, connections }
+    }
+
+    fn hooks(webhook: Webhook) -> ControllerHooks {
+        let hook = Hook {
+            webhook: Some(webhook),
+            ..Hook::default()
+        };
+        ControllerHooks::load(
+            &ScriptEngine::new(),
+            "echo",
+            [(HookKind::Sync, &hook)],
+            &NoConfigMaps,
+        )
+        .unwrap()
+    }
+
+    fn call(hooks: &ControllerHooks) -> Result<Value, HookError> {
+        let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
+        hooks.call(&ScriptEngine::new(), HookKind::Sync, &request, None, None)
+    }
+
+    #[test]
+    fn a_call_posts_the_request_as_json_and_keeps_the_connection_alive() {
+        let server = serve(|request| {
+            let name = request["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or("?");
+            let body = json!({"labels": {"seen": name}}).to_string();
+            (200, body, Duration::ZERO)
+        });
+        let hooks = hooks(url(&format!("{}/sync", server.url)));
+        for _ in 0..3 {
+            assert_eq!(call(&hooks).unwrap(), json!({"labels": {"seen": "web"}}));
+        }
+        assert_eq!(
+            server.connections.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the three calls should share one pooled connection"
+        );
+    }
+
+    #[test]
+    fn a_failed_call_names_the_controller_hook_url_and_what_went_wrong() {
+        let failing = serve(|_| (500, "boom: no such template".into(), Duration::ZERO));
+        let error = call(&hooks(url(&format!("{}/sync", failing.url)))).unwrap_err();
+        assert!(matches!(error, HookError::Webhook(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "hook sync of echo (webhook {}/sync): answered HTTP 500: boom: no such template",
+                failing.url
+            )
+        );
+
+        let html = serve(|_| (200, "<html>".into(), Duration::ZERO));
+        let error = call(&hooks(url(&html.url))).unwrap_err();
+        assert!(
+            matches!(error, HookError::Response(_))
+                && error.to_string().starts_with(&format!(
+                    "hook sync of echo (webhook {}) returned an invalid hook response: \
+                     (response): the body is not JSON: <html>: ",
+                    html.url
+                )),
+            "{error}"
+        );
+
+        let slow = serve(|_| (200, "{}".into(), Duration::from_secs(3)));
+        let started = std::time::Instant::now();
+        let error = call(&hooks(Webhook {
+            timeout: Some("300ms".into()),
+            ..url(&slow.url)
+        }))
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            error
+                .to_string()
+                .ends_with("no response within 300ms (webhook.timeout)"),
+            "{error}"
+        );
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = closed.local_addr().unwrap();
+        drop(closed);
+        let error = call(&hooks(url(&format!("http://{address}/sync")))).unwrap_err();
+        assert!(
+            error.to_string().contains(&format!(
+                "(webhook http://{address}/sync): cannot connect: "
+            )),
             "{error}"
         );
     }
