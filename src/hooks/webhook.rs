@@ -80,6 +80,8 @@ pub enum WebhookFailure {
     Timeout { timeout: Duration },
     #[error("cannot connect: {0}")]
     Connect(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("answered HTTP {status}{body}")]
     Status { status: u16, body: String },
     #[error("the response body is larger than {MAX_RESPONSE_BYTES} bytes")]
@@ -255,6 +257,21 @@ impl WebhookEndpoint {
     }
 
     fn failure(&self, error: ureq::Error) -> WebhookFailure {
+        let tls = match &error {
+            ureq::Error::Rustls(tls) => Some(tls),
+            // A failed handshake surfaces as the I/O error of the connection it ended.
+            ureq::Error::Io(io) => io.get_ref().and_then(|inner| inner.downcast_ref()),
+            _ => None,
+        };
+        if let Some(tls) = tls {
+            let hint = match tls {
+                rustls::Error::InvalidCertificate(_) => {
+                    " (webhook.caBundle must hold the CA that signed the server's certificate)"
+                }
+                _ => "",
+            };
+            return WebhookFailure::Tls(format!("{tls}{hint}"));
+        }
         match error {
             ureq::Error::Timeout(_) => WebhookFailure::Timeout {
                 timeout: self.timeout,
