@@ -2,6 +2,7 @@
 //! on loopback, against the real plane and the shared operator; the service-per-pod example as a
 //! webhook next to the script; and a Metacontroller manifest converted and taking over.
 
+use crate::support::cluster::Cluster;
 use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const SYNC_RHAI: &str = include_str!("../../scripts/service-per-pod/sync.rhai");
+const TRANSFORM_CRDS: &str = include_str!("../../scripts/configmap-transform/crds.yaml");
 const DECORATOR_LABEL: &str = "metascript.dev/decorator";
 
 fn webhook(url: &str) -> Value {
@@ -79,12 +81,12 @@ fn has_finalizer(object: &Value, finalizer: &str) -> bool {
 
 /// The hook calls the shared operator has timed for one hook of a controller (the same metric
 /// scripts are timed in).
-async fn hook_calls(controller: &str, hook: &str) -> u64 {
+async fn hook_calls(kind: &str, controller: &str, hook: &str) -> u64 {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &operator_metrics().await.registry())
         .expect("metrics encode");
     let series = format!(
-        "metascript_hook_duration_seconds_count{{kind=\"decorator\",controller=\"{controller}\",hook=\"{hook}\"}} "
+        "metascript_hook_duration_seconds_count{{kind=\"{kind}\",controller=\"{controller}\",hook=\"{hook}\"}} "
     );
     text.lines()
         .find_map(|line| line.strip_prefix(&series)?.parse().ok())
@@ -179,7 +181,7 @@ async fn a_webhook_sync_attaches_and_labels_and_its_finalize_releases_the_target
     )
     .await;
     // Timed like a script hook, under the same metric.
-    let calls = hook_calls(&name, "sync").await;
+    let calls = hook_calls("decorator", &name, "sync").await;
     assert!(calls >= 2, "{calls}");
 
     // Deleting the target calls finalize, which removes the attachment, then releases it.
@@ -206,7 +208,7 @@ async fn a_webhook_sync_attaches_and_labels_and_its_finalize_releases_the_target
         !finalizing.is_empty() && finalizing.iter().all(|r| r["finalizing"] == true),
         "{finalizing:?}"
     );
-    assert!(hook_calls(&name, "finalize").await >= 1);
+    assert!(hook_calls("decorator", &name, "finalize").await >= 1);
 }
 
 #[tokio::test]
@@ -260,7 +262,7 @@ async fn a_webhook_customize_selects_the_related_objects_sync_receives() {
         server.requests("/customize")[0]["parent"]["metadata"]["name"],
         "app"
     );
-    assert!(hook_calls(&name, "customize").await >= 1);
+    assert!(hook_calls("decorator", &name, "customize").await >= 1);
 }
 
 /// What the failing server answers.
@@ -769,4 +771,113 @@ async fn a_converted_metacontroller_manifest_adopts_the_attachments_it_finds() {
         get(&client, &sts).await.is_none().then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn map_and_tombstone_webhooks_map_inputs_and_keep_detached_outputs_while_asked() {
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("webhook-map"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let keep = Arc::new(Mutex::new(true));
+    let keeping = keep.clone();
+    let server = HookServer::start(move |path, request| match path {
+        "/map" => {
+            let input = &request["input"];
+            let name = input["metadata"]["name"].as_str().unwrap_or_default();
+            Reply::json(&json!({"outputs": [{
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-copy")},
+                "data": input["data"]
+            }]}))
+        }
+        _ => {
+            let kept: Vec<Value> = if *keeping.lock() {
+                request["outputs"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|types| types.values())
+                    .filter_map(Value::as_object)
+                    .flat_map(|outputs| outputs.values().cloned())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Reply::json(&json!({"outputs": kept}))
+        }
+    })
+    .expect("hook server");
+    let namespace = test_namespace(&cluster.client, "webhook-map").await;
+    let name = unique_name("webhook-map");
+    cluster
+        .apply(&json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+            "metadata": {"name": name},
+            "spec": {
+                "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "configtemplates"},
+                "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+                "outputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+                "resyncPeriodSeconds": 1,
+                "hooks": {"map": webhook(&server.url("/map")), "tombstone": webhook(&server.url("/tombstone"))}
+            }
+        }))
+        .await;
+    let template = json!({
+        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "copies", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"copy": "yes"}}}
+    });
+    cluster.apply(&template).await;
+    let source = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "source", "namespace": namespace, "labels": {"copy": "yes"}},
+        "data": {"a": "1"}
+    });
+    cluster.apply(&source).await;
+    let copy = cluster
+        .wait_for(&config_map(&namespace, "source-copy"), "the output", |_| {
+            true
+        })
+        .await;
+    assert_eq!(copy["data"]["a"], "1");
+    assert_eq!(label(&copy, "metascript.dev/map"), Some(name.as_str()));
+    let map_key = label(&copy, "metascript.dev/map-key")
+        .expect("the map key label")
+        .to_string();
+    let mapped = &server.requests("/map")[0];
+    assert_eq!(mapped["parent"]["metadata"]["name"], "copies");
+    assert_eq!(mapped["input"]["metadata"]["name"], "source");
+    assert_eq!(mapped["mapKey"], map_key.as_str());
+    assert_eq!(mapped["outputs"], json!({"ConfigMap.v1": {}}));
+
+    // The input goes: its output is detached, and kept for as long as the tombstone hook says.
+    cluster.delete(&source).await;
+    eventually("the tombstone hook asked twice", || async {
+        (server.requests("/tombstone").len() >= 2).then_some(())
+    })
+    .await;
+    let asked = &server.requests("/tombstone")[0];
+    assert_eq!(asked["mapKey"], map_key.as_str());
+    assert!(asked.get("input").is_none());
+    assert_eq!(
+        asked["outputs"]["ConfigMap.v1"]["source-copy"]["data"]["a"],
+        "1"
+    );
+    assert!(
+        cluster
+            .get(&config_map(&namespace, "source-copy"))
+            .await
+            .is_some(),
+        "kept while the tombstone hook keeps it"
+    );
+    *keep.lock() = false;
+    cluster
+        .wait_gone(
+            &config_map(&namespace, "source-copy"),
+            "the output deleted once let go",
+        )
+        .await;
+    assert!(hook_calls("map", &name, "map").await >= 1);
+    assert!(hook_calls("map", &name, "tombstone").await >= 2);
 }
