@@ -360,10 +360,12 @@ fn parse_response(
     body: &[u8],
 ) -> Result<Value, InvalidResponse> {
     let not_json = |error: serde_json::Error| {
-        InvalidResponse::new(
-            "(response)",
-            format!("the body is not JSON{}: {error}", excerpt(body)),
-        )
+        let reason = match error.classify() {
+            // Only the strict reader's own check (a duplicated key) is a data error.
+            serde_json::error::Category::Data => error.to_string(),
+            _ => format!("the body is not JSON{}: {error}", excerpt(body)),
+        };
+        InvalidResponse::new("(response)", reason)
     };
     let response = match mode {
         ResponseMode::Loose => serde_json::from_slice(body).map_err(not_json)?,
@@ -623,7 +625,10 @@ mod tests {
             "2"
         );
         let error = read(HookKind::Sync, ResponseMode::Strict, duplicated).unwrap_err();
-        assert!(error.reason.contains("duplicate field `a`"), "{error}");
+        assert_eq!(
+            error.reason,
+            "duplicate field `a` (responseUnMarshallMode is strict) at line 1 column 31"
+        );
         assert!(
             read(
                 HookKind::Customize,

@@ -730,6 +730,13 @@ async fn a_converted_metacontroller_manifest_adopts_the_attachments_it_finds() {
     })
     .await;
     assert_eq!(adopted["metadata"]["uid"], stale_uid);
+    let owners = adopted["metadata"]["ownerReferences"].as_array().unwrap();
+    assert_eq!(
+        owners.len(),
+        1,
+        "one controller reference, merged by uid: {owners:?}"
+    );
+    assert_eq!(owners[0]["uid"], uid);
     assert_eq!(adopted["spec"]["ports"][0]["targetPort"], 8080);
     assert_eq!(
         adopted["metadata"]["annotations"]["metacontroller.k8s.io/decorator-controller"],
