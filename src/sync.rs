@@ -191,7 +191,7 @@ fn stamp_provenance(
     let digest = runner
         .hooks
         .get(hook)
-        .map(|hook| hook.script.digest())
+        .map(|hook| hook.digest())
         .unwrap_or_default();
     let provenance = format!(
         "{kind}/{} {hook} {}",
