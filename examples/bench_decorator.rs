@@ -216,7 +216,7 @@ impl Example {
 /// The example as a webhook service on loopback: `/sync` sets the marker label to `true`, as the
 /// script does, and `/v2/sync` to `v2`, as the edited script does.
 fn start_webhook() -> anyhow::Result<HookServer> {
-    Ok(HookServer::start(|path, request| {
+    Ok(HookServer::start_unrecorded(|path, request| {
         let marker = if path.starts_with("/v2/") {
             "v2"
         } else {

@@ -9,12 +9,10 @@ mod webhook;
 pub use source::{
     ConfigMapLookup, NoConfigMaps, ScriptsDir, SourceError, config_map_data, script_source,
 };
-
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;
-
 use crate::script::{
     CallContext, CompiledScript, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
 };

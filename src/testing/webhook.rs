@@ -44,6 +44,9 @@ impl Reply {
 
 type Handler = dyn Fn(&str, &Value) -> Reply + Send + Sync;
 
+/// The requests a server answered: (path, request).
+type Requests = Arc<Mutex<Vec<(String, Value)>>>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum HookServerError {
     #[error("binding the hook server: {0}")]
@@ -60,27 +63,40 @@ pub struct HookServer {
     address: SocketAddr,
     /// The CA that signed the server's certificate, when it serves HTTPS.
     ca_pem: Option<String>,
-    requests: Arc<Mutex<Vec<(String, Value)>>>,
+    /// Every request answered, for tests to inspect; `None` when not kept (a benchmark's
+    /// thousands of requests would weigh on the memory it measures).
+    requests: Option<Requests>,
     handle: axum_server::Handle<SocketAddr>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl HookServer {
-    /// Serves HTTP on a free loopback port.
+    /// Serves HTTP on a free loopback port, keeping every request.
     pub fn start(
         handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
     ) -> Result<HookServer, HookServerError> {
-        Self::serve(Arc::new(handler), false)
+        Self::serve(Arc::new(handler), false, true)
+    }
+
+    /// Serves HTTP, keeping no request (benchmarks).
+    pub fn start_unrecorded(
+        handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
+    ) -> Result<HookServer, HookServerError> {
+        Self::serve(Arc::new(handler), false, false)
     }
 
     /// Serves HTTPS with a certificate for 127.0.0.1 signed by a CA of its own ([`Self::ca_pem`]).
     pub fn start_tls(
         handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
     ) -> Result<HookServer, HookServerError> {
-        Self::serve(Arc::new(handler), true)
+        Self::serve(Arc::new(handler), true, true)
     }
 
-    fn serve(handler: Arc<Handler>, tls: bool) -> Result<HookServer, HookServerError> {
+    fn serve(
+        handler: Arc<Handler>,
+        tls: bool,
+        record: bool,
+    ) -> Result<HookServer, HookServerError> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
@@ -91,7 +107,7 @@ impl HookServer {
         } else {
             (None, None)
         };
-        let requests = Arc::new(Mutex::new(Vec::new()));
+        let requests = record.then(|| Arc::new(Mutex::new(Vec::new())));
         let recorded = requests.clone();
         let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
             let (handler, recorded) = (handler.clone(), recorded.clone());
@@ -101,7 +117,9 @@ impl HookServer {
                 };
                 let path = uri.path().to_string();
                 let reply = handler(&path, &request);
-                recorded.lock().push((path, request));
+                if let Some(recorded) = &recorded {
+                    recorded.lock().push((path, request));
+                }
                 tokio::time::sleep(reply.delay).await;
                 let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
                 (
@@ -164,9 +182,12 @@ impl HookServer {
         self.ca_pem.as_deref()
     }
 
-    /// The requests answered so far on a path, oldest first.
+    /// The requests answered so far on a path, oldest first (none when not kept).
     pub fn requests(&self, path: &str) -> Vec<Value> {
-        self.requests
+        let Some(requests) = &self.requests else {
+            return Vec::new();
+        };
+        requests
             .lock()
             .iter()
             .filter(|(p, _)| p == path)
