@@ -5,15 +5,20 @@
 //! ```sh
 //! hack/control-plane/build.sh    # once; cached afterwards
 //! cargo run --release --example bench_decorator -- --targets 1000 --language rhai
+//! cargo run --release --example bench_decorator -- --targets 1000 --hook webhook
 //! ```
+//!
+//! `--hook webhook` runs the same controller with its hooks as webhooks, answered over loopback
+//! by a server in this process (`metascript::testing::service_per_pod`, the example written as a
+//! webhook service would write it), so script and webhook compare end to end on the same plane.
 //!
 //! Phases, each timed from the request that starts it until a watch sees the end state:
 //! 1. the plain client creates N StatefulSets (for comparison; the operator is not running);
 //! 2. the operator starts and the controller is applied: until every StatefulSet has its Service
 //!    and carries the marker label;
 //! 3. a resync of the converged cluster: it must make zero write requests;
-//! 4. the ConfigMap holding the script is edited to set another label value: until every
-//!    StatefulSet shows it;
+//! 4. the ConfigMap holding the script is edited to set another label value (with webhooks: the
+//!    controller is pointed at a new path answering that value): until every StatefulSet shows it;
 //! 5. N more StatefulSets created while the operator runs: until each has its Service and label;
 //! 6. the yardstick, after the operator stopped: a plain client makes exactly the writes the
 //!    operator must make (one Service apply and one StatefulSet patch per target, 16 targets in
@@ -38,7 +43,7 @@ use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt as _};
 use metascript::runtime::{Operator, OperatorConfig};
-use metascript::testing::{ControlPlane, install_crds};
+use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, service_per_pod};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -54,6 +59,8 @@ const CREATE_CONCURRENCY: usize = 16;
 
 struct Args {
     targets: usize,
+    /// `script` or `webhook`.
+    hook: String,
     language: String,
     workers: usize,
     /// Skip phase 5 (doubles the cluster, so it roughly doubles the run time).
@@ -63,6 +70,7 @@ struct Args {
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         targets: 1000,
+        hook: "script".into(),
         language: "rhai".into(),
         workers: 8,
         skip_live: false,
@@ -75,12 +83,13 @@ fn parse_args() -> anyhow::Result<Args> {
         };
         match arg.as_str() {
             "--targets" => args.targets = value("--targets")?.parse()?,
+            "--hook" => args.hook = value("--hook")?,
             "--language" => args.language = value("--language")?,
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--skip-live" => args.skip_live = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--language rhai|lua] [--workers N] [--skip-live]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live]"
                 );
                 std::process::exit(0);
             }
@@ -90,6 +99,10 @@ fn parse_args() -> anyhow::Result<Args> {
     anyhow::ensure!(
         matches!(args.language.as_str(), "rhai" | "lua"),
         "--language must be rhai or lua"
+    );
+    anyhow::ensure!(
+        matches!(args.hook.as_str(), "script" | "webhook"),
+        "--hook must be script or webhook"
     );
     anyhow::ensure!(args.targets > 0, "--targets must be at least 1");
     Ok(args)
@@ -193,6 +206,30 @@ impl Example {
     fn config_maps(&self, client: &kube::Client) -> Api<ConfigMap> {
         Api::namespaced(client.clone(), &self.config_map.0)
     }
+
+    /// The controller with both hooks (sync and finalize) answered by a webhook instead.
+    fn with_webhook(&self, url: &str) -> Value {
+        let mut controller = self.controller.clone();
+        let hook = json!({"webhook": {"url": url}});
+        controller["spec"]["hooks"] = json!({"sync": hook, "finalize": hook});
+        controller
+    }
+}
+
+/// The example as a webhook service on loopback: `/sync` sets the marker label to `true`, as the
+/// script does, and `/v2/sync` to `v2`, as the edited script does.
+fn start_webhook() -> anyhow::Result<HookServer> {
+    Ok(HookServer::start_unrecorded(|path, request| {
+        let marker = if path.starts_with("/v2/") {
+            "v2"
+        } else {
+            "true"
+        };
+        match service_per_pod(request, marker) {
+            Ok(response) => Reply::json(&response),
+            Err(message) => Reply::status(500, message),
+        }
+    })?)
 }
 
 /// Counts, from a metadata watch, the objects of a namespace for which `matches` holds. A watch
@@ -388,6 +425,19 @@ async fn main() -> anyhow::Result<()> {
     let n = args.targets;
     let language = args.language.as_str();
     let example = Example::load(language)?;
+    let webhook = match args.hook.as_str() {
+        "webhook" => Some(start_webhook()?),
+        _ => None,
+    };
+    // What answers the hooks, as the figures are labelled.
+    let hooks = match &webhook {
+        Some(_) => "webhook",
+        None => language,
+    };
+    let controller = match &webhook {
+        Some(server) => example.with_webhook(&server.url("/sync")),
+        None => example.controller.clone(),
+    };
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |what: &str, value: String, note: String| {
         println!("  {what}: {value} {note}");
@@ -397,7 +447,7 @@ async fn main() -> anyhow::Result<()> {
     // Other work on the machine skews every figure; the load average says how much there was.
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "bench_decorator: {n} targets, {language}, {} workers; load average {}",
+        "bench_decorator: {n} targets, {hooks}, {} workers; load average {}",
         args.workers,
         load().trim()
     );
@@ -410,14 +460,16 @@ async fn main() -> anyhow::Result<()> {
     install_crds(&client).await?;
     let namespace = "bench";
     create_namespace(&client, namespace).await?;
-    create_namespace(&client, &example.config_map.0).await?;
-    example
-        .config_maps(&client)
-        .create(
-            &PostParams::default(),
-            &example.config_map(script(language)),
-        )
-        .await?;
+    if webhook.is_none() {
+        create_namespace(&client, &example.config_map.0).await?;
+        example
+            .config_maps(&client)
+            .create(
+                &PostParams::default(),
+                &example.config_map(script(language)),
+            )
+            .await?;
+    }
 
     let cpu = CpuClock::new(&plane);
 
@@ -458,7 +510,7 @@ async fn main() -> anyhow::Result<()> {
         .patch(
             &example.name,
             &PatchParams::apply("bench").force(),
-            &Patch::Apply(&example.controller),
+            &Patch::Apply(&controller),
         )
         .await?;
     let all_services = services.reached(n, "the Services").await?;
@@ -499,23 +551,42 @@ async fn main() -> anyhow::Result<()> {
         ),
     );
 
-    // 4. A script edit reaching every target.
+    // 4. A script edit reaching every target; with webhooks, the controller pointed at the new
+    // version's path (a changed webhook answer alone re-runs nothing, as in Metacontroller).
     let mut relabelled = marker_counter(&client, namespace, "v2");
     let before = operator.writes();
     let cpu_before = cpu.now();
     let started = Instant::now();
-    example
-        .config_maps(&client)
-        .replace(
-            &example.config_map.1,
-            &PostParams::default(),
-            &example.config_map(&edited_script(language, "v2")?),
-        )
-        .await?;
+    match &webhook {
+        Some(server) => {
+            controllers
+                .patch(
+                    &example.name,
+                    &PatchParams::apply("bench").force(),
+                    &Patch::Apply(&example.with_webhook(&server.url("/v2/sync"))),
+                )
+                .await?;
+        }
+        None => {
+            example
+                .config_maps(&client)
+                .replace(
+                    &example.config_map.1,
+                    &PostParams::default(),
+                    &example.config_map(&edited_script(language, "v2")?),
+                )
+                .await?;
+        }
+    }
     let all_relabelled = relabelled.reached(n, "the edited label").await?;
     let edit = all_relabelled - started;
     row(
-        "script edit reaches every target",
+        match webhook {
+            Some(_) => {
+                "hook edit (controller pointed at the new webhook path) reaches every target"
+            }
+            None => "script edit reaches every target",
+        },
         secs(edit),
         format!(
             "({}; {} writes; {})",
@@ -583,7 +654,7 @@ async fn main() -> anyhow::Result<()> {
 
     println!();
     println!(
-        "| {n} targets, {language}, {} workers | value | note |",
+        "| {n} targets, {hooks}, {} workers | value | note |",
         args.workers
     );
     println!("|---|---|---|");

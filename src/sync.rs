@@ -131,7 +131,7 @@ impl SyncError {
     pub fn reason(&self) -> &'static str {
         match self {
             SyncError::Hook(HookError::Response(_)) => "InvalidResponse",
-            SyncError::Hook(HookError::Script(_)) => "HookFailed",
+            SyncError::Hook(HookError::Script(_) | HookError::Webhook(_)) => "HookFailed",
             SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
                 "ScriptUnavailable"
             }
@@ -191,7 +191,7 @@ fn stamp_provenance(
     let digest = runner
         .hooks
         .get(hook)
-        .map(|hook| hook.script.digest())
+        .map(|hook| hook.digest())
         .unwrap_or_default();
     let provenance = format!(
         "{kind}/{} {hook} {}",

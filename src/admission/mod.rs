@@ -5,6 +5,8 @@
 
 mod certs;
 
+#[cfg(feature = "testing")]
+pub(crate) use certs::generate as generate_serving_cert;
 pub use certs::{CertError, ServingCert};
 
 use crate::hooks::ConfigMapLookup;
@@ -100,7 +102,7 @@ pub async fn start(
 }
 
 /// The TLS identity, with the crypto provider named explicitly (the process installs none).
-fn server_config(cert: &ServingCert) -> Result<rustls::ServerConfig, AdmissionError> {
+pub(crate) fn server_config(cert: &ServingCert) -> Result<rustls::ServerConfig, AdmissionError> {
     let chain =
         CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
     let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())?;

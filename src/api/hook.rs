@@ -1,5 +1,5 @@
 //! How a controller names the code behind each hook: an embedded script (inline or in a ConfigMap)
-//! or, for Metacontroller compatibility, a webhook.
+//! or, as in Metacontroller, a webhook.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,7 @@ use std::fmt;
 pub struct Hook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptSpec>,
-    /// Reserved for Metacontroller compatibility; accepted by the schema, not run by this operator.
+    /// An HTTP(S) endpoint that answers the hook, as in Metacontroller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<Webhook>,
 }
@@ -131,19 +131,83 @@ pub struct Limits {
     pub max_map_size: Option<u64>,
 }
 
-/// Metacontroller's webhook form, kept so existing manifests validate.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+/// A hook served over HTTP(S), in Metacontroller's form: the request is POSTed as JSON and the
+/// response body is the hook's response (`docs/hook-contract.md#webhook-hooks`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.url) != has(self.service)",
+        "message": "a webhook needs exactly one of url or service"
+    },
+    {
+        "rule": "!has(self.path) || has(self.service)",
+        "message": "path goes with service; with url, put the path in the url"
+    }
+]))]
 pub struct Webhook {
-    /// The webhook's URL.
+    /// The full URL, `http://` or `https://` (e.g. `http://hooks.example.svc/sync`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// How long a call may take (a Go duration, e.g. `10s`).
+    /// How long to wait for the response, as a Go duration (`10s`, `1m30s`, `500ms`); default
+    /// 10s. A hook that takes longer fails like a script that exceeds its time budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
-    /// The path, appended to the service's address.
+    /// Appended to the `service` address (e.g. `/sync`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// A Service to call instead of a URL: `<protocol>://<name>.<namespace>:<port><path>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceReference>,
+    /// The CA certificates (PEM) that sign the server's certificate, for `https` endpoints with a
+    /// private CA; without it the system's trust roots are used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+    /// `loose` (the default) ignores response fields the hook does not define; `strict` refuses
+    /// them, and duplicated keys anywhere in the response.
+    #[serde(
+        default,
+        rename = "responseUnMarshallMode",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub response_unmarshall_mode: Option<ResponseMode>,
+}
+
+/// A Service a webhook is reached through (cluster DNS: `<name>.<namespace>`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceReference {
+    /// The Service's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The Service's namespace.
+    #[schemars(length(min = 1))]
+    pub namespace: String,
+    /// Default 80.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// `http` (the default) or `https`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+/// Trusted CA certificates for a webhook.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct CaBundle {
+    /// One or more PEM certificates.
+    #[schemars(length(min = 1))]
+    pub inline: String,
+}
+
+/// How strictly a webhook's response is read.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseMode {
+    #[default]
+    Loose,
+    Strict,
 }
 
 /// Which hook of which controller kind is being run; used in every error message.

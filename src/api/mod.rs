@@ -10,7 +10,10 @@ mod test_case;
 
 pub use crds::{all_crds, crds_yaml};
 pub use decorator::{DecoratorController, DecoratorControllerSpec, DecoratorHooks};
-pub use hook::{ConfigMapKeyRef, Hook, HookKind, Language, Limits, ScriptSpec, Webhook};
+pub use hook::{
+    CaBundle, ConfigMapKeyRef, Hook, HookKind, Language, Limits, ResponseMode, ScriptSpec,
+    ServiceReference, Webhook,
+};
 pub use map::{MapController, MapControllerSpec, MapHooks};
 pub use rules::{ChildRule, ResourceRef, ResourceRule, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};

@@ -9,7 +9,7 @@
 
 use super::{Case, OneOrMany, TestFile};
 use crate::api::HookKind;
-use crate::hooks::{HookError, LoadedHook};
+use crate::hooks::{HookCode, HookError, LoadedHook};
 use crate::object;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -71,7 +71,10 @@ impl Recorder {
             Err(HookError::Script(error)) => (None, Some(error.message.clone())),
             Err(_) => return Ok(false),
         };
-        let script = &call.hook.script;
+        // A webhook's answers have no script to replay them with.
+        let HookCode::Script { script, limits } = &call.hook.code else {
+            return Ok(false);
+        };
         let stem = format!(
             "{}-{}",
             call.hook.kind,
@@ -93,7 +96,7 @@ impl Recorder {
                 let file = read_existing(&test_path).unwrap_or_else(|| TestFile {
                     script: Some(OneOrMany::One(script_name)),
                     hook: Some(call.hook.kind.to_string()),
-                    limits: Some(call.hook.limits.clone()),
+                    limits: Some(limits.clone()),
                     ..TestFile::default()
                 });
                 let seen = file

@@ -53,19 +53,32 @@ pub fn read_file(path: &Path) -> Result<String, ManifestError> {
     })
 }
 
+/// Standard input, as a path (`-f -`).
+pub const STDIN: &str = "-";
+
 /// Loads Kubernetes objects from files and directories (recursively: `*.yaml`, `*.yml`,
-/// `*.json`, skipping `*.test.yaml` harness files), in a stable order.
+/// `*.json`, skipping `*.test.yaml` harness files), and from standard input for `-`, in a
+/// stable order.
 pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Document>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
-        collect_files(path, &mut files, true)?;
+        if path.as_os_str() == STDIN {
+            files.push(path.clone());
+        } else {
+            collect_files(path, &mut files, true)?;
+        }
     }
     let mut documents = Vec::new();
     for file in files {
-        for (index, value) in parse_documents(&file, &read_file(&file)?)?
-            .into_iter()
-            .enumerate()
-        {
+        let text = if file.as_os_str() == STDIN {
+            std::io::read_to_string(std::io::stdin()).map_err(|source| ManifestError::Read {
+                path: file.clone(),
+                source,
+            })?
+        } else {
+            read_file(&file)?
+        };
+        for (index, value) in parse_documents(&file, &text)?.into_iter().enumerate() {
             let problem = if !value.is_object() {
                 Some("expected a map".to_string())
             } else if crate::object::kind(&value).is_empty() {

@@ -1,5 +1,6 @@
 //! The `metascript` command line.
 
+mod convert;
 mod explain;
 mod harness;
 mod manifests;
@@ -36,6 +37,9 @@ pub enum Command {
     /// Explain an object in a cluster: which controller manages it, from which script revision
     /// and which version of what, its recent failures, and what its hook would answer now.
     Explain(explain::ExplainArgs),
+    /// Rewrite Metacontroller DecoratorControllers (metacontroller.k8s.io) as metascript.dev
+    /// ones that call the same webhooks; prints the manifests (docs/migrating.md).
+    Convert(convert::ConvertArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds,
     /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(

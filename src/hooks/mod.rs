@@ -1,12 +1,15 @@
-//! Hooks as runnable scripts: resolve each hook's source, compile it (through the engine's
-//! cache), and call it. The operator, `render` and `metascript test` all go through here, so
-//! they run the same engine with the same limits.
+//! A controller's hooks, ready to call: each one a compiled script (its source resolved, then
+//! compiled through the engine's cache) or a webhook endpoint, behind one `call`. The operator,
+//! `render` and `metascript test` all go through here, so they run the same engine with the
+//! same limits, and call a webhook the same way.
 
 mod source;
+mod webhook;
 
 pub use source::{
     ConfigMapLookup, NoConfigMaps, ScriptsDir, SourceError, config_map_data, script_source,
 };
+pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;
@@ -15,14 +18,67 @@ use crate::script::{
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
+use webhook::CallFailure;
 
-/// One compiled hook with its limits.
+/// One hook, ready to call.
 #[derive(Clone, Debug)]
 pub struct LoadedHook {
     pub kind: HookKind,
-    pub script: Arc<CompiledScript>,
-    pub limits: Limits,
+    pub code: HookCode,
+}
+
+/// What answers a hook.
+#[derive(Clone, Debug)]
+pub enum HookCode {
+    Script {
+        script: Arc<CompiledScript>,
+        limits: Limits,
+    },
+    Webhook(Arc<WebhookEndpoint>),
+}
+
+impl LoadedHook {
+    pub fn script(kind: HookKind, script: Arc<CompiledScript>, limits: Limits) -> LoadedHook {
+        LoadedHook {
+            kind,
+            code: HookCode::Script { script, limits },
+        }
+    }
+
+    /// Identifies what runs: a change re-syncs everything the hook decides.
+    pub fn digest(&self) -> &str {
+        match &self.code {
+            HookCode::Script { script, .. } => script.digest(),
+            HookCode::Webhook(endpoint) => endpoint.digest(),
+        }
+    }
+
+    pub fn origin(&self) -> HookOrigin {
+        match &self.code {
+            HookCode::Script { script, .. } => HookOrigin::Script(script.origin().clone()),
+            HookCode::Webhook(endpoint) => HookOrigin::Webhook {
+                url: endpoint.url().to_string(),
+            },
+        }
+    }
+}
+
+/// Where a hook's answer comes from, as errors and the controller's status name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookOrigin {
+    Script(ScriptOrigin),
+    Webhook { url: String },
+}
+
+impl fmt::Display for HookOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookOrigin::Script(origin) => origin.fmt(f),
+            HookOrigin::Webhook { url } => write!(f, "webhook {url}"),
+        }
+    }
 }
 
 /// Every hook failure, each naming the controller and hook.
@@ -33,9 +89,22 @@ pub enum HookError {
     #[error(transparent)]
     Script(#[from] ScriptError),
     #[error(transparent)]
+    Webhook(Box<WebhookError>),
+    #[error(transparent)]
     Response(Box<RejectedResponse>),
     #[error("{controller} has no {hook} hook")]
     Missing { controller: String, hook: HookKind },
+}
+
+/// A webhook call that brought back no response: the webhook's counterpart of a script error.
+#[derive(Debug, thiserror::Error)]
+#[error("hook {hook} of {controller} (webhook {url}): {failure}")]
+pub struct WebhookError {
+    pub controller: String,
+    pub hook: HookKind,
+    pub url: String,
+    #[source]
+    pub failure: WebhookFailure,
 }
 
 /// A hook response that failed validation, with where it came from.
@@ -44,7 +113,7 @@ pub enum HookError {
 pub struct RejectedResponse {
     pub controller: String,
     pub hook: HookKind,
-    pub origin: ScriptOrigin,
+    pub origin: HookOrigin,
     #[source]
     pub source: InvalidResponse,
 }
@@ -57,7 +126,8 @@ pub struct ControllerHooks {
 }
 
 impl ControllerHooks {
-    /// Resolves and compiles every hook; the first failure is returned.
+    /// Resolves every hook (compiling scripts, checking webhooks); the first failure is
+    /// returned.
     pub fn load<'a>(
         engine: &ScriptEngine,
         controller: &str,
@@ -66,21 +136,35 @@ impl ControllerHooks {
     ) -> Result<ControllerHooks, HookError> {
         let mut loaded = BTreeMap::new();
         for (kind, hook) in hooks {
-            let source = script_source(controller, kind, hook, config_maps)?;
-            let script = engine.compile(&source)?;
-            let limits = hook
-                .script
-                .as_ref()
-                .and_then(|script| script.limits.clone())
-                .unwrap_or_default();
-            loaded.insert(
-                kind,
-                LoadedHook {
-                    kind,
-                    script,
-                    limits,
+            let code = match (&hook.script, &hook.webhook) {
+                (Some(script), None) => HookCode::Script {
+                    script: engine.compile(&script_source(
+                        controller,
+                        kind,
+                        script,
+                        config_maps,
+                    )?)?,
+                    limits: script.limits.clone().unwrap_or_default(),
                 },
-            );
+                (None, Some(webhook)) => {
+                    HookCode::Webhook(Arc::new(WebhookEndpoint::new(controller, kind, webhook)?))
+                }
+                (None, None) => {
+                    return Err(SourceError::Empty {
+                        controller: controller.to_string(),
+                        hook: kind,
+                    }
+                    .into());
+                }
+                (Some(_), Some(_)) => {
+                    return Err(SourceError::Both {
+                        controller: controller.to_string(),
+                        hook: kind,
+                    }
+                    .into());
+                }
+            };
+            loaded.insert(kind, LoadedHook { kind, code });
         }
         Ok(ControllerHooks {
             controller: controller.to_string(),
@@ -105,19 +189,6 @@ impl ControllerHooks {
         self.hooks.values()
     }
 
-    fn context(
-        &self,
-        hook: &LoadedHook,
-        clock: Option<jiff::Timestamp>,
-        logs: Option<LogSink>,
-    ) -> CallContext {
-        let mut context =
-            CallContext::new(self.controller.clone(), hook.kind).with_limits(hook.limits.clone());
-        context.clock = clock;
-        context.logs = logs;
-        context
-    }
-
     fn loaded(&self, kind: HookKind) -> Result<&LoadedHook, HookError> {
         self.get(kind).ok_or_else(|| HookError::Missing {
             controller: self.controller.clone(),
@@ -125,7 +196,8 @@ impl ControllerHooks {
         })
     }
 
-    /// Runs a hook on this thread (`render`, tests, and the operator's blocking pool).
+    /// Runs a hook on this thread (`render`, tests, and the operator's blocking pool): a
+    /// script in the engine, a webhook over the shared HTTP client.
     pub fn call(
         &self,
         engine: &ScriptEngine,
@@ -135,21 +207,43 @@ impl ControllerHooks {
         logs: Option<LogSink>,
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
-        Ok(engine.call(&hook.script, request, &self.context(hook, clock, logs))?)
+        match &hook.code {
+            HookCode::Script { script, limits } => {
+                let mut context =
+                    CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
+                context.clock = clock;
+                context.logs = logs;
+                Ok(engine.call(script, request, &context)?)
+            }
+            HookCode::Webhook(endpoint) => {
+                endpoint
+                    .call(kind, request)
+                    .map_err(|failure| match failure {
+                        CallFailure::Failed(failure) => {
+                            HookError::Webhook(Box::new(WebhookError {
+                                controller: self.controller.clone(),
+                                hook: kind,
+                                url: endpoint.url().to_string(),
+                                failure,
+                            }))
+                        }
+                        CallFailure::Invalid(error) => self.invalid_response(kind, error),
+                    })
+            }
+        }
     }
 
-    /// Attaches the controller, hook and script origin to a response validation failure.
+    /// Attaches the controller, hook and origin to a response validation failure.
     pub fn invalid_response(&self, kind: HookKind, error: InvalidResponse) -> HookError {
         HookError::Response(Box::new(RejectedResponse {
             controller: self.controller.clone(),
             hook: kind,
-            origin: self
-                .get(kind)
-                .map(|hook| hook.script.origin().clone())
-                .unwrap_or(ScriptOrigin::Inline {
+            origin: self.get(kind).map(LoadedHook::origin).unwrap_or_else(|| {
+                HookOrigin::Script(ScriptOrigin::Inline {
                     controller: self.controller.clone(),
                     hook: kind,
-                }),
+                })
+            }),
             source: error,
         }))
     }

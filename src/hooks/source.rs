@@ -1,6 +1,7 @@
-//! Where a hook's script comes from: its inline field, or a ConfigMap key.
+//! Where a hook's script comes from: its inline field, or a ConfigMap key. (A webhook hook has no
+//! script; `webhook` resolves it.)
 
-use crate::api::{Hook, HookKind, Language};
+use crate::api::{HookKind, Language, ScriptSpec};
 use crate::script::{ScriptOrigin, ScriptSource};
 use std::path::{Path, PathBuf};
 
@@ -79,10 +80,18 @@ pub enum SourceError {
         hook: HookKind,
         origin: ScriptOrigin,
     },
-    #[error("hook {hook} of {controller} uses a webhook; this operator runs only scripts")]
-    Webhook { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller}: {field}: {reason}")]
+    Webhook {
+        controller: String,
+        hook: HookKind,
+        /// e.g. `webhook.timeout`
+        field: String,
+        reason: String,
+    },
     #[error("hook {hook} of {controller} has neither script nor webhook")]
     Empty { controller: String, hook: HookKind },
+    #[error("hook {hook} of {controller} has both script and webhook; it needs exactly one")]
+    Both { controller: String, hook: HookKind },
     #[error("hook {hook} of {controller}: script needs exactly one of inline or configMapRef")]
     Ambiguous { controller: String, hook: HookKind },
     #[error("hook {hook} of {controller}: inline script needs a language (rhai or lua)")]
@@ -125,10 +134,10 @@ pub enum SourceError {
 pub fn script_source(
     controller: &str,
     hook_kind: HookKind,
-    hook: &Hook,
+    script: &ScriptSpec,
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<ScriptSource, SourceError> {
-    let source = read_source(controller, hook_kind, hook, config_maps)?;
+    let source = read_source(controller, hook_kind, script, config_maps)?;
     if source.code.trim().is_empty() {
         return Err(SourceError::EmptyScript {
             controller: controller.to_string(),
@@ -142,25 +151,10 @@ pub fn script_source(
 fn read_source(
     controller: &str,
     hook_kind: HookKind,
-    hook: &Hook,
+    script: &ScriptSpec,
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<ScriptSource, SourceError> {
     let controller_name = controller.to_string();
-    let script = match (&hook.script, &hook.webhook) {
-        (Some(script), _) => script,
-        (None, Some(_)) => {
-            return Err(SourceError::Webhook {
-                controller: controller_name,
-                hook: hook_kind,
-            });
-        }
-        (None, None) => {
-            return Err(SourceError::Empty {
-                controller: controller_name,
-                hook: hook_kind,
-            });
-        }
-    };
     match (&script.inline, &script.config_map_ref) {
         (Some(code), None) => {
             let language = script.language.ok_or(SourceError::InlineLanguage {

@@ -138,8 +138,8 @@ pub async fn prepare(
             (
                 hook.kind.to_string(),
                 ScriptStatus {
-                    digest: hook.script.digest().to_string(),
-                    source: hook.script.origin().to_string(),
+                    digest: hook.digest().to_string(),
+                    source: hook.origin().to_string(),
                     stale,
                 },
             )
@@ -161,6 +161,6 @@ pub async fn prepare(
 pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
     hooks
         .iter()
-        .map(|hook| (hook.kind.to_string(), hook.script.digest().to_string()))
+        .map(|hook| (hook.kind.to_string(), hook.digest().to_string()))
         .collect()
 }

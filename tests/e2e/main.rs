@@ -20,3 +20,4 @@ mod operator_quiet;
 mod planning_decorator;
 mod planning_map;
 mod runtime_cache;
+mod webhook_hooks;

@@ -304,11 +304,7 @@ fn script_subject(
     let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
     let source = ScriptSource::new(language, code, ScriptOrigin::File { path: path.clone() });
     let script = engine.compile(&source).map_err(|e| e.to_string())?;
-    let loaded = LoadedHook {
-        kind: hook,
-        script,
-        limits: spec.limits.clone().unwrap_or_default(),
-    };
+    let loaded = LoadedHook::script(hook, script, spec.limits.clone().unwrap_or_default());
     Ok(Subject {
         label: file.to_string(),
         hook,

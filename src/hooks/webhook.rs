@@ -1,0 +1,806 @@
+//! Hooks served over HTTP(S), as in Metacontroller: a webhook's spec is resolved and checked once,
+//! when its controller loads (URL, timeout, trusted CAs, response mode), and each call POSTs the
+//! request as JSON and reads the response as the hook's answer, on the calling thread (a
+//! blocking one in the operator) through one pooled client shared by the whole process.
+
+use super::SourceError;
+use crate::api::{HookKind, ResponseMode, Webhook};
+use crate::controllers::InvalidResponse;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use sha2::Digest;
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+use ureq::http::Uri;
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
+
+/// How long a call waits for its response when `timeout` is not set (Metacontroller's default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest response body read; a hook answering more is failing, not slow.
+pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// How much of a failed call's body an error quotes.
+const ERROR_BODY_CHARS: usize = 300;
+
+/// Idle connections kept per host: enough for every worker of a default operator to reuse one.
+const IDLE_PER_HOST: usize = 32;
+
+/// The process's one HTTP client: its connection pool is shared by every webhook call.
+static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
+    ureq::Agent::config_builder()
+        // Statuses are judged here, so an error can quote the body.
+        .http_status_as_error(false)
+        // A redirect would turn a POST into a GET; a hook that moved must say so.
+        .max_redirects(0)
+        .max_idle_connections(4 * IDLE_PER_HOST)
+        .max_idle_connections_per_host(IDLE_PER_HOST)
+        .user_agent(format!("metascript/{}", crate::version::VERSION))
+        .tls_config(tls_config(RootCerts::PlatformVerifier))
+        .build()
+        .into()
+});
+
+/// TLS with the crypto provider named explicitly, as the rest of the operator does (the process
+/// installs no default).
+fn tls_config(roots: RootCerts) -> TlsConfig {
+    static PROVIDER: LazyLock<Arc<rustls::crypto::CryptoProvider>> =
+        LazyLock::new(|| Arc::new(rustls::crypto::ring::default_provider()));
+    TlsConfig::builder()
+        .root_certs(roots)
+        .unversioned_rustls_crypto_provider(PROVIDER.clone())
+        .build()
+}
+
+/// A webhook, resolved and checked.
+#[derive(Debug)]
+pub struct WebhookEndpoint {
+    url: String,
+    timeout: Duration,
+    /// Only for a `caBundle`; otherwise the client's platform roots apply. The same value (and
+    /// so the same pool key) for every call of this endpoint.
+    tls: Option<TlsConfig>,
+    mode: ResponseMode,
+    digest: String,
+}
+
+/// Why a call produced no usable response.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// The call itself failed: nothing came back that could be a response.
+    Failed(WebhookFailure),
+    /// A body came back, but it is not a response.
+    Invalid(InvalidResponse),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookFailure {
+    #[error("no response within {timeout:?} (webhook.timeout)")]
+    Timeout { timeout: Duration },
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("answered HTTP {status}{body}")]
+    Status { status: u16, body: String },
+    #[error("the response body is larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
+    #[error("{0}")]
+    Transport(String),
+}
+
+impl WebhookEndpoint {
+    /// Resolves a hook's webhook spec; every problem names the field and why.
+    pub fn new(
+        controller: &str,
+        hook: HookKind,
+        webhook: &Webhook,
+    ) -> Result<WebhookEndpoint, SourceError> {
+        let invalid = |field: &str, reason: String| SourceError::Webhook {
+            controller: controller.to_string(),
+            hook,
+            field: format!("webhook{field}"),
+            reason,
+        };
+        let url = match (&webhook.url, &webhook.service) {
+            (Some(url), None) => {
+                if webhook.path.is_some() {
+                    return Err(invalid(
+                        ".path",
+                        "path goes with service; with url, put the path in the url".into(),
+                    ));
+                }
+                url.clone()
+            }
+            (None, Some(service)) => {
+                let field = |name: &str| format!(".service.{name}");
+                if service.name.is_empty() || service.namespace.is_empty() {
+                    return Err(invalid(".service", "needs both name and namespace".into()));
+                }
+                let port = service.port.unwrap_or(80);
+                if !(1..=65535).contains(&port) {
+                    return Err(invalid(&field("port"), format!("{port} is not a port")));
+                }
+                let protocol = service.protocol.as_deref().unwrap_or("http");
+                if !matches!(protocol, "http" | "https") {
+                    return Err(invalid(
+                        &field("protocol"),
+                        format!("{protocol:?} is neither http nor https"),
+                    ));
+                }
+                let path = webhook.path.as_deref().unwrap_or("");
+                if !path.is_empty() && !path.starts_with('/') {
+                    return Err(invalid(".path", format!("{path:?} must start with /")));
+                }
+                // Metacontroller's form exactly, so a certificate issued for it still matches.
+                format!(
+                    "{protocol}://{}.{}:{port}{path}",
+                    service.name, service.namespace
+                )
+            }
+            _ => {
+                return Err(invalid("", "needs exactly one of url or service".into()));
+            }
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|error| invalid(".url", format!("{url:?} is not a URL: {error}")))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(invalid(
+                    ".url",
+                    format!("{url:?} must start with http:// or https://"),
+                ));
+            }
+        };
+        match uri.authority() {
+            None => return Err(invalid(".url", format!("{url:?} has no host"))),
+            // Credentials would be printed in every error naming the URL.
+            Some(authority) if authority.as_str().contains('@') => {
+                return Err(invalid(
+                    ".url",
+                    "must not carry credentials (user:password@)".into(),
+                ));
+            }
+            Some(_) => {}
+        }
+        let timeout = match &webhook.timeout {
+            None => DEFAULT_TIMEOUT,
+            Some(text) => parse_timeout(text).map_err(|reason| invalid(".timeout", reason))?,
+        };
+        let tls = match &webhook.ca_bundle {
+            None => None,
+            Some(_) if !https => {
+                return Err(invalid(
+                    ".caBundle",
+                    format!("is only used for https, and {url:?} is not"),
+                ));
+            }
+            Some(bundle) => Some(tls_config(
+                trusted_certificates(&bundle.inline)
+                    .map_err(|reason| invalid(".caBundle.inline", reason))?,
+            )),
+        };
+        let mode = webhook.response_unmarshall_mode.unwrap_or_default();
+        let digest = hex::encode(sha2::Sha256::digest(
+            serde_json::json!({
+                "url": url,
+                "timeoutNanos": timeout.as_nanos() as u64,
+                "caBundle": webhook.ca_bundle.as_ref().map(|b| &b.inline),
+                "mode": mode,
+            })
+            .to_string(),
+        ));
+        Ok(WebhookEndpoint {
+            url,
+            timeout,
+            tls,
+            mode,
+            digest,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Changes with anything that changes what is called or how its answer is read, so a
+    /// changed endpoint re-syncs everything, as a changed script does.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// POSTs the request and reads the response.
+    pub fn call(&self, hook: HookKind, request: &Value) -> Result<Value, CallFailure> {
+        let body = serde_json::to_vec(request).expect("a JSON value serializes");
+        let mut config = AGENT
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .config()
+            .timeout_global(Some(self.timeout));
+        if let Some(tls) = &self.tls {
+            config = config.tls_config(tls.clone());
+        }
+        let mut response = config
+            .build()
+            .send(&body[..])
+            .map_err(|error| CallFailure::Failed(self.failure(error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            let excerpt = response
+                .body_mut()
+                .with_config()
+                .limit(4 * ERROR_BODY_CHARS as u64)
+                .read_to_vec()
+                .map(|body| excerpt(&body))
+                .unwrap_or_default();
+            return Err(CallFailure::Failed(WebhookFailure::Status {
+                status: status.as_u16(),
+                body: excerpt,
+            }));
+        }
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE_BYTES)
+            .read_to_vec()
+            .map_err(|error| CallFailure::Failed(self.failure(error)))?;
+        parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)
+    }
+
+    fn failure(&self, error: ureq::Error) -> WebhookFailure {
+        let tls = match &error {
+            ureq::Error::Rustls(tls) => Some(tls),
+            // A failed handshake surfaces as the I/O error of the connection it ended.
+            ureq::Error::Io(io) => io.get_ref().and_then(|inner| inner.downcast_ref()),
+            _ => None,
+        };
+        if let Some(tls) = tls {
+            let hint = match tls {
+                rustls::Error::InvalidCertificate(_) => {
+                    " (webhook.caBundle must hold the CA that signed the server's certificate)"
+                }
+                _ => "",
+            };
+            return WebhookFailure::Tls(format!("{tls}{hint}"));
+        }
+        match error {
+            ureq::Error::Timeout(_) => WebhookFailure::Timeout {
+                timeout: self.timeout,
+            },
+            ureq::Error::BodyExceedsLimit(_) => WebhookFailure::TooLarge,
+            ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                WebhookFailure::Timeout {
+                    timeout: self.timeout,
+                }
+            }
+            error @ (ureq::Error::HostNotFound
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::Io(_)) => WebhookFailure::Connect(error.to_string()),
+            error => WebhookFailure::Transport(error.to_string()),
+        }
+    }
+}
+
+/// `: <the start of the body>` on one line, or nothing for an empty body.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.char_indices().nth(ERROR_BODY_CHARS) {
+        _ if text.is_empty() => String::new(),
+        Some((end, _)) => format!(": {}…", &text[..end]),
+        None => format!(": {text}"),
+    }
+}
+
+/// A Go duration (`10s`, `1m30s`, `1.5s`, `500ms`), positive.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let duration: jiff::SignedDuration = text
+        .parse()
+        .map_err(|error| format!("{text:?} is not a duration like 10s, 1m30s or 500ms: {error}"))?;
+    if duration.is_negative() || duration.is_zero() {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    Ok(duration.unsigned_abs())
+}
+
+/// The certificates of a PEM bundle, each checked to be one a TLS client can trust.
+fn trusted_certificates(pem: &str) -> Result<RootCerts, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let certificates = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("not PEM: {error}"))?;
+    if certificates.is_empty() {
+        return Err("holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into());
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (index, certificate) in certificates.iter().enumerate() {
+        store
+            .add(certificate.clone())
+            .map_err(|error| format!("certificate {index}: {error}"))?;
+    }
+    Ok(RootCerts::new_with_certs(
+        &certificates
+            .iter()
+            .map(|der| Certificate::from_der(der).to_owned())
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The response fields each hook defines (Metacontroller's, which `strict` holds a response to).
+fn response_fields(hook: HookKind) -> &'static [&'static str] {
+    match hook {
+        HookKind::Sync | HookKind::Finalize => &[
+            "labels",
+            "annotations",
+            "status",
+            "attachments",
+            "resyncAfterSeconds",
+            "finalized",
+        ],
+        HookKind::Customize => &["relatedResources"],
+        HookKind::Map | HookKind::Tombstone => &["outputs"],
+    }
+}
+
+/// Reads a response body: JSON, and in strict mode with no duplicated keys and no field the
+/// hook does not define. What the response means is checked later, as for scripts.
+fn parse_response(
+    hook: HookKind,
+    mode: ResponseMode,
+    body: &[u8],
+) -> Result<Value, InvalidResponse> {
+    let not_json = |error: serde_json::Error| {
+        let reason = match error.classify() {
+            // Only the strict reader's own check (a duplicated key) is a data error.
+            serde_json::error::Category::Data => error.to_string(),
+            _ => format!("the body is not JSON{}: {error}", excerpt(body)),
+        };
+        InvalidResponse::new("(response)", reason)
+    };
+    let response = match mode {
+        ResponseMode::Loose => serde_json::from_slice(body).map_err(not_json)?,
+        ResponseMode::Strict => serde_json::from_slice::<Strict>(body).map_err(not_json)?.0,
+    };
+    if mode == ResponseMode::Strict
+        && let Some(fields) = response.as_object()
+    {
+        let known = response_fields(hook);
+        if let Some(field) = fields.keys().find(|field| !known.contains(&field.as_str())) {
+            return Err(InvalidResponse::new(
+                field.clone(),
+                format!(
+                    "unknown field of a {hook} response (responseUnMarshallMode is strict; the \
+                     fields are {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(response)
+}
+
+/// A JSON value read with every map's keys checked to be distinct (serde_json keeps the last).
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if fields.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate field `{key}` (responseUnMarshallMode is strict)"
+                )));
+            }
+            fields.insert(key, value);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{CaBundle, Hook, ServiceReference};
+    use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+    use crate::script::ScriptEngine;
+    use serde_json::json;
+
+    fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
+        WebhookEndpoint::new("echo", HookKind::Sync, &webhook).map_err(|e| e.to_string())
+    }
+
+    fn url(url: &str) -> Webhook {
+        Webhook {
+            url: Some(url.into()),
+            ..Webhook::default()
+        }
+    }
+
+    #[test]
+    fn a_service_resolves_as_metacontroller_resolves_it() {
+        let webhook = Webhook {
+            service: Some(ServiceReference {
+                name: "hooks".into(),
+                namespace: "team-a".into(),
+                port: None,
+                protocol: None,
+            }),
+            path: Some("/sync".into()),
+            ..Webhook::default()
+        };
+        let resolved = endpoint(webhook.clone()).unwrap();
+        assert_eq!(resolved.url(), "http://hooks.team-a:80/sync");
+        assert_eq!(resolved.timeout(), DEFAULT_TIMEOUT);
+        let mut https = webhook;
+        https.service.as_mut().unwrap().port = Some(8443);
+        https.service.as_mut().unwrap().protocol = Some("https".into());
+        assert_eq!(
+            endpoint(https).unwrap().url(),
+            "https://hooks.team-a:8443/sync"
+        );
+    }
+
+    #[test]
+    fn bad_specs_name_the_field_and_why() {
+        let cases = [
+            (
+                Webhook::default(),
+                "webhook: needs exactly one of url or service",
+            ),
+            (
+                url("ftp://hooks/sync"),
+                "webhook.url: \"ftp://hooks/sync\" must start with http:// or https://",
+            ),
+            (
+                url("http://user:secret@hooks/sync"),
+                "webhook.url: must not carry credentials",
+            ),
+            (url("not a url"), "webhook.url: \"not a url\" is not a URL"),
+            (
+                Webhook {
+                    timeout: Some("ten".into()),
+                    ..url("http://hooks/sync")
+                },
+                "webhook.timeout: \"ten\" is not a duration like 10s",
+            ),
+            (
+                Webhook {
+                    timeout: Some("0s".into()),
+                    ..url("http://hooks/sync")
+                },
+                "webhook.timeout: \"0s\": must be longer than zero",
+            ),
+            (
+                Webhook {
+                    path: Some("/sync".into()),
+                    ..url("http://hooks")
+                },
+                "webhook.path: path goes with service",
+            ),
+            (
+                Webhook {
+                    ca_bundle: Some(CaBundle {
+                        inline: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+                            .into(),
+                    }),
+                    ..url("https://hooks/sync")
+                },
+                "webhook.caBundle.inline: certificate 0:",
+            ),
+            (
+                Webhook {
+                    ca_bundle: Some(CaBundle {
+                        inline: "hello".into(),
+                    }),
+                    ..url("https://hooks/sync")
+                },
+                "webhook.caBundle.inline: holds no PEM certificate",
+            ),
+            (
+                Webhook {
+                    ca_bundle: Some(CaBundle { inline: "x".into() }),
+                    ..url("http://hooks/sync")
+                },
+                "webhook.caBundle: is only used for https",
+            ),
+        ];
+        for (webhook, expected) in cases {
+            let error = endpoint(webhook).unwrap_err();
+            assert!(
+                error.starts_with("hook sync of echo: ") && error.contains(expected),
+                "{error:?} should contain {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn go_durations_are_read() {
+        for (text, expected) in [
+            ("10s", Duration::from_secs(10)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1.5s", Duration::from_millis(1500)),
+            ("500ms", Duration::from_millis(500)),
+            ("2h", Duration::from_secs(7200)),
+        ] {
+            assert_eq!(parse_timeout(text), Ok(expected), "{text}");
+        }
+        assert!(parse_timeout("-1s").is_err());
+    }
+
+    #[test]
+    fn the_digest_follows_what_is_called() {
+        let a = endpoint(url("http://hooks/sync")).unwrap();
+        let b = endpoint(url("http://hooks/v2/sync")).unwrap();
+        let c = endpoint(Webhook {
+            timeout: Some("3s".into()),
+            ..url("http://hooks/sync")
+        })
+        .unwrap();
+        assert_ne!(a.digest(), b.digest());
+        assert_ne!(a.digest(), c.digest());
+        assert_eq!(
+            a.digest(),
+            endpoint(url("http://hooks/sync")).unwrap().digest()
+        );
+    }
+
+    #[test]
+    fn strict_mode_refuses_unknown_fields_and_duplicated_keys() {
+        let read = |hook, mode, body: &str| parse_response(hook, mode, body.as_bytes());
+        let body = r#"{"labels": {"a": "1"}, "attachment": []}"#;
+        assert_eq!(
+            read(HookKind::Sync, ResponseMode::Loose, body).unwrap()["labels"],
+            json!({"a": "1"})
+        );
+        let error = read(HookKind::Sync, ResponseMode::Strict, body).unwrap_err();
+        assert_eq!(error.path, "attachment");
+        assert!(
+            error.reason.contains("unknown field of a sync response"),
+            "{error}"
+        );
+        let duplicated = r#"{"labels": {"a": "1", "a": "2"}}"#;
+        assert_eq!(
+            read(HookKind::Sync, ResponseMode::Loose, duplicated).unwrap()["labels"]["a"],
+            "2"
+        );
+        let error = read(HookKind::Sync, ResponseMode::Strict, duplicated).unwrap_err();
+        assert_eq!(
+            error.reason,
+            "duplicate field `a` (responseUnMarshallMode is strict) at line 1 column 31"
+        );
+        assert!(
+            read(
+                HookKind::Customize,
+                ResponseMode::Strict,
+                r#"{"relatedResources": [], "x": 1.5, "y": [null, true]}"#
+            )
+            .unwrap_err()
+            .path
+                == "x"
+        );
+        let error = read(HookKind::Map, ResponseMode::Loose, "<html>oops</html>").unwrap_err();
+        assert_eq!(error.path, "(response)");
+        assert!(
+            error
+                .reason
+                .starts_with("the body is not JSON: <html>oops</html>: "),
+            "{error}"
+        );
+    }
+
+    /// A bare HTTP/1.1 server on loopback answering every request with `reply(body)`: status,
+    /// body and a delay before answering. It counts connections, to see keep-alive at work.
+    struct RawServer {
+        url: String,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    type Reply = (u16, String, Duration);
+
+    fn serve(reply: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> RawServer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        let reply = Arc::new(reply);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                counted.fetch_add(1, Ordering::SeqCst);
+                let reply = reply.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    loop {
+                        let mut length = 0;
+                        let mut line = String::new();
+                        loop {
+                            line.clear();
+                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(value) = lower.strip_prefix("content-length:") {
+                                length = value.trim().parse().unwrap();
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        reader.read_exact(&mut body).unwrap();
+                        let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let (status, body, delay) = reply(&request);
+                        std::thread::sleep(delay);
+                        let answer = format!(
+                            "HTTP/1.1 {status} Answer\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        RawServer { url, connections }
+    }
+
+    fn hooks(webhook: Webhook) -> ControllerHooks {
+        let hook = Hook {
+            webhook: Some(webhook),
+            ..Hook::default()
+        };
+        ControllerHooks::load(
+            &ScriptEngine::new(),
+            "echo",
+            [(HookKind::Sync, &hook)],
+            &NoConfigMaps,
+        )
+        .unwrap()
+    }
+
+    fn call(hooks: &ControllerHooks) -> Result<Value, HookError> {
+        let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
+        hooks.call(&ScriptEngine::new(), HookKind::Sync, &request, None, None)
+    }
+
+    #[test]
+    fn a_call_posts_the_request_as_json_and_keeps_the_connection_alive() {
+        let server = serve(|request| {
+            let name = request["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or("?");
+            let body = json!({"labels": {"seen": name}}).to_string();
+            (200, body, Duration::ZERO)
+        });
+        let hooks = hooks(url(&format!("{}/sync", server.url)));
+        for _ in 0..3 {
+            assert_eq!(call(&hooks).unwrap(), json!({"labels": {"seen": "web"}}));
+        }
+        assert_eq!(
+            server.connections.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the three calls should share one pooled connection"
+        );
+    }
+
+    #[test]
+    fn a_failed_call_names_the_controller_hook_url_and_what_went_wrong() {
+        let failing = serve(|_| (500, "boom: no such template".into(), Duration::ZERO));
+        let error = call(&hooks(url(&format!("{}/sync", failing.url)))).unwrap_err();
+        assert!(matches!(error, HookError::Webhook(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "hook sync of echo (webhook {}/sync): answered HTTP 500: boom: no such template",
+                failing.url
+            )
+        );
+
+        let html = serve(|_| (200, "<html>".into(), Duration::ZERO));
+        let error = call(&hooks(url(&html.url))).unwrap_err();
+        assert!(
+            matches!(error, HookError::Response(_))
+                && error.to_string().starts_with(&format!(
+                    "hook sync of echo (webhook {}) returned an invalid hook response: \
+                     (response): the body is not JSON: <html>: ",
+                    html.url
+                )),
+            "{error}"
+        );
+
+        let slow = serve(|_| (200, "{}".into(), Duration::from_secs(3)));
+        let started = std::time::Instant::now();
+        let error = call(&hooks(Webhook {
+            timeout: Some("300ms".into()),
+            ..url(&slow.url)
+        }))
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            error
+                .to_string()
+                .ends_with("no response within 300ms (webhook.timeout)"),
+            "{error}"
+        );
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = closed.local_addr().unwrap();
+        drop(closed);
+        let error = call(&hooks(url(&format!("http://{address}/sync")))).unwrap_err();
+        assert!(
+            error.to_string().contains(&format!(
+                "(webhook http://{address}/sync): cannot connect: "
+            )),
+            "{error}"
+        );
+    }
+}
