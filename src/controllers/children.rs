@@ -188,7 +188,7 @@ pub fn desired_children(
 
 /// A short digest of the desired object (keys are sorted, so equal objects digest equally).
 fn applied_digest(child: &Value) -> String {
-    object::short_digest(&child.to_string())
+    object::value_digest(child)
 }
 
 /// Writes that bring `observed` to `desired`: create what is missing, update or recreate what

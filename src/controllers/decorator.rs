@@ -120,7 +120,10 @@ impl Decorator {
     }
 
     pub fn customize_request(&self, target: &Value) -> Value {
-        json!({"controller": self.controller_json, "parent": target})
+        object::fields([
+            ("controller", self.controller_json.clone()),
+            ("parent", target.clone()),
+        ])
     }
 
     /// Reads a customize response: the related resource rules it asks for.
@@ -156,17 +159,25 @@ impl Decorator {
 
     /// The sync or finalize hook request.
     pub fn request(&self, phase: Phase, observed: &Observed) -> Value {
-        json!({
-            "controller": self.controller_json,
-            "object": observed.target,
-            "attachments": children::group_for_request(
-                observed.target,
-                self.attachments.iter().map(|t| &t.resource),
-                observed.attachments.iter().copied(),
+        let related = if observed.related.is_object() {
+            observed.related.clone()
+        } else {
+            json!({})
+        };
+        object::fields([
+            ("controller", self.controller_json.clone()),
+            ("object", observed.target.clone()),
+            (
+                "attachments",
+                children::group_for_request(
+                    observed.target,
+                    self.attachments.iter().map(|t| &t.resource),
+                    observed.attachments.iter().copied(),
+                ),
             ),
-            "related": if observed.related.is_object() { observed.related.clone() } else { json!({}) },
-            "finalizing": phase == Phase::Finalize,
-        })
+            ("related", related),
+            ("finalizing", (phase == Phase::Finalize).into()),
+        ])
     }
 
     /// The plan for a target whose finalizer must go without calling any hook.

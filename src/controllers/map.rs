@@ -118,13 +118,13 @@ impl Mapper {
     }
 
     pub fn map_request(&self, parent: &Value, input: &Value, outputs: &[&Value]) -> Value {
-        json!({
-            "controller": self.controller_json,
-            "parent": parent,
-            "mapKey": Mapper::map_key(input),
-            "input": input,
-            "outputs": self.grouped_outputs(parent, outputs),
-        })
+        object::fields([
+            ("controller", self.controller_json.clone()),
+            ("parent", parent.clone()),
+            ("mapKey", Mapper::map_key(input).into()),
+            ("input", input.clone()),
+            ("outputs", self.grouped_outputs(parent, outputs)),
+        ])
     }
 
     /// Converges one input's outputs to what the map hook returned.
@@ -158,12 +158,12 @@ impl Mapper {
     }
 
     pub fn tombstone_request(&self, parent: &Value, map_key: &str, outputs: &[&Value]) -> Value {
-        json!({
-            "controller": self.controller_json,
-            "parent": parent,
-            "mapKey": map_key,
-            "outputs": self.grouped_outputs(parent, outputs),
-        })
+        object::fields([
+            ("controller", self.controller_json.clone()),
+            ("parent", parent.clone()),
+            ("mapKey", map_key.into()),
+            ("outputs", self.grouped_outputs(parent, outputs)),
+        ])
     }
 
     /// Deletes the detached outputs the tombstone hook did not ask to keep. Kept outputs are

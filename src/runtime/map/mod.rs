@@ -178,6 +178,7 @@ fn route_input(
         }
     }
     for parent in parents {
+        controller.state.status_changed(&parent);
         let input = input.clone();
         controller.enqueue(context, Work::Pair { parent, input });
     }
@@ -414,6 +415,9 @@ async fn finish(
     live: bool,
     result: Result<Plan, Failure>,
 ) -> Outcome<MapGroup> {
+    // The counts in the parent's status follow the pairs' inputs and outputs: a noop for a live
+    // pair changes neither (an input joining or leaving a selection marks the parent on routing).
+    let counts_may_change = !live || !matches!(&result, Ok(plan) if plan.is_noop());
     let applied = match result {
         Ok(plan) if plan.is_noop() => Ok(()),
         Ok(plan) => {
@@ -433,8 +437,9 @@ async fn finish(
         }
         Err(failure) => Err(failure),
     };
-    // Inputs come and go with pairs; the counts in the parent's status follow.
-    controller.state.status_changed(&group.parent);
+    if counts_may_change {
+        controller.state.status_changed(&group.parent);
+    }
     match applied {
         Ok(()) if live => Outcome::Synced {
             key: group,
