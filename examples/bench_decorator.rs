@@ -73,7 +73,7 @@ fn parse_args() -> anyhow::Result<Args> {
         targets: 1000,
         hook: "script".into(),
         language: "rhai".into(),
-        workers: 8,
+        workers: 16,
         skip_live: false,
     };
     let mut it = std::env::args().skip(1);

@@ -70,7 +70,7 @@ fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         inputs: 1000,
         language: "rhai".into(),
-        workers: 8,
+        workers: 16,
         timeout: Duration::from_secs(20 * 60),
         skip_plain: false,
     };

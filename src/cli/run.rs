@@ -20,7 +20,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub context: Option<String>,
     /// How many objects are synced at once.
-    #[arg(long, default_value_t = 8, env = "METASCRIPT_WORKERS")]
+    #[arg(long, default_value_t = 16, env = "METASCRIPT_WORKERS")]
     pub workers: usize,
     /// Dev loop: a file in this directory named like a hook's ConfigMap key is used instead of
     /// that key, and saving it re-syncs the affected targets.

@@ -56,7 +56,7 @@ pub struct OperatorConfig {
 impl Default for OperatorConfig {
     fn default() -> Self {
         OperatorConfig {
-            workers: 8,
+            workers: 16,
             scripts_dir: None,
             status_interval: Duration::from_secs(2),
             controller_selector: None,
