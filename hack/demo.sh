@@ -238,7 +238,7 @@ wait_for "the edited label" \
 echo "The StatefulSet carries the new label $(($(now_ms) - started)) ms after the ConfigMap edit, without a restart:"
 run kubectl get statefulset web -n default --show-labels
 echo "The operator's log of the reload:"
-grep -F "syncing its targets" "$work/operator.log" | tail -n 1 || true
+grep -F "controller loaded" "$work/operator.log" | tail -n 1 || true
 
 step="scaling down"
 say "Scaling the StatefulSet to 1 replica: the Services of the pods that no longer exist go"
