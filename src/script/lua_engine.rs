@@ -20,7 +20,9 @@ use super::error::{ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{ConvertError, Markers, from_lua, read_at, set_request, to_lua_result};
+use super::lua_convert::{
+    ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
+};
 use super::{CallSetup, Code, Program, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
@@ -204,6 +206,9 @@ impl LuaState {
         let run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
             let id = set_request(lua, &self.markers, &globals, request, converted)?;
+            if let LuaValue::Table(root) = globals.raw_get("request")? {
+                lua.set_app_data(RequestRoot(root));
+            }
             let _active = ActiveGuard::enter(
                 setup.env.clone(),
                 setup.budget.clone(),
@@ -218,7 +223,9 @@ impl LuaState {
             lua.set_memory_limit(0)?;
             Ok(results.into_iter().next().unwrap_or(LuaValue::Nil))
         };
-        let value = run().map_err(|error| {
+        let result = run();
+        self.lua.remove_app_data::<RequestRoot>();
+        let value = result.map_err(|error| {
             let error = map_error(&error, setup);
             match stopped_at.load(Ordering::Relaxed) {
                 0 => error,

@@ -17,6 +17,7 @@ mod lua_engine;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
+mod suggest;
 
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use limits::{

@@ -12,6 +12,7 @@ use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_ST
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
+use super::suggest::no_such_field;
 use super::{CallSetup, Code, ScriptSource};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, NativeCallContext, Position, Scope};
 use serde_json::Value;
@@ -97,7 +98,13 @@ impl RhaiEngines {
         // the response closes that gap for what leaves the script.
         let value = result
             .and_then(|value| engine.check_data_size_of(value))
-            .map_err(|error| map_error(&error, setup))?;
+            .map_err(|error| {
+                let mut error = map_error(&error, setup);
+                if let Some(message) = missing_property(&error, &scope, request) {
+                    error.message = message;
+                }
+                error
+            })?;
         let response = from_dynamic(&value).map_err(|e| {
             setup.error(
                 ScriptErrorKind::Conversion,
@@ -137,6 +144,8 @@ fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
     engine.set_max_string_size(to_usize(max_string));
     engine.set_max_array_size(to_usize(max_array));
     engine.set_max_map_size(to_usize(max_map));
+    // Strict reads: a field a map lacks is an error, not a silent `()` (`docs/scripting.md`).
+    engine.set_fail_on_invalid_map_property(true);
     engine.on_progress(|ops| {
         with_active(|_, budget| budget.progress(ops).err())
             .flatten()
@@ -282,6 +291,136 @@ fn walk<R>(value: &Dynamic, path: &[String], found: &mut dyn FnMut(Option<&Dynam
         Some(child) => walk(child, rest, found),
         None => found(None),
     }
+}
+
+/// The message for a failed read of a field a map lacks (Rhai's `Property not found: x`): the
+/// read as the script wrote it, taken from the source line, and the nearest field the map has,
+/// found by following that read from the request or a top-level variable.
+fn missing_property(error: &ScriptError, scope: &Scope, request: &Value) -> Option<String> {
+    let field = error.message.strip_prefix("Property not found: ")?;
+    let (Some(text), Some(column)) = (&error.source_line, error.column) else {
+        return Some(no_such_field(field, field, []));
+    };
+    let chars: Vec<char> = text.chars().collect();
+    let (start, end) = read_span(&chars, column as usize - 1);
+    let path: String = chars[start..end].iter().collect();
+    let path = path.trim_start_matches(['.', '?']);
+    let keys = match read_segments(path).split_last() {
+        Some((_, parents)) => match parents.split_first() {
+            Some((Segment::Field(root), within)) if *root == "request" => {
+                let mut value = Some(request);
+                for segment in within {
+                    value = value.and_then(|v| match segment {
+                        Segment::Field(key) => v.get(key),
+                        Segment::Item(index) => v.get(*index),
+                    });
+                }
+                value
+                    .and_then(Value::as_object)
+                    .map(|map| map.keys().cloned().collect())
+            }
+            Some((Segment::Field(root), within)) => scope.get(root).and_then(|value| {
+                walk(value, &segment_names(within), &mut |found| {
+                    found
+                        .and_then(|v| v.read_lock::<rhai::Map>())
+                        .map(|map| map.keys().map(|k| k.to_string()).collect::<Vec<_>>())
+                })
+            }),
+            _ => None,
+        },
+        None => None,
+    };
+    let keys: Vec<String> = keys.unwrap_or_default();
+    Some(no_such_field(path, field, keys.iter().map(String::as_str)))
+}
+
+/// One step of a read as written: `.name`, `["name"]` or `[3]`.
+#[derive(Debug, PartialEq)]
+enum Segment<'a> {
+    Field(&'a str),
+    Item(usize),
+}
+
+fn segment_names(segments: &[Segment]) -> Vec<String> {
+    segments
+        .iter()
+        .map(|s| match s {
+            Segment::Field(key) => key.to_string(),
+            Segment::Item(index) => index.to_string(),
+        })
+        .collect()
+}
+
+/// The span of the read chain (`request.object["x"]`) whose last step starts at `at`: forward to
+/// the end of that step, back over names, dots and brackets.
+fn read_span(chars: &[char], at: usize) -> (usize, usize) {
+    let name = |c: char| c.is_alphanumeric() || c == '_';
+    let at = at.min(chars.len());
+    let mut end = at;
+    if chars.get(at) == Some(&'"') {
+        // An index `["key"]`: through the closing quote and bracket.
+        end = chars[at + 1..]
+            .iter()
+            .position(|c| *c == '"')
+            .map_or(chars.len(), |p| at + p + 2);
+        if chars.get(end) == Some(&']') {
+            end += 1;
+        }
+    } else {
+        while end < chars.len() && name(chars[end]) {
+            end += 1;
+        }
+    }
+    let mut start = at;
+    while start > 0 {
+        let c = chars[start - 1];
+        if name(c) || c == '.' || c == '?' || c == '[' {
+            start -= 1;
+        } else if c == ']' {
+            match chars[..start - 1].iter().rposition(|c| *c == '[') {
+                Some(open) => start = open,
+                None => break,
+            }
+        } else {
+            break;
+        }
+    }
+    (start, end.min(chars.len()))
+}
+
+/// The steps of a read chain (`a.b?.c["d"][0]`); stops at anything it does not understand (a
+/// computed index), so the steps it returns are only ever a prefix of the real ones.
+fn read_segments(path: &str) -> Vec<Segment<'_>> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches('?');
+        if let Some(after) = rest.strip_prefix("[\"") {
+            let Some((key, tail)) = after.split_once("\"]") else {
+                break;
+            };
+            segments.push(Segment::Field(key));
+            rest = tail;
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let Some((index, tail)) = after.split_once(']') else {
+                break;
+            };
+            let Ok(index) = index.parse() else { break };
+            segments.push(Segment::Item(index));
+            rest = tail;
+        } else {
+            let body = rest.strip_prefix('.').unwrap_or(rest);
+            let len = body
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(body.len());
+            if len == 0 {
+                break;
+            }
+            segments.push(Segment::Field(&body[..len]));
+            rest = &body[len..];
+        }
+    }
+    segments
 }
 
 fn position(pos: Position) -> (Option<u32>, Option<u32>) {

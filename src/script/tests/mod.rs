@@ -11,6 +11,7 @@ mod request_fields;
 mod reuse;
 mod roundtrip;
 mod sandbox;
+mod strict;
 
 use super::*;
 use serde_json::Value;
