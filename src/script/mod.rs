@@ -17,7 +17,7 @@ mod lua_engine;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
-mod suggest;
+pub(crate) mod suggest;
 
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use limits::{
@@ -132,6 +132,12 @@ impl CompiledScript {
 
     pub fn code(&self) -> &str {
         &self.code
+    }
+
+    /// Why this script may have returned nothing (null) where a map was expected: a Rhai script
+    /// that came out of YAML may have lost its final map literal `#{...}` to a YAML comment.
+    pub fn empty_response_hint(&self) -> Option<&'static str> {
+        (self.language == Language::Rhai && from_yaml(&self.origin)).then_some(YAML_COMMENT_HINT)
     }
 
     fn error(&self, kind: ScriptErrorKind, message: impl Into<String>) -> ScriptError {
@@ -397,6 +403,17 @@ impl ScriptEngine {
                 .in_call(&controller, hook))
             })
     }
+}
+
+/// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).
+const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
+    `#{`) is a comment unless it is inside a block scalar (`inline: |`) and indented at least as \
+    far as the block's first line: if the script's map literal became a YAML comment, indent it";
+
+/// Whether a script's text came out of a YAML document (a controller or a ConfigMap) rather than
+/// a file of its own.
+fn from_yaml(origin: &ScriptOrigin) -> bool {
+    !matches!(origin, ScriptOrigin::File { .. })
 }
 
 fn digest(language: Language, code: &str) -> String {

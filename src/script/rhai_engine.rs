@@ -12,9 +12,11 @@ use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_ST
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
-use super::suggest::no_such_field;
-use super::{CallSetup, Code, ScriptSource};
-use rhai::{AST, Dynamic, Engine, EvalAltResult, NativeCallContext, Position, Scope};
+use super::suggest::{did_you_mean, no_such_field};
+use super::{CallSetup, Code, ScriptSource, YAML_COMMENT_HINT, from_yaml};
+use rhai::{
+    AST, Dynamic, Engine, EvalAltResult, NativeCallContext, ParseErrorType, Position, Scope,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -65,9 +67,11 @@ impl RhaiEngines {
             .map(Code::Rhai)
             .map_err(|error| {
                 let (line, column) = position(error.position());
+                let mut message = error.err_type().to_string();
+                message.push_str(&compile_hint(error.err_type(), source, line, column));
                 ScriptError::new(
                     ScriptErrorKind::Compile,
-                    error.err_type().to_string(),
+                    message,
                     source.language,
                     Arc::new(source.origin.clone()),
                 )
@@ -423,6 +427,130 @@ fn read_segments(path: &str) -> Vec<Segment<'_>> {
     segments
 }
 
+/// What a compile error most likely means, when Rhai's message points somewhere else.
+fn compile_hint(
+    error: &ParseErrorType,
+    source: &ScriptSource,
+    line: Option<u32>,
+    column: Option<u32>,
+) -> String {
+    match error {
+        // Rhai notices a missing `;` at the start of the next statement, on the next line.
+        ParseErrorType::MissingToken(token, _) if token == ";" => {
+            let (Some(line), Some(column)) = (line, column) else {
+                return String::new();
+            };
+            let lines: Vec<&str> = source.code.lines().collect();
+            let Some(text) = lines.get(line as usize - 1) else {
+                return String::new();
+            };
+            let starts_line = text
+                .chars()
+                .take(column as usize - 1)
+                .all(char::is_whitespace);
+            let previous = lines[..line as usize - 1]
+                .iter()
+                .rposition(|l| !l.trim().is_empty());
+            match previous {
+                Some(index) if starts_line => {
+                    format!(" (is the `;` missing at the end of line {}?)", index + 1)
+                }
+                _ => String::new(),
+            }
+        }
+        // A script from YAML that stops mid-expression: a line starting with `#{` outside a
+        // block scalar, or less indented than it, is a YAML comment and never reached the engine.
+        ParseErrorType::UnexpectedEOF | ParseErrorType::MissingToken(..)
+            if from_yaml(&source.origin) && ends_at(&source.code, line, column) =>
+        {
+            format!(" (the script ends early; {YAML_COMMENT_HINT})")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Whether a position is at the end of the code (past its last non-blank text).
+fn ends_at(code: &str, line: Option<u32>, column: Option<u32>) -> bool {
+    let last = code.trim_end();
+    let last_line = last.lines().count().max(1) as u32;
+    let last_column = last.lines().last().map_or(0, |l| l.chars().count()) as u32;
+    match (line, column) {
+        (None, _) => true,
+        (Some(line), column) => {
+            line > last_line || (line == last_line && column.is_none_or(|c| c > last_column))
+        }
+    }
+}
+
+/// Rhai's runtime messages in the terms of a script: Rust type names become script types, and an
+/// unknown function names the nearest helper or, for a helper, how many arguments it takes.
+fn script_message(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("Function not found: ") else {
+        return script_types(message);
+    };
+    let (name, signature) = rest.split_once(' ').unwrap_or((rest, "()"));
+    let signature = script_types(signature);
+    let arguments = signature
+        .trim_matches(['(', ')'])
+        .split(", ")
+        .filter(|a| !a.is_empty())
+        .count();
+    match HELPERS.iter().find(|h| h.name == name) {
+        Some(helper) => format!(
+            "{}, got {arguments}: `{name}{signature}`",
+            helper.arity_text()
+        ),
+        None => format!(
+            "no function `{name}{signature}`{}",
+            did_you_mean(name, HELPERS.iter().map(|h| h.name))
+        ),
+    }
+}
+
+/// Rust type names in Rhai messages, in script terms.
+fn script_types(text: &str) -> String {
+    const NAMES: &[(&str, &str)] = &[
+        ("&str | ImmutableString | String", "string"),
+        ("ImmutableString", "string"),
+        ("rhai::Map", "map"),
+        ("rhai::Array", "array"),
+        ("rhai::Blob", "blob"),
+        ("rhai::FnPtr", "function"),
+        ("rhai::INT", "integer"),
+        ("rhai::FLOAT", "float"),
+        ("i64", "integer"),
+        ("f64", "float"),
+        ("bool", "boolean"),
+        ("char", "character"),
+        ("Fn", "function"),
+    ];
+    let mut text = text.to_string();
+    for (rust, script) in NAMES {
+        text = replace_word(&text, rust, script);
+    }
+    text
+}
+
+/// Replaces `word` where it is not part of a longer name.
+fn replace_word(text: &str, word: &str, with: &str) -> String {
+    let name = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let before = rest[..at].chars().next_back();
+        let after = rest[at + word.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(name) || after.is_some_and(name) {
+            out.push_str(word);
+        } else {
+            out.push_str(with);
+        }
+        rest = &rest[at + word.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn position(pos: Position) -> (Option<u32>, Option<u32>) {
     (
         pos.line().map(|l| l as u32),
@@ -474,10 +602,10 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
         // Rhai appends ` (line l, position c)`; the position is shown separately.
         other => {
             let text = other.to_string();
-            match text.rfind(" (line ") {
-                Some(at) if text.ends_with(')') => text[..at].to_string(),
-                _ => text,
-            }
+            script_message(match text.rfind(" (line ") {
+                Some(at) if text.ends_with(')') => &text[..at],
+                _ => &text,
+            })
         }
     };
     setup.error(ScriptErrorKind::Runtime, message, line, column)

@@ -7,6 +7,7 @@ mod errors;
 mod examples;
 mod helpers;
 mod limits;
+mod messages;
 mod request_fields;
 mod reuse;
 mod roundtrip;
