@@ -8,7 +8,9 @@
 //! see is documented in `docs/scripting.md`.
 
 mod active;
+mod definitions;
 mod error;
+mod helper_docs;
 mod helpers;
 mod limits;
 mod log;
@@ -414,6 +416,15 @@ const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rh
 /// a file of its own.
 fn from_yaml(origin: &ScriptOrigin) -> bool {
     !matches!(origin, ScriptOrigin::File { .. })
+}
+
+/// Editor definitions of the hook environment (`request`, responses, helpers) for a language:
+/// a LuaLS `---@meta` file or a Rhai `.d.rhai` file (`docs/scripting.md`).
+pub fn definitions(language: Language) -> String {
+    match language {
+        Language::Lua => definitions::lua(),
+        Language::Rhai => rhai_engine::definitions(),
+    }
 }
 
 fn digest(language: Language, code: &str) -> String {

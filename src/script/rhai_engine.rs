@@ -6,6 +6,7 @@
 //! helper environment) are reached through the active call (`active`).
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
+use super::definitions::{rhai_comments, rhai_header, rhai_params};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, Run, step};
 use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
@@ -15,7 +16,8 @@ use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
 use super::{CallSetup, Code, ScriptSource, YAML_COMMENT_HINT, from_yaml};
 use rhai::{
-    AST, Dynamic, Engine, EvalAltResult, NativeCallContext, ParseErrorType, Position, Scope,
+    AST, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext, ParseErrorType,
+    Position, Scope,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -183,33 +185,37 @@ fn line(level: LogLevel, text: &str) -> LogLine {
 /// Binds one helper under its name for every arity it accepts; the arguments arrive as Dynamic
 /// and are converted to JSON, so the helper itself knows nothing about Rhai. The first argument
 /// is taken by reference, which spares Rhai a copy of it (usually a whole object) per call.
+/// Parameter names, types and docs go with each binding, for editor definitions.
 fn register_helper(engine: &mut Engine, helper: &'static Helper) {
     for arity in helper.min_args..=helper.max_args {
+        let registration = FuncRegistration::new(helper.name)
+            .with_params_info(rhai_params(helper, arity))
+            .with_comments(rhai_comments(helper));
         match arity {
             0 => {
-                engine.register_fn(helper.name, move |ctx: NativeCallContext| {
+                registration.register_into_engine(engine, move |ctx: NativeCallContext| {
                     run_helper(&ctx, helper, None, &[])
                 });
             }
             1 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[])
                     },
                 );
             }
             2 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[b])
                     },
                 );
             }
             3 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic, c: Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[b, c])
                     },
@@ -218,6 +224,27 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
             _ => unreachable!("helpers take at most three arguments"),
         }
     }
+}
+
+/// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
+/// `request`, with a header on what `request` holds and what each hook returns.
+pub(crate) fn definitions() -> String {
+    let engine = build_engine((
+        DEFAULT_MAX_STRING_SIZE,
+        DEFAULT_MAX_ARRAY_SIZE,
+        DEFAULT_MAX_MAP_SIZE,
+    ));
+    let mut scope = Scope::new();
+    scope.push("request", rhai::Map::new());
+    let definitions = engine
+        .definitions_with_scope(&scope)
+        .include_standard_packages(false);
+    format!(
+        "{}module static;\n\n{}\n\n{}\n",
+        rhai_header(),
+        definitions.static_module(),
+        definitions.scope_items()
+    )
 }
 
 fn run_helper(
