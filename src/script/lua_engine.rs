@@ -16,6 +16,7 @@
 //! something, and building a new one is cheap next to a failure.
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
+use super::coverage::Recorder;
 use super::error::{ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
@@ -24,13 +25,14 @@ use super::lua_convert::{
     ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
 };
 use super::suggest::nearest;
-use super::{CallSetup, Code, Program, ScriptSource};
+use super::{CallSetup, Code, Program, ScriptOrigin, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
 use mlua::{
     Function, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, Value as LuaValue, VmState, ffi,
 };
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -75,8 +77,10 @@ fn luau_compiler() -> Compiler {
     Compiler::new().set_optimization_level(1).set_debug_level(1)
 }
 
-pub(crate) fn compile(source: &ScriptSource) -> Result<Code, ScriptError> {
+/// Compiles a script; with `coverage`, the bytecode counts how often each statement runs.
+pub(crate) fn compile(source: &ScriptSource, coverage: bool) -> Result<Code, ScriptError> {
     luau_compiler()
+        .set_coverage_level(u8::from(coverage))
         .compile(source.code.as_bytes())
         .map(Code::Lua)
         .map_err(|error| {
@@ -199,7 +203,7 @@ impl LuaState {
             )
         };
         let function = self.function(bytecode, setup).map_err(internal)?;
-        let (thread, globals) = start_thread(&self.lua, function).map_err(internal)?;
+        let (thread, globals) = start_thread(&self.lua, function.clone()).map_err(internal)?;
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
         let lua = &self.lua;
         let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
@@ -226,6 +230,9 @@ impl LuaState {
         };
         let result = run();
         self.lua.remove_app_data::<RequestRoot>();
+        if let Some(recorder) = setup.coverage {
+            record_coverage(recorder, &setup.script.origin, &function);
+        }
         let value = result.map_err(|error| {
             let mut error = map_error(&error, setup);
             if let Some(name) = error
@@ -279,6 +286,25 @@ impl LuaState {
         );
         Ok(function)
     }
+}
+
+/// Adds the lines a chunk (and the functions it defines) has run so far to the recorder. The
+/// counters live in the loaded chunk, shared by the clone each call runs, and only grow, so
+/// reading them after every call is exact.
+fn record_coverage(recorder: &Recorder, origin: &ScriptOrigin, function: &Function) {
+    let (mut executable, mut hit) = (BTreeSet::new(), BTreeSet::new());
+    function.coverage(|info| {
+        for (line, count) in info.hits.iter().enumerate() {
+            let line = line as u32;
+            if *count >= 0 {
+                executable.insert(line);
+            }
+            if *count > 0 {
+                hit.insert(line);
+            }
+        }
+    });
+    recorder.record(origin, || executable, hit);
 }
 
 /// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading

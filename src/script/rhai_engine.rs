@@ -6,6 +6,7 @@
 //! helper environment) are reached through the active call (`active`).
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
+use super::coverage;
 use super::definitions::{rhai_comments, rhai_header, rhai_params};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, Run, step};
@@ -15,12 +16,13 @@ use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
 use super::{CallSetup, Code, ScriptSource, YAML_COMMENT_HINT, from_yaml};
+use rhai::debugger::DebuggerCommand;
 use rhai::{
-    AST, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext, ParseErrorType,
-    Position, Scope,
+    AST, ASTNode, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext,
+    ParseErrorType, Position, Scope, Stmt,
 };
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The size limits that need an engine of their own.
@@ -31,21 +33,24 @@ pub(crate) struct RhaiEngines {
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
     by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
+    /// Engines report the lines they reach (`coverage`).
+    coverage: bool,
 }
 
 impl RhaiEngines {
-    pub fn new() -> RhaiEngines {
+    pub fn new(coverage: bool) -> RhaiEngines {
         let default_key = (
             DEFAULT_MAX_STRING_SIZE,
             DEFAULT_MAX_ARRAY_SIZE,
             DEFAULT_MAX_MAP_SIZE,
         );
-        let base = Arc::new(build_engine(default_key));
+        let base = Arc::new(build_engine(default_key, coverage));
         let mut by_size = HashMap::new();
         by_size.insert(default_key, base.clone());
         RhaiEngines {
             base,
             by_size: Mutex::new(by_size),
+            coverage,
         }
     }
 
@@ -59,7 +64,7 @@ impl RhaiEngines {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(key)
-            .or_insert_with(|| Arc::new(build_engine(key)))
+            .or_insert_with(|| Arc::new(build_engine(key, self.coverage)))
             .clone()
     }
 
@@ -137,8 +142,21 @@ impl CheckSize for Engine {
     }
 }
 
-fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
+fn build_engine((max_string, max_array, max_map): SizeKey, coverage: bool) -> Engine {
     let mut engine = Engine::new();
+    if coverage {
+        // Step through every statement and expression, noting the line of each.
+        #[allow(deprecated)] // volatile, not deprecated: Rhai marks all debugger APIs so
+        engine.register_debugger(
+            |_, debugger| debugger,
+            |_, _, _, _, position| {
+                if let Some(line) = position.line() {
+                    coverage::hit(line as u32);
+                }
+                Ok(DebuggerCommand::StepInto)
+            },
+        );
+    }
     // `eval` would run code the compile cache and error positions know nothing about.
     engine.disable_symbol("eval");
     engine.set_max_call_levels(MAX_CALL_DEPTH);
@@ -168,6 +186,22 @@ fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
         register_helper(&mut engine, helper);
     }
     engine
+}
+
+/// The lines on which a statement of the script (or of one of its functions) starts: what
+/// coverage counts as executable.
+pub(crate) fn statement_lines(ast: &AST) -> BTreeSet<u32> {
+    let mut lines = BTreeSet::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Stmt(statement)) = path.last()
+            && !matches!(statement, Stmt::Noop(..) | Stmt::Block(..))
+            && let Some(line) = statement.position().line()
+        {
+            lines.insert(line as u32);
+        }
+        true
+    });
+    lines
 }
 
 fn to_usize(n: u64) -> usize {
@@ -229,11 +263,14 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
 /// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
 /// `request`, with a header on what `request` holds and what each hook returns.
 pub(crate) fn definitions() -> String {
-    let engine = build_engine((
-        DEFAULT_MAX_STRING_SIZE,
-        DEFAULT_MAX_ARRAY_SIZE,
-        DEFAULT_MAX_MAP_SIZE,
-    ));
+    let engine = build_engine(
+        (
+            DEFAULT_MAX_STRING_SIZE,
+            DEFAULT_MAX_ARRAY_SIZE,
+            DEFAULT_MAX_MAP_SIZE,
+        ),
+        false,
+    );
     let mut scope = Scope::new();
     scope.push("request", rhai::Map::new());
     let definitions = engine

@@ -2,6 +2,7 @@
 //! the sandbox and the limits must be identical in Rhai and Lua.
 
 mod contract;
+mod coverage;
 mod docs;
 mod errors;
 mod examples;
