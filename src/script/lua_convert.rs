@@ -87,15 +87,11 @@ fn missing_field(lua: &Lua, (table, key): (Table, LuaValue)) -> mlua::Result<Lua
         }
     });
     let root = lua.app_data_ref::<RequestRoot>();
-    let mut path = root
-        .and_then(|root| path_to(&root.0, &table, 0))
-        .map(|within| format!("request{within}"))
-        .unwrap_or_default();
-    if path.is_empty() {
+    let path = match root.and_then(|root| path_to(&root.0, &table, 0)) {
+        Some(within) => format!("request{within}{}", segment(&key)),
         // Not reachable from the request any more (the script detached it): the field alone.
-        path.push_str("...");
-    }
-    path.push_str(&segment(&key));
+        None => key.clone(),
+    };
     Err(mlua::Error::runtime(no_such_field(
         &path,
         &key,

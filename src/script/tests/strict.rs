@@ -150,3 +150,13 @@ fn null_fields_are_present() {
     assert_eq!(rhai.unwrap(), json!({"status": {"n": true}}));
     assert_eq!(lua.unwrap(), json!({"status": {"n": true}}));
 }
+
+#[test]
+fn a_lua_object_detached_from_the_request_names_the_field() {
+    let result = run(
+        Language::Lua,
+        "local o = request.object\nrequest.object = nil\nreturn { status = { n = o.spce } }",
+        request(),
+    );
+    assert!(message(result).starts_with("`spce`: no such field; did you mean `spec`?"),);
+}
