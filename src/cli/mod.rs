@@ -42,11 +42,37 @@ pub enum Command {
     Convert(convert::ConvertArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds,
+    /// Write editor definitions of the hook environment (`request`, responses, helpers): a
+    /// LuaLS `---@meta` file or a Rhai `.d.rhai` file (docs/scripting.md).
+    Definitions {
+        /// The script language.
+        #[arg(long, value_enum)]
+        lang: DefinitionsLanguage,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
     /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// `--lang` of `definitions` (the API's `Language` has no clap derive).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DefinitionsLanguage {
+    Lua,
+    Rhai,
+}
+
+impl From<DefinitionsLanguage> for crate::api::Language {
+    fn from(language: DefinitionsLanguage) -> Self {
+        match language {
+            DefinitionsLanguage::Lua => crate::api::Language::Lua,
+            DefinitionsLanguage::Rhai => crate::api::Language::Rhai,
+        }
+    }
 }
 
 /// Runs the command line; the process exit code follows the command's own conventions.
@@ -68,6 +94,22 @@ pub fn main() -> ExitCode {
                 &mut std::io::stdout(),
             );
             ExitCode::SUCCESS
+        }
+        Command::Definitions { lang, output } => {
+            let text = crate::script::definitions(lang.into());
+            match output {
+                None => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Some(path) => match std::fs::write(&path, text) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(error) => {
+                        eprintln!("error: writing {}: {error}", path.display());
+                        ExitCode::FAILURE
+                    }
+                },
+            }
         }
         Command::Crds => match crate::api::crds_yaml() {
             Ok(yaml) => {

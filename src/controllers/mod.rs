@@ -14,6 +14,7 @@ pub mod sanity;
 pub use children::ChildType;
 pub use plan::{Deletion, FinalizerChange, Plan, StatusChange};
 pub use response::InvalidResponse;
+pub(crate) use response::{check_script_response, response_fields};
 
 /// Label naming the DecoratorController that attached an object.
 pub const DECORATOR_LABEL: &str = "metascript.dev/decorator";

@@ -1,5 +1,7 @@
 //! Validation of hook responses: every rejection names the field or item and why.
 
+use crate::api::HookKind;
+use crate::script::suggest::did_you_mean;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -22,6 +24,56 @@ impl InvalidResponse {
 }
 
 pub(crate) use crate::object::json_type;
+
+/// The response fields each hook defines (Metacontroller's).
+pub(crate) fn response_fields(hook: HookKind) -> &'static [&'static str] {
+    match hook {
+        HookKind::Sync | HookKind::Finalize => &[
+            "labels",
+            "annotations",
+            "status",
+            "attachments",
+            "resyncAfterSeconds",
+            "finalized",
+        ],
+        HookKind::Customize => &["relatedResources"],
+        HookKind::Map | HookKind::Tombstone => &["outputs"],
+    }
+}
+
+/// What only a script's response is held to: it is not empty, and it has no field the hook does
+/// not define (a script builds its response, so an unknown field is a misspelling, which would
+/// otherwise be dropped without a word). `hint` says why a script may have returned nothing.
+pub(crate) fn check_script_response(
+    hook: HookKind,
+    response: &Value,
+    hint: Option<&str>,
+) -> Result<(), InvalidResponse> {
+    match response {
+        Value::Null => Err(InvalidResponse::new(
+            "(response)",
+            format!(
+                "the script returned nothing (null), expected a map of response fields{}",
+                hint.map(|hint| format!("; {hint}")).unwrap_or_default()
+            ),
+        )),
+        Value::Object(fields) => {
+            let known = response_fields(hook);
+            match fields.keys().find(|field| !known.contains(&field.as_str())) {
+                Some(field) => Err(InvalidResponse::new(
+                    field.clone(),
+                    format!(
+                        "unknown field of a {hook} response{} (the fields are {})",
+                        did_you_mean(field, known.iter().copied()),
+                        known.join(", ")
+                    ),
+                )),
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The response as a map of fields; a script that returns nothing or a non-map is an error.
 pub(crate) fn fields(response: &Value) -> Result<&serde_json::Map<String, Value>, InvalidResponse> {
@@ -102,5 +154,46 @@ pub(crate) fn resync_after(
             "resyncAfterSeconds",
             format!("expected a number of seconds, got {}", json_type(other)),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_misspelled_response_field_names_the_fix() {
+        let error = check_script_response(HookKind::Sync, &json!({"lables": {"a": "b"}}), None)
+            .unwrap_err();
+        assert_eq!(error.path, "lables");
+        assert!(
+            error
+                .reason
+                .starts_with("unknown field of a sync response; did you mean `labels`?"),
+            "{}",
+            error.reason
+        );
+        let error = check_script_response(HookKind::Map, &json!({"output": []}), None).unwrap_err();
+        assert!(
+            error.reason.contains("did you mean `outputs`?"),
+            "{}",
+            error.reason
+        );
+        assert!(
+            check_script_response(HookKind::Finalize, &json!({"finalized": true}), None).is_ok()
+        );
+    }
+
+    #[test]
+    fn an_empty_response_carries_the_hint() {
+        let error =
+            check_script_response(HookKind::Sync, &Value::Null, Some("indent it")).unwrap_err();
+        assert_eq!(
+            error.reason,
+            "the script returned nothing (null), expected a map of response fields; indent it"
+        );
+        // Other shapes are left to the hook's own reader.
+        assert!(check_script_response(HookKind::Sync, &json!([]), None).is_ok());
     }
 }

@@ -13,6 +13,7 @@ pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;
+use crate::controllers::check_script_response;
 use crate::script::{
     CallContext, CompiledScript, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
 };
@@ -213,7 +214,10 @@ impl ControllerHooks {
                     CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
                 context.clock = clock;
                 context.logs = logs;
-                Ok(engine.call(script, request, &context)?)
+                let response = engine.call(script, request, &context)?;
+                check_script_response(kind, &response, script.empty_response_hint())
+                    .map_err(|error| self.invalid_response(kind, error))?;
+                Ok(response)
             }
             HookCode::Webhook(endpoint) => {
                 endpoint

@@ -5,7 +5,7 @@
 
 use super::SourceError;
 use crate::api::{HookKind, ResponseMode, Webhook};
-use crate::controllers::InvalidResponse;
+use crate::controllers::{InvalidResponse, response_fields};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
@@ -334,22 +334,6 @@ fn trusted_certificates(pem: &str) -> Result<RootCerts, String> {
             .map(|der| Certificate::from_der(der).to_owned())
             .collect::<Vec<_>>(),
     ))
-}
-
-/// The response fields each hook defines (Metacontroller's, which `strict` holds a response to).
-fn response_fields(hook: HookKind) -> &'static [&'static str] {
-    match hook {
-        HookKind::Sync | HookKind::Finalize => &[
-            "labels",
-            "annotations",
-            "status",
-            "attachments",
-            "resyncAfterSeconds",
-            "finalized",
-        ],
-        HookKind::Customize => &["relatedResources"],
-        HookKind::Map | HookKind::Tombstone => &["outputs"],
-    }
 }
 
 /// Reads a response body: JSON, and in strict mode with no duplicated keys and no field the

@@ -61,6 +61,14 @@ pub(crate) struct Unconverted<'a> {
 }
 
 impl Unconverted<'_> {
+    /// The names of the fields the script was not given.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.json
+            .keys()
+            .filter(|k| !self.converted.converts(k))
+            .map(String::as_str)
+    }
+
     /// What a reader finds at `path` in the script's `request`, which holds only the fields the
     /// script reads itself: those are read by `walk` in the engine's values, the others from the
     /// JSON they would have been converted from. `whole` is the script's value as JSON.

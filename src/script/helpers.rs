@@ -85,17 +85,19 @@ impl Helper {
 
     pub fn check_arity(&self, count: usize) -> Result<(), HelperError> {
         if count < self.min_args || count > self.max_args {
-            let expected = if self.min_args == self.max_args {
-                self.min_args.to_string()
-            } else {
-                format!("{} to {}", self.min_args, self.max_args)
-            };
-            return Err(HelperError(format!(
-                "{}: expected {expected} argument(s), got {count}",
-                self.name
-            )));
+            return Err(HelperError(format!("{}, got {count}", self.arity_text())));
         }
         Ok(())
+    }
+
+    /// `name: expected 1 to 2 argument(s)`, the start of every wrong-count message.
+    pub fn arity_text(&self) -> String {
+        let expected = if self.min_args == self.max_args {
+            self.min_args.to_string()
+        } else {
+            format!("{} to {}", self.min_args, self.max_args)
+        };
+        format!("{}: expected {expected} argument(s)", self.name)
     }
 
     /// The helper's error as scripts see it: prefixed with its name.

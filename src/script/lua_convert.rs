@@ -15,9 +15,11 @@
 //! mlua's typed API would register and release a reference for every table, string and key, and
 //! protect every table write, which made the conversions most of a call's cost.
 
+use super::active::with_unconverted;
 use super::helpers::step;
 use super::request_use::RequestUse;
 use super::rhai_convert::segment;
+use super::suggest::no_such_field;
 use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
 use std::ffi::c_int;
@@ -26,11 +28,15 @@ use std::ptr;
 /// Lua tables nest without limit and can be cyclic; JSON cannot.
 const MAX_DEPTH: usize = 128;
 
-/// The two marker metatables, created once per state.
+/// The marker metatables, created once per state.
 #[derive(Clone)]
 pub(crate) struct Markers {
     pub array: Table,
     pub map: Table,
+    /// Carried by the request and every object in it: reading a field they lack is an error
+    /// (strict reads, `docs/scripting.md`). Tables the script builds, and helper results, are
+    /// plain tables, so the script's own data reads as Lua always does.
+    pub object: Table,
 }
 
 impl Markers {
@@ -43,11 +49,80 @@ impl Markers {
             mt.set_readonly(true);
             Ok(mt)
         };
+        let object = lua.create_table()?;
+        object.raw_set("__index", lua.create_function(missing_field)?)?;
+        object.raw_set("__metatable", "request object")?;
+        object.set_readonly(true);
         Ok(Markers {
             array: make("json array")?,
             map: make("json map")?,
+            object,
         })
     }
+}
+
+/// The running call's `request` table (app data of the state during a call), from which
+/// [`missing_field`] finds the path of the table a script read.
+pub(crate) struct RequestRoot(pub Table);
+
+/// `__index` of the request's objects: a field they lack is an error naming the path as the
+/// script would write it and the nearest field that exists. Only string keys are strict: a number
+/// key on an object is not a field read, and reads nil as on any table.
+fn missing_field(lua: &Lua, (table, key): (Table, LuaValue)) -> mlua::Result<LuaValue> {
+    let LuaValue::String(key) = key else {
+        return Ok(LuaValue::Nil);
+    };
+    let key = key.to_string_lossy();
+    let mut keys: Vec<String> = table
+        .pairs::<LuaValue, LuaValue>()
+        .filter_map(|pair| match pair {
+            Ok((LuaValue::String(k), _)) => Some(k.to_string_lossy()),
+            _ => None,
+        })
+        .collect();
+    // The request holds only the fields the script names (`request_use`): the others exist too.
+    with_unconverted(table.to_pointer() as usize, |unconverted| {
+        if let Some(unconverted) = unconverted {
+            keys.extend(unconverted.fields().map(str::to_string));
+        }
+    });
+    let root = lua.app_data_ref::<RequestRoot>();
+    let path = match root.and_then(|root| path_to(&root.0, &table, 0)) {
+        Some(within) => format!("request{within}{}", segment(&key)),
+        // Not reachable from the request any more (the script detached it): the field alone.
+        None => key.clone(),
+    };
+    Err(mlua::Error::runtime(no_such_field(
+        &path,
+        &key,
+        keys.iter().map(String::as_str),
+    )))
+}
+
+/// Where `target` is inside `table` (`.spec.containers[1]`, Lua's 1-based positions), found by
+/// identity; only run when a read fails, so a search is cheaper than tracking every table's path.
+fn path_to(table: &Table, target: &Table, depth: usize) -> Option<String> {
+    if table == target {
+        return Some(String::new());
+    }
+    if depth >= MAX_DEPTH {
+        return None;
+    }
+    table
+        .pairs::<LuaValue, LuaValue>()
+        .filter_map(Result::ok)
+        .find_map(|(key, value)| {
+            let LuaValue::Table(child) = value else {
+                return None;
+            };
+            let step = match key {
+                LuaValue::String(k) => segment(&k.to_string_lossy()),
+                LuaValue::Integer(i) => format!("[{i}]"),
+                LuaValue::Number(n) => format!("[{n}]"),
+                _ => return None,
+            };
+            path_to(&child, target, depth + 1).map(|rest| format!("{step}{rest}"))
+        })
 }
 
 #[derive(Debug)]
@@ -91,6 +166,10 @@ impl From<mlua::Error> for ConvertError {
 /// protected call).
 const ARRAY_MARKER: c_int = 1;
 const MAP_MARKER: c_int = 2;
+/// The request's object metatable, only while converting the request (`set_request`).
+const OBJECT_MARKER: c_int = 3;
+/// No object metatable: objects become plain tables.
+const PLAIN: c_int = 0;
 
 pub(crate) fn to_lua(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Result<LuaValue> {
     // SAFETY: runs protected with the array marker at `ARRAY_MARKER`; `push_json` keeps the
@@ -99,7 +178,7 @@ pub(crate) fn to_lua(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Resul
     // the stack as the one result.
     unsafe {
         lua.exec_raw(&markers.array, |state| {
-            push_json(state, value);
+            push_json(state, value, PLAIN);
             ffi::lua_remove(state, ARRAY_MARKER);
         })
     }
@@ -115,20 +194,23 @@ pub(crate) fn set_request(
     converted: &RequestUse,
 ) -> mlua::Result<usize> {
     let mut id = 0;
-    // SAFETY: as in `to_lua`, with `globals` at 2; the fields are pushed the same way, and the
-    // table is stored in `globals` with `lua_rawsetfield`.
+    // SAFETY: as in `to_lua`, with `globals` at 2 and the object marker at `OBJECT_MARKER`; the
+    // fields are pushed the same way, and the table is stored in `globals` with
+    // `lua_rawsetfield`.
     unsafe {
-        lua.exec_raw::<()>((&markers.array, globals), |state| {
+        lua.exec_raw::<()>((&markers.array, globals, &markers.object), |state| {
             match request {
                 Value::Object(fields) => {
                     ffi::lua_createtable(state, 0, length(fields.len()));
                     for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
                         push_str(state, key);
-                        push_json(state, item);
+                        push_json(state, item, OBJECT_MARKER);
                         ffi::lua_rawset(state, -3);
                     }
+                    ffi::lua_pushvalue(state, OBJECT_MARKER);
+                    ffi::lua_setmetatable(state, -2);
                 }
-                other => push_json(state, other),
+                other => push_json(state, other, OBJECT_MARKER),
             }
             id = ffi::lua_topointer(state, -1) as usize;
             ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
@@ -147,8 +229,9 @@ pub(crate) fn to_lua_result(lua: &Lua, markers: &Markers, value: &Value) -> mlua
     }
 }
 
-/// Pushes `value`; the array marker must be at `ARRAY_MARKER`.
-unsafe fn push_json(state: *mut ffi::lua_State, value: &Value) {
+/// Pushes `value`; the array marker must be at `ARRAY_MARKER`, and objects get the metatable at
+/// `object_marker` unless it is `PLAIN`.
+unsafe fn push_json(state: *mut ffi::lua_State, value: &Value, object_marker: c_int) {
     unsafe {
         // A table, a key and a value per level of nesting.
         ffi::luaL_checkstack(state, 3, ptr::null());
@@ -160,7 +243,7 @@ unsafe fn push_json(state: *mut ffi::lua_State, value: &Value) {
             Value::Array(items) => {
                 ffi::lua_createtable(state, length(items.len()), 0);
                 for (i, item) in items.iter().enumerate() {
-                    push_json(state, item);
+                    push_json(state, item, object_marker);
                     ffi::lua_rawseti_(state, -2, length(i + 1));
                 }
                 ffi::lua_pushvalue(state, ARRAY_MARKER);
@@ -170,8 +253,12 @@ unsafe fn push_json(state: *mut ffi::lua_State, value: &Value) {
                 ffi::lua_createtable(state, 0, length(map.len()));
                 for (key, item) in map {
                     push_str(state, key);
-                    push_json(state, item);
+                    push_json(state, item, object_marker);
                     ffi::lua_rawset(state, -3);
+                }
+                if object_marker != PLAIN {
+                    ffi::lua_pushvalue(state, object_marker);
+                    ffi::lua_setmetatable(state, -2);
                 }
             }
         }

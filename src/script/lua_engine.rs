@@ -16,18 +16,23 @@
 //! something, and building a new one is cheap next to a failure.
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
+use super::coverage::Recorder;
 use super::error::{ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
-use super::lua_convert::{ConvertError, Markers, from_lua, read_at, set_request, to_lua_result};
-use super::{CallSetup, Code, Program, ScriptSource};
+use super::lua_convert::{
+    ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
+};
+use super::suggest::nearest;
+use super::{CallSetup, Code, Program, ScriptOrigin, ScriptSource};
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
 use mlua::{
     Function, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, Value as LuaValue, VmState, ffi,
 };
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -72,8 +77,10 @@ fn luau_compiler() -> Compiler {
     Compiler::new().set_optimization_level(1).set_debug_level(1)
 }
 
-pub(crate) fn compile(source: &ScriptSource) -> Result<Code, ScriptError> {
+/// Compiles a script; with `coverage`, the bytecode counts how often each statement runs.
+pub(crate) fn compile(source: &ScriptSource, coverage: bool) -> Result<Code, ScriptError> {
     luau_compiler()
+        .set_coverage_level(u8::from(coverage))
         .compile(source.code.as_bytes())
         .map(Code::Lua)
         .map_err(|error| {
@@ -196,7 +203,7 @@ impl LuaState {
             )
         };
         let function = self.function(bytecode, setup).map_err(internal)?;
-        let (thread, globals) = start_thread(&self.lua, function).map_err(internal)?;
+        let (thread, globals) = start_thread(&self.lua, function.clone()).map_err(internal)?;
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
         let lua = &self.lua;
         let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
@@ -204,6 +211,9 @@ impl LuaState {
         let run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
             let id = set_request(lua, &self.markers, &globals, request, converted)?;
+            if let LuaValue::Table(root) = globals.raw_get("request")? {
+                lua.set_app_data(RequestRoot(root));
+            }
             let _active = ActiveGuard::enter(
                 setup.env.clone(),
                 setup.budget.clone(),
@@ -218,8 +228,19 @@ impl LuaState {
             lua.set_memory_limit(0)?;
             Ok(results.into_iter().next().unwrap_or(LuaValue::Nil))
         };
-        let value = run().map_err(|error| {
-            let error = map_error(&error, setup);
+        let result = run();
+        self.lua.remove_app_data::<RequestRoot>();
+        if let Some(recorder) = setup.coverage {
+            record_coverage(recorder, &setup.script.origin, &function);
+        }
+        let value = result.map_err(|error| {
+            let mut error = map_error(&error, setup);
+            if let Some(name) = error
+                .line
+                .and_then(|line| undefined_callee(lua, &setup.script.code, line, &error.message))
+            {
+                error.message = name;
+            }
             match stopped_at.load(Ordering::Relaxed) {
                 0 => error,
                 line => error.at(&setup.script.code, Some(line), None),
@@ -265,6 +286,25 @@ impl LuaState {
         );
         Ok(function)
     }
+}
+
+/// Adds the lines a chunk (and the functions it defines) has run so far to the recorder. The
+/// counters live in the loaded chunk, shared by the clone each call runs, and only grow, so
+/// reading them after every call is exact.
+fn record_coverage(recorder: &Recorder, origin: &ScriptOrigin, function: &Function) {
+    let (mut executable, mut hit) = (BTreeSet::new(), BTreeSet::new());
+    function.coverage(|info| {
+        for (line, count) in info.hits.iter().enumerate() {
+            let line = line as u32;
+            if *count >= 0 {
+                executable.insert(line);
+            }
+            if *count > 0 {
+                hit.insert(line);
+            }
+        }
+    });
+    recorder.record(origin, || executable, hit);
 }
 
 /// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading
@@ -519,6 +559,116 @@ fn safe_os(lua: &Lua) -> mlua::Result<Table> {
         "only os.clock, os.time, os.date and os.difftime",
         os,
     )
+}
+
+/// Luau's `attempt to call a nil value` names no function: find the call on the failing line
+/// whose function does not exist (a global, or a member of a library such as `string`) and name
+/// it, with the nearest existing name.
+fn undefined_callee(lua: &Lua, code: &str, line: u32, message: &str) -> Option<String> {
+    if message != "attempt to call a nil value" {
+        return None;
+    }
+    let text = code.lines().nth(line as usize - 1)?;
+    // After `sandbox`, the state's globals table is empty and reads through to the frozen one.
+    let globals = lua.globals();
+    let globals = match globals.metatable() {
+        Some(metatable) => metatable.raw_get::<Table>("__index").unwrap_or(globals),
+        None => globals,
+    };
+    let names = |table: &Table| -> Vec<String> {
+        table
+            .pairs::<LuaValue, LuaValue>()
+            .filter_map(Result::ok)
+            .filter_map(|(key, value)| match (key, value) {
+                (LuaValue::String(key), LuaValue::Function(_) | LuaValue::Table(_)) => {
+                    Some(key.to_string_lossy())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    calls(text).into_iter().find_map(|(qualifier, name)| {
+        let (scope, shown) = match qualifier {
+            None if defined_in(code, name) => return None,
+            None => (globals.clone(), name.to_string()),
+            Some(library) => match globals.raw_get::<LuaValue>(library).ok()? {
+                LuaValue::Table(table) => (table, format!("{library}.{name}")),
+                _ => return None,
+            },
+        };
+        if !matches!(scope.raw_get::<LuaValue>(name), Ok(LuaValue::Nil)) {
+            return None;
+        }
+        let candidates = names(&scope);
+        let suggestion = match nearest(name, candidates.iter().map(String::as_str)) {
+            Some(near) => match qualifier {
+                Some(library) => format!("; did you mean `{library}.{near}`?"),
+                None => format!("; did you mean `{near}`?"),
+            },
+            None => String::new(),
+        };
+        Some(format!(
+            "attempt to call a nil value: `{shown}` is not defined{suggestion}"
+        ))
+    })
+}
+
+/// The calls on a line of Lua: `name(` and `library.name(` (`library:name(` too), in order.
+fn calls(text: &str) -> Vec<(Option<&str>, &str)> {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !word(bytes[i]) || (i > 0 && word(bytes[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && word(bytes[i]) {
+            i += 1;
+        }
+        let name = &text[start..i];
+        let rest = text[i..].trim_start();
+        if !rest.starts_with('(') || name.as_bytes()[0].is_ascii_digit() {
+            continue;
+        }
+        let before = text[..start].trim_end();
+        let qualifier = match before.as_bytes().last() {
+            Some(b'.' | b':') => {
+                let head = &before[..before.len() - 1];
+                let from = head.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+                let library = &head[from.map_or(0, |f| f + 1)..];
+                // Only a plain name before the dot: `a.b.c(` is not a library call.
+                if library.is_empty() || head[..head.len() - library.len()].ends_with('.') {
+                    continue;
+                }
+                Some(library)
+            }
+            _ if before.ends_with("function") => continue,
+            _ => None,
+        };
+        found.push((qualifier, name));
+    }
+    found
+}
+
+/// Whether the script defines `name` itself (`local name`, `function name`, `name =`), in which
+/// case a nil call of it is the script's own logic, not a misspelled global.
+fn defined_in(code: &str, name: &str) -> bool {
+    code.lines().any(|line| {
+        let line = line.trim();
+        [
+            format!("local {name}"),
+            format!("local function {name}"),
+            format!("function {name}"),
+        ]
+        .iter()
+        .any(|prefix| line.starts_with(prefix.as_str()))
+            || line.strip_prefix(name).is_some_and(|rest| {
+                rest.trim_start().starts_with('=') && !rest.trim_start().starts_with("==")
+            })
+    })
 }
 
 /// Splits `hook:12: message` (or `:12: message` from the compiler) into the line and the message.

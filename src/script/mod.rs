@@ -8,7 +8,10 @@
 //! see is documented in `docs/scripting.md`.
 
 mod active;
+mod coverage;
+mod definitions;
 mod error;
+mod helper_docs;
 mod helpers;
 mod limits;
 mod log;
@@ -17,7 +20,9 @@ mod lua_engine;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
+pub(crate) mod suggest;
 
+pub use coverage::{LineCoverage, ScriptCoverage, lcov};
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use limits::{
     DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
@@ -133,6 +138,12 @@ impl CompiledScript {
         &self.code
     }
 
+    /// Why this script may have returned nothing (null) where a map was expected: a Rhai script
+    /// that came out of YAML may have lost its final map literal `#{...}` to a YAML comment.
+    pub fn empty_response_hint(&self) -> Option<&'static str> {
+        (self.language == Language::Rhai && from_yaml(&self.origin)).then_some(YAML_COMMENT_HINT)
+    }
+
     fn error(&self, kind: ScriptErrorKind, message: impl Into<String>) -> ScriptError {
         ScriptError::new(kind, message, self.language, self.origin.clone())
     }
@@ -194,6 +205,8 @@ pub(crate) struct CallSetup<'a> {
     pub env: HelperEnv,
     pub limits: EffectiveLimits,
     pub budget: Arc<Budget>,
+    /// Where the call's line coverage goes, on an engine built with coverage on.
+    pub coverage: Option<&'a coverage::Recorder>,
 }
 
 impl CallSetup<'_> {
@@ -233,6 +246,8 @@ struct Inner {
     cache: Mutex<HashMap<String, Weak<Program>>>,
     rhai: rhai_engine::RhaiEngines,
     lua: lua_engine::LuaStates,
+    /// Set on an engine that gathers line coverage (`with_coverage`).
+    coverage: Option<coverage::Recorder>,
 }
 
 impl Default for ScriptEngine {
@@ -249,13 +264,35 @@ impl fmt::Debug for ScriptEngine {
 
 impl ScriptEngine {
     pub fn new() -> ScriptEngine {
+        ScriptEngine::build(false)
+    }
+
+    /// An engine that also gathers the line coverage of every script it runs (`coverage`), for
+    /// `metascript test --coverage`. Rhai scripts run under a stepping debugger and Luau scripts
+    /// are compiled with coverage counters, so this is slower than [`ScriptEngine::new`]; the
+    /// results are the same.
+    pub fn with_coverage() -> ScriptEngine {
+        ScriptEngine::build(true)
+    }
+
+    fn build(coverage: bool) -> ScriptEngine {
         ScriptEngine {
             inner: Arc::new(Inner {
                 cache: Mutex::new(HashMap::new()),
-                rhai: rhai_engine::RhaiEngines::new(),
+                rhai: rhai_engine::RhaiEngines::new(coverage),
                 lua: lua_engine::LuaStates::new(),
+                coverage: coverage.then(coverage::Recorder::default),
             }),
         }
+    }
+
+    /// The line coverage gathered so far, by script origin; empty unless built
+    /// [`ScriptEngine::with_coverage`].
+    pub fn coverage(&self) -> Vec<ScriptCoverage> {
+        self.inner
+            .coverage
+            .as_ref()
+            .map_or_else(Vec::new, coverage::Recorder::report)
     }
 
     /// Compiles a script, or reuses the program already compiled from the same language and code
@@ -279,7 +316,7 @@ impl ScriptEngine {
                         request: request_use::rhai(&source.code),
                     },
                     Language::Lua => Program {
-                        code: lua_engine::compile(source)?,
+                        code: lua_engine::compile(source, self.inner.coverage.is_some())?,
                         request: request_use::lua(&source.code),
                     },
                 });
@@ -343,9 +380,18 @@ impl ScriptEngine {
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,
+            coverage: self.inner.coverage.as_ref(),
         };
         let result = match &script.program.code {
-            Code::Rhai(ast) => self.inner.rhai.call(ast, request, &setup),
+            Code::Rhai(ast) => match setup.coverage {
+                None => self.inner.rhai.call(ast, request, &setup),
+                Some(recorder) => {
+                    let (result, hits) =
+                        coverage::gather(|| self.inner.rhai.call(ast, request, &setup));
+                    recorder.record(&script.origin, || rhai_engine::statement_lines(ast), hits);
+                    result
+                }
+            },
             Code::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
@@ -395,6 +441,26 @@ impl ScriptEngine {
                 )
                 .in_call(&controller, hook))
             })
+    }
+}
+
+/// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).
+const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
+    `#{`) is a comment unless it is inside a block scalar (`inline: |`) and indented at least as \
+    far as the block's first line: if the script's map literal became a YAML comment, indent it";
+
+/// Whether a script's text came out of a YAML document (a controller or a ConfigMap) rather than
+/// a file of its own.
+fn from_yaml(origin: &ScriptOrigin) -> bool {
+    !matches!(origin, ScriptOrigin::File { .. })
+}
+
+/// Editor definitions of the hook environment (`request`, responses, helpers) for a language:
+/// a LuaLS `---@meta` file or a Rhai `.d.rhai` file (`docs/scripting.md`).
+pub fn definitions(language: Language) -> String {
+    match language {
+        Language::Lua => definitions::lua(),
+        Language::Rhai => rhai_engine::definitions(),
     }
 }
 

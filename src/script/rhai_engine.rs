@@ -6,16 +6,23 @@
 //! helper environment) are reached through the active call (`active`).
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
+use super::coverage;
+use super::definitions::{rhai_comments, rhai_header, rhai_params};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, Run, step};
 use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
-use super::{CallSetup, Code, ScriptSource};
-use rhai::{AST, Dynamic, Engine, EvalAltResult, NativeCallContext, Position, Scope};
+use super::suggest::{did_you_mean, no_such_field};
+use super::{CallSetup, Code, ScriptSource, YAML_COMMENT_HINT, from_yaml};
+use rhai::debugger::DebuggerCommand;
+use rhai::{
+    AST, ASTNode, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext,
+    ParseErrorType, Position, Scope, Stmt,
+};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The size limits that need an engine of their own.
@@ -26,21 +33,24 @@ pub(crate) struct RhaiEngines {
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
     by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
+    /// Engines report the lines they reach (`coverage`).
+    coverage: bool,
 }
 
 impl RhaiEngines {
-    pub fn new() -> RhaiEngines {
+    pub fn new(coverage: bool) -> RhaiEngines {
         let default_key = (
             DEFAULT_MAX_STRING_SIZE,
             DEFAULT_MAX_ARRAY_SIZE,
             DEFAULT_MAX_MAP_SIZE,
         );
-        let base = Arc::new(build_engine(default_key));
+        let base = Arc::new(build_engine(default_key, coverage));
         let mut by_size = HashMap::new();
         by_size.insert(default_key, base.clone());
         RhaiEngines {
             base,
             by_size: Mutex::new(by_size),
+            coverage,
         }
     }
 
@@ -54,7 +64,7 @@ impl RhaiEngines {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(key)
-            .or_insert_with(|| Arc::new(build_engine(key)))
+            .or_insert_with(|| Arc::new(build_engine(key, self.coverage)))
             .clone()
     }
 
@@ -64,9 +74,11 @@ impl RhaiEngines {
             .map(Code::Rhai)
             .map_err(|error| {
                 let (line, column) = position(error.position());
+                let mut message = error.err_type().to_string();
+                message.push_str(&compile_hint(error.err_type(), source, line, column));
                 ScriptError::new(
                     ScriptErrorKind::Compile,
-                    error.err_type().to_string(),
+                    message,
                     source.language,
                     Arc::new(source.origin.clone()),
                 )
@@ -97,7 +109,13 @@ impl RhaiEngines {
         // the response closes that gap for what leaves the script.
         let value = result
             .and_then(|value| engine.check_data_size_of(value))
-            .map_err(|error| map_error(&error, setup))?;
+            .map_err(|error| {
+                let mut error = map_error(&error, setup);
+                if let Some(message) = missing_property(&error, &scope, request) {
+                    error.message = message;
+                }
+                error
+            })?;
         let response = from_dynamic(&value).map_err(|e| {
             setup.error(
                 ScriptErrorKind::Conversion,
@@ -124,8 +142,21 @@ impl CheckSize for Engine {
     }
 }
 
-fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
+fn build_engine((max_string, max_array, max_map): SizeKey, coverage: bool) -> Engine {
     let mut engine = Engine::new();
+    if coverage {
+        // Step through every statement and expression, noting the line of each.
+        #[allow(deprecated)] // volatile, not deprecated: Rhai marks all debugger APIs so
+        engine.register_debugger(
+            |_, debugger| debugger,
+            |_, _, _, _, position| {
+                if let Some(line) = position.line() {
+                    coverage::hit(line as u32);
+                }
+                Ok(DebuggerCommand::StepInto)
+            },
+        );
+    }
     // `eval` would run code the compile cache and error positions know nothing about.
     engine.disable_symbol("eval");
     engine.set_max_call_levels(MAX_CALL_DEPTH);
@@ -137,6 +168,8 @@ fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
     engine.set_max_string_size(to_usize(max_string));
     engine.set_max_array_size(to_usize(max_array));
     engine.set_max_map_size(to_usize(max_map));
+    // Strict reads: a field a map lacks is an error, not a silent `()` (`docs/scripting.md`).
+    engine.set_fail_on_invalid_map_property(true);
     engine.on_progress(|ops| {
         with_active(|_, budget| budget.progress(ops).err())
             .flatten()
@@ -155,6 +188,22 @@ fn build_engine((max_string, max_array, max_map): SizeKey) -> Engine {
     engine
 }
 
+/// The lines on which a statement of the script (or of one of its functions) starts: what
+/// coverage counts as executable.
+pub(crate) fn statement_lines(ast: &AST) -> BTreeSet<u32> {
+    let mut lines = BTreeSet::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Stmt(statement)) = path.last()
+            && !matches!(statement, Stmt::Noop(..) | Stmt::Block(..))
+            && let Some(line) = statement.position().line()
+        {
+            lines.insert(line as u32);
+        }
+        true
+    });
+    lines
+}
+
 fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
@@ -170,33 +219,37 @@ fn line(level: LogLevel, text: &str) -> LogLine {
 /// Binds one helper under its name for every arity it accepts; the arguments arrive as Dynamic
 /// and are converted to JSON, so the helper itself knows nothing about Rhai. The first argument
 /// is taken by reference, which spares Rhai a copy of it (usually a whole object) per call.
+/// Parameter names, types and docs go with each binding, for editor definitions.
 fn register_helper(engine: &mut Engine, helper: &'static Helper) {
     for arity in helper.min_args..=helper.max_args {
+        let registration = FuncRegistration::new(helper.name)
+            .with_params_info(rhai_params(helper, arity))
+            .with_comments(rhai_comments(helper));
         match arity {
             0 => {
-                engine.register_fn(helper.name, move |ctx: NativeCallContext| {
+                registration.register_into_engine(engine, move |ctx: NativeCallContext| {
                     run_helper(&ctx, helper, None, &[])
                 });
             }
             1 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[])
                     },
                 );
             }
             2 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[b])
                     },
                 );
             }
             3 => {
-                engine.register_fn(
-                    helper.name,
+                registration.register_into_engine(
+                    engine,
                     move |ctx: NativeCallContext, a: &mut Dynamic, b: Dynamic, c: Dynamic| {
                         run_helper(&ctx, helper, Some(a), &[b, c])
                     },
@@ -205,6 +258,30 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
             _ => unreachable!("helpers take at most three arguments"),
         }
     }
+}
+
+/// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
+/// `request`, with a header on what `request` holds and what each hook returns.
+pub(crate) fn definitions() -> String {
+    let engine = build_engine(
+        (
+            DEFAULT_MAX_STRING_SIZE,
+            DEFAULT_MAX_ARRAY_SIZE,
+            DEFAULT_MAX_MAP_SIZE,
+        ),
+        false,
+    );
+    let mut scope = Scope::new();
+    scope.push("request", rhai::Map::new());
+    let definitions = engine
+        .definitions_with_scope(&scope)
+        .include_standard_packages(false);
+    format!(
+        "{}module static;\n\n{}\n\n{}\n",
+        rhai_header(),
+        definitions.static_module(),
+        definitions.scope_items()
+    )
 }
 
 fn run_helper(
@@ -284,6 +361,260 @@ fn walk<R>(value: &Dynamic, path: &[String], found: &mut dyn FnMut(Option<&Dynam
     }
 }
 
+/// The message for a failed read of a field a map lacks (Rhai's `Property not found: x`): the
+/// read as the script wrote it, taken from the source line, and the nearest field the map has,
+/// found by following that read from the request or a top-level variable.
+fn missing_property(error: &ScriptError, scope: &Scope, request: &Value) -> Option<String> {
+    let field = error.message.strip_prefix("Property not found: ")?;
+    let (Some(text), Some(column)) = (&error.source_line, error.column) else {
+        return Some(no_such_field(field, field, []));
+    };
+    let chars: Vec<char> = text.chars().collect();
+    let (start, end) = read_span(&chars, column as usize - 1);
+    let path: String = chars[start..end].iter().collect();
+    let path = path.trim_start_matches(['.', '?']);
+    let keys = match read_segments(path).split_last() {
+        Some((_, parents)) => match parents.split_first() {
+            Some((Segment::Field(root), within)) if *root == "request" => {
+                let mut value = Some(request);
+                for segment in within {
+                    value = value.and_then(|v| match segment {
+                        Segment::Field(key) => v.get(key),
+                        Segment::Item(index) => v.get(*index),
+                    });
+                }
+                value
+                    .and_then(Value::as_object)
+                    .map(|map| map.keys().cloned().collect())
+            }
+            Some((Segment::Field(root), within)) => scope.get(root).and_then(|value| {
+                walk(value, &segment_names(within), &mut |found| {
+                    found
+                        .and_then(|v| v.read_lock::<rhai::Map>())
+                        .map(|map| map.keys().map(|k| k.to_string()).collect::<Vec<_>>())
+                })
+            }),
+            _ => None,
+        },
+        None => None,
+    };
+    let keys: Vec<String> = keys.unwrap_or_default();
+    Some(no_such_field(path, field, keys.iter().map(String::as_str)))
+}
+
+/// One step of a read as written: `.name`, `["name"]` or `[3]`.
+#[derive(Debug, PartialEq)]
+enum Segment<'a> {
+    Field(&'a str),
+    Item(usize),
+}
+
+fn segment_names(segments: &[Segment]) -> Vec<String> {
+    segments
+        .iter()
+        .map(|s| match s {
+            Segment::Field(key) => key.to_string(),
+            Segment::Item(index) => index.to_string(),
+        })
+        .collect()
+}
+
+/// The span of the read chain (`request.object["x"]`) whose last step starts at `at`: forward to
+/// the end of that step, back over names, dots and brackets.
+fn read_span(chars: &[char], at: usize) -> (usize, usize) {
+    let name = |c: char| c.is_alphanumeric() || c == '_';
+    let at = at.min(chars.len());
+    let mut end = at;
+    if chars.get(at) == Some(&'"') {
+        // An index `["key"]`: through the closing quote and bracket.
+        end = chars[at + 1..]
+            .iter()
+            .position(|c| *c == '"')
+            .map_or(chars.len(), |p| at + p + 2);
+        if chars.get(end) == Some(&']') {
+            end += 1;
+        }
+    } else {
+        while end < chars.len() && name(chars[end]) {
+            end += 1;
+        }
+    }
+    let mut start = at;
+    while start > 0 {
+        let c = chars[start - 1];
+        if name(c) || c == '.' || c == '?' || c == '[' {
+            start -= 1;
+        } else if c == ']' {
+            match chars[..start - 1].iter().rposition(|c| *c == '[') {
+                Some(open) => start = open,
+                None => break,
+            }
+        } else {
+            break;
+        }
+    }
+    (start, end.min(chars.len()))
+}
+
+/// The steps of a read chain (`a.b?.c["d"][0]`); stops at anything it does not understand (a
+/// computed index), so the steps it returns are only ever a prefix of the real ones.
+fn read_segments(path: &str) -> Vec<Segment<'_>> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches('?');
+        if let Some(after) = rest.strip_prefix("[\"") {
+            let Some((key, tail)) = after.split_once("\"]") else {
+                break;
+            };
+            segments.push(Segment::Field(key));
+            rest = tail;
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let Some((index, tail)) = after.split_once(']') else {
+                break;
+            };
+            let Ok(index) = index.parse() else { break };
+            segments.push(Segment::Item(index));
+            rest = tail;
+        } else {
+            let body = rest.strip_prefix('.').unwrap_or(rest);
+            let len = body
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(body.len());
+            if len == 0 {
+                break;
+            }
+            segments.push(Segment::Field(&body[..len]));
+            rest = &body[len..];
+        }
+    }
+    segments
+}
+
+/// What a compile error most likely means, when Rhai's message points somewhere else.
+fn compile_hint(
+    error: &ParseErrorType,
+    source: &ScriptSource,
+    line: Option<u32>,
+    column: Option<u32>,
+) -> String {
+    match error {
+        // Rhai notices a missing `;` at the start of the next statement, on the next line.
+        ParseErrorType::MissingToken(token, _) if token == ";" => {
+            let (Some(line), Some(column)) = (line, column) else {
+                return String::new();
+            };
+            let lines: Vec<&str> = source.code.lines().collect();
+            let Some(text) = lines.get(line as usize - 1) else {
+                return String::new();
+            };
+            let starts_line = text
+                .chars()
+                .take(column as usize - 1)
+                .all(char::is_whitespace);
+            let previous = lines[..line as usize - 1]
+                .iter()
+                .rposition(|l| !l.trim().is_empty());
+            match previous {
+                Some(index) if starts_line => {
+                    format!(" (is the `;` missing at the end of line {}?)", index + 1)
+                }
+                _ => String::new(),
+            }
+        }
+        // A script from YAML that stops mid-expression: a line starting with `#{` outside a
+        // block scalar, or less indented than it, is a YAML comment and never reached the engine.
+        ParseErrorType::UnexpectedEOF | ParseErrorType::MissingToken(..)
+            if from_yaml(&source.origin) && ends_at(&source.code, line, column) =>
+        {
+            format!(" (the script ends early; {YAML_COMMENT_HINT})")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Whether a position is at the end of the code (past its last non-blank text).
+fn ends_at(code: &str, line: Option<u32>, column: Option<u32>) -> bool {
+    let last = code.trim_end();
+    let last_line = last.lines().count().max(1) as u32;
+    let last_column = last.lines().last().map_or(0, |l| l.chars().count()) as u32;
+    match (line, column) {
+        (None, _) => true,
+        (Some(line), column) => {
+            line > last_line || (line == last_line && column.is_none_or(|c| c > last_column))
+        }
+    }
+}
+
+/// Rhai's runtime messages in the terms of a script: Rust type names become script types, and an
+/// unknown function names the nearest helper or, for a helper, how many arguments it takes.
+fn script_message(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("Function not found: ") else {
+        return script_types(message);
+    };
+    let (name, signature) = rest.split_once(' ').unwrap_or((rest, "()"));
+    let signature = script_types(signature);
+    let arguments = signature
+        .trim_matches(['(', ')'])
+        .split(", ")
+        .filter(|a| !a.is_empty())
+        .count();
+    match HELPERS.iter().find(|h| h.name == name) {
+        Some(helper) => format!(
+            "{}, got {arguments}: `{name}{signature}`",
+            helper.arity_text()
+        ),
+        None => format!(
+            "no function `{name}{signature}`{}",
+            did_you_mean(name, HELPERS.iter().map(|h| h.name))
+        ),
+    }
+}
+
+/// Rust type names in Rhai messages, in script terms.
+fn script_types(text: &str) -> String {
+    const NAMES: &[(&str, &str)] = &[
+        ("&str | ImmutableString | String", "string"),
+        ("ImmutableString", "string"),
+        ("rhai::Map", "map"),
+        ("rhai::Array", "array"),
+        ("rhai::Blob", "blob"),
+        ("rhai::FnPtr", "function"),
+        ("rhai::INT", "integer"),
+        ("rhai::FLOAT", "float"),
+        ("i64", "integer"),
+        ("f64", "float"),
+        ("bool", "boolean"),
+        ("char", "character"),
+        ("Fn", "function"),
+    ];
+    let mut text = text.to_string();
+    for (rust, script) in NAMES {
+        text = replace_word(&text, rust, script);
+    }
+    text
+}
+
+/// Replaces `word` where it is not part of a longer name.
+fn replace_word(text: &str, word: &str, with: &str) -> String {
+    let name = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let before = rest[..at].chars().next_back();
+        let after = rest[at + word.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(name) || after.is_some_and(name) {
+            out.push_str(word);
+        } else {
+            out.push_str(with);
+        }
+        rest = &rest[at + word.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn position(pos: Position) -> (Option<u32>, Option<u32>) {
     (
         pos.line().map(|l| l as u32),
@@ -335,10 +666,10 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
         // Rhai appends ` (line l, position c)`; the position is shown separately.
         other => {
             let text = other.to_string();
-            match text.rfind(" (line ") {
-                Some(at) if text.ends_with(')') => text[..at].to_string(),
-                _ => text,
-            }
+            script_message(match text.rfind(" (line ") {
+                Some(at) if text.ends_with(')') => &text[..at],
+                _ => &text,
+            })
         }
     };
     setup.error(ScriptErrorKind::Runtime, message, line, column)

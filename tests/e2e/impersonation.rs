@@ -38,7 +38,7 @@ async fn writes_go_as_the_service_account_and_a_forbidden_one_stops_the_sync() {
     let hook = r#"
         local cm = request.object
         local attachments = {}
-        if cm.metadata.labels.escalate == "yes" then
+        if label(cm, "escalate") == "yes" then
             table.insert(attachments, {
                 apiVersion = "rbac.authorization.k8s.io/v1", kind = "RoleBinding",
                 metadata = { name = name(cm) .. "-admin" },

@@ -8,7 +8,7 @@ use crate::cases::{Case, Subject, TestFile, Validator, judge};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
 use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
-use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use crate::script::{LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource, lcov};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -27,6 +27,12 @@ pub struct TestArgs {
     /// Rewrite each case's `expect` from the actual response (comments in the file are lost).
     #[arg(long)]
     pub update: bool,
+    /// Report, per script, the lines the cases executed (statements reached).
+    #[arg(long)]
+    pub coverage: bool,
+    /// Write the coverage as an lcov tracefile here (implies --coverage).
+    #[arg(long, value_name = "FILE")]
+    pub lcov: Option<PathBuf>,
 }
 
 /// A test file that cannot be used: bad YAML, a missing file, an unknown hook.
@@ -63,7 +69,12 @@ pub fn run(args: TestArgs) -> ExitCode {
             message: "no *.test.yaml files found".into(),
         });
     }
-    let engine = ScriptEngine::new();
+    let coverage = args.coverage || args.lcov.is_some();
+    let engine = if coverage {
+        ScriptEngine::with_coverage()
+    } else {
+        ScriptEngine::new()
+    };
     let mut report = quick_junit::Report::new("metascript");
     let (mut passed, mut failed) = (0usize, 0usize);
     for file in &files {
@@ -117,6 +128,16 @@ pub fn run(args: TestArgs) -> ExitCode {
         }
     }
     println!("{passed} passed, {failed} failed");
+    if coverage {
+        let scripts = engine.coverage();
+        print!("{}", coverage_table(&scripts));
+        if let Some(path) = &args.lcov
+            && let Err(error) = std::fs::write(path, lcov(&scripts, script_file))
+        {
+            eprintln!("error: cannot write lcov file {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if let Some(filter) = &args.filter
         && passed + failed == 0
         && unusable.is_empty()
@@ -131,6 +152,47 @@ pub fn run(args: TestArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// A script's file for coverage reports: its path, or where it came from when it has none.
+fn script_file(origin: &ScriptOrigin) -> String {
+    match origin {
+        // `components` drops the `.` steps that joining a relative scripts dir leaves.
+        ScriptOrigin::File { path } => path.components().collect::<PathBuf>().display().to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The coverage summary: per script, lines hit of executable lines, and which were missed.
+fn coverage_table(scripts: &[ScriptCoverage]) -> String {
+    let rows: Vec<(String, String, String, String)> = scripts
+        .iter()
+        .map(|script| {
+            let lines = &script.lines;
+            let percent = match lines.executable.len() {
+                0 => 100.0,
+                total => 100.0 * lines.hit_count() as f64 / total as f64,
+            };
+            let missed: Vec<String> = lines.missed().map(|l| l.to_string()).collect();
+            (
+                script_file(&script.origin),
+                format!("{}/{}", lines.hit_count(), lines.executable.len()),
+                format!("{percent:.1}%"),
+                missed.join(","),
+            )
+        })
+        .collect();
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
+    let mut out = format!(
+        "\ncoverage (statements reached)\n{:width$}  {:>9}  {:>6}  missed lines\n",
+        "script", "lines", "%"
+    );
+    for (file, lines, percent, missed) in rows {
+        out.push_str(&format!(
+            "{file:width$}  {lines:>9}  {percent:>6}  {missed}\n"
+        ));
+    }
+    out
 }
 
 fn find_test_files(root: &Path) -> Result<Vec<PathBuf>, UnusableTest> {

@@ -89,7 +89,7 @@ fn lua_runtime_error() {
     let error = call_error(
         config_map(
             Language::Lua,
-            "local obj = request.object\nreturn { name = obj.metadata.name }",
+            "local obj = rawget(request, \"object\")\nreturn { name = obj.metadata.name }",
         ),
         Limits::default(),
     );

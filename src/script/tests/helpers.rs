@@ -176,8 +176,8 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "annotations absent",
-        "annotations(request.missing)",
-        "annotations(request.missing)",
+        "annotations(())",
+        "annotations(nil)",
         "{}",
     ),
     (

@@ -2,15 +2,18 @@
 //! the sandbox and the limits must be identical in Rhai and Lua.
 
 mod contract;
+mod coverage;
 mod docs;
 mod errors;
 mod examples;
 mod helpers;
 mod limits;
+mod messages;
 mod request_fields;
 mod reuse;
 mod roundtrip;
 mod sandbox;
+mod strict;
 
 use super::*;
 use serde_json::Value;

@@ -194,6 +194,6 @@ fn rhai_has_no_file_process_or_environment_functions() {
         "env(\"HOME\")",
         "read_file(\"/etc/passwd\")",
     ] {
-        blocked(Language::Rhai, call, "Function not found");
+        blocked(Language::Rhai, call, "no function");
     }
 }

@@ -1,0 +1,88 @@
+//! Line coverage: a script with an untested branch reports exactly the lines of that branch.
+
+use super::*;
+use serde_json::json;
+
+const RHAI: &str = r#"let n = request.n;
+let out = #{};
+if n > 0 {
+    out.sign = "positive";
+} else {
+    out.sign = "negative";
+    out.zero = n == 0;
+}
+#{ status: out }
+"#;
+
+const LUA: &str = r#"local n = request.n
+local out = {}
+if n > 0 then
+    out.sign = "positive"
+else
+    out.sign = "negative"
+    out.zero = n == 0
+end
+return { status = out }
+"#;
+
+fn covered(language: Language, code: &str, requests: &[Value]) -> LineCoverage {
+    let engine = ScriptEngine::with_coverage();
+    let script = engine
+        .compile(&ScriptSource::new(language, code, origin(language)))
+        .unwrap();
+    for request in requests {
+        engine.call(&script, request, &context()).unwrap();
+    }
+    let report = engine.coverage();
+    assert_eq!(report.len(), 1);
+    assert_eq!(report[0].origin, origin(language));
+    report[0].lines.clone()
+}
+
+#[test]
+fn an_untested_branch_is_reported_missed_in_both_languages() {
+    for (language, code) in [(Language::Rhai, RHAI), (Language::Lua, LUA)] {
+        let lines = covered(language, code, &[json!({"n": 1})]);
+        assert_eq!(
+            lines.missed().collect::<Vec<_>>(),
+            vec![6, 7],
+            "{language}: {lines:?}"
+        );
+        let lines = covered(language, code, &[json!({"n": 1}), json!({"n": -1})]);
+        assert_eq!(lines.missed().count(), 0, "{language}: {lines:?}");
+        assert!(lines.executable.contains(&1) && lines.executable.contains(&9));
+    }
+}
+
+#[test]
+fn an_engine_without_coverage_reports_nothing() {
+    let engine = ScriptEngine::new();
+    let script = engine
+        .compile(&ScriptSource::new(
+            Language::Rhai,
+            RHAI,
+            origin(Language::Rhai),
+        ))
+        .unwrap();
+    engine.call(&script, &json!({"n": 1}), &context()).unwrap();
+    assert!(engine.coverage().is_empty());
+}
+
+#[test]
+fn lcov_lists_every_executable_line() {
+    let lines = covered(Language::Lua, LUA, &[json!({"n": 1})]);
+    let text = lcov(
+        &[ScriptCoverage {
+            origin: origin(Language::Lua),
+            lines: lines.clone(),
+        }],
+        |origin| origin.to_string(),
+    );
+    assert!(text.starts_with("TN:\nSF:file test.lua\n"), "{text}");
+    assert!(text.contains("DA:6,0\nDA:7,0\n"), "{text}");
+    assert!(text.contains(&format!(
+        "LF:{}\nLH:{}\nend_of_record\n",
+        lines.executable.len(),
+        lines.executable.len() - 2
+    )));
+}
