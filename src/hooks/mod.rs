@@ -13,6 +13,7 @@ pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;
+use crate::reads::ReadAccess;
 use crate::script::{
     CallContext, CompiledScript, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
 };
@@ -205,6 +206,7 @@ impl ControllerHooks {
         request: &Value,
         clock: Option<jiff::Timestamp>,
         logs: Option<LogSink>,
+        reads: Option<ReadAccess>,
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
         match &hook.code {
@@ -213,6 +215,7 @@ impl ControllerHooks {
                     CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
                 context.clock = clock;
                 context.logs = logs;
+                context.reads = reads;
                 Ok(engine.call(script, request, &context)?)
             }
             HookCode::Webhook(endpoint) => {

@@ -7,6 +7,7 @@ mod errors;
 mod examples;
 mod helpers;
 mod limits;
+mod reads;
 mod request_fields;
 mod reuse;
 mod roundtrip;
@@ -30,7 +31,9 @@ pub(super) fn fixed_clock() -> jiff::Timestamp {
 }
 
 pub(super) fn context() -> CallContext {
-    CallContext::new("test", HookKind::Sync).with_clock(fixed_clock())
+    let mut context = CallContext::new("test", HookKind::Sync).with_clock(fixed_clock());
+    context.reads = Some(reads::cluster());
+    context
 }
 
 pub(super) fn run_with(
