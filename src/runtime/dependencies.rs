@@ -219,7 +219,7 @@ mod tests {
     }
 
     fn names(mut keys: Vec<WorkKey>) -> Vec<String> {
-        keys.sort_by(|a, b| a.work.to_string().cmp(&b.work.to_string()));
+        keys.sort_by_key(|k| k.work.to_string());
         keys.into_iter()
             .map(|k| match k.work {
                 Work::Object(o) => o.name,

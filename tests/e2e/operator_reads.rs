@@ -213,3 +213,73 @@ async fn a_listed_service_joining_or_leaving_the_selector_updates_the_index() {
         indexed("").await;
     }
 }
+
+/// The Ready condition of a DecoratorController, once the operator has reported one.
+async fn ready_condition(client: &kube::Client, name: &str) -> Value {
+    let like = json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController", "metadata": {"name": name}});
+    let object = wait_for(client, &like, &format!("{name}: Ready reported"), |o| {
+        o["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready"))
+    })
+    .await;
+    object["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn reads_beyond_the_service_account_or_of_secrets_are_refused_at_load() {
+    let client = client().await;
+    operator().await;
+    let ns = test_namespace(&client, "reads-refused").await;
+    // An account with no roles at all: it may not list ConfigMaps.
+    apply(
+        &client,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": ns}}),
+    )
+    .await;
+    let controller = |name: &str, resource: &str, account: Option<&str>| {
+        let mut spec = json!({
+            "resources": [{"apiVersion": "v1", "resource": "configmaps",
+                           "labelSelector": {"matchLabels": {"test-controller": name}}}],
+            "reads": [{"apiVersion": "v1", "resource": resource}],
+            "hooks": {"sync": {"script": {"language": "rhai", "inline": "#{}"}}}
+        });
+        if let Some(account) = account {
+            spec["serviceAccountName"] = account.into();
+            spec["serviceAccountNamespace"] = ns.clone().into();
+        }
+        json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+               "metadata": {"name": name}, "spec": spec})
+    };
+
+    let forbidden = unique_name("reads-forbidden");
+    apply(
+        &client,
+        &controller(&forbidden, "configmaps", Some("nobody")),
+    )
+    .await;
+    let ready = ready_condition(&client, &forbidden).await;
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert_eq!(ready["reason"], "ReadForbidden", "{ready}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ConfigMap.v1")
+            && message.contains(&format!("system:serviceaccount:{ns}:nobody")),
+        "{message}"
+    );
+
+    let secrets = unique_name("reads-secrets");
+    apply(&client, &controller(&secrets, "secrets", None)).await;
+    let ready = ready_condition(&client, &secrets).await;
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("v1/secrets cannot be read by scripts")),
+        "{ready}"
+    );
+}
