@@ -189,3 +189,32 @@ fn yaml(value: &Value) -> String {
     serde_saphyr::to_string(value)
         .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reads::Dependency;
+    use serde_json::json;
+
+    #[test]
+    fn expected_reads_must_match_exactly() {
+        let namespaces = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "Namespace")
+            .unwrap();
+        let read = |name: &str| Dependency::Object {
+            resource: namespaces.clone(),
+            namespace: None,
+            name: name.into(),
+        };
+        let case = Case {
+            name: "reads".into(),
+            expect_reads: Some(vec!["get Namespace.v1 shop".into()]),
+            ..Case::default()
+        };
+        let ok: Result<Value, HookError> = Ok(json!({}));
+        assert_eq!(judge(&case, &ok, &[read("shop")]), None);
+        let failure = judge(&case, &ok, &[read("shop"), read("lab")]).expect("a failure");
+        assert!(failure.contains("get Namespace.v1 lab"), "{failure}");
+        assert!(judge(&case, &ok, &[]).is_some());
+    }
+}
