@@ -13,7 +13,6 @@ pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Limits};
 use crate::controllers::InvalidResponse;
-use crate::reads::ReadAccess;
 use crate::script::{
     CallContext, CompiledScript, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
 };
@@ -206,16 +205,16 @@ impl ControllerHooks {
         request: &Value,
         clock: Option<jiff::Timestamp>,
         logs: Option<LogSink>,
-        reads: Option<ReadAccess>,
+        reads: Option<crate::reads::ReadAccess>,
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
         match &hook.code {
             HookCode::Script { script, limits } => {
                 let mut context =
                     CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
+                context.reads = reads;
                 context.clock = clock;
                 context.logs = logs;
-                context.reads = reads;
                 Ok(engine.call(script, request, &context)?)
             }
             HookCode::Webhook(endpoint) => {
