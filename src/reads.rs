@@ -181,7 +181,9 @@ pub struct ReadAccess {
 
 #[derive(Debug, Default)]
 struct Recorded {
-    dependencies: Vec<Dependency>,
+    /// Each with a fingerprint of what it returned when first read (see
+    /// [`ReadAccess::changed_since_read`]).
+    dependencies: Vec<(Dependency, u64)>,
     /// Set when more than [`MAX_DEPENDENCIES`] were read: the types read, each counted whole.
     overflowed: bool,
 }
@@ -209,7 +211,68 @@ impl ReadAccess {
     /// What was read so far, deduplicated, in the order first read (bounded, see
     /// [`MAX_DEPENDENCIES`]).
     pub fn dependencies(&self) -> Vec<Dependency> {
-        self.recorded.lock().dependencies.clone()
+        let recorded = self.recorded.lock();
+        recorded
+            .dependencies
+            .iter()
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
+
+    /// Whether anything read differs now from what the hooks saw. A change that lands between
+    /// a read and the moment its dependency is indexed would otherwise be missed (its event
+    /// found nothing to re-sync), so the runtime checks this right after indexing and syncs
+    /// the work item again when it says yes. Not checked once reads collapsed to whole types
+    /// (those were never read whole).
+    pub fn changed_since_read(&self) -> bool {
+        let recorded = self.recorded.lock();
+        !recorded.overflowed
+            && recorded
+                .dependencies
+                .iter()
+                .any(|(dependency, seen)| fingerprint(&self.current(dependency)) != *seen)
+    }
+
+    /// What a dependency returns now, sorted by namespace then name: the one path both the
+    /// helpers and [`ReadAccess::changed_since_read`] read through.
+    fn current(&self, dependency: &Dependency) -> Vec<Arc<Value>> {
+        match dependency {
+            Dependency::Object {
+                resource,
+                namespace,
+                name,
+            } => self
+                .store
+                .get(resource, namespace.as_deref(), name)
+                .into_iter()
+                .collect(),
+            Dependency::List {
+                resource,
+                namespace,
+                filter,
+            } => {
+                let mut found: Vec<Arc<Value>> = self
+                    .store
+                    .list(resource, namespace.as_deref())
+                    .into_iter()
+                    .filter(|o| filter.matches(o))
+                    .collect();
+                // The caches list in this order already, the offline stores need not; sorting
+                // keeps the contract whatever the store.
+                found.sort_by(|a, b| {
+                    (object::namespace(a), object::name(a))
+                        .cmp(&(object::namespace(b), object::name(b)))
+                });
+                found
+            }
+        }
+    }
+
+    /// Reads through a dependency and records it.
+    fn read(&self, dependency: Dependency) -> Vec<Arc<Value>> {
+        let found = self.current(&dependency);
+        self.record(dependency, fingerprint(&found));
+        found
     }
 
     fn declared(&self, api_version: &str, kind: &str) -> Result<&ResourceType, ReadError> {
@@ -231,9 +294,9 @@ impl ReadAccess {
             })
     }
 
-    fn record(&self, dependency: Dependency) {
+    fn record(&self, dependency: Dependency, seen: u64) {
         let mut recorded = self.recorded.lock();
-        if recorded.dependencies.contains(&dependency) {
+        if recorded.dependencies.iter().any(|(d, _)| *d == dependency) {
             return;
         }
         if recorded.overflowed || recorded.dependencies.len() >= MAX_DEPENDENCIES {
@@ -245,17 +308,20 @@ impl ReadAccess {
             if !recorded.overflowed {
                 // Collapse to one whole-type dependency per type read.
                 let mut types: Vec<ResourceType> = Vec::new();
-                for d in &recorded.dependencies {
+                for (d, _) in &recorded.dependencies {
                     if !types.contains(d.resource()) {
                         types.push(d.resource().clone());
                     }
                 }
                 recorded.dependencies = types
                     .into_iter()
-                    .map(|resource| Dependency::List {
-                        resource,
-                        namespace: None,
-                        filter: ListFilter::default(),
+                    .map(|resource| {
+                        let whole = Dependency::List {
+                            resource,
+                            namespace: None,
+                            filter: ListFilter::default(),
+                        };
+                        (whole, 0)
                     })
                     .collect();
                 recorded.overflowed = true;
@@ -264,12 +330,12 @@ impl ReadAccess {
                     "too many reads in one work item; tracking the types read as a whole"
                 );
             }
-            if !recorded.dependencies.contains(&whole) {
-                recorded.dependencies.push(whole);
+            if !recorded.dependencies.iter().any(|(d, _)| *d == whole) {
+                recorded.dependencies.push((whole, 0));
             }
             return;
         }
-        recorded.dependencies.push(dependency);
+        recorded.dependencies.push((dependency, seen));
     }
 
     /// `get(apiVersion, kind, namespace, name)`: the object, or null.
@@ -295,16 +361,12 @@ impl ReadAccess {
                 resource.group_key()
             )));
         }
-        let namespace = resource.scope(namespace);
-        self.record(Dependency::Object {
+        let found = self.read(Dependency::Object {
             resource: resource.clone(),
-            namespace: namespace.map(str::to_string),
+            namespace: resource.scope(namespace).map(str::to_string),
             name: name.to_string(),
         });
-        Ok(self
-            .store
-            .get(resource, namespace, name)
-            .map_or(Value::Null, |o| (*o).clone()))
+        Ok(found.first().map_or(Value::Null, |o| (**o).clone()))
     }
 
     /// `list(apiVersion, kind [, {namespace, labelSelector, fieldSelector}])`: the matching
@@ -354,26 +416,30 @@ impl ReadAccess {
                 }
             }
         }
-        // A namespace field requirement `=` narrows the scope like `namespace` does.
-        let namespace = resource.scope(namespace.as_deref()).map(str::to_string);
-        self.record(Dependency::List {
+        let found = self.read(Dependency::List {
             resource: resource.clone(),
-            namespace: namespace.clone(),
-            filter: filter.clone(),
-        });
-        let mut found: Vec<Arc<Value>> = self
-            .store
-            .list(resource, namespace.as_deref())
-            .into_iter()
-            .filter(|o| filter.matches(o))
-            .collect();
-        // Every store lists in this order already except the offline ones; sorting keeps the
-        // contract whatever the store.
-        found.sort_by(|a, b| {
-            (object::namespace(a), object::name(a)).cmp(&(object::namespace(b), object::name(b)))
+            namespace: resource.scope(namespace.as_deref()).map(str::to_string),
+            filter,
         });
         Ok(Value::Array(found.iter().map(|o| (**o).clone()).collect()))
     }
+}
+
+/// Identifies a read's result by the identity and version of each object in it.
+fn fingerprint(objects: &[Arc<Value>]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for o in objects {
+        (
+            object::namespace(o),
+            object::name(o),
+            object::uid(o),
+            object::str_at(o, "/metadata/resourceVersion"),
+        )
+            .hash(&mut hasher);
+    }
+    objects.len().hash(&mut hasher);
+    hasher.finish()
 }
 
 fn string<'a>(args: &'a [Value], index: usize, what: &str) -> Result<&'a str, ReadError> {
@@ -743,6 +809,40 @@ mod tests {
         };
         assert!(get.covers(&json!({"metadata": {"name": "shop"}})));
         assert!(!get.covers(&json!({"metadata": {"name": "other"}})));
+    }
+
+    #[test]
+    fn a_change_after_a_read_is_noticed() {
+        let store = Arc::new(parking_lot::RwLock::new(vec![service(
+            "shop",
+            "web",
+            json!({"app": "web"}),
+        )]));
+        struct Shared(Arc<parking_lot::RwLock<Vec<Value>>>);
+        impl ObjectStore for Shared {
+            fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+                MemoryStore::new(self.0.read().clone()).list(resource, namespace)
+            }
+        }
+        let reads = ReadAccess::new(Arc::new(Shared(store.clone())), types());
+        reads
+            .list(&[
+                json!("v1"),
+                json!("Service"),
+                json!({"labelSelector": "app=web"}),
+            ])
+            .unwrap();
+        reads
+            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .unwrap();
+        assert!(!reads.changed_since_read());
+        // An object the list does not match changes nothing.
+        store
+            .write()
+            .push(service("shop", "db", json!({"app": "db"})));
+        assert!(!reads.changed_since_read());
+        store.write()[0]["metadata"]["resourceVersion"] = "2".into();
+        assert!(reads.changed_since_read());
     }
 
     #[test]

@@ -242,10 +242,16 @@ impl Context {
         ReadAccess::new(self.informers.clone(), declared.clone())
     }
 
-    /// Replaces what a work item depends on with what its hooks just read.
+    /// Replaces what a work item depends on with what its hooks just read. A change that
+    /// landed after a read but before this (its event found nothing to re-sync) queues the
+    /// work item again.
     pub fn record_reads(&self, key: &WorkKey, reads: &ReadAccess) {
         let count = self.dependencies.set(key, reads.dependencies());
         self.metrics.set_dependencies(&key.controller, count);
+        if reads.changed_since_read() {
+            tracing::debug!(work = %key.work, controller = %key.controller, "what the hooks read changed meanwhile; syncing again");
+            self.queue.add(key.clone());
+        }
     }
 
     /// Forgets what a work item depends on (what it was about is gone).
