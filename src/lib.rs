@@ -11,6 +11,7 @@ pub mod cli;
 pub mod controllers;
 pub mod hooks;
 pub mod object;
+pub mod reads;
 pub mod resources;
 pub mod runtime;
 pub mod script;

@@ -71,12 +71,41 @@ pub enum ResolveError {
         api_version: String,
         resource: String,
     },
+    #[error(
+        "{api_version}/{resource} cannot be read by scripts (spec.reads): its objects hold \
+         credentials, and reads go through the operator's own access"
+    )]
+    NotReadable {
+        api_version: String,
+        resource: String,
+    },
     #[error("discovery of {api_version}/{resource} failed: {message}")]
     Discovery {
         api_version: String,
         resource: String,
         message: String,
     },
+}
+
+/// Resolves the types a controller declares in `spec.reads`, refusing those scripts may never
+/// read ([`crate::reads::refused`]).
+pub fn resolve_reads(
+    references: &[ResourceRef],
+    resolver: &dyn ResourceResolver,
+) -> Result<std::sync::Arc<[ResourceType]>, ResolveError> {
+    references
+        .iter()
+        .map(|reference| {
+            let resource = resolver.resolve(reference)?;
+            if crate::reads::refused(&resource) {
+                return Err(ResolveError::NotReadable {
+                    api_version: reference.api_version.clone(),
+                    resource: reference.resource.clone(),
+                });
+            }
+            Ok(resource)
+        })
+        .collect()
 }
 
 /// Turns a user's `apiVersion` + `resource` into a full type description.

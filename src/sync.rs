@@ -21,6 +21,19 @@ pub trait ObjectStore {
     /// Objects of a type, in one namespace or in all.
     fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>>;
 
+    /// One object (`namespace` is ignored for cluster-scoped types). Stores with a key index
+    /// override this.
+    fn get(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<Value>> {
+        self.list(resource, resource.scope(namespace))
+            .into_iter()
+            .find(|o| object::name(o) == name)
+    }
+
     /// Objects of a type whose controller is `owner`. Stores with an owner index override this.
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
         self.list(resource, resource.scope_of(owner))
@@ -48,14 +61,21 @@ pub struct HookRunner<'a> {
     pub clock: Option<jiff::Timestamp>,
     pub logs: Option<LogSink>,
     pub observer: Option<HookObserver<'a>>,
+    /// What the hooks' `get` and `list` read, recording what they read.
+    pub reads: Option<crate::reads::ReadAccess>,
 }
 
 impl HookRunner<'_> {
     fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
-        let result = self
-            .hooks
-            .call(self.engine, kind, request, self.clock, self.logs.clone());
+        let result = self.hooks.call(
+            self.engine,
+            kind,
+            request,
+            self.clock,
+            self.logs.clone(),
+            self.reads.clone(),
+        );
         if let Some(observe) = self.observer {
             observe(&HookCall {
                 hook: kind,

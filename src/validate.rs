@@ -276,10 +276,19 @@ fn run_test(
         exact: test.exact,
         expect_error: test.expect_error.clone(),
         clock,
+        cluster: test.cluster.clone(),
+        expect_reads: test.expect_reads.clone(),
     };
     subject.hook = hook;
-    let result = subject.call(engine, &test.request, clock, LogSink::new());
-    Ok(judge(&case, &result))
+    let reads = subject.reads(test.cluster.clone());
+    let result = subject.call(
+        engine,
+        &test.request,
+        clock,
+        LogSink::new(),
+        Some(reads.clone()),
+    );
+    Ok(judge(&case, &result, &reads.dependencies()))
 }
 
 /// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.

@@ -34,6 +34,11 @@ pub struct MapControllerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub resync_period_seconds: Option<i64>,
+    /// Types the hooks may read with the `get` and `list` helpers, served from the operator's
+    /// shared watch caches (watched from load). Every read is tracked: a change to what a call
+    /// read re-syncs exactly the work that read it. Secrets cannot be declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<ResourceRef>,
     /// The hooks: `map` (required) and `tombstone`.
     pub hooks: MapHooks,
     /// Every write the controller makes (children, deletions, labels, annotations, status,

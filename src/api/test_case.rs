@@ -31,6 +31,18 @@ pub struct InlineTest {
     /// What `now()` returns during the call (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// Objects the hook's `get` and `list` see during the call (of the types in `spec.reads`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_json_list")]
+    pub cluster: Vec<Value>,
+    /// The reads the call must record, exactly and in order (e.g. `get Namespace.v1 team-a`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_reads: Option<Vec<String>>,
+}
+
+/// A list of any JSON values (objects, kept as given).
+fn any_json_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
 
 /// Any JSON value; the API server keeps it as given.

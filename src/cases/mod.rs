@@ -34,6 +34,45 @@ pub enum Validator {
 }
 
 impl Subject {
+    /// Read access for one case: its `cluster` objects, limited to the types the controller
+    /// declares in `spec.reads`, or (a script file, which declares nothing) to the types of
+    /// the objects given.
+    pub fn reads(&self, cluster: Vec<Value>) -> crate::reads::ReadAccess {
+        use crate::resources::ResourceType;
+        let declared: std::sync::Arc<[ResourceType]> = match &self.validator {
+            Validator::Decorator(decorator) => decorator.reads.clone(),
+            Validator::Map(mapper) => mapper.reads.clone(),
+            Validator::None => {
+                let builtins = crate::resources::StaticResolver::with_builtins();
+                let mut types: Vec<ResourceType> = Vec::new();
+                for object in &cluster {
+                    let (api_version, kind) = (
+                        crate::object::api_version(object),
+                        crate::object::kind(object),
+                    );
+                    if types
+                        .iter()
+                        .any(|t| t.api_version == api_version && t.kind == kind)
+                    {
+                        continue;
+                    }
+                    types.push(builtins.find_kind(api_version, kind).unwrap_or_else(|| {
+                        ResourceType {
+                            api_version: api_version.to_string(),
+                            kind: kind.to_string(),
+                            plural: format!("{}s", kind.to_lowercase()),
+                            namespaced: crate::object::namespace(object).is_some(),
+                            has_status: false,
+                        }
+                    }));
+                }
+                types.into()
+            }
+        };
+        let store = crate::reads::MemoryStore::new(cluster);
+        crate::reads::ReadAccess::new(std::sync::Arc::new(store), declared)
+    }
+
     /// Calls the hook on a request and checks the response as the operator would.
     pub fn call(
         &self,
@@ -41,10 +80,11 @@ impl Subject {
         request: &Value,
         clock: Option<jiff::Timestamp>,
         logs: LogSink,
+        reads: Option<crate::reads::ReadAccess>,
     ) -> Result<Value, HookError> {
         let response = self
             .hooks
-            .call(engine, self.hook, request, clock, Some(logs))?;
+            .call(engine, self.hook, request, clock, Some(logs), reads)?;
         let invalid = |error| self.hooks.invalid_response(self.hook, error);
         match &self.validator {
             Validator::None => {}
@@ -101,8 +141,21 @@ impl Subject {
     }
 }
 
-/// Why a case failed, or `None` when it passed.
-pub fn judge(case: &Case, result: &Result<Value, HookError>) -> Option<String> {
+/// Why a case failed, or `None` when it passed; `reads` are the dependencies the call
+/// recorded, checked against `expectReads`.
+pub fn judge(
+    case: &Case,
+    result: &Result<Value, HookError>,
+    reads: &[crate::reads::Dependency],
+) -> Option<String> {
+    if let Some(expected) = &case.expect_reads {
+        let actual = crate::reads::describe(reads);
+        if *expected != actual {
+            return Some(format!(
+                "expected the reads {expected:?}, the call recorded {actual:?}"
+            ));
+        }
+    }
     match (result, &case.expect_error) {
         (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
         (Err(error), Some(wanted)) => Some(format!(
@@ -135,4 +188,33 @@ pub fn judge(case: &Case, result: &Result<Value, HookError>) -> Option<String> {
 fn yaml(value: &Value) -> String {
     serde_saphyr::to_string(value)
         .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reads::Dependency;
+    use serde_json::json;
+
+    #[test]
+    fn expected_reads_must_match_exactly() {
+        let namespaces = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "Namespace")
+            .unwrap();
+        let read = |name: &str| Dependency::Object {
+            resource: namespaces.clone(),
+            namespace: None,
+            name: name.into(),
+        };
+        let case = Case {
+            name: "reads".into(),
+            expect_reads: Some(vec!["get Namespace.v1 shop".into()]),
+            ..Case::default()
+        };
+        let ok: Result<Value, HookError> = Ok(json!({}));
+        assert_eq!(judge(&case, &ok, &[read("shop")]), None);
+        let failure = judge(&case, &ok, &[read("shop"), read("lab")]).expect("a failure");
+        assert!(failure.contains("get Namespace.v1 lab"), "{failure}");
+        assert!(judge(&case, &ok, &[]).is_some());
+    }
 }

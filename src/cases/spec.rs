@@ -35,6 +35,10 @@ pub struct TestFile {
     /// What `now()` returns, for every case that sets no clock of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<jiff::Timestamp>,
+    /// Objects the hook's `get` and `list` see, in every case (a case's own `cluster` adds to
+    /// them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<Value>,
     pub cases: Vec<Case>,
 }
 
@@ -76,4 +80,11 @@ pub struct Case {
     pub expect_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<jiff::Timestamp>,
+    /// Objects the hook's `get` and `list` see in this case, besides the file's `cluster`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<Value>,
+    /// The reads the call must have recorded, exactly and in order, as the operator tracks
+    /// them (e.g. `get Namespace.v1 team-a`, `list Service.v1 namespace=shop labels=app=web`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_reads: Option<Vec<String>>,
 }

@@ -10,6 +10,7 @@ use crate::controllers::map::Mapper;
 use crate::controllers::{PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::object;
+use crate::reads::{MemoryStore, ReadAccess};
 use crate::resources::{ResourceType, StaticResolver};
 use crate::script::ScriptEngine;
 use crate::sync::{self, HookCall, HookRunner, MapFanOut};
@@ -22,6 +23,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
@@ -406,7 +408,7 @@ async fn dry_run(
     role: Role<'_>,
     scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
-    let (label, hooks, types, namespace) = match role {
+    let (label, hooks, types, reads, namespace) = match role {
         Role::Target(c) => (
             format!("DecoratorController/{}", kube::ResourceExt::name_any(c)),
             c.spec.hooks.named(),
@@ -414,7 +416,9 @@ async fn dry_run(
                 .attachments
                 .iter()
                 .map(|a| a.resource_ref())
+                .chain(c.spec.reads.iter().cloned())
                 .collect::<Vec<_>>(),
+            &c.spec.reads,
             object::namespace(object),
         ),
         Role::Input(c) | Role::Parent(c) => (
@@ -423,7 +427,9 @@ async fn dry_run(
             std::iter::once(c.spec.parent_resource.clone())
                 .chain(c.spec.input_resources.iter().cloned())
                 .chain(c.spec.output_resources.iter().map(|o| o.resource_ref()))
+                .chain(c.spec.reads.iter().cloned())
                 .collect(),
+            &c.spec.reads,
             object::namespace(object),
         ),
     };
@@ -499,12 +505,18 @@ async fn dry_run(
             indent(&response)
         ));
     };
+    // `get` and `list` see what was fetched above: namespaced types in the object's namespace.
+    let reads = ReadAccess::new(
+        Arc::new(MemoryStore::new(cluster.objects.iter().cloned())),
+        crate::resources::resolve_reads(reads, &snapshot.types)?,
+    );
     let runner = HookRunner {
         engine: &engine,
         hooks: &hooks,
         clock: None,
         logs: None,
         observer: Some(&observe),
+        reads: Some(reads),
     };
     let planned = match role {
         Role::Target(controller) => {

@@ -8,6 +8,7 @@ use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
 use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::object::{self, ObjectKey};
+use crate::reads::{MemoryStore, ReadAccess};
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
 use crate::sync::{self, HookRunner, ObjectStore, SyncError};
@@ -123,6 +124,9 @@ fn render(
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     let mut sorted: Vec<&Value> = cluster.objects.iter().collect();
+    // What the hooks' `get` and `list` see: the manifests.
+    let store: Arc<dyn ObjectStore + Send + Sync> =
+        Arc::new(MemoryStore::new(cluster.objects.iter().cloned()));
     sorted.sort_by_key(|o| ObjectKey::of(o));
 
     for controller in &cluster.decorators {
@@ -149,6 +153,7 @@ fn render(
             clock,
             logs: None,
             observer: None,
+            reads: Some(ReadAccess::new(store.clone(), decorator.reads.clone())),
         };
         for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
             let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
@@ -199,6 +204,7 @@ fn render(
             clock,
             logs: None,
             observer: None,
+            reads: Some(ReadAccess::new(store.clone(), mapper.reads.clone())),
         };
         for parent in sorted.iter().filter(|o| mapper.parent.describes(o)) {
             let parent_key = ObjectKey::of(parent).to_string();

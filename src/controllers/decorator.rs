@@ -25,6 +25,8 @@ pub struct Decorator {
     pub attachments: Vec<ChildType>,
     pub has_finalize: bool,
     pub has_customize: bool,
+    /// The types hooks may read (`spec.reads`).
+    pub reads: std::sync::Arc<[ResourceType]>,
     /// The finalizer this controller puts on targets when it has a finalize hook (computed
     /// once: it is checked on every target event).
     finalizer: String,
@@ -71,6 +73,7 @@ impl Decorator {
             attachments: children::resolve_child_types(&spec.attachments, resolver)?,
             has_finalize: spec.hooks.finalize.is_some(),
             has_customize: spec.hooks.customize.is_some(),
+            reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
             finalizer: finalizer_for(&kube::ResourceExt::name_any(controller)),
         })
     }

@@ -23,6 +23,8 @@ pub struct Mapper {
     pub inputs: Vec<ResourceType>,
     pub outputs: Vec<ChildType>,
     pub has_tombstone: bool,
+    /// The types hooks may read (`spec.reads`).
+    pub reads: std::sync::Arc<[ResourceType]>,
 }
 
 /// A parent whose `spec.selector` cannot be read. Its outputs are left alone: an unreadable
@@ -53,6 +55,7 @@ impl Mapper {
             inputs,
             outputs: children::resolve_child_types(&spec.output_resources, resolver)?,
             has_tombstone: spec.hooks.tombstone.is_some(),
+            reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
         })
     }
 

@@ -206,12 +206,14 @@ impl ControllerHooks {
         request: &Value,
         clock: Option<jiff::Timestamp>,
         logs: Option<LogSink>,
+        reads: Option<crate::reads::ReadAccess>,
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
         match &hook.code {
             HookCode::Script { script, limits } => {
                 let mut context =
                     CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
+                context.reads = reads;
                 context.clock = clock;
                 context.logs = logs;
                 let response = engine.call(script, request, &context)?;

@@ -709,7 +709,14 @@ mod tests {
 
     fn call(hooks: &ControllerHooks) -> Result<Value, HookError> {
         let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
-        hooks.call(&ScriptEngine::new(), HookKind::Sync, &request, None, None)
+        hooks.call(
+            &ScriptEngine::new(),
+            HookKind::Sync,
+            &request,
+            None,
+            None,
+            None,
+        )
     }
 
     #[test]

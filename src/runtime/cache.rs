@@ -197,6 +197,15 @@ impl Drop for Informers {
 }
 
 impl ObjectStore for Informers {
+    fn get(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<Value>> {
+        Informers::get(self, resource, namespace, name)
+    }
+
     /// In namespace order, then name order. `namespace` is ignored for cluster-scoped types.
     fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
         let Some(store) = self.store(resource) else {

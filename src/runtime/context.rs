@@ -4,6 +4,7 @@
 
 use super::apply::{Applier, ApplyError, Writer};
 use super::cache::Informers;
+use super::dependencies::DependencyIndex;
 use super::discovery::Discovery;
 use super::events::Events;
 use super::keys::{ControllerId, ObjRef, WorkKey};
@@ -14,6 +15,7 @@ use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::ControllerHooks;
 use crate::object;
+use crate::reads::ReadAccess;
 use crate::resources::ResourceType;
 use crate::script::ScriptEngine;
 use crate::sync::{HookCall, HookRunner, SyncError};
@@ -114,6 +116,8 @@ pub struct Context {
     pub metrics: Metrics,
     pub events: Events,
     pub queue: WorkQueue<WorkKey>,
+    /// What each work item's hooks read, to re-queue it when that changes.
+    pub dependencies: DependencyIndex,
     pub config: OperatorConfig,
     /// Whether this replica may write now.
     pub leadership: Arc<Leadership>,
@@ -179,11 +183,13 @@ impl Context {
     }
 
     /// Runs script work on tokio's blocking pool, never on the runtime's threads, and counts
-    /// it for its controller.
+    /// it for its controller. `reads` serves the hooks' `get` and `list` and records what they
+    /// read (see [`Context::reads`]).
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         controller: &ControllerId,
         hooks: &Arc<ControllerHooks>,
+        reads: Option<ReadAccess>,
         work: impl FnOnce(&Context, &HookRunner) -> Result<T, SyncError> + Send + 'static,
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
@@ -216,6 +222,7 @@ impl Context {
                 clock,
                 logs: None,
                 observer: Some(&observe),
+                reads,
             };
             let started = std::time::Instant::now();
             let result = work(&context, &runner).map_err(Failure::from);
@@ -226,6 +233,31 @@ impl Context {
         })
         .await
         .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
+    }
+
+    /// Read access for one work item's hooks: the watch caches, limited to the types the
+    /// controller declares. Give it to every hook call of the work item, then
+    /// [`Context::record_reads`].
+    pub fn reads(&self, declared: &Arc<[ResourceType]>) -> ReadAccess {
+        ReadAccess::new(self.informers.clone(), declared.clone())
+    }
+
+    /// Replaces what a work item depends on with what its hooks just read. A change that
+    /// landed after a read but before this (its event found nothing to re-sync) queues the
+    /// work item again.
+    pub fn record_reads(&self, key: &WorkKey, reads: &ReadAccess) {
+        let count = self.dependencies.set(key, reads.dependencies());
+        self.metrics.set_dependencies(&key.controller, count);
+        if reads.changed_since_read() {
+            tracing::debug!(work = %key.work, controller = %key.controller, "what the hooks read changed meanwhile; syncing again");
+            self.queue.add(key.clone());
+        }
+    }
+
+    /// Forgets what a work item depends on (what it was about is gone).
+    pub fn forget_reads(&self, key: &WorkKey) {
+        let count = self.dependencies.remove(key);
+        self.metrics.set_dependencies(&key.controller, count);
     }
 
     /// Publishes a Warning Event about an object, naming the controller it concerns as the

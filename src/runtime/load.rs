@@ -19,6 +19,8 @@ pub struct ControllerSpec {
     pub resync_period: Option<Duration>,
     /// Whom its writes impersonate.
     pub service_account: Option<ServiceAccountRef>,
+    /// The types its hooks may read (`spec.reads`); also in `types`.
+    pub reads: Vec<ResourceRef>,
 }
 
 impl ControllerSpec {
@@ -41,7 +43,16 @@ impl ControllerSpec {
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s as u64)),
             service_account,
+            reads: Vec::new(),
         }
+    }
+
+    /// Adds the types the hooks may read (`spec.reads`): watched like every other type, and
+    /// checked against the controller's ServiceAccount at load.
+    pub fn with_reads(mut self, reads: &[ResourceRef]) -> ControllerSpec {
+        self.types.extend(reads.iter().cloned());
+        self.reads = reads.to_vec();
+        self
     }
 }
 
@@ -105,6 +116,32 @@ pub async fn prepare(
             .await
             .map_err(|error| fail("WatchFailed", error.to_string()))?;
     }
+    if let Some(account) = &spec.service_account {
+        for reference in &spec.reads {
+            // Resolved and watched above.
+            let resolved = context
+                .discovery
+                .resolve(reference)
+                .await
+                .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+            match may_list(&context.client, account, &resolved.resource).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(fail(
+                        "ReadForbidden",
+                        format!(
+                            "spec.reads names {}, but the controller's ServiceAccount {} may not \
+                             list it cluster-wide; hooks read with the operator's access, so \
+                             the account must be allowed to read what its scripts read",
+                            resolved.resource.group_key(),
+                            account.username()
+                        ),
+                    ));
+                }
+                Err(error) => return Err(fail("ReadCheckFailed", error.to_string())),
+            }
+        }
+    }
     let cached = CachedConfigMaps {
         informers: &context.informers,
         config_maps: &context.config_map_type,
@@ -163,4 +200,37 @@ pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
         .iter()
         .map(|hook| (hook.kind.to_string(), hook.digest().to_string()))
         .collect()
+}
+
+/// Whether a ServiceAccount may list a type in every namespace, asked with a
+/// SubjectAccessReview (the API server's own answer, aggregated roles included).
+async fn may_list(
+    client: &kube::Client,
+    account: &ServiceAccountRef,
+    resource: &crate::resources::ResourceType,
+) -> Result<bool, kube::Error> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(account.username()),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{}", account.namespace),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("list".into()),
+                group: Some(resource.group().to_string()),
+                resource: Some(resource.plural.clone()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
+    let answer = api.create(&Default::default(), &review).await?;
+    Ok(answer.status.is_some_and(|status| status.allowed))
 }

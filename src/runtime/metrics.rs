@@ -88,6 +88,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 per controller whose Ready condition is True, else 0.
     pub controller_ready: Family<ControllerLabels, Gauge>,
+    /// Reads (`get`, `list`) the controller's work items depend on now.
+    pub dependencies: Family<ControllerLabels, Gauge>,
     pub build_info: Family<BuildLabels, Gauge>,
 }
 
@@ -105,6 +107,7 @@ impl Default for Metrics {
             queue_depth: Gauge::default(),
             leader: Gauge::default(),
             controller_ready: Family::default(),
+            dependencies: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -163,6 +166,12 @@ impl Metrics {
             "controller_ready",
             "1 when the controller's Ready condition is True (types resolved, every hook loaded)",
             self.controller_ready.clone(),
+        );
+        registry.register(
+            "dependencies",
+            "Reads (get, list) the controller's work items depend on: a change to one re-syncs \
+             the work item that read it",
+            self.dependencies.clone(),
         );
         registry.register(
             "build_info",
@@ -246,6 +255,7 @@ impl Metrics {
         self.controller_syncs.remove(&labels);
         self.sync_seconds.remove(&labels);
         self.controller_ready.remove(&labels);
+        self.dependencies.remove(&labels);
         for hook in HookKind::ALL {
             let labels = HookLabels {
                 kind: controller.kind.as_str(),
@@ -255,6 +265,12 @@ impl Metrics {
             self.hook_seconds.remove(&labels);
             self.hook_failures.remove(&labels);
         }
+    }
+
+    pub fn set_dependencies(&self, controller: &ControllerId, count: usize) {
+        self.dependencies
+            .get_or_create(&ControllerLabels::of(controller))
+            .set(count as i64);
     }
 
     pub fn set_ready(&self, controller: &ControllerId, ready: bool) {

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cache;
 mod context;
 mod decorator;
+mod dependencies;
 pub mod discovery;
 mod events;
 mod keys;

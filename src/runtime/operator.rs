@@ -103,6 +103,7 @@ impl Operator {
             informers,
             engine: ScriptEngine::new(),
             queue: WorkQueue::new(),
+            dependencies: Default::default(),
             config: config.clone(),
             config_map_type,
         });
@@ -295,6 +296,10 @@ async fn dispatch(
             Some(event) = events.recv() => {
                 for kind in kinds.iter() {
                     kind.route(&context, &event);
+                }
+                // Work whose hooks read what changed (`get`, `list`), found by index.
+                for key in context.dependencies.affected(&event) {
+                    context.queue.add(key);
                 }
             }
             Some(Redelivery { controller, event }) = redeliveries.recv() => {

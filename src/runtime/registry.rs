@@ -241,6 +241,7 @@ impl<K: Kind> Registry<K> {
         let removed = self.loaded.write().remove(&id.name);
         let unloaded = self.unloaded.lock().remove(&id.name);
         self.written_status.lock().remove(&id.name);
+        context.dependencies.remove_controller(id);
         context.metrics.forget(id);
         if removed.is_some() || unloaded.is_some() {
             self.rebuild_routes();
@@ -282,6 +283,7 @@ impl<K: Kind> Registry<K> {
             }
             Outcome::Forgotten(gone) => {
                 context.queue.forget(key);
+                context.forget_reads(key);
                 controller.outcomes.forget(&gone);
             }
             Outcome::Failed {

@@ -17,6 +17,8 @@ pub(crate) enum Type {
     Selector,
     /// A reader's path: a dotted string or a list of steps.
     Path,
+    /// A list of objects.
+    Objects,
     Nothing,
 }
 
@@ -33,6 +35,7 @@ impl Type {
             Type::StringMap => "table<string, string>",
             Type::Selector => "metascript.LabelSelector|nil",
             Type::Path => "string|(string|integer)[]",
+            Type::Objects => "table<string, any>[]",
             Type::Nothing => "nil",
         }
     }
@@ -45,6 +48,7 @@ impl Type {
             Type::Integer => "int",
             Type::Boolean => "bool",
             Type::Map | Type::StringMap | Type::Selector => "Map",
+            Type::Objects => "Array",
             Type::Nothing => "()",
         }
     }
@@ -127,6 +131,10 @@ pub(crate) const HELPER_DOCS: &[HelperDoc] = &[
         "The label's value, or null."),
     doc("annotation", &[p("obj", Any), p("key", String)], String, true,
         "The annotation's value, or null."),
+    doc("get", &[p("apiVersion", String), p("kind", String), p("namespace", String), p("name", String)], Map, true,
+        "An object of a type declared in `spec.reads`, from the operator's cache, or null; a change to it re-runs the hook."),
+    doc("list", &[p("apiVersion", String), p("kind", String), p("opts", Map)], Objects, false,
+        "Objects of a type declared in `spec.reads` (opts: namespace, labelSelector, fieldSelector), sorted by namespace and name; a change to what matches re-runs the hook."),
 ];
 
 /// The docs of the helper called `name`.

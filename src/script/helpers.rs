@@ -21,6 +21,9 @@ pub(crate) struct HelperEnv {
     /// Fixed for the whole call (and by the test harness), so every `now()` in a call agrees.
     pub now: jiff::Timestamp,
     pub logs: Option<LogSink>,
+    /// What `get` and `list` read from, and where they record what they read; `None` where
+    /// the caller provides no objects (the helpers then fail with a clear message).
+    pub reads: Option<crate::reads::ReadAccess>,
 }
 
 impl HelperEnv {
@@ -143,6 +146,8 @@ pub(crate) const HELPERS: &[Helper] = &[
     helper("parse_duration", 1, 1, parse_duration),
     helper("selector_matches", 2, 2, selector_matches),
     helper("deep_merge", 2, 2, deep_merge),
+    helper("get", 4, 4, get),
+    helper("list", 2, 3, list),
     reader("get_path", 2, 3, get_path_place, get_path_result),
     reader("name", 1, 1, name_place, string_or_empty),
     reader("namespace", 1, 1, namespace_place, string_or_empty),
@@ -442,6 +447,29 @@ pub(crate) fn merge_into(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The access a read needs, or the error saying there is none here.
+fn reads(env: &HelperEnv) -> Result<&crate::reads::ReadAccess, HelperError> {
+    env.reads.as_ref().ok_or_else(|| {
+        HelperError(
+            "reads are not available in this call (give a test case a `cluster:` list to \
+             read from)"
+                .into(),
+        )
+    })
+}
+
+fn get(env: &HelperEnv, args: &[Value]) -> HelperResult {
+    reads(env)?
+        .get(args)
+        .map_err(|e| HelperError(e.to_string()))
+}
+
+fn list(env: &HelperEnv, args: &[Value]) -> HelperResult {
+    reads(env)?
+        .list(args)
+        .map_err(|e| HelperError(e.to_string()))
+}
+
 /// `get_path(obj, "spec.template.metadata")` or with a list of segments for keys holding dots
 /// (`["metadata", "labels", "app.kubernetes.io/name"]`); numeric segments index lists.
 fn get_path_place(args: &[Value]) -> Result<Vec<String>, HelperError> {
@@ -538,6 +566,7 @@ mod tests {
             language: Language::Rhai,
             now: "2024-05-01T12:00:00.750Z".parse().unwrap(),
             logs: Some(LogSink::new()),
+            reads: None,
         }
     }
 

@@ -170,6 +170,8 @@ pub struct CallContext {
     pub clock: Option<jiff::Timestamp>,
     /// Collects the script's log lines (test harness); they always go to tracing as well.
     pub logs: Option<LogSink>,
+    /// What `get` and `list` read (and record reads in); `None`: they fail.
+    pub reads: Option<crate::reads::ReadAccess>,
 }
 
 impl CallContext {
@@ -180,6 +182,7 @@ impl CallContext {
             limits: Limits::default(),
             clock: None,
             logs: None,
+            reads: None,
         }
     }
 
@@ -377,6 +380,7 @@ impl ScriptEngine {
                 language: script.language,
                 now: call.clock.unwrap_or_else(jiff::Timestamp::now),
                 logs: call.logs.clone(),
+                reads: call.reads.clone(),
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,

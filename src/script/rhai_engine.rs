@@ -255,7 +255,19 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
                     },
                 );
             }
-            _ => unreachable!("helpers take at most three arguments"),
+            4 => {
+                engine.register_fn(
+                    helper.name,
+                    move |ctx: NativeCallContext,
+                          a: &mut Dynamic,
+                          b: Dynamic,
+                          c: Dynamic,
+                          d: Dynamic| {
+                        run_helper(&ctx, helper, Some(a), &[b, c, d])
+                    },
+                );
+            }
+            _ => unreachable!("helpers take at most four arguments"),
         }
     }
 }

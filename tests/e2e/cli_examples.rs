@@ -223,6 +223,7 @@ fn every_example_test_passes_in_both_languages() {
         "snapshot-schedule",
         "configmap-propagation",
         "configmap-transform",
+        "namespace-team",
     ] {
         assert!(
             ok.iter()
@@ -423,6 +424,37 @@ fn configmap_propagation_renders_copies_into_labelled_namespaces() {
     assert_eq!(names(&team_b["delete"]), ["feature-flags"]);
     let team_a = the_entry(&entries, |e| e["object"] == "Namespace.v1 team-a", "team-a");
     assert!(team_a.get("delete").is_none());
+}
+
+#[test]
+fn namespace_team_renders_labels_read_from_the_namespaces_given() {
+    // `get` in the hook answers from the manifests passed to render.
+    let entries = render_example("namespace-team", "2026-01-01T00:00:00Z");
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+    let web = the_entry(
+        &entries,
+        |e| e["object"] == "Deployment.apps/v1 shop/web",
+        "web",
+    );
+    assert_eq!(
+        web["metadataPatch"]["metadata"]["labels"]["example.com/team"],
+        "payments"
+    );
+    let scratch = the_entry(
+        &entries,
+        |e| e["object"] == "Deployment.apps/v1 sandbox/scratch",
+        "scratch",
+    );
+    assert_eq!(
+        scratch["metadataPatch"]["metadata"]["labels"]["example.com/team"],
+        Value::Null
+    );
+    assert!(
+        scratch["metadataPatch"]["metadata"]["labels"]
+            .as_object()
+            .is_some_and(|labels| labels.contains_key("example.com/team")),
+        "{scratch:#}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod leader_election;
 mod operator_decorator;
 mod operator_map;
 mod operator_quiet;
+mod operator_reads;
 mod planning_decorator;
 mod planning_map;
 mod runtime_cache;

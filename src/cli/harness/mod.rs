@@ -260,7 +260,9 @@ fn run_file(
             let started = Instant::now();
             let logs = LogSink::new();
             let clock = case.clock.or(spec.clock);
-            let result = subject.call(engine, &request, clock, logs.clone());
+            let cluster = spec.cluster.iter().chain(&case.cluster).cloned().collect();
+            let reads = subject.reads(cluster);
+            let result = subject.call(engine, &request, clock, logs.clone(), Some(reads.clone()));
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
@@ -271,7 +273,7 @@ fn run_file(
                 case.expect = Some(actual.clone());
                 updated += 1;
             }
-            let failure = judge(case, &result).map(|mut details| {
+            let failure = judge(case, &result, &reads.dependencies()).map(|mut details| {
                 let lines = logs.lines();
                 if !lines.is_empty() {
                     details.push_str("\nscript log:");

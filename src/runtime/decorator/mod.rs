@@ -59,6 +59,7 @@ impl Kind for DecoratorKind {
                 spec.service_account_namespace.as_deref(),
             ),
         )
+        .with_reads(&spec.reads)
     }
 
     fn build(
@@ -327,12 +328,34 @@ async fn plan_target(
     target: &ObjRef,
 ) -> Result<Option<Plan>, Failure> {
     let decorator = &controller.planner;
+    // Every hook of this sync reads through one access, so what they read together is what
+    // the target depends on.
+    let reads = context.reads(&decorator.reads);
+    let planned = plan_with_reads(context, controller, object, target, &reads).await;
+    context.record_reads(
+        &super::keys::WorkKey::new(&controller.id, Work::Object(target.clone())),
+        &reads,
+    );
+    planned
+}
+
+async fn plan_with_reads(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<DecoratorKind>>,
+    object: &Arc<Value>,
+    target: &ObjRef,
+    reads: &crate::reads::ReadAccess,
+) -> Result<Option<Plan>, Failure> {
+    let decorator = &controller.planner;
     let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
         let (planner, target_object) = (decorator.clone(), object.clone());
         let rules = context
-            .blocking(&controller.id, &controller.hooks, move |_, runner| {
-                sync::customize(&planner, runner, &target_object)
-            })
+            .blocking(
+                &controller.id,
+                &controller.hooks,
+                Some(reads.clone()),
+                move |_, runner| sync::customize(&planner, runner, &target_object),
+            )
             .await?;
         let related = watch_related(context, &controller.id, rules).await?;
         controller
@@ -345,15 +368,20 @@ async fn plan_target(
     };
     let (planner, target_object) = (decorator.clone(), object.clone());
     let planned = context
-        .blocking(&controller.id, &controller.hooks, move |context, runner| {
-            sync::sync_decorator_target(
-                &planner,
-                runner,
-                &*context.informers,
-                &target_object,
-                &related,
-            )
-        })
+        .blocking(
+            &controller.id,
+            &controller.hooks,
+            Some(reads.clone()),
+            move |context, runner| {
+                sync::sync_decorator_target(
+                    &planner,
+                    runner,
+                    &*context.informers,
+                    &target_object,
+                    &related,
+                )
+            },
+        )
         .await?;
     Ok(planned.map(|(_, plan)| plan))
 }

@@ -8,7 +8,7 @@ mod bindings;
 use super::apply::PlanTarget;
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
-use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work};
+use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work, WorkKey};
 use super::kind::{Controller, Interest, Kind, Outcome};
 use super::load::ControllerSpec;
 use super::routes::only_status_changed;
@@ -49,6 +49,7 @@ impl Kind for MapKind {
                 spec.service_account_namespace.as_deref(),
             ),
         )
+        .with_reads(&spec.reads)
     }
 
     fn build(
@@ -321,6 +322,8 @@ async fn sync_pair(
             };
         }
     };
+    // The map or tombstone hook's reads are what this pair depends on.
+    let reads = context.reads(&mapper.reads);
     let result = match input.filter(|_| selected) {
         Some(input) => {
             controller.state.bind(&group, input_ref);
@@ -330,17 +333,27 @@ async fn sync_pair(
                 group_outputs(context, controller, &parent, &group),
             );
             context
-                .blocking(&controller.id, &controller.hooks, move |_, runner| {
-                    let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
-                    sync::map_input(&mapper, runner, &parent, &input, &observed)
-                })
+                .blocking(
+                    &controller.id,
+                    &controller.hooks,
+                    Some(reads.clone()),
+                    move |_, runner| {
+                        let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
+                        sync::map_input(&mapper, runner, &parent, &input, &observed)
+                    },
+                )
                 .await
         }
         None => {
             controller.state.unbind(&group, input_ref);
-            settle_detached(context, controller, &parent, &group).await
+            settle_detached(context, controller, &parent, &group, &reads).await
         }
     };
+    let pair = Work::Pair {
+        parent: parent_ref.clone(),
+        input: input_ref.clone(),
+    };
+    context.record_reads(&WorkKey::new(&controller.id, pair), &reads);
     finish(context, controller, parent, group, selected, result).await
 }
 
@@ -359,7 +372,10 @@ async fn sync_group(
         controller.enqueue(context, Work::Pair { parent, input });
         return Outcome::Done;
     }
-    let result = settle_detached(context, controller, &parent, group).await;
+    let reads = context.reads(&controller.planner.reads);
+    let result = settle_detached(context, controller, &parent, group, &reads).await;
+    let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
+    context.record_reads(&key, &reads);
     finish(context, controller, parent, group.clone(), false, result).await
 }
 
@@ -388,6 +404,7 @@ async fn settle_detached(
     controller: &Arc<Controller<MapKind>>,
     parent: &Arc<Value>,
     group: &MapGroup,
+    reads: &crate::reads::ReadAccess,
 ) -> Result<Plan, Failure> {
     let detached = group_outputs(context, controller, parent, group);
     if detached.is_empty() {
@@ -399,10 +416,15 @@ async fn settle_detached(
         group.map_key.clone(),
     );
     context
-        .blocking(&controller.id, &controller.hooks, move |_, runner| {
-            let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
-            sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result
-        })
+        .blocking(
+            &controller.id,
+            &controller.hooks,
+            Some(reads.clone()),
+            move |_, runner| {
+                let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
+                sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result
+            },
+        )
         .await
 }
 

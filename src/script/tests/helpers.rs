@@ -24,6 +24,24 @@ fn request() -> Value {
 /// (description, Rhai expression, Lua expression, expected value)
 const CASES: &[(&str, &str, &str, &str)] = &[
     (
+        "get",
+        r#"labels(get("v1", "Namespace", (), "shop"))"#,
+        r#"labels(get("v1", "Namespace", nil, "shop"))"#,
+        r#"{"team": "a"}"#,
+    ),
+    (
+        "get absent",
+        r#"get("v1", "Namespace", (), "nope")"#,
+        r#"get("v1", "Namespace", nil, "nope")"#,
+        "null",
+    ),
+    (
+        "list",
+        r#"list("v1", "Service", #{ labelSelector: "app=web" }).map(|s| `${namespace(s)}/${name(s)}`)"#,
+        r#"(function() local names = array() for _, s in ipairs(list("v1", "Service", { labelSelector = "app=web" })) do table.insert(names, namespace(s) .. "/" .. name(s)) end return names end)()"#,
+        r#"["other/web", "shop/web"]"#,
+    ),
+    (
         "json_encode",
         r#"json_encode(#{ a: [1, ()] })"#,
         r#"json_encode({ a = array({1, null}) })"#,

@@ -9,6 +9,7 @@ mod examples;
 mod helpers;
 mod limits;
 mod messages;
+mod reads;
 mod request_fields;
 mod reuse;
 mod roundtrip;
@@ -33,7 +34,9 @@ pub(super) fn fixed_clock() -> jiff::Timestamp {
 }
 
 pub(super) fn context() -> CallContext {
-    CallContext::new("test", HookKind::Sync).with_clock(fixed_clock())
+    let mut context = CallContext::new("test", HookKind::Sync).with_clock(fixed_clock());
+    context.reads = Some(reads::cluster());
+    context
 }
 
 pub(super) fn run_with(

@@ -1,0 +1,869 @@
+//! Reads from scripts: the `get` and `list` helpers over an object store (the operator's watch
+//! caches, `render`'s manifests, a test case's `cluster`), limited to the types a controller
+//! declares in `spec.reads`, with every read recorded as a [`Dependency`] so the runtime can
+//! re-run exactly the work that read something when it changes.
+//!
+//! Both engines reach this through one helper implementation (`script::helpers`), so the
+//! arguments, results and errors are the same in Rhai and Lua.
+
+use crate::object;
+use crate::resources::ResourceType;
+use crate::selector::{Operator, Requirement, Selector};
+use crate::sync::ObjectStore;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The most dependencies one work item keeps. Beyond it, each type read counts as read whole
+/// (every object of the type, in every namespace): re-syncs become coarser but are never
+/// missed, and memory per work item stays bounded.
+pub const MAX_DEPENDENCIES: usize = 256;
+
+/// A read a script made, as what would change its result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dependency {
+    /// `get`: one object, present or not.
+    Object {
+        resource: ResourceType,
+        namespace: Option<String>,
+        name: String,
+    },
+    /// `list`: every object of a type in a namespace (or all) that the filter matches.
+    List {
+        resource: ResourceType,
+        namespace: Option<String>,
+        filter: ListFilter,
+    },
+}
+
+impl Dependency {
+    pub fn resource(&self) -> &ResourceType {
+        match self {
+            Dependency::Object { resource, .. } | Dependency::List { resource, .. } => resource,
+        }
+    }
+
+    /// Whether a version of an object of the dependency's type would be (or was) part of what
+    /// the read returned.
+    pub fn covers(&self, candidate: &Value) -> bool {
+        match self {
+            Dependency::Object {
+                resource,
+                namespace,
+                name,
+            } => {
+                resource.scope_of(candidate) == namespace.as_deref()
+                    && object::name(candidate) == name
+            }
+            Dependency::List {
+                resource,
+                namespace,
+                filter,
+            } => {
+                (namespace.is_none() || resource.scope_of(candidate) == namespace.as_deref())
+                    && filter.matches(candidate)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Dependency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dependency::Object {
+                resource,
+                namespace,
+                name,
+            } => {
+                write!(f, "get {} ", resource.group_key())?;
+                if let Some(namespace) = namespace {
+                    write!(f, "{namespace}/")?;
+                }
+                f.write_str(name)
+            }
+            Dependency::List {
+                resource,
+                namespace,
+                filter,
+            } => {
+                write!(f, "list {}", resource.group_key())?;
+                if let Some(namespace) = namespace {
+                    write!(f, " namespace={namespace}")?;
+                }
+                if !filter.labels.is_empty() {
+                    write!(f, " labels={}", describe_selector(&filter.labels))?;
+                }
+                for field in &filter.fields {
+                    let op = if field.equal { "=" } else { "!=" };
+                    write!(f, " {}{op}{}", field.field.path(), field.value)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What a `list` keeps of the objects in its scope: a label selector and field requirements.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    pub labels: Selector,
+    pub fields: Vec<FieldRequirement>,
+}
+
+impl ListFilter {
+    pub fn matches(&self, candidate: &Value) -> bool {
+        self.labels.matches(&object::labels(candidate))
+            && self.fields.iter().all(|f| f.holds(candidate))
+    }
+}
+
+/// One term of a field selector. Only the fields every type has are supported, since the
+/// caches are not indexed by anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldRequirement {
+    pub field: Field,
+    pub value: String,
+    /// `=`/`==` when true, `!=` when false.
+    pub equal: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Name,
+    Namespace,
+}
+
+impl Field {
+    fn path(self) -> &'static str {
+        match self {
+            Field::Name => "metadata.name",
+            Field::Namespace => "metadata.namespace",
+        }
+    }
+}
+
+impl FieldRequirement {
+    fn holds(&self, candidate: &Value) -> bool {
+        let actual = match self.field {
+            Field::Name => object::name(candidate),
+            Field::Namespace => object::namespace(candidate).unwrap_or_default(),
+        };
+        (actual == self.value) == self.equal
+    }
+}
+
+/// Why a read failed; the helper prefixes its name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error(
+        "{api_version} {kind} is not declared in spec.reads of this controller (declared: {declared}); add {{apiVersion: {api_version}, resource: <plural>}} to spec.reads"
+    )]
+    Undeclared {
+        api_version: String,
+        kind: String,
+        declared: String,
+    },
+    #[error("reads are not available here: {0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Argument(String),
+}
+
+/// What one call (or one work item: several hook calls) may read, and what it read.
+#[derive(Clone)]
+pub struct ReadAccess {
+    store: Arc<dyn ObjectStore + Send + Sync>,
+    declared: Arc<[ResourceType]>,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+#[derive(Debug, Default)]
+struct Recorded {
+    /// Each with a fingerprint of what it returned when first read (see
+    /// [`ReadAccess::changed_since_read`]).
+    dependencies: Vec<(Dependency, u64)>,
+    /// Set when more than [`MAX_DEPENDENCIES`] were read: the types read, each counted whole.
+    overflowed: bool,
+}
+
+impl fmt::Debug for ReadAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadAccess")
+            .field("declared", &self.declared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadAccess {
+    pub fn new(
+        store: Arc<dyn ObjectStore + Send + Sync>,
+        declared: impl Into<Arc<[ResourceType]>>,
+    ) -> ReadAccess {
+        ReadAccess {
+            store,
+            declared: declared.into(),
+            recorded: Arc::default(),
+        }
+    }
+
+    /// What was read so far, deduplicated, in the order first read (bounded, see
+    /// [`MAX_DEPENDENCIES`]).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        let recorded = self.recorded.lock();
+        recorded
+            .dependencies
+            .iter()
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
+
+    /// Whether anything read differs now from what the hooks saw. A change that lands between
+    /// a read and the moment its dependency is indexed would otherwise be missed (its event
+    /// found nothing to re-sync), so the runtime checks this right after indexing and syncs
+    /// the work item again when it says yes. Not checked once reads collapsed to whole types
+    /// (those were never read whole).
+    pub fn changed_since_read(&self) -> bool {
+        let recorded = self.recorded.lock();
+        !recorded.overflowed
+            && recorded
+                .dependencies
+                .iter()
+                .any(|(dependency, seen)| fingerprint(&self.current(dependency)) != *seen)
+    }
+
+    /// What a dependency returns now, sorted by namespace then name: the one path both the
+    /// helpers and [`ReadAccess::changed_since_read`] read through.
+    fn current(&self, dependency: &Dependency) -> Vec<Arc<Value>> {
+        match dependency {
+            Dependency::Object {
+                resource,
+                namespace,
+                name,
+            } => self
+                .store
+                .get(resource, namespace.as_deref(), name)
+                .into_iter()
+                .collect(),
+            Dependency::List {
+                resource,
+                namespace,
+                filter,
+            } => {
+                let mut found: Vec<Arc<Value>> = self
+                    .store
+                    .list(resource, namespace.as_deref())
+                    .into_iter()
+                    .filter(|o| filter.matches(o))
+                    .collect();
+                // The caches list in this order already, the offline stores need not; sorting
+                // keeps the contract whatever the store.
+                found.sort_by(|a, b| {
+                    (object::namespace(a), object::name(a))
+                        .cmp(&(object::namespace(b), object::name(b)))
+                });
+                found
+            }
+        }
+    }
+
+    /// Reads through a dependency and records it.
+    fn read(&self, dependency: Dependency) -> Vec<Arc<Value>> {
+        let found = self.current(&dependency);
+        self.record(dependency, fingerprint(&found));
+        found
+    }
+
+    fn declared(&self, api_version: &str, kind: &str) -> Result<&ResourceType, ReadError> {
+        self.declared
+            .iter()
+            .find(|t| t.api_version == api_version && t.kind == kind)
+            .ok_or_else(|| ReadError::Undeclared {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                declared: if self.declared.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    self.declared
+                        .iter()
+                        .map(ResourceType::group_key)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            })
+    }
+
+    fn record(&self, dependency: Dependency, seen: u64) {
+        let mut recorded = self.recorded.lock();
+        if recorded.dependencies.iter().any(|(d, _)| *d == dependency) {
+            return;
+        }
+        if recorded.overflowed || recorded.dependencies.len() >= MAX_DEPENDENCIES {
+            let whole = Dependency::List {
+                resource: dependency.resource().clone(),
+                namespace: None,
+                filter: ListFilter::default(),
+            };
+            if !recorded.overflowed {
+                // Collapse to one whole-type dependency per type read.
+                let mut types: Vec<ResourceType> = Vec::new();
+                for (d, _) in &recorded.dependencies {
+                    if !types.contains(d.resource()) {
+                        types.push(d.resource().clone());
+                    }
+                }
+                recorded.dependencies = types
+                    .into_iter()
+                    .map(|resource| {
+                        let whole = Dependency::List {
+                            resource,
+                            namespace: None,
+                            filter: ListFilter::default(),
+                        };
+                        (whole, 0)
+                    })
+                    .collect();
+                recorded.overflowed = true;
+                tracing::debug!(
+                    limit = MAX_DEPENDENCIES,
+                    "too many reads in one work item; tracking the types read as a whole"
+                );
+            }
+            if !recorded.dependencies.iter().any(|(d, _)| *d == whole) {
+                recorded.dependencies.push((whole, 0));
+            }
+            return;
+        }
+        recorded.dependencies.push((dependency, seen));
+    }
+
+    /// `get(apiVersion, kind, namespace, name)`: the object, or null.
+    pub fn get(&self, args: &[Value]) -> Result<Value, ReadError> {
+        let api_version = string(args, 0, "the apiVersion")?;
+        let kind = string(args, 1, "the kind")?;
+        let namespace = match args.get(2) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(other) => {
+                return Err(ReadError::Argument(format!(
+                    "the namespace must be a string or null, got {}",
+                    object::json_type(other)
+                )));
+            }
+        };
+        let name = string(args, 3, "the name")?;
+        let resource = self.declared(api_version, kind)?;
+        if resource.namespaced && namespace.is_none() {
+            return Err(ReadError::Argument(format!(
+                "{} is namespaced: give a namespace",
+                resource.group_key()
+            )));
+        }
+        let found = self.read(Dependency::Object {
+            resource: resource.clone(),
+            namespace: resource.scope(namespace).map(str::to_string),
+            name: name.to_string(),
+        });
+        Ok(found.first().map_or(Value::Null, |o| (**o).clone()))
+    }
+
+    /// `list(apiVersion, kind [, {namespace, labelSelector, fieldSelector}])`: the matching
+    /// objects, sorted by namespace then name.
+    pub fn list(&self, args: &[Value]) -> Result<Value, ReadError> {
+        let api_version = string(args, 0, "the apiVersion")?;
+        let kind = string(args, 1, "the kind")?;
+        let resource = self.declared(api_version, kind)?;
+        let options = match args.get(2) {
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(Value::Object(map)) => map.clone(),
+            Some(other) => {
+                return Err(ReadError::Argument(format!(
+                    "the options must be a map, got {}",
+                    object::json_type(other)
+                )));
+            }
+        };
+        let mut namespace = None;
+        let mut filter = ListFilter::default();
+        for (key, value) in &options {
+            match (key.as_str(), value) {
+                (_, Value::Null) => {}
+                ("namespace", Value::String(s)) if s.is_empty() => {}
+                ("namespace", Value::String(s)) => namespace = Some(s.clone()),
+                ("labelSelector", Value::String(text)) => {
+                    filter.labels = parse_label_selector(text)?
+                }
+                ("labelSelector", Value::Object(_)) => {
+                    let selector = crate::selector::LabelSelector::from_json(value)
+                        .map_err(|e| ReadError::Argument(format!("labelSelector: {e}")))?;
+                    filter.labels = Selector::from(&selector);
+                }
+                ("fieldSelector", Value::String(text)) => {
+                    filter.fields = parse_field_selector(text)?
+                }
+                ("namespace" | "labelSelector" | "fieldSelector", other) => {
+                    return Err(ReadError::Argument(format!(
+                        "{key} has the wrong type ({})",
+                        object::json_type(other)
+                    )));
+                }
+                (other, _) => {
+                    return Err(ReadError::Argument(format!(
+                        "unknown option {other:?} (use namespace, labelSelector, fieldSelector)"
+                    )));
+                }
+            }
+        }
+        let found = self.read(Dependency::List {
+            resource: resource.clone(),
+            namespace: resource.scope(namespace.as_deref()).map(str::to_string),
+            filter,
+        });
+        Ok(Value::Array(found.iter().map(|o| (**o).clone()).collect()))
+    }
+}
+
+/// Identifies a read's result by the identity and version of each object in it.
+fn fingerprint(objects: &[Arc<Value>]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for o in objects {
+        (
+            object::namespace(o),
+            object::name(o),
+            object::uid(o),
+            object::str_at(o, "/metadata/resourceVersion"),
+        )
+            .hash(&mut hasher);
+    }
+    objects.len().hash(&mut hasher);
+    hasher.finish()
+}
+
+fn string<'a>(args: &'a [Value], index: usize, what: &str) -> Result<&'a str, ReadError> {
+    match args.get(index) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        Some(Value::String(_)) => Err(ReadError::Argument(format!("{what} is empty"))),
+        Some(other) => Err(ReadError::Argument(format!(
+            "{what} must be a string, got {}",
+            object::json_type(other)
+        ))),
+        None => Err(ReadError::Argument(format!("{what} is missing"))),
+    }
+}
+
+/// A label selector in kubectl syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`,
+/// `a`, `!a`, joined by commas.
+pub fn parse_label_selector(text: &str) -> Result<Selector, ReadError> {
+    let invalid = |term: &str| ReadError::Argument(format!("labelSelector: invalid term {term:?}"));
+    let mut selector = Selector::default();
+    for term in split_terms(text) {
+        let term = term.trim();
+        if term.is_empty() {
+            continue;
+        }
+        let requirement = |key: &str, operator: Operator, values: Vec<String>| Requirement {
+            key: key.trim().to_string(),
+            operator,
+            values,
+        };
+        if let Some(key) = term.strip_prefix('!') {
+            selector
+                .expressions
+                .push(requirement(key, Operator::DoesNotExist, Vec::new()));
+        } else if let Some((key, value)) = term.split_once("!=") {
+            selector.expressions.push(requirement(
+                key,
+                Operator::NotIn,
+                vec![value.trim().to_string()],
+            ));
+        } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            selector
+                .match_exact
+                .insert(key.trim().to_string(), value.trim().to_string());
+        } else if let Some((key, rest)) = term
+            .split_once(" in ")
+            .or_else(|| term.split_once(" notin "))
+        {
+            let operator = if term.contains(" notin ") {
+                Operator::NotIn
+            } else {
+                Operator::In
+            };
+            let values = rest
+                .trim()
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| invalid(term))?
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect();
+            selector
+                .expressions
+                .push(requirement(key, operator, values));
+        } else if term
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            selector
+                .expressions
+                .push(requirement(term, Operator::Exists, Vec::new()));
+        } else {
+            return Err(invalid(term));
+        }
+    }
+    selector
+        .validate()
+        .map_err(|e| ReadError::Argument(format!("labelSelector: {e}")))?;
+    Ok(selector)
+}
+
+/// Splits at commas outside parentheses (`a in (x,y),b` is two terms).
+fn split_terms(text: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms
+}
+
+/// A field selector on `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`, joined by
+/// commas).
+pub fn parse_field_selector(text: &str) -> Result<Vec<FieldRequirement>, ReadError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|term| !term.is_empty())
+        .map(|term| {
+            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
+                (f, v, false)
+            } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (f, v, true)
+            } else {
+                return Err(ReadError::Argument(format!(
+                    "fieldSelector: invalid term {term:?}"
+                )));
+            };
+            let field = match field.trim() {
+                "metadata.name" => Field::Name,
+                "metadata.namespace" => Field::Namespace,
+                other => {
+                    return Err(ReadError::Argument(format!(
+                        "fieldSelector: only metadata.name and metadata.namespace are supported, not {other:?}"
+                    )));
+                }
+            };
+            Ok(FieldRequirement {
+                field,
+                value: value.trim().to_string(),
+                equal,
+            })
+        })
+        .collect()
+}
+
+fn describe_selector(selector: &Selector) -> String {
+    let mut terms: Vec<String> = selector
+        .match_exact
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for r in &selector.expressions {
+        terms.push(match r.operator {
+            Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
+            Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+            Operator::Exists => r.key.clone(),
+            Operator::DoesNotExist => format!("!{}", r.key),
+        });
+    }
+    terms.join(",")
+}
+
+/// Types that scripts may never read, whatever a controller declares: their contents are
+/// credentials, and the operator's read-all role must not become a way to reach them.
+pub const NEVER_READABLE: &[(&str, &str)] = &[("", "secrets")];
+
+/// Whether a declared read is refused outright (see [`NEVER_READABLE`]).
+pub fn refused(resource: &ResourceType) -> bool {
+    NEVER_READABLE
+        .iter()
+        .any(|(group, plural)| resource.group() == *group && resource.plural == *plural)
+}
+
+/// A map of the dependencies, for test-case assertions and `explain`: their descriptions.
+pub fn describe(dependencies: &[Dependency]) -> Vec<String> {
+    dependencies.iter().map(ToString::to_string).collect()
+}
+
+/// A plain in-memory store (test cases' `cluster`).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    objects: BTreeMap<(String, String, String, String), Arc<Value>>,
+}
+
+impl MemoryStore {
+    pub fn new(objects: impl IntoIterator<Item = Value>) -> MemoryStore {
+        MemoryStore {
+            objects: objects
+                .into_iter()
+                .map(|o| {
+                    let key = (
+                        object::api_version(&o).to_string(),
+                        object::kind(&o).to_string(),
+                        object::namespace(&o).unwrap_or_default().to_string(),
+                        object::name(&o).to_string(),
+                    );
+                    (key, Arc::new(o))
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ObjectStore for MemoryStore {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.objects
+            .values()
+            .filter(|o| resource.describes(o))
+            .filter(|o| namespace.is_none() || resource.scope_of(o) == namespace)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn types() -> Vec<ResourceType> {
+        let resolver = crate::resources::StaticResolver::with_builtins();
+        vec![
+            resolver.find_kind("v1", "Namespace").unwrap(),
+            resolver.find_kind("v1", "Service").unwrap(),
+        ]
+    }
+
+    fn service(namespace: &str, name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": namespace, "name": name, "labels": labels}})
+    }
+
+    fn access() -> ReadAccess {
+        let store = MemoryStore::new([
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "shop", "labels": {"team": "a"}}}),
+            service("shop", "web", json!({"app": "web"})),
+            service("shop", "db", json!({"app": "db"})),
+            service("other", "web", json!({"app": "web"})),
+        ]);
+        ReadAccess::new(Arc::new(store), types())
+    }
+
+    #[test]
+    fn get_finds_an_object_or_null_and_records_it() {
+        let reads = access();
+        let ns = reads
+            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .unwrap();
+        assert_eq!(ns["metadata"]["labels"]["team"], "a");
+        // A namespace given for a cluster-scoped type is ignored.
+        let missing = reads
+            .get(&[json!("v1"), json!("Namespace"), json!("x"), json!("nope")])
+            .unwrap();
+        assert_eq!(missing, Value::Null);
+        assert_eq!(
+            describe(&reads.dependencies()),
+            ["get Namespace.v1 shop", "get Namespace.v1 nope"]
+        );
+        let err = reads
+            .get(&[json!("v1"), json!("Service"), Value::Null, json!("web")])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Service.v1 is namespaced: give a namespace"
+        );
+    }
+
+    #[test]
+    fn undeclared_types_are_refused_by_name() {
+        let err = access()
+            .get(&[json!("v1"), json!("Secret"), json!("shop"), json!("x")])
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("v1 Secret is not declared in spec.reads of this controller (declared: Namespace.v1, Service.v1)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn list_filters_by_namespace_and_selectors_sorted() {
+        let reads = access();
+        let names = |value: Value| -> Vec<String> {
+            value
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| format!("{}/{}", object::namespace(o).unwrap(), object::name(o)))
+                .collect()
+        };
+        let all = reads.list(&[json!("v1"), json!("Service")]).unwrap();
+        assert_eq!(names(all), ["other/web", "shop/db", "shop/web"]);
+        let web = reads
+            .list(&[
+                json!("v1"),
+                json!("Service"),
+                json!({"labelSelector": "app=web"}),
+            ])
+            .unwrap();
+        assert_eq!(names(web), ["other/web", "shop/web"]);
+        let map_selector = reads
+            .list(&[
+                json!("v1"),
+                json!("Service"),
+                json!({"namespace": "shop", "labelSelector": {"matchExpressions": [
+                    {"key": "app", "operator": "In", "values": ["db", "x"]}]}}),
+            ])
+            .unwrap();
+        assert_eq!(names(map_selector), ["shop/db"]);
+        let by_field = reads
+            .list(&[
+                json!("v1"),
+                json!("Service"),
+                json!({"fieldSelector": "metadata.name=web,metadata.namespace!=shop"}),
+            ])
+            .unwrap();
+        assert_eq!(names(by_field), ["other/web"]);
+        assert_eq!(
+            describe(&reads.dependencies()),
+            [
+                "list Service.v1",
+                "list Service.v1 labels=app=web",
+                "list Service.v1 namespace=shop labels=app in (db,x)",
+                "list Service.v1 metadata.name=web metadata.namespace!=shop",
+            ]
+        );
+        assert!(
+            reads
+                .list(&[json!("v1"), json!("Service"), json!({"limit": 3})])
+                .is_err()
+        );
+        assert!(
+            reads
+                .list(&[
+                    json!("v1"),
+                    json!("Service"),
+                    json!({"fieldSelector": "spec.x=1"})
+                ])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn label_selector_syntax() {
+        let selector = parse_label_selector("a=b, c!=d,e in (x, y),f notin (z),g,!h").unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("h", "")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("c", "d")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "q"), ("g", "1")])));
+        assert!(parse_label_selector("a in x").is_err());
+        assert!(parse_label_selector("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn dependencies_cover_old_and_new_versions() {
+        let list = Dependency::List {
+            resource: types()[1].clone(),
+            namespace: Some("shop".into()),
+            filter: ListFilter {
+                labels: parse_label_selector("app=web").unwrap(),
+                fields: Vec::new(),
+            },
+        };
+        assert!(list.covers(&service("shop", "x", json!({"app": "web"}))));
+        assert!(!list.covers(&service("shop", "x", json!({"app": "db"}))));
+        assert!(!list.covers(&service("other", "x", json!({"app": "web"}))));
+        let get = Dependency::Object {
+            resource: types()[0].clone(),
+            namespace: None,
+            name: "shop".into(),
+        };
+        assert!(get.covers(&json!({"metadata": {"name": "shop"}})));
+        assert!(!get.covers(&json!({"metadata": {"name": "other"}})));
+    }
+
+    #[test]
+    fn a_change_after_a_read_is_noticed() {
+        let store = Arc::new(parking_lot::RwLock::new(vec![service(
+            "shop",
+            "web",
+            json!({"app": "web"}),
+        )]));
+        struct Shared(Arc<parking_lot::RwLock<Vec<Value>>>);
+        impl ObjectStore for Shared {
+            fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+                MemoryStore::new(self.0.read().clone()).list(resource, namespace)
+            }
+        }
+        let reads = ReadAccess::new(Arc::new(Shared(store.clone())), types());
+        reads
+            .list(&[
+                json!("v1"),
+                json!("Service"),
+                json!({"labelSelector": "app=web"}),
+            ])
+            .unwrap();
+        reads
+            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .unwrap();
+        assert!(!reads.changed_since_read());
+        // An object the list does not match changes nothing.
+        store
+            .write()
+            .push(service("shop", "db", json!({"app": "db"})));
+        assert!(!reads.changed_since_read());
+        store.write()[0]["metadata"]["resourceVersion"] = "2".into();
+        assert!(reads.changed_since_read());
+    }
+
+    #[test]
+    fn too_many_reads_collapse_to_whole_types() {
+        let reads = access();
+        for i in 0..MAX_DEPENDENCIES + 5 {
+            reads
+                .get(&[
+                    json!("v1"),
+                    json!("Service"),
+                    json!("shop"),
+                    json!(format!("s{i}")),
+                ])
+                .unwrap();
+        }
+        reads
+            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .unwrap();
+        assert_eq!(
+            describe(&reads.dependencies()),
+            ["list Service.v1", "list Namespace.v1"]
+        );
+    }
+}

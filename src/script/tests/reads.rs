@@ -1,0 +1,88 @@
+//! `get` and `list` in both languages: the same results, errors and recorded dependencies.
+
+use super::*;
+use crate::reads::{MemoryStore, ReadAccess, describe};
+use serde_json::json;
+
+/// Two Services and a Namespace; Namespaces and Services may be read.
+pub(super) fn cluster() -> ReadAccess {
+    let resolver = crate::resources::StaticResolver::with_builtins();
+    let service = |namespace: &str, name: &str, app: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": namespace, "name": name, "labels": {"app": app}}})
+    };
+    let store = MemoryStore::new([
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "shop", "labels": {"team": "a"}}}),
+        service("shop", "web", "web"),
+        service("shop", "db", "db"),
+        service("other", "web", "web"),
+    ]);
+    ReadAccess::new(
+        Arc::new(store),
+        vec![
+            resolver.find_kind("v1", "Namespace").unwrap(),
+            resolver.find_kind("v1", "Service").unwrap(),
+        ],
+    )
+}
+
+#[test]
+fn reads_are_recorded_the_same_in_both_languages() {
+    let rhai = r#"
+        let ns = get("v1", "Namespace", (), request.ns);
+        let services = list("v1", "Service", #{ namespace: "shop", labelSelector: #{ matchLabels: #{ app: "db" } } });
+        #{ team: label(ns, "team"), services: services.len() }
+    "#;
+    let lua = r#"
+        local ns = get("v1", "Namespace", nil, request.ns)
+        local services = list("v1", "Service", { namespace = "shop", labelSelector = { matchLabels = { app = "db" } } })
+        return { team = label(ns, "team"), services = #services }
+    "#;
+    for (language, code) in [(Language::Rhai, rhai), (Language::Lua, lua)] {
+        let mut call = context();
+        let reads = cluster();
+        call.reads = Some(reads.clone());
+        let result = run_with(language, code, json!({"ns": "shop"}), &call).unwrap();
+        assert_eq!(result, json!({"team": "a", "services": 1}), "{language}");
+        assert_eq!(
+            describe(&reads.dependencies()),
+            [
+                "get Namespace.v1 shop",
+                "list Service.v1 namespace=shop labels=app=db"
+            ],
+            "{language}"
+        );
+    }
+}
+
+#[test]
+fn an_undeclared_type_is_an_error_naming_it_and_spec_reads() {
+    for (language, code) in [
+        (Language::Rhai, r#"get("v1", "Secret", "shop", "db")"#),
+        (Language::Lua, r#"return get("v1", "Secret", "shop", "db")"#),
+    ] {
+        let error = run(language, code, json!({})).unwrap_err().to_string();
+        assert!(
+            error.contains("get: v1 Secret is not declared in spec.reads"),
+            "{language}: {error}"
+        );
+    }
+}
+
+#[test]
+fn without_a_store_reads_fail_clearly() {
+    let call = CallContext::new("test", HookKind::Sync);
+    for (language, code) in [
+        (Language::Rhai, r#"list("v1", "Service")"#),
+        (Language::Lua, r#"return list("v1", "Service")"#),
+    ] {
+        let error = run_with(language, code, json!({}), &call)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("list: reads are not available"),
+            "{language}: {error}"
+        );
+    }
+}
