@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -30,6 +31,9 @@ pub struct ObjectEvent {
     pub old: Option<Arc<Value>>,
     /// The new state; `None` when the object was deleted.
     pub new: Option<Arc<Value>>,
+    /// When the change comes from a (re)list: when the listed objects replaced the cache. A
+    /// controller that queued everything from the cache after that moment has seen it already.
+    pub listed_at: Option<Instant>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,13 +253,14 @@ async fn run_watch(
     events: mpsc::UnboundedSender<ObjectEvent>,
 ) {
     let resource = resolved.resource.group_key();
-    let send = |changes: Vec<Change>| {
+    let send = |changes: Vec<Change>, listed_at: Option<Instant>| {
         for (old, new) in changes {
             // A closed channel means the operator is shutting down; the cache stays usable.
             let _ = events.send(ObjectEvent {
                 resource: resolved.resource.clone(),
                 old,
                 new,
+                listed_at,
             });
         }
     };
@@ -278,19 +283,20 @@ async fn run_watch(
                 let listed = listing.take().unwrap_or_default();
                 let count = listed.len();
                 let changes = store.write().replace(listed);
+                let listed_at = Instant::now();
                 tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
-                send(changes);
+                send(changes, Some(listed_at));
                 progress.send_modify(|p| p.synced = true);
             }
             Ok(Event::Apply(object)) => {
                 let object = Arc::new(into_value(object, &resolved.api));
                 let change = store.write().apply(object);
-                send(change.into_iter().collect());
+                send(change.into_iter().collect(), None);
             }
             Ok(Event::Delete(object)) => {
                 let object = into_value(object, &resolved.api);
                 let change = store.write().delete(object);
-                send(vec![change]);
+                send(vec![change], None);
             }
             Err(error) => {
                 tracing::warn!(resource = %resource, error = %error, "watch failed; retrying with backoff");

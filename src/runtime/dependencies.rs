@@ -215,6 +215,7 @@ mod tests {
             resource: resource.clone(),
             old: old.map(Arc::new),
             new: new.map(Arc::new),
+            listed_at: None,
         }
     }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub trait Kind: Sized + Send + Sync + 'static {
     const NAME: KindName;
@@ -104,9 +104,20 @@ pub struct Controller<K: Kind> {
     /// Kept across reloads.
     pub outcomes: Arc<SyncOutcomes<K::OutcomeKey>>,
     pub state: Arc<K::State>,
+    /// When it last queued everything it acts on from the cache (at load): events of lists
+    /// that completed before then are already covered, and routing them would sync twice.
+    pub queued_all_at: Instant,
 }
 
 impl<K: Kind> Controller<K> {
+    /// Whether the event needs routing to this controller: not one from a list that its
+    /// queueing of everything already read.
+    pub fn is_news(&self, event: &ObjectEvent) -> bool {
+        event
+            .listed_at
+            .is_none_or(|listed| listed > self.queued_all_at)
+    }
+
     /// Queues one work item of this controller.
     pub fn enqueue(&self, context: &Context, work: Work) {
         context.queue.add(WorkKey::new(&self.id, work));

@@ -156,6 +156,7 @@ mod tests {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "out", "namespace": "ns", "resourceVersion": version}
             }))),
+            listed_at: None,
         }
     }
 

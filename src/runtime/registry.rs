@@ -20,7 +20,7 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A controller whose newest spec could not be loaded (a previous version may still run): why,
 /// and what would reload it.
@@ -164,6 +164,9 @@ impl<K: Kind> Registry<K> {
                 .as_ref()
                 .map(|p| p.state.clone())
                 .unwrap_or_default(),
+            queued_all_at: previous
+                .as_ref()
+                .map_or_else(Instant::now, |p| p.queued_all_at),
         };
         self.install(context, key, &object, controller, previous)
             .await;
@@ -175,13 +178,17 @@ impl<K: Kind> Registry<K> {
         context: &Arc<Context>,
         key: &WorkKey,
         object: &Value,
-        controller: Controller<K>,
+        mut controller: Controller<K>,
         previous: Option<Arc<Controller<K>>>,
     ) {
         let changed = previous.as_ref().is_none_or(|p| {
             p.generation != controller.generation
                 || load::digests(&p.hooks) != load::digests(&controller.hooks)
         });
+        if changed {
+            // Before `enqueue_all` below reads the cache.
+            controller.queued_all_at = Instant::now();
+        }
         let controller = Arc::new(controller);
         let id = &controller.id;
         self.loaded
@@ -437,7 +444,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             }
         }
         for name in routes.for_type(&event.resource) {
-            if let Some(controller) = self.get(name) {
+            if let Some(controller) = self.get(name).filter(|c| c.is_news(event)) {
                 K::route(context, &controller, event);
             }
         }
