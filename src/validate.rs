@@ -8,10 +8,10 @@ use crate::api::{
 use crate::cases::{Case, Subject, Validator, judge};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, HookError, SourceError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver};
-use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
 
@@ -278,17 +278,18 @@ fn run_test(
         clock,
         cluster: test.cluster.clone(),
         expect_reads: test.expect_reads.clone(),
+        // `spec.tests` cannot state Events yet; the `event` calls are still validated.
+        expect_events: None,
     };
     subject.hook = hook;
     let reads = subject.reads(test.cluster.clone());
-    let result = subject.call(
-        engine,
-        &test.request,
+    let scope = CallScope {
         clock,
-        LogSink::new(),
-        Some(reads.clone()),
-    );
-    Ok(judge(&case, &result, &reads.dependencies()))
+        reads: Some(reads.clone()),
+        ..CallScope::default()
+    };
+    let result = subject.call(engine, &test.request, &scope);
+    Ok(judge(&case, &result, &reads.dependencies(), &[]))
 }
 
 /// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.
