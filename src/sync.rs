@@ -67,13 +67,7 @@ pub struct HookRunner<'a> {
 impl HookRunner<'_> {
     fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
-        let events_before = self.scope.events.as_ref().map(|events| events.count());
         let result = self.hooks.call(self.engine, kind, request, &self.scope);
-        // A failed hook's Events are not published: its ScriptError Event says what happened,
-        // and what it reported on the way may no longer hold.
-        if let (Err(_), Some(events), Some(before)) = (&result, &self.scope.events, events_before) {
-            events.truncate(before);
-        }
         if let Some(observe) = self.observer {
             observe(&HookCall {
                 hook: kind,

@@ -185,7 +185,7 @@ impl Context {
     /// Runs script work on tokio's blocking pool, never on the runtime's threads, and counts
     /// it for its controller. `reads` serves the hooks' `get` and `list` and records what they
     /// read (see [`Context::reads`]); `events` collects the Events they ask for (see
-    /// [`Context::publish`]).
+    /// [`Context::publish_script_events`]).
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         controller: &ControllerId,
@@ -280,8 +280,10 @@ impl Context {
     }
 
     /// Publishes the Events a work item's hooks asked for (`event`) about the object the work
-    /// item is about, as the operator's own Warnings are. Published whether or not the plan is
-    /// then applied: a script may say why it returns what it does, and that holds either way.
+    /// item is about, as the operator's own Warnings are. Callers publish them once the hooks
+    /// planned, before applying: a script may say why it returns what it does, and that holds
+    /// whether or not the apply then works. When planning failed they publish none: the
+    /// failure's own Warning says what happened, and what the hooks said may not hold.
     pub async fn publish_script_events(
         &self,
         about: &Value,

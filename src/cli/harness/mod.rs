@@ -271,7 +271,7 @@ fn run_file(
                 events: Some(events.clone()),
             };
             let result = subject.call(engine, &request, &scope);
-            // As the operator: a failed call's Events are not published.
+            // As the operator: a failed call (an error or a rejected response) publishes none.
             let events = if result.is_ok() {
                 events.events()
             } else {

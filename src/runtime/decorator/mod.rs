@@ -338,14 +338,16 @@ async fn plan_target(
         &super::keys::WorkKey::new(&controller.id, Work::Object(target.clone())),
         &reads,
     );
-    context
-        .publish_script_events(
-            object,
-            &controller.reference,
-            DecoratorKind::ACTION,
-            &events,
-        )
-        .await;
+    if planned.is_ok() {
+        context
+            .publish_script_events(
+                object,
+                &controller.reference,
+                DecoratorKind::ACTION,
+                &events,
+            )
+            .await;
+    }
     planned
 }
 

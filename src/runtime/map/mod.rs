@@ -357,7 +357,7 @@ async fn sync_pair(
         input: input_ref.clone(),
     };
     context.record_reads(&WorkKey::new(&controller.id, pair), &reads);
-    publish_events(context, controller, &parent, &events).await;
+    publish_events(context, controller, &parent, &events, &result).await;
     finish(context, controller, parent, group, selected, result).await
 }
 
@@ -381,18 +381,22 @@ async fn sync_group(
     let result = settle_detached(context, controller, &parent, group, &reads, &events).await;
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
     context.record_reads(&key, &reads);
-    publish_events(context, controller, &parent, &events).await;
+    publish_events(context, controller, &parent, &events, &result).await;
     finish(context, controller, parent, group.clone(), false, result).await
 }
 
 /// A map hook's Events are about the parent: the object users `kubectl describe` for the
-/// mapping it asked for.
+/// mapping it asked for. None when planning failed (see [`Context::publish_script_events`]).
 async fn publish_events(
     context: &Context,
     controller: &Controller<MapKind>,
     parent: &Value,
     events: &EventSink,
+    planned: &Result<Plan, Failure>,
 ) {
+    if planned.is_err() {
+        return;
+    }
     context
         .publish_script_events(parent, &controller.reference, MapKind::ACTION, events)
         .await;
