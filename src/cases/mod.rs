@@ -13,7 +13,7 @@ use crate::controllers::InvalidResponse;
 use crate::controllers::decorator::{Decorator, Observed, Phase};
 use crate::controllers::map::Mapper;
 use crate::hooks::{CallScope, ControllerHooks, HookError};
-use crate::script::{ScriptEngine, ScriptEvent};
+use crate::script::{EventSink, ScriptEngine, ScriptEvent};
 use serde_json::Value;
 
 /// The hook cases run against: from a script file, or a controller's hook (with the planner
@@ -189,6 +189,15 @@ pub fn judge(
             details.push_str(&compare::diff(expected, &shown));
             Some(details)
         }
+    }
+}
+
+/// The Events a call would publish: as in the operator, none when it failed (an error or a
+/// response the operator rejects).
+pub fn published(result: &Result<Value, HookError>, events: &EventSink) -> Vec<ScriptEvent> {
+    match result {
+        Ok(_) => events.events(),
+        Err(_) => Vec::new(),
     }
 }
 

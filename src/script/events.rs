@@ -16,7 +16,7 @@ const MAX_REASON: usize = 128;
 pub const MAX_MESSAGE: usize = 1024;
 
 /// The two types of Event Kubernetes knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema)]
 pub enum EventType {
     Normal,
     Warning,
@@ -38,12 +38,15 @@ impl std::fmt::Display for EventType {
 }
 
 /// One Event a script asked for, validated.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptEvent {
+    /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: EventType,
+    /// A CamelCase word, e.g. `NoTeam`.
     pub reason: String,
+    /// What happened (at most 1024 characters).
     pub message: String,
 }
 

@@ -4,7 +4,7 @@
 use super::manifests::{self, ManifestError, to_yaml};
 use super::offline::OfflineCluster;
 use crate::api::{HookKind, Language};
-use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge};
+use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
 use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
@@ -271,12 +271,7 @@ fn run_file(
                 events: Some(events.clone()),
             };
             let result = subject.call(engine, &request, &scope);
-            // As the operator: a failed call (an error or a rejected response) publishes none.
-            let events = if result.is_ok() {
-                events.events()
-            } else {
-                Vec::new()
-            };
+            let events = published(&result, &events);
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
