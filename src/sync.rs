@@ -8,10 +8,10 @@ use crate::controllers::map::Mapper;
 use crate::controllers::{
     MAP_KEY_LABEL, PROVENANCE_ANNOTATION, Plan, SOURCE_ANNOTATION, StatusChange,
 };
-use crate::hooks::{ControllerHooks, HookError};
+use crate::hooks::{CallScope, ControllerHooks, HookError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::script::{LogSink, ScriptEngine};
+use crate::script::ScriptEngine;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -58,24 +58,16 @@ pub type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
 pub struct HookRunner<'a> {
     pub engine: &'a ScriptEngine,
     pub hooks: &'a ControllerHooks,
-    pub clock: Option<jiff::Timestamp>,
-    pub logs: Option<LogSink>,
     pub observer: Option<HookObserver<'a>>,
-    /// What the hooks' `get` and `list` read, recording what they read.
-    pub reads: Option<crate::reads::ReadAccess>,
+    /// Shared by every hook call of the sync: what `get` and `list` read (recording what they
+    /// read), and the Events the hooks ask for.
+    pub scope: CallScope,
 }
 
 impl HookRunner<'_> {
     fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
-        let result = self.hooks.call(
-            self.engine,
-            kind,
-            request,
-            self.clock,
-            self.logs.clone(),
-            self.reads.clone(),
-        );
+        let result = self.hooks.call(self.engine, kind, request, &self.scope);
         if let Some(observe) = self.observer {
             observe(&HookCall {
                 hook: kind,

@@ -5,13 +5,13 @@
 use crate::api::{
     DecoratorController, Hook, HookKind, InlineTest, Language, MapController, ResourceRef,
 };
-use crate::cases::{Case, Subject, Validator, judge};
+use crate::cases::{Case, Subject, Validator, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, HookError, SourceError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver};
-use crate::script::{LogSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use crate::script::{EventSink, ScriptEngine, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
 
@@ -278,17 +278,20 @@ fn run_test(
         clock,
         cluster: test.cluster.clone(),
         expect_reads: test.expect_reads.clone(),
+        expect_events: test.expect_events.clone(),
     };
     subject.hook = hook;
     let reads = subject.reads(test.cluster.clone());
-    let result = subject.call(
-        engine,
-        &test.request,
+    let events = EventSink::new();
+    let scope = CallScope {
         clock,
-        LogSink::new(),
-        Some(reads.clone()),
-    );
-    Ok(judge(&case, &result, &reads.dependencies()))
+        reads: Some(reads.clone()),
+        events: Some(events.clone()),
+        ..CallScope::default()
+    };
+    let result = subject.call(engine, &test.request, &scope);
+    let events = published(&result, &events);
+    Ok(judge(&case, &result, &reads.dependencies(), &events))
 }
 
 /// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.
@@ -394,6 +397,23 @@ mod tests {
         let findings = check(&decorator(inline("#{ labels: 5 }"), bad_response), vec![]);
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert!(findings[0].message.contains("labels"), "{}", findings[0]);
+    }
+
+    #[test]
+    fn tests_can_state_the_events_a_call_asks_for() {
+        let sync = inline(r#"event("Normal", "Seen", name(request.object)); #{}"#);
+        let expecting = |message: &str| {
+            json!([{"name": "says so", "request": request(),
+                    "expectEvents": [{"type": "Normal", "reason": "Seen", "message": message}]}])
+        };
+        assert!(check(&decorator(sync.clone(), expecting("a")), vec![]).is_empty());
+        let findings = check(&decorator(sync, expecting("b")), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(
+            findings[0].message.contains("expected the events"),
+            "{}",
+            findings[0]
+        );
     }
 
     #[test]

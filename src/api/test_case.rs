@@ -38,6 +38,9 @@ pub struct InlineTest {
     /// The reads the call must record, exactly and in order (e.g. `get Namespace.v1 team-a`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_reads: Option<Vec<String>>,
+    /// The Events the call must ask for with `event`, exactly and in order (`[]`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_events: Option<Vec<crate::script::ScriptEvent>>,
 }
 
 /// A list of any JSON values (objects, kept as given).

@@ -12,8 +12,8 @@ use crate::api::HookKind;
 use crate::controllers::InvalidResponse;
 use crate::controllers::decorator::{Decorator, Observed, Phase};
 use crate::controllers::map::Mapper;
-use crate::hooks::{ControllerHooks, HookError};
-use crate::script::{LogSink, ScriptEngine};
+use crate::hooks::{CallScope, ControllerHooks, HookError};
+use crate::script::{EventSink, ScriptEngine, ScriptEvent};
 use serde_json::Value;
 
 /// The hook cases run against: from a script file, or a controller's hook (with the planner
@@ -78,13 +78,9 @@ impl Subject {
         &self,
         engine: &ScriptEngine,
         request: &Value,
-        clock: Option<jiff::Timestamp>,
-        logs: LogSink,
-        reads: Option<crate::reads::ReadAccess>,
+        scope: &CallScope,
     ) -> Result<Value, HookError> {
-        let response = self
-            .hooks
-            .call(engine, self.hook, request, clock, Some(logs), reads)?;
+        let response = self.hooks.call(engine, self.hook, request, scope)?;
         let invalid = |error| self.hooks.invalid_response(self.hook, error);
         match &self.validator {
             Validator::None => {}
@@ -142,11 +138,13 @@ impl Subject {
 }
 
 /// Why a case failed, or `None` when it passed; `reads` are the dependencies the call
-/// recorded, checked against `expectReads`.
+/// recorded, checked against `expectReads`, and `events` the Events it asked for, checked
+/// against `expectEvents`.
 pub fn judge(
     case: &Case,
     result: &Result<Value, HookError>,
     reads: &[crate::reads::Dependency],
+    events: &[ScriptEvent],
 ) -> Option<String> {
     if let Some(expected) = &case.expect_reads {
         let actual = crate::reads::describe(reads);
@@ -155,6 +153,15 @@ pub fn judge(
                 "expected the reads {expected:?}, the call recorded {actual:?}"
             ));
         }
+    }
+    if let Some(expected) = &case.expect_events
+        && expected != events
+    {
+        return Some(format!(
+            "expected the events {}, the call asked for {}",
+            describe_events(expected),
+            describe_events(events)
+        ));
     }
     match (result, &case.expect_error) {
         (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
@@ -185,6 +192,24 @@ pub fn judge(
     }
 }
 
+/// The Events a call would publish: as in the operator, none when it failed (an error or a
+/// response the operator rejects).
+pub fn published(result: &Result<Value, HookError>, events: &EventSink) -> Vec<ScriptEvent> {
+    match result {
+        Ok(_) => events.events(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Events as `[Warning Reason: message, ...]`, the way `kubectl get events` lists them.
+pub fn describe_events(events: &[ScriptEvent]) -> String {
+    let listed: Vec<String> = events
+        .iter()
+        .map(|e| format!("{} {}: {:?}", e.type_, e.reason, e.message))
+        .collect();
+    format!("[{}]", listed.join(", "))
+}
+
 fn yaml(value: &Value) -> String {
     serde_saphyr::to_string(value)
         .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
@@ -212,9 +237,31 @@ mod tests {
             ..Case::default()
         };
         let ok: Result<Value, HookError> = Ok(json!({}));
-        assert_eq!(judge(&case, &ok, &[read("shop")]), None);
-        let failure = judge(&case, &ok, &[read("shop"), read("lab")]).expect("a failure");
+        assert_eq!(judge(&case, &ok, &[read("shop")], &[]), None);
+        let failure = judge(&case, &ok, &[read("shop"), read("lab")], &[]).expect("a failure");
         assert!(failure.contains("get Namespace.v1 lab"), "{failure}");
-        assert!(judge(&case, &ok, &[]).is_some());
+        assert!(judge(&case, &ok, &[], &[]).is_some());
+    }
+
+    #[test]
+    fn expected_events_must_match_exactly_and_in_order() {
+        let event = |reason: &str| ScriptEvent::new("Normal", reason, "m").unwrap();
+        let case = Case {
+            name: "events".into(),
+            expect_events: Some(vec![event("First"), event("Second")]),
+            ..Case::default()
+        };
+        let ok: Result<Value, HookError> = Ok(json!({}));
+        assert_eq!(
+            judge(&case, &ok, &[], &[event("First"), event("Second")]),
+            None
+        );
+        let failure =
+            judge(&case, &ok, &[], &[event("Second"), event("First")]).expect("a failure");
+        assert!(
+            failure.contains(r#"the call asked for [Normal Second: "m", Normal First: "m"]"#),
+            "{failure}"
+        );
+        assert!(judge(&case, &ok, &[], &[event("First")]).is_some());
     }
 }

@@ -87,4 +87,8 @@ pub struct Case {
     /// them (e.g. `get Namespace.v1 team-a`, `list Service.v1 namespace=shop labels=app=web`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_reads: Option<Vec<String>>,
+    /// The Events the call must have asked for with `event`, exactly and in order (a failed
+    /// call asks for none: the operator publishes none of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_events: Option<Vec<crate::script::ScriptEvent>>,
 }

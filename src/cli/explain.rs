@@ -8,7 +8,7 @@ use crate::api::{DecoratorController, MapController};
 use crate::controllers::decorator::{Decorator, Phase};
 use crate::controllers::map::Mapper;
 use crate::controllers::{PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::object;
 use crate::reads::{MemoryStore, ReadAccess};
 use crate::resources::{ResourceType, StaticResolver};
@@ -513,10 +513,12 @@ async fn dry_run(
     let runner = HookRunner {
         engine: &engine,
         hooks: &hooks,
-        clock: None,
-        logs: None,
         observer: Some(&observe),
-        reads: Some(reads),
+        // No Events: explain runs the hooks to show them, not on the cluster's behalf.
+        scope: CallScope {
+            reads: Some(reads),
+            ..CallScope::default()
+        },
     };
     let planned = match role {
         Role::Target(controller) => {

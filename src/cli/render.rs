@@ -6,7 +6,7 @@ use super::offline::OfflineCluster;
 use crate::controllers::Plan;
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, ScriptsDir};
 use crate::object::{self, ObjectKey};
 use crate::reads::{MemoryStore, ReadAccess};
 use crate::resources::ResourceType;
@@ -150,10 +150,13 @@ fn render(
         let runner = HookRunner {
             engine: &engine,
             hooks: &hooks,
-            clock,
-            logs: None,
             observer: None,
-            reads: Some(ReadAccess::new(store.clone(), decorator.reads.clone())),
+            // No Events: render shows what would be written, and Events are not part of it.
+            scope: CallScope {
+                clock,
+                reads: Some(ReadAccess::new(store.clone(), decorator.reads.clone())),
+                ..CallScope::default()
+            },
         };
         for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
             let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
@@ -201,10 +204,13 @@ fn render(
         let runner = HookRunner {
             engine: &engine,
             hooks: &hooks,
-            clock,
-            logs: None,
             observer: None,
-            reads: Some(ReadAccess::new(store.clone(), mapper.reads.clone())),
+            // No Events: render shows what would be written, and Events are not part of it.
+            scope: CallScope {
+                clock,
+                reads: Some(ReadAccess::new(store.clone(), mapper.reads.clone())),
+                ..CallScope::default()
+            },
         };
         for parent in sorted.iter().filter(|o| mapper.parent.describes(o)) {
             let parent_key = ObjectKey::of(parent).to_string();

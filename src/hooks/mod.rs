@@ -119,6 +119,17 @@ pub struct RejectedResponse {
     pub source: InvalidResponse,
 }
 
+/// What a hook call shares with its caller besides the request: its clock, and where its log
+/// lines, reads and Events go. Webhooks use none of them.
+#[derive(Clone, Debug, Default)]
+pub struct CallScope {
+    /// A fixed `now()` (tests, replayed recordings); the wall clock when `None`.
+    pub clock: Option<jiff::Timestamp>,
+    pub logs: Option<LogSink>,
+    pub reads: Option<crate::reads::ReadAccess>,
+    pub events: Option<crate::script::EventSink>,
+}
+
 /// The compiled hooks of one controller.
 #[derive(Clone, Debug)]
 pub struct ControllerHooks {
@@ -204,18 +215,17 @@ impl ControllerHooks {
         engine: &ScriptEngine,
         kind: HookKind,
         request: &Value,
-        clock: Option<jiff::Timestamp>,
-        logs: Option<LogSink>,
-        reads: Option<crate::reads::ReadAccess>,
+        scope: &CallScope,
     ) -> Result<Value, HookError> {
         let hook = self.loaded(kind)?;
         match &hook.code {
             HookCode::Script { script, limits } => {
                 let mut context =
                     CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
-                context.reads = reads;
-                context.clock = clock;
-                context.logs = logs;
+                context.reads = scope.reads.clone();
+                context.clock = scope.clock;
+                context.logs = scope.logs.clone();
+                context.events = scope.events.clone();
                 let response = engine.call(script, request, &context)?;
                 check_script_response(kind, &response, script.empty_response_hint())
                     .map_err(|error| self.invalid_response(kind, error))?;

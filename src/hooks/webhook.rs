@@ -713,9 +713,7 @@ mod tests {
             &ScriptEngine::new(),
             HookKind::Sync,
             &request,
-            None,
-            None,
-            None,
+            &Default::default(),
         )
     }
 

@@ -13,11 +13,11 @@ use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
-use crate::hooks::ControllerHooks;
+use crate::hooks::{CallScope, ControllerHooks};
 use crate::object;
 use crate::reads::ReadAccess;
 use crate::resources::ResourceType;
-use crate::script::ScriptEngine;
+use crate::script::{EventSink, EventType, ScriptEngine};
 use crate::sync::{HookCall, HookRunner, SyncError};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
@@ -184,12 +184,14 @@ impl Context {
 
     /// Runs script work on tokio's blocking pool, never on the runtime's threads, and counts
     /// it for its controller. `reads` serves the hooks' `get` and `list` and records what they
-    /// read (see [`Context::reads`]).
+    /// read (see [`Context::reads`]); `events` collects the Events they ask for (see
+    /// [`Context::publish_script_events`]).
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         controller: &ControllerId,
         hooks: &Arc<ControllerHooks>,
         reads: Option<ReadAccess>,
+        events: Option<EventSink>,
         work: impl FnOnce(&Context, &HookRunner) -> Result<T, SyncError> + Send + 'static,
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
@@ -219,10 +221,13 @@ impl Context {
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &hooks,
-                clock,
-                logs: None,
                 observer: Some(&observe),
-                reads,
+                scope: CallScope {
+                    clock,
+                    logs: None,
+                    reads,
+                    events,
+                },
             };
             let started = std::time::Instant::now();
             let result = work(&context, &runner).map_err(Failure::from);
@@ -270,11 +275,53 @@ impl Context {
         action: &str,
         note: &str,
     ) {
+        self.publish(EventType::Warning, about, related, reason, action, note)
+            .await;
+    }
+
+    /// Publishes the Events a work item's hooks asked for (`event`) about the object the work
+    /// item is about, as the operator's own Warnings are. Callers publish them once the hooks
+    /// planned, before applying: a script may say why it returns what it does, and that holds
+    /// whether or not the apply then works. When planning failed they publish none: the
+    /// failure's own Warning says what happened, and what the hooks said may not hold.
+    pub async fn publish_script_events(
+        &self,
+        about: &Value,
+        related: &ObjectReference,
+        action: &str,
+        events: &EventSink,
+    ) {
+        for event in events.events() {
+            self.publish(
+                event.type_,
+                about,
+                Some(related),
+                &event.reason,
+                action,
+                &event.message,
+            )
+            .await;
+        }
+    }
+
+    async fn publish(
+        &self,
+        type_: EventType,
+        about: &Value,
+        related: Option<&ObjectReference>,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
         if !self.leadership.is_leader() {
             return;
         }
-        if let Err(error) = self.events.warn(about, related, reason, action, note).await {
-            tracing::warn!(%error, object = %object::ObjectKey::of(about), "cannot publish event");
+        let published = self
+            .events
+            .publish(type_, about, related, reason, action, note)
+            .await;
+        if let Err(error) = published {
+            tracing::warn!(%error, object = %object::ObjectKey::of(about), reason, "cannot publish event");
         }
     }
 }

@@ -2,8 +2,11 @@
 //! are counted in one Event (its `series`), but a different message is a new Event, so a new
 //! error is never hidden behind the count of an old one; and an Event about a target names the
 //! controller as its `related` object, so two controllers' errors on one object stay apart.
+//! The same counting is what rate-limits the Events scripts ask for (`event`): a script that
+//! says the same thing on every sync bumps one Event's count instead of creating new ones.
 
 use crate::object;
+use crate::script::EventType;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -19,6 +22,7 @@ const REMEMBER: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 /// What makes two Events the same (apart from their time and count).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
+    type_: EventType,
     regarding: (String, String, Option<String>, String),
     related: Option<(String, String)>,
     reason: String,
@@ -53,10 +57,12 @@ impl Events {
         }
     }
 
-    /// Publishes a Warning Event about `regarding` (a repeat updates the earlier one's count).
-    /// The operator reports only what needs attention: failures.
-    pub async fn warn(
+    /// Publishes an Event about `regarding` (a repeat updates the earlier one's count). The
+    /// operator itself reports only what needs attention, failures, as `Warning`; scripts say
+    /// `Normal` or `Warning`.
+    pub async fn publish(
         &self,
+        type_: EventType,
         regarding: &Value,
         related: Option<&ObjectReference>,
         reason: &str,
@@ -70,6 +76,7 @@ impl Events {
             .clone()
             .unwrap_or_else(|| "default".into());
         let key = Key {
+            type_,
             regarding: (
                 object::api_version(regarding).to_string(),
                 object::kind(regarding).to_string(),
@@ -122,7 +129,7 @@ impl Events {
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
-            type_: Some("Warning".into()),
+            type_: Some(type_.as_str().into()),
             reason: Some(reason.into()),
             action: Some(action.into()),
             note: Some(truncate_note(note)),

@@ -135,6 +135,8 @@ pub(crate) const HELPER_DOCS: &[HelperDoc] = &[
         "An object of a type declared in `spec.reads`, from the operator's cache, or null; a change to it re-runs the hook."),
     doc("list", &[p("apiVersion", String), p("kind", String), p("opts", Map)], Objects, false,
         "Objects of a type declared in `spec.reads` (opts: namespace, labelSelector, fieldSelector), sorted by namespace and name; a change to what matches re-runs the hook."),
+    doc("event", &[p("type", String), p("reason", String), p("message", Any)], Nothing, false,
+        "Records a Kubernetes Event (`Normal` or `Warning`, a CamelCase reason) on the target (decorator) or parent (map)."),
 ];
 
 /// The docs of the helper called `name`.

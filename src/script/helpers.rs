@@ -24,6 +24,9 @@ pub(crate) struct HelperEnv {
     /// What `get` and `list` read from, and where they record what they read; `None` where
     /// the caller provides no objects (the helpers then fail with a clear message).
     pub reads: Option<crate::reads::ReadAccess>,
+    /// Where `event` collects the Events the call asks for; `None` where nobody publishes them
+    /// (`render`, `explain`): `event` then only validates its arguments.
+    pub events: Option<super::events::EventSink>,
 }
 
 impl HelperEnv {
@@ -148,6 +151,7 @@ pub(crate) const HELPERS: &[Helper] = &[
     helper("deep_merge", 2, 2, deep_merge),
     helper("get", 4, 4, get),
     helper("list", 2, 3, list),
+    helper("event", 3, 3, event),
     reader("get_path", 2, 3, get_path_place, get_path_result),
     reader("name", 1, 1, name_place, string_or_empty),
     reader("namespace", 1, 1, namespace_place, string_or_empty),
@@ -470,6 +474,22 @@ fn list(env: &HelperEnv, args: &[Value]) -> HelperResult {
         .map_err(|e| HelperError(e.to_string()))
 }
 
+fn event(env: &HelperEnv, args: &[Value]) -> HelperResult {
+    let type_ = string_arg(args, 0, "the type")?;
+    let reason = string_arg(args, 1, "the reason")?;
+    // Like `log`, any value makes a message, so `event(..., obj.status)` just works.
+    let message = match &args[2] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let event = super::events::ScriptEvent::new(type_, reason, &message)
+        .map_err(|e| HelperError(e.to_string()))?;
+    if let Some(events) = &env.events {
+        events.push(event, &env.controller);
+    }
+    Ok(Value::Null)
+}
+
 /// `get_path(obj, "spec.template.metadata")` or with a list of segments for keys holding dots
 /// (`["metadata", "labels", "app.kubernetes.io/name"]`); numeric segments index lists.
 fn get_path_place(args: &[Value]) -> Result<Vec<String>, HelperError> {
@@ -567,6 +587,7 @@ mod tests {
             now: "2024-05-01T12:00:00.750Z".parse().unwrap(),
             logs: Some(LogSink::new()),
             reads: None,
+            events: None,
         }
     }
 

@@ -11,6 +11,7 @@ mod active;
 mod coverage;
 mod definitions;
 mod error;
+mod events;
 mod helper_docs;
 mod helpers;
 mod limits;
@@ -24,6 +25,7 @@ pub(crate) mod suggest;
 
 pub use coverage::{LineCoverage, ScriptCoverage, lcov};
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
+pub use events::{EventSink, EventType, MAX_EVENTS_PER_SYNC, ScriptEvent};
 pub use limits::{
     DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
     DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH,
@@ -172,6 +174,8 @@ pub struct CallContext {
     pub logs: Option<LogSink>,
     /// What `get` and `list` read (and record reads in); `None`: they fail.
     pub reads: Option<crate::reads::ReadAccess>,
+    /// Collects the Events the script asks for (`event`); `None`: they are only validated.
+    pub events: Option<EventSink>,
 }
 
 impl CallContext {
@@ -183,6 +187,7 @@ impl CallContext {
             clock: None,
             logs: None,
             reads: None,
+            events: None,
         }
     }
 
@@ -381,6 +386,7 @@ impl ScriptEngine {
                 now: call.clock.unwrap_or_else(jiff::Timestamp::now),
                 logs: call.logs.clone(),
                 reads: call.reads.clone(),
+                events: call.events.clone(),
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,

@@ -15,6 +15,7 @@ mod impersonation;
 mod install;
 mod leader_election;
 mod operator_decorator;
+mod operator_events;
 mod operator_map;
 mod operator_quiet;
 mod operator_reads;

@@ -4,11 +4,13 @@
 use super::manifests::{self, ManifestError, to_yaml};
 use super::offline::OfflineCluster;
 use crate::api::{HookKind, Language};
-use crate::cases::{Case, Subject, TestFile, Validator, judge};
+use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
-use crate::script::{LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource, lcov};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
+use crate::script::{
+    EventSink, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource, lcov,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -259,10 +261,17 @@ fn run_file(
             }
             let started = Instant::now();
             let logs = LogSink::new();
-            let clock = case.clock.or(spec.clock);
+            let events = EventSink::new();
             let cluster = spec.cluster.iter().chain(&case.cluster).cloned().collect();
             let reads = subject.reads(cluster);
-            let result = subject.call(engine, &request, clock, logs.clone(), Some(reads.clone()));
+            let scope = CallScope {
+                clock: case.clock.or(spec.clock),
+                logs: Some(logs.clone()),
+                reads: Some(reads.clone()),
+                events: Some(events.clone()),
+            };
+            let result = subject.call(engine, &request, &scope);
+            let events = published(&result, &events);
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
@@ -273,19 +282,23 @@ fn run_file(
                 case.expect = Some(actual.clone());
                 updated += 1;
             }
-            let failure = judge(case, &result, &reads.dependencies()).map(|mut details| {
-                let lines = logs.lines();
-                if !lines.is_empty() {
-                    details.push_str("\nscript log:");
-                    for line in lines {
-                        details.push_str(&format!("\n  {}: {}", line.level, line.message));
-                        if !line.fields.is_empty() {
-                            details.push_str(&format!(" {}", Value::Object(line.fields)));
+            let failure =
+                judge(case, &result, &reads.dependencies(), &events).map(|mut details| {
+                    if !events.is_empty() {
+                        details.push_str(&format!("\nscript events: {}", describe_events(&events)));
+                    }
+                    let lines = logs.lines();
+                    if !lines.is_empty() {
+                        details.push_str("\nscript log:");
+                        for line in lines {
+                            details.push_str(&format!("\n  {}: {}", line.level, line.message));
+                            if !line.fields.is_empty() {
+                                details.push_str(&format!(" {}", Value::Object(line.fields)));
+                            }
                         }
                     }
-                }
-                details
-            });
+                    details
+                });
             outcomes.push(Outcome {
                 name,
                 failure,

@@ -16,6 +16,7 @@ use crate::controllers::decorator::{Decorator, Phase};
 use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::EventSink;
 use crate::sync::{self, ObjectStore, RelatedRules, SyncError};
 use related::RelatedIndex;
 use serde_json::Value;
@@ -331,11 +332,22 @@ async fn plan_target(
     // Every hook of this sync reads through one access, so what they read together is what
     // the target depends on.
     let reads = context.reads(&decorator.reads);
-    let planned = plan_with_reads(context, controller, object, target, &reads).await;
+    let events = EventSink::new();
+    let planned = plan_with_reads(context, controller, object, target, &reads, &events).await;
     context.record_reads(
         &super::keys::WorkKey::new(&controller.id, Work::Object(target.clone())),
         &reads,
     );
+    if planned.is_ok() {
+        context
+            .publish_script_events(
+                object,
+                &controller.reference,
+                DecoratorKind::ACTION,
+                &events,
+            )
+            .await;
+    }
     planned
 }
 
@@ -345,6 +357,7 @@ async fn plan_with_reads(
     object: &Arc<Value>,
     target: &ObjRef,
     reads: &crate::reads::ReadAccess,
+    events: &EventSink,
 ) -> Result<Option<Plan>, Failure> {
     let decorator = &controller.planner;
     let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
@@ -354,6 +367,7 @@ async fn plan_with_reads(
                 &controller.id,
                 &controller.hooks,
                 Some(reads.clone()),
+                Some(events.clone()),
                 move |_, runner| sync::customize(&planner, runner, &target_object),
             )
             .await?;
@@ -372,6 +386,7 @@ async fn plan_with_reads(
             &controller.id,
             &controller.hooks,
             Some(reads.clone()),
+            Some(events.clone()),
             move |context, runner| {
                 sync::sync_decorator_target(
                     &planner,

@@ -17,6 +17,7 @@ use crate::controllers::map::Mapper;
 use crate::controllers::{MAP_KEY_LABEL, MAP_LABEL, Plan};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::EventSink;
 use crate::sync::{self, MapFanOut, ObjectStore, SyncError};
 use bindings::Bindings;
 use serde_json::{Value, json};
@@ -324,6 +325,7 @@ async fn sync_pair(
     };
     // The map or tombstone hook's reads are what this pair depends on.
     let reads = context.reads(&mapper.reads);
+    let events = EventSink::new();
     let result = match input.filter(|_| selected) {
         Some(input) => {
             controller.state.bind(&group, input_ref);
@@ -337,6 +339,7 @@ async fn sync_pair(
                     &controller.id,
                     &controller.hooks,
                     Some(reads.clone()),
+                    Some(events.clone()),
                     move |_, runner| {
                         let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
                         sync::map_input(&mapper, runner, &parent, &input, &observed)
@@ -346,7 +349,7 @@ async fn sync_pair(
         }
         None => {
             controller.state.unbind(&group, input_ref);
-            settle_detached(context, controller, &parent, &group, &reads).await
+            settle_detached(context, controller, &parent, &group, &reads, &events).await
         }
     };
     let pair = Work::Pair {
@@ -354,6 +357,7 @@ async fn sync_pair(
         input: input_ref.clone(),
     };
     context.record_reads(&WorkKey::new(&controller.id, pair), &reads);
+    publish_events(context, controller, &parent, &events, &result).await;
     finish(context, controller, parent, group, selected, result).await
 }
 
@@ -373,10 +377,29 @@ async fn sync_group(
         return Outcome::Done;
     }
     let reads = context.reads(&controller.planner.reads);
-    let result = settle_detached(context, controller, &parent, group, &reads).await;
+    let events = EventSink::new();
+    let result = settle_detached(context, controller, &parent, group, &reads, &events).await;
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
     context.record_reads(&key, &reads);
+    publish_events(context, controller, &parent, &events, &result).await;
     finish(context, controller, parent, group.clone(), false, result).await
+}
+
+/// A map hook's Events are about the parent: the object users `kubectl describe` for the
+/// mapping it asked for. None when planning failed (see [`Context::publish_script_events`]).
+async fn publish_events(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent: &Value,
+    events: &EventSink,
+    planned: &Result<Plan, Failure>,
+) {
+    if planned.is_err() {
+        return;
+    }
+    context
+        .publish_script_events(parent, &controller.reference, MapKind::ACTION, events)
+        .await;
 }
 
 /// The outputs of a group, from the index, as the cache has them now.
@@ -405,6 +428,7 @@ async fn settle_detached(
     parent: &Arc<Value>,
     group: &MapGroup,
     reads: &crate::reads::ReadAccess,
+    events: &EventSink,
 ) -> Result<Plan, Failure> {
     let detached = group_outputs(context, controller, parent, group);
     if detached.is_empty() {
@@ -420,6 +444,7 @@ async fn settle_detached(
             &controller.id,
             &controller.hooks,
             Some(reads.clone()),
+            Some(events.clone()),
             move |_, runner| {
                 let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
                 sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result

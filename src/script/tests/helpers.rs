@@ -42,6 +42,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         r#"["other/web", "shop/web"]"#,
     ),
     (
+        "event",
+        r#"event("Normal", "Configured", "ok")"#,
+        r#"event("Normal", "Configured", "ok")"#,
+        "null",
+    ),
+    (
         "json_encode",
         r#"json_encode(#{ a: [1, ()] })"#,
         r#"json_encode({ a = array({1, null}) })"#,

@@ -5,6 +5,7 @@ mod contract;
 mod coverage;
 mod docs;
 mod errors;
+mod events;
 mod examples;
 mod helpers;
 mod limits;
