@@ -6,6 +6,7 @@
 //! hack/control-plane/build.sh    # once; cached afterwards
 //! cargo run --release --example bench_decorator -- --targets 1000 --language rhai
 //! cargo run --release --example bench_decorator -- --targets 1000 --hook webhook
+//! cargo run --release --example bench_decorator -- --targets 1000 --reads
 //! ```
 //!
 //! `--hook webhook` runs the same controller with its hooks as webhooks, answered over loopback
@@ -25,6 +26,14 @@
 //!    controller is pointed at a new path answering that value): until every StatefulSet shows it;
 //! 6. N more StatefulSets created while the operator runs: until each has its Service and label.
 //!
+//! `--reads` (scripts only) measures the cost of dependency tracking: the controller also
+//! declares `spec.reads: [{apiVersion: v1, resource: namespaces}]`, and the script makes one
+//! tracked read per call, `get("v1", "Namespace", "", ns)`, copying the Namespace's
+//! `bench.metascript.dev/tier` label (or `none`) into the target's
+//! `bench.metascript.dev/namespace-tier` label, so each target holds one dependency. One more
+//! phase runs after 5: the bench Namespace is relabelled, until every target shows the new value
+//! (a fan-out of N re-syncs through the dependency index); it must take exactly N syncs.
+//!
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own watches); the apiserver's and etcd's are shown for
 //! context.
@@ -38,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
@@ -50,6 +59,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 const MARKER: &str = "metascript.dev/service-per-pod";
+/// With `--reads`: the Namespace label the script reads, and the target label it copies it to.
+const NAMESPACE_LABEL: &str = "bench.metascript.dev/tier";
+const TIER_LABEL: &str = "bench.metascript.dev/namespace-tier";
 const DECORATOR_LABEL: &str = "metascript.dev/decorator";
 /// Upper bound for any one phase, so a stuck run fails instead of hanging.
 const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
@@ -64,8 +76,10 @@ struct Args {
     hook: String,
     language: String,
     workers: usize,
-    /// Skip phase 5 (doubles the cluster, so it roughly doubles the run time).
+    /// Skip phase 6 (doubles the cluster, so it roughly doubles the run time).
     skip_live: bool,
+    /// One tracked `get` of the target's Namespace per call, and the Namespace fan-out phase.
+    reads: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -75,6 +89,7 @@ fn parse_args() -> anyhow::Result<Args> {
         language: "rhai".into(),
         workers: 16,
         skip_live: false,
+        reads: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -88,9 +103,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--language" => args.language = value("--language")?,
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--skip-live" => args.skip_live = true,
+            "--reads" => args.reads = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads]"
                 );
                 std::process::exit(0);
             }
@@ -106,6 +122,10 @@ fn parse_args() -> anyhow::Result<Args> {
         "--hook must be script or webhook"
     );
     anyhow::ensure!(args.targets > 0, "--targets must be at least 1");
+    anyhow::ensure!(
+        !(args.reads && args.hook == "webhook"),
+        "--reads needs script hooks (a webhook reads nothing through the operator)"
+    );
     Ok(args)
 }
 
@@ -116,9 +136,50 @@ fn script(language: &str) -> &'static str {
     }
 }
 
-/// The script with the marker label's value changed, as an engineer's edit would.
-fn edited_script(language: &str, value: &str) -> anyhow::Result<String> {
+/// `text` with `from`, which must occur exactly once, replaced by `to`.
+fn replace_once(text: &str, from: &str, to: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        text.matches(from).count() == 1,
+        "the service-per-pod script no longer contains `{from}` exactly once; update the benchmark"
+    );
+    Ok(text.replace(from, to))
+}
+
+/// The sync script the controller runs: the example's, or with `reads` the example plus one
+/// tracked read of the target's Namespace, whose label it copies into the target's labels.
+fn sync_script(language: &str, reads: bool) -> anyhow::Result<String> {
     let original = script(language);
+    if !reads {
+        return Ok(original.to_string());
+    }
+    let (at, read, from, to) = match language {
+        "rhai" => (
+            "let ns = namespace(sts);\n",
+            format!(
+                "// bench --reads: one tracked read per call, so the target depends on its Namespace.\n\
+                 let tier = label(get(\"v1\", \"Namespace\", \"\", ns), \"{NAMESPACE_LABEL}\");\n\
+                 if tier == () {{ tier = \"none\"; }}\n"
+            ),
+            format!(r#""{MARKER}": "true""#),
+            format!(r#""{MARKER}": "true", "{TIER_LABEL}": tier"#),
+        ),
+        _ => (
+            "local ns = namespace(sts)\n",
+            format!(
+                "-- bench --reads: one tracked read per call, so the target depends on its Namespace.\n\
+                 local tier = label(get(\"v1\", \"Namespace\", \"\", ns), \"{NAMESPACE_LABEL}\") or \"none\"\n"
+            ),
+            r#"[MARKER] = "true""#.to_string(),
+            format!(r#"[MARKER] = "true", ["{TIER_LABEL}"] = tier"#),
+        ),
+    };
+    let with_read = replace_once(original, at, &format!("{at}{read}"))?;
+    replace_once(&with_read, &from, &to)
+}
+
+/// The script with the marker label's value changed, as an engineer's edit would.
+fn edited_script(language: &str, reads: bool, value: &str) -> anyhow::Result<String> {
+    let original = sync_script(language, reads)?;
     let (from, to) = match language {
         "rhai" => (
             format!(r#""{MARKER}": "true""#),
@@ -129,11 +190,7 @@ fn edited_script(language: &str, value: &str) -> anyhow::Result<String> {
             format!(r#"[MARKER] = "{value}""#),
         ),
     };
-    anyhow::ensure!(
-        original.matches(&from).count() == 1,
-        "the service-per-pod script no longer contains `{from}` exactly once; update the benchmark"
-    );
-    Ok(original.replace(&from, &to))
+    replace_once(&original, &from, &to)
 }
 
 /// A StatefulSet of one replica; a target of the example's controller only when `target` (the
@@ -173,12 +230,17 @@ struct Example {
 }
 
 impl Example {
-    fn load(language: &str) -> anyhow::Result<Example> {
+    /// With `reads`, the controller also declares `spec.reads: [{apiVersion: v1, resource:
+    /// namespaces}]`.
+    fn load(language: &str, reads: bool) -> anyhow::Result<Example> {
         let yaml = match language {
             "rhai" => include_str!("../scripts/service-per-pod/controller.rhai.yaml"),
             _ => include_str!("../scripts/service-per-pod/controller.lua.yaml"),
         };
-        let controller: Value = serde_saphyr::from_str(yaml)?;
+        let mut controller: Value = serde_saphyr::from_str(yaml)?;
+        if reads {
+            controller["spec"]["reads"] = json!([{"apiVersion": "v1", "resource": "namespaces"}]);
+        }
         let name = controller["metadata"]["name"]
             .as_str()
             .ok_or_else(|| anyhow::anyhow!("the example controller has no name"))?
@@ -335,10 +397,32 @@ fn services_counter(client: &kube::Client, namespace: &str, controller: &str) ->
 }
 
 fn marker_counter(client: &kube::Client, namespace: &str, value: &'static str) -> Counter {
+    label_counter(client, namespace, MARKER, value)
+}
+
+/// Counts the StatefulSets of a namespace whose label `key` is `value`.
+fn label_counter(
+    client: &kube::Client,
+    namespace: &str,
+    key: &'static str,
+    value: &'static str,
+) -> Counter {
     Counter::start(
         Api::<PartialObjectMeta<StatefulSet>>::namespaced(client.clone(), namespace),
-        move |s| s.labels().get(MARKER).map(String::as_str) == Some(value),
+        move |s| s.labels().get(key).map(String::as_str) == Some(value),
     )
+}
+
+/// The operator's `metascript_dependencies` gauge, summed over controllers (None if unset).
+fn dependencies(operator: &Operator) -> Option<i64> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &operator.metrics().registry()).ok()?;
+    let values: Vec<i64> = text
+        .lines()
+        .filter(|line| line.starts_with("metascript_dependencies{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// Creates `n` StatefulSets `<prefix>-<i>`, a few requests in flight at a time.
@@ -430,15 +514,16 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let n = args.targets;
     let language = args.language.as_str();
-    let example = Example::load(language)?;
+    let example = Example::load(language, args.reads)?;
     let webhook = match args.hook.as_str() {
         "webhook" => Some(start_webhook()?),
         _ => None,
     };
     // What answers the hooks, as the figures are labelled.
     let hooks = match &webhook {
-        Some(_) => "webhook",
-        None => language,
+        Some(_) => "webhook".to_string(),
+        None if args.reads => format!("{language} + 1 tracked get per call (--reads)"),
+        None => language.to_string(),
     };
     let controller = match &webhook {
         Some(server) => example.with_webhook(&server.url("/sync")),
@@ -472,7 +557,7 @@ async fn main() -> anyhow::Result<()> {
             .config_maps(&client)
             .create(
                 &PostParams::default(),
-                &example.config_map(script(language)),
+                &example.config_map(&sync_script(language, args.reads)?),
             )
             .await?;
     }
@@ -542,16 +627,21 @@ async fn main() -> anyhow::Result<()> {
     let all_marked = marked.reached(n, "the marker labels").await?;
     let converged = all_services.max(all_marked) - started;
     let writes_to_converge = operator.writes();
+    let cpu_converge = cpu.since(&cpu_before);
+    let operator_cpu_converge = cpu.operator_since(&cpu_before);
+    let dependencies_held = match dependencies(&operator) {
+        Some(count) if args.reads => format!("; metascript_dependencies {count}"),
+        _ => String::new(),
+    };
     row(
         "converge (operator start to all Services + labels)",
         secs(converged),
         format!(
-            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; {})",
+            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; operator CPU {operator_cpu_converge:.2} s; {cpu_converge}{dependencies_held})",
             per_item(converged, n, "target"),
             secs(all_services - started),
             secs(all_marked - started),
             writes_to_converge as f64 / n as f64,
-            cpu.since(&cpu_before)
         ),
     );
 
@@ -598,7 +688,7 @@ async fn main() -> anyhow::Result<()> {
                 .replace(
                     &example.config_map.1,
                     &PostParams::default(),
-                    &example.config_map(&edited_script(language, "v2")?),
+                    &example.config_map(&edited_script(language, args.reads, "v2")?),
                 )
                 .await?;
         }
@@ -620,6 +710,42 @@ async fn main() -> anyhow::Result<()> {
             cpu.since(&cpu_before)
         ),
     );
+
+    // With --reads: the bench Namespace relabelled, a fan-out of N re-syncs through the
+    // dependency index (every target read that Namespace), and nothing else.
+    let mut fanout_syncs = None;
+    if args.reads {
+        settle(&operator, Duration::from_secs(1), PHASE_TIMEOUT).await?;
+        let mut tiered = label_counter(&client, namespace, TIER_LABEL, "gold");
+        let syncs_before = operator.syncs();
+        let before = operator.writes();
+        let cpu_before = cpu.now();
+        let started = Instant::now();
+        Api::<Namespace>::all(client.clone())
+            .patch(
+                namespace,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {NAMESPACE_LABEL: "gold"}}})),
+            )
+            .await?;
+        let all_tiered = tiered.reached(n, "the Namespace's new label").await?;
+        let fanout = all_tiered - started;
+        let cpu_fanout = cpu.since(&cpu_before);
+        let operator_cpu = cpu.operator_since(&cpu_before);
+        let writes = operator.writes() - before;
+        // Late extra syncs would show here, so count only once the operator is quiet again.
+        settle(&operator, Duration::from_secs(1), PHASE_TIMEOUT).await?;
+        let syncs = operator.syncs() - syncs_before;
+        fanout_syncs = Some(syncs);
+        row(
+            "Namespace relabelled: fan-out reaches every target",
+            secs(fanout),
+            format!(
+                "({}; {syncs} syncs, {writes} writes; operator CPU {operator_cpu:.2} s; {cpu_fanout})",
+                per_item(fanout, n, "target"),
+            ),
+        );
+    }
 
     // 6. Objects created while the operator runs.
     if !args.skip_live {
@@ -644,6 +770,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
+    let final_dependencies = dependencies(&operator).filter(|_| args.reads);
     let operator_memory = memory("self");
     let plane_memory: Vec<(&str, Option<(f64, f64)>)> = plane
         .pids()
@@ -680,9 +807,22 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
+    if let Some(count) = final_dependencies {
+        let note = match args.skip_live {
+            true => "one per target",
+            false => "one per target, the live ones included",
+        };
+        println!("| metascript_dependencies at the end | {count} | {note} |");
+    }
     anyhow::ensure!(
         resync_writes == 0,
         "a resync of the converged cluster made {resync_writes} write requests; expected none"
     );
+    if let Some(syncs) = fanout_syncs {
+        anyhow::ensure!(
+            syncs == n as u64,
+            "relabelling the Namespace ran {syncs} syncs; expected exactly {n} (one per target)"
+        );
+    }
     Ok(())
 }
