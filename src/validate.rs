@@ -8,7 +8,7 @@ use crate::api::{
 use crate::cases::{Case, Subject, Validator, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, HookError, SourceError};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver};
 use crate::script::{EventSink, ScriptEngine, ScriptOrigin, ScriptSource};
@@ -233,6 +233,23 @@ fn check_controller(
     };
     for (index, test) in tests.iter().enumerate() {
         let path = format!("spec.tests[{index}] ({})", test.name);
+        // Calling a webhook from here would let anyone who may create a controller make the
+        // operator POST a request they wrote to a URL they chose, and read the answer in the
+        // refusal (a server-side request forgery); `metascript test` calls it from their machine.
+        let webhook = test_hook(test, default_hook).is_ok_and(|hook| {
+            subject
+                .hooks
+                .get(hook)
+                .is_some_and(|loaded| matches!(loaded.code, HookCode::Webhook(_)))
+        });
+        if webhook {
+            findings.push(Finding::warning(
+                path,
+                "not run: its hook is a webhook, which validation never calls (run the case with \
+                 `metascript test`)",
+            ));
+            continue;
+        }
         match run_test(engine, &mut subject, test, default_hook) {
             Ok(None) => {}
             Ok(Some(failure)) => findings.push(Finding::error(path, failure)),
@@ -240,6 +257,16 @@ fn check_controller(
         }
     }
     findings
+}
+
+/// The hook an inline test calls.
+fn test_hook(test: &InlineTest, default_hook: HookKind) -> Result<HookKind, String> {
+    match &test.hook {
+        None => Ok(default_hook),
+        Some(name) => HookKind::parse(name).ok_or_else(|| {
+            format!("unknown hook {name:?} (expected sync, finalize, customize, map or tombstone)")
+        }),
+    }
 }
 
 /// Runs one inline test: `Ok(None)` when it passes, `Ok(Some(why))` when it fails, `Err` when
@@ -250,12 +277,7 @@ fn run_test(
     test: &InlineTest,
     default_hook: HookKind,
 ) -> Result<Option<String>, String> {
-    let hook = match &test.hook {
-        None => default_hook,
-        Some(name) => HookKind::parse(name).ok_or_else(|| {
-            format!("unknown hook {name:?} (expected sync, finalize, customize, map or tombstone)")
-        })?,
-    };
+    let hook = test_hook(test, default_hook)?;
     if subject.hooks.get(hook).is_none() {
         return Err(format!("the controller has no {hook} hook that loaded"));
     }
@@ -397,6 +419,17 @@ mod tests {
         let findings = check(&decorator(inline("#{ labels: 5 }"), bad_response), vec![]);
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert!(findings[0].message.contains("labels"), "{}", findings[0]);
+    }
+
+    #[test]
+    fn tests_of_a_webhook_hook_are_never_called_only_reported_as_not_run() {
+        // Nothing listens on this port: a call would fail the case with a connection error.
+        let webhook = json!({"webhook": {"url": "http://127.0.0.1:9/sync"}});
+        let tests = json!([{"name": "labels it", "request": request(), "expect": {"labels": {"seen": "yes"}}}]);
+        let findings = check(&decorator(webhook, tests), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Warning, "{}", findings[0]);
+        assert!(findings[0].message.contains("not run"), "{}", findings[0]);
     }
 
     #[test]

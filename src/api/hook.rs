@@ -149,8 +149,8 @@ pub struct Webhook {
     /// The full URL, `http://` or `https://` (e.g. `http://hooks.example.svc/sync`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// How long to wait for the response, as a Go duration (`10s`, `1m30s`, `500ms`); default
-    /// 10s. A hook that takes longer fails like a script that exceeds its time budget.
+    /// How long to wait for the response, as a Go duration (`10s`, `500ms`); default 10s, at
+    /// most 30s. A hook that takes longer fails like a script that exceeds its time budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
     /// Appended to the `service` address (e.g. `/sync`).

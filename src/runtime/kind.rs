@@ -110,12 +110,15 @@ pub struct Controller<K: Kind> {
 }
 
 impl<K: Kind> Controller<K> {
-    /// Whether the event needs routing to this controller: not one from a list that its
-    /// queueing of everything already read.
+    /// Whether the event can still queue work the controller has not queued: not an object
+    /// seen in a list that its queueing of everything already read. Deletions always are (what
+    /// was deleted must be forgotten); kinds keep their indexes up to date with every event and
+    /// only skip queueing.
     pub fn is_news(&self, event: &ObjectEvent) -> bool {
-        event
-            .listed_at
-            .is_none_or(|listed| listed > self.queued_all_at)
+        event.new.is_none()
+            || event
+                .listed_at
+                .is_none_or(|listed| listed > self.queued_all_at)
     }
 
     /// Queues one work item of this controller.

@@ -444,7 +444,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             }
         }
         for name in routes.for_type(&event.resource) {
-            if let Some(controller) = self.get(name).filter(|c| c.is_news(event)) {
+            if let Some(controller) = self.get(name) {
                 K::route(context, &controller, event);
             }
         }

@@ -87,7 +87,8 @@ fn missing_field(lua: &Lua, (table, key): (Table, LuaValue)) -> mlua::Result<Lua
         }
     });
     let root = lua.app_data_ref::<RequestRoot>();
-    let path = match root.and_then(|root| path_to(&root.0, &table, 0)) {
+    let mut budget = PATH_SEARCH_TABLES;
+    let path = match root.and_then(|root| path_to(&root.0, &table, 0, &mut budget)) {
         Some(within) => format!("request{within}{}", segment(&key)),
         // Not reachable from the request any more (the script detached it): the field alone.
         None => key.clone(),
@@ -99,15 +100,21 @@ fn missing_field(lua: &Lua, (table, key): (Table, LuaValue)) -> mlua::Result<Lua
     )))
 }
 
+/// How many tables the search for a failed read's path may visit. It runs in a metamethod,
+/// where the script's budgets do not reach, and a script can link its tables into a graph
+/// with exponentially many paths; past the bound the message names the field alone.
+const PATH_SEARCH_TABLES: usize = 10_000;
+
 /// Where `target` is inside `table` (`.spec.containers[1]`, Lua's 1-based positions), found by
 /// identity; only run when a read fails, so a search is cheaper than tracking every table's path.
-fn path_to(table: &Table, target: &Table, depth: usize) -> Option<String> {
+fn path_to(table: &Table, target: &Table, depth: usize, budget: &mut usize) -> Option<String> {
     if table == target {
         return Some(String::new());
     }
-    if depth >= MAX_DEPTH {
+    if depth >= MAX_DEPTH || *budget == 0 {
         return None;
     }
+    *budget -= 1;
     table
         .pairs::<LuaValue, LuaValue>()
         .filter_map(Result::ok)
@@ -121,7 +128,7 @@ fn path_to(table: &Table, target: &Table, depth: usize) -> Option<String> {
                 LuaValue::Number(n) => format!("[{n}]"),
                 _ => return None,
             };
-            path_to(&child, target, depth + 1).map(|rest| format!("{step}{rest}"))
+            path_to(&child, target, depth + 1, budget).map(|rest| format!("{step}{rest}"))
         })
 }
 

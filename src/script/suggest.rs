@@ -6,15 +6,25 @@
 /// `labels` 0.83), high enough not to offer an unrelated name.
 const MIN_SIMILARITY: f64 = 0.6;
 
+/// The comparison costs the product of the two lengths and runs outside a script's budgets (in a
+/// Lua metamethod, or after a Rhai call), so a script must not be able to make it long: names
+/// past this length and candidates past the count get no suggestion.
+const MAX_NAME_LEN: usize = 64;
+const MAX_CANDIDATES: usize = 1000;
+
 /// The candidate nearest to `name`, if any is near enough; a candidate differing only in case
 /// always is.
 pub(crate) fn nearest<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    if name.len() > MAX_NAME_LEN {
+        return None;
+    }
     candidates
         .into_iter()
-        .filter(|candidate| *candidate != name)
+        .take(MAX_CANDIDATES)
+        .filter(|candidate| *candidate != name && candidate.len() <= MAX_NAME_LEN)
         .map(|candidate| {
             let score = if candidate.eq_ignore_ascii_case(name) {
                 1.0
@@ -76,6 +86,20 @@ mod tests {
         assert_eq!(nearest("atachments", keys), Some("attachments"));
         assert_eq!(nearest("spec", keys), None);
         assert_eq!(nearest("object", keys), None, "no suggestion of itself");
+    }
+
+    #[test]
+    fn long_names_and_long_candidate_lists_get_no_suggestion() {
+        let long = "a".repeat(MAX_NAME_LEN + 1);
+        assert_eq!(nearest(&long, [long.as_str()]), None);
+        assert_eq!(nearest("objet", [long.as_str(), "object"]), Some("object"));
+        let many: Vec<String> = (0..MAX_CANDIDATES).map(|i| format!("key{i}")).collect();
+        let far = many.iter().map(String::as_str).chain(["object"]);
+        assert_eq!(
+            nearest("objet", far),
+            None,
+            "candidates past the cap are not compared"
+        );
     }
 
     #[test]

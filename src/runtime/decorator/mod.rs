@@ -174,7 +174,7 @@ impl Kind for DecoratorKind {
             return;
         };
         let decorator = &controller.planner;
-        if target_types(decorator).any(|t| *t == event.resource) {
+        if target_types(decorator).any(|t| *t == event.resource) && controller.is_news(event) {
             route_target(context, controller, event, object);
         }
         let is_attachment = decorator

@@ -111,14 +111,15 @@ impl Kind for MapKind {
         let mapper = &controller.planner;
         // A parent (a deleted one too, to be forgotten), unless only its status changed (the
         // status this controller aggregates there).
-        if event.resource == mapper.parent {
+        let news = controller.is_news(event);
+        if event.resource == mapper.parent && news {
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
             if !status_only {
                 let parent = ObjRef::of(&event.resource, object);
                 controller.enqueue(context, Work::Object(parent));
             }
         }
-        if mapper.inputs.contains(&event.resource) {
+        if mapper.inputs.contains(&event.resource) && news {
             route_input(context, controller, event, object);
         }
         if mapper.outputs.iter().any(|o| o.resource == event.resource) {
