@@ -197,6 +197,11 @@ impl fmt::Debug for ReadAccess {
 }
 
 impl ReadAccess {
+    /// Whether the controller may read nothing, so no call can have recorded a dependency.
+    pub fn declares_nothing(&self) -> bool {
+        self.declared.is_empty()
+    }
+
     pub fn new(
         store: Arc<dyn ObjectStore + Send + Sync>,
         declared: impl Into<Arc<[ResourceType]>>,

@@ -251,6 +251,11 @@ impl Context {
     /// landed after a read but before this (its event found nothing to re-sync) queues the
     /// work item again.
     pub fn record_reads(&self, key: &WorkKey, reads: &ReadAccess) {
+        // Most controllers read nothing: no exclusive lock on the shared index per sync for
+        // them (unless an earlier version of the controller did read, and left entries).
+        if reads.declares_nothing() && !self.dependencies.holds_any(&key.controller) {
+            return;
+        }
         let count = self.dependencies.set(key, reads.dependencies());
         self.metrics.set_dependencies(&key.controller, count);
         if reads.changed_since_read() {

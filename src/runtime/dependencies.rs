@@ -75,6 +75,11 @@ impl DependencyIndex {
     }
 
     /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
+    /// Whether any work item of the controller depends on something (a shared lock only).
+    pub fn holds_any(&self, controller: &ControllerId) -> bool {
+        self.inner.read().count(controller) > 0
+    }
+
     pub fn remove(&self, key: &WorkKey) -> usize {
         let mut inner = self.inner.write();
         inner.remove(key);

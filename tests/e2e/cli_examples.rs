@@ -2,38 +2,16 @@
 //! languages, and `metascript render` prints the expected plan for each, deterministically and
 //! identically whether the controller runs the Rhai or the Lua scripts.
 
+use crate::support::cli::{metascript, root, stdout_of};
+use metascript::object::label;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
 /// The repository root, so paths like `scripts/...` work whatever the test's working directory.
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn metascript(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .current_dir(root())
-        .args(args)
-        .output()
-        .expect("the metascript binary runs")
-}
-
-fn stdout_of(output: &Output, what: &str) -> String {
-    assert!(
-        output.status.success(),
-        "{what} exited with {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
-}
-
 /// `metascript render -f FILE... --scripts-dir DIR --now NOW -o json`: the raw JSON text.
 fn render_text(files: &[PathBuf], scripts_dir: &Path, now: &str) -> String {
     let mut args: Vec<String> = vec!["render".into()];
@@ -163,10 +141,6 @@ fn names(list: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object.pointer("/metadata/labels")?.get(key)?.as_str()
-}
-
 fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object.pointer("/metadata/annotations")?.get(key)?.as_str()
 }
@@ -190,7 +164,7 @@ fn assert_owned_by(object: &Value, kind: &str, name: &str) {
 #[test]
 fn every_example_test_passes_in_both_languages() {
     let stdout = stdout_of(
-        &metascript(&["test", "scripts/"]),
+        &metascript(["test", "scripts/"]),
         "metascript test scripts/",
     );
     let summary = stdout.lines().last().unwrap_or_default();
@@ -548,7 +522,7 @@ spec:
     )
     .unwrap();
     let path = manifests.display().to_string();
-    let output = metascript(&["render", "-f", &path]);
+    let output = metascript(["render", "-f", &path]);
     assert_eq!(output.status.code(), Some(1), "render must fail");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -565,7 +539,7 @@ spec:
         .unwrap()
         .replace("let d = request.object;", "let d = ;");
     std::fs::write(&manifests, broken).unwrap();
-    let output = metascript(&["validate", "-f", &path]);
+    let output = metascript(["validate", "-f", &path]);
     assert_eq!(output.status.code(), Some(1), "validate must fail");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(

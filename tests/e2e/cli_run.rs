@@ -1,11 +1,12 @@
 //! `metascript run` as a user starts it: against the real plane with a kubeconfig file, serving
 //! metrics and probes, syncing a controller, and stopping cleanly on SIGTERM.
 
+use crate::support::cli::{metascript, stdout_of};
 use crate::support::operator::{OWN_OPERATOR_LABEL, apply, wait_for};
 use crate::support::process::OperatorProcess;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use serde_json::json;
-use std::process::Command;
+use std::ffi::OsStr;
 
 #[tokio::test]
 async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
@@ -85,16 +86,13 @@ async fn run_serves_probes_and_metrics_syncs_and_stops_on_sigterm() {
 
 #[test]
 fn run_rejects_a_bad_metrics_address_before_touching_the_cluster() {
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .args([
-            "run",
-            "--kubeconfig",
-            "/nonexistent",
-            "--metrics-addr",
-            "not-an-address",
-        ])
-        .output()
-        .unwrap();
+    let output = metascript([
+        "run",
+        "--kubeconfig",
+        "/nonexistent",
+        "--metrics-addr",
+        "not-an-address",
+    ]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -105,22 +103,15 @@ fn run_rejects_a_bad_metrics_address_before_touching_the_cluster() {
 
 #[test]
 fn version_names_the_commit_and_both_engines_and_completions_are_printed() {
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .arg("--version")
-        .output()
-        .expect("running metascript --version");
-    assert!(output.status.success());
-    let version = String::from_utf8_lossy(&output.stdout);
+    let version = stdout_of(&metascript(["--version"]), "metascript --version");
     for part in ["metascript 0.", "(commit ", ", rhai 1.", ", luau 0."] {
         assert!(version.contains(part), "{part:?} in {version}");
     }
     assert!(!version.contains("unknown"), "{version}");
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .args(["completions", "bash"])
-        .output()
-        .expect("running metascript completions");
-    assert!(output.status.success());
-    let script = String::from_utf8_lossy(&output.stdout);
+    let script = stdout_of(
+        &metascript(["completions", "bash"]),
+        "metascript completions bash",
+    );
     assert!(
         script.contains("_metascript") && script.contains("validate"),
         "{script}"
@@ -169,16 +160,9 @@ async fn recorded_calls_replay_as_tests_with_secrets_redacted() {
     let text = std::fs::read_to_string(&recorded).unwrap();
     assert!(text.contains(metascript::cases::record::REDACTED), "{text}");
     assert!(!text.contains("aHVudGVyMg=="), "the secret leaked:\n{text}");
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .arg("test")
-        .arg(dir.path())
-        .output()
-        .expect("running metascript test");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of(
+        &metascript([OsStr::new("test"), dir.path().as_os_str()]),
+        "metascript test on the recorded cases",
     );
     assert!(stdout.trim_end().ends_with("passed, 0 failed"), "{stdout}");
     assert!(!stdout.contains("0 passed"), "{stdout}");
@@ -220,18 +204,9 @@ async fn explain_names_the_controller_the_script_revision_and_the_dry_run() {
         .kubeconfig_path()
         .to_path_buf();
     let explain = |object: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-            .args(["explain", object, "-n", &namespace, "--kubeconfig"])
-            .arg(&kubeconfig)
-            .output()
-            .expect("running metascript explain");
-        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-        assert!(
-            output.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        let args = ["explain", object, "-n", &namespace, "--kubeconfig"];
+        let args = args.iter().map(OsStr::new).chain([kubeconfig.as_os_str()]);
+        stdout_of(&metascript(args), "metascript explain")
     };
     let text = explain("configmap/web");
     for part in [

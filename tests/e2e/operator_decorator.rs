@@ -3,6 +3,7 @@
 
 use crate::support::operator::{apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
+use metascript::object::label;
 use serde_json::{Value, json};
 
 const SYNC_RHAI: &str = include_str!("../../scripts/service-per-pod/sync.rhai");
@@ -59,10 +60,6 @@ fn inline(language: &str, code: &str) -> Value {
 
 fn service(namespace: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace}})
-}
-
-fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object["metadata"]["labels"][key].as_str()
 }
 
 async fn controller_status(client: &kube::Client, name: &str) -> Value {

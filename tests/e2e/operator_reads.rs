@@ -3,6 +3,7 @@
 
 use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
+use metascript::object::label;
 use metascript::runtime::metrics::ControllerLabels;
 use metascript::runtime::{ControllerId, KindName};
 use serde_json::{Value, json};
@@ -54,10 +55,6 @@ fn deployment(namespace: &str, name: &str, controller: &str) -> Value {
 
 fn namespace(name: &str, team: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}})
-}
-
-fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object["metadata"]["labels"][key].as_str()
 }
 
 #[tokio::test]

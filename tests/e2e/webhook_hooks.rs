@@ -2,15 +2,17 @@
 //! on loopback, against the real plane and the shared operator; the service-per-pod example as a
 //! webhook next to the script; and a Metacontroller manifest converted and taking over.
 
+use crate::support::cli::{metascript, stdout_of};
 use crate::support::cluster::Cluster;
 use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams};
+use metascript::object::{has_finalizer, label};
 use metascript::testing::{HookServer, Reply, SERVICE_PER_POD_MARKER, service_per_pod};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use std::process::Command;
+use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,18 +71,24 @@ fn copier(_path: &str, request: &Value) -> Reply {
     }))
 }
 
-fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object["metadata"]["labels"][key].as_str()
-}
-
-fn has_finalizer(object: &Value, finalizer: &str) -> bool {
-    object["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|f| f.iter().any(|f| f == finalizer))
-}
-
 /// The hook calls the shared operator has timed for one hook of a controller (the same metric
 /// scripts are timed in).
+/// Until the copier's answer shows: the target's `-copy` attachment exists and the target
+/// carries the label.
+async fn copier_converged(client: &kube::Client, namespace: &str, app: &Value) {
+    wait_for(
+        client,
+        &config_map(namespace, "app-copy"),
+        "the attachment",
+        |_| true,
+    )
+    .await;
+    wait_for(client, app, "the label", |o| {
+        label(o, "webhook.test/seen") == Some("yes")
+    })
+    .await;
+}
+
 async fn hook_calls(kind: &str, controller: &str, hook: &str) -> u64 {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &operator_metrics().await.registry())
@@ -298,17 +306,7 @@ async fn a_failing_or_slow_webhook_applies_and_deletes_nothing_and_says_where() 
     .await;
     let app = target(&namespace, "app", &name, "v1");
     apply(&client, &app).await;
-    wait_for(
-        &client,
-        &config_map(&namespace, "app-copy"),
-        "the attachment",
-        |_| true,
-    )
-    .await;
-    wait_for(&client, &app, "the label", |o| {
-        label(o, "webhook.test/seen") == Some("yes")
-    })
-    .await;
+    copier_converged(&client, &namespace, &app).await;
 
     let metrics = operator_metrics().await;
     let failures = || {
@@ -448,17 +446,7 @@ async fn a_webhook_over_https_is_trusted_through_its_ca_bundle() {
         ),
     )
     .await;
-    wait_for(
-        &client,
-        &config_map(&namespace, "app-copy"),
-        "the attachment over HTTPS",
-        |_| true,
-    )
-    .await;
-    wait_for(&client, &app, "the label", |o| {
-        label(o, "webhook.test/seen") == Some("yes")
-    })
-    .await;
+    copier_converged(&client, &namespace, &app).await;
 }
 
 /// A StatefulSet asking for service-per-pod, labelled so only `controller` selects it.
@@ -623,16 +611,9 @@ fn metascript_test_runs_the_examples_cases_against_the_webhook() {
         )
         .unwrap();
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .arg("test")
-        .arg(dir.path())
-        .output()
-        .expect("running metascript test");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of(
+        &metascript([OsStr::new("test"), dir.path().as_os_str()]),
+        "metascript test against the webhook",
     );
     assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
     assert_eq!(server.requests("/sync").len(), 12);
@@ -704,18 +685,11 @@ async fn a_converted_metacontroller_manifest_adopts_the_attachments_it_finds() {
         metacontroller_manifest(&name, &server.url("/sync-service-per-pod")),
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_metascript"))
-        .args(["convert", "-f"])
-        .arg(&file)
-        .output()
-        .expect("running metascript convert");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let converted = stdout_of(
+        &metascript([OsStr::new("convert"), OsStr::new("-f"), file.as_os_str()]),
+        "metascript convert",
     );
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple(&String::from_utf8(output.stdout).unwrap()).unwrap();
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&converted).unwrap();
     let converted = documents
         .into_iter()
         .find(|d| !d.is_null())
