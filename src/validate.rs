@@ -3,12 +3,14 @@
 //! `metascript validate` (against files) share it, so both judge alike.
 
 use crate::api::{
-    DecoratorController, Hook, HookKind, InlineTest, Language, MapController, ResourceRef,
+    DecoratorController, Hook, HookKind, InlineTest, Language, Library, MapController, ResourceRef,
 };
 use crate::cases::{Case, Subject, Validator, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError};
+use crate::hooks::{
+    CallScope, ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError, unused_libraries,
+};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver};
 use crate::script::{EventSink, ScriptEngine, ScriptOrigin, ScriptSource};
@@ -151,30 +153,35 @@ pub fn validate(
             let planner =
                 Decorator::new(&controller, resolver).map(|d| Validator::Decorator(Box::new(d)));
             let spec = &controller.spec;
-            check_controller(
-                engine,
-                config_maps,
-                name,
-                spec.hooks.named(),
-                planner,
-                &spec.tests,
-                HookKind::Sync,
-            )
+            let parts = ControllerParts {
+                hooks: spec.hooks.named(),
+                libraries: &spec.libraries,
+                tests: &spec.tests,
+                default_hook: HookKind::Sync,
+            };
+            check_controller(engine, config_maps, name, parts, planner)
         }
         Some(Parsed::Map(controller)) => {
             let planner = Mapper::new(&controller, resolver).map(|m| Validator::Map(Box::new(m)));
             let spec = &controller.spec;
-            check_controller(
-                engine,
-                config_maps,
-                name,
-                spec.hooks.named(),
-                planner,
-                &spec.tests,
-                HookKind::Map,
-            )
+            let parts = ControllerParts {
+                hooks: spec.hooks.named(),
+                libraries: &spec.libraries,
+                tests: &spec.tests,
+                default_hook: HookKind::Map,
+            };
+            check_controller(engine, config_maps, name, parts, planner)
         }
     }
+}
+
+/// What of a controller's spec the checks read, whatever its kind.
+struct ControllerParts<'a> {
+    hooks: Vec<(HookKind, &'a Hook)>,
+    libraries: &'a [Library],
+    tests: &'a [InlineTest],
+    /// The hook a test case without `hook:` calls.
+    default_hook: HookKind,
 }
 
 /// The checks both kinds share: hooks compile, types resolve, tests pass.
@@ -182,22 +189,34 @@ fn check_controller(
     engine: &ScriptEngine,
     config_maps: &dyn ConfigMapLookup,
     name: &str,
-    hooks: Vec<(HookKind, &Hook)>,
+    parts: ControllerParts,
     planner: Result<Validator, ResolveError>,
-    tests: &[InlineTest],
-    default_hook: HookKind,
 ) -> Vec<Finding> {
-    let mut findings = Vec::new();
+    let ControllerParts {
+        hooks,
+        libraries,
+        tests,
+        default_hook,
+    } = parts;
+    let mut findings: Vec<Finding> = unused_libraries(name, &hooks, libraries)
+        .into_iter()
+        .map(|(index, why)| Finding::warning(format!("spec.libraries[{index}]"), why))
+        .collect();
     let mut loaded = Vec::new();
     for (kind, hook) in hooks {
         let path = format!("spec.hooks.{kind}");
-        match ControllerHooks::load(engine, name, [(kind, hook)], config_maps) {
+        match ControllerHooks::load(engine, name, [(kind, hook)], libraries, config_maps) {
             Ok(_) => loaded.push((kind, hook)),
             // A ConfigMap applied after its controller is fine: the operator waits for it (and
             // the ConfigMap itself is checked when it is applied, if it is labelled).
-            Err(HookError::Source(
-                error @ (SourceError::MissingConfigMap { .. } | SourceError::MissingKey { .. }),
-            )) => findings.push(Finding::warning(path, error)),
+            Err(HookError::Source(error))
+                if matches!(
+                    *error,
+                    SourceError::MissingConfigMap { .. } | SourceError::MissingKey { .. }
+                ) =>
+            {
+                findings.push(Finding::warning(path, error))
+            }
             Err(error) => findings.push(Finding::error(path, error)),
         }
     }
@@ -217,7 +236,7 @@ fn check_controller(
     }
     let (Some(validator), Ok(hooks)) = (
         planner,
-        ControllerHooks::load(engine, name, loaded, config_maps),
+        ControllerHooks::load(engine, name, loaded, libraries, config_maps),
     ) else {
         findings.push(Finding::error(
             "spec.tests",

@@ -15,33 +15,14 @@
 --
 -- A snapshot's age counts from its creationTimestamp (set by the API server), or, when that is
 -- missing, from the start of its interval (annotation snapshot.example.com/scheduled-at).
--- The Rhai twin (map.rhai) returns the same JSON for every request.
-
-local SNAPSHOTS = "VolumeSnapshot.snapshot.storage.k8s.io/v1"
-
--- A duration field of the schedule ("6h", "10d") in whole seconds, at least a minute.
-local function duration_seconds(schedule, field)
-  local text = get_path(schedule, { "spec", field }, "")
-  local seconds = parse_duration(text)
-  if seconds ~= math.floor(seconds) or seconds < 60 then
-    error(string.format('SnapshotSchedule %s: spec.%s "%s" must be whole seconds, at least 1m',
-      name(schedule), field, text), 0)
-  end
-  return seconds
-end
-
--- Seconds since the snapshot was taken (or scheduled); nil when it cannot be told.
-local function age_seconds(snapshot, now_seconds)
-  local taken = get_path(snapshot, "metadata.creationTimestamp")
-    or annotation(snapshot, "snapshot.example.com/scheduled-at")
-  return taken and now_seconds - parse_time(taken)
-end
+-- The table `snapshots` is the library snapshots.lua. The Rhai twin (map.rhai) returns the same
+-- JSON for every request.
 
 local schedule = request.parent
 local pvc = request.input
 local now_seconds = parse_time(now())
-local interval = duration_seconds(schedule, "snapshotInterval")
-local ttl = duration_seconds(schedule, "snapshotTTL")
+local interval = snapshots.duration_seconds(schedule, "snapshotInterval")
+local ttl = snapshots.duration_seconds(schedule, "snapshotTTL")
 
 local bucket = math.floor(now_seconds / interval)
 local current_name = name(pvc) .. "-" .. bucket
@@ -63,18 +44,13 @@ if get_path(pvc, "status.phase") == "Bound" then
 end
 
 -- Keep every earlier snapshot still within its TTL, as it is (snapshots are immutable).
-local observed = get_path(request, { "outputs", SNAPSHOTS }, map())
-local names = {}
-for snapshot_name in pairs(observed) do
-  table.insert(names, snapshot_name)
-end
-table.sort(names)
-for _, snapshot_name in ipairs(names) do
+local observed = get_path(request, { "outputs", snapshots.KEY }, map())
+for _, snapshot_name in ipairs(snapshots.sorted_names(observed)) do
   if snapshot_name == current_name then
     continue
   end
   local snapshot = observed[snapshot_name]
-  local age = age_seconds(snapshot, now_seconds)
+  local age = snapshots.age_seconds(snapshot, now_seconds)
   if age == nil then
     log("warn", "keeping a snapshot whose age is unknown", { snapshot = snapshot_name })
   elseif age >= ttl then

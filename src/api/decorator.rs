@@ -1,6 +1,8 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
-use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, ResourceRef, ResourceRule};
+use super::{
+    ChildRule, ControllerStatus, Hook, HookKind, InlineTest, Library, ResourceRef, ResourceRule,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -37,6 +39,10 @@ pub struct DecoratorControllerSpec {
     /// read re-syncs exactly the work that read it. Secrets cannot be declared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<ResourceRef>,
+    /// Code shared by the hooks: each script hook loads the libraries of its language, in
+    /// this order, before it runs (`docs/scripting.md#libraries`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<Library>,
     /// The hooks: `sync` (required), `finalize` and `customize`.
     pub hooks: DecoratorHooks,
     /// Every write the controller makes (children, deletions, labels, annotations, status,

@@ -48,6 +48,40 @@ pub struct ScriptSpec {
     pub limits: Option<Limits>,
 }
 
+/// Code shared by a controller's scripts (`spec.libraries`), loaded before each hook of its
+/// language: a Rhai library's functions are callable by name; a Lua library is a chunk whose
+/// returned value (a table of functions) is bound to the global `name`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.inline) != has(self.configMapRef)",
+        "message": "a library needs exactly one of inline or configMapRef"
+    },
+    {
+        "rule": "!has(self.inline) || has(self.language)",
+        "message": "an inline library needs a language (rhai or lua)"
+    }
+]))]
+pub struct Library {
+    /// What errors call the library; in Lua, the global its returned table is bound to.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        length(min = 1, max = 63)
+    )]
+    pub name: String,
+    /// `rhai` or `lua`. Optional for `configMapRef`, where the key's `.rhai`/`.lua` suffix decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "language_schema")]
+    pub language: Option<Language>,
+    /// The library's source, in the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+    /// The library's source, in a ConfigMap key (editing it reloads every controller using it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ConfigMapKeyRef>,
+}
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMapKeyRef {
@@ -66,7 +100,9 @@ fn language_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 /// The language a script is written in.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Rhai,

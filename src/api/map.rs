@@ -1,6 +1,6 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
-use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, ResourceRef};
+use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, Library, ResourceRef};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,10 @@ pub struct MapControllerSpec {
     /// read re-syncs exactly the work that read it. Secrets cannot be declared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<ResourceRef>,
+    /// Code shared by the hooks: each script hook loads the libraries of its language, in
+    /// this order, before it runs (`docs/scripting.md#libraries`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<Library>,
     /// The hooks: `map` (required) and `tombstone`.
     pub hooks: MapHooks,
     /// Every write the controller makes (children, deletions, labels, annotations, status,

@@ -11,7 +11,7 @@ mod test_case;
 pub use crds::{all_crds, crds_yaml};
 pub use decorator::{DecoratorController, DecoratorControllerSpec, DecoratorHooks};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Hook, HookKind, Language, Limits, ResponseMode, ScriptSpec,
+    CaBundle, ConfigMapKeyRef, Hook, HookKind, Language, Library, Limits, ResponseMode, ScriptSpec,
     ServiceReference, Webhook,
 };
 pub use map::{MapController, MapControllerSpec, MapHooks};

@@ -145,6 +145,7 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
         &ScriptEngine::new(),
         object::name(object),
         typed.spec.hooks.named(),
+        &[],
         &NoConfigMaps,
     )
     .map_err(|error: HookError| vec![ConvertError::Hook(error.to_string())])?;

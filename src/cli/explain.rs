@@ -408,10 +408,11 @@ async fn dry_run(
     role: Role<'_>,
     scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
-    let (label, hooks, types, reads, namespace) = match role {
+    let (label, hooks, libraries, types, reads, namespace) = match role {
         Role::Target(c) => (
             format!("DecoratorController/{}", kube::ResourceExt::name_any(c)),
             c.spec.hooks.named(),
+            &c.spec.libraries,
             c.spec
                 .attachments
                 .iter()
@@ -424,6 +425,7 @@ async fn dry_run(
         Role::Input(c) | Role::Parent(c) => (
             format!("MapController/{}", kube::ResourceExt::name_any(c)),
             c.spec.hooks.named(),
+            &c.spec.libraries,
             std::iter::once(c.spec.parent_resource.clone())
                 .chain(c.spec.input_resources.iter().cloned())
                 .chain(c.spec.output_resources.iter().map(|o| o.resource_ref()))
@@ -452,12 +454,15 @@ async fn dry_run(
     }
     let config_maps: Vec<Value> = {
         let mut found = Vec::new();
-        for (_, hook) in &hooks {
-            if let Some(reference) = hook.script.as_ref().and_then(|s| s.config_map_ref.as_ref())
-                && let Some(config_map) =
-                    Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
-                        .get_opt(&reference.name)
-                        .await?
+        let references = hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.as_ref())
+            .chain(libraries.iter().filter_map(|l| l.config_map_ref.as_ref()));
+        for reference in references {
+            if let Some(config_map) =
+                Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
+                    .get_opt(&reference.name)
+                    .await?
             {
                 let mut value = serde_json::to_value(config_map)?;
                 value["apiVersion"] = "v1".into();
@@ -480,7 +485,7 @@ async fn dry_run(
         }
         None => &config_maps,
     };
-    let hooks = match ControllerHooks::load(&engine, name, hooks, lookup) {
+    let hooks = match ControllerHooks::load(&engine, name, hooks, libraries, lookup) {
         Ok(hooks) => hooks,
         Err(error) => {
             out.push_str(&format!("  its hooks do not load: {error}\n"));

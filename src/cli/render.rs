@@ -138,6 +138,7 @@ fn render(
             &name,
             planner,
             controller.spec.hooks.named(),
+            &controller.spec.libraries,
             config_maps,
         );
         let (decorator, hooks) = match loaded {
@@ -192,6 +193,7 @@ fn render(
             &name,
             planner,
             controller.spec.hooks.named(),
+            &controller.spec.libraries,
             config_maps,
         );
         let (mapper, hooks) = match loaded {
@@ -248,11 +250,12 @@ fn load<P>(
     name: &str,
     planner: Result<P, crate::resources::ResolveError>,
     hooks: Vec<(crate::api::HookKind, &crate::api::Hook)>,
+    libraries: &[crate::api::Library],
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<(P, ControllerHooks), String> {
     let planner = planner.map_err(|e| e.to_string())?;
-    let hooks =
-        ControllerHooks::load(engine, name, hooks, config_maps).map_err(|e| e.to_string())?;
+    let hooks = ControllerHooks::load(engine, name, hooks, libraries, config_maps)
+        .map_err(|e| e.to_string())?;
     Ok((planner, hooks))
 }
 

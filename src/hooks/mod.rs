@@ -7,18 +7,20 @@ mod source;
 mod webhook;
 
 pub use source::{
-    ConfigMapLookup, NoConfigMaps, ScriptsDir, SourceError, config_map_data, script_source,
+    ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptText, ScriptsDir, SourceError,
+    config_map_data, script_language, script_source,
 };
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
-use crate::api::{Hook, HookKind, Limits};
+use crate::api::{Hook, HookKind, Language, Library, Limits};
 use crate::controllers::InvalidResponse;
 use crate::controllers::check_script_response;
 use crate::script::{
-    CallContext, CompiledScript, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
+    CallContext, CompiledScript, LibrarySource, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
+    check_library_name,
 };
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use webhook::CallFailure;
@@ -86,7 +88,7 @@ impl fmt::Display for HookOrigin {
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     #[error(transparent)]
-    Source(#[from] SourceError),
+    Source(Box<SourceError>),
     #[error(transparent)]
     Script(#[from] ScriptError),
     #[error(transparent)]
@@ -95,6 +97,12 @@ pub enum HookError {
     Response(Box<RejectedResponse>),
     #[error("{controller} has no {hook} hook")]
     Missing { controller: String, hook: HookKind },
+}
+
+impl From<SourceError> for HookError {
+    fn from(error: SourceError) -> Self {
+        HookError::Source(Box::new(error))
+    }
 }
 
 /// A webhook call that brought back no response: the webhook's counterpart of a script error.
@@ -138,26 +146,32 @@ pub struct ControllerHooks {
 }
 
 impl ControllerHooks {
-    /// Resolves every hook (compiling scripts, checking webhooks); the first failure is
-    /// returned.
+    /// Resolves every hook (compiling scripts, each with the controller's libraries of its
+    /// language; checking webhooks); the first failure is returned.
     pub fn load<'a>(
         engine: &ScriptEngine,
         controller: &str,
         hooks: impl IntoIterator<Item = (HookKind, &'a Hook)>,
+        libraries: &[Library],
         config_maps: &dyn ConfigMapLookup,
     ) -> Result<ControllerHooks, HookError> {
+        let libraries = read_libraries(controller, libraries, config_maps)?;
         let mut loaded = BTreeMap::new();
         for (kind, hook) in hooks {
             let code = match (&hook.script, &hook.webhook) {
-                (Some(script), None) => HookCode::Script {
-                    script: engine.compile(&script_source(
-                        controller,
-                        kind,
-                        script,
-                        config_maps,
-                    )?)?,
-                    limits: script.limits.clone().unwrap_or_default(),
-                },
+                (Some(script), None) => {
+                    let part = ScriptPart::Hook(kind);
+                    let source = script_source(controller, &part, script.into(), config_maps)?;
+                    let own: Vec<LibrarySource> = libraries
+                        .iter()
+                        .filter(|library| library.language == source.language)
+                        .map(|library| library.library.clone())
+                        .collect();
+                    HookCode::Script {
+                        script: engine.compile(&source.with_libraries(own))?,
+                        limits: script.limits.clone().unwrap_or_default(),
+                    }
+                }
                 (None, Some(webhook)) => {
                     HookCode::Webhook(Arc::new(WebhookEndpoint::new(controller, kind, webhook)?))
                 }
@@ -263,4 +277,85 @@ impl ControllerHooks {
             source: error,
         }))
     }
+}
+
+/// The libraries no script hook of the controller can load, being in another language, with
+/// why: most likely a mistake, but harmless (`metascript validate` and admission warn).
+pub fn unused_libraries(
+    controller: &str,
+    hooks: &[(HookKind, &Hook)],
+    libraries: &[Library],
+) -> Vec<(usize, String)> {
+    let hook_languages: BTreeSet<Language> = hooks
+        .iter()
+        .filter_map(|(kind, hook)| {
+            let script = hook.script.as_ref()?;
+            script_language(controller, &ScriptPart::Hook(*kind), &script.into()).ok()
+        })
+        .collect();
+    libraries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, library)| {
+            let part = ScriptPart::Library(library.name.clone());
+            let language = script_language(controller, &part, &library.into()).ok()?;
+            (!hook_languages.contains(&language)).then(|| {
+                (
+                    index,
+                    format!(
+                        "library {} is written in {language}, but no hook of the controller is \
+                         a {language} script: no hook loads it",
+                        library.name
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The most libraries a controller may list: each one runs before every call of its hooks.
+pub const MAX_LIBRARIES: usize = 16;
+
+struct ReadLibrary {
+    language: Language,
+    library: LibrarySource,
+}
+
+/// Reads a controller's libraries, checking their names: unique, usable as a Lua global.
+fn read_libraries(
+    controller: &str,
+    libraries: &[Library],
+    config_maps: &dyn ConfigMapLookup,
+) -> Result<Vec<ReadLibrary>, SourceError> {
+    let refuse = |library: &str, reason: String| SourceError::Library {
+        controller: controller.to_string(),
+        library: library.to_string(),
+        reason,
+    };
+    if libraries.len() > MAX_LIBRARIES {
+        return Err(refuse(
+            &libraries[MAX_LIBRARIES].name,
+            format!("a controller may list at most {MAX_LIBRARIES} libraries"),
+        ));
+    }
+    let mut read = Vec::with_capacity(libraries.len());
+    let mut names = BTreeSet::new();
+    for library in libraries {
+        let name = &library.name;
+        check_library_name(name).map_err(|reason| refuse(name, reason))?;
+        if !names.insert(name.as_str()) {
+            return Err(refuse(name, "the name is listed twice".to_string()));
+        }
+        let part = ScriptPart::Library(name.clone());
+        let source = script_source(controller, &part, library.into(), config_maps)?;
+        read.push(ReadLibrary {
+            language: source.language,
+            library: LibrarySource {
+                name: name.clone(),
+                code: source.code,
+                origin: source.origin,
+            },
+        });
+    }
+    Ok(read)
 }

@@ -1,8 +1,9 @@
 //! Where a hook's script comes from: its inline field, or a ConfigMap key. (A webhook hook has no
 //! script; `webhook` resolves it.)
 
-use crate::api::{HookKind, Language, ScriptSpec};
+use crate::api::{ConfigMapKeyRef, HookKind, Language, Library, ScriptSpec};
 use crate::script::{ScriptOrigin, ScriptSource};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Reads ConfigMap data. The operator answers from its ConfigMap cache; `render` and the test
@@ -69,15 +70,31 @@ pub fn config_map_data(config_map: &serde_json::Value, key: &str) -> Option<Stri
         .map(str::to_string)
 }
 
+/// The piece of a controller a script is: one of its hooks, or one of its libraries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptPart {
+    Hook(HookKind),
+    Library(String),
+}
+
+impl fmt::Display for ScriptPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScriptPart::Hook(kind) => write!(f, "hook {kind}"),
+            ScriptPart::Library(name) => write!(f, "library {name}"),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
     #[error(
-        "hook {hook} of {controller}: the script ({origin}) is empty (a file still being \
-         written?); the previous version, if any, keeps running"
+        "{part} of {controller}: the script ({origin}) is empty (a file still being written?); \
+         the previous version, if any, keeps running"
     )]
     EmptyScript {
         controller: String,
-        hook: HookKind,
+        part: ScriptPart,
         origin: ScriptOrigin,
     },
     #[error("hook {hook} of {controller}: {field}: {reason}")]
@@ -92,98 +109,157 @@ pub enum SourceError {
     Empty { controller: String, hook: HookKind },
     #[error("hook {hook} of {controller} has both script and webhook; it needs exactly one")]
     Both { controller: String, hook: HookKind },
-    #[error("hook {hook} of {controller}: script needs exactly one of inline or configMapRef")]
-    Ambiguous { controller: String, hook: HookKind },
-    #[error("hook {hook} of {controller}: inline script needs a language (rhai or lua)")]
-    InlineLanguage { controller: String, hook: HookKind },
-    #[error("hook {hook} of {controller}: cannot read {path}: {message}")]
+    #[error("{part} of {controller}: script needs exactly one of inline or configMapRef")]
+    Ambiguous {
+        controller: String,
+        part: ScriptPart,
+    },
+    #[error("{part} of {controller}: inline script needs a language (rhai or lua)")]
+    InlineLanguage {
+        controller: String,
+        part: ScriptPart,
+    },
+    #[error("{part} of {controller}: cannot read {path}: {message}")]
     LocalFile {
         controller: String,
-        hook: HookKind,
+        part: ScriptPart,
         path: PathBuf,
         message: String,
     },
-    #[error("hook {hook} of {controller}: ConfigMap {namespace}/{name} not found")]
+    #[error("{part} of {controller}: ConfigMap {namespace}/{name} not found")]
     MissingConfigMap {
         controller: String,
-        hook: HookKind,
+        part: ScriptPart,
         namespace: String,
         name: String,
     },
-    #[error("hook {hook} of {controller}: ConfigMap {namespace}/{name} has no key {key:?}")]
+    #[error("{part} of {controller}: ConfigMap {namespace}/{name} has no key {key:?}")]
     MissingKey {
         controller: String,
-        hook: HookKind,
+        part: ScriptPart,
         namespace: String,
         name: String,
         key: String,
     },
     #[error(
-        "hook {hook} of {controller}: cannot tell the language of ConfigMap key {key:?}; name it \
-         *.rhai or *.lua, or set script.language"
+        "{part} of {controller}: cannot tell the language of ConfigMap key {key:?}; name it \
+         *.rhai or *.lua, or set its language"
     )]
     UnknownLanguage {
         controller: String,
-        hook: HookKind,
+        part: ScriptPart,
         key: String,
+    },
+    #[error("library {library} of {controller}: {reason}")]
+    Library {
+        controller: String,
+        library: String,
+        reason: String,
     },
 }
 
-/// The script a hook names, read from wherever it lives. An empty script is refused: it is a
-/// file caught while being written, or a mistake, never a hook.
+/// Where a script's text is: the fields hooks and libraries share.
+pub struct ScriptText<'a> {
+    pub language: Option<Language>,
+    pub inline: Option<&'a str>,
+    pub config_map_ref: Option<&'a ConfigMapKeyRef>,
+}
+
+impl<'a> From<&'a ScriptSpec> for ScriptText<'a> {
+    fn from(script: &'a ScriptSpec) -> Self {
+        ScriptText {
+            language: script.language,
+            inline: script.inline.as_deref(),
+            config_map_ref: script.config_map_ref.as_ref(),
+        }
+    }
+}
+
+impl<'a> From<&'a Library> for ScriptText<'a> {
+    fn from(library: &'a Library) -> Self {
+        ScriptText {
+            language: library.language,
+            inline: library.inline.as_deref(),
+            config_map_ref: library.config_map_ref.as_ref(),
+        }
+    }
+}
+
+/// The script a hook or library names, read from wherever it lives. An empty script is
+/// refused: it is a file caught while being written, or a mistake, never a hook.
 pub fn script_source(
     controller: &str,
-    hook_kind: HookKind,
-    script: &ScriptSpec,
+    part: &ScriptPart,
+    text: ScriptText,
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<ScriptSource, SourceError> {
-    let source = read_source(controller, hook_kind, script, config_maps)?;
+    let source = read_source(controller, part, text, config_maps)?;
     if source.code.trim().is_empty() {
         return Err(SourceError::EmptyScript {
             controller: controller.to_string(),
-            hook: hook_kind,
+            part: part.clone(),
             origin: source.origin,
         });
     }
     Ok(source)
 }
 
+/// The language a script is in: its `language`, else its ConfigMap key's suffix.
+pub fn script_language(
+    controller: &str,
+    part: &ScriptPart,
+    text: &ScriptText,
+) -> Result<Language, SourceError> {
+    if let Some(language) = text.language {
+        return Ok(language);
+    }
+    match (text.inline, text.config_map_ref) {
+        (None, Some(reference)) => {
+            Language::from_file_name(&reference.key).ok_or_else(|| SourceError::UnknownLanguage {
+                controller: controller.to_string(),
+                part: part.clone(),
+                key: reference.key.clone(),
+            })
+        }
+        (Some(_), None) => Err(SourceError::InlineLanguage {
+            controller: controller.to_string(),
+            part: part.clone(),
+        }),
+        _ => Err(SourceError::Ambiguous {
+            controller: controller.to_string(),
+            part: part.clone(),
+        }),
+    }
+}
+
 fn read_source(
     controller: &str,
-    hook_kind: HookKind,
-    script: &ScriptSpec,
+    part: &ScriptPart,
+    text: ScriptText,
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<ScriptSource, SourceError> {
+    let language = script_language(controller, part, &text)?;
     let controller_name = controller.to_string();
-    match (&script.inline, &script.config_map_ref) {
+    match (text.inline, text.config_map_ref) {
         (Some(code), None) => {
-            let language = script.language.ok_or(SourceError::InlineLanguage {
-                controller: controller_name.clone(),
-                hook: hook_kind,
-            })?;
-            Ok(ScriptSource::new(
-                language,
-                code.as_str(),
-                ScriptOrigin::Inline {
+            let origin = match part {
+                ScriptPart::Hook(hook) => ScriptOrigin::Inline {
                     controller: controller_name,
-                    hook: hook_kind,
+                    hook: *hook,
                 },
-            ))
+                ScriptPart::Library(name) => ScriptOrigin::InlineLibrary {
+                    controller: controller_name,
+                    library: name.clone(),
+                },
+            };
+            Ok(ScriptSource::new(language, code, origin))
         }
         (None, Some(reference)) => {
-            let language = script
-                .language
-                .or_else(|| Language::from_file_name(&reference.key))
-                .ok_or_else(|| SourceError::UnknownLanguage {
-                    controller: controller_name.clone(),
-                    hook: hook_kind,
-                    key: reference.key.clone(),
-                })?;
             if let Some(path) = config_maps.local_file(&reference.key) {
                 let code =
                     std::fs::read_to_string(&path).map_err(|error| SourceError::LocalFile {
                         controller: controller_name.clone(),
-                        hook: hook_kind,
+                        part: part.clone(),
                         path: path.clone(),
                         message: error.to_string(),
                     })?;
@@ -198,7 +274,7 @@ fn read_source(
                     None => {
                         return Err(SourceError::MissingConfigMap {
                             controller: controller_name,
-                            hook: hook_kind,
+                            part: part.clone(),
                             namespace: reference.namespace.clone(),
                             name: reference.name.clone(),
                         });
@@ -206,7 +282,7 @@ fn read_source(
                     Some(None) => {
                         return Err(SourceError::MissingKey {
                             controller: controller_name,
-                            hook: hook_kind,
+                            part: part.clone(),
                             namespace: reference.namespace.clone(),
                             name: reference.name.clone(),
                             key: reference.key.clone(),
@@ -226,7 +302,7 @@ fn read_source(
         }
         _ => Err(SourceError::Ambiguous {
             controller: controller_name,
-            hook: hook_kind,
+            part: part.clone(),
         }),
     }
 }

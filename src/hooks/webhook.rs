@@ -717,6 +717,7 @@ mod tests {
             &ScriptEngine::new(),
             "echo",
             [(HookKind::Sync, &hook)],
+            &[],
             &NoConfigMaps,
         )
         .unwrap()

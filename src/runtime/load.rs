@@ -4,7 +4,7 @@
 use super::context::Context;
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
-use crate::api::{Hook, HookKind, ResourceRef, ScriptStatus, ServiceAccountRef};
+use crate::api::{Hook, HookKind, Library, ResourceRef, ScriptStatus, ServiceAccountRef};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +16,8 @@ pub struct ControllerSpec {
     /// Every type the controller names; each is resolved and watched before it runs.
     pub types: Vec<ResourceRef>,
     pub hooks: Vec<(HookKind, Hook)>,
+    /// `spec.libraries`.
+    pub libraries: Vec<Library>,
     pub resync_period: Option<Duration>,
     /// Whom its writes impersonate.
     pub service_account: Option<ServiceAccountRef>,
@@ -39,6 +41,7 @@ impl ControllerSpec {
                 .into_iter()
                 .map(|(kind, hook)| (kind, hook.clone()))
                 .collect(),
+            libraries: Vec::new(),
             resync_period: resync_period_seconds
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s as u64)),
@@ -54,6 +57,11 @@ impl ControllerSpec {
         self.reads = reads.to_vec();
         self
     }
+
+    pub fn with_libraries(mut self, libraries: &[Library]) -> ControllerSpec {
+        self.libraries = libraries.to_vec();
+        self
+    }
 }
 
 /// Where a controller's scripts come from: a change there reloads the controller, even one
@@ -67,10 +75,16 @@ pub struct ScriptSources {
 }
 
 impl ScriptSources {
-    pub fn of(hooks: &[(HookKind, Hook)]) -> ScriptSources {
-        let references = hooks
+    pub fn of(spec: &ControllerSpec) -> ScriptSources {
+        let hooks = spec
+            .hooks
             .iter()
             .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.clone());
+        let libraries = spec
+            .libraries
+            .iter()
+            .filter_map(|library| library.config_map_ref.clone());
+        let references = hooks.chain(libraries);
         ScriptSources {
             config_maps: references.clone().map(|r| (r.namespace, r.name)).collect(),
             script_keys: references.map(|r| r.key).collect(),
@@ -98,7 +112,7 @@ pub async fn prepare(
         Health::failed(spec.generation, Problem::new(reason, message))
     };
     let mut types = spec.types.clone();
-    if !ScriptSources::of(&spec.hooks).config_maps.is_empty() {
+    if !ScriptSources::of(spec).config_maps.is_empty() {
         types.push(ResourceRef {
             api_version: context.config_map_type.api_version.clone(),
             resource: context.config_map_type.plural.clone(),
@@ -159,7 +173,7 @@ pub async fn prepare(
     };
     let named = spec.hooks.iter().map(|(kind, hook)| (*kind, hook));
     let (hooks, scripts_loaded, stale) = match (
-        ControllerHooks::load(&context.engine, name, named, lookup),
+        ControllerHooks::load(&context.engine, name, named, &spec.libraries, lookup),
         previous,
     ) {
         (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),

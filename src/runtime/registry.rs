@@ -97,7 +97,7 @@ impl<K: Kind> Registry<K> {
             }
         };
         let spec = K::spec(&parsed);
-        let sources = ScriptSources::of(&spec.hooks);
+        let sources = ScriptSources::of(&spec);
         let previous = self.get(&id.name);
         let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
         let prepared = match load::prepare(context, &id.name, &spec, previous_hooks).await {

@@ -25,7 +25,8 @@ use super::lua_convert::{
     ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
 };
 use super::suggest::nearest;
-use super::{CallSetup, Code, Program, ScriptOrigin, ScriptSource};
+use super::{CallSetup, Code, Layout, Part, Program, ScriptOrigin};
+use crate::api::Language;
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
 use mlua::{
@@ -34,8 +35,8 @@ use mlua::{
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The chunk name; Luau prefixes messages with `hook:<line>:`, which is how lines are found.
 const CHUNK: &str = "hook";
@@ -77,26 +78,37 @@ fn luau_compiler() -> Compiler {
     Compiler::new().set_optimization_level(1).set_debug_level(1)
 }
 
-/// Compiles a script; with `coverage`, the bytecode counts how often each statement runs.
-pub(crate) fn compile(source: &ScriptSource, coverage: bool) -> Result<Code, ScriptError> {
-    luau_compiler()
-        .set_coverage_level(u8::from(coverage))
-        .compile(source.code.as_bytes())
-        .map(Code::Lua)
-        .map_err(|error| {
-            let raw = match &error {
-                mlua::Error::SyntaxError { message, .. } => message.clone(),
-                other => other.to_string(),
-            };
-            let (line, message) = split_location(&raw);
-            ScriptError::new(
-                ScriptErrorKind::Compile,
-                message,
-                source.language,
-                Arc::new(source.origin.clone()),
-            )
-            .at(&source.code, line, None)
-        })
+/// Compiles a hook and each of its libraries; with `coverage`, the bytecode counts how often
+/// each statement runs.
+pub(crate) fn compile(layout: &Layout, coverage: bool) -> Result<Code, ScriptError> {
+    let compile_part = |part: &Part| {
+        luau_compiler()
+            .set_coverage_level(u8::from(coverage))
+            .compile(part.code.as_bytes())
+            .map_err(|error| {
+                let raw = match &error {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                let (line, message) = split_compiler_location(&raw);
+                ScriptError::new(
+                    ScriptErrorKind::Compile,
+                    message,
+                    Language::Lua,
+                    part.origin.clone(),
+                )
+                .at(&part.code, line, None)
+            })
+    };
+    let libraries = layout
+        .libraries()
+        .iter()
+        .map(compile_part)
+        .collect::<Result<_, _>>()?;
+    Ok(Code::Lua {
+        hook: compile_part(layout.hook())?,
+        libraries,
+    })
 }
 
 /// The pool of sandboxed states of one [`super::ScriptEngine`].
@@ -119,12 +131,7 @@ impl LuaStates {
         self.built.load(Ordering::Relaxed)
     }
 
-    pub fn call(
-        &self,
-        bytecode: &[u8],
-        request: &Value,
-        setup: &CallSetup,
-    ) -> Result<Value, ScriptError> {
+    pub fn call(&self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut state = match idle {
             Some(state) => state,
@@ -140,7 +147,7 @@ impl LuaStates {
                 })?
             }
         };
-        let response = state.call(bytecode, request, setup)?;
+        let response = state.call(request, setup)?;
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE_STATES {
             idle.push(state);
@@ -155,7 +162,7 @@ struct LuaState {
     markers: Markers,
     /// Loaded chunks by program digest; each call runs a clone in its own thread. The weak
     /// reference lets programs dropped by hot reload be forgotten.
-    programs: HashMap<String, (Weak<Program>, Function)>,
+    programs: HashMap<String, (Weak<Program>, Chunks)>,
     /// Heap in use after the last full collection.
     resident: usize,
 }
@@ -188,12 +195,7 @@ impl LuaState {
         })
     }
 
-    fn call(
-        &mut self,
-        bytecode: &[u8],
-        request: &Value,
-        setup: &CallSetup,
-    ) -> Result<Value, ScriptError> {
+    fn call(&mut self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
         let internal = |e: mlua::Error| {
             setup.error(
                 ScriptErrorKind::Internal,
@@ -202,8 +204,15 @@ impl LuaState {
                 None,
             )
         };
-        let function = self.function(bytecode, setup).map_err(internal)?;
-        let (thread, globals) = start_thread(&self.lua, function.clone()).map_err(internal)?;
+        let chunks = self.chunks(setup).map_err(internal)?;
+        let (thread, globals, _) =
+            start_thread(&self.lua, std::slice::from_ref(&chunks.hook)).map_err(internal)?;
+        let libraries = match chunks.libraries.is_empty() {
+            true => None,
+            // Libraries run in globals of their own: they see the helpers and each other, not
+            // `request` or what the hook assigns.
+            false => Some(start_thread(&self.lua, &chunks.libraries).map_err(internal)?),
+        };
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
         let lua = &self.lua;
         let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
@@ -219,6 +228,20 @@ impl LuaState {
                 setup.budget.clone(),
                 Request::partial(id, request, converted),
             );
+            if let Some((_, library_globals, clones)) = &libraries {
+                for (clone, part) in clones.iter().zip(setup.script.layout.libraries()) {
+                    let name = part.library.as_deref().unwrap_or_default();
+                    let value: LuaValue = clone.call(())?;
+                    if value.is_nil() {
+                        return Err(mlua::Error::runtime(format!(
+                            "library {name} returned nil; a Lua library ends by returning the \
+                             table of what it offers (`return M`)"
+                        )));
+                    }
+                    library_globals.raw_set(name, value.clone())?;
+                    globals.raw_set(name, value)?;
+                }
+            }
             let results: MultiValue = thread.resume(())?;
             if thread.status() != ThreadStatus::Finished {
                 return Err(mlua::Error::runtime(
@@ -231,23 +254,30 @@ impl LuaState {
         let result = run();
         self.lua.remove_app_data::<RequestRoot>();
         if let Some(recorder) = setup.coverage {
-            record_coverage(recorder, &setup.script.origin, &function);
+            let layout = &setup.script.layout;
+            record_coverage(recorder, &layout.hook().origin, &chunks.hook);
+            for (part, chunk) in layout.libraries().iter().zip(&chunks.libraries) {
+                record_coverage(recorder, &part.origin, chunk);
+            }
         }
         let value = result.map_err(|error| {
-            let mut error = map_error(&error, setup);
-            if let Some(name) = error
-                .line
-                .and_then(|line| undefined_callee(lua, &setup.script.code, line, &error.message))
+            let (line, mut error) = map_error(&error, setup);
+            let code = line.map(|line| &setup.script.layout.locate(line).0.code);
+            if let (Some(code), Some(own)) = (code, error.line)
+                && let Some(name) = undefined_callee(lua, code, own, &error.message)
             {
                 error.message = name;
             }
-            match stopped_at.load(Ordering::Relaxed) {
-                0 => error,
-                line => error.at(&setup.script.code, Some(line), None),
+            let stopped = stopped_at
+                .get()
+                .and_then(|(chunk, line)| program_line(&setup.script.layout, chunk, *line));
+            match stopped {
+                None => error,
+                Some(line) => setup.at_line(error, line),
             }
         })?;
         let response = from_lua(&self.lua, &self.markers, value).map_err(|e| match e.lua {
-            Some(error) => map_error(&error, setup),
+            Some(error) => map_error(&error, setup).1,
             None => setup.error(
                 ScriptErrorKind::Conversion,
                 format!("response{} is not JSON: {}", e.path(), e.message),
@@ -258,7 +288,7 @@ impl LuaState {
         if let Err(limit) = setup.budget.check_clock() {
             return Err(setup.limit_error(limit, None));
         }
-        drop((thread, globals));
+        drop((thread, globals, libraries));
         if self.lua.used_memory() > self.resident + GARBAGE_SLACK {
             self.lua.gc_collect().map_err(internal)?;
             self.resident = self.lua.used_memory();
@@ -266,25 +296,53 @@ impl LuaState {
         Ok(response)
     }
 
-    /// The loaded chunk of a program, loading it on first use in this state.
-    fn function(&mut self, bytecode: &[u8], setup: &CallSetup) -> mlua::Result<Function> {
+    /// The loaded chunks of a program, loading them on first use in this state.
+    fn chunks(&mut self, setup: &CallSetup) -> mlua::Result<Chunks> {
         let digest = setup.script.digest();
-        if let Some((_, function)) = self.programs.get(digest) {
-            return Ok(function.clone());
+        if let Some((_, chunks)) = self.programs.get(digest) {
+            return Ok(chunks.clone());
         }
+        let Code::Lua { hook, libraries } = &setup.script.program.code else {
+            return Err(mlua::Error::runtime("not a Lua program"));
+        };
         self.programs
             .retain(|_, (program, _)| program.strong_count() > 0);
-        let function = self
-            .lua
-            .load(bytecode)
-            .set_name(format!("={CHUNK}"))
-            .set_mode(ChunkMode::Binary)
-            .into_function()?;
+        let layout = &setup.script.layout;
+        let load = |bytecode: &[u8], part: &Part| {
+            self.lua
+                .load(bytecode)
+                .set_name(format!("={}", chunk_name(part)))
+                .set_mode(ChunkMode::Binary)
+                .into_function()
+        };
+        let chunks = Chunks {
+            hook: load(hook, layout.hook())?,
+            libraries: libraries
+                .iter()
+                .zip(layout.libraries())
+                .map(|(bytecode, part)| load(bytecode, part))
+                .collect::<mlua::Result<_>>()?,
+        };
         self.programs.insert(
             digest.to_string(),
-            (Arc::downgrade(&setup.script.program), function.clone()),
+            (Arc::downgrade(&setup.script.program), chunks.clone()),
         );
-        Ok(function)
+        Ok(chunks)
+    }
+}
+
+/// A program's chunks as loaded in one state.
+#[derive(Clone)]
+struct Chunks {
+    hook: Function,
+    libraries: Vec<Function>,
+}
+
+/// The name Luau gives a part in messages (`hook:12: ...`, `library util:3: ...`).
+fn chunk_name(part: &Part) -> String {
+    match &part.library {
+        None => CHUNK.to_string(),
+        Some(name) => format!("library {name}"),
     }
 }
 
@@ -309,50 +367,91 @@ fn record_coverage(recorder: &Recorder, origin: &ScriptOrigin, function: &Functi
 
 /// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading
 /// the active call, because the interrupt runs on every loop iteration and function call.
-/// Returns the cell that receives the line the script was running when the budget ran out (0:
-/// none), since the error raised from the interrupt carries no position of its own.
-fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<AtomicU32> {
-    let stopped_at = Arc::new(AtomicU32::new(0));
+/// Returns the cell that receives the chunk and line the script was running when the budget ran
+/// out, since the error raised from the interrupt carries no position of its own.
+fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<OnceLock<(String, u32)>> {
+    let stopped_at = Arc::new(OnceLock::new());
     let stopped_at_writer = stopped_at.clone();
     lua.set_interrupt(move |lua| {
         let Err(limit) = budget.tick() else {
             return Ok(VmState::Continue);
         };
-        if stopped_at_writer.load(Ordering::Relaxed) == 0 {
-            let line = (0..8)
-                .filter_map(|level| lua.inspect_stack(level, |d| d.current_line()).flatten())
-                .find(|line| *line > 0)
-                .unwrap_or(0);
-            stopped_at_writer.store(u32::try_from(line).unwrap_or(0), Ordering::Relaxed);
+        if stopped_at_writer.get().is_none() {
+            let found = (0..8).find_map(|level| {
+                lua.inspect_stack(level, |d| {
+                    let line = u32::try_from(d.current_line()?).ok().filter(|l| *l > 0)?;
+                    Some((d.source().short_src?.into_owned(), line))
+                })
+                .flatten()
+            });
+            if let Some(found) = found {
+                let _ = stopped_at_writer.set(found);
+            }
         }
         Err(mlua::Error::runtime(budget.describe(limit)))
     });
     stopped_at
 }
 
-/// A new thread with fresh globals (`luaL_sandboxthread`) holding a clone of `function` whose
-/// environment is those globals, ready to resume; and the globals, to put the request in.
-fn start_thread(lua: &Lua, function: Function) -> mlua::Result<(Thread, Table)> {
-    // SAFETY: the closure runs protected on the state's current thread with `function` as the
-    // only value on its stack, and only uses the Luau C API as documented: `lua_newthread`
-    // pushes the new thread, which starts with an empty stack of LUA_MINSTACK slots (ample for
-    // the two values moved onto it), `lua_clonefunction` takes a Luau function (a loaded chunk)
-    // and gives the clone the thread's globals. It leaves exactly the thread and its globals on
-    // the state's stack, which `exec_raw` converts into the two results. No Rust value with a
-    // destructor is live across these calls, so a Lua error unwinding through them is sound.
-    unsafe {
-        lua.exec_raw::<(Thread, Table)>(function, |state| {
+/// A new thread with fresh globals (`luaL_sandboxthread`), clones of `functions` whose
+/// environment is those globals, and the globals (to put the request in). The first clone is
+/// also on the thread's stack, ready to resume.
+fn start_thread(lua: &Lua, functions: &[Function]) -> mlua::Result<(Thread, Table, Vec<Function>)> {
+    let count = functions.len();
+    // A new thread's stack, and a C function's, start with LUA_MINSTACK (20) free slots.
+    if count == 0 || count + 2 > 20 {
+        return Err(mlua::Error::runtime(format!(
+            "cannot start a thread with {count} functions"
+        )));
+    }
+    let n = count as i32;
+    let args: MultiValue = functions.iter().cloned().map(LuaValue::Function).collect();
+    // SAFETY: the closure runs protected on the state's current thread with the `n` functions
+    // (Luau functions: loaded chunks) as the only values on its stack, and only uses the Luau C
+    // API as documented: `lua_newthread` pushes the new thread, which starts with an empty stack
+    // of LUA_MINSTACK slots (checked above to hold the n clones and one more value; the state's
+    // stack holds at most n + 1 + n + 1 values at once), `lua_clonefunction` gives each clone
+    // the thread's globals. It leaves exactly the thread, the n clones and the globals on the
+    // state's stack, which `exec_raw` converts into its results. No Rust value with a destructor
+    // is live across these calls, so a Lua error unwinding through them is sound.
+    let results = unsafe {
+        lua.exec_raw::<MultiValue>(args, |state| {
+            ffi::luaL_checkstack(state, n + 2, c"cannot grow the stack".as_ptr());
             let thread = ffi::lua_newthread(state);
             ffi::luaL_sandboxthread(thread);
-            ffi::lua_pushvalue(state, 1);
-            ffi::lua_xmove(state, thread, 1);
-            ffi::lua_clonefunction(thread, 1);
-            ffi::lua_remove(thread, 1);
+            for i in 1..=n {
+                ffi::lua_pushvalue(state, i);
+                ffi::lua_xmove(state, thread, 1);
+                ffi::lua_clonefunction(thread, -1);
+                ffi::lua_remove(thread, -2);
+            }
+            for i in 1..=n {
+                ffi::lua_pushvalue(thread, i);
+            }
+            ffi::lua_xmove(thread, state, n);
+            ffi::lua_settop(thread, 1);
             ffi::lua_pushvalue(thread, ffi::LUA_GLOBALSINDEX);
             ffi::lua_xmove(thread, state, 1);
-            ffi::lua_remove(state, 1);
+            for _ in 0..n {
+                ffi::lua_remove(state, 1);
+            }
+        })?
+    };
+    let mut results = results.into_iter();
+    let mut next = || results.next().unwrap_or(LuaValue::Nil);
+    let LuaValue::Thread(thread) = next() else {
+        return Err(mlua::Error::runtime("start_thread: no thread"));
+    };
+    let clones = (0..count)
+        .map(|_| match next() {
+            LuaValue::Function(clone) => Ok(clone),
+            _ => Err(mlua::Error::runtime("start_thread: no clone")),
         })
-    }
+        .collect::<mlua::Result<Vec<_>>>()?;
+    let LuaValue::Table(globals) = next() else {
+        return Err(mlua::Error::runtime("start_thread: no globals"));
+    };
+    Ok((thread, globals, clones))
 }
 
 fn install_globals(lua: &Lua, markers: &Markers) -> mlua::Result<()> {
@@ -671,50 +770,76 @@ fn defined_in(code: &str, name: &str) -> bool {
     })
 }
 
-/// Splits `hook:12: message` (or `:12: message` from the compiler) into the line and the message.
-fn split_location(text: &str) -> (Option<u32>, String) {
+/// Splits the compiler's `:12: message` (or `12: message`) into the line and the message.
+fn split_compiler_location(text: &str) -> (Option<u32>, String) {
     let first_line = text.lines().next().unwrap_or_default();
-    // The compiler reports `<line>: message`, the VM `hook:<line>: message`.
-    for prefix in [format!("{CHUNK}:"), ":".into(), String::new()] {
-        if let Some(rest) = first_line.strip_prefix(prefix.as_str())
-            && let Some((digits, message)) = rest.split_once(':')
-            && let Ok(line) = digits.trim().parse::<u32>()
-        {
-            return (Some(line), message.trim().to_string());
+    let rest = first_line.strip_prefix(':').unwrap_or(first_line);
+    match rest.split_once(':') {
+        Some((digits, message)) if digits.trim().parse::<u32>().is_ok() => {
+            (digits.trim().parse().ok(), message.trim().to_string())
         }
+        _ => (None, first_line.trim().to_string()),
     }
-    (None, first_line.trim().to_string())
 }
 
-/// The first `hook:<line>` in a traceback: the script line that called a failing helper.
-fn traceback_line(traceback: &str) -> Option<u32> {
-    let marker = format!("{CHUNK}:");
+/// The program line (`Layout`) of a line of the chunk Luau calls `chunk`.
+fn program_line(layout: &Layout, chunk: &str, line: u32) -> Option<u32> {
+    let parts = layout
+        .libraries()
+        .iter()
+        .chain(std::iter::once(layout.hook()));
+    parts
+        .into_iter()
+        .find(|part| chunk_name(part) == chunk)
+        .map(|part| Layout::program_line(part, line))
+}
+
+/// Splits `hook:12: message` (`library util:3: message`) into the program line and the message.
+fn split_location(text: &str, layout: &Layout) -> (Option<u32>, String) {
+    let first_line = text.lines().next().unwrap_or_default();
+    let located = first_line.split_once(':').and_then(|(chunk, rest)| {
+        let (digits, message) = rest.split_once(':')?;
+        let line = program_line(layout, chunk, digits.trim().parse().ok()?)?;
+        Some((Some(line), message.trim().to_string()))
+    });
+    located.unwrap_or_else(|| (None, first_line.trim().to_string()))
+}
+
+/// The first `<chunk>:<line>` of a part in a traceback: the script line that called a failing
+/// helper, as a program line.
+fn traceback_line(traceback: &str, layout: &Layout) -> Option<u32> {
     traceback.lines().find_map(|line| {
-        let start = line.find(&marker)? + marker.len();
-        let digits: String = line[start..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
+        let line = line.trim();
+        let (chunk, rest) = line.split_once(':')?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        program_line(layout, chunk, digits.parse().ok()?)
     })
 }
 
-fn map_error(error: &mlua::Error, setup: &CallSetup) -> ScriptError {
+/// The script error for a Lua error, and the program line it was at.
+fn map_error(error: &mlua::Error, setup: &CallSetup) -> (Option<u32>, ScriptError) {
+    let layout = &setup.script.layout;
     let (line, message) = match error {
         mlua::Error::CallbackError { traceback, cause } => {
-            let (line, message) = split_location(&root_message(cause));
-            (line.or_else(|| traceback_line(traceback)), message)
+            let (line, message) = split_location(&root_message(cause), layout);
+            (line.or_else(|| traceback_line(traceback, layout)), message)
         }
-        other => split_location(&root_message(other)),
+        other => split_location(&root_message(other), layout),
     };
     // The budget knows whether the script was stopped, even if it caught the error with pcall.
     if let Some(limit) = setup.budget.tripped() {
-        return setup.limit_error(limit, line);
+        return (line, setup.limit_error(limit, line));
     }
     if matches!(root(error), mlua::Error::MemoryError(_)) {
-        return setup.limit_error(super::error::LimitKind::Memory, line);
+        return (
+            line,
+            setup.limit_error(super::error::LimitKind::Memory, line),
+        );
     }
-    setup.error(ScriptErrorKind::Runtime, message, line, None)
+    (
+        line,
+        setup.error(ScriptErrorKind::Runtime, message, line, None),
+    )
 }
 
 fn root(error: &mlua::Error) -> &mlua::Error {

@@ -36,7 +36,7 @@ use crate::api::{HookKind, Language, Limits};
 use helpers::HelperEnv;
 use limits::Budget;
 use sha2::Digest;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -53,6 +53,8 @@ pub enum ScriptOrigin {
         name: String,
         key: String,
     },
+    /// The `inline` field of one of a controller's libraries.
+    InlineLibrary { controller: String, library: String },
     /// A file on disk (`metascript test`, examples).
     File { path: PathBuf },
 }
@@ -75,17 +77,24 @@ impl fmt::Display for ScriptOrigin {
                 name,
                 key,
             } => write!(f, "ConfigMap {namespace}/{name} key {key}"),
+            ScriptOrigin::InlineLibrary {
+                controller,
+                library,
+            } => write!(f, "inline library {library} of controller {controller}"),
             ScriptOrigin::File { path } => write!(f, "file {}", path.display()),
         }
     }
 }
 
-/// A script to compile: its language, its code and where it came from.
+/// A script to compile: its language, its code, where it came from, and the libraries it is
+/// compiled with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScriptSource {
     pub language: Language,
     pub code: Arc<str>,
     pub origin: ScriptOrigin,
+    /// Loaded before the script, in this order; in the script's language.
+    pub libraries: Vec<LibrarySource>,
 }
 
 impl ScriptSource {
@@ -94,7 +103,213 @@ impl ScriptSource {
             language,
             code: code.into(),
             origin,
+            libraries: Vec::new(),
         }
+    }
+
+    pub fn with_libraries(mut self, libraries: Vec<LibrarySource>) -> Self {
+        self.libraries = libraries;
+        self
+    }
+}
+
+/// A library (`spec.libraries`): Rhai functions callable by name, or a Lua chunk whose returned
+/// value is bound to the global `name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LibrarySource {
+    pub name: String,
+    pub code: Arc<str>,
+    pub origin: ScriptOrigin,
+}
+
+/// Names a library may not take: the Lua globals a hook relies on (keywords, the standard
+/// library, the sandbox's own) and the helpers, which a Lua library bound to the same name would
+/// hide. Rhai binds no name, but one rule for both languages lets a library be ported.
+const RESERVED_NAMES: &[&str] = &[
+    "and",
+    "break",
+    "do",
+    "else",
+    "elseif",
+    "end",
+    "false",
+    "for",
+    "function",
+    "if",
+    "in",
+    "local",
+    "nil",
+    "not",
+    "or",
+    "repeat",
+    "return",
+    "then",
+    "true",
+    "until",
+    "while",
+    "continue",
+    "export",
+    "type",
+    "typeof",
+    "_G",
+    "_VERSION",
+    "assert",
+    "error",
+    "getmetatable",
+    "ipairs",
+    "next",
+    "pairs",
+    "pcall",
+    "print",
+    "rawequal",
+    "rawget",
+    "rawlen",
+    "rawset",
+    "select",
+    "setmetatable",
+    "tonumber",
+    "tostring",
+    "unpack",
+    "xpcall",
+    "string",
+    "table",
+    "math",
+    "utf8",
+    "bit32",
+    "os",
+    "coroutine",
+    "buffer",
+    "vector",
+    "require",
+    "load",
+    "loadstring",
+    "dofile",
+    "loadfile",
+    "getfenv",
+    "setfenv",
+    "gcinfo",
+    "newproxy",
+    "io",
+    "debug",
+    "package",
+    "collectgarbage",
+    "null",
+    "array",
+    "map",
+    "request",
+    "let",
+    "const",
+    "fn",
+    "this",
+    "global",
+];
+
+/// Whether `name` can name a library: a plain identifier that hides nothing a script uses.
+pub fn check_library_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let identifier = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !identifier {
+        return Err(format!(
+            "the name {name:?} is not an identifier (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    if RESERVED_NAMES.contains(&name) || helpers::HELPERS.iter().any(|h| h.name == name) {
+        return Err(format!(
+            "the name {name:?} would hide the keyword, global or helper of that name"
+        ));
+    }
+    Ok(())
+}
+
+/// One piece of a program: a library, or the hook itself (always last).
+pub(crate) struct Part {
+    /// The library's name; `None` for the hook.
+    pub library: Option<String>,
+    pub origin: Arc<ScriptOrigin>,
+    pub code: Arc<str>,
+    /// The program line on which this part's first line falls.
+    pub first_line: u32,
+}
+
+/// A hook and its libraries as one program. Rhai compiles them as one text, libraries first,
+/// each starting on a new line; Luau runs each as a chunk of its own. Either way, program lines
+/// are numbered through the parts in that order, and every position an engine reports is a
+/// program line, which [`Layout::locate`] maps back to the part and its own line.
+pub(crate) struct Layout {
+    parts: Vec<Part>,
+}
+
+impl Layout {
+    fn of(source: &ScriptSource) -> Layout {
+        let mut first_line = 1;
+        let mut parts = Vec::with_capacity(source.libraries.len() + 1);
+        let pieces = source
+            .libraries
+            .iter()
+            .map(|l| (Some(l.name.clone()), &l.origin, &l.code))
+            .chain(std::iter::once((None, &source.origin, &source.code)));
+        for (library, origin, code) in pieces {
+            parts.push(Part {
+                library,
+                origin: Arc::new(origin.clone()),
+                code: code.clone(),
+                first_line,
+            });
+            // The next part starts on the line after this one's last.
+            first_line += code.matches('\n').count() as u32 + 1;
+        }
+        Layout { parts }
+    }
+
+    /// The hook's part.
+    pub fn hook(&self) -> &Part {
+        self.parts.last().expect("a layout always holds the hook")
+    }
+
+    pub fn libraries(&self) -> &[Part] {
+        &self.parts[..self.parts.len() - 1]
+    }
+
+    /// The part a program line falls in, and the line within it.
+    pub fn locate(&self, line: u32) -> (&Part, u32) {
+        let part = self
+            .parts
+            .iter()
+            .rev()
+            .find(|part| part.first_line <= line)
+            .unwrap_or_else(|| self.hook());
+        (part, line.saturating_sub(part.first_line) + 1)
+    }
+
+    /// The program line of a line of a part.
+    pub fn program_line(part: &Part, line: u32) -> u32 {
+        part.first_line + line.saturating_sub(1)
+    }
+
+    /// The Rhai text of the whole program: each library, then the hook, each on new lines.
+    fn joined(&self) -> String {
+        let mut text = String::new();
+        for part in &self.parts {
+            text.push_str(&part.code);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Splits program lines into each part's own lines.
+    pub fn split(&self, lines: &BTreeSet<u32>) -> Vec<(&Part, BTreeSet<u32>)> {
+        let mut split: Vec<(&Part, BTreeSet<u32>)> =
+            self.parts.iter().map(|p| (p, BTreeSet::new())).collect();
+        for line in lines {
+            let (part, own) = self.locate(*line);
+            if let Some((_, set)) = split.iter_mut().find(|(p, _)| std::ptr::eq(*p, part)) {
+                set.insert(own);
+            }
+        }
+        split
     }
 }
 
@@ -106,9 +321,14 @@ pub(crate) struct Program {
 }
 
 pub(crate) enum Code {
+    /// The libraries and the hook, compiled as one text.
     Rhai(::rhai::AST),
-    /// Luau bytecode; loaded once into each pooled state that runs it.
-    Lua(Vec<u8>),
+    /// Luau bytecode of the hook and of each library (in order); loaded once into each pooled
+    /// state that runs it.
+    Lua {
+        hook: Vec<u8>,
+        libraries: Vec<Vec<u8>>,
+    },
 }
 
 /// A compiled script as one origin sees it: the shared program plus the origin and source used
@@ -116,14 +336,14 @@ pub(crate) enum Code {
 pub struct CompiledScript {
     digest: String,
     language: Language,
-    origin: Arc<ScriptOrigin>,
-    code: Arc<str>,
+    /// The hook and its libraries, with their origins.
+    layout: Layout,
     program: Arc<Program>,
 }
 
 impl CompiledScript {
-    /// SHA-256 (hex) of the language and the code: the cache key, and what the operator compares
-    /// to notice that a hook's script changed.
+    /// SHA-256 (hex) of the language, the code and the libraries': the cache key, and what the
+    /// operator compares to notice that a hook's script (or a library it uses) changed.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -133,21 +353,25 @@ impl CompiledScript {
     }
 
     pub fn origin(&self) -> &ScriptOrigin {
-        &self.origin
+        &self.layout.hook().origin
     }
 
     pub fn code(&self) -> &str {
-        &self.code
+        &self.layout.hook().code
+    }
+
+    /// The libraries compiled with the script: their names and origins, in load order.
+    pub fn libraries(&self) -> impl Iterator<Item = (&str, &ScriptOrigin)> {
+        self.layout
+            .libraries()
+            .iter()
+            .map(|part| (part.library.as_deref().unwrap_or_default(), &*part.origin))
     }
 
     /// Why this script may have returned nothing (null) where a map was expected: a Rhai script
     /// that came out of YAML may have lost its final map literal `#{...}` to a YAML comment.
     pub fn empty_response_hint(&self) -> Option<&'static str> {
-        (self.language == Language::Rhai && from_yaml(&self.origin)).then_some(YAML_COMMENT_HINT)
-    }
-
-    fn error(&self, kind: ScriptErrorKind, message: impl Into<String>) -> ScriptError {
-        ScriptError::new(kind, message, self.language, self.origin.clone())
+        (self.language == Language::Rhai && from_yaml(self.origin())).then_some(YAML_COMMENT_HINT)
     }
 }
 
@@ -156,7 +380,7 @@ impl fmt::Debug for CompiledScript {
         f.debug_struct("CompiledScript")
             .field("digest", &self.digest)
             .field("language", &self.language)
-            .field("origin", &self.origin)
+            .field("origin", self.origin())
             .finish_non_exhaustive()
     }
 }
@@ -218,7 +442,8 @@ pub(crate) struct CallSetup<'a> {
 }
 
 impl CallSetup<'_> {
-    /// An error of this call at a position of the script.
+    /// An error of this call at a program line (`Layout`): it names the part (the hook or a
+    /// library) the line falls in, and its own line there.
     pub fn error(
         &self,
         kind: ScriptErrorKind,
@@ -226,10 +451,24 @@ impl CallSetup<'_> {
         line: Option<u32>,
         column: Option<u32>,
     ) -> ScriptError {
-        self.script
-            .error(kind, message)
+        let layout = &self.script.layout;
+        let (part, line) = match line {
+            Some(line) => {
+                let (part, own) = layout.locate(line);
+                (part, Some(own))
+            }
+            None => (layout.hook(), None),
+        };
+        ScriptError::new(kind, message, self.script.language, part.origin.clone())
             .in_call(&self.env.controller, self.env.hook)
-            .at(self.script.code(), line, column)
+            .at(&part.code, line, column)
+    }
+
+    /// Moves an error to a program line: the part it falls in, and its own line there.
+    pub fn at_line(&self, mut error: ScriptError, line: u32) -> ScriptError {
+        let (part, own) = self.script.layout.locate(line);
+        error.origin = part.origin.clone();
+        error.at(&part.code, Some(own), None)
     }
 
     pub fn limit_error(&self, limit: LimitKind, line: Option<u32>) -> ScriptError {
@@ -306,7 +545,8 @@ impl ScriptEngine {
     /// Compiles a script, or reuses the program already compiled from the same language and code
     /// (whatever its origin). The returned handle carries `source.origin` for error messages.
     pub fn compile(&self, source: &ScriptSource) -> Result<Arc<CompiledScript>, ScriptError> {
-        let digest = digest(source.language, &source.code);
+        let digest = digest(source);
+        let layout = Layout::of(source);
         let cached = self
             .inner
             .cache
@@ -318,13 +558,15 @@ impl ScriptEngine {
             Some(program) => program,
             None => {
                 let started = Instant::now();
+                // Libraries cannot see `request` (Rhai functions see only their arguments; a Lua
+                // library runs in globals of its own), so only the hook's reads count.
                 let program = Arc::new(match source.language {
                     Language::Rhai => Program {
-                        code: self.inner.rhai.compile(source)?,
+                        code: self.inner.rhai.compile(&layout)?,
                         request: request_use::rhai(&source.code),
                     },
                     Language::Lua => Program {
-                        code: lua_engine::compile(source, self.inner.coverage.is_some())?,
+                        code: lua_engine::compile(&layout, self.inner.coverage.is_some())?,
                         request: request_use::lua(&source.code),
                     },
                 });
@@ -344,8 +586,7 @@ impl ScriptEngine {
         Ok(Arc::new(CompiledScript {
             digest,
             language: source.language,
-            origin: Arc::new(source.origin.clone()),
-            code: source.code.clone(),
+            layout,
             program,
         }))
     }
@@ -398,11 +639,16 @@ impl ScriptEngine {
                 Some(recorder) => {
                     let (result, hits) =
                         coverage::gather(|| self.inner.rhai.call(ast, request, &setup));
-                    recorder.record(&script.origin, || rhai_engine::statement_lines(ast), hits);
+                    let executable = script.layout.split(&rhai_engine::statement_lines(ast));
+                    for ((part, executable), (_, hits)) in
+                        executable.into_iter().zip(script.layout.split(&hits))
+                    {
+                        recorder.record(&part.origin, || executable, hits);
+                    }
                     result
                 }
             },
-            Code::Lua(bytecode) => self.inner.lua.call(bytecode, request, &setup),
+            Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {
@@ -437,7 +683,7 @@ impl ScriptEngine {
         call: CallContext,
     ) -> Result<serde_json::Value, ScriptError> {
         let engine = self.clone();
-        let origin = script.origin.clone();
+        let origin = script.layout.hook().origin.clone();
         let language = script.language;
         let (controller, hook) = (call.controller.clone(), call.hook);
         tokio::task::spawn_blocking(move || engine.call(&script, &request, &call))
@@ -474,12 +720,20 @@ pub fn definitions(language: Language) -> String {
     }
 }
 
-fn digest(language: Language, code: &str) -> String {
+fn digest(source: &ScriptSource) -> String {
     let mut hasher = sha2::Sha256::new();
-    hasher.update(language.as_str().as_bytes());
+    hasher.update(source.language.as_str().as_bytes());
     // The separator keeps `rhai` + `x` distinct from `rha` + `ix`.
     hasher.update([0u8]);
-    hasher.update(code.as_bytes());
+    hasher.update(source.code.as_bytes());
+    // A script without libraries keeps the digest it always had.
+    for library in &source.libraries {
+        hasher.update([0u8]);
+        hasher.update(library.name.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(library.code.len().to_le_bytes());
+        hasher.update(library.code.as_bytes());
+    }
     hex::encode(hasher.finalize())
 }
 

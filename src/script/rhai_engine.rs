@@ -15,10 +15,11 @@ use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTIO
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
-use super::{CallSetup, Code, ScriptSource, YAML_COMMENT_HINT, from_yaml};
+use super::{CallSetup, Code, Layout, Part, YAML_COMMENT_HINT, from_yaml};
+use crate::api::Language;
 use rhai::debugger::DebuggerCommand;
 use rhai::{
-    AST, ASTNode, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext,
+    AST, ASTNode, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext, ParseError,
     ParseErrorType, Position, Scope, Stmt,
 };
 use serde_json::Value;
@@ -68,22 +69,38 @@ impl RhaiEngines {
             .clone()
     }
 
-    pub fn compile(&self, source: &ScriptSource) -> Result<Code, ScriptError> {
-        self.base
-            .compile(&*source.code)
-            .map(Code::Rhai)
-            .map_err(|error| {
-                let (line, column) = position(error.position());
-                let mut message = error.err_type().to_string();
-                message.push_str(&compile_hint(error.err_type(), source, line, column));
-                ScriptError::new(
+    /// Compiles a hook with its libraries: each library alone first (so its errors name it, and
+    /// to check it only defines functions), then the whole program as one text.
+    pub fn compile(&self, layout: &Layout) -> Result<Code, ScriptError> {
+        for library in layout.libraries() {
+            let ast = self
+                .base
+                .compile(&*library.code)
+                .map_err(|error| compile_error(library, &error, 0))?;
+            if let Some(statement) = ast.statements().first() {
+                let (line, column) = position(statement.position());
+                return Err(ScriptError::new(
                     ScriptErrorKind::Compile,
-                    message,
-                    source.language,
-                    Arc::new(source.origin.clone()),
+                    "a Rhai library only defines functions (`fn name(...) { ... }`), and this is \
+                     a statement; a constant can be a function too: `fn NAME() { value }`",
+                    Language::Rhai,
+                    library.origin.clone(),
                 )
-                .at(&source.code, line, column)
-            })
+                .at(&library.code, line, column));
+            }
+        }
+        let compiled = if layout.libraries().is_empty() {
+            self.base.compile(&*layout.hook().code)
+        } else {
+            self.base.compile(layout.joined())
+        };
+        compiled.map(Code::Rhai).map_err(|error| {
+            let part = match error.position().line() {
+                Some(line) => layout.locate(line as u32).0,
+                None => layout.hook(),
+            };
+            compile_error(part, &error, part.first_line - 1)
+        })
     }
 
     pub fn call(
@@ -503,10 +520,25 @@ fn read_segments(path: &str) -> Vec<Segment<'_>> {
     segments
 }
 
+/// A compile error in one part of a program, whose lines start `offset` program lines down.
+fn compile_error(part: &Part, error: &ParseError, offset: u32) -> ScriptError {
+    let (line, column) = position(error.position());
+    let line = line.map(|line| line.saturating_sub(offset));
+    let mut message = error.err_type().to_string();
+    message.push_str(&compile_hint(error.err_type(), part, line, column));
+    ScriptError::new(
+        ScriptErrorKind::Compile,
+        message,
+        Language::Rhai,
+        part.origin.clone(),
+    )
+    .at(&part.code, line, column)
+}
+
 /// What a compile error most likely means, when Rhai's message points somewhere else.
 fn compile_hint(
     error: &ParseErrorType,
-    source: &ScriptSource,
+    source: &Part,
     line: Option<u32>,
     column: Option<u32>,
 ) -> String {

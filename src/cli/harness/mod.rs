@@ -424,14 +424,14 @@ fn controller_subject(
         }
         None => &cluster.objects,
     };
-    let (controller, hooks, validator) = match (decorators.as_slice(), maps.as_slice()) {
+    let (controller, hooks, libraries, validator) = match (decorators.as_slice(), maps.as_slice()) {
         ([decorator], []) => {
             let controller = kube::ResourceExt::name_any(*decorator);
             let hooks = decorator.spec.hooks.named();
             let validator = Decorator::new(decorator, &cluster.resolver)
                 .map(|d| Validator::Decorator(Box::new(d)))
                 .map_err(|e| format!("{file}: {e}"))?;
-            (controller, hooks, validator)
+            (controller, hooks, &decorator.spec.libraries, validator)
         }
         ([], [map]) => {
             let controller = kube::ResourceExt::name_any(*map);
@@ -439,7 +439,7 @@ fn controller_subject(
             let validator = Mapper::new(map, &cluster.resolver)
                 .map(|m| Validator::Map(Box::new(m)))
                 .map_err(|e| format!("{file}: {e}"))?;
-            (controller, hooks, validator)
+            (controller, hooks, &map.spec.libraries, validator)
         }
         ([], []) => {
             return Err(format!(
@@ -462,7 +462,7 @@ fn controller_subject(
             "{file}: controller {controller} has no {hook} hook"
         ));
     }
-    let hooks = ControllerHooks::load(engine, &controller, wanted, config_maps)
+    let hooks = ControllerHooks::load(engine, &controller, wanted, libraries, config_maps)
         .map_err(|e| e.to_string())?;
     Ok(Subject {
         label: file.to_string(),

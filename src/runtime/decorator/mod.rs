@@ -61,6 +61,7 @@ impl Kind for DecoratorKind {
             ),
         )
         .with_reads(&spec.reads)
+        .with_libraries(&spec.libraries)
     }
 
     fn build(

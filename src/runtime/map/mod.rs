@@ -51,6 +51,7 @@ impl Kind for MapKind {
             ),
         )
         .with_reads(&spec.reads)
+        .with_libraries(&spec.libraries)
     }
 
     fn build(

@@ -8,6 +8,7 @@ mod errors;
 mod events;
 mod examples;
 mod helpers;
+mod libraries;
 mod limits;
 mod messages;
 mod reads;
