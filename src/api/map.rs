@@ -42,6 +42,7 @@ pub struct MapControllerSpec {
     /// Code shared by the hooks: each script hook loads the libraries of its language, in
     /// this order, before it runs (`docs/scripting.md#libraries`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub libraries: Vec<Library>,
     /// The hooks: `map` (required) and `tombstone`.
     pub hooks: MapHooks,

@@ -6,7 +6,7 @@ mod compare;
 pub mod record;
 mod spec;
 
-pub use spec::{Case, OneOrMany, TestFile};
+pub use spec::{Case, LibraryFile, OneOrMany, TestFile};
 
 use crate::api::HookKind;
 use crate::controllers::InvalidResponse;

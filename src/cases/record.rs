@@ -7,7 +7,7 @@
 //! responses; calls are deduplicated by request; files hold a bounded number of cases and skip
 //! requests above a size.
 
-use super::{Case, OneOrMany, TestFile};
+use super::{Case, LibraryFile, OneOrMany, TestFile};
 use crate::api::HookKind;
 use crate::hooks::{HookCode, HookError, LoadedHook};
 use crate::object;
@@ -93,8 +93,18 @@ impl Recorder {
                     source,
                 })?;
                 write(&dir.join(&script_name), script.code())?;
+                let mut libraries = Vec::new();
+                for library in script.libraries() {
+                    let file_name = format!("{stem}.{}.{}", library.name, script.language());
+                    write(&dir.join(&file_name), &library.code)?;
+                    libraries.push(LibraryFile {
+                        name: library.name,
+                        script: file_name,
+                    });
+                }
                 let file = read_existing(&test_path).unwrap_or_else(|| TestFile {
                     script: Some(OneOrMany::One(script_name)),
+                    libraries,
                     hook: Some(call.hook.kind.to_string()),
                     limits: Some(limits.clone()),
                     ..TestFile::default()
@@ -192,7 +202,100 @@ pub fn redact(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{Hook, Language, Library, ScriptSpec};
+    use crate::cli::harness::{TestArgs, run};
+    use crate::hooks::{CallScope, ControllerHooks, NoConfigMaps};
+    use crate::script::ScriptEngine;
     use serde_json::json;
+    use std::process::ExitCode;
+
+    /// A hook that calls a library is recorded with the library's file, so the replay compiles
+    /// it the same way and passes; with the library left out of the file, it fails.
+    #[test]
+    fn a_hook_s_libraries_are_recorded_with_it_and_replay() {
+        for (language, hook, library) in [
+            (
+                Language::Rhai,
+                "#{ labels: #{ size: sized(request.object) } }",
+                "fn sized(object) { `${object.data.len()}` }",
+            ),
+            (
+                Language::Lua,
+                "return { labels = { size = util.sized(request.object) } }",
+                "local M = {}\nfunction M.sized(object)\n  local n = 0\n  for _ in pairs(object.data) do n = n + 1 end\n  return tostring(n)\nend\nreturn M",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let sync = Hook {
+                script: Some(ScriptSpec {
+                    language: Some(language),
+                    inline: Some(hook.into()),
+                    ..ScriptSpec::default()
+                }),
+                webhook: None,
+            };
+            let libraries = [Library {
+                name: "util".into(),
+                language: Some(language),
+                inline: Some(library.into()),
+                config_map_ref: None,
+            }];
+            let engine = ScriptEngine::new();
+            let hooks = ControllerHooks::load(
+                &engine,
+                "sized",
+                [(HookKind::Sync, &sync)],
+                &libraries,
+                &NoConfigMaps,
+            )
+            .unwrap();
+            let request = json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}, "attachments": {}});
+            let response = hooks
+                .call(&engine, HookKind::Sync, &request, &CallScope::default())
+                .unwrap();
+            assert_eq!(response["labels"]["size"], "2");
+            let recorder = Recorder::new(dir.path().to_path_buf());
+            let recorded = recorder
+                .record(&Recorded {
+                    controller: "decorator/sized",
+                    hook: hooks.get(HookKind::Sync).unwrap(),
+                    request: &request,
+                    response: Ok(&response),
+                    clock: jiff::Timestamp::UNIX_EPOCH,
+                })
+                .unwrap();
+            assert!(recorded);
+            let replay = || {
+                run(TestArgs {
+                    paths: vec![dir.path().to_path_buf()],
+                    filter: None,
+                    junit: None,
+                    update: false,
+                    coverage: false,
+                    lcov: None,
+                })
+            };
+            assert_eq!(replay(), ExitCode::SUCCESS, "{language}");
+            let test_file = std::fs::read_dir(dir.path().join("decorator-sized"))
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .find(|path| path.to_string_lossy().ends_with(".test.yaml"))
+                .unwrap();
+            let text = std::fs::read_to_string(&test_file).unwrap();
+            assert!(text.contains("libraries:"), "{text}");
+            let without: String = {
+                let mut file: TestFile = serde_saphyr::from_str(&text).unwrap();
+                file.libraries.clear();
+                serde_saphyr::to_string(&file).unwrap()
+            };
+            std::fs::write(&test_file, without).unwrap();
+            assert_eq!(
+                replay(),
+                ExitCode::FAILURE,
+                "{language}: replayed without the library"
+            );
+        }
+    }
 
     #[test]
     fn secrets_are_redacted_wherever_they_are() {

@@ -26,6 +26,10 @@ pub struct TestFile {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<OneOrMany>,
+    /// Libraries (files relative to the test file) every `script` file is compiled with, as a
+    /// controller's `spec.libraries` would load them (manifests carry their own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<LibraryFile>,
     /// The hook to run: sync, finalize, customize, map or tombstone (default sync).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
@@ -40,6 +44,16 @@ pub struct TestFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster: Vec<Value>,
     pub cases: Vec<Case>,
+}
+
+/// A library of a test file's `script` files.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LibraryFile {
+    /// The library's name (in Lua, the global its table is bound to).
+    pub name: String,
+    /// Its file; the `.rhai` or `.lua` suffix tells the language.
+    pub script: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

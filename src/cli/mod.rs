@@ -2,7 +2,7 @@
 
 mod convert;
 mod explain;
-mod harness;
+pub(crate) mod harness;
 mod manifests;
 mod offline;
 mod render;

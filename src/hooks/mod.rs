@@ -359,3 +359,6 @@ fn read_libraries(
     }
     Ok(read)
 }
+
+#[cfg(test)]
+mod tests;

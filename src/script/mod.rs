@@ -360,12 +360,13 @@ impl CompiledScript {
         &self.layout.hook().code
     }
 
-    /// The libraries compiled with the script: their names and origins, in load order.
-    pub fn libraries(&self) -> impl Iterator<Item = (&str, &ScriptOrigin)> {
-        self.layout
-            .libraries()
-            .iter()
-            .map(|part| (part.library.as_deref().unwrap_or_default(), &*part.origin))
+    /// The libraries compiled with the script, in load order.
+    pub fn libraries(&self) -> impl Iterator<Item = LibrarySource> + '_ {
+        self.layout.libraries().iter().map(|part| LibrarySource {
+            name: part.library.clone().unwrap_or_default(),
+            code: part.code.clone(),
+            origin: (*part.origin).clone(),
+        })
     }
 
     /// Why this script may have returned nothing (null) where a map was expected: a Rhai script

@@ -78,18 +78,24 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
                 json!({
                     format!("map.{language}"): read(&format!("map.{language}")),
                     format!("tombstone.{language}"): read(&format!("tombstone.{language}")),
+                    format!("snapshots.{language}"): read(&format!("snapshots.{language}")),
                 }),
             ))
             .await;
         let by_ref = |key: String| json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}});
         let name = unique_name(&format!("snapshots-{language}"));
-        let controller = map_controller(
+        let mut controller = map_controller(
             &name,
             (&format!("{group}/v1"), "snapshotschedules"),
             "persistentvolumeclaims",
             ("snapshot.storage.k8s.io/v1", "volumesnapshots"),
             json!({"map": by_ref(format!("map.{language}")), "tombstone": by_ref(format!("tombstone.{language}"))}),
         );
+        // Both hooks call the library the example ships (`snapshots.<language>`).
+        controller["spec"]["libraries"] = json!([{
+            "name": "snapshots",
+            "configMapRef": {"namespace": namespace, "name": "hooks", "key": format!("snapshots.{language}")}
+        }]);
         cluster.apply(&controller).await;
         for (claim, app) in [("data-0", "db"), ("data-1", "db"), ("other", "web")] {
             let claim = pvc(&namespace, claim, app);
@@ -136,6 +142,43 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
                 s["status"]["inputs"]["persistentvolumeclaims"]["total"] == 2
                     && s["status"]["outputs"]["volumesnapshots"]["total"] == 2
             })
+            .await;
+
+        // Editing the library reloads both hooks that use it: each runs a new program.
+        let digests = |c: &Value| {
+            ["map", "tombstone"].map(|hook| c["status"]["scripts"][hook]["digest"].clone())
+        };
+        let running = cluster
+            .wait_for(&controller, "scripts published", |c| {
+                digests(c).iter().all(Value::is_string)
+            })
+            .await;
+        let comment = if language == "lua" { "--" } else { "//" };
+        cluster
+            .apply(&config_map(
+                &namespace,
+                "hooks",
+                json!({}),
+                json!({
+                    format!("map.{language}"): read(&format!("map.{language}")),
+                    format!("tombstone.{language}"): read(&format!("tombstone.{language}")),
+                    format!("snapshots.{language}"): format!("{}\n{comment} edited\n", read(&format!("snapshots.{language}"))),
+                }),
+            ))
+            .await;
+        cluster
+            .wait_for(
+                &controller,
+                "both hooks reloaded with the edited library",
+                |c| {
+                    let now = digests(c);
+                    now.iter().all(Value::is_string)
+                        && now
+                            .iter()
+                            .zip(digests(&running).iter())
+                            .all(|(a, b)| a != b)
+                },
+            )
             .await;
 
         // A deleted claim's snapshots are detached; the tombstone hook keeps them within TTL.

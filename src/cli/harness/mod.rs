@@ -9,7 +9,8 @@ use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
 use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
 use crate::script::{
-    EventSink, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource, lcov,
+    EventSink, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
+    check_library_name, lcov,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -379,7 +380,24 @@ fn script_subject(
         format!("script {file}: cannot tell the language; name it *.rhai or *.lua")
     })?;
     let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
-    let source = ScriptSource::new(language, code, ScriptOrigin::File { path: path.clone() });
+    let mut libraries = Vec::new();
+    for library in &spec.libraries {
+        check_library_name(&library.name)
+            .map_err(|reason| format!("library {}: {reason}", library.name))?;
+        // Each script loads the libraries of its language, as a controller's hooks do.
+        if Language::from_file_name(&library.script) != Some(language) {
+            continue;
+        }
+        let path = dir.join(&library.script);
+        let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
+        libraries.push(LibrarySource {
+            name: library.name.clone(),
+            code: code.into(),
+            origin: ScriptOrigin::File { path },
+        });
+    }
+    let source = ScriptSource::new(language, code, ScriptOrigin::File { path: path.clone() })
+        .with_libraries(libraries);
     let script = engine.compile(&source).map_err(|e| e.to_string())?;
     let loaded = LoadedHook::script(hook, script, spec.limits.clone().unwrap_or_default());
     Ok(Subject {

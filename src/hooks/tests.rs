@@ -1,0 +1,129 @@
+//! Loading a controller's hooks with its libraries.
+
+use super::*;
+use crate::api::{ConfigMapKeyRef, ScriptSpec};
+use serde_json::json;
+
+fn script_hook(language: Language, code: &str) -> Hook {
+    Hook {
+        script: Some(ScriptSpec {
+            language: Some(language),
+            inline: Some(code.into()),
+            ..ScriptSpec::default()
+        }),
+        webhook: None,
+    }
+}
+
+fn inline_library(name: &str, language: Language, code: &str) -> Library {
+    Library {
+        name: name.into(),
+        language: Some(language),
+        inline: Some(code.into()),
+        config_map_ref: None,
+    }
+}
+
+fn load(hooks: &[(HookKind, &Hook)], libraries: &[Library]) -> Result<ControllerHooks, HookError> {
+    ControllerHooks::load(
+        &ScriptEngine::new(),
+        "ctl",
+        hooks.iter().copied(),
+        libraries,
+        &NoConfigMaps,
+    )
+}
+
+#[test]
+fn each_hook_loads_the_libraries_of_its_language() {
+    let sync = script_hook(Language::Rhai, "#{ labels: #{ from: greeting() } }");
+    let finalize = script_hook(
+        Language::Lua,
+        "return { finalized = true, labels = { from = lualib.greeting() } }",
+    );
+    let libraries = [
+        inline_library("rhailib", Language::Rhai, "fn greeting() { \"rhai\" }"),
+        inline_library(
+            "lualib",
+            Language::Lua,
+            "return { greeting = function() return \"lua\" end }",
+        ),
+    ];
+    let hooks = load(
+        &[(HookKind::Sync, &sync), (HookKind::Finalize, &finalize)],
+        &libraries,
+    )
+    .unwrap();
+    let engine = ScriptEngine::new();
+    let request = json!({"object": {}, "attachments": {}});
+    for (kind, library, from) in [
+        (HookKind::Sync, "rhailib", "rhai"),
+        (HookKind::Finalize, "lualib", "lua"),
+    ] {
+        let HookCode::Script { script, .. } = &hooks.get(kind).unwrap().code else {
+            panic!("{kind} is a script");
+        };
+        let names: Vec<String> = script.libraries().map(|l| l.name).collect();
+        assert_eq!(names, [library]);
+        let response = hooks
+            .call(&engine, kind, &request, &CallScope::default())
+            .unwrap();
+        assert_eq!(response["labels"]["from"], from);
+    }
+}
+
+#[test]
+fn a_library_no_hook_can_load_is_reported_but_not_refused() {
+    let sync = script_hook(Language::Rhai, "#{}");
+    let libraries = [inline_library("lualib", Language::Lua, "return {}")];
+    assert!(load(&[(HookKind::Sync, &sync)], &libraries).is_ok());
+    let unused = unused_libraries("ctl", &[(HookKind::Sync, &sync)], &libraries);
+    assert_eq!(unused.len(), 1);
+    assert_eq!(unused[0].0, 0);
+    assert!(
+        unused[0].1.contains("library lualib is written in lua"),
+        "{}",
+        unused[0].1
+    );
+}
+
+#[test]
+fn library_problems_name_the_library() {
+    let sync = script_hook(Language::Rhai, "#{}");
+    let missing = Library {
+        name: "shared".into(),
+        language: None,
+        inline: None,
+        config_map_ref: Some(ConfigMapKeyRef {
+            namespace: "ns".into(),
+            name: "libs".into(),
+            key: "shared.rhai".into(),
+        }),
+    };
+    let twice = [
+        inline_library("util", Language::Rhai, "fn a() { 1 }"),
+        inline_library("util", Language::Rhai, "fn b() { 1 }"),
+    ];
+    let reserved = [inline_library("string", Language::Lua, "return {}")];
+    let too_many: Vec<Library> = (0..=MAX_LIBRARIES)
+        .map(|i| inline_library(&format!("l{i}"), Language::Rhai, "fn f() { 1 }"))
+        .collect();
+    for (libraries, expected) in [
+        (
+            vec![missing],
+            "library shared of ctl: ConfigMap ns/libs not found",
+        ),
+        (
+            twice.to_vec(),
+            "library util of ctl: the name is listed twice",
+        ),
+        (
+            reserved.to_vec(),
+            "library string of ctl: the name \"string\" would hide",
+        ),
+        (too_many, "at most 16 libraries"),
+    ] {
+        let error = load(&[(HookKind::Sync, &sync)], &libraries).unwrap_err();
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+}
