@@ -30,7 +30,8 @@ use crate::api::Language;
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
 use mlua::{
-    Function, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, Value as LuaValue, VmState, ffi,
+    FromLuaMulti, Function, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table, Thread,
+    Value as LuaValue, Variadic, VmState, ffi,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -183,7 +184,7 @@ impl LuaState {
         let markers = Markers::new(&lua)?;
         install_globals(&lua, &markers)?;
         // Freezes the globals and the standard library (`luaL_sandbox`); every call then gets
-        // its own globals (see `start_thread`).
+        // its own globals (see `sandboxed_thread`).
         lua.sandbox(true)?;
         lua.gc_collect()?;
         let resident = lua.used_memory();
@@ -205,13 +206,13 @@ impl LuaState {
             )
         };
         let chunks = self.chunks(setup).map_err(internal)?;
-        let (thread, globals, _) =
-            start_thread(&self.lua, std::slice::from_ref(&chunks.hook)).map_err(internal)?;
+        let (thread, _, globals): (Thread, Function, Table) =
+            sandboxed_thread(&self.lua, chunks.hook.clone()).map_err(internal)?;
         let libraries = match chunks.libraries.is_empty() {
             true => None,
             // Libraries run in globals of their own: they see the helpers and each other, not
             // `request` or what the hook assigns.
-            false => Some(start_thread(&self.lua, &chunks.libraries).map_err(internal)?),
+            false => Some(library_thread(&self.lua, &chunks.libraries).map_err(internal)?),
         };
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
         let lua = &self.lua;
@@ -228,7 +229,7 @@ impl LuaState {
                 setup.budget.clone(),
                 Request::partial(id, request, converted),
             );
-            if let Some((_, library_globals, clones)) = &libraries {
+            if let Some((library_globals, clones)) = &libraries {
                 for (clone, part) in clones.iter().zip(setup.script.layout.libraries()) {
                     let name = part.library.as_deref().unwrap_or_default();
                     let value: LuaValue = clone.call(())?;
@@ -393,29 +394,32 @@ fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<OnceLock<(String, u32)>>
     stopped_at
 }
 
-/// A new thread with fresh globals (`luaL_sandboxthread`), clones of `functions` whose
-/// environment is those globals, and the globals (to put the request in). The first clone is
-/// also on the thread's stack, ready to resume.
-fn start_thread(lua: &Lua, functions: &[Function]) -> mlua::Result<(Thread, Table, Vec<Function>)> {
-    let count = functions.len();
-    // A new thread's stack, and a C function's, start with LUA_MINSTACK (20) free slots.
-    if count == 0 || count + 2 > 20 {
-        return Err(mlua::Error::runtime(format!(
-            "cannot start a thread with {count} functions"
-        )));
-    }
-    let n = count as i32;
-    let args: MultiValue = functions.iter().cloned().map(LuaValue::Function).collect();
-    // SAFETY: the closure runs protected on the state's current thread with the `n` functions
-    // (Luau functions: loaded chunks) as the only values on its stack, and only uses the Luau C
-    // API as documented: `lua_newthread` pushes the new thread, which starts with an empty stack
-    // of LUA_MINSTACK slots (checked above to hold the n clones and one more value; the state's
-    // stack holds at most n + 1 + n + 1 values at once), `lua_clonefunction` gives each clone
+/// A new thread with fresh globals (`luaL_sandboxthread`), clones of the Luau functions `functions`
+/// whose environment is those globals, and the globals. `R` receives the thread, the clones and
+/// the globals, in that order; the first clone is also left on the thread's stack, ready to
+/// resume.
+fn sandboxed_thread<R: FromLuaMulti>(lua: &Lua, functions: impl IntoLuaMulti) -> mlua::Result<R> {
+    // SAFETY: the closure runs protected on the state's current thread with the arguments as
+    // the only values on its stack, and checks that they are 1 to 18 Luau functions before
+    // touching them (raising a Lua error otherwise). It only uses the Luau C API as documented:
+    // `lua_newthread` pushes the new thread, which starts with an empty stack of LUA_MINSTACK
+    // (20) slots, enough for the n clones and its globals; the state's stack is grown for the
+    // n + 2 values it holds at most beyond the arguments; `lua_clonefunction` gives each clone
     // the thread's globals. It leaves exactly the thread, the n clones and the globals on the
-    // state's stack, which `exec_raw` converts into its results. No Rust value with a destructor
-    // is live across these calls, so a Lua error unwinding through them is sound.
-    let results = unsafe {
-        lua.exec_raw::<MultiValue>(args, |state| {
+    // state's stack, which `exec_raw` converts into the results. No Rust value with a
+    // destructor is live across these calls, so a Lua error unwinding through them is sound.
+    unsafe {
+        lua.exec_raw::<R>(functions, |state| {
+            let n = ffi::lua_gettop(state);
+            let luau_function = |i| {
+                ffi::lua_type(state, i) == ffi::LUA_TFUNCTION && ffi::lua_iscfunction(state, i) == 0
+            };
+            if !(1..=18).contains(&n) || !(1..=n).all(luau_function) {
+                ffi::luaL_error(
+                    state,
+                    c"sandboxed_thread takes 1 to 18 Luau functions".as_ptr(),
+                );
+            }
             ffi::luaL_checkstack(state, n + 2, c"cannot grow the stack".as_ptr());
             let thread = ffi::lua_newthread(state);
             ffi::luaL_sandboxthread(thread);
@@ -435,23 +439,28 @@ fn start_thread(lua: &Lua, functions: &[Function]) -> mlua::Result<(Thread, Tabl
             for _ in 0..n {
                 ffi::lua_remove(state, 1);
             }
-        })?
-    };
-    let mut results = results.into_iter();
-    let mut next = || results.next().unwrap_or(LuaValue::Nil);
-    let LuaValue::Thread(thread) = next() else {
-        return Err(mlua::Error::runtime("start_thread: no thread"));
-    };
-    let clones = (0..count)
-        .map(|_| match next() {
-            LuaValue::Function(clone) => Ok(clone),
-            _ => Err(mlua::Error::runtime("start_thread: no clone")),
         })
-        .collect::<mlua::Result<Vec<_>>>()?;
-    let LuaValue::Table(globals) = next() else {
-        return Err(mlua::Error::runtime("start_thread: no globals"));
-    };
-    Ok((thread, globals, clones))
+    }
+}
+
+/// The globals and clones of a program's libraries, in a sandboxed thread of their own.
+fn library_thread(lua: &Lua, libraries: &[Function]) -> mlua::Result<(Table, Vec<Function>)> {
+    let results: MultiValue =
+        sandboxed_thread(lua, Variadic::from_iter(libraries.iter().cloned()))?;
+    let mut results = results.into_iter();
+    // The thread itself is not needed: its clones are called, never resumed.
+    results.next();
+    let mut clones = Vec::with_capacity(libraries.len());
+    for value in results.by_ref().take(libraries.len()) {
+        match value {
+            LuaValue::Function(clone) => clones.push(clone),
+            _ => return Err(mlua::Error::runtime("library_thread: no clone")),
+        }
+    }
+    match results.next() {
+        Some(LuaValue::Table(globals)) => Ok((globals, clones)),
+        _ => Err(mlua::Error::runtime("library_thread: no globals")),
+    }
 }
 
 fn install_globals(lua: &Lua, markers: &Markers) -> mlua::Result<()> {
