@@ -206,8 +206,8 @@ impl LuaState {
             )
         };
         let chunks = self.chunks(setup).map_err(internal)?;
-        let (thread, _, globals): (Thread, Function, Table) =
-            sandboxed_thread(&self.lua, chunks.hook.clone()).map_err(internal)?;
+        let (thread, globals): (Thread, Table) =
+            sandboxed_thread(&self.lua, chunks.hook.clone(), false).map_err(internal)?;
         let libraries = match chunks.libraries.is_empty() {
             true => None,
             // Libraries run in globals of their own: they see the helpers and each other, not
@@ -394,20 +394,25 @@ fn set_interrupt(lua: &Lua, budget: Arc<Budget>) -> Arc<OnceLock<(String, u32)>>
     stopped_at
 }
 
-/// A new thread with fresh globals (`luaL_sandboxthread`), clones of the Luau functions `functions`
-/// whose environment is those globals, and the globals. `R` receives the thread, the clones and
-/// the globals, in that order; the first clone is also left on the thread's stack, ready to
-/// resume.
-fn sandboxed_thread<R: FromLuaMulti>(lua: &Lua, functions: impl IntoLuaMulti) -> mlua::Result<R> {
+/// A new thread with fresh globals (`luaL_sandboxthread`) and clones of the Luau functions
+/// `functions` whose environment is those globals; the first clone is left on the thread's
+/// stack, ready to resume. `R` receives the thread, then (with `return_clones`) the clones, then
+/// the globals.
+fn sandboxed_thread<R: FromLuaMulti>(
+    lua: &Lua,
+    functions: impl IntoLuaMulti,
+    return_clones: bool,
+) -> mlua::Result<R> {
     // SAFETY: the closure runs protected on the state's current thread with the arguments as
     // the only values on its stack, and checks that they are 1 to 18 Luau functions before
     // touching them (raising a Lua error otherwise). It only uses the Luau C API as documented:
     // `lua_newthread` pushes the new thread, which starts with an empty stack of LUA_MINSTACK
-    // (20) slots, enough for the n clones and its globals; the state's stack is grown for the
-    // n + 2 values it holds at most beyond the arguments; `lua_clonefunction` gives each clone
-    // the thread's globals. It leaves exactly the thread, the n clones and the globals on the
-    // state's stack, which `exec_raw` converts into the results. No Rust value with a
-    // destructor is live across these calls, so a Lua error unwinding through them is sound.
+    // (20) slots and never holds more than three values here; the state's stack is grown for
+    // the n + 2 values it holds at most beyond the arguments; `lua_clonefunction` gives each
+    // clone the thread's globals. It leaves exactly the thread, the n clones (or none) and the
+    // globals on the state's stack, which `exec_raw` converts into the results. No Rust value
+    // with a destructor is live across these calls, so a Lua error unwinding through them is
+    // sound.
     unsafe {
         lua.exec_raw::<R>(functions, |state| {
             let n = ffi::lua_gettop(state);
@@ -424,16 +429,19 @@ fn sandboxed_thread<R: FromLuaMulti>(lua: &Lua, functions: impl IntoLuaMulti) ->
             let thread = ffi::lua_newthread(state);
             ffi::luaL_sandboxthread(thread);
             for i in 1..=n {
+                // The thread holds the first clone (after the first round) and this function.
                 ffi::lua_pushvalue(state, i);
                 ffi::lua_xmove(state, thread, 1);
                 ffi::lua_clonefunction(thread, -1);
                 ffi::lua_remove(thread, -2);
+                if i == 1 {
+                    ffi::lua_pushvalue(thread, -1);
+                }
+                if return_clones {
+                    ffi::lua_xmove(thread, state, 1);
+                }
+                ffi::lua_settop(thread, 1);
             }
-            for i in 1..=n {
-                ffi::lua_pushvalue(thread, i);
-            }
-            ffi::lua_xmove(thread, state, n);
-            ffi::lua_settop(thread, 1);
             ffi::lua_pushvalue(thread, ffi::LUA_GLOBALSINDEX);
             ffi::lua_xmove(thread, state, 1);
             for _ in 0..n {
@@ -445,8 +453,8 @@ fn sandboxed_thread<R: FromLuaMulti>(lua: &Lua, functions: impl IntoLuaMulti) ->
 
 /// The globals and clones of a program's libraries, in a sandboxed thread of their own.
 fn library_thread(lua: &Lua, libraries: &[Function]) -> mlua::Result<(Table, Vec<Function>)> {
-    let results: MultiValue =
-        sandboxed_thread(lua, Variadic::from_iter(libraries.iter().cloned()))?;
+    let functions = Variadic::from_iter(libraries.iter().cloned());
+    let results: MultiValue = sandboxed_thread(lua, functions, true)?;
     let mut results = results.into_iter();
     // The thread itself is not needed: its clones are called, never resumed.
     results.next();

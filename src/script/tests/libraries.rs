@@ -307,3 +307,22 @@ fn library_names_must_be_identifiers_that_hide_nothing() {
         assert!(check_library_name(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn sixteen_lua_libraries_load_in_order() {
+    let libraries = (0..16)
+        .map(|i| library(&format!("l{i}"), &format!("return {{ v = {i} }}")))
+        .collect();
+    let hook = (0..16)
+        .map(|i| format!("l{i}.v"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let response = run_with_libraries(
+        Language::Lua,
+        &format!("return {{ sum = {hook} }}"),
+        libraries,
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(response, json!({"sum": 120}));
+}
