@@ -21,7 +21,10 @@
 //! 2. the plain client creates the N target StatefulSets (the operator is not running);
 //! 3. the operator starts and the controller is applied: until every StatefulSet has its Service
 //!    and carries the marker label;
-//! 4. a resync of the converged cluster: it must make zero write requests;
+//! 4. a resync of the converged cluster: it must make zero write requests; it skips every
+//!    target whose last sync was pure and saw what the cache holds now (all of them, unless
+//!    the controller-manager moved a StatefulSet's status since), or with `--full-resync`
+//!    syncs every target again;
 //! 5. the ConfigMap holding the script is edited to set another label value (with webhooks: the
 //!    controller is pointed at a new path answering that value): until every StatefulSet shows it;
 //! 6. N more StatefulSets created while the operator runs: until each has its Service and label.
@@ -40,7 +43,7 @@
 
 mod common;
 
-use common::{CpuClock, create_namespace, init_tracing, memory, per_item, secs, settle};
+use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -52,7 +55,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt as _};
-use metascript::runtime::{Operator, OperatorConfig};
+use metascript::runtime::{ControllerId, KindName, Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, service_per_pod};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -80,6 +83,8 @@ struct Args {
     skip_live: bool,
     /// One tracked `get` of the target's Namespace per call, and the Namespace fan-out phase.
     reads: bool,
+    /// Resyncs run every hook (`metascript run --full-resync`).
+    full_resync: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -90,6 +95,7 @@ fn parse_args() -> anyhow::Result<Args> {
         workers: 16,
         skip_live: false,
         reads: false,
+        full_resync: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -104,9 +110,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--skip-live" => args.skip_live = true,
             "--reads" => args.reads = true,
+            "--full-resync" => args.full_resync = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--full-resync]"
                 );
                 std::process::exit(0);
             }
@@ -607,6 +614,7 @@ async fn main() -> anyhow::Result<()> {
         operator_config,
         OperatorConfig {
             workers: args.workers,
+            full_resync: args.full_resync,
             ..OperatorConfig::default()
         },
     )
@@ -649,7 +657,10 @@ async fn main() -> anyhow::Result<()> {
     // status interval, so wait two of them before taking the baseline.
     let quiet = OperatorConfig::default().status_interval * 2;
     settle(&operator, quiet, PHASE_TIMEOUT).await?;
-    let before = operator.writes();
+    let idle = idle_cpu(&cpu, Duration::from_secs(1)).await;
+    let id = ControllerId::new(KindName::Decorator, &example.name);
+    let skipped_before = operator.metrics().resync_skipped_of(&id);
+    let (before, syncs_before) = (operator.writes(), operator.syncs());
     let cpu_before = cpu.now();
     let started = Instant::now();
     operator.resync_all();
@@ -659,7 +670,9 @@ async fn main() -> anyhow::Result<()> {
         "resync of the converged cluster",
         format!("{resync_writes} writes"),
         format!(
-            "(queue drained in {}; operator CPU {:.2} s; {} incl. the 1 s quiet wait)",
+            "({} syncs, {} targets skipped; queue drained in {}; operator CPU {:.2} s incl. the 1 s quiet wait, which alone costs {idle:.2} s idle; {})",
+            operator.syncs() - syncs_before,
+            operator.metrics().resync_skipped_of(&id) - skipped_before,
             secs(drained - started),
             cpu.operator_since(&cpu_before),
             cpu.since(&cpu_before)

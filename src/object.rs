@@ -20,7 +20,34 @@ pub fn json_type(value: &Value) -> &'static str {
 }
 
 pub fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
-    object.pointer(pointer).and_then(Value::as_str)
+    at(object, pointer).and_then(Value::as_str)
+}
+
+/// The value at a JSON pointer, as [`Value::pointer`] finds it, without the two strings that
+/// allocates per step to unescape it when nothing is escaped: these accessors run for every
+/// object of every event, fan-out and resync (they were a fifth of a resync's CPU).
+pub fn at<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.contains('~') {
+        return object.pointer(pointer);
+    }
+    if pointer.is_empty() {
+        return Some(object);
+    }
+    pointer
+        .strip_prefix('/')?
+        .split('/')
+        .try_fold(object, |value, step| match value {
+            Value::Object(fields) => fields.get(step),
+            // RFC 6901 indexes: no sign, no leading zero.
+            Value::Array(items)
+                if !step.starts_with('+') && (step == "0" || !step.starts_with('0')) =>
+            {
+                step.parse::<usize>()
+                    .ok()
+                    .and_then(|index| items.get(index))
+            }
+            _ => None,
+        })
 }
 
 pub fn name(object: &Value) -> &str {
@@ -70,14 +97,11 @@ pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 pub fn is_deleting(object: &Value) -> bool {
-    object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
+    at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
 pub fn finalizers(object: &Value) -> Vec<&str> {
-    object
-        .pointer("/metadata/finalizers")
+    at(object, "/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
@@ -89,8 +113,7 @@ pub fn has_finalizer(object: &Value, finalizer: &str) -> bool {
 
 /// The owner reference with `controller: true`, if any.
 pub fn controller_ref(object: &Value) -> Option<&Value> {
-    object
-        .pointer("/metadata/ownerReferences")?
+    at(object, "/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|reference| reference.get("controller").and_then(Value::as_bool) == Some(true))
@@ -274,6 +297,33 @@ pub fn merge_patch(current: &Value, desired: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_finds_what_json_pointers_find() {
+        let object = serde_json::json!({
+            "metadata": {"name": "x", "labels": {"a/b": "1", "c~d": "2"}, "finalizers": ["f", "g"]},
+            "items": [{"k": 1}, {"k": 2}],
+            "": {"empty": true}
+        });
+        for pointer in [
+            "",
+            "/metadata/name",
+            "/metadata/labels/a~1b",
+            "/metadata/labels/c~0d",
+            "/metadata/finalizers/1",
+            "/metadata/finalizers/01",
+            "/metadata/finalizers/+1",
+            "/metadata/finalizers/2",
+            "/items/0/k",
+            "/items/x",
+            "/metadata/missing/deeper",
+            "/",
+            "//empty",
+            "metadata",
+        ] {
+            assert_eq!(at(&object, pointer), object.pointer(pointer), "{pointer:?}");
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -238,39 +238,16 @@ impl ReadAccess {
                 .any(|(dependency, seen)| fingerprint(&self.current(dependency)) != *seen)
     }
 
-    /// What a dependency returns now, sorted by namespace then name: the one path both the
-    /// helpers and [`ReadAccess::changed_since_read`] read through.
+    /// One digest of what every read returned when it was first made, in the order made; `None`
+    /// once reads collapsed to whole types (those were never read whole). Equal to
+    /// [`current_digest`] of [`ReadAccess::dependencies`] while nothing read has changed.
+    pub fn seen_digest(&self) -> Option<u64> {
+        let recorded = self.recorded.lock();
+        (!recorded.overflowed).then(|| combine(recorded.dependencies.iter().map(|(_, seen)| *seen)))
+    }
+
     fn current(&self, dependency: &Dependency) -> Vec<Arc<Value>> {
-        match dependency {
-            Dependency::Object {
-                resource,
-                namespace,
-                name,
-            } => self
-                .store
-                .get(resource, namespace.as_deref(), name)
-                .into_iter()
-                .collect(),
-            Dependency::List {
-                resource,
-                namespace,
-                filter,
-            } => {
-                let mut found: Vec<Arc<Value>> = self
-                    .store
-                    .list(resource, namespace.as_deref())
-                    .into_iter()
-                    .filter(|o| filter.matches(o))
-                    .collect();
-                // The caches list in this order already, the offline stores need not; sorting
-                // keeps the contract whatever the store.
-                found.sort_by(|a, b| {
-                    (object::namespace(a), object::name(a))
-                        .cmp(&(object::namespace(b), object::name(b)))
-                });
-                found
-            }
-        }
+        current(&*self.store, dependency)
     }
 
     /// Reads through a dependency and records it.
@@ -427,6 +404,58 @@ impl ReadAccess {
             filter,
         });
         Ok(Value::Array(found.iter().map(|o| (**o).clone()).collect()))
+    }
+}
+
+/// What reading `dependencies` from `store` returns now, as one digest (see
+/// [`ReadAccess::seen_digest`]).
+pub fn current_digest(store: &dyn ObjectStore, dependencies: &[Dependency]) -> u64 {
+    combine(
+        dependencies
+            .iter()
+            .map(|dependency| fingerprint(&current(store, dependency))),
+    )
+}
+
+fn combine(fingerprints: impl Iterator<Item = u64>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for fingerprint in fingerprints {
+        fingerprint.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// What a dependency returns now, sorted by namespace then name: the one path the helpers,
+/// [`ReadAccess::changed_since_read`] and [`current_digest`] read through.
+fn current(store: &dyn ObjectStore, dependency: &Dependency) -> Vec<Arc<Value>> {
+    match dependency {
+        Dependency::Object {
+            resource,
+            namespace,
+            name,
+        } => store
+            .get(resource, namespace.as_deref(), name)
+            .into_iter()
+            .collect(),
+        Dependency::List {
+            resource,
+            namespace,
+            filter,
+        } => {
+            let mut found: Vec<Arc<Value>> = store
+                .list(resource, namespace.as_deref())
+                .into_iter()
+                .filter(|o| filter.matches(o))
+                .collect();
+            // The caches list in this order already, the offline stores need not; sorting
+            // keeps the contract whatever the store.
+            found.sort_by(|a, b| {
+                (object::namespace(a), object::name(a))
+                    .cmp(&(object::namespace(b), object::name(b)))
+            });
+            found
+        }
     }
 }
 
@@ -841,13 +870,19 @@ mod tests {
             .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
             .unwrap();
         assert!(!reads.changed_since_read());
+        // What a resync recomputes from the store, given the dependencies the index keeps.
+        let seen = reads.seen_digest().expect("not collapsed");
+        let now = || current_digest(&Shared(store.clone()), &reads.dependencies());
+        assert_eq!(now(), seen);
         // An object the list does not match changes nothing.
         store
             .write()
             .push(service("shop", "db", json!({"app": "db"})));
         assert!(!reads.changed_since_read());
+        assert_eq!(now(), seen);
         store.write()[0]["metadata"]["resourceVersion"] = "2".into();
         assert!(reads.changed_since_read());
+        assert_ne!(now(), seen);
     }
 
     #[test]
@@ -869,6 +904,11 @@ mod tests {
         assert_eq!(
             describe(&reads.dependencies()),
             ["list Service.v1", "list Namespace.v1"]
+        );
+        assert_eq!(
+            reads.seen_digest(),
+            None,
+            "whole types were never read whole"
         );
     }
 }

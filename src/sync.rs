@@ -170,13 +170,14 @@ pub fn sync_decorator_target(
         Phase::Sync => HookKind::Sync,
         Phase::Finalize => HookKind::Finalize,
     };
-    let related = related_objects(decorator, store, target, related);
-    let attachments: Vec<Arc<Value>> = decorator
-        .attachments
-        .iter()
-        .flat_map(|child| store.controlled_by(&child.resource, target))
-        .filter(|child| decorator.owns(target, child))
-        .collect();
+    let related = decorator.group_related(
+        target,
+        related.iter().map(|(_, resource)| resource),
+        related_objects(store, target, related)
+            .iter()
+            .map(Arc::as_ref),
+    );
+    let attachments = observed_attachments(decorator, store, target);
     let observed = Observed {
         target,
         attachments: attachments.iter().map(Arc::as_ref).collect(),
@@ -230,13 +231,27 @@ fn stamp_provenance(
     }
 }
 
-/// The related objects the rules select, grouped for a request.
-fn related_objects(
+/// The attachments a target's request shows: its children of the attachment types that this
+/// controller owns.
+pub fn observed_attachments(
     decorator: &Decorator,
     store: &dyn ObjectStore,
     target: &Value,
+) -> Vec<Arc<Value>> {
+    decorator
+        .attachments
+        .iter()
+        .flat_map(|child| store.controlled_by(&child.resource, target))
+        .filter(|child| decorator.owns(target, child))
+        .collect()
+}
+
+/// The related objects a target's rules select.
+pub fn related_objects(
+    store: &dyn ObjectStore,
+    target: &Value,
     rules: &[(RelatedRule, ResourceType)],
-) -> Value {
+) -> Vec<Arc<Value>> {
     let mut related = Vec::new();
     for (rule, resource) in rules {
         related.extend(
@@ -246,11 +261,7 @@ fn related_objects(
                 .filter(|candidate| rule.selects(target, candidate)),
         );
     }
-    decorator.group_related(
-        target,
-        rules.iter().map(|(_, resource)| resource),
-        related.iter().map(Arc::as_ref),
-    )
+    related
 }
 
 /// What one map parent fans out into, read from a store in one go: the inputs it selects (a

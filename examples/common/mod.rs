@@ -60,6 +60,14 @@ pub async fn settle(
     }
 }
 
+/// The operator's CPU seconds over `wait` with nothing to do: the floor under a phase's figure
+/// that includes a quiet wait of that length (watches, the status loop).
+pub async fn idle_cpu(cpu: &CpuClock, wait: Duration) -> f64 {
+    let before = cpu.now();
+    tokio::time::sleep(wait).await;
+    cpu.operator_since(&before)
+}
+
 /// `VmHWM` (peak) and `VmRSS` (current) of a process, in MiB.
 pub fn memory(pid: &str) -> Option<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -82,6 +82,11 @@ pub struct RunArgs {
     /// share a cluster or a canary can take a few controllers.
     #[arg(long, env = "METASCRIPT_CONTROLLER_SELECTOR")]
     pub controller_selector: Option<String>,
+    /// Make every periodic resync run every hook, as if nothing had been synced before. By
+    /// default a resync skips the work items whose last sync was pure (a script that read no
+    /// clock or randomness) and saw exactly what the cache holds now (docs/operations.md).
+    #[arg(long, env = "METASCRIPT_FULL_RESYNC")]
+    pub full_resync: bool,
     /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off.
     #[arg(long, default_value = "0.0.0.0:9090", env = "METASCRIPT_METRICS_ADDR")]
     pub metrics_addr: String,
@@ -164,6 +169,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             duration: args.lease_duration,
         }),
         record_dir: args.record.clone(),
+        full_resync: args.full_resync,
         metrics,
         ready,
     };

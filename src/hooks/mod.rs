@@ -136,6 +136,9 @@ pub struct CallScope {
     pub logs: Option<LogSink>,
     pub reads: Option<crate::reads::ReadAccess>,
     pub events: Option<crate::script::EventSink>,
+    /// Told when a call may answer differently to the same request: a script reading the
+    /// clock or randomness, any webhook.
+    pub purity: Option<crate::script::Purity>,
 }
 
 /// The compiled hooks of one controller.
@@ -240,12 +243,17 @@ impl ControllerHooks {
                 context.clock = scope.clock;
                 context.logs = scope.logs.clone();
                 context.events = scope.events.clone();
+                context.purity = scope.purity.clone();
                 let response = engine.call(script, request, &context)?;
                 check_script_response(kind, &response, script.empty_response_hint())
                     .map_err(|error| self.invalid_response(kind, error))?;
                 Ok(response)
             }
             HookCode::Webhook(endpoint) => {
+                // A webhook is opaque: its answer may depend on anything it can see.
+                if let Some(purity) = &scope.purity {
+                    purity.taint("webhook");
+                }
                 endpoint
                     .call(kind, request)
                     .map_err(|failure| match failure {

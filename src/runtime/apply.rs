@@ -76,6 +76,24 @@ pub struct Applier {
     pub own_writes: Arc<OwnWrites>,
 }
 
+/// What a plan's writes left behind: the resourceVersion each written object has now (the
+/// version the API server answered the last write to it with), and whether anything was
+/// deleted.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub versions: Vec<(object::ObjectKey, String)>,
+    pub deleted: bool,
+}
+
+impl Written {
+    fn note(&mut self, subject: &Value, version: &Option<String>) {
+        if let Some(version) = version {
+            self.versions
+                .push((object::ObjectKey::of(subject), version.clone()));
+        }
+    }
+}
+
 fn advance(version: &mut String, new: Option<String>) {
     if let Some(new) = new {
         *version = new;
@@ -143,7 +161,12 @@ impl Applier {
     /// Executes a plan. Order matters: the finalizer is added before any child exists and
     /// removed only after everything else succeeded, so a crash in between never leaves a
     /// child without the cleanup that was promised.
-    pub async fn execute(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
+    pub async fn execute(
+        &self,
+        target: &PlanTarget<'_>,
+        plan: &Plan,
+    ) -> Result<Written, ApplyError> {
+        let mut written = Written::default();
         // Each write to the target moves its resourceVersion; the finalizer edits test the
         // version they expect, so they must see the one the previous write produced.
         let mut version = object::str_at(target.object, "/metadata/resourceVersion")
@@ -162,13 +185,16 @@ impl Applier {
                         .await?
                 }
             };
+            written.note(target.object, &new);
             advance(&mut version, new);
         }
         for child in &plan.apply {
-            self.apply_child(target, child).await?;
+            let new = self.apply_child(target, child).await?;
+            written.note(child, &new);
         }
         for deletion in &plan.delete {
             self.delete(target, deletion).await?;
+            written.deleted = true;
         }
         if let Some(patch) = metadata_patch {
             let api = self.api(target, target.resource, object::namespace(target.object));
@@ -182,17 +208,21 @@ impl Applier {
                     request,
                 )
                 .await?;
+            written.note(target.object, &new);
             advance(&mut version, new);
         }
         if let Some(status) = &plan.status {
             let new = self.write_status(target, status).await?;
+            written.note(target.object, &new);
             advance(&mut version, new);
         }
         if let Some(FinalizerChange::Remove(finalizer)) = &plan.finalizer {
-            self.edit_finalizer(target, &version, finalizer, false)
+            let new = self
+                .edit_finalizer(target, &version, finalizer, false)
                 .await?;
+            written.note(target.object, &new);
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Sends one write and remembers the resourceVersion it produced, so the watch event it
@@ -223,7 +253,11 @@ impl Applier {
         Ok(version)
     }
 
-    async fn apply_child(&self, target: &PlanTarget<'_>, child: &Value) -> Result<(), ApplyError> {
+    async fn apply_child(
+        &self,
+        target: &PlanTarget<'_>,
+        child: &Value,
+    ) -> Result<Option<String>, ApplyError> {
         let resource = target
             .child_types
             .iter()
@@ -242,7 +276,6 @@ impl Applier {
             api.patch(object::name(child), &params, &Patch::Apply(child)),
         )
         .await
-        .map(drop)
     }
 
     async fn delete(&self, target: &PlanTarget<'_>, deletion: &Deletion) -> Result<(), ApplyError> {

@@ -7,7 +7,7 @@ use super::cache::Informers;
 use super::dependencies::DependencyIndex;
 use super::discovery::Discovery;
 use super::events::Events;
-use super::keys::{ControllerId, ObjRef, WorkKey};
+use super::keys::{ControllerId, ObjRef, Work, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
@@ -17,7 +17,7 @@ use crate::hooks::{CallScope, ControllerHooks};
 use crate::object;
 use crate::reads::ReadAccess;
 use crate::resources::ResourceType;
-use crate::script::{EventSink, EventType, ScriptEngine};
+use crate::script::{EventSink, EventType, Purity, ScriptEngine};
 use crate::sync::{HookCall, HookRunner, SyncError};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
@@ -48,6 +48,9 @@ pub struct OperatorConfig {
     pub allow_unimpersonated: bool,
     /// Record every hook call here as a test case (`metascript run --record DIR`).
     pub record_dir: Option<PathBuf>,
+    /// Periodic resyncs sync every work item, even those a fingerprint shows unchanged
+    /// (see [`super::fingerprint`]).
+    pub full_resync: bool,
     /// Where the operator counts (shared, so an endpoint can serve them before it starts).
     pub metrics: Metrics,
     /// Set once every controller that existed at start has been loaded (or found unloadable):
@@ -65,6 +68,7 @@ impl Default for OperatorConfig {
             leader_election: None,
             allow_unimpersonated: true,
             record_dir: None,
+            full_resync: false,
             metrics: Metrics::default(),
             ready: Arc::default(),
         }
@@ -126,6 +130,16 @@ pub struct Context {
     pub config_map_type: ResourceType,
 }
 
+/// What the hook calls of one work item share: `reads` serves their `get` and `list` and
+/// records what they read (see [`Context::record_reads`]), `events` collects the Events they
+/// ask for (see [`Context::publish_script_events`]), `purity` learns whether any of them used
+/// the clock, randomness or a webhook (see [`super::fingerprint`]).
+pub struct WorkScope {
+    pub reads: ReadAccess,
+    pub events: EventSink,
+    pub purity: Purity,
+}
+
 /// Clients that impersonate the ServiceAccounts controllers name, one per account (each with
 /// its own connection pool), made on first use.
 pub struct Identities {
@@ -183,18 +197,20 @@ impl Context {
     }
 
     /// Runs script work on tokio's blocking pool, never on the runtime's threads, and counts
-    /// it for its controller. `reads` serves the hooks' `get` and `list` and records what they
-    /// read (see [`Context::reads`]); `events` collects the Events they ask for (see
-    /// [`Context::publish_script_events`]).
+    /// it for its controller, with the work item's [`WorkScope`].
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         controller: &ControllerId,
         hooks: &Arc<ControllerHooks>,
-        reads: Option<ReadAccess>,
-        events: Option<EventSink>,
+        scope: &WorkScope,
         work: impl FnOnce(&Context, &HookRunner) -> Result<T, SyncError> + Send + 'static,
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
+        let (reads, events, purity) = (
+            scope.reads.clone(),
+            scope.events.clone(),
+            scope.purity.clone(),
+        );
         tokio::task::spawn_blocking(move || {
             // A recorded call must replay with the time it saw.
             let clock = context.recorder.as_ref().map(|_| jiff::Timestamp::now());
@@ -225,8 +241,9 @@ impl Context {
                 scope: CallScope {
                     clock,
                     logs: None,
-                    reads,
-                    events,
+                    reads: Some(reads),
+                    events: Some(events),
+                    purity: Some(purity),
                 },
             };
             let started = std::time::Instant::now();
@@ -240,11 +257,27 @@ impl Context {
         .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
     }
 
-    /// Read access for one work item's hooks: the watch caches, limited to the types the
-    /// controller declares. Give it to every hook call of the work item, then
+    /// A scope for one work item's hooks: reads from the watch caches, limited to the types
+    /// the controller declares. Give it to every hook call of the work item, then
     /// [`Context::record_reads`].
-    pub fn reads(&self, declared: &Arc<[ResourceType]>) -> ReadAccess {
-        ReadAccess::new(self.informers.clone(), declared.clone())
+    pub fn scope(&self, declared: &Arc<[ResourceType]>) -> WorkScope {
+        WorkScope {
+            reads: ReadAccess::new(self.informers.clone(), declared.clone()),
+            events: EventSink::new(),
+            purity: Purity::new(),
+        }
+    }
+
+    /// What the reads of a work item's last run return now, as [`ReadAccess::seen_digest`] had
+    /// it then (see [`super::fingerprint`]). `work` names the item; it is not even built for a
+    /// controller whose items read nothing.
+    pub fn current_reads(&self, controller: &ControllerId, work: impl FnOnce() -> Work) -> u64 {
+        let dependencies = if self.dependencies.holds_any(controller) {
+            self.dependencies.of(&WorkKey::new(controller, work()))
+        } else {
+            Vec::new()
+        };
+        crate::reads::current_digest(&*self.informers, &dependencies)
     }
 
     /// Replaces what a work item depends on with what its hooks just read. A change that

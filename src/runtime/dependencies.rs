@@ -74,12 +74,22 @@ impl DependencyIndex {
         inner.count(&key.controller)
     }
 
-    /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
+    /// What a work item's last run read, in the order read.
+    pub fn of(&self, key: &WorkKey) -> Vec<Dependency> {
+        self.inner
+            .read()
+            .by_key
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Whether any work item of the controller depends on something (a shared lock only).
     pub fn holds_any(&self, controller: &ControllerId) -> bool {
         self.inner.read().count(controller) > 0
     }
 
+    /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
     pub fn remove(&self, key: &WorkKey) -> usize {
         let mut inner = self.inner.write();
         inner.remove(key);

@@ -5,6 +5,7 @@
 use super::apply::Writer;
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
+use super::fingerprint::Sweep;
 use super::keys::{ControllerId, KindName, Work, WorkKey};
 use super::load::{ControllerSpec, ScriptSources};
 use super::status::{Health, SyncOutcomes};
@@ -59,8 +60,10 @@ pub trait Kind: Sized + Send + Sync + 'static {
         object: &Value,
     ) -> impl Future<Output = Result<(), Failure>> + Send;
 
-    /// Queues every object the controller acts on (a reload, a resync).
-    fn enqueue_all(context: &Context, controller: &Controller<Self>);
+    /// Queues every work item the controller has (a reload, a resync); with
+    /// [`Sweep::Changed`], only those whose fingerprint differs from their last sync's. Returns
+    /// how many it skipped.
+    fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64;
 
     /// Queues the work one watch event causes (of a type `interest` named, or any type).
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent);
@@ -93,6 +96,8 @@ pub struct Controller<K: Kind> {
     /// The controller object, as Events about its targets name it.
     pub reference: ObjectReference,
     pub generation: Option<i64>,
+    /// What runs (the generation and every hook digest), as the seed of every fingerprint.
+    pub version: u64,
     pub planner: Arc<K::Planner>,
     /// The hooks running: the newest that compiled.
     pub hooks: Arc<ControllerHooks>,
@@ -131,10 +136,12 @@ impl<K: Kind> Controller<K> {
 pub enum Outcome<Key> {
     /// Nothing to record.
     Done,
-    /// Synced; `resync_after` asks for another sync.
+    /// Synced; `resync_after` asks for another sync. `fingerprint`: what the sync saw, when its
+    /// hooks were pure (see [`super::fingerprint`]).
     Synced {
         key: Key,
         resync_after: Option<Duration>,
+        fingerprint: Option<u64>,
     },
     /// What the work was about is gone or no longer the controller's: no longer counted.
     Forgotten(Key),

@@ -90,6 +90,8 @@ pub struct Metrics {
     pub controller_ready: Family<ControllerLabels, Gauge>,
     /// Reads (`get`, `list`) the controller's work items depend on now.
     pub dependencies: Family<ControllerLabels, Gauge>,
+    /// Work items a resync did not queue: nothing their last (pure) sync saw had changed.
+    pub resync_skipped: Family<ControllerLabels, Counter>,
     pub build_info: Family<BuildLabels, Gauge>,
 }
 
@@ -108,6 +110,7 @@ impl Default for Metrics {
             leader: Gauge::default(),
             controller_ready: Family::default(),
             dependencies: Family::default(),
+            resync_skipped: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -172,6 +175,12 @@ impl Metrics {
             "Reads (get, list) the controller's work items depend on: a change to one re-syncs \
              the work item that read it",
             self.dependencies.clone(),
+        );
+        registry.register(
+            "resync_skipped",
+            "Work items a periodic resync skipped because nothing their last pure sync saw had \
+             changed",
+            self.resync_skipped.clone(),
         );
         registry.register(
             "build_info",
@@ -247,6 +256,20 @@ impl Metrics {
             .map_or(0, |counter| counter.get())
     }
 
+    /// Counts the work items a resync of a controller skipped.
+    pub fn count_resync_skipped(&self, controller: &ControllerId, skipped: u64) {
+        self.resync_skipped
+            .get_or_create(&ControllerLabels::of(controller))
+            .inc_by(skipped);
+    }
+
+    /// Work items resyncs of one controller skipped so far.
+    pub fn resync_skipped_of(&self, controller: &ControllerId) -> u64 {
+        self.resync_skipped
+            .get(&ControllerLabels::of(controller))
+            .map_or(0, |counter| counter.get())
+    }
+
     /// Drops the samples of a removed controller, so label sets do not pile up over time.
     /// Failure counts stay: they are few, and an alert may still be looking at them.
     pub fn forget(&self, controller: &ControllerId) {
@@ -256,6 +279,7 @@ impl Metrics {
         self.sync_seconds.remove(&labels);
         self.controller_ready.remove(&labels);
         self.dependencies.remove(&labels);
+        self.resync_skipped.remove(&labels);
         for hook in HookKind::ALL {
             let labels = HookLabels {
                 kind: controller.kind.as_str(),

@@ -12,6 +12,7 @@ mod decorator;
 mod dependencies;
 pub mod discovery;
 mod events;
+mod fingerprint;
 mod keys;
 mod kind;
 mod leader;

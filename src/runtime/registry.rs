@@ -5,6 +5,7 @@
 
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
+use super::fingerprint::{self, Sweep};
 use super::keys::{ControllerId, KindName, Work, WorkKey};
 use super::kind::{Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
@@ -151,6 +152,7 @@ impl<K: Kind> Registry<K> {
             reference: super::events::reference(&object),
             writer,
             generation,
+            version: fingerprint::controller_version(generation, &load::digests(&prepared.hooks)),
             planner,
             hooks: prepared.hooks,
             health: prepared.health,
@@ -181,10 +183,9 @@ impl<K: Kind> Registry<K> {
         mut controller: Controller<K>,
         previous: Option<Arc<Controller<K>>>,
     ) {
-        let changed = previous.as_ref().is_none_or(|p| {
-            p.generation != controller.generation
-                || load::digests(&p.hooks) != load::digests(&controller.hooks)
-        });
+        let changed = previous
+            .as_ref()
+            .is_none_or(|p| p.version != controller.version);
         if changed {
             // Before `enqueue_all` below reads the cache.
             controller.queued_all_at = Instant::now();
@@ -216,7 +217,7 @@ impl<K: Kind> Registry<K> {
                 .collect::<Vec<_>>()
                 .join(",");
             tracing::info!(controller = %id, %digests, "controller loaded; syncing what it acts on");
-            K::enqueue_all(context, &controller);
+            K::enqueue_all(context, &controller, Sweep::Everything);
         }
     }
 
@@ -281,9 +282,12 @@ impl<K: Kind> Registry<K> {
             Outcome::Synced {
                 key: synced,
                 resync_after,
+                fingerprint,
             } => {
                 context.queue.forget(key);
-                controller.outcomes.succeeded(synced);
+                // A sync that asked to run again later expects to: a resync must not skip it.
+                let fingerprint = fingerprint.filter(|_| resync_after.is_none());
+                controller.outcomes.succeeded(synced, fingerprint);
                 if let Some(delay) = resync_after {
                     context.queue.add_after(key.clone(), delay);
                 }
@@ -301,7 +305,7 @@ impl<K: Kind> Registry<K> {
                 context.metrics.count_failure(&controller.id, reason);
                 let delay = context.queue.retry_later(key.clone());
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
-                controller.outcomes.failed(failed, message.clone());
+                controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);
                 context
                     .warn(&about, related, reason, K::ACTION, &message)
@@ -400,7 +404,8 @@ pub trait KindRuntime: Send + Sync {
     /// The controllers that resync periodically, with their periods.
     fn resync_periods(&self) -> Vec<(ControllerId, Duration)>;
 
-    /// Queues everything a controller acts on, as a resync.
+    /// Queues what a controller acts on, as a periodic resync: the work items whose outcome may
+    /// have changed since their last sync (everything with `--full-resync`).
     fn resync(&self, context: &Context, name: &str);
 
     /// The names of the loaded controllers.
@@ -489,9 +494,19 @@ impl<K: Kind> KindRuntime for Registry<K> {
     }
 
     fn resync(&self, context: &Context, name: &str) {
-        if let Some(controller) = self.get(name) {
-            K::enqueue_all(context, &controller);
-        }
+        let Some(controller) = self.get(name) else {
+            return;
+        };
+        let sweep = if context.config.full_resync {
+            Sweep::Everything
+        } else {
+            Sweep::Changed
+        };
+        let skipped = K::enqueue_all(context, &controller, sweep);
+        context
+            .metrics
+            .count_resync_skipped(&controller.id, skipped);
+        tracing::debug!(controller = %controller.id, skipped, "resync queued what may have changed");
     }
 
     fn names(&self) -> BTreeSet<String> {
@@ -522,7 +537,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .add(WorkKey::load(&Self::id(object::name(&object))));
         }
         for controller in self.all() {
-            K::enqueue_all(context, &controller);
+            K::enqueue_all(context, &controller, Sweep::Everything);
         }
     }
 }

@@ -6,10 +6,18 @@ use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-/// The last outcome of every target's sync, for the counts in status.
+/// The last outcome of every target's sync: for the counts in status, and for a resync to skip
+/// what cannot have changed since (see [`super::fingerprint`]). Forgotten with the target.
 #[derive(Debug)]
 pub struct SyncOutcomes<K> {
-    outcomes: Mutex<HashMap<K, Option<String>>>,
+    outcomes: Mutex<HashMap<K, Last>>,
+}
+
+#[derive(Debug)]
+enum Last {
+    /// Synced; with the fingerprint of what the sync saw when it was pure.
+    Synced(Option<u64>),
+    Failed,
 }
 
 impl<K> Default for SyncOutcomes<K> {
@@ -21,7 +29,7 @@ impl<K> Default for SyncOutcomes<K> {
 }
 
 impl<K: Eq + Hash> SyncOutcomes<K> {
-    fn outcomes(&self) -> parking_lot::MutexGuard<'_, HashMap<K, Option<String>>> {
+    fn outcomes(&self) -> parking_lot::MutexGuard<'_, HashMap<K, Last>> {
         self.outcomes.lock()
     }
 
@@ -30,21 +38,33 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
         self.outcomes().retain(|key, _| !gone(key));
     }
 
-    pub fn succeeded(&self, key: K) {
-        self.outcomes().insert(key, None);
+    /// A sync succeeded; `fingerprint` when a resync may skip it while nothing it saw changes.
+    pub fn succeeded(&self, key: K, fingerprint: Option<u64>) {
+        self.outcomes().insert(key, Last::Synced(fingerprint));
     }
 
-    pub fn failed(&self, key: K, message: String) {
-        self.outcomes().insert(key, Some(message));
+    pub fn failed(&self, key: K) {
+        self.outcomes().insert(key, Last::Failed);
     }
 
     pub fn forget(&self, key: &K) {
         self.outcomes().remove(key);
     }
 
+    /// The fingerprint of the last sync, when it succeeded and was pure.
+    pub fn fingerprint(&self, key: &K) -> Option<u64> {
+        match self.outcomes().get(key) {
+            Some(Last::Synced(fingerprint)) => *fingerprint,
+            _ => None,
+        }
+    }
+
     pub fn counts(&self) -> Counts {
         let outcomes = self.outcomes();
-        let failing = outcomes.values().filter(|o| o.is_some()).count() as u64;
+        let failing = outcomes
+            .values()
+            .filter(|o| matches!(o, Last::Failed))
+            .count() as u64;
         let targets = outcomes.len() as u64;
         Counts {
             targets,
@@ -150,10 +170,10 @@ mod tests {
     #[test]
     fn counts_follow_the_last_outcome_per_target() {
         let outcomes = SyncOutcomes::default();
-        outcomes.succeeded("a");
-        outcomes.failed("b", "boom".into());
-        outcomes.failed("a", "boom".into());
-        outcomes.succeeded("c");
+        outcomes.succeeded("a", None);
+        outcomes.failed("b");
+        outcomes.failed("a");
+        outcomes.succeeded("c", Some(7));
         let counts = |targets, synced, failing| Counts {
             targets,
             synced,
@@ -164,6 +184,26 @@ mod tests {
         assert_eq!(outcomes.counts(), counts(2, 1, 1));
         outcomes.forget_where(|key| *key != "c");
         assert_eq!(outcomes.counts(), counts(1, 1, 0));
+    }
+
+    #[test]
+    fn only_a_pure_success_keeps_a_fingerprint() {
+        let outcomes = SyncOutcomes::default();
+        outcomes.succeeded("a", Some(7));
+        assert_eq!(outcomes.fingerprint(&"a"), Some(7));
+        outcomes.failed("a");
+        assert_eq!(outcomes.fingerprint(&"a"), None, "a failure forgets it");
+        outcomes.succeeded("a", Some(8));
+        outcomes.succeeded("a", None);
+        assert_eq!(
+            outcomes.fingerprint(&"a"),
+            None,
+            "an impure sync forgets it"
+        );
+        outcomes.succeeded("a", Some(9));
+        outcomes.forget(&"a");
+        assert_eq!(outcomes.fingerprint(&"a"), None);
+        assert_eq!(outcomes.fingerprint(&"never"), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub(crate) struct HelperEnv {
     pub hook: HookKind,
     pub language: Language,
     /// Fixed for the whole call (and by the test harness), so every `now()` in a call agrees.
+    /// Read through [`HelperEnv::now`], which notes the call as impure.
     pub now: jiff::Timestamp,
     pub logs: Option<LogSink>,
     /// What `get` and `list` read from, and where they record what they read; `None` where
@@ -27,9 +28,25 @@ pub(crate) struct HelperEnv {
     /// Where `event` collects the Events the call asks for; `None` where nobody publishes them
     /// (`render`, `explain`): `event` then only validates its arguments.
     pub events: Option<super::events::EventSink>,
+    /// Told when the call reads the clock or randomness (see [`super::Purity`]).
+    pub purity: Option<super::Purity>,
 }
 
 impl HelperEnv {
+    /// The call's clock. A call that reads it may answer differently next time with the same
+    /// request, so it is noted as impure.
+    pub fn now(&self, source: &'static str) -> jiff::Timestamp {
+        self.taint(source);
+        self.now
+    }
+
+    /// Notes that the call used something besides its request and its tracked reads.
+    pub fn taint(&self, source: &'static str) {
+        if let Some(purity) = &self.purity {
+            purity.taint(source);
+        }
+    }
+
     pub fn log(&self, line: LogLine) {
         LogTarget {
             controller: &self.controller,
@@ -294,7 +311,9 @@ fn log(env: &HelperEnv, args: &[Value]) -> HelperResult {
 }
 
 fn now(env: &HelperEnv, _: &[Value]) -> HelperResult {
-    Ok(Value::String(format_timestamp(env.now.as_second())?))
+    Ok(Value::String(format_timestamp(
+        env.now("now()").as_second(),
+    )?))
 }
 
 fn format_timestamp(seconds: i64) -> Result<String, HelperError> {
@@ -588,6 +607,7 @@ mod tests {
             logs: Some(LogSink::new()),
             reads: None,
             events: None,
+            purity: None,
         }
     }
 
@@ -616,6 +636,25 @@ mod tests {
     #[test]
     fn now_truncates_to_seconds() {
         assert_eq!(call("now", &[]).unwrap(), json!("2024-05-01T12:00:00Z"));
+    }
+
+    #[test]
+    fn only_the_clock_makes_a_call_impure() {
+        let purity = crate::script::Purity::new();
+        let env = HelperEnv {
+            purity: Some(purity.clone()),
+            ..env()
+        };
+        let run = |name: &str, args: &[Value]| {
+            let helper = HELPERS.iter().find(|h| h.name == name).unwrap();
+            helper.call(&env, args).unwrap();
+        };
+        run("sha256", &[json!("x")]);
+        run("parse_time", &[json!("2024-05-01T12:00:00Z")]);
+        run("get_path", &[json!({"a": 1}), json!("a")]);
+        assert!(purity.is_pure());
+        run("now", &[]);
+        assert_eq!(purity.impurity(), Some("now()"));
     }
 
     #[test]

@@ -504,7 +504,10 @@ fn install_globals(lua: &Lua, markers: &Markers) -> mlua::Result<()> {
 
     let collectgarbage = lua.create_function(|lua, option: Option<String>| {
         match option.as_deref() {
-            Some("count") => Ok(lua.used_memory() as f64 / 1024.0),
+            Some("count") => {
+                with_active(|env, _| env.taint("collectgarbage(\"count\")"));
+                Ok(lua.used_memory() as f64 / 1024.0)
+            }
             _ => Err(mlua::Error::runtime(
                 "collectgarbage is not available in the metascript sandbox (only collectgarbage(\"count\"))",
             )),
@@ -519,7 +522,17 @@ fn install_globals(lua: &Lua, markers: &Markers) -> mlua::Result<()> {
         globals.raw_set(*name, blocked_library(lua, name, why, lua.create_table()?)?)?;
     }
     globals.raw_set("os", safe_os(lua)?)?;
+    let math: Table = globals.get("math")?;
+    math.raw_set("random", impure(lua, math.get("random")?, "math.random")?)?;
     Ok(())
+}
+
+/// `function`, noting each call as impure (see [`crate::script::Purity`]).
+fn impure(lua: &Lua, function: Function, source: &'static str) -> mlua::Result<Function> {
+    lua.create_function(move |_, args: MultiValue| {
+        with_active(|env, _| env.taint(source));
+        function.call::<MultiValue>(args)
+    })
 }
 
 /// `array([t])` / `map([t])`: marks `t` (or a new empty table) as a JSON list / object.
@@ -639,11 +652,11 @@ fn safe_os(lua: &Lua) -> mlua::Result<Table> {
     let luau_time: Function = luau_os.get("time")?;
     let luau_date: Function = luau_os.get("date")?;
     let now = || {
-        with_active(|env, _| env.now.as_second() as f64)
+        with_active(|env, _| env.now("os.time or os.date").as_second() as f64)
             .ok_or_else(|| mlua::Error::runtime("os: called outside a hook call"))
     };
     let os = lua.create_table()?;
-    os.set("clock", luau_os.get::<Function>("clock")?)?;
+    os.set("clock", impure(lua, luau_os.get("clock")?, "os.clock")?)?;
     os.set("difftime", luau_os.get::<Function>("difftime")?)?;
     os.set(
         "time",

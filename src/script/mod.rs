@@ -18,6 +18,7 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+mod purity;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
@@ -31,6 +32,7 @@ pub use limits::{
     DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH,
 };
 pub use log::{LogLevel, LogLine, LogSink};
+pub use purity::Purity;
 
 use crate::api::{HookKind, Language, Limits};
 use helpers::HelperEnv;
@@ -401,6 +403,8 @@ pub struct CallContext {
     pub reads: Option<crate::reads::ReadAccess>,
     /// Collects the Events the script asks for (`event`); `None`: they are only validated.
     pub events: Option<EventSink>,
+    /// Told when the script uses the clock or randomness; `None`: nobody asks.
+    pub purity: Option<Purity>,
 }
 
 impl CallContext {
@@ -413,6 +417,7 @@ impl CallContext {
             logs: None,
             reads: None,
             events: None,
+            purity: None,
         }
     }
 
@@ -629,6 +634,7 @@ impl ScriptEngine {
                 logs: call.logs.clone(),
                 reads: call.reads.clone(),
                 events: call.events.clone(),
+                purity: call.purity.clone(),
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,

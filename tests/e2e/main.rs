@@ -19,6 +19,7 @@ mod operator_events;
 mod operator_map;
 mod operator_quiet;
 mod operator_reads;
+mod operator_resync;
 mod planning_decorator;
 mod planning_map;
 mod runtime_cache;

@@ -270,6 +270,7 @@ fn run_file(
                 logs: Some(logs.clone()),
                 reads: Some(reads.clone()),
                 events: Some(events.clone()),
+                ..CallScope::default()
             };
             let result = subject.call(engine, &request, &scope);
             let events = published(&result, &events);

@@ -4,10 +4,11 @@
 
 mod related;
 
-use super::apply::{PlanTarget, Writer};
+use super::apply::{PlanTarget, Writer, Written};
 use super::cache::ObjectEvent;
-use super::context::{Context, Failure};
-use super::keys::{ControllerId, KindName, ObjRef, Work};
+use super::context::{Context, Failure, WorkScope};
+use super::fingerprint::{self, Seen, Sweep};
+use super::keys::{ControllerId, KindName, ObjRef, Work, WorkKey};
 use super::kind::{Controller, Interest, Kind, Outcome};
 use super::load::ControllerSpec;
 use super::routes::only_status_changed;
@@ -16,7 +17,6 @@ use crate::controllers::decorator::{Decorator, Phase};
 use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
 use crate::object;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::script::EventSink;
 use crate::sync::{self, ObjectStore, RelatedRules, SyncError};
 use related::RelatedIndex;
 use serde_json::Value;
@@ -96,9 +96,7 @@ impl Kind for DecoratorKind {
             let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
             if let Err(failure) = edit_own_finalizer(context, &controller.id, object, add).await {
                 tracing::warn!(controller = %controller.id, error = %failure.message, "cannot add the cleanup finalizer");
-                context
-                    .queue
-                    .retry_later(super::keys::WorkKey::load(&controller.id));
+                context.queue.retry_later(WorkKey::load(&controller.id));
             }
         }
     }
@@ -157,15 +155,23 @@ impl Kind for DecoratorKind {
 
     /// Every object the controller has work for: selected ones and those holding its
     /// finalizer.
-    fn enqueue_all(context: &Context, controller: &Controller<Self>) {
+    fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
         let decorator = &controller.planner;
+        let mut skipped = 0;
         for resource in target_types(decorator) {
             for target in ObjectStore::list(&*context.informers, resource, None) {
-                if wants(decorator, &target) {
-                    controller.enqueue(context, Work::Object(ObjRef::of(resource, &target)));
+                if !wants(decorator, &target) {
+                    continue;
                 }
+                let target_ref = ObjRef::of(resource, &target);
+                if sweep == Sweep::Changed && unchanged(context, controller, &target_ref, &target) {
+                    skipped += 1;
+                    continue;
+                }
+                controller.enqueue(context, Work::Object(target_ref));
             }
         }
+        skipped
     }
 
     /// The object itself when it is (or was) a target, its owner when it is an attachment,
@@ -267,6 +273,51 @@ fn ignores_status(decorator: &Decorator, resource: &ResourceType) -> bool {
         .any(|(rule, t)| t == resource && rule.ignore_status_changes)
 }
 
+/// Whether a target's last sync was pure and saw exactly what the cache holds now.
+fn unchanged(
+    context: &Context,
+    controller: &Controller<DecoratorKind>,
+    target_ref: &ObjRef,
+    target: &Value,
+) -> bool {
+    let Some(recorded) = controller.outcomes.fingerprint(target_ref) else {
+        return false;
+    };
+    let Some(seen) = seen(context, controller, target_ref, target) else {
+        return false;
+    };
+    let reads = context.current_reads(&controller.id, || Work::Object(target_ref.clone()));
+    seen.fingerprint(controller.version, reads) == recorded
+}
+
+/// What a sync of the target builds its hook requests from, as the cache holds it now: the
+/// target, its observed attachments and the objects its customize rules relate to it. `None`
+/// when the target's phase runs no hook.
+fn seen(
+    context: &Context,
+    controller: &Controller<DecoratorKind>,
+    target_ref: &ObjRef,
+    target: &Value,
+) -> Option<Seen> {
+    let decorator = &controller.planner;
+    if !sync::runs_hook(decorator.phase(target)) {
+        return None;
+    }
+    let store = &*context.informers;
+    let mut seen = Seen::default();
+    seen.object(target);
+    for attachment in sync::observed_attachments(decorator, store, target) {
+        seen.object(&attachment);
+    }
+    if decorator.has_customize {
+        let rules = controller.state.related.rules_of(target_ref);
+        for related in sync::related_objects(store, target, &rules) {
+            seen.object(&related);
+        }
+    }
+    Some(seen)
+}
+
 /// Syncs one target: hooks on the blocking pool, then the plan's writes. A target that is gone
 /// or no longer selected is forgotten.
 async fn sync_target(
@@ -286,16 +337,19 @@ async fn sync_target(
         about: object.clone(),
         failure,
     };
-    let plan = match plan_target(context, controller, &object, target).await {
+    let scope = context.scope(&controller.planner.reads);
+    let plan = match plan_target(context, controller, &object, target, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
             return Outcome::Synced {
                 key: target.clone(),
                 resync_after: None,
+                fingerprint: None,
             };
         }
         Err(failure) => return failed(failure),
     };
+    let mut written = Written::default();
     if !plan.is_noop() {
         let child_types: Vec<ResourceType> = controller
             .planner
@@ -310,34 +364,43 @@ async fn sync_target(
             controller: &controller.id,
             writer: &controller.writer,
         };
-        if let Err(error) = context.applier.execute(&plan_target, &plan).await {
-            return failed(error.into());
-        }
+        written = match context.applier.execute(&plan_target, &plan).await {
+            Ok(written) => written,
+            Err(error) => return failed(error.into()),
+        };
         tracing::debug!(controller = %controller.id, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
     }
+    let fingerprint = seen(context, controller, target, &object).and_then(|seen| {
+        fingerprint::after_sync(
+            controller.version,
+            seen,
+            &written,
+            &scope.purity,
+            &scope.reads,
+        )
+    });
     Outcome::Synced {
         key: target.clone(),
         resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
+        fingerprint,
     }
 }
 
 /// Runs the customize hook (when there is one), makes sure the related types are watched,
 /// then runs sync or finalize; all script work happens on the blocking pool.
+/// Every hook of the sync runs in `scope`, so what they read together is what the target
+/// depends on.
 async fn plan_target(
     context: &Arc<Context>,
     controller: &Arc<Controller<DecoratorKind>>,
     object: &Arc<Value>,
     target: &ObjRef,
+    scope: &WorkScope,
 ) -> Result<Option<Plan>, Failure> {
-    let decorator = &controller.planner;
-    // Every hook of this sync reads through one access, so what they read together is what
-    // the target depends on.
-    let reads = context.reads(&decorator.reads);
-    let events = EventSink::new();
-    let planned = plan_with_reads(context, controller, object, target, &reads, &events).await;
+    let planned = plan_in_scope(context, controller, object, target, scope).await;
     context.record_reads(
-        &super::keys::WorkKey::new(&controller.id, Work::Object(target.clone())),
-        &reads,
+        &WorkKey::new(&controller.id, Work::Object(target.clone())),
+        &scope.reads,
     );
     if planned.is_ok() {
         context
@@ -345,20 +408,19 @@ async fn plan_target(
                 object,
                 &controller.reference,
                 DecoratorKind::ACTION,
-                &events,
+                &scope.events,
             )
             .await;
     }
     planned
 }
 
-async fn plan_with_reads(
+async fn plan_in_scope(
     context: &Arc<Context>,
     controller: &Arc<Controller<DecoratorKind>>,
     object: &Arc<Value>,
     target: &ObjRef,
-    reads: &crate::reads::ReadAccess,
-    events: &EventSink,
+    scope: &WorkScope,
 ) -> Result<Option<Plan>, Failure> {
     let decorator = &controller.planner;
     let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
@@ -367,8 +429,7 @@ async fn plan_with_reads(
             .blocking(
                 &controller.id,
                 &controller.hooks,
-                Some(reads.clone()),
-                Some(events.clone()),
+                scope,
                 move |_, runner| sync::customize(&planner, runner, &target_object),
             )
             .await?;
@@ -386,8 +447,7 @@ async fn plan_with_reads(
         .blocking(
             &controller.id,
             &controller.hooks,
-            Some(reads.clone()),
-            Some(events.clone()),
+            scope,
             move |context, runner| {
                 sync::sync_decorator_target(
                     &planner,
@@ -463,5 +523,6 @@ async fn edit_own_finalizer(
         controller: id,
         writer: &writer,
     };
-    Ok(context.applier.execute(&target, &plan).await?)
+    context.applier.execute(&target, &plan).await?;
+    Ok(())
 }

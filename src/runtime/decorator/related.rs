@@ -52,6 +52,16 @@ impl RelatedIndex {
         inner.rules.insert(target.clone(), (rules, scopes));
     }
 
+    /// The rules a target's last customize returned (none recorded: none returned).
+    pub fn rules_of(&self, target: &ObjRef) -> RelatedRules {
+        self.inner
+            .read()
+            .rules
+            .get(target)
+            .map(|(rules, _)| rules.clone())
+            .unwrap_or_default()
+    }
+
     pub fn remove(&self, target: &ObjRef) {
         self.inner.write().remove(target);
     }

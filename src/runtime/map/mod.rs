@@ -5,9 +5,10 @@
 
 mod bindings;
 
-use super::apply::PlanTarget;
+use super::apply::{PlanTarget, Written};
 use super::cache::ObjectEvent;
-use super::context::{Context, Failure};
+use super::context::{Context, Failure, WorkScope};
+use super::fingerprint::{self, Seen, Sweep};
 use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work, WorkKey};
 use super::kind::{Controller, Interest, Kind, Outcome};
 use super::load::ControllerSpec;
@@ -98,11 +99,27 @@ impl Kind for MapKind {
         Ok(())
     }
 
-    fn enqueue_all(context: &Context, controller: &Controller<Self>) {
-        let parent_type = &controller.planner.parent;
-        for parent in context.informers.list(parent_type, None) {
-            controller.enqueue(context, Work::Object(ObjRef::of(parent_type, &parent)));
+    /// Every parent, each fanning out into its pairs when its work item runs. A resync fans
+    /// the parents out here instead, so that the pairs it skips are never queued; a parent
+    /// that cannot fan out goes through its own work item, which records why.
+    fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
+        let (mapper, store) = (&controller.planner, &*context.informers);
+        let mut skipped = 0;
+        for parent in context.informers.list(&mapper.parent, None) {
+            let parent_ref = ObjRef::of(&mapper.parent, &parent);
+            let fan_out = match sweep {
+                Sweep::Changed => MapFanOut::read(mapper, store, &parent).ok(),
+                Sweep::Everything => None,
+            };
+            match fan_out {
+                Some(fan_out) => {
+                    skipped +=
+                        fan_out_parent(context, controller, &parent_ref, &parent, &fan_out, sweep);
+                }
+                None => controller.enqueue(context, Work::Object(parent_ref)),
+            }
         }
+        skipped
     }
 
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
@@ -281,18 +298,112 @@ fn sync_parent(
             };
         }
     };
+    fan_out_parent(
+        context,
+        controller,
+        parent_ref,
+        &parent,
+        &fan_out,
+        Sweep::Everything,
+    );
+    Outcome::Forgotten(parent_group(parent_ref))
+}
+
+/// Queues a parent's pairs (with [`Sweep::Changed`], those whose fingerprint changed) and its
+/// detached groups, and has the status loop look at its status. Returns how many pairs it
+/// skipped.
+fn fan_out_parent(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent_ref: &ObjRef,
+    parent: &Value,
+    fan_out: &MapFanOut,
+    sweep: Sweep,
+) -> u64 {
+    let mapper = &controller.planner;
+    // The parent's part of every pair's fingerprint, once.
+    let parent_seen = (sweep == Sweep::Changed).then(|| parent_seen(parent));
+    let mut skipped = 0;
     for input in &fan_out.inputs {
-        if let Some(input_type) = mapper.inputs.iter().find(|t| t.describes(input)) {
-            let (parent, input) = (parent_ref.clone(), ObjRef::of(input_type, input));
-            controller.enqueue(context, Work::Pair { parent, input });
+        let Some(input_type) = mapper.inputs.iter().find(|t| t.describes(input)) else {
+            continue;
+        };
+        let input_ref = ObjRef::of(input_type, input);
+        if let Some(parent_seen) = &parent_seen
+            && pair_unchanged(
+                context,
+                controller,
+                parent_seen,
+                parent_ref,
+                parent,
+                &input_ref,
+                input,
+            )
+        {
+            skipped += 1;
+            continue;
         }
+        let parent = parent_ref.clone();
+        controller.enqueue(
+            context,
+            Work::Pair {
+                parent,
+                input: input_ref,
+            },
+        );
     }
     for (map_key, _) in fan_out.detached(mapper) {
         let parent = parent_ref.clone();
         controller.enqueue(context, Work::Group(MapGroup { parent, map_key }));
     }
     controller.state.status_changed(parent_ref);
-    Outcome::Forgotten(parent_group(parent_ref))
+    skipped
+}
+
+/// The parent as every map call of it sees it. The counts this controller aggregates into
+/// its status are left out: they move with every pair's outputs, and a pair is not mapped
+/// again when only they change (a status-only parent event is not routed), so a resync does
+/// not map it again for them either.
+fn parent_seen(parent: &Value) -> Seen {
+    let mut seen = Seen::default();
+    seen.content(parent, &["/status/inputs", "/status/outputs"]);
+    seen
+}
+
+/// What a map call for a pair builds its request from: the parent, the input and the
+/// outputs of the input's map key.
+fn pair_seen(parent_seen: &Seen, input: &Value, outputs: &[Arc<Value>]) -> Seen {
+    let mut seen = parent_seen.clone();
+    seen.object(input);
+    for output in outputs {
+        seen.object(output);
+    }
+    seen
+}
+
+/// Whether a pair's last map call was pure and saw exactly what the cache holds now.
+fn pair_unchanged(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent_seen: &Seen,
+    parent_ref: &ObjRef,
+    parent: &Value,
+    input_ref: &ObjRef,
+    input: &Value,
+) -> bool {
+    let group = MapGroup {
+        parent: parent_ref.clone(),
+        map_key: Mapper::map_key(input),
+    };
+    let Some(recorded) = controller.outcomes.fingerprint(&group) else {
+        return false;
+    };
+    let outputs = group_outputs(context, controller, parent, &group);
+    let reads = context.current_reads(&controller.id, || Work::Pair {
+        parent: parent_ref.clone(),
+        input: input_ref.clone(),
+    });
+    pair_seen(parent_seen, input, &outputs).fingerprint(controller.version, reads) == recorded
 }
 
 /// One (parent, input) pair: map a selected input, or settle the outputs of one that is gone
@@ -326,22 +437,19 @@ async fn sync_pair(
         }
     };
     // The map or tombstone hook's reads are what this pair depends on.
-    let reads = context.reads(&mapper.reads);
-    let events = EventSink::new();
+    let scope = context.scope(&mapper.reads);
+    let mut seen = None;
     let result = match input.filter(|_| selected) {
         Some(input) => {
             controller.state.bind(&group, input_ref);
-            let (mapper, parent, outputs) = (
-                mapper.clone(),
-                parent.clone(),
-                group_outputs(context, controller, &parent, &group),
-            );
+            let outputs = group_outputs(context, controller, &parent, &group);
+            seen = Some(pair_seen(&parent_seen(&parent), &input, &outputs));
+            let (mapper, parent) = (mapper.clone(), parent.clone());
             context
                 .blocking(
                     &controller.id,
                     &controller.hooks,
-                    Some(reads.clone()),
-                    Some(events.clone()),
+                    &scope,
                     move |_, runner| {
                         let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
                         sync::map_input(&mapper, runner, &parent, &input, &observed)
@@ -351,16 +459,17 @@ async fn sync_pair(
         }
         None => {
             controller.state.unbind(&group, input_ref);
-            settle_detached(context, controller, &parent, &group, &reads, &events).await
+            settle_detached(context, controller, &parent, &group, &scope).await
         }
     };
     let pair = Work::Pair {
         parent: parent_ref.clone(),
         input: input_ref.clone(),
     };
-    context.record_reads(&WorkKey::new(&controller.id, pair), &reads);
-    publish_events(context, controller, &parent, &events, &result).await;
-    finish(context, controller, parent, group, selected, result).await
+    context.record_reads(&WorkKey::new(&controller.id, pair), &scope.reads);
+    publish_events(context, controller, &parent, &scope.events, &result).await;
+    let live = seen.map(|seen| (seen, &scope));
+    finish(context, controller, parent, group, live, result).await
 }
 
 /// An output group whose input is unknown: mapped again if a selected input has its key,
@@ -378,13 +487,12 @@ async fn sync_group(
         controller.enqueue(context, Work::Pair { parent, input });
         return Outcome::Done;
     }
-    let reads = context.reads(&controller.planner.reads);
-    let events = EventSink::new();
-    let result = settle_detached(context, controller, &parent, group, &reads, &events).await;
+    let scope = context.scope(&controller.planner.reads);
+    let result = settle_detached(context, controller, &parent, group, &scope).await;
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
-    context.record_reads(&key, &reads);
-    publish_events(context, controller, &parent, &events, &result).await;
-    finish(context, controller, parent, group.clone(), false, result).await
+    context.record_reads(&key, &scope.reads);
+    publish_events(context, controller, &parent, &scope.events, &result).await;
+    finish(context, controller, parent, group.clone(), None, result).await
 }
 
 /// A map hook's Events are about the parent: the object users `kubectl describe` for the
@@ -429,8 +537,7 @@ async fn settle_detached(
     controller: &Arc<Controller<MapKind>>,
     parent: &Arc<Value>,
     group: &MapGroup,
-    reads: &crate::reads::ReadAccess,
-    events: &EventSink,
+    scope: &WorkScope,
 ) -> Result<Plan, Failure> {
     let detached = group_outputs(context, controller, parent, group);
     if detached.is_empty() {
@@ -445,8 +552,7 @@ async fn settle_detached(
         .blocking(
             &controller.id,
             &controller.hooks,
-            Some(reads.clone()),
-            Some(events.clone()),
+            scope,
             move |_, runner| {
                 let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
                 sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result
@@ -455,20 +561,21 @@ async fn settle_detached(
         .await
 }
 
-/// Applies a group's plan; only live groups (a selected input) count in status.
+/// Applies a group's plan. Only live groups (a selected input, with what its map call saw and
+/// the scope it ran in) count in status and may be skipped by a resync.
 async fn finish(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
     parent: Arc<Value>,
     group: MapGroup,
-    live: bool,
+    live: Option<(Seen, &WorkScope)>,
     result: Result<Plan, Failure>,
 ) -> Outcome<MapGroup> {
     // The counts in the parent's status follow the pairs' inputs and outputs: a noop for a live
     // pair changes neither (an input joining or leaving a selection marks the parent on routing).
-    let counts_may_change = !live || !matches!(&result, Ok(plan) if plan.is_noop());
+    let counts_may_change = live.is_none() || !matches!(&result, Ok(plan) if plan.is_noop());
     let applied = match result {
-        Ok(plan) if plan.is_noop() => Ok(()),
+        Ok(plan) if plan.is_noop() => Ok(Written::default()),
         Ok(plan) => {
             let child_types = output_types(&controller.planner);
             let target = PlanTarget {
@@ -489,13 +596,20 @@ async fn finish(
     if counts_may_change {
         controller.state.status_changed(&group.parent);
     }
-    match applied {
-        Ok(()) if live => Outcome::Synced {
+    match (applied, live) {
+        (Ok(written), Some((seen, scope))) => Outcome::Synced {
             key: group,
             resync_after: None,
+            fingerprint: fingerprint::after_sync(
+                controller.version,
+                seen,
+                &written,
+                &scope.purity,
+                &scope.reads,
+            ),
         },
-        Ok(()) => Outcome::Forgotten(group),
-        Err(failure) => Outcome::Failed {
+        (Ok(_), None) => Outcome::Forgotten(group),
+        (Err(failure), _) => Outcome::Failed {
             key: group,
             about: parent,
             failure,

@@ -5,7 +5,7 @@
 use super::{eventually, plane};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use metascript::resources::StaticResolver;
-use metascript::runtime::{Operator, OperatorConfig};
+use metascript::runtime::{ControllerId, Operator, OperatorConfig};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -151,4 +151,30 @@ pub async fn wait_for(
         get(client, like).await.filter(|o| check(o))
     })
     .await
+}
+
+/// Waits until the controller has had nothing to do for two seconds; returns its (writes,
+/// syncs). Polled: "nothing happens" has no event to wait for.
+pub async fn quiet(controller: &ControllerId) -> (u64, u64) {
+    let operator = &operator().await.operator;
+    let counts = || {
+        let metrics = operator.metrics();
+        (metrics.writes_of(controller), metrics.syncs_of(controller))
+    };
+    let mut last = (u64::MAX, u64::MAX);
+    let mut still = 0;
+    for _ in 0..600 {
+        let now = counts();
+        if now == last && operator.pending(controller) == 0 {
+            still += 1;
+            if still == 4 {
+                return now;
+            }
+        } else {
+            still = 0;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("{controller} never settled (writes, syncs) = {last:?}");
 }
