@@ -462,6 +462,7 @@ async fn main() -> anyhow::Result<()> {
     // its own process; it starts before the controller exists, so the timing below is the
     // controller's work, not the operator's start-up.
     let mut outputs = OutputCount::start(&client, NAMESPACE);
+    let cpu = CpuClock::new(&plane);
     let started = Instant::now();
     let operator = Operator::start(
         plane.config().await?,
@@ -482,6 +483,7 @@ async fn main() -> anyhow::Result<()> {
         ),
     );
     let started = Instant::now();
+    let converge_cpu = cpu.now();
     controllers
         .patch(
             CONTROLLER,
@@ -500,13 +502,14 @@ async fn main() -> anyhow::Result<()> {
         tenths.push(at - started);
     }
     let all_outputs = tenths[9];
+    let all_outputs_cpu = cpu.since(&converge_cpu);
     let status_done = parent_counts(&templates, n, n, timeout).await? - started;
     let settled = settle(&operator, Duration::from_secs(4), timeout).await?;
     let (syncs, writes) = (operator.syncs(), operator.writes());
     row(
         "MapController applied → all N outputs exist",
         secs(all_outputs),
-        format!("({})", per_item(all_outputs, n, "object")),
+        format!("({}; {all_outputs_cpu})", per_item(all_outputs, n, "object")),
     );
     row(
         "MapController applied → parent status counts N",
@@ -537,7 +540,6 @@ async fn main() -> anyhow::Result<()> {
     // counted until the work is done and a 2 s quiet wait after it, whose idle cost (watches,
     // the status loop) is measured first on its own.
     let quiet = Duration::from_secs(2);
-    let cpu = CpuClock::new(&plane);
     let idle = idle_cpu(&cpu, quiet).await;
     let controller = ControllerId::new(KindName::Map, CONTROLLER);
     let skipped_before = operator.metrics().resync_skipped_of(&controller);
@@ -637,11 +639,20 @@ async fn main() -> anyhow::Result<()> {
         ] {
             create_namespace(&client, namespace).await?;
             let objects = (0..n).map(|i| output_like(namespace, i)).collect();
-            let took = write_all(&outputs_api(&client, namespace), objects, in_flight, how).await?;
+            // Timed like the operator: until a metadata watch sees every object (the watch
+            // and its events cost the API server here as they do while the operator runs).
+            let mut written = OutputCount::start(&client, namespace);
+            let before = cpu.now();
+            let started = Instant::now();
+            write_all(&outputs_api(&client, namespace), objects, in_flight, how).await?;
+            let took = written
+                .until(what, timeout, |c| c >= n, &String::new)
+                .await?
+                - started;
             row(
                 what,
                 secs(took),
-                format!("({})", per_item(took, n, "object")),
+                format!("({}; {})", per_item(took, n, "object"), cpu.since(&before)),
             );
             if matches!(how, Write::Apply) {
                 row(
