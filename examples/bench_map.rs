@@ -509,7 +509,10 @@ async fn main() -> anyhow::Result<()> {
     row(
         "MapController applied → all N outputs exist",
         secs(all_outputs),
-        format!("({}; {all_outputs_cpu})", per_item(all_outputs, n, "object")),
+        format!(
+            "({}; {all_outputs_cpu})",
+            per_item(all_outputs, n, "object")
+        ),
     );
     row(
         "MapController applied → parent status counts N",
