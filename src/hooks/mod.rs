@@ -158,7 +158,8 @@ impl ControllerHooks {
         libraries: &[Library],
         config_maps: &dyn ConfigMapLookup,
     ) -> Result<ControllerHooks, HookError> {
-        let libraries = read_libraries(controller, libraries, config_maps)?;
+        let hooks: Vec<(HookKind, &Hook)> = hooks.into_iter().collect();
+        let libraries = read_libraries(controller, &hooks, libraries, config_maps)?;
         let mut loaded = BTreeMap::new();
         for (kind, hook) in hooks {
             let code = match (&hook.script, &hook.webhook) {
@@ -294,13 +295,7 @@ pub fn unused_libraries(
     hooks: &[(HookKind, &Hook)],
     libraries: &[Library],
 ) -> Vec<(usize, String)> {
-    let hook_languages: BTreeSet<Language> = hooks
-        .iter()
-        .filter_map(|(kind, hook)| {
-            let script = hook.script.as_ref()?;
-            script_language(controller, &ScriptPart::Hook(*kind), &script.into()).ok()
-        })
-        .collect();
+    let hook_languages = script_languages(controller, hooks);
     libraries
         .iter()
         .enumerate()
@@ -321,20 +316,35 @@ pub fn unused_libraries(
         .collect()
 }
 
-/// The most libraries a controller may list: each one runs before every call of its hooks.
-pub const MAX_LIBRARIES: usize = 16;
+pub use crate::script::MAX_LIBRARIES;
 
 struct ReadLibrary {
     language: Language,
     library: LibrarySource,
 }
 
-/// Reads a controller's libraries, checking their names: unique, usable as a Lua global.
+/// The languages of a controller's script hooks, as their specs say (`None`: unknown yet; the
+/// hook's own load reports why).
+fn script_languages(controller: &str, hooks: &[(HookKind, &Hook)]) -> BTreeSet<Language> {
+    hooks
+        .iter()
+        .filter_map(|(kind, hook)| {
+            let script = hook.script.as_ref()?;
+            script_language(controller, &ScriptPart::Hook(*kind), &script.into()).ok()
+        })
+        .collect()
+}
+
+/// Reads the libraries some script hook of `hooks` loads, checking every library's name
+/// (unique, usable as a Lua global) and language. A library in another language is not read:
+/// a missing ConfigMap of a library nothing loads must not stop the hooks.
 fn read_libraries(
     controller: &str,
+    hooks: &[(HookKind, &Hook)],
     libraries: &[Library],
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<Vec<ReadLibrary>, SourceError> {
+    let languages = script_languages(controller, hooks);
     let refuse = |library: &str, reason: String| SourceError::Library {
         controller: controller.to_string(),
         library: library.to_string(),
@@ -355,6 +365,9 @@ fn read_libraries(
             return Err(refuse(name, "the name is listed twice".to_string()));
         }
         let part = ScriptPart::Library(name.clone());
+        if !languages.contains(&script_language(controller, &part, &library.into())?) {
+            continue;
+        }
         let source = script_source(controller, &part, library.into(), config_maps)?;
         read.push(ReadLibrary {
             language: source.language,

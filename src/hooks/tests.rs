@@ -77,6 +77,18 @@ fn a_library_no_hook_can_load_is_reported_but_not_refused() {
     let sync = script_hook(Language::Rhai, "#{}");
     let libraries = [inline_library("lualib", Language::Lua, "return {}")];
     assert!(load(&[(HookKind::Sync, &sync)], &libraries).is_ok());
+    // Not even read: its ConfigMap's absence does not stop the hooks that do not load it.
+    let absent = [Library {
+        name: "lualib".into(),
+        language: None,
+        inline: None,
+        config_map_ref: Some(ConfigMapKeyRef {
+            namespace: "ns".into(),
+            name: "missing".into(),
+            key: "lualib.lua".into(),
+        }),
+    }];
+    assert!(load(&[(HookKind::Sync, &sync)], &absent).is_ok());
     let unused = unused_libraries("ctl", &[(HookKind::Sync, &sync)], &libraries);
     assert_eq!(unused.len(), 1);
     assert_eq!(unused[0].0, 0);

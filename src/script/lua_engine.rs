@@ -25,7 +25,7 @@ use super::lua_convert::{
     ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
 };
 use super::suggest::nearest;
-use super::{CallSetup, Code, Layout, Part, Program, ScriptOrigin};
+use super::{CallSetup, Code, Layout, MAX_LIBRARIES, Part, Program, ScriptOrigin};
 use crate::api::Language;
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
@@ -339,6 +339,22 @@ struct Chunks {
     libraries: Vec<Function>,
 }
 
+/// The names of the globals every call's sandbox reads through to.
+#[cfg(test)]
+pub(crate) fn sandbox_globals() -> Vec<String> {
+    let state = LuaState::new().expect("a Lua state");
+    let globals = state.lua.globals();
+    let frozen = match globals.metatable() {
+        Some(metatable) => metatable.raw_get::<Table>("__index").unwrap_or(globals),
+        None => globals,
+    };
+    frozen
+        .pairs::<String, LuaValue>()
+        .filter_map(Result::ok)
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// The name Luau gives a part in messages (`hook:12: ...`, `library util:3: ...`).
 fn chunk_name(part: &Part) -> String {
     match &part.library {
@@ -404,8 +420,8 @@ fn sandboxed_thread<R: FromLuaMulti>(
     return_clones: bool,
 ) -> mlua::Result<R> {
     // SAFETY: the closure runs protected on the state's current thread with the arguments as
-    // the only values on its stack, and checks that they are 1 to 18 Luau functions before
-    // touching them (raising a Lua error otherwise). It only uses the Luau C API as documented:
+    // the only values on its stack, and checks that they are 1 to `MAX_LIBRARIES` Luau
+    // functions before touching them (raising a Lua error otherwise). It only uses the Luau C API as documented:
     // `lua_newthread` pushes the new thread, which starts with an empty stack of LUA_MINSTACK
     // (20) slots and never holds more than three values here; the state's stack is grown for
     // the n + 2 values it holds at most beyond the arguments; `lua_clonefunction` gives each
@@ -419,10 +435,10 @@ fn sandboxed_thread<R: FromLuaMulti>(
             let luau_function = |i| {
                 ffi::lua_type(state, i) == ffi::LUA_TFUNCTION && ffi::lua_iscfunction(state, i) == 0
             };
-            if !(1..=18).contains(&n) || !(1..=n).all(luau_function) {
+            if !(1..=MAX_LIBRARIES as i32).contains(&n) || !(1..=n).all(luau_function) {
                 ffi::luaL_error(
                     state,
-                    c"sandboxed_thread takes 1 to 18 Luau functions".as_ptr(),
+                    c"sandboxed_thread takes 1 to 16 Luau functions".as_ptr(),
                 );
             }
             ffi::luaL_checkstack(state, n + 2, c"cannot grow the stack".as_ptr());

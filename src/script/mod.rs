@@ -124,6 +124,10 @@ pub struct LibrarySource {
     pub origin: ScriptOrigin,
 }
 
+/// The most libraries a script may be compiled with (a controller may list): each one runs
+/// before every call of its hooks.
+pub const MAX_LIBRARIES: usize = 16;
+
 /// Names a library may not take: the Lua globals a hook relies on (keywords, the standard
 /// library, the sandbox's own) and the helpers, which a Lua library bound to the same name would
 /// hide. Rhai binds no name, but one rule for both languages lets a library be ported.
@@ -293,12 +297,8 @@ impl Layout {
 
     /// The Rhai text of the whole program: each library, then the hook, each on new lines.
     fn joined(&self) -> String {
-        let mut text = String::new();
-        for part in &self.parts {
-            text.push_str(&part.code);
-            text.push('\n');
-        }
-        text
+        let codes: Vec<&str> = self.parts.iter().map(|part| &*part.code).collect();
+        codes.join("\n")
     }
 
     /// Splits program lines into each part's own lines.
@@ -551,6 +551,14 @@ impl ScriptEngine {
     /// Compiles a script, or reuses the program already compiled from the same language and code
     /// (whatever its origin). The returned handle carries `source.origin` for error messages.
     pub fn compile(&self, source: &ScriptSource) -> Result<Arc<CompiledScript>, ScriptError> {
+        if source.libraries.len() > MAX_LIBRARIES {
+            return Err(ScriptError::new(
+                ScriptErrorKind::Compile,
+                format!("at most {MAX_LIBRARIES} libraries"),
+                source.language,
+                Arc::new(source.origin.clone()),
+            ));
+        }
         let digest = digest(source);
         let layout = Layout::of(source);
         let cached = self
@@ -646,11 +654,14 @@ impl ScriptEngine {
                 Some(recorder) => {
                     let (result, hits) =
                         coverage::gather(|| self.inner.rhai.call(ast, request, &setup));
-                    let executable = script.layout.split(&rhai_engine::statement_lines(ast));
-                    for ((part, executable), (_, hits)) in
-                        executable.into_iter().zip(script.layout.split(&hits))
+                    // A script's executable lines are only computed the first time it is seen.
+                    let executable = |index: usize| {
+                        let lines = rhai_engine::statement_lines(ast);
+                        script.layout.split(&lines).swap_remove(index).1
+                    };
+                    for (index, (part, hits)) in script.layout.split(&hits).into_iter().enumerate()
                     {
-                        recorder.record(&part.origin, || executable, hits);
+                        recorder.record(&part.origin, || executable(index), hits);
                     }
                     result
                 }

@@ -73,20 +73,52 @@ impl RhaiEngines {
     /// to check it only defines functions), then the whole program as one text.
     pub fn compile(&self, layout: &Layout) -> Result<Code, ScriptError> {
         for library in layout.libraries() {
-            let ast = self
-                .base
-                .compile(&*library.code)
-                .map_err(|error| compile_error(library, &error, 0))?;
-            if let Some(statement) = ast.statements().first() {
-                let (line, column) = position(statement.position());
-                return Err(ScriptError::new(
+            let refuse = |message: String, (line, column)| {
+                ScriptError::new(
                     ScriptErrorKind::Compile,
-                    "a Rhai library only defines functions (`fn name(...) { ... }`), and this is \
-                     a statement; a constant can be a function too: `fn NAME() { value }`",
+                    message,
                     Language::Rhai,
                     library.origin.clone(),
                 )
-                .at(&library.code, line, column));
+                .at(&library.code, line, column)
+            };
+            // The end marker is found only if nothing left open (an unterminated `/*`, which
+            // Rhai accepts at the end of a text) would run on into the parts after this one.
+            let ast = self
+                .base
+                .compile(format!("{}\nfn {LIBRARY_END}() {{}}", library.code))
+                .map_err(|error| compile_error(library, &error, 0))?;
+            if let Some(statement) = ast.statements().first() {
+                return Err(refuse(
+                    "a Rhai library only defines functions (`fn name(...) { ... }`), and this is \
+                     a statement; a constant can be a function too: `fn NAME() { value }`"
+                        .into(),
+                    position(statement.position()),
+                ));
+            }
+            let mut ends = false;
+            for function in ast.iter_functions() {
+                ends |= function.name == LIBRARY_END;
+                // The hook's request is converted trusting that readers are the helpers.
+                if HELPERS.iter().any(|helper| helper.name == function.name) {
+                    return Err(refuse(
+                        format!(
+                            "a library may not define `{}`: it would replace the helper of that \
+                             name in every hook",
+                            function.name
+                        ),
+                        (None, None),
+                    ));
+                }
+            }
+            if !ends {
+                let last = library.code.lines().count().max(1) as u32;
+                return Err(refuse(
+                    "the library never ends: a `/*` comment (or a string) left open runs to the \
+                     end of its text, and would swallow the hook"
+                        .into(),
+                    (Some(last), None),
+                ));
             }
         }
         let compiled = if layout.libraries().is_empty() {
@@ -524,6 +556,9 @@ fn read_segments(path: &str) -> Vec<Segment<'_>> {
     }
     segments
 }
+
+/// A function appended to each library when it is checked alone; no script can define it.
+const LIBRARY_END: &str = "__metascript_library_end__";
 
 /// A compile error in one part of a program, whose lines start `offset` program lines down.
 fn compile_error(part: &Part, error: &ParseError, offset: u32) -> ScriptError {

@@ -7,7 +7,9 @@ use crate::api::{HookKind, Language};
 use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
+use crate::hooks::{
+    CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, MAX_LIBRARIES, ScriptsDir,
+};
 use crate::script::{
     EventSink, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
     check_library_name, lcov,
@@ -353,6 +355,10 @@ fn load_subjects(
         format!("unknown hook {hook_name:?} (expected sync, finalize, customize, map or tombstone)")
     })?;
     match (&spec.controller, &spec.script) {
+        (Some(_), None) if !spec.libraries.is_empty() => Err(
+            "libraries: is for script files; a controller manifest lists its own (spec.libraries)"
+                .into(),
+        ),
         (Some(manifests), None) => manifests
             .items()
             .into_iter()
@@ -382,11 +388,23 @@ fn script_subject(
     })?;
     let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
     let mut libraries = Vec::new();
-    for library in &spec.libraries {
-        check_library_name(&library.name)
-            .map_err(|reason| format!("library {}: {reason}", library.name))?;
+    if spec.libraries.len() > MAX_LIBRARIES {
+        return Err(format!("at most {MAX_LIBRARIES} libraries"));
+    }
+    for (index, library) in spec.libraries.iter().enumerate() {
+        let name = &library.name;
+        check_library_name(name).map_err(|reason| format!("library {name}: {reason}"))?;
+        if spec.libraries[..index].iter().any(|l| &l.name == name) {
+            return Err(format!("library {name}: the name is listed twice"));
+        }
+        let library_language = Language::from_file_name(&library.script).ok_or_else(|| {
+            format!(
+                "library {name}: cannot tell the language of {}; name it *.rhai or *.lua",
+                library.script
+            )
+        })?;
         // Each script loads the libraries of its language, as a controller's hooks do.
-        if Language::from_file_name(&library.script) != Some(language) {
+        if library_language != language {
             continue;
         }
         let path = dir.join(&library.script);

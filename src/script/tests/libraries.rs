@@ -326,3 +326,67 @@ fn sixteen_lua_libraries_load_in_order() {
     .unwrap();
     assert_eq!(response, json!({"sum": 120}));
 }
+
+/// A Lua library bound to the name of a global would be ignored by hooks (a frozen global is
+/// resolved once, against the shared sandbox): every global of the sandbox is a refused name.
+#[test]
+fn every_sandbox_global_is_a_refused_library_name() {
+    let globals = lua_engine::sandbox_globals();
+    assert!(globals.iter().any(|g| g == "string"), "{globals:?}");
+    for global in globals {
+        assert!(check_library_name(&global).is_err(), "{global} is accepted");
+    }
+}
+
+#[test]
+fn a_rhai_library_may_not_replace_a_helper() {
+    let error = ScriptEngine::new()
+        .compile(&source(
+            Language::Rhai,
+            "#{ app: label(request, \"app\") }",
+            vec![library(
+                "util",
+                "fn label(object, key) { object.metadata.labels[key] }",
+            )],
+        ))
+        .unwrap_err();
+    assert_eq!(*error.origin, library_origin("util"));
+    assert!(error.message.contains("may not define `label`"), "{error}");
+}
+
+#[test]
+fn a_rhai_library_left_inside_a_comment_is_refused() {
+    for open in [
+        "fn ok() { 1 }\n/* never closed\n",
+        "fn ok() { 1 }\n/* /* nested */\n",
+    ] {
+        let error = ScriptEngine::new()
+            .compile(&source(
+                Language::Rhai,
+                "#{ v: ok() }",
+                vec![library("util", open)],
+            ))
+            .unwrap_err();
+        assert_eq!(*error.origin, library_origin("util"), "{error}");
+        assert!(error.message.contains("never ends"), "{error}");
+    }
+}
+
+#[test]
+fn a_syntax_error_at_the_end_of_a_rhai_hook_keeps_its_line_after_libraries() {
+    let hook = "let x = 1;\nlet y = (x";
+    let alone = compile(Language::Rhai, hook).unwrap_err();
+    let with_library = ScriptEngine::new()
+        .compile(&source(
+            Language::Rhai,
+            hook,
+            vec![library("util", RHAI_UTIL)],
+        ))
+        .unwrap_err();
+    assert_eq!(*with_library.origin, origin(Language::Rhai));
+    assert_eq!(with_library.line, alone.line, "{with_library} / {alone}");
+    assert_eq!(
+        with_library.column, alone.column,
+        "{with_library} / {alone}"
+    );
+}
