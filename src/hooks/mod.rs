@@ -17,7 +17,7 @@ use crate::controllers::InvalidResponse;
 use crate::controllers::check_script_response;
 use crate::script::{
     CallContext, CompiledScript, LibrarySource, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
-    check_library_name,
+    check_library_names,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -344,26 +344,17 @@ fn read_libraries(
     libraries: &[Library],
     config_maps: &dyn ConfigMapLookup,
 ) -> Result<Vec<ReadLibrary>, SourceError> {
+    check_library_names(libraries.iter().map(|l| l.name.as_str())).map_err(
+        |(library, reason)| SourceError::Library {
+            controller: controller.to_string(),
+            library,
+            reason,
+        },
+    )?;
     let languages = script_languages(controller, hooks);
-    let refuse = |library: &str, reason: String| SourceError::Library {
-        controller: controller.to_string(),
-        library: library.to_string(),
-        reason,
-    };
-    if libraries.len() > MAX_LIBRARIES {
-        return Err(refuse(
-            &libraries[MAX_LIBRARIES].name,
-            format!("a controller may list at most {MAX_LIBRARIES} libraries"),
-        ));
-    }
     let mut read = Vec::with_capacity(libraries.len());
-    let mut names = BTreeSet::new();
     for library in libraries {
         let name = &library.name;
-        check_library_name(name).map_err(|reason| refuse(name, reason))?;
-        if !names.insert(name.as_str()) {
-            return Err(refuse(name, "the name is listed twice".to_string()));
-        }
         let part = ScriptPart::Library(name.clone());
         if !languages.contains(&script_language(controller, &part, &library.into())?) {
             continue;

@@ -210,8 +210,27 @@ const RESERVED_NAMES: &[&str] = &[
     "global",
 ];
 
+/// Whether `names` can name a list of libraries: at most [`MAX_LIBRARIES`], none twice, each
+/// a plain identifier that hides nothing a script uses. The error names the library and why.
+pub fn check_library_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), (String, String)> {
+    let mut seen = BTreeSet::new();
+    for (index, name) in names.into_iter().enumerate() {
+        let refuse = |reason: String| Err((name.to_string(), reason));
+        if index == MAX_LIBRARIES {
+            return refuse(format!("at most {MAX_LIBRARIES} libraries may be listed"));
+        }
+        if !seen.insert(name) {
+            return refuse("the name is listed twice".into());
+        }
+        check_library_name(name).or_else(refuse)?;
+    }
+    Ok(())
+}
+
 /// Whether `name` can name a library: a plain identifier that hides nothing a script uses.
-pub fn check_library_name(name: &str) -> Result<(), String> {
+fn check_library_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
     let identifier = chars
         .next()

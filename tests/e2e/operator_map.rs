@@ -70,18 +70,20 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
         let read = |file: &str| {
             std::fs::read_to_string(format!("scripts/snapshot-schedule/{file}")).unwrap()
         };
-        cluster
-            .apply(&config_map(
+        // The example's hooks and library, the library with `edit` appended.
+        let hooks = |edit: &str| {
+            config_map(
                 &namespace,
                 "hooks",
                 json!({}),
                 json!({
                     format!("map.{language}"): read(&format!("map.{language}")),
                     format!("tombstone.{language}"): read(&format!("tombstone.{language}")),
-                    format!("snapshots.{language}"): read(&format!("snapshots.{language}")),
+                    format!("snapshots.{language}"): read(&format!("snapshots.{language}")) + edit,
                 }),
-            ))
-            .await;
+            )
+        };
+        cluster.apply(&hooks("")).await;
         let by_ref = |key: String| json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}});
         let name = unique_name(&format!("snapshots-{language}"));
         let mut controller = map_controller(
@@ -155,16 +157,7 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
             .await;
         let comment = if language == "lua" { "--" } else { "//" };
         cluster
-            .apply(&config_map(
-                &namespace,
-                "hooks",
-                json!({}),
-                json!({
-                    format!("map.{language}"): read(&format!("map.{language}")),
-                    format!("tombstone.{language}"): read(&format!("tombstone.{language}")),
-                    format!("snapshots.{language}"): format!("{}\n{comment} edited\n", read(&format!("snapshots.{language}"))),
-                }),
-            ))
+            .apply(&hooks(&format!("\n{comment} edited\n")))
             .await;
         cluster
             .wait_for(

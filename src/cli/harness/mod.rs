@@ -7,12 +7,10 @@ use crate::api::{HookKind, Language};
 use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge, published};
 use crate::controllers::decorator::Decorator;
 use crate::controllers::map::Mapper;
-use crate::hooks::{
-    CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, MAX_LIBRARIES, ScriptsDir,
-};
+use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
 use crate::script::{
     EventSink, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
-    check_library_name, lcov,
+    check_library_names, lcov,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -388,15 +386,10 @@ fn script_subject(
     })?;
     let code = manifests::read_file(&path).map_err(|e| e.to_string())?;
     let mut libraries = Vec::new();
-    if spec.libraries.len() > MAX_LIBRARIES {
-        return Err(format!("at most {MAX_LIBRARIES} libraries"));
-    }
-    for (index, library) in spec.libraries.iter().enumerate() {
+    check_library_names(spec.libraries.iter().map(|l| l.name.as_str()))
+        .map_err(|(name, reason)| format!("library {name}: {reason}"))?;
+    for library in &spec.libraries {
         let name = &library.name;
-        check_library_name(name).map_err(|reason| format!("library {name}: {reason}"))?;
-        if spec.libraries[..index].iter().any(|l| &l.name == name) {
-            return Err(format!("library {name}: the name is listed twice"));
-        }
         let library_language = Language::from_file_name(&library.script).ok_or_else(|| {
             format!(
                 "library {name}: cannot tell the language of {}; name it *.rhai or *.lua",
