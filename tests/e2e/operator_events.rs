@@ -1,6 +1,7 @@
 //! Events from scripts (`event`) against a real kube-apiserver: published on the target, about
 //! the controller, and counted rather than repeated when a sync says the same thing again.
 
+use crate::operator_reads::reading_decorator;
 use crate::support::operator::{apply, get, operator};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::core::v1::Event;
@@ -45,19 +46,13 @@ async fn a_scripts_event_shows_on_the_target_once_and_is_counted_on_repeats() {
         let namespace = test_namespace(&client, &format!("events-{language}")).await;
         apply(
             &client,
-            &json!({
-                "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-                "metadata": {"name": name},
-                "spec": {
-                    "resources": [{
-                        "apiVersion": "apps/v1", "resource": "deployments",
-                        "labelSelector": {"matchLabels": {"test-controller": name}},
-                        "ignoreStatusChanges": true
-                    }],
-                    "reads": [{"apiVersion": "v1", "resource": "namespaces"}],
-                    "hooks": {"sync": {"script": {"language": language, "inline": code}}}
-                }
-            }),
+            &reading_decorator(
+                &name,
+                ("apps/v1", "deployments"),
+                "namespaces",
+                language,
+                code,
+            ),
         )
         .await;
         apply(&client, &deployment(&namespace, &name, "1")).await;

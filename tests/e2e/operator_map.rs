@@ -7,32 +7,13 @@
 //! therefore gives its parent CRD a group of its own, so concurrent tests never share parents.
 
 use crate::support::cluster::Cluster;
+use crate::support::transform::{TRANSFORM_CRDS, config_map, map_controller};
 use crate::support::{eventually, test_namespace, unique_name};
 use kube::api::{Api, Patch, PatchParams};
 use metascript::object;
 use serde_json::{Value, json};
 
 const SNAPSHOT_CRDS: &str = include_str!("../../scripts/snapshot-schedule/crds.yaml");
-const TRANSFORM_CRDS: &str = include_str!("../../scripts/configmap-transform/crds.yaml");
-
-fn map_controller(
-    name: &str,
-    parent: (&str, &str),
-    input: &str,
-    output: (&str, &str),
-    hooks: Value,
-) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
-        "metadata": {"name": name},
-        "spec": {
-            "parentResource": {"apiVersion": parent.0, "resource": parent.1},
-            "inputResources": [{"apiVersion": "v1", "resource": input}],
-            "outputResources": [{"apiVersion": output.0, "resource": output.1, "updateStrategy": {"method": "InPlace"}}],
-            "hooks": hooks
-        }
-    })
-}
 
 fn pvc(namespace: &str, name: &str, app: &str) -> Value {
     json!({
@@ -40,10 +21,6 @@ fn pvc(namespace: &str, name: &str, app: &str) -> Value {
         "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     })
-}
-
-fn config_map(namespace: &str, name: &str, labels: Value, data: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data})
 }
 
 fn names_with_prefix(objects: &[Value], prefix: &str) -> Vec<String> {

@@ -4,6 +4,9 @@
 
 use crate::support::cluster::Cluster;
 use crate::support::operator::{apply, operator, quiet};
+use crate::support::transform::{
+    TRANSFORM_LUA, install_transform, render_three, transform_controller,
+};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::runtime::{ControllerId, KindName};
 use serde_json::{Value, json};
@@ -119,43 +122,15 @@ async fn a_converged_cluster_is_left_alone() {
 
     // The same for a MapController: outputs and aggregated status in place, a resync writes nothing.
     let mut cluster = Cluster::new().await;
-    let group = format!("{}.example.com", unique_name("quiet-map"));
-    cluster
-        .install(
-            include_str!("../../scripts/configmap-transform/crds.yaml"),
-            "ConfigTemplate",
-            &group,
-        )
-        .await;
+    let group = install_transform(&mut cluster, "quiet-map").await;
     let map_namespace = test_namespace(&client, "quiet-map").await;
     let map = ControllerId::new(KindName::Map, unique_name("quiet-map"));
-    apply(&client, &json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
-        "metadata": {"name": map.name},
-        "spec": {
-            "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "configtemplates"},
-            "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
-            "outputResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"map": {"script": {"language": "lua", "inline": include_str!("../../scripts/configmap-transform/map.lua")}}}
-        }
-    }))
+    apply(
+        &client,
+        &transform_controller(&map.name, &group, TRANSFORM_LUA),
+    )
     .await;
-    for source in ["one", "two", "three"] {
-        cluster
-            .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": source, "namespace": map_namespace, "labels": {"render": "yes"}}, "data": {"k": source}}))
-            .await;
-    }
-    let template = json!({
-        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
-        "metadata": {"name": "t", "namespace": map_namespace},
-        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
-    });
-    cluster.apply(&template).await;
-    cluster
-        .wait_for(&template, "three rendered outputs counted", |t| {
-            t["status"]["outputs"]["configmaps"]["total"] == 3
-        })
-        .await;
+    render_three(&cluster, &group, &map_namespace).await;
     let (writes, _) = quiet(&map).await;
     operator.resync(&map);
     let (writes_after, _) = quiet(&map).await;

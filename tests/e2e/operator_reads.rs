@@ -38,6 +38,31 @@ for _, s in ipairs(services) do table.insert(names, name(s)) end
 return { annotations = { ["example.com/services"] = table.concat(names, ",") } }
 "#;
 
+/// A DecoratorController of the objects labelled `test-controller: <name>` of one type, whose
+/// sync hook may read one core type. Status-only changes of targets are not routed (the
+/// Deployment controller's status writes are not these tests' business).
+pub fn reading_decorator(
+    name: &str,
+    (api_version, resource): (&str, &str),
+    reads: &str,
+    language: &str,
+    code: &str,
+) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{
+                "apiVersion": api_version, "resource": resource,
+                "labelSelector": {"matchLabels": {"test-controller": name}},
+                "ignoreStatusChanges": true
+            }],
+            "reads": [{"apiVersion": "v1", "resource": reads}],
+            "hooks": {"sync": {"script": {"language": language, "inline": code}}}
+        }
+    })
+}
+
 fn deployment(namespace: &str, name: &str, controller: &str) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -69,20 +94,13 @@ async fn relabelling_a_namespace_resyncs_exactly_its_deployments() {
         apply(&client, &namespace(&lab, "research")).await;
         apply(
             &client,
-            &json!({
-                "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-                "metadata": {"name": name},
-                "spec": {
-                    "resources": [{
-                        "apiVersion": "apps/v1", "resource": "deployments",
-                        "labelSelector": {"matchLabels": {"test-controller": name}},
-                        // The Deployment controller's status writes are not this test's business.
-                        "ignoreStatusChanges": true
-                    }],
-                    "reads": [{"apiVersion": "v1", "resource": "namespaces"}],
-                    "hooks": {"sync": {"script": {"language": language, "inline": code}}}
-                }
-            }),
+            &reading_decorator(
+                &name,
+                ("apps/v1", "deployments"),
+                "namespaces",
+                language,
+                code,
+            ),
         )
         .await;
         let web = deployment(&shop, "web", &name);
@@ -155,18 +173,7 @@ async fn a_listed_service_joining_or_leaving_the_selector_updates_the_index() {
         let ns = test_namespace(&client, &format!("index-{language}")).await;
         apply(
             &client,
-            &json!({
-                "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-                "metadata": {"name": name},
-                "spec": {
-                    "resources": [{
-                        "apiVersion": "v1", "resource": "configmaps",
-                        "labelSelector": {"matchLabels": {"test-controller": name}}
-                    }],
-                    "reads": [{"apiVersion": "v1", "resource": "services"}],
-                    "hooks": {"sync": {"script": {"language": language, "inline": code}}}
-                }
-            }),
+            &reading_decorator(&name, ("v1", "configmaps"), "services", language, code),
         )
         .await;
         let index = json!({

@@ -6,6 +6,9 @@
 
 use crate::support::cluster::Cluster;
 use crate::support::operator::{apply, operator, quiet, wait_for};
+use crate::support::transform::{
+    TRANSFORM_LUA, config_map, install_transform, render_three, transform_controller,
+};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::runtime::{ControllerId, KindName};
 use serde_json::{Value, json};
@@ -35,14 +38,6 @@ fn decorator(name: &str, prelude: &str, label: &str) -> Value {
             "attachments": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
             "hooks": {"sync": {"script": {"language": "rhai", "inline": script}}}
         }
-    })
-}
-
-fn config_map(namespace: &str, name: &str, labels: Value, data: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "data": data
     })
 }
 
@@ -151,51 +146,12 @@ async fn a_decorator_resync_skips_pure_syncs_and_reruns_clock_readers() {
 async fn a_map_resync_skips_pure_pairs_and_still_repairs_outputs() {
     let client = client().await;
     let mut cluster = Cluster::new().await;
-    let group = format!("{}.example.com", unique_name("resync-map"));
-    cluster
-        .install(
-            include_str!("../../scripts/configmap-transform/crds.yaml"),
-            "ConfigTemplate",
-            &group,
-        )
-        .await;
+    let group = install_transform(&mut cluster, "resync-map").await;
     let namespace = test_namespace(&client, "resync-map").await;
     let map = ControllerId::new(KindName::Map, unique_name("resync-map"));
-    let script = include_str!("../../scripts/configmap-transform/map.lua");
-    let controller = |script: &str| {
-        json!({
-            "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
-            "metadata": {"name": map.name},
-            "spec": {
-                "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "configtemplates"},
-                "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
-                "outputResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
-                "hooks": {"map": {"script": {"language": "lua", "inline": script}}}
-            }
-        })
-    };
-    apply(&client, &controller(script)).await;
-    for source in ["one", "two", "three"] {
-        cluster
-            .apply(&config_map(
-                &namespace,
-                source,
-                json!({"render": "yes"}),
-                json!({"k": source}),
-            ))
-            .await;
-    }
-    let template = json!({
-        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
-        "metadata": {"name": "t", "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
-    });
-    cluster.apply(&template).await;
-    cluster
-        .wait_for(&template, "three rendered outputs counted", |t| {
-            t["status"]["outputs"]["configmaps"]["total"] == 3
-        })
-        .await;
+    let controller = |script: &str| transform_controller(&map.name, &group, script);
+    apply(&client, &controller(TRANSFORM_LUA)).await;
+    render_three(&cluster, &group, &namespace).await;
     // The parent's aggregated status was written after the pairs synced: not a change to them.
     assert_eq!(
         resync(&map).await,
@@ -238,11 +194,11 @@ async fn a_map_resync_skips_pure_pairs_and_still_repairs_outputs() {
     assert_eq!(resync(&map).await, (0, 0, 3));
 
     // A script edit maps every pair again; then they are skipped again.
-    let edited = script.replace(
+    let edited = TRANSFORM_LUA.replace(
         "local prefix = get_path(template, \"spec.keyPrefix\", \"\")",
         "local prefix = \"EDITED_\" .. get_path(template, \"spec.keyPrefix\", \"\")",
     );
-    assert_ne!(edited, script, "the script edit applies");
+    assert_ne!(edited, TRANSFORM_LUA, "the script edit applies");
     apply(&client, &controller(&edited)).await;
     for source in ["one", "two", "three"] {
         let rendered = config_map(

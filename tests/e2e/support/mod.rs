@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod operator;
 pub mod process;
+pub mod transform;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
