@@ -20,7 +20,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use metascript::api::{HookKind, Language, Limits};
+use metascript::api::{Language, Limits};
 use metascript::script::{CallContext, CompiledScript, ScriptEngine, ScriptOrigin, ScriptSource};
 use serde_json::{Value, json};
 use std::cell::RefCell;
@@ -162,7 +162,7 @@ impl Setup {
     fn new() -> Setup {
         let engine = ScriptEngine::new();
         let sync_request = request();
-        let sync_call = CallContext::new("service-per-pod", HookKind::Sync);
+        let sync_call = CallContext::new("service-per-pod", metascript::kinds::decorator::SYNC);
         let webhook = Webhook::start();
         let expected = service_per_pod(&sync_request).expect("native logic");
         assert_eq!(
@@ -197,7 +197,7 @@ impl Setup {
             sync_call,
             sync_scripts,
             empty_request: json!({}),
-            empty_call: CallContext::new("empty", HookKind::Sync),
+            empty_call: CallContext::new("empty", metascript::kinds::decorator::SYNC),
             empty_scripts,
             webhook,
         }

@@ -55,7 +55,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt as _};
-use metascript::runtime::{ControllerId, KindName, Operator, OperatorConfig};
+use metascript::runtime::{ControllerId, Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, service_per_pod};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -617,6 +617,7 @@ async fn main() -> anyhow::Result<()> {
             full_resync: args.full_resync,
             ..OperatorConfig::default()
         },
+        &metascript::kinds::runtime(),
     )
     .await?;
     let resource = ApiResource::from_gvk_with_plural(
@@ -658,7 +659,7 @@ async fn main() -> anyhow::Result<()> {
     let quiet = OperatorConfig::default().status_interval * 2;
     settle(&operator, quiet, PHASE_TIMEOUT).await?;
     let idle = idle_cpu(&cpu, Duration::from_secs(1)).await;
-    let id = ControllerId::new(KindName::Decorator, &example.name);
+    let id = ControllerId::new(metascript::kinds::decorator::KIND, &example.name);
     let skipped_before = operator.metrics().resync_skipped_of(&id);
     let (before, syncs_before) = (operator.writes(), operator.syncs());
     let cpu_before = cpu.now();

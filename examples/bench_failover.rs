@@ -110,7 +110,7 @@ async fn main() -> anyhow::Result<()> {
             ..OperatorConfig::default()
         };
         let kube = kube.clone();
-        async move { Operator::start(kube, config).await }
+        async move { Operator::start(kube, config, &metascript::kinds::runtime()).await }
     };
     let mut leader = start_replica().await?;
     wait(|| leader.is_leader(), "the first replica to lead").await?;

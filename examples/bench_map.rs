@@ -37,7 +37,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::watcher::{self, watcher};
-use metascript::runtime::{ControllerId, KindName, Operator, OperatorConfig};
+use metascript::runtime::{ControllerId, Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, install_crds};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -471,6 +471,7 @@ async fn main() -> anyhow::Result<()> {
             full_resync: args.full_resync,
             ..OperatorConfig::default()
         },
+        &metascript::kinds::runtime(),
     )
     .await?;
     println!("operator started in {}", secs(started.elapsed()));
@@ -544,7 +545,7 @@ async fn main() -> anyhow::Result<()> {
     // the status loop) is measured first on its own.
     let quiet = Duration::from_secs(2);
     let idle = idle_cpu(&cpu, quiet).await;
-    let controller = ControllerId::new(KindName::Map, CONTROLLER);
+    let controller = ControllerId::new(metascript::kinds::map::KIND, CONTROLLER);
     let skipped_before = operator.metrics().resync_skipped_of(&controller);
     let (syncs_before, writes_before) = (operator.syncs(), operator.writes());
     let cpu_before = cpu.now();

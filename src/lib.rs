@@ -1,23 +1,53 @@
-//! metascript: DecoratorController and MapController hooks as embedded Rhai and Lua scripts.
+//! metascript: Kubernetes controllers (DecoratorController, MapController) whose hooks are
+//! embedded Rhai and Lua scripts.
 //!
-//! The crate is layered so the sync logic stays pure: `api` holds the custom resource types,
-//! `script` the engines and sandbox, `hooks` turns a controller's hook spec into a runnable script,
-//! `controllers` plans what one sync must do from observed objects, and `cli` drives it all.
+//! The crate is a stack of layers; a module imports only the layers below it (`layering`, a
+//! test, reads every `use crate::` and fails on an edge that goes up). From the bottom:
+//!
+//! | layer | what it is |
+//! |---|---|
+//! | `object`, `reasons`, `version`, `selector` | JSON object helpers, Event reasons, build info, selectors |
+//! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
+//! | `resources` | resource types and how they resolve |
+//! | `store` | reading observed objects (caches, manifests, test cases) |
+//! | `reads` | the scripts' `get` and `list`, with dependency tracking |
+//! | `script` | the engines, sandbox, helpers and per-call scope |
+//! | `hooks` | a controller's hooks ready to call (scripts or webhooks) |
+//! | `plan` | the pure planning every kind shares, and the offline face of a planner |
+//! | `cases` | hook test cases: the format, judging, recording |
+//! | `runtime` | the operator, whatever the kind: watches, queue, apply, registries |
+//! | `kinds` | one folder per kind (API type, planner, sync, offline, runtime) and their list |
+//! | `validate` | checking a controller before it runs (`validate`, admission) |
+//! | `admission` | the validating webhook |
+//! | `cli` | the `metascript` command line |
+//! | `testing` | a local control plane for tests (feature `testing`) |
+
+pub mod object;
+pub mod reasons;
+pub mod selector;
+pub mod version;
+
+pub mod api;
+pub mod resources;
+pub mod store;
+
+pub mod reads;
+pub mod script;
+
+pub mod hooks;
+pub mod plan;
+
+pub mod cases;
+pub mod runtime;
+
+pub mod kinds;
+
+pub mod validate;
 
 pub mod admission;
-pub mod api;
-pub mod cases;
 pub mod cli;
-pub mod controllers;
-pub mod hooks;
-pub mod object;
-pub mod reads;
-pub mod resources;
-pub mod runtime;
-pub mod script;
-pub mod selector;
-pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod validate;
-pub mod version;
+
+#[cfg(test)]
+mod layering;

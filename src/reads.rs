@@ -8,11 +8,10 @@
 
 use crate::object;
 use crate::resources::ResourceType;
-use crate::selector::{Operator, Requirement, Selector};
-use crate::sync::ObjectStore;
+use crate::selector::{self, FieldRequirement, Selector};
+use crate::store::ObjectStore;
 use parking_lot::Mutex;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -93,7 +92,7 @@ impl fmt::Display for Dependency {
                     write!(f, " namespace={namespace}")?;
                 }
                 if !filter.labels.is_empty() {
-                    write!(f, " labels={}", describe_selector(&filter.labels))?;
+                    write!(f, " labels={}", filter.labels)?;
                 }
                 for field in &filter.fields {
                     let op = if field.equal { "=" } else { "!=" };
@@ -116,41 +115,6 @@ impl ListFilter {
     pub fn matches(&self, candidate: &Value) -> bool {
         self.labels.matches(&object::labels(candidate))
             && self.fields.iter().all(|f| f.holds(candidate))
-    }
-}
-
-/// One term of a field selector. Only the fields every type has are supported, since the
-/// caches are not indexed by anything else.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldRequirement {
-    pub field: Field,
-    pub value: String,
-    /// `=`/`==` when true, `!=` when false.
-    pub equal: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Field {
-    Name,
-    Namespace,
-}
-
-impl Field {
-    fn path(self) -> &'static str {
-        match self {
-            Field::Name => "metadata.name",
-            Field::Namespace => "metadata.namespace",
-        }
-    }
-}
-
-impl FieldRequirement {
-    fn holds(&self, candidate: &Value) -> bool {
-        let actual = match self.field {
-            Field::Name => object::name(candidate),
-            Field::Namespace => object::namespace(candidate).unwrap_or_default(),
-        };
-        (actual == self.value) == self.equal
     }
 }
 
@@ -375,7 +339,8 @@ impl ReadAccess {
                 ("namespace", Value::String(s)) if s.is_empty() => {}
                 ("namespace", Value::String(s)) => namespace = Some(s.clone()),
                 ("labelSelector", Value::String(text)) => {
-                    filter.labels = parse_label_selector(text)?
+                    filter.labels = selector::parse_label_selector(text)
+                        .map_err(|e| ReadError::Argument(e.0))?
                 }
                 ("labelSelector", Value::Object(_)) => {
                     let selector = crate::selector::LabelSelector::from_json(value)
@@ -383,7 +348,8 @@ impl ReadAccess {
                     filter.labels = Selector::from(&selector);
                 }
                 ("fieldSelector", Value::String(text)) => {
-                    filter.fields = parse_field_selector(text)?
+                    filter.fields = selector::parse_field_selector(text)
+                        .map_err(|e| ReadError::Argument(e.0))?
                 }
                 ("namespace" | "labelSelector" | "fieldSelector", other) => {
                     return Err(ReadError::Argument(format!(
@@ -415,6 +381,11 @@ pub fn current_digest(store: &dyn ObjectStore, dependencies: &[Dependency]) -> u
             .iter()
             .map(|dependency| fingerprint(&current(store, dependency))),
     )
+}
+
+/// What [`ReadAccess::seen_digest`] says of calls that read nothing.
+pub fn nothing_read() -> u64 {
+    combine(std::iter::empty())
 }
 
 fn combine(fingerprints: impl Iterator<Item = u64>) -> u64 {
@@ -488,198 +459,16 @@ fn string<'a>(args: &'a [Value], index: usize, what: &str) -> Result<&'a str, Re
     }
 }
 
-/// A label selector in kubectl syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`,
-/// `a`, `!a`, joined by commas.
-pub fn parse_label_selector(text: &str) -> Result<Selector, ReadError> {
-    let invalid = |term: &str| ReadError::Argument(format!("labelSelector: invalid term {term:?}"));
-    let mut selector = Selector::default();
-    for term in split_terms(text) {
-        let term = term.trim();
-        if term.is_empty() {
-            continue;
-        }
-        let requirement = |key: &str, operator: Operator, values: Vec<String>| Requirement {
-            key: key.trim().to_string(),
-            operator,
-            values,
-        };
-        if let Some(key) = term.strip_prefix('!') {
-            selector
-                .expressions
-                .push(requirement(key, Operator::DoesNotExist, Vec::new()));
-        } else if let Some((key, value)) = term.split_once("!=") {
-            selector.expressions.push(requirement(
-                key,
-                Operator::NotIn,
-                vec![value.trim().to_string()],
-            ));
-        } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            selector
-                .match_exact
-                .insert(key.trim().to_string(), value.trim().to_string());
-        } else if let Some((key, rest)) = term
-            .split_once(" in ")
-            .or_else(|| term.split_once(" notin "))
-        {
-            let operator = if term.contains(" notin ") {
-                Operator::NotIn
-            } else {
-                Operator::In
-            };
-            let values = rest
-                .trim()
-                .strip_prefix('(')
-                .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| invalid(term))?
-                .split(',')
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .collect();
-            selector
-                .expressions
-                .push(requirement(key, operator, values));
-        } else if term
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-        {
-            selector
-                .expressions
-                .push(requirement(term, Operator::Exists, Vec::new()));
-        } else {
-            return Err(invalid(term));
-        }
-    }
-    selector
-        .validate()
-        .map_err(|e| ReadError::Argument(format!("labelSelector: {e}")))?;
-    Ok(selector)
-}
-
-/// Splits at commas outside parentheses (`a in (x,y),b` is two terms).
-fn split_terms(text: &str) -> Vec<&str> {
-    let mut terms = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                terms.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    terms.push(&text[start..]);
-    terms
-}
-
-/// A field selector on `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`, joined by
-/// commas).
-pub fn parse_field_selector(text: &str) -> Result<Vec<FieldRequirement>, ReadError> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|term| !term.is_empty())
-        .map(|term| {
-            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
-                (f, v, false)
-            } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                (f, v, true)
-            } else {
-                return Err(ReadError::Argument(format!(
-                    "fieldSelector: invalid term {term:?}"
-                )));
-            };
-            let field = match field.trim() {
-                "metadata.name" => Field::Name,
-                "metadata.namespace" => Field::Namespace,
-                other => {
-                    return Err(ReadError::Argument(format!(
-                        "fieldSelector: only metadata.name and metadata.namespace are supported, not {other:?}"
-                    )));
-                }
-            };
-            Ok(FieldRequirement {
-                field,
-                value: value.trim().to_string(),
-                equal,
-            })
-        })
-        .collect()
-}
-
-fn describe_selector(selector: &Selector) -> String {
-    let mut terms: Vec<String> = selector
-        .match_exact
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for r in &selector.expressions {
-        terms.push(match r.operator {
-            Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
-            Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
-            Operator::Exists => r.key.clone(),
-            Operator::DoesNotExist => format!("!{}", r.key),
-        });
-    }
-    terms.join(",")
-}
-
-/// Types that scripts may never read, whatever a controller declares: their contents are
-/// credentials, and the operator's read-all role must not become a way to reach them.
-pub const NEVER_READABLE: &[(&str, &str)] = &[("", "secrets")];
-
-/// Whether a declared read is refused outright (see [`NEVER_READABLE`]).
-pub fn refused(resource: &ResourceType) -> bool {
-    NEVER_READABLE
-        .iter()
-        .any(|(group, plural)| resource.group() == *group && resource.plural == *plural)
-}
-
 /// A map of the dependencies, for test-case assertions and `explain`: their descriptions.
 pub fn describe(dependencies: &[Dependency]) -> Vec<String> {
     dependencies.iter().map(ToString::to_string).collect()
 }
 
-/// A plain in-memory store (test cases' `cluster`).
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    objects: BTreeMap<(String, String, String, String), Arc<Value>>,
-}
-
-impl MemoryStore {
-    pub fn new(objects: impl IntoIterator<Item = Value>) -> MemoryStore {
-        MemoryStore {
-            objects: objects
-                .into_iter()
-                .map(|o| {
-                    let key = (
-                        object::api_version(&o).to_string(),
-                        object::kind(&o).to_string(),
-                        object::namespace(&o).unwrap_or_default().to_string(),
-                        object::name(&o).to_string(),
-                    );
-                    (key, Arc::new(o))
-                })
-                .collect(),
-        }
-    }
-}
-
-impl ObjectStore for MemoryStore {
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        self.objects
-            .values()
-            .filter(|o| resource.describes(o))
-            .filter(|o| namespace.is_none() || resource.scope_of(o) == namespace)
-            .cloned()
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::parse_label_selector;
+    use crate::store::MemoryStore;
     use serde_json::json;
 
     fn types() -> Vec<ResourceType> {
@@ -804,23 +593,6 @@ mod tests {
                 ])
                 .is_err()
         );
-    }
-
-    #[test]
-    fn label_selector_syntax() {
-        let selector = parse_label_selector("a=b, c!=d,e in (x, y),f notin (z),g,!h").unwrap();
-        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        assert!(selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1")])));
-        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("h", "")])));
-        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("c", "d")])));
-        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "q"), ("g", "1")])));
-        assert!(parse_label_selector("a in x").is_err());
-        assert!(parse_label_selector("").unwrap().is_empty());
     }
 
     #[test]

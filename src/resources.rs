@@ -87,8 +87,19 @@ pub enum ResolveError {
     },
 }
 
+/// Types that scripts may never read, whatever a controller declares: their contents are
+/// credentials, and the operator's read-all role must not become a way to reach them.
+pub const NEVER_READABLE: &[(&str, &str)] = &[("", "secrets")];
+
+/// Whether a declared read is refused outright (see [`NEVER_READABLE`]).
+pub fn never_readable(resource: &ResourceType) -> bool {
+    NEVER_READABLE
+        .iter()
+        .any(|(group, plural)| resource.group() == *group && resource.plural == *plural)
+}
+
 /// Resolves the types a controller declares in `spec.reads`, refusing those scripts may never
-/// read ([`crate::reads::refused`]).
+/// read ([`never_readable`]).
 pub fn resolve_reads(
     references: &[ResourceRef],
     resolver: &dyn ResourceResolver,
@@ -97,7 +108,7 @@ pub fn resolve_reads(
         .iter()
         .map(|reference| {
             let resource = resolver.resolve(reference)?;
-            if crate::reads::refused(&resource) {
+            if never_readable(&resource) {
                 return Err(ResolveError::NotReadable {
                     api_version: reference.api_version.clone(),
                     resource: reference.resource.clone(),

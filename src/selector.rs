@@ -1,10 +1,13 @@
 //! Label and annotation selectors: matching a `metav1.LabelSelector`-shaped value against a map.
 //!
 //! Both the controllers (resource rules, parent selectors) and the scripts' `selector_matches`
-//! helper use this one implementation.
+//! helper use this one implementation; the scripts' `list` reads kubectl's selector syntax here.
 
+use crate::object;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A set-based requirement, as in `metav1.LabelSelectorRequirement`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
@@ -167,10 +170,208 @@ pub fn matches_label_selector(
     Ok(LabelSelector::from_json(selector)?.matches(labels))
 }
 
+/// A selector written in kubectl's syntax that cannot be read; says which term and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SyntaxError(pub String);
+
+/// A label selector in kubectl syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`,
+/// `a`, `!a`, joined by commas.
+pub fn parse_label_selector(text: &str) -> Result<Selector, SyntaxError> {
+    let invalid = |term: &str| SyntaxError(format!("labelSelector: invalid term {term:?}"));
+    let mut selector = Selector::default();
+    for term in split_terms(text) {
+        let term = term.trim();
+        if term.is_empty() {
+            continue;
+        }
+        let requirement = |key: &str, operator: Operator, values: Vec<String>| Requirement {
+            key: key.trim().to_string(),
+            operator,
+            values,
+        };
+        if let Some(key) = term.strip_prefix('!') {
+            selector
+                .expressions
+                .push(requirement(key, Operator::DoesNotExist, Vec::new()));
+        } else if let Some((key, value)) = term.split_once("!=") {
+            selector.expressions.push(requirement(
+                key,
+                Operator::NotIn,
+                vec![value.trim().to_string()],
+            ));
+        } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            selector
+                .match_exact
+                .insert(key.trim().to_string(), value.trim().to_string());
+        } else if let Some((key, rest)) = term
+            .split_once(" in ")
+            .or_else(|| term.split_once(" notin "))
+        {
+            let operator = if term.contains(" notin ") {
+                Operator::NotIn
+            } else {
+                Operator::In
+            };
+            let values = rest
+                .trim()
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| invalid(term))?
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect();
+            selector
+                .expressions
+                .push(requirement(key, operator, values));
+        } else if term
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            selector
+                .expressions
+                .push(requirement(term, Operator::Exists, Vec::new()));
+        } else {
+            return Err(invalid(term));
+        }
+    }
+    selector
+        .validate()
+        .map_err(|e| SyntaxError(format!("labelSelector: {e}")))?;
+    Ok(selector)
+}
+
+/// Splits at commas outside parentheses (`a in (x,y),b` is two terms).
+fn split_terms(text: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms
+}
+
+/// A field selector on `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`, joined by
+/// commas).
+pub fn parse_field_selector(text: &str) -> Result<Vec<FieldRequirement>, SyntaxError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|term| !term.is_empty())
+        .map(|term| {
+            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
+                (f, v, false)
+            } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (f, v, true)
+            } else {
+                return Err(SyntaxError(format!("fieldSelector: invalid term {term:?}")));
+            };
+            let field = match field.trim() {
+                "metadata.name" => Field::Name,
+                "metadata.namespace" => Field::Namespace,
+                other => {
+                    return Err(SyntaxError(format!(
+                        "fieldSelector: only metadata.name and metadata.namespace are supported, not {other:?}"
+                    )));
+                }
+            };
+            Ok(FieldRequirement {
+                field,
+                value: value.trim().to_string(),
+                equal,
+            })
+        })
+        .collect()
+}
+
+impl fmt::Display for Selector {
+    /// kubectl's syntax, as `parse_label_selector` reads it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let selector = self;
+        let mut terms: Vec<String> = selector
+            .match_exact
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        for r in &selector.expressions {
+            terms.push(match r.operator {
+                Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
+                Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+                Operator::Exists => r.key.clone(),
+                Operator::DoesNotExist => format!("!{}", r.key),
+            });
+        }
+        f.write_str(&terms.join(","))
+    }
+}
+
+/// One term of a field selector. Only the fields every type has are supported, since the
+/// caches are not indexed by anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldRequirement {
+    pub field: Field,
+    pub value: String,
+    /// `=`/`==` when true, `!=` when false.
+    pub equal: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Name,
+    Namespace,
+}
+
+impl Field {
+    pub fn path(self) -> &'static str {
+        match self {
+            Field::Name => "metadata.name",
+            Field::Namespace => "metadata.namespace",
+        }
+    }
+}
+
+impl FieldRequirement {
+    pub fn holds(&self, candidate: &Value) -> bool {
+        let actual = match self.field {
+            Field::Name => object::name(candidate),
+            Field::Namespace => object::namespace(candidate).unwrap_or_default(),
+        };
+        (actual == self.value) == self.equal
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn label_selector_syntax() {
+        let selector = parse_label_selector("a=b, c!=d,e in (x, y),f notin (z),g,!h").unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("h", "")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "y"), ("g", "1"), ("c", "d")])));
+        assert!(!selector.matches(&labels(&[("a", "b"), ("e", "q"), ("g", "1")])));
+        let printed = parse_label_selector(&selector.to_string()).unwrap();
+        assert_eq!(printed, selector, "{selector} reads back as itself");
+        assert!(parse_label_selector("a in x").is_err());
+        assert!(parse_label_selector("").unwrap().is_empty());
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

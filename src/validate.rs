@@ -2,18 +2,16 @@
 //! types resolve and its `spec.tests` pass. The admission webhook (against the cluster) and
 //! `metascript validate` (against files) share it, so both judge alike.
 
-use crate::api::{
-    DecoratorController, Hook, HookKind, InlineTest, Language, Library, MapController, ResourceRef,
-};
-use crate::cases::{Case, Subject, Validator, judge, published};
-use crate::controllers::decorator::Decorator;
-use crate::controllers::map::Mapper;
+use crate::api::{HookKind, InlineTest, KindName, Language, ResourceRef};
+use crate::cases::{Case, Subject, judge, published};
 use crate::hooks::{
-    CallScope, ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError, unused_libraries,
+    ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError, unused_libraries,
 };
+use crate::kinds::{self, Controller};
 use crate::object;
+use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver};
-use crate::script::{EventSink, ScriptEngine, ScriptOrigin, ScriptSource};
+use crate::script::{CallScope, ScriptEngine, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
 
@@ -74,64 +72,14 @@ pub struct References {
 /// The types and ConfigMaps a controller object names (none for anything else, or for an
 /// object that cannot be read; validating it says why).
 pub fn references(object: &Value) -> References {
-    let (types, hooks): (Vec<ResourceRef>, Vec<Hook>) = match parse(object) {
-        Some(Parsed::Decorator(controller)) => {
-            let spec = &controller.spec;
-            (
-                spec.resources
-                    .iter()
-                    .map(|r| r.resource_ref())
-                    .chain(spec.attachments.iter().map(|a| a.resource_ref()))
-                    .collect(),
-                spec.hooks
-                    .named()
-                    .into_iter()
-                    .map(|(_, h)| h.clone())
-                    .collect(),
-            )
-        }
-        Some(Parsed::Map(controller)) => {
-            let spec = &controller.spec;
-            (
-                std::iter::once(spec.parent_resource.clone())
-                    .chain(spec.input_resources.iter().cloned())
-                    .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
-                    .collect(),
-                spec.hooks
-                    .named()
-                    .into_iter()
-                    .map(|(_, h)| h.clone())
-                    .collect(),
-            )
-        }
-        _ => return References::default(),
+    let Some(Ok(controller)) = kinds::of(object).map(|kind| kind.parse(object)) else {
+        return References::default();
     };
-    let config_maps = hooks
-        .iter()
-        .filter_map(|hook| hook.script.as_ref()?.config_map_ref.as_ref())
-        .map(|r| (r.namespace.clone(), r.name.clone()))
-        .collect();
-    References { types, config_maps }
-}
-
-enum Parsed {
-    Decorator(Box<DecoratorController>),
-    Map(Box<MapController>),
-    Invalid(String),
-}
-
-fn parse(object: &Value) -> Option<Parsed> {
-    if !object::api_version(object).starts_with("metascript.dev/") {
-        return None;
+    let spec = controller.spec();
+    References {
+        config_maps: spec.config_maps(),
+        types: spec.types,
     }
-    let parsed = match object::kind(object) {
-        "DecoratorController" => {
-            serde_json::from_value(object.clone()).map(|c| Parsed::Decorator(Box::new(c)))
-        }
-        "MapController" => serde_json::from_value(object.clone()).map(|c| Parsed::Map(Box::new(c))),
-        _ => return None,
-    };
-    Some(parsed.unwrap_or_else(|error| Parsed::Invalid(error.to_string())))
 }
 
 /// Validates one object; anything that is neither a controller nor a labelled ConfigMap of
@@ -145,68 +93,41 @@ pub fn validate(
     if object::kind(object) == "ConfigMap" && object::api_version(object) == "v1" {
         return validate_scripts(engine, object);
     }
-    let name = object::name(object);
-    match parse(object) {
-        None => Vec::new(),
-        Some(Parsed::Invalid(message)) => vec![Finding::error("spec", message)],
-        Some(Parsed::Decorator(controller)) => {
-            let planner =
-                Decorator::new(&controller, resolver).map(|d| Validator::Decorator(Box::new(d)));
-            let spec = &controller.spec;
-            let parts = ControllerParts {
-                hooks: spec.hooks.named(),
-                libraries: &spec.libraries,
-                tests: &spec.tests,
-                default_hook: HookKind::Sync,
-            };
-            check_controller(engine, config_maps, name, parts, planner)
-        }
-        Some(Parsed::Map(controller)) => {
-            let planner = Mapper::new(&controller, resolver).map(|m| Validator::Map(Box::new(m)));
-            let spec = &controller.spec;
-            let parts = ControllerParts {
-                hooks: spec.hooks.named(),
-                libraries: &spec.libraries,
-                tests: &spec.tests,
-                default_hook: HookKind::Map,
-            };
-            check_controller(engine, config_maps, name, parts, planner)
-        }
+    let Some(kind) = kinds::of(object) else {
+        return Vec::new();
+    };
+    match kind.parse(object) {
+        Err(error) => vec![Finding::error("spec", error)],
+        Ok(controller) => check_controller(
+            engine,
+            config_maps,
+            kind.name(),
+            &*controller,
+            controller.planner(resolver),
+        ),
     }
 }
 
-/// What of a controller's spec the checks read, whatever its kind.
-struct ControllerParts<'a> {
-    hooks: Vec<(HookKind, &'a Hook)>,
-    libraries: &'a [Library],
-    tests: &'a [InlineTest],
-    /// The hook a test case without `hook:` calls.
-    default_hook: HookKind,
-}
-
-/// The checks both kinds share: hooks compile, types resolve, tests pass.
+/// The checks every kind shares: hooks compile, types resolve, tests pass.
 fn check_controller(
     engine: &ScriptEngine,
     config_maps: &dyn ConfigMapLookup,
-    name: &str,
-    parts: ControllerParts,
-    planner: Result<Validator, ResolveError>,
+    kind: KindName,
+    controller: &dyn Controller,
+    planner: Result<Box<dyn Planner>, ResolveError>,
 ) -> Vec<Finding> {
-    let ControllerParts {
-        hooks,
-        libraries,
-        tests,
-        default_hook,
-    } = parts;
+    let name = &controller.name();
+    let spec = controller.spec();
+    let (hooks, libraries, tests) = (spec.named_hooks(), &spec.libraries, &spec.tests);
     let mut findings: Vec<Finding> = unused_libraries(name, &hooks, libraries)
         .into_iter()
         .map(|(index, why)| Finding::warning(format!("spec.libraries[{index}]"), why))
         .collect();
     let mut loaded = Vec::new();
-    for (kind, hook) in hooks {
-        let path = format!("spec.hooks.{kind}");
-        match ControllerHooks::load(engine, name, [(kind, hook)], libraries, config_maps) {
-            Ok(_) => loaded.push((kind, hook)),
+    for (hook_kind, hook) in hooks {
+        let path = format!("spec.hooks.{hook_kind}");
+        match ControllerHooks::load(engine, name, [(hook_kind, hook)], libraries, config_maps) {
+            Ok(_) => loaded.push((hook_kind, hook)),
             // A ConfigMap applied after its controller is fine: the operator waits for it (and
             // the ConfigMap itself is checked when it is applied, if it is labelled).
             Err(HookError::Source(error))
@@ -234,7 +155,7 @@ fn check_controller(
     if tests.is_empty() {
         return findings;
     }
-    let (Some(validator), Ok(hooks)) = (
+    let (Some(planner), Ok(hooks)) = (
         planner,
         ControllerHooks::load(engine, name, loaded, libraries, config_maps),
     ) else {
@@ -244,18 +165,19 @@ fn check_controller(
         ));
         return findings;
     };
+    let default_hook = kind.hooks()[0];
     let mut subject = Subject {
         label: name.to_string(),
         hook: default_hook,
         hooks,
-        validator,
+        planner: Some(planner),
     };
     for (index, test) in tests.iter().enumerate() {
         let path = format!("spec.tests[{index}] ({})", test.name);
         // Calling a webhook from here would let anyone who may create a controller make the
         // operator POST a request they wrote to a URL they chose, and read the answer in the
         // refusal (a server-side request forgery); `metascript test` calls it from their machine.
-        let webhook = test_hook(test, default_hook).is_ok_and(|hook| {
+        let webhook = test_hook(test, kind).is_ok_and(|hook| {
             subject
                 .hooks
                 .get(hook)
@@ -269,7 +191,7 @@ fn check_controller(
             ));
             continue;
         }
-        match run_test(engine, &mut subject, test, default_hook) {
+        match run_test(engine, &mut subject, test, kind) {
             Ok(None) => {}
             Ok(Some(failure)) => findings.push(Finding::error(path, failure)),
             Err(problem) => findings.push(Finding::error(path, problem)),
@@ -278,13 +200,13 @@ fn check_controller(
     findings
 }
 
-/// The hook an inline test calls.
-fn test_hook(test: &InlineTest, default_hook: HookKind) -> Result<HookKind, String> {
+/// The hook an inline test calls: its `hook`, or the kind's first.
+fn test_hook(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
     match &test.hook {
-        None => Ok(default_hook),
-        Some(name) => HookKind::parse(name).ok_or_else(|| {
-            format!("unknown hook {name:?} (expected sync, finalize, customize, map or tombstone)")
-        }),
+        None => Ok(kind.hooks()[0]),
+        Some(name) => kind
+            .hook(name)
+            .ok_or_else(|| format!("unknown hook {name:?} (a {kind} has {})", kind.hook_names())),
     }
 }
 
@@ -294,9 +216,9 @@ fn run_test(
     engine: &ScriptEngine,
     subject: &mut Subject,
     test: &InlineTest,
-    default_hook: HookKind,
+    kind: KindName,
 ) -> Result<Option<String>, String> {
-    let hook = test_hook(test, default_hook)?;
+    let hook = test_hook(test, kind)?;
     if subject.hooks.get(hook).is_none() {
         return Err(format!("the controller has no {hook} hook that loaded"));
     }
@@ -323,15 +245,13 @@ fn run_test(
     };
     subject.hook = hook;
     let reads = subject.reads(test.cluster.clone());
-    let events = EventSink::new();
     let scope = CallScope {
         clock,
         reads: Some(reads.clone()),
-        events: Some(events.clone()),
         ..CallScope::default()
     };
     let result = subject.call(engine, &test.request, &scope);
-    let events = published(&result, &events);
+    let events = published(&result, &scope.events);
     Ok(judge(&case, &result, &reads.dependencies(), &events))
 }
 

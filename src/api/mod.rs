@@ -1,27 +1,34 @@
-//! Types of the `metascript.dev/v1alpha1` API.
+//! The shared vocabulary of the `metascript.dev/v1alpha1` API: how a hook names its code, the
+//! rules every kind's resources follow, the status every controller reports, test cases, and
+//! what a kind of controller is ([`KindInfo`], [`HookKind`], [`ControllerSpec`]). Each kind's
+//! own custom resource is in its folder under `crate::kinds`.
 
-mod crds;
-mod decorator;
+mod event;
 mod hook;
-mod map;
+mod kind;
 mod rules;
 mod status;
 mod test_case;
 
-pub use crds::{all_crds, crds_yaml};
-pub use decorator::{DecoratorController, DecoratorControllerSpec, DecoratorHooks};
+pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Hook, HookKind, Language, Library, Limits, ResponseMode, ScriptSpec,
+    CaBundle, ConfigMapKeyRef, Hook, Language, Library, Limits, ResponseMode, ScriptSpec,
     ServiceReference, Webhook,
 };
-pub use map::{MapController, MapControllerSpec, MapHooks};
-pub use rules::{ChildRule, ResourceRef, ResourceRule, UpdateMethod, UpdateStrategy};
+pub use kind::{
+    CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
+    KindName, fields, set_hooks,
+};
+pub use rules::{ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};
 pub use test_case::InlineTest;
 
-/// The API group of both kinds; also the prefix of the labels, annotations and finalizers the
+/// The API group of every kind; also the prefix of the labels, annotations and finalizers the
 /// operator writes.
 pub const GROUP: &str = "metascript.dev";
+
+/// The apiVersion of every kind.
+pub const API_VERSION: &str = "metascript.dev/v1alpha1";
 
 /// The namespace of a controller's `serviceAccountName` when `serviceAccountNamespace` is unset.
 pub const DEFAULT_SERVICE_ACCOUNT_NAMESPACE: &str = "metascript-system";

@@ -40,7 +40,7 @@ pub struct InlineTest {
     pub expect_reads: Option<Vec<String>>,
     /// The Events the call must ask for with `event`, exactly and in order (`[]`: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect_events: Option<Vec<crate::script::ScriptEvent>>,
+    pub expect_events: Option<Vec<super::ScriptEvent>>,
 }
 
 /// A list of any JSON values (objects, kept as given).

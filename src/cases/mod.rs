@@ -8,12 +8,10 @@ mod spec;
 
 pub use spec::{Case, LibraryFile, OneOrMany, TestFile};
 
-use crate::api::HookKind;
-use crate::controllers::InvalidResponse;
-use crate::controllers::decorator::{Decorator, Observed, Phase};
-use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ControllerHooks, HookError};
-use crate::script::{EventSink, ScriptEngine, ScriptEvent};
+use crate::api::{HookKind, ScriptEvent};
+use crate::hooks::{ControllerHooks, HookError};
+use crate::plan::Planner;
+use crate::script::{CallScope, EventSink, ScriptEngine};
 use serde_json::Value;
 
 /// The hook cases run against: from a script file, or a controller's hook (with the planner
@@ -23,14 +21,8 @@ pub struct Subject {
     pub label: String,
     pub hook: HookKind,
     pub hooks: ControllerHooks,
-    pub validator: Validator,
-}
-
-/// How a subject's responses are checked the way the operator would check them.
-pub enum Validator {
-    None,
-    Decorator(Box<Decorator>),
-    Map(Box<Mapper>),
+    /// The controller's planner; a script file has none.
+    pub planner: Option<Box<dyn Planner>>,
 }
 
 impl Subject {
@@ -39,10 +31,9 @@ impl Subject {
     /// the objects given.
     pub fn reads(&self, cluster: Vec<Value>) -> crate::reads::ReadAccess {
         use crate::resources::ResourceType;
-        let declared: std::sync::Arc<[ResourceType]> = match &self.validator {
-            Validator::Decorator(decorator) => decorator.reads.clone(),
-            Validator::Map(mapper) => mapper.reads.clone(),
-            Validator::None => {
+        let declared: std::sync::Arc<[ResourceType]> = match &self.planner {
+            Some(planner) => planner.reads(),
+            None => {
                 let builtins = crate::resources::StaticResolver::with_builtins();
                 let mut types: Vec<ResourceType> = Vec::new();
                 for object in &cluster {
@@ -69,7 +60,7 @@ impl Subject {
                 types.into()
             }
         };
-        let store = crate::reads::MemoryStore::new(cluster);
+        let store = crate::store::MemoryStore::new(cluster);
         crate::reads::ReadAccess::new(std::sync::Arc::new(store), declared)
     }
 
@@ -81,57 +72,10 @@ impl Subject {
         scope: &CallScope,
     ) -> Result<Value, HookError> {
         let response = self.hooks.call(engine, self.hook, request, scope)?;
-        let invalid = |error| self.hooks.invalid_response(self.hook, error);
-        match &self.validator {
-            Validator::None => {}
-            Validator::Decorator(decorator) => match self.hook {
-                HookKind::Customize => {
-                    decorator.related_rules(&response).map_err(invalid)?;
-                }
-                _ => {
-                    let phase = if self.hook == HookKind::Finalize {
-                        Phase::Finalize
-                    } else {
-                        Phase::Sync
-                    };
-                    let target = &request["object"];
-                    if decorator.target_type(target).is_none() {
-                        return Err(invalid(InvalidResponse::new(
-                            "(request)",
-                            "request.object is not of a type the controller targets, so the \
-                         response cannot be checked as the operator would",
-                        )));
-                    }
-                    let observed = Observed {
-                        target,
-                        attachments: Vec::new(),
-                        related: Value::Null,
-                    };
-                    decorator
-                        .plan(phase, &observed, &response)
-                        .map_err(invalid)?;
-                }
-            },
-            Validator::Map(mapper) => {
-                let parent = &request["parent"];
-                let key = request["mapKey"].as_str().unwrap_or_default();
-                if self.hook == HookKind::Tombstone {
-                    let detached: Vec<&Value> = request["outputs"]
-                        .as_object()
-                        .into_iter()
-                        .flat_map(|groups| groups.values())
-                        .filter_map(Value::as_object)
-                        .flat_map(|group| group.values())
-                        .collect();
-                    mapper
-                        .plan_tombstone(parent, &detached, &response)
-                        .map_err(invalid)?;
-                } else {
-                    mapper
-                        .plan_map(parent, key, &[], &response)
-                        .map_err(invalid)?;
-                }
-            }
+        if let Some(planner) = &self.planner {
+            planner
+                .check_response(self.hook, request, &response)
+                .map_err(|error| self.hooks.invalid_response(self.hook, error))?;
         }
         Ok(response)
     }

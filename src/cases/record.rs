@@ -105,6 +105,7 @@ impl Recorder {
                 let file = read_existing(&test_path).unwrap_or_else(|| TestFile {
                     script: Some(OneOrMany::One(script_name)),
                     libraries,
+                    kind: Some(call.hook.kind.kind().object_kind().to_string()),
                     hook: Some(call.hook.kind.to_string()),
                     limits: Some(limits.clone()),
                     ..TestFile::default()
@@ -156,12 +157,7 @@ fn write(path: &Path, text: &str) -> Result<(), RecordError> {
 
 /// The object a call was about, for the case's name.
 fn case_subject(hook: HookKind, request: &Value) -> String {
-    let subject = match hook {
-        HookKind::Map => &request["input"],
-        HookKind::Tombstone => &request["parent"],
-        HookKind::Customize => &request["parent"],
-        _ => &request["object"],
-    };
+    let subject = &request[hook.contract().subject];
     match object::namespace(subject) {
         Some(namespace) => format!(
             "{} {namespace}/{}",
@@ -204,8 +200,8 @@ mod tests {
     use super::*;
     use crate::api::{Hook, Language, Library, ScriptSpec};
     use crate::cli::harness::{TestArgs, run};
-    use crate::hooks::{CallScope, ControllerHooks, NoConfigMaps};
-    use crate::script::ScriptEngine;
+    use crate::hooks::{ControllerHooks, NoConfigMaps};
+    use crate::script::{CallScope, ScriptEngine};
     use serde_json::json;
     use std::process::ExitCode;
 
@@ -244,21 +240,26 @@ mod tests {
             let hooks = ControllerHooks::load(
                 &engine,
                 "sized",
-                [(HookKind::Sync, &sync)],
+                [(crate::kinds::decorator::SYNC, &sync)],
                 &libraries,
                 &NoConfigMaps,
             )
             .unwrap();
             let request = json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}, "attachments": {}});
             let response = hooks
-                .call(&engine, HookKind::Sync, &request, &CallScope::default())
+                .call(
+                    &engine,
+                    crate::kinds::decorator::SYNC,
+                    &request,
+                    &CallScope::default(),
+                )
                 .unwrap();
             assert_eq!(response["labels"]["size"], "2");
             let recorder = Recorder::new(dir.path().to_path_buf());
             let recorded = recorder
                 .record(&Recorded {
                     controller: "decorator/sized",
-                    hook: hooks.get(HookKind::Sync).unwrap(),
+                    hook: hooks.get(crate::kinds::decorator::SYNC).unwrap(),
                     request: &request,
                     response: Ok(&response),
                     clock: jiff::Timestamp::UNIX_EPOCH,

@@ -30,7 +30,12 @@ pub struct TestFile {
     /// controller's `spec.libraries` would load them (manifests carry their own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub libraries: Vec<LibraryFile>,
-    /// The hook to run: sync, finalize, customize, map or tombstone (default sync).
+    /// The kind of controller whose hook a `script` file is (`DecoratorController`,
+    /// `MapController`; by default the first kind with a hook of that name). A `controller`
+    /// manifest says its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The hook to run (default: the kind's first, e.g. sync).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
     /// Limits for `script` files (manifests carry their own).
@@ -104,5 +109,5 @@ pub struct Case {
     /// The Events the call must have asked for with `event`, exactly and in order (a failed
     /// call asks for none: the operator publishes none of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect_events: Option<Vec<crate::script::ScriptEvent>>,
+    pub expect_events: Option<Vec<crate::api::ScriptEvent>>,
 }

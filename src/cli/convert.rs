@@ -4,8 +4,9 @@
 //! (`docs/migrating.md` says why this is a command rather than a mode of the operator).
 
 use super::manifests::{self, Document};
-use crate::api::{DecoratorController, GROUP};
+use crate::api::API_VERSION;
 use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+use crate::kinds::{self, ControllerKind};
 use crate::object;
 use crate::script::ScriptEngine;
 use serde_json::{Map, Value, json};
@@ -49,10 +50,10 @@ pub struct Conversion {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConvertError {
     #[error(
-        "{kind} is not supported: metascript implements DecoratorController (and MapController, \
-         which Metacontroller does not have); keep this one on Metacontroller"
+        "{kind} is not supported: metascript implements {supported}; keep this one on \
+         Metacontroller"
     )]
-    UnsupportedKind { kind: String },
+    UnsupportedKind { kind: String, supported: String },
     #[error("{path}: {reason}")]
     Field { path: String, reason: String },
     #[error("hooks: {0}")]
@@ -80,11 +81,27 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
     if object::api_version(object) != METACONTROLLER_API_VERSION {
         return Ok(None);
     }
-    if object::kind(object) != "DecoratorController" {
+    let Some(kind) = kinds::ALL
+        .iter()
+        .copied()
+        .find(|kind| kind.name().object_kind() == object::kind(object))
+    else {
+        let supported: Vec<&str> = kinds::ALL.iter().map(|k| k.name().object_kind()).collect();
         return Err(vec![ConvertError::UnsupportedKind {
             kind: object::kind(object).to_string(),
+            supported: supported.join(", "),
         }]);
-    }
+    };
+    convert_kind(kind, object, options).map(Some)
+}
+
+/// Converts a Metacontroller controller of a kind metascript has.
+fn convert_kind(
+    kind: &dyn ControllerKind,
+    object: &Value,
+    options: &Options,
+) -> Result<Conversion, Vec<ConvertError>> {
+    let kind_name = kind.name();
     let mut notes = Vec::new();
     let mut errors = Vec::new();
     let mut spec = object["spec"].as_object().cloned().unwrap_or_default();
@@ -99,8 +116,8 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
         Some(hooks) => {
             for (name, hook) in hooks.iter_mut() {
                 let path = format!("spec.hooks.{name}");
-                if !matches!(name.as_str(), "sync" | "finalize" | "customize") {
-                    errors.push(field(path, "not a DecoratorController hook"));
+                if kind.name().hook(name).is_none() {
+                    errors.push(field(path, format!("not a {} hook", kind.name())));
                     continue;
                 }
                 match convert_hook(&path, hook, &mut notes) {
@@ -108,11 +125,18 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
                     Err(problems) => errors.extend(problems),
                 }
             }
-            if !hooks.contains_key("sync") {
-                errors.push(field("spec.hooks.sync", "metascript needs a sync hook"));
+            let required = kind_name.hooks()[0];
+            if !hooks.contains_key(required.as_str()) {
+                errors.push(field(
+                    format!("spec.hooks.{required}"),
+                    format!("metascript needs a {required} hook"),
+                ));
             }
         }
-        None => errors.push(field("spec.hooks", "metascript needs at least a sync hook")),
+        None => errors.push(field(
+            "spec.hooks",
+            format!("metascript needs at least a {} hook", kind_name.hooks()[0]),
+        )),
     }
     if let Some(name) = &options.service_account_name {
         spec.insert("serviceAccountName".into(), json!(name));
@@ -124,14 +148,15 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
         return Err(errors);
     }
     let converted = json!({
-        "apiVersion": format!("{GROUP}/v1alpha1"),
-        "kind": "DecoratorController",
+        "apiVersion": API_VERSION,
+        "kind": kind_name.object_kind(),
         "metadata": metadata(object),
         "spec": spec,
     });
-    let typed: DecoratorController = serde_path_to_error::deserialize(&converted)
-        .map_err(|error| vec![field(error.path().to_string(), error.inner().to_string())])?;
-    let written = serde_json::to_value(&typed).expect("a controller serializes");
+    let typed = kind
+        .parse(&converted)
+        .map_err(|error| vec![field(error.path, error.message)])?;
+    let written = typed.to_json();
     let mut dropped = Vec::new();
     dropped_fields("spec", &converted["spec"], &written["spec"], &mut dropped);
     if !dropped.is_empty() {
@@ -144,15 +169,15 @@ pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, 
     ControllerHooks::load(
         &ScriptEngine::new(),
         object::name(object),
-        typed.spec.hooks.named(),
+        typed.spec().named_hooks(),
         &[],
         &NoConfigMaps,
     )
     .map_err(|error: HookError| vec![ConvertError::Hook(error.to_string())])?;
-    Ok(Some(Conversion {
+    Ok(Conversion {
         object: written,
         notes,
-    }))
+    })
 }
 
 /// The parts of the metadata that describe the controller (not the server's bookkeeping).
@@ -328,7 +353,7 @@ pub fn run(args: ConvertArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     print!("{output}");
-    eprintln!("converted {converted} DecoratorController(s); {passed} other object(s) unchanged");
+    eprintln!("converted {converted} controller(s); {passed} other object(s) unchanged");
     ExitCode::SUCCESS
 }
 
@@ -451,7 +476,7 @@ mod tests {
         let composite = json!({"apiVersion": METACONTROLLER_API_VERSION, "kind": "CompositeController", "metadata": {"name": "c"}, "spec": {}});
         assert!(matches!(
             &convert(&composite, &Options::default()).unwrap_err()[..],
-            [ConvertError::UnsupportedKind { kind }] if kind == "CompositeController"
+            [ConvertError::UnsupportedKind { kind, .. }] if kind == "CompositeController"
         ));
     }
 }

@@ -3,17 +3,15 @@
 //! the same sync code as `render`, against the objects in the cluster).
 
 use super::manifests::to_yaml;
-use super::offline::OfflineCluster;
-use crate::api::{DecoratorController, MapController};
-use crate::controllers::decorator::{Decorator, Phase};
-use crate::controllers::map::Mapper;
-use crate::controllers::{PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, ScriptsDir};
+use super::offline::{OfflineCluster, OfflineController};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookRunner, ScriptsDir};
+use crate::kinds;
 use crate::object;
-use crate::reads::{MemoryStore, ReadAccess};
-use crate::resources::{ResourceType, StaticResolver};
-use crate::script::ScriptEngine;
-use crate::sync::{self, HookCall, HookRunner, MapFanOut};
+use crate::plan::{Offline, PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
+use crate::reads::ReadAccess;
+use crate::resources::{ResourceResolver, ResourceType, StaticResolver};
+use crate::script::{CallScope, ScriptEngine};
+use crate::store::MemoryStore;
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -69,8 +67,8 @@ pub fn run(args: ExplainArgs) -> ExitCode {
 struct Snapshot {
     types: StaticResolver,
     resources: Vec<(ResourceType, kube::api::ApiResource)>,
-    decorators: Vec<DecoratorController>,
-    maps: Vec<MapController>,
+    /// Every controller of every kind.
+    controllers: Vec<OfflineController>,
 }
 
 async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
@@ -105,11 +103,20 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     out.push_str(&managed_by);
     let acting = acting_on(&snapshot, &resource, &object);
     if acting.is_empty() {
-        out.push_str("\nNo DecoratorController or MapController acts on it.\n");
+        out.push_str("\nNo metascript controller acts on it.\n");
     }
     out.push_str(&events(&client, &object).await?);
-    for role in acting {
-        out.push_str(&dry_run(&client, &snapshot, &object, role, args.scripts_dir.as_ref()).await?);
+    for controller in acting {
+        out.push_str(
+            &dry_run(
+                &client,
+                &snapshot,
+                &object,
+                controller,
+                args.scripts_dir.as_ref(),
+            )
+            .await?,
+        );
     }
     Ok(out)
 }
@@ -151,21 +158,29 @@ async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
             resources.push((resolved.resource, api));
         }
     }
-    let decorators = Api::<DecoratorController>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map(|list| list.items)
-        .unwrap_or_default();
-    let maps = Api::<MapController>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map(|list| list.items)
-        .unwrap_or_default();
+    let mut controllers = Vec::new();
+    for kind in kinds::ALL.iter().copied() {
+        let Some((_, api_resource)) = resources.iter().find(|(resource, _)| {
+            resource.api_version == crate::api::API_VERSION
+                && resource.kind == kind.name().object_kind()
+        }) else {
+            continue;
+        };
+        let listed = Api::<DynamicObject>::all_with(client.clone(), api_resource)
+            .list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .unwrap_or_default();
+        for object in listed {
+            if let Ok(controller) = kind.parse(&value(object, api_resource)) {
+                controllers.push(OfflineController { kind, controller });
+            }
+        }
+    }
     Ok(Snapshot {
         types,
         resources,
-        decorators,
-        maps,
+        controllers,
     })
 }
 
@@ -259,21 +274,12 @@ async fn written_by(
 /// The digest `status.scripts.<hook>` of a controller named `<kind>/<name>` reports.
 fn current_digest(snapshot: &Snapshot, controller: &str, hook: &str) -> Option<String> {
     let (kind, name) = controller.split_once('/')?;
-    let status = match kind {
-        "decorator" => snapshot
-            .decorators
-            .iter()
-            .find(|c| kube::ResourceExt::name_any(*c) == name)?
-            .status
-            .clone()?,
-        "map" => snapshot
-            .maps
-            .iter()
-            .find(|c| kube::ResourceExt::name_any(*c) == name)?
-            .status
-            .clone()?,
-        _ => return None,
-    };
+    let status = snapshot
+        .controllers
+        .iter()
+        .find(|c| c.kind.name().as_str() == kind && c.controller.name() == name)?
+        .controller
+        .status()?;
     Some(status.scripts.get(hook)?.digest.clone())
 }
 
@@ -322,36 +328,21 @@ fn managers(object: &Value) -> String {
     format!("\nFields written by: {}\n", managers.join(", "))
 }
 
-/// How a controller acts on the object.
-#[derive(Clone, Copy)]
-enum Role<'a> {
-    Target(&'a DecoratorController),
-    Input(&'a MapController),
-    Parent(&'a MapController),
-}
-
-fn acting_on<'a>(snapshot: &'a Snapshot, resource: &ResourceType, object: &Value) -> Vec<Role<'a>> {
-    let mut roles = Vec::new();
-    for controller in &snapshot.decorators {
-        if let Ok(decorator) = Decorator::new(controller, &snapshot.types)
-            && decorator.target_type(object).is_some()
-            && decorator.phase(object) != Phase::Idle
-        {
-            roles.push(Role::Target(controller));
-        }
-    }
-    for controller in &snapshot.maps {
-        let Ok(mapper) = Mapper::new(controller, &snapshot.types) else {
-            continue;
-        };
-        if mapper.parent == *resource {
-            roles.push(Role::Parent(controller));
-        }
-        if mapper.inputs.contains(resource) {
-            roles.push(Role::Input(controller));
-        }
-    }
-    roles
+/// The controllers that act on the object now.
+fn acting_on<'a>(
+    snapshot: &'a Snapshot,
+    resource: &ResourceType,
+    object: &Value,
+) -> Vec<&'a OfflineController> {
+    snapshot
+        .controllers
+        .iter()
+        .filter(|c| {
+            c.controller
+                .planner(&snapshot.types)
+                .is_ok_and(|planner| planner.acts_on(resource, object))
+        })
+        .collect()
 }
 
 /// The Events about the object, newest last.
@@ -405,42 +396,17 @@ async fn dry_run(
     client: &kube::Client,
     snapshot: &Snapshot,
     object: &Value,
-    role: Role<'_>,
+    acting: &OfflineController,
     scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
-    let (label, hooks, libraries, types, reads, namespace) = match role {
-        Role::Target(c) => (
-            format!("DecoratorController/{}", kube::ResourceExt::name_any(c)),
-            c.spec.hooks.named(),
-            &c.spec.libraries,
-            c.spec
-                .attachments
-                .iter()
-                .map(|a| a.resource_ref())
-                .chain(c.spec.reads.iter().cloned())
-                .collect::<Vec<_>>(),
-            &c.spec.reads,
-            object::namespace(object),
-        ),
-        Role::Input(c) | Role::Parent(c) => (
-            format!("MapController/{}", kube::ResourceExt::name_any(c)),
-            c.spec.hooks.named(),
-            &c.spec.libraries,
-            std::iter::once(c.spec.parent_resource.clone())
-                .chain(c.spec.input_resources.iter().cloned())
-                .chain(c.spec.output_resources.iter().map(|o| o.resource_ref()))
-                .chain(c.spec.reads.iter().cloned())
-                .collect(),
-            &c.spec.reads,
-            object::namespace(object),
-        ),
-    };
-    let mut out = format!("\n{label}:\n");
+    let controller = &acting.controller;
+    let (name, spec) = (controller.name(), controller.spec());
+    let namespace = object::namespace(object);
+    let mut out = format!("\n{}:\n", acting.label());
     // The objects the hook may see: of the controller's types, in the object's namespace.
     let mut objects = vec![object.clone()];
-    for reference in &types {
-        let Ok(resource) = crate::resources::ResourceResolver::resolve(&snapshot.types, reference)
-        else {
+    for reference in &spec.types {
+        let Ok(resource) = snapshot.types.resolve(reference) else {
             continue;
         };
         let Some((_, api_resource)) = snapshot.resources.iter().find(|(r, _)| *r == resource)
@@ -450,30 +416,27 @@ async fn dry_run(
         let listed = api(client, api_resource, resource.scope(namespace))
             .list(&ListParams::default())
             .await?;
-        objects.extend(listed.items.into_iter().map(|o| value(o, api_resource)));
+        objects.extend(
+            listed
+                .items
+                .into_iter()
+                .map(|o| value(o, api_resource))
+                .filter(|o| object::uid(o).is_none() || object::uid(o) != object::uid(object)),
+        );
     }
-    let config_maps: Vec<Value> = {
-        let mut found = Vec::new();
-        let references = hooks
-            .iter()
-            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.as_ref())
-            .chain(libraries.iter().filter_map(|l| l.config_map_ref.as_ref()));
-        for reference in references {
-            if let Some(config_map) =
-                Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
-                    .get_opt(&reference.name)
-                    .await?
-            {
-                let mut value = serde_json::to_value(config_map)?;
-                value["apiVersion"] = "v1".into();
-                value["kind"] = "ConfigMap".into();
-                found.push(value);
-            }
+    let mut config_maps: Vec<Value> = Vec::new();
+    for reference in spec.config_map_refs() {
+        if let Some(config_map) = Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
+            .get_opt(&reference.name)
+            .await?
+        {
+            let mut value = serde_json::to_value(config_map)?;
+            value["apiVersion"] = "v1".into();
+            value["kind"] = "ConfigMap".into();
+            config_maps.push(value);
         }
-        found
-    };
+    }
     let engine = ScriptEngine::new();
-    let name = label.split_once('/').map(|(_, n)| n).unwrap_or_default();
     let local;
     let lookup: &dyn ConfigMapLookup = match scripts_dir {
         Some(dir) => {
@@ -485,13 +448,15 @@ async fn dry_run(
         }
         None => &config_maps,
     };
-    let hooks = match ControllerHooks::load(&engine, name, hooks, libraries, lookup) {
-        Ok(hooks) => hooks,
-        Err(error) => {
-            out.push_str(&format!("  its hooks do not load: {error}\n"));
-            return Ok(out);
-        }
-    };
+    let hooks =
+        match ControllerHooks::load(&engine, &name, spec.named_hooks(), &spec.libraries, lookup) {
+            Ok(hooks) => hooks,
+            Err(error) => {
+                out.push_str(&format!("  its hooks do not load: {error}\n"));
+                return Ok(out);
+            }
+        };
+    let planner = controller.planner(&snapshot.types)?;
     let cluster = OfflineCluster {
         resolver: snapshot.types.clone(),
         objects,
@@ -511,92 +476,46 @@ async fn dry_run(
         ));
     };
     // `get` and `list` see what was fetched above: namespaced types in the object's namespace.
-    let reads = ReadAccess::new(
+    // No Events: explain runs the hooks to show them, not on the cluster's behalf.
+    let scope = CallScope::reading(ReadAccess::new(
         Arc::new(MemoryStore::new(cluster.objects.iter().cloned())),
-        crate::resources::resolve_reads(reads, &snapshot.types)?,
-    );
+        planner.reads(),
+    ));
     let runner = HookRunner {
         engine: &engine,
         hooks: &hooks,
         observer: Some(&observe),
-        // No Events: explain runs the hooks to show them, not on the cluster's behalf.
-        scope: CallScope {
-            reads: Some(reads),
-            ..CallScope::default()
-        },
+        scope: &scope,
     };
-    let planned = match role {
-        Role::Target(controller) => {
-            let decorator = Decorator::new(controller, &snapshot.types)?;
-            out.push_str(&format!("  target, phase {:?}\n", decorator.phase(object)));
-            let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
-                sync::customize(&decorator, &runner, object)
-                    .and_then(|rules| sync::resolve_related(&decorator, &snapshot.types, rules))
-            } else {
-                Ok(Vec::new())
-            };
-            related
-                .and_then(|related| {
-                    sync::sync_decorator_target(&decorator, &runner, &cluster, object, &related)
-                })
-                .map(|planned| planned.map(|(_, plan)| to_yaml(&plan)))
+    let offline = Offline {
+        runner: &runner,
+        store: &cluster,
+        resolver: &snapshot.types,
+    };
+    for role in planner.explain(&offline, object) {
+        out.push_str(&format!("  {}\n", role.summary));
+        for call in std::mem::take(&mut *calls.lock()) {
+            out.push_str(&call);
         }
-        Role::Input(controller) => {
-            let mapper = Mapper::new(controller, &snapshot.types)?;
-            let parents: Vec<&Value> = cluster
-                .objects
+        let written: String = match &role.outcome {
+            Ok(plans) => plans
                 .iter()
-                .filter(|p| mapper.parent.describes(p))
-                .filter(|p| {
-                    mapper
-                        .parent_selector(p)
-                        .is_ok_and(|selector| mapper.selects_input(p, &selector, object))
-                })
-                .collect();
-            out.push_str(&format!("  input of {} parent(s)\n", parents.len()));
-            let mut plans = String::new();
-            let mut failed = None;
-            for parent in parents {
-                let fan_out = MapFanOut::read(&mapper, &cluster, parent)?;
-                let groups = fan_out.groups(&mapper);
-                let observed = groups
-                    .get(&Mapper::map_key(object))
-                    .cloned()
-                    .unwrap_or_default();
-                match sync::map_input(&mapper, &runner, parent, object, &observed) {
-                    Ok(plan) => plans.push_str(&to_yaml(&plan)),
-                    Err(error) => failed = Some(error),
-                }
+                .flatten()
+                .filter(|plan| !plan.is_noop() || plan.resync_after_seconds.is_some())
+                .map(to_yaml)
+                .collect(),
+            Err(_) => String::new(),
+        };
+        match role.outcome {
+            Err(error) => out.push_str(&format!("  the sync would fail: {error}\n")),
+            Ok(_) if written.trim().is_empty() => {
+                out.push_str("  the operator would now write nothing\n")
             }
-            match failed {
-                Some(error) => Err(error),
-                None => Ok(Some(plans)),
-            }
-        }
-        Role::Parent(controller) => {
-            let mapper = Mapper::new(controller, &snapshot.types)?;
-            let fan_out = MapFanOut::read(&mapper, &cluster, object)?;
-            out.push_str(&format!(
-                "  parent of {} selected input(s), {} output(s), {} detached group(s)\n",
-                fan_out.inputs.len(),
-                fan_out.outputs.len(),
-                fan_out.detached(&mapper).len()
-            ));
-            Ok(None)
-        }
-    };
-    for call in calls.into_inner() {
-        out.push_str(&call);
-    }
-    match planned {
-        Ok(Some(plan)) if !plan.trim().is_empty() && plan.trim() != "{}" => {
-            out.push_str(&format!(
+            Ok(_) => out.push_str(&format!(
                 "  the operator would now write:\n{}",
-                indent(&plan)
-            ));
+                indent(&written)
+            )),
         }
-        Ok(_) => out.push_str("  the operator would now write nothing\n"),
-        Err(error) => out.push_str(&format!("  the sync would fail: {error}\n")),
     }
     Ok(out)
 }

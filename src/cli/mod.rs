@@ -25,7 +25,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the operator: watch DecoratorControllers and MapControllers and sync their objects.
+    /// Run the operator: watch the metascript.dev controllers (DecoratorControllers,
+    /// MapControllers) and sync their objects.
     Run(Box<run::RunArgs>),
     /// Run hook scripts against recorded requests and check their responses.
     Test(harness::TestArgs),
@@ -96,7 +97,7 @@ pub fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Definitions { lang, output } => {
-            let text = crate::script::definitions(lang.into());
+            let text = crate::script::definitions(lang.into(), &crate::kinds::hooks());
             match output {
                 None => {
                     print!("{text}");
@@ -111,7 +112,7 @@ pub fn main() -> ExitCode {
                 },
             }
         }
-        Command::Crds => match crate::api::crds_yaml() {
+        Command::Crds => match crate::kinds::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS

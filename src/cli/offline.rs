@@ -2,11 +2,13 @@
 //! types, and every other object. `render` syncs over it; `test` finds controllers in it.
 
 use super::manifests::Document;
-use crate::api::{DecoratorController, MapController};
+use crate::kinds::{self, Controller, ControllerKind};
 use crate::object;
 use crate::resources::{ResourceType, StaticResolver};
+use crate::store::ObjectStore;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{path} (document {index}): invalid {kind} {name:?}: {message}")]
@@ -18,11 +20,28 @@ pub struct InvalidController {
     pub message: String,
 }
 
-#[derive(Clone, Debug, Default)]
+/// A controller read from a manifest, with its kind.
+pub struct OfflineController {
+    pub kind: &'static dyn ControllerKind,
+    pub controller: Box<dyn Controller>,
+}
+
+impl OfflineController {
+    /// `DecoratorController/<name>`, as output names it.
+    pub fn label(&self) -> String {
+        format!(
+            "{}/{}",
+            self.kind.name().object_kind(),
+            self.controller.name()
+        )
+    }
+}
+
+#[derive(Default)]
 pub struct OfflineCluster {
     pub resolver: StaticResolver,
-    pub decorators: Vec<DecoratorController>,
-    pub maps: Vec<MapController>,
+    /// The controllers, in the order given.
+    pub controllers: Vec<OfflineController>,
     /// Every other object (ConfigMaps included), namespaced ones defaulted to `default`.
     pub objects: Vec<Value>,
 }
@@ -39,31 +58,52 @@ impl OfflineCluster {
             }
         }
         for document in documents {
-            let value = document.value;
-            let is_ours = object::api_version(&value).starts_with("metascript.dev/");
-            let invalid = |error: serde_json::Error| InvalidController {
-                path: document.path.clone(),
-                index: document.index,
-                kind: object::kind(&value).to_string(),
-                name: object::name(&value).to_string(),
-                message: error.to_string(),
-            };
-            match object::kind(&value) {
-                "DecoratorController" if is_ours => cluster
-                    .decorators
-                    .push(serde_json::from_value(value.clone()).map_err(invalid)?),
-                "MapController" if is_ours => cluster
-                    .maps
-                    .push(serde_json::from_value(value.clone()).map_err(invalid)?),
-                "CustomResourceDefinition" => {}
-                _ => {
-                    let mut value = value;
-                    default_namespace(&cluster.resolver, &mut value);
-                    cluster.objects.push(value);
-                }
+            let mut value = document.value;
+            if let Some(kind) = kinds::of(&value) {
+                let controller = kind.parse(&value).map_err(|error| InvalidController {
+                    path: document.path.clone(),
+                    index: document.index,
+                    kind: object::kind(&value).to_string(),
+                    name: object::name(&value).to_string(),
+                    message: error.to_string(),
+                })?;
+                cluster
+                    .controllers
+                    .push(OfflineController { kind, controller });
+            } else if object::kind(&value) != "CustomResourceDefinition" {
+                default_namespace(&cluster.resolver, &mut value);
+                cluster.objects.push(value);
             }
         }
+        // Kind by kind, as `render` prints them; each kind's in the order given.
+        cluster.controllers.sort_by_key(|c| {
+            kinds::ALL
+                .iter()
+                .position(|kind| kind.name() == c.kind.name())
+        });
         Ok(cluster)
+    }
+
+    /// The controllers whose name is `name` (every one when `None`).
+    pub fn named<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a OfflineController> {
+        self.controllers
+            .iter()
+            .filter(move |c| name.is_none_or(|wanted| c.controller.name() == wanted))
+    }
+}
+
+/// The manifests' objects, as hooks and planners see them.
+impl ObjectStore for OfflineCluster {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.objects
+            .iter()
+            .filter(|o| resource.describes(o))
+            .filter(|o| namespace.is_none() || object::namespace(o) == namespace)
+            .map(|o| Arc::new(o.clone()))
+            .collect()
     }
 }
 

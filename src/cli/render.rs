@@ -2,18 +2,17 @@
 //! operator would do.
 
 use super::manifests::{self, to_yaml};
-use super::offline::OfflineCluster;
-use crate::controllers::Plan;
-use crate::controllers::decorator::Decorator;
-use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, ScriptsDir};
-use crate::object::{self, ObjectKey};
-use crate::reads::{MemoryStore, ReadAccess};
-use crate::resources::ResourceType;
-use crate::script::ScriptEngine;
-use crate::sync::{self, HookRunner, ObjectStore, SyncError};
+use super::offline::{OfflineCluster, OfflineController};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir};
+use crate::object::ObjectKey;
+use crate::plan::{Offline, Plan, Planner};
+use crate::reads::ReadAccess;
+use crate::resources::ResourceResolver;
+use crate::script::{CallScope, ScriptEngine};
+use crate::store::{MemoryStore, ObjectStore};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -47,25 +46,13 @@ pub enum Format {
 struct Entry {
     controller: String,
     object: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    map_key: Option<String>,
+    /// What else identifies the work (`input`, `mapKey`).
+    #[serde(flatten)]
+    detail: BTreeMap<&'static str, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     hook: Option<&'static str>,
     #[serde(flatten)]
     plan: Plan,
-}
-
-impl ObjectStore for OfflineCluster {
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        self.objects
-            .iter()
-            .filter(|o| resource.describes(o))
-            .filter(|o| namespace.is_none() || object::namespace(o) == namespace)
-            .map(|o| Arc::new(o.clone()))
-            .collect()
-    }
 }
 
 pub fn run(args: RenderArgs) -> ExitCode {
@@ -128,114 +115,48 @@ fn render(
     let store: Arc<dyn ObjectStore + Send + Sync> =
         Arc::new(MemoryStore::new(cluster.objects.iter().cloned()));
     sorted.sort_by_key(|o| ObjectKey::of(o));
-
-    for controller in &cluster.decorators {
-        let name = kube::ResourceExt::name_any(controller);
-        let label = format!("DecoratorController/{name}");
-        let planner = Decorator::new(controller, &cluster.resolver);
-        let loaded = load(
-            &engine,
-            &name,
-            planner,
-            controller.spec.hooks.named(),
-            &controller.spec.libraries,
-            config_maps,
-        );
-        let (decorator, hooks) = match loaded {
+    for controller in &cluster.controllers {
+        let label = controller.label();
+        let (planner, hooks) = match load(&engine, controller, &cluster.resolver, config_maps) {
             Ok(loaded) => loaded,
             Err(message) => {
                 errors.push(format!("{label}: {message}"));
                 continue;
             }
         };
-        let runner = HookRunner {
-            engine: &engine,
-            hooks: &hooks,
-            observer: None,
-            // No Events: render shows what would be written, and Events are not part of it.
-            scope: CallScope {
-                clock,
-                reads: Some(ReadAccess::new(store.clone(), decorator.reads.clone())),
-                ..CallScope::default()
-            },
-        };
-        for target in sorted.iter().filter(|o| decorator.target_type(o).is_some()) {
-            let planned = if decorator.has_customize && sync::runs_hook(decorator.phase(target)) {
-                sync::customize(&decorator, &runner, target)
-                    .and_then(|rules| sync::resolve_related(&decorator, &cluster.resolver, rules))
-            } else {
-                Ok(Vec::new())
-            }
-            .and_then(|related| {
-                sync::sync_decorator_target(&decorator, &runner, cluster, target, &related)
-            });
-            match planned {
-                Ok(None) => {}
-                Ok(Some((hook, plan))) => entries.push(Entry {
-                    controller: label.clone(),
-                    object: ObjectKey::of(target).to_string(),
-                    input: None,
-                    map_key: None,
-                    hook: hook.map(|h| h.as_str()),
-                    plan,
-                }),
-                Err(error) => errors.push(format!("{label}: {}: {error}", ObjectKey::of(target))),
-            }
-        }
-    }
-
-    for controller in &cluster.maps {
-        let name = kube::ResourceExt::name_any(controller);
-        let label = format!("MapController/{name}");
-        let planner = Mapper::new(controller, &cluster.resolver);
-        let loaded = load(
-            &engine,
-            &name,
-            planner,
-            controller.spec.hooks.named(),
-            &controller.spec.libraries,
-            config_maps,
-        );
-        let (mapper, hooks) = match loaded {
-            Ok(loaded) => loaded,
-            Err(message) => {
-                errors.push(format!("{label}: {message}"));
-                continue;
-            }
+        // No Events: render shows what would be written, and Events are not part of it.
+        let scope = CallScope {
+            clock,
+            ..CallScope::reading(ReadAccess::new(store.clone(), planner.reads()))
         };
         let runner = HookRunner {
             engine: &engine,
             hooks: &hooks,
             observer: None,
-            // No Events: render shows what would be written, and Events are not part of it.
-            scope: CallScope {
-                clock,
-                reads: Some(ReadAccess::new(store.clone(), mapper.reads.clone())),
-                ..CallScope::default()
-            },
+            scope: &scope,
         };
-        for parent in sorted.iter().filter(|o| mapper.parent.describes(o)) {
-            let parent_key = ObjectKey::of(parent).to_string();
-            let steps = match sync::sync_map_parent(&mapper, &runner, cluster, parent) {
-                Ok(steps) => steps,
-                Err(error) => {
-                    errors.push(format!("{label}: {error}"));
-                    continue;
-                }
-            };
-            for step in steps {
-                let input = step.input.as_ref().map(|i| ObjectKey::of(i).to_string());
+        let offline = Offline {
+            runner: &runner,
+            store: cluster,
+            resolver: &cluster.resolver,
+        };
+        for object in &sorted {
+            for step in planner.sync_offline(&offline, object) {
                 match step.result {
                     Ok(plan) => entries.push(Entry {
                         controller: label.clone(),
-                        object: parent_key.clone(),
-                        input,
-                        map_key: (!step.map_key.is_empty()).then_some(step.map_key),
+                        object: step.object.to_string(),
+                        detail: step.detail.into_iter().collect(),
                         hook: step.hook.map(|h| h.as_str()),
                         plan,
                     }),
                     Err(error) => {
-                        errors.push(describe_step_error(&label, &parent_key, input, &error))
+                        let detail: String = step
+                            .detail
+                            .iter()
+                            .map(|(name, value)| format!(", {name} {value}"))
+                            .collect();
+                        errors.push(format!("{label}: {}{detail}: {error}", step.object));
                     }
                 }
             }
@@ -245,50 +166,36 @@ fn render(
 }
 
 /// A controller's planner and compiled hooks, or why it cannot run.
-fn load<P>(
+fn load(
     engine: &ScriptEngine,
-    name: &str,
-    planner: Result<P, crate::resources::ResolveError>,
-    hooks: Vec<(crate::api::HookKind, &crate::api::Hook)>,
-    libraries: &[crate::api::Library],
+    controller: &OfflineController,
+    resolver: &dyn ResourceResolver,
     config_maps: &dyn ConfigMapLookup,
-) -> Result<(P, ControllerHooks), String> {
-    let planner = planner.map_err(|e| e.to_string())?;
-    let hooks = ControllerHooks::load(engine, name, hooks, libraries, config_maps)
-        .map_err(|e| e.to_string())?;
+) -> Result<(Box<dyn Planner>, ControllerHooks), String> {
+    let controller = &controller.controller;
+    let planner = controller.planner(resolver).map_err(|e| e.to_string())?;
+    let spec = controller.spec();
+    let hooks = ControllerHooks::load(
+        engine,
+        &controller.name(),
+        spec.named_hooks(),
+        &spec.libraries,
+        config_maps,
+    )
+    .map_err(|e| e.to_string())?;
     Ok((planner, hooks))
 }
 
 /// Controllers given more than once under the same kind and name.
 fn duplicate_names(cluster: &OfflineCluster) -> Vec<String> {
-    let names = cluster
-        .decorators
-        .iter()
-        .map(|c| format!("DecoratorController {}", kube::ResourceExt::name_any(c)))
-        .chain(
-            cluster
-                .maps
-                .iter()
-                .map(|c| format!("MapController {}", kube::ResourceExt::name_any(c))),
-        );
-    let mut seen = std::collections::BTreeMap::new();
-    for name in names {
-        *seen.entry(name).or_insert(0) += 1;
+    let mut seen = BTreeMap::new();
+    for controller in &cluster.controllers {
+        *seen
+            .entry(controller.label().replace('/', " "))
+            .or_insert(0) += 1;
     }
     seen.into_iter()
         .filter(|(_, n)| *n > 1)
         .map(|(name, _)| name)
         .collect()
-}
-
-fn describe_step_error(
-    label: &str,
-    parent: &str,
-    input: Option<String>,
-    error: &SyncError,
-) -> String {
-    match input {
-        Some(input) => format!("{label}: {parent}, input {input}: {error}"),
-        None => format!("{label}: {parent}: {error}"),
-    }
 }

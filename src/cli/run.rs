@@ -180,7 +180,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let operator = Operator::start(kube, config).await?;
+    let operator = Operator::start(kube, config, &crate::kinds::runtime()).await?;
     shutdown_signal().await;
     for task in [endpoint, webhook].into_iter().flatten() {
         task.abort();

@@ -1,10 +1,16 @@
 //! A controller's hooks, ready to call: each one a compiled script (its source resolved, then
-//! compiled through the engine's cache) or a webhook endpoint, behind one `call`. The operator,
+//! compiled through the engine's cache) or a webhook endpoint, behind one `call`, whose answer
+//! is held to its hook's response fields (`response`); `runner` is what a sync calls them through. The operator,
 //! `render` and `metascript test` all go through here, so they run the same engine with the
 //! same limits, and call a webhook the same way.
 
+mod response;
+mod runner;
 mod source;
 mod webhook;
+
+pub use response::{InvalidResponse, check_script_response};
+pub use runner::{HookCall, HookObserver, HookRunner};
 
 pub use source::{
     ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptText, ScriptsDir, SourceError,
@@ -13,10 +19,8 @@ pub use source::{
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{Hook, HookKind, Language, Library, Limits};
-use crate::controllers::InvalidResponse;
-use crate::controllers::check_script_response;
 use crate::script::{
-    CallContext, CompiledScript, LibrarySource, LogSink, ScriptEngine, ScriptError, ScriptOrigin,
+    CallContext, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError, ScriptOrigin,
     check_library_names,
 };
 use serde_json::Value;
@@ -127,20 +131,6 @@ pub struct RejectedResponse {
     pub source: InvalidResponse,
 }
 
-/// What a hook call shares with its caller besides the request: its clock, and where its log
-/// lines, reads and Events go. Webhooks use none of them.
-#[derive(Clone, Debug, Default)]
-pub struct CallScope {
-    /// A fixed `now()` (tests, replayed recordings); the wall clock when `None`.
-    pub clock: Option<jiff::Timestamp>,
-    pub logs: Option<LogSink>,
-    pub reads: Option<crate::reads::ReadAccess>,
-    pub events: Option<crate::script::EventSink>,
-    /// Told when a call may answer differently to the same request: a script reading the
-    /// clock or randomness, any webhook.
-    pub purity: Option<crate::script::Purity>,
-}
-
 /// The compiled hooks of one controller.
 #[derive(Clone, Debug)]
 pub struct ControllerHooks {
@@ -238,13 +228,12 @@ impl ControllerHooks {
         let hook = self.loaded(kind)?;
         match &hook.code {
             HookCode::Script { script, limits } => {
-                let mut context =
-                    CallContext::new(self.controller.clone(), kind).with_limits(limits.clone());
-                context.reads = scope.reads.clone();
-                context.clock = scope.clock;
-                context.logs = scope.logs.clone();
-                context.events = scope.events.clone();
-                context.purity = scope.purity.clone();
+                let context = CallContext {
+                    controller: self.controller.clone(),
+                    hook: kind,
+                    limits: limits.clone(),
+                    scope: scope.clone(),
+                };
                 let response = engine.call(script, request, &context)?;
                 check_script_response(kind, &response, script.empty_response_hint())
                     .map_err(|error| self.invalid_response(kind, error))?;
@@ -252,9 +241,7 @@ impl ControllerHooks {
             }
             HookCode::Webhook(endpoint) => {
                 // A webhook is opaque: its answer may depend on anything it can see.
-                if let Some(purity) = &scope.purity {
-                    purity.taint("webhook");
-                }
+                scope.purity.taint("webhook");
                 endpoint
                     .call(kind, request)
                     .map_err(|failure| match failure {

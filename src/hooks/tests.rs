@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::api::{ConfigMapKeyRef, ScriptSpec};
+use crate::script::CallScope;
 use serde_json::json;
 
 fn script_hook(language: Language, code: &str) -> Hook {
@@ -50,15 +51,18 @@ fn each_hook_loads_the_libraries_of_its_language() {
         ),
     ];
     let hooks = load(
-        &[(HookKind::Sync, &sync), (HookKind::Finalize, &finalize)],
+        &[
+            (crate::kinds::decorator::SYNC, &sync),
+            (crate::kinds::decorator::FINALIZE, &finalize),
+        ],
         &libraries,
     )
     .unwrap();
     let engine = ScriptEngine::new();
     let request = json!({"object": {}, "attachments": {}});
     for (kind, library, from) in [
-        (HookKind::Sync, "rhailib", "rhai"),
-        (HookKind::Finalize, "lualib", "lua"),
+        (crate::kinds::decorator::SYNC, "rhailib", "rhai"),
+        (crate::kinds::decorator::FINALIZE, "lualib", "lua"),
     ] {
         let HookCode::Script { script, .. } = &hooks.get(kind).unwrap().code else {
             panic!("{kind} is a script");
@@ -76,7 +80,7 @@ fn each_hook_loads_the_libraries_of_its_language() {
 fn a_library_no_hook_can_load_is_reported_but_not_refused() {
     let sync = script_hook(Language::Rhai, "#{}");
     let libraries = [inline_library("lualib", Language::Lua, "return {}")];
-    assert!(load(&[(HookKind::Sync, &sync)], &libraries).is_ok());
+    assert!(load(&[(crate::kinds::decorator::SYNC, &sync)], &libraries).is_ok());
     // Not even read: its ConfigMap's absence does not stop the hooks that do not load it.
     let absent = [Library {
         name: "lualib".into(),
@@ -88,8 +92,8 @@ fn a_library_no_hook_can_load_is_reported_but_not_refused() {
             key: "lualib.lua".into(),
         }),
     }];
-    assert!(load(&[(HookKind::Sync, &sync)], &absent).is_ok());
-    let unused = unused_libraries("ctl", &[(HookKind::Sync, &sync)], &libraries);
+    assert!(load(&[(crate::kinds::decorator::SYNC, &sync)], &absent).is_ok());
+    let unused = unused_libraries("ctl", &[(crate::kinds::decorator::SYNC, &sync)], &libraries);
     assert_eq!(unused.len(), 1);
     assert_eq!(unused[0].0, 0);
     assert!(
@@ -135,7 +139,7 @@ fn library_problems_name_the_library() {
         ),
         (too_many, "at most 16 libraries"),
     ] {
-        let error = load(&[(HookKind::Sync, &sync)], &libraries).unwrap_err();
+        let error = load(&[(crate::kinds::decorator::SYNC, &sync)], &libraries).unwrap_err();
         assert!(error.to_string().contains(expected), "{error}");
     }
 }

@@ -3,9 +3,9 @@
 //! request as JSON and reads the response as the hook's answer, on the calling thread (a
 //! blocking one in the operator) through one pooled client shared by the whole process.
 
+use super::InvalidResponse;
 use super::SourceError;
 use crate::api::{HookKind, ResponseMode, Webhook};
-use crate::controllers::{InvalidResponse, response_fields};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
@@ -372,7 +372,7 @@ fn parse_response(
     if mode == ResponseMode::Strict
         && let Some(fields) = response.as_object()
     {
-        let known = response_fields(hook);
+        let known: Vec<&str> = hook.response_fields().collect();
         if let Some(field) = fields.keys().find(|field| !known.contains(&field.as_str())) {
             return Err(InvalidResponse::new(
                 field.clone(),
@@ -461,11 +461,12 @@ mod tests {
     use super::*;
     use crate::api::{CaBundle, Hook, ServiceReference};
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+    use crate::kinds::{decorator, map};
     use crate::script::ScriptEngine;
     use serde_json::json;
 
     fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
-        WebhookEndpoint::new("echo", HookKind::Sync, &webhook).map_err(|e| e.to_string())
+        WebhookEndpoint::new("echo", decorator::SYNC, &webhook).map_err(|e| e.to_string())
     }
 
     fn url(url: &str) -> Webhook {
@@ -609,10 +610,10 @@ mod tests {
         let read = |hook, mode, body: &str| parse_response(hook, mode, body.as_bytes());
         let body = r#"{"labels": {"a": "1"}, "attachment": []}"#;
         assert_eq!(
-            read(HookKind::Sync, ResponseMode::Loose, body).unwrap()["labels"],
+            read(decorator::SYNC, ResponseMode::Loose, body).unwrap()["labels"],
             json!({"a": "1"})
         );
-        let error = read(HookKind::Sync, ResponseMode::Strict, body).unwrap_err();
+        let error = read(decorator::SYNC, ResponseMode::Strict, body).unwrap_err();
         assert_eq!(error.path, "attachment");
         assert!(
             error.reason.contains("unknown field of a sync response"),
@@ -620,17 +621,17 @@ mod tests {
         );
         let duplicated = r#"{"labels": {"a": "1", "a": "2"}}"#;
         assert_eq!(
-            read(HookKind::Sync, ResponseMode::Loose, duplicated).unwrap()["labels"]["a"],
+            read(decorator::SYNC, ResponseMode::Loose, duplicated).unwrap()["labels"]["a"],
             "2"
         );
-        let error = read(HookKind::Sync, ResponseMode::Strict, duplicated).unwrap_err();
+        let error = read(decorator::SYNC, ResponseMode::Strict, duplicated).unwrap_err();
         assert_eq!(
             error.reason,
             "duplicate field `a` (responseUnMarshallMode is strict) at line 1 column 31"
         );
         assert!(
             read(
-                HookKind::Customize,
+                decorator::CUSTOMIZE,
                 ResponseMode::Strict,
                 r#"{"relatedResources": [], "x": 1.5, "y": [null, true]}"#
             )
@@ -638,7 +639,7 @@ mod tests {
             .path
                 == "x"
         );
-        let error = read(HookKind::Map, ResponseMode::Loose, "<html>oops</html>").unwrap_err();
+        let error = read(map::MAP, ResponseMode::Loose, "<html>oops</html>").unwrap_err();
         assert_eq!(error.path, "(response)");
         assert!(
             error
@@ -716,7 +717,7 @@ mod tests {
         ControllerHooks::load(
             &ScriptEngine::new(),
             "echo",
-            [(HookKind::Sync, &hook)],
+            [(decorator::SYNC, &hook)],
             &[],
             &NoConfigMaps,
         )
@@ -727,7 +728,7 @@ mod tests {
         let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
         hooks.call(
             &ScriptEngine::new(),
-            HookKind::Sync,
+            decorator::SYNC,
             &request,
             &Default::default(),
         )

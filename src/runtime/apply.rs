@@ -6,8 +6,9 @@ use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use crate::api::ServiceAccountRef;
-use crate::controllers::{Deletion, FinalizerChange, Plan, StatusChange};
 use crate::object;
+use crate::plan::{Deletion, FinalizerChange, Plan, StatusChange};
+use crate::reasons;
 use crate::resources::ResourceType;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
@@ -46,8 +47,8 @@ impl ApplyError {
             ApplyError::Api {
                 source: kube::Error::Api(status),
                 ..
-            } if status.code == 403 => "Forbidden",
-            _ => "ApplyFailed",
+            } if status.code == 403 => reasons::FORBIDDEN,
+            _ => reasons::APPLY_FAILED,
         }
     }
 }

@@ -8,7 +8,7 @@
 use crate::object;
 use crate::resources::ResourceType;
 use crate::runtime::discovery::ResolvedType;
-use crate::sync::ObjectStore;
+use crate::store::ObjectStore;
 use futures::StreamExt as _;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject};

@@ -11,14 +11,16 @@ use super::keys::{ControllerId, ObjRef, Work, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
+use crate::api::EventType;
 use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
-use crate::hooks::{CallScope, ControllerHooks};
+use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
+use crate::plan::SyncError;
 use crate::reads::ReadAccess;
+use crate::reasons;
 use crate::resources::ResourceType;
-use crate::script::{EventSink, EventType, Purity, ScriptEngine};
-use crate::sync::{HookCall, HookRunner, SyncError};
+use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -130,16 +132,6 @@ pub struct Context {
     pub config_map_type: ResourceType,
 }
 
-/// What the hook calls of one work item share: `reads` serves their `get` and `list` and
-/// records what they read (see [`Context::record_reads`]), `events` collects the Events they
-/// ask for (see [`Context::publish_script_events`]), `purity` learns whether any of them used
-/// the clock, randomness or a webhook (see [`super::fingerprint`]).
-pub struct WorkScope {
-    pub reads: ReadAccess,
-    pub events: EventSink,
-    pub purity: Purity,
-}
-
 /// Clients that impersonate the ServiceAccounts controllers name, one per account (each with
 /// its own connection pool), made on first use.
 pub struct Identities {
@@ -197,23 +189,20 @@ impl Context {
     }
 
     /// Runs script work on tokio's blocking pool, never on the runtime's threads, and counts
-    /// it for its controller, with the work item's [`WorkScope`].
+    /// it for its controller; every hook call runs in the work item's `scope`.
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         controller: &ControllerId,
         hooks: &Arc<ControllerHooks>,
-        scope: &WorkScope,
+        scope: &CallScope,
         work: impl FnOnce(&Context, &HookRunner) -> Result<T, SyncError> + Send + 'static,
     ) -> Result<T, Failure> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
-        let (reads, events, purity) = (
-            scope.reads.clone(),
-            scope.events.clone(),
-            scope.purity.clone(),
-        );
+        let mut scope = scope.clone();
         tokio::task::spawn_blocking(move || {
             // A recorded call must replay with the time it saw.
             let clock = context.recorder.as_ref().map(|_| jiff::Timestamp::now());
+            scope.clock = clock;
             let observe = |call: &HookCall| {
                 let ok = call.response.is_ok();
                 context
@@ -238,13 +227,7 @@ impl Context {
                 engine: &context.engine,
                 hooks: &hooks,
                 observer: Some(&observe),
-                scope: CallScope {
-                    clock,
-                    logs: None,
-                    reads: Some(reads),
-                    events: Some(events),
-                    purity: Some(purity),
-                },
+                scope: &scope,
             };
             let started = std::time::Instant::now();
             let result = work(&context, &runner).map_err(Failure::from);
@@ -254,18 +237,14 @@ impl Context {
             result
         })
         .await
-        .map_err(|e| Failure::new("SyncFailed", format!("sync task failed: {e}")))?
+        .map_err(|e| Failure::new(reasons::SYNC_FAILED, format!("sync task failed: {e}")))?
     }
 
     /// A scope for one work item's hooks: reads from the watch caches, limited to the types
     /// the controller declares. Give it to every hook call of the work item, then
     /// [`Context::record_reads`].
-    pub fn scope(&self, declared: &Arc<[ResourceType]>) -> WorkScope {
-        WorkScope {
-            reads: ReadAccess::new(self.informers.clone(), declared.clone()),
-            events: EventSink::new(),
-            purity: Purity::new(),
-        }
+    pub fn scope(&self, declared: &Arc<[ResourceType]>) -> CallScope {
+        CallScope::reading(ReadAccess::new(self.informers.clone(), declared.clone()))
     }
 
     /// What the reads of a work item's last run return now, as [`ReadAccess::seen_digest`] had
@@ -283,7 +262,10 @@ impl Context {
     /// Replaces what a work item depends on with what its hooks just read. A change that
     /// landed after a read but before this (its event found nothing to re-sync) queues the
     /// work item again.
-    pub fn record_reads(&self, key: &WorkKey, reads: &ReadAccess) {
+    pub fn record_reads(&self, key: &WorkKey, scope: &CallScope) {
+        let Some(reads) = &scope.reads else {
+            return;
+        };
         // Most controllers read nothing: no exclusive lock on the shared index per sync for
         // them (unless an earlier version of the controller did read, and left entries).
         if reads.declares_nothing() && !self.dependencies.holds_any(&key.controller) {

@@ -204,8 +204,9 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reads::{ListFilter, parse_label_selector};
-    use crate::runtime::keys::{KindName, ObjRef, Work};
+    use crate::reads::ListFilter;
+    use crate::runtime::keys::{ObjRef, Work};
+    use crate::selector::parse_label_selector;
     use serde_json::{Value, json};
     use std::sync::Arc;
 
@@ -216,7 +217,7 @@ mod tests {
     fn key(controller: &str, name: &str) -> WorkKey {
         let deployments = resolver().find_kind("apps/v1", "Deployment").unwrap();
         WorkKey::new(
-            &ControllerId::new(KindName::Decorator, controller),
+            &ControllerId::new(crate::kinds::decorator::KIND, controller),
             Work::Object(ObjRef {
                 resource: deployments,
                 namespace: Some("ns".into()),

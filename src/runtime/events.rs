@@ -5,8 +5,8 @@
 //! The same counting is what rate-limits the Events scripts ask for (`event`): a script that
 //! says the same thing on every sync bumps one Event's count instead of creating new ones.
 
+use crate::api::EventType;
 use crate::object;
-use crate::script::EventType;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -17,8 +17,7 @@
 
 use super::apply::Written;
 use crate::object;
-use crate::reads::ReadAccess;
-use crate::script::Purity;
+use crate::script::CallScope;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
@@ -114,17 +113,19 @@ pub fn after_sync(
     controller_version: u64,
     mut seen: Seen,
     written: &Written,
-    purity: &Purity,
-    reads: &ReadAccess,
+    scope: &CallScope,
 ) -> Option<u64> {
-    if let Some(source) = purity.impurity() {
+    if let Some(source) = scope.purity.impurity() {
         tracing::trace!(source, "impure hook call: synced on every resync");
         return None;
     }
     if written.deleted {
         return None;
     }
-    let reads = reads.seen_digest()?;
+    let reads = match &scope.reads {
+        Some(reads) => reads.seen_digest()?,
+        None => crate::reads::nothing_read(),
+    };
     seen.written(written);
     Some(seen.fingerprint(controller_version, reads))
 }
@@ -162,7 +163,9 @@ fn hash(text: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reads::MemoryStore;
+    use crate::reads::ReadAccess;
+    use crate::script::Purity;
+    use crate::store::MemoryStore;
     use serde_json::json;
     use std::sync::Arc;
 
@@ -194,6 +197,13 @@ mod tests {
 
     fn no_reads() -> ReadAccess {
         ReadAccess::new(Arc::new(MemoryStore::new([])), Vec::new())
+    }
+
+    fn scope(purity: &Purity) -> CallScope {
+        CallScope {
+            purity: purity.clone(),
+            ..CallScope::reading(no_reads())
+        }
     }
 
     #[test]
@@ -248,14 +258,14 @@ mod tests {
             1,
             seen(&[&input, &output]),
             &written(&[(&output, "9"), (&created, "7")]),
-            &Purity::new(),
-            &no_reads(),
+            &scope(&Purity::new()),
         )
         .expect("a pure sync is recorded");
         // The cache once the writes' events arrived: what a resync computes.
         let cache = seen(&[&input, &config_map("out", "9"), &created]);
         let reads = no_reads().seen_digest().unwrap();
         assert_eq!(recorded, cache.fingerprint(1, reads));
+        assert_eq!(reads, crate::reads::nothing_read());
     }
 
     #[test]
@@ -264,13 +274,7 @@ mod tests {
         impure.taint("now()");
         let object = config_map("a", "1");
         assert_eq!(
-            after_sync(
-                1,
-                seen(&[&object]),
-                &Written::default(),
-                &impure,
-                &no_reads()
-            ),
+            after_sync(1, seen(&[&object]), &Written::default(), &scope(&impure),),
             None
         );
         let deleted = Written {
@@ -278,7 +282,7 @@ mod tests {
             ..Written::default()
         };
         assert_eq!(
-            after_sync(1, seen(&[&object]), &deleted, &Purity::new(), &no_reads()),
+            after_sync(1, seen(&[&object]), &deleted, &scope(&Purity::new())),
             None
         );
     }

@@ -1,6 +1,7 @@
 //! The runtime's vocabulary: how an object, a controller and a unit of work are named. Every
 //! other runtime module speaks it; it depends on none of them.
 
+use crate::api::KindName;
 use crate::object;
 use crate::resources::ResourceType;
 use serde_json::Value;
@@ -49,31 +50,6 @@ impl fmt::Display for ObjRef {
     }
 }
 
-/// The kinds of controller the operator runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum KindName {
-    Decorator,
-    Map,
-}
-
-impl KindName {
-    /// Lower case, for metric labels and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KindName::Decorator => "decorator",
-            KindName::Map => "map",
-        }
-    }
-
-    /// The Kubernetes kind of the controller objects.
-    pub fn object_kind(self) -> &'static str {
-        match self {
-            KindName::Decorator => "DecoratorController",
-            KindName::Map => "MapController",
-        }
-    }
-}
-
 /// One controller object: its kind and name (controllers are cluster-scoped).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ControllerId {
@@ -107,25 +83,24 @@ impl fmt::Display for ControllerId {
     }
 }
 
-/// The outputs of one input under one parent: a MapController's unit of bookkeeping.
+/// The children of one parent that share a key (a MapController's outputs of one input).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct MapGroup {
+pub struct Group {
     pub parent: ObjRef,
-    pub map_key: String,
+    pub key: String,
 }
 
-/// What a work item does for its controller.
+/// What a work item does for its controller. Kinds choose which of these their work is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Work {
     /// Load, reload or remove the controller itself.
     Load,
-    /// Sync one object the controller acts on: a decorator's target, or a map parent (which
-    /// fans out into its pairs and groups).
+    /// Sync one object the controller acts on (a target, a parent).
     Object(ObjRef),
-    /// Map one input for one parent (or settle its outputs when it is no longer selected).
+    /// Sync one object for another (a map parent and one of its inputs).
     Pair { parent: ObjRef, input: ObjRef },
-    /// Settle an output group whose input is not known to be selected.
-    Group(MapGroup),
+    /// Settle a group of children whose source is not known.
+    Group(Group),
 }
 
 impl fmt::Display for Work {
@@ -134,7 +109,7 @@ impl fmt::Display for Work {
             Work::Load => f.write_str("load"),
             Work::Object(object) => write!(f, "{object}"),
             Work::Pair { parent, input } => write!(f, "{parent}, input {input}"),
-            Work::Group(group) => write!(f, "{}, map key {}", group.parent, group.map_key),
+            Work::Group(group) => write!(f, "{}, key {}", group.parent, group.key),
         }
     }
 }
@@ -193,11 +168,11 @@ mod tests {
     #[test]
     fn field_managers_name_the_kind_and_the_controller() {
         assert_eq!(
-            ControllerId::new(KindName::Decorator, "spp").field_manager(),
+            ControllerId::new(crate::kinds::decorator::KIND, "spp").field_manager(),
             "metascript.dev/decorator-spp"
         );
         assert_eq!(
-            ControllerId::new(KindName::Map, "snap").field_manager(),
+            ControllerId::new(crate::kinds::map::KIND, "snap").field_manager(),
             "metascript.dev/map-snap"
         );
     }

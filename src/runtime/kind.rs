@@ -6,10 +6,12 @@ use super::apply::Writer;
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::fingerprint::Sweep;
-use super::keys::{ControllerId, KindName, Work, WorkKey};
-use super::load::{ControllerSpec, ScriptSources};
+use super::keys::{ControllerId, Work, WorkKey};
+use super::load::ScriptSources;
 use super::status::{Health, SyncOutcomes};
+use crate::api::{ControllerObject, KindName};
 use crate::hooks::ControllerHooks;
+use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
@@ -19,21 +21,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub trait Kind: Sized + Send + Sync + 'static {
-    const NAME: KindName;
-    /// The plural of the controller objects' resource (in `metascript.dev/v1alpha1`).
-    const PLURAL: &'static str;
-    /// What its work is called in Events (`Sync`, `Map`).
-    const ACTION: &'static str;
-    /// The controller object, as its API type.
-    type Object: serde::de::DeserializeOwned + Send;
+    /// The controller object, as its API type (which names the kind and its hooks).
+    type Object: ControllerObject;
     /// The pure planner built from a controller object.
-    type Planner: Send + Sync + 'static;
+    type Planner: Planner + Clone;
     /// What a controller remembers across reloads (indexes, bindings).
     type State: Default + Send + Sync + 'static;
     /// What the status counts are kept by: a target, a (parent, map key) group.
     type OutcomeKey: Clone + Eq + Hash + Send + Sync + 'static;
-
-    fn spec(object: &Self::Object) -> ControllerSpec;
 
     /// Builds the planner; every type the spec names has been resolved already.
     fn build(
@@ -80,6 +75,11 @@ pub trait Kind: Sized + Send + Sync + 'static {
         context: &Arc<Context>,
         controller: &Arc<Controller<Self>>,
     ) -> impl Future<Output = ()> + Send;
+}
+
+/// The kind's names (from its API type).
+pub fn name<K: Kind>() -> KindName {
+    <K::Object as ControllerObject>::KIND
 }
 
 /// Which watch events a controller wants routed to it.

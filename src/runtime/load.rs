@@ -4,65 +4,11 @@
 use super::context::Context;
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
-use crate::api::{Hook, HookKind, Library, ResourceRef, ScriptStatus, ServiceAccountRef};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, ScriptsDir};
+use crate::api::{ControllerSpec, ResourceRef, ScriptStatus, ServiceAccountRef};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, ScriptsDir};
+use crate::reasons;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// What loading needs from a controller object, whatever its kind.
-pub struct ControllerSpec {
-    pub generation: Option<i64>,
-    /// Every type the controller names; each is resolved and watched before it runs.
-    pub types: Vec<ResourceRef>,
-    pub hooks: Vec<(HookKind, Hook)>,
-    /// `spec.libraries`.
-    pub libraries: Vec<Library>,
-    pub resync_period: Option<Duration>,
-    /// Whom its writes impersonate.
-    pub service_account: Option<ServiceAccountRef>,
-    /// The types its hooks may read (`spec.reads`); also in `types`.
-    pub reads: Vec<ResourceRef>,
-}
-
-impl ControllerSpec {
-    /// `resync_period_seconds` is `resyncPeriodSeconds`: none when unset or not positive.
-    pub fn new(
-        metadata: &kube::api::ObjectMeta,
-        types: Vec<ResourceRef>,
-        hooks: Vec<(HookKind, &Hook)>,
-        resync_period_seconds: Option<i64>,
-        service_account: Option<ServiceAccountRef>,
-    ) -> ControllerSpec {
-        ControllerSpec {
-            generation: metadata.generation,
-            types,
-            hooks: hooks
-                .into_iter()
-                .map(|(kind, hook)| (kind, hook.clone()))
-                .collect(),
-            libraries: Vec::new(),
-            resync_period: resync_period_seconds
-                .filter(|s| *s > 0)
-                .map(|s| Duration::from_secs(s as u64)),
-            service_account,
-            reads: Vec::new(),
-        }
-    }
-
-    /// Adds the types the hooks may read (`spec.reads`): watched like every other type, and
-    /// checked against the controller's ServiceAccount at load.
-    pub fn with_reads(mut self, reads: &[ResourceRef]) -> ControllerSpec {
-        self.types.extend(reads.iter().cloned());
-        self.reads = reads.to_vec();
-        self
-    }
-
-    pub fn with_libraries(mut self, libraries: &[Library]) -> ControllerSpec {
-        self.libraries = libraries.to_vec();
-        self
-    }
-}
 
 /// Where a controller's scripts come from: a change there reloads the controller, even one
 /// that has not loaded yet.
@@ -76,18 +22,9 @@ pub struct ScriptSources {
 
 impl ScriptSources {
     pub fn of(spec: &ControllerSpec) -> ScriptSources {
-        let hooks = spec
-            .hooks
-            .iter()
-            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.clone());
-        let libraries = spec
-            .libraries
-            .iter()
-            .filter_map(|library| library.config_map_ref.clone());
-        let references = hooks.chain(libraries);
         ScriptSources {
-            config_maps: references.clone().map(|r| (r.namespace, r.name)).collect(),
-            script_keys: references.map(|r| r.key).collect(),
+            config_maps: spec.config_maps(),
+            script_keys: spec.config_map_refs().map(|r| r.key.clone()).collect(),
         }
     }
 }
@@ -123,12 +60,12 @@ pub async fn prepare(
             .discovery
             .resolve(reference)
             .await
-            .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+            .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?;
         context
             .informers
             .ensure(&resolved)
             .await
-            .map_err(|error| fail("WatchFailed", error.to_string()))?;
+            .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
     }
     if let Some(account) = &spec.service_account {
         for reference in &spec.reads {
@@ -137,12 +74,12 @@ pub async fn prepare(
                 .discovery
                 .resolve(reference)
                 .await
-                .map_err(|error| fail("ResolveFailed", error.to_string()))?;
+                .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?;
             match may_list(&context.client, account, &resolved.resource).await {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(fail(
-                        "ReadForbidden",
+                        reasons::READ_FORBIDDEN,
                         format!(
                             "spec.reads names {}, but the controller's ServiceAccount {} may not \
                              list it cluster-wide; hooks read with the operator's access, so \
@@ -152,7 +89,7 @@ pub async fn prepare(
                         ),
                     ));
                 }
-                Err(error) => return Err(fail("ReadCheckFailed", error.to_string())),
+                Err(error) => return Err(fail(reasons::READ_CHECK_FAILED, error.to_string())),
             }
         }
     }
@@ -171,18 +108,22 @@ pub async fn prepare(
         }
         None => &cached,
     };
-    let named = spec.hooks.iter().map(|(kind, hook)| (*kind, hook));
-    let (hooks, scripts_loaded, stale) = match (
-        ControllerHooks::load(&context.engine, name, named, &spec.libraries, lookup),
-        previous,
-    ) {
-        (Ok(hooks), _) => (Arc::new(hooks), Ok(()), false),
-        (Err(error), Some(previous)) => {
-            tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
-            (previous, Err(Problem::new("ScriptError", error)), true)
-        }
-        (Err(error), None) => return Err(fail("ScriptError", error.to_string())),
-    };
+    let loaded = ControllerHooks::load(
+        &context.engine,
+        name,
+        spec.named_hooks(),
+        &spec.libraries,
+        lookup,
+    );
+    if let (Err(error), Some(_)) = (&loaded, &previous) {
+        tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
+    }
+    let Running {
+        hooks,
+        loaded: scripts_loaded,
+        stale,
+    } = keep_last_good(loaded, previous)
+        .map_err(|problem| Health::failed(spec.generation, problem))?;
     let scripts = hooks
         .iter()
         .map(|hook| {
@@ -206,6 +147,36 @@ pub async fn prepare(
         },
         stale,
     })
+}
+
+/// The hooks a controller runs after a load.
+struct Running {
+    hooks: Arc<ControllerHooks>,
+    /// Whether the newest scripts loaded, and why not.
+    loaded: Result<(), Problem>,
+    /// The hooks are the previous version's: the newest did not load.
+    stale: bool,
+}
+
+/// The new hooks when they loaded, else the previous version's, marked stale; `Err` when there
+/// is no previous version: the controller cannot run.
+fn keep_last_good(
+    loaded: Result<ControllerHooks, HookError>,
+    previous: Option<Arc<ControllerHooks>>,
+) -> Result<Running, Problem> {
+    match (loaded, previous) {
+        (Ok(hooks), _) => Ok(Running {
+            hooks: Arc::new(hooks),
+            loaded: Ok(()),
+            stale: false,
+        }),
+        (Err(error), Some(previous)) => Ok(Running {
+            hooks: previous,
+            loaded: Err(Problem::new(reasons::SCRIPT_ERROR, error)),
+            stale: true,
+        }),
+        (Err(error), None) => Err(Problem::new(reasons::SCRIPT_ERROR, error)),
+    }
 }
 
 /// The digests of the hooks running, to tell whether a reload changed anything.
@@ -247,4 +218,65 @@ async fn may_list(
     let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
     let answer = api.create(&Default::default(), &review).await?;
     Ok(answer.status.is_some_and(|status| status.allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::LoadedHook;
+    use crate::kinds::decorator::SYNC;
+    use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource};
+
+    fn hooks(code: &str) -> ControllerHooks {
+        let engine = ScriptEngine::new();
+        let origin = ScriptOrigin::Inline {
+            controller: "c".into(),
+            hook: SYNC,
+        };
+        let script = engine
+            .compile(&ScriptSource::new(crate::api::Language::Rhai, code, origin))
+            .expect("compiles");
+        ControllerHooks::single("c", LoadedHook::script(SYNC, script, Default::default()))
+    }
+
+    fn broken() -> HookError {
+        HookError::Missing {
+            controller: "c".into(),
+            hook: SYNC,
+        }
+    }
+
+    #[test]
+    fn new_hooks_replace_the_old_ones_when_they_load() {
+        let previous = Arc::new(hooks("#{}"));
+        let running =
+            keep_last_good(Ok(hooks("#{ labels: #{} }")), Some(previous.clone())).unwrap();
+        assert!(!Arc::ptr_eq(&running.hooks, &previous));
+        assert_eq!(running.loaded, Ok(()));
+        assert!(!running.stale);
+    }
+
+    #[test]
+    fn a_failed_load_keeps_the_last_good_version_running_and_says_why() {
+        let previous = Arc::new(hooks("#{}"));
+        let running = keep_last_good(Err(broken()), Some(previous.clone())).unwrap();
+        assert!(
+            Arc::ptr_eq(&running.hooks, &previous),
+            "the previous hooks keep running"
+        );
+        assert!(running.stale);
+        let problem = running.loaded.unwrap_err();
+        assert_eq!(problem.reason, reasons::SCRIPT_ERROR);
+        assert!(
+            problem.message.contains("has no sync hook"),
+            "{}",
+            problem.message
+        );
+    }
+
+    #[test]
+    fn a_failed_first_load_runs_nothing() {
+        let problem = keep_last_good(Err(broken()), None).map(|_| ()).unwrap_err();
+        assert_eq!(problem.reason, reasons::SCRIPT_ERROR);
+    }
 }

@@ -280,7 +280,7 @@ impl Metrics {
         self.controller_ready.remove(&labels);
         self.dependencies.remove(&labels);
         self.resync_skipped.remove(&labels);
-        for hook in HookKind::ALL {
+        for hook in controller.kind.hooks() {
             let labels = HookLabels {
                 kind: controller.kind.as_str(),
                 controller: controller.name.clone(),

@@ -1,33 +1,32 @@
-//! The operator: watches, queues, apply.
+//! The operator: watches, queues, apply, whatever the kind of controller.
 //!
 //! `keys` names objects, controllers and work; `context` holds the services every kind shares;
-//! `kind` is what a kind of controller contributes and `registry` what the runtime does for
-//! every kind (load, reload, remove, status, failures); `decorator` and `map` are the two kinds;
-//! `operator` owns the registries and drives them.
+//! `kind` is what a kind of controller contributes (each kind implements it in its folder under
+//! `crate::kinds`) and `registry` what the runtime does for every kind (load, reload, remove,
+//! status, failures); `operator` owns a registry per kind it is started with and drives them.
 
 pub mod apply;
 pub mod cache;
-mod context;
-mod decorator;
+pub(crate) mod context;
 mod dependencies;
 pub mod discovery;
 mod events;
-mod fingerprint;
-mod keys;
-mod kind;
+pub(crate) mod fingerprint;
+pub(crate) mod keys;
+pub(crate) mod kind;
 mod leader;
 mod load;
-mod map;
 pub mod metrics;
 mod operator;
 mod own_writes;
 pub mod queue;
 mod registry;
-mod routes;
+pub(crate) mod routes;
 mod scripts;
 pub mod status;
 
 pub use context::OperatorConfig;
-pub use keys::{ControllerId, KindName, ObjRef, Work, WorkKey};
+pub use keys::{ControllerId, ObjRef, Work, WorkKey};
 pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};
+pub use registry::{KindEntry, KindRuntime};

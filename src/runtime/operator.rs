@@ -1,23 +1,20 @@
 //! The operator: shared watches feeding one dispatcher, a bounded pool of workers draining one
-//! queue, and the loops that resync controllers and report their status. It owns the registry
-//! of every kind of controller and is the only module that names the kinds.
+//! queue, and the loops that resync controllers and report their status. It owns a registry per
+//! kind of controller it is started with (`crate::kinds::runtime()` names them all).
 
 use super::apply::Applier;
 use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, Identities, OperatorConfig};
-use super::decorator::DecoratorKind;
 use super::discovery::{Discovery, ResolvedType};
 use super::events::Events;
-use super::keys::{ControllerId, KindName, Work};
-use super::kind::Kind;
+use super::keys::{ControllerId, Work};
 use super::leader::{Elector, Leadership};
-use super::map::MapKind;
 use super::metrics::Metrics;
 use super::own_writes::{OwnWrites, Redelivery};
 use super::queue::WorkQueue;
-use super::registry::{KindRuntime, Registry};
+use super::registry::{KindEntry, KindRuntime};
 use super::scripts;
-use crate::api::ResourceRef;
+use crate::api::{API_VERSION, KindName, ResourceRef};
 use crate::cases::record::Recorder;
 use crate::script::ScriptEngine;
 use std::collections::HashMap;
@@ -59,9 +56,14 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Starts against the cluster `kube` describes; the operator's own requests go as its user,
-    /// controllers' writes as their ServiceAccounts (see [`OperatorConfig`]).
-    pub async fn start(kube: kube::Config, config: OperatorConfig) -> Result<Operator, StartError> {
+    /// Starts against the cluster `kube` describes, running the controllers of `kinds`; the
+    /// operator's own requests go as its user, controllers' writes as their ServiceAccounts (see
+    /// [`OperatorConfig`]).
+    pub async fn start(
+        kube: kube::Config,
+        config: OperatorConfig,
+        kinds: &[KindEntry],
+    ) -> Result<Operator, StartError> {
         let client = kube::Client::try_from(kube.clone())
             .map_err(|error| StartError::Client(error.to_string()))?;
         let discovery = Discovery::new(client.clone());
@@ -76,8 +78,10 @@ impl Operator {
                 message: error.to_string(),
             })?
             .resource;
-        let decorators = resolve_own_type::<DecoratorKind>(&discovery).await?;
-        let maps = resolve_own_type::<MapKind>(&discovery).await?;
+        let mut own_types = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            own_types.push((kind, resolve_own_type(&discovery, kind.name).await?));
+        }
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let metrics = config.metrics.clone();
@@ -107,23 +111,23 @@ impl Operator {
             config: config.clone(),
             config_map_type,
         });
-        let kinds: Kinds = Arc::new([
-            Arc::new(Registry::<DecoratorKind>::new(decorators.resource.clone())),
-            Arc::new(Registry::<MapKind>::new(maps.resource.clone())),
-        ]);
+        let kinds: Kinds = own_types
+            .iter()
+            .map(|(kind, resolved)| (kind.registry)(resolved.resource.clone()))
+            .collect();
         let mut tasks = vec![tokio::spawn(dispatch(
             context.clone(),
             kinds.clone(),
             events_rx,
             redeliver_rx,
         ))];
-        for (kind, resolved) in [(KindName::Decorator, &decorators), (KindName::Map, &maps)] {
+        for (kind, resolved) in &own_types {
             context
                 .informers
                 .ensure_selected(resolved, config.controller_selector.as_deref())
                 .await
                 .map_err(|error| StartError::Watch {
-                    what: format!("{}s", kind.object_kind()),
+                    what: format!("{}s", kind.name.object_kind()),
                     message: error.to_string(),
                 })?;
         }
@@ -263,10 +267,13 @@ impl Drop for Operator {
 
 /// Resolves one kind's controller type. CRDs just created take a moment to appear in
 /// discovery, so a miss is retried for a while before it counts as "not installed".
-async fn resolve_own_type<K: Kind>(discovery: &Discovery) -> Result<ResolvedType, StartError> {
+async fn resolve_own_type(
+    discovery: &Discovery,
+    kind: KindName,
+) -> Result<ResolvedType, StartError> {
     let reference = ResourceRef {
-        api_version: "metascript.dev/v1alpha1".into(),
-        resource: K::PLURAL.into(),
+        api_version: API_VERSION.into(),
+        resource: kind.plural().into(),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -276,7 +283,7 @@ async fn resolve_own_type<K: Kind>(discovery: &Discovery) -> Result<ResolvedType
                 return Err(StartError::MissingCrds(error));
             }
             Err(error) => {
-                tracing::info!(resource = K::PLURAL, %error, "waiting for the metascript.dev CRDs to be served");
+                tracing::info!(resource = kind.plural(), %error, "waiting for the metascript.dev CRDs to be served");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }

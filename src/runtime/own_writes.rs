@@ -142,7 +142,6 @@ fn consume(record: &mut Record, event: &ObjectEvent) -> bool {
 mod tests {
     use super::*;
     use crate::resources::StaticResolver;
-    use crate::runtime::keys::KindName;
     use serde_json::json;
     use std::sync::Arc;
 
@@ -167,7 +166,7 @@ mod tests {
         ObjectKey,
     ) {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let controller = ControllerId::new(KindName::Map, "m");
+        let controller = ControllerId::new(crate::kinds::map::KIND, "m");
         let key = ObjectKey::of(event("1").new.as_deref().unwrap());
         (OwnWrites::new(sender), receiver, controller, key)
     }
@@ -180,7 +179,7 @@ mod tests {
         assert!(!writes.is_own(&controller, &event("4")), "someone else's");
         assert!(writes.is_own(&controller, &event("5")));
         assert!(!writes.is_own(&controller, &event("5")), "used up");
-        let other = ControllerId::new(KindName::Map, "other");
+        let other = ControllerId::new(crate::kinds::map::KIND, "other");
         assert!(!writes.is_own(&other, &event("5")));
         assert!(writes.records.lock().is_empty());
     }

@@ -6,15 +6,16 @@
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
 use super::fingerprint::{self, Sweep};
-use super::keys::{ControllerId, KindName, Work, WorkKey};
-use super::kind::{Controller, Kind, Outcome};
+use super::keys::{ControllerId, Work, WorkKey};
+use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::routes::{Routes, only_status_changed};
 use super::status::{self, Counts, Health, Problem};
-use crate::api::ControllerStatus;
+use crate::api::{ControllerObject, ControllerStatus, KindName};
 use crate::object;
+use crate::reasons;
 use crate::resources::ResourceType;
-use crate::sync::ObjectStore;
+use crate::store::ObjectStore;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use parking_lot::{Mutex, RwLock};
@@ -52,7 +53,7 @@ impl<K: Kind> Registry<K> {
     }
 
     fn id(name: &str) -> ControllerId {
-        ControllerId::new(K::NAME, name)
+        ControllerId::new(kind::name::<K>(), name)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Controller<K>>> {
@@ -89,7 +90,8 @@ impl<K: Kind> Registry<K> {
                 let generation = object
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64);
-                let problem = Problem::new("InvalidSpec", format!("unreadable spec: {error}"));
+                let problem =
+                    Problem::new(reasons::INVALID_SPEC, format!("unreadable spec: {error}"));
                 let unloaded = Unloaded {
                     health: Health::failed(generation, problem),
                     sources: ScriptSources::default(),
@@ -97,7 +99,7 @@ impl<K: Kind> Registry<K> {
                 return self.not_loaded(context, key, &object, unloaded).await;
             }
         };
-        let spec = K::spec(&parsed);
+        let spec = parsed.spec();
         let sources = ScriptSources::of(&spec);
         let previous = self.get(&id.name);
         let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
@@ -116,7 +118,7 @@ impl<K: Kind> Registry<K> {
                 Ok(planner) => (Arc::new(planner), spec.generation),
                 Err(error) => {
                     let health = Health {
-                        ready: Err(Problem::new("ResolveFailed", error)),
+                        ready: Err(Problem::new(reasons::RESOLVE_FAILED, error)),
                         ..prepared.health
                     };
                     let unloaded = Unloaded { health, sources };
@@ -126,7 +128,7 @@ impl<K: Kind> Registry<K> {
         };
         let writer = match (&spec.service_account, context.config.allow_unimpersonated) {
             (None, false) => Err(Problem::new(
-                "ServiceAccountRequired",
+                reasons::SERVICE_ACCOUNT_REQUIRED,
                 "spec.serviceAccountName is required: this operator runs with \
                  --allow-unimpersonated=false, so every controller writes as a ServiceAccount of \
                  its own",
@@ -134,7 +136,7 @@ impl<K: Kind> Registry<K> {
             (account, _) => context
                 .identities
                 .writer(&context.client, account.as_ref())
-                .map_err(|error| Problem::new("ImpersonationFailed", error)),
+                .map_err(|error| Problem::new(reasons::IMPERSONATION_FAILED, error)),
         };
         let writer = match writer {
             Ok(writer) => writer,
@@ -237,7 +239,7 @@ impl<K: Kind> Registry<K> {
         }
         if let Err(problem) = &unloaded.health.ready {
             context
-                .warn(object, None, "LoadFailed", "Load", &problem.message)
+                .warn(object, None, reasons::LOAD_FAILED, "Load", &problem.message)
                 .await;
         }
         self.unloaded.lock().insert(id.name.clone(), unloaded);
@@ -308,7 +310,13 @@ impl<K: Kind> Registry<K> {
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);
                 context
-                    .warn(&about, related, reason, K::ACTION, &message)
+                    .warn(
+                        &about,
+                        related,
+                        reason,
+                        kind::name::<K>().action(),
+                        &message,
+                    )
                     .await;
             }
         }
@@ -352,10 +360,9 @@ impl<K: Kind> Registry<K> {
             .get(name)
             .cloned()
             .or_else(|| self.current_status(context, name));
-        let status = status::status(previous.as_ref(), health, counts);
-        if previous.as_ref() == Some(&status) {
+        let Some(status) = status::changed(previous.as_ref(), health, counts) else {
             return;
-        }
+        };
         let api: Api<DynamicObject> =
             Api::all_with(context.client.clone(), &self.resource.api_resource());
         // Replaces the whole status, so hooks removed from the spec leave no stale entries.
@@ -381,6 +388,23 @@ impl<K: Kind> Registry<K> {
     fn current_status(&self, context: &Context, name: &str) -> Option<ControllerStatus> {
         let object = context.informers.get(&self.resource, None, name)?;
         serde_json::from_value(object.get("status")?.clone()).ok()
+    }
+}
+
+/// A kind as the operator starts it: its names, and its registry once its controller objects'
+/// type is resolved.
+#[derive(Clone, Copy)]
+pub struct KindEntry {
+    pub name: KindName,
+    pub registry: fn(ResourceType) -> Arc<dyn KindRuntime>,
+}
+
+impl KindEntry {
+    pub fn of<K: Kind>() -> KindEntry {
+        KindEntry {
+            name: kind::name::<K>(),
+            registry: |resource| Arc::new(Registry::<K>::new(resource)),
+        }
     }
 }
 
@@ -424,7 +448,7 @@ pub trait KindRuntime: Send + Sync {
 
 impl<K: Kind> KindRuntime for Registry<K> {
     fn kind(&self) -> KindName {
-        K::NAME
+        kind::name::<K>()
     }
 
     fn route(&self, context: &Context, event: &ObjectEvent) {
@@ -459,7 +483,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
         let routes = self.routes.read();
         let names = routes.for_script_key(file);
         if !names.is_empty() {
-            tracing::info!(file, controllers = %names.join(","), kind = K::NAME.as_str(), "script file changed");
+            tracing::info!(file, controllers = %names.join(","), kind = kind::name::<K>().as_str(), "script file changed");
         }
         for name in names {
             context.queue.add(WorkKey::load(&Self::id(name)));

@@ -163,6 +163,17 @@ pub fn status(
     }
 }
 
+/// The status to write, or `None` when it is what `previous` (the last written, or what the
+/// object carries) already says: unchanged status is never rewritten.
+pub fn changed(
+    previous: Option<&ControllerStatus>,
+    health: &Health,
+    counts: Counts,
+) -> Option<ControllerStatus> {
+    let status = status(previous, health, counts);
+    (previous != Some(&status)).then_some(status)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +241,37 @@ mod tests {
         assert_eq!(second.conditions[1].status, "False");
         assert_eq!(second.conditions[1].reason, "CompileFailed");
         assert_eq!(second.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn an_unchanged_status_is_not_written_again() {
+        let health = Health {
+            generation: Some(1),
+            ready: Ok(()),
+            scripts_loaded: Ok(()),
+            scripts: BTreeMap::new(),
+        };
+        let counts = Counts {
+            targets: 2,
+            synced: 2,
+            failing: 0,
+        };
+        let first = changed(None, &health, counts).expect("nothing written yet");
+        assert_eq!(changed(Some(&first), &health, counts), None);
+        let failing = Counts {
+            failing: 1,
+            synced: 1,
+            ..counts
+        };
+        let second = changed(Some(&first), &health, failing).expect("the counts changed");
+        assert_eq!(second.failing, 1);
+        // A new problem flips Ready and stamps a new transition time.
+        let broken = Health {
+            ready: Err(Problem::new("ScriptError", "line 2")),
+            ..health.clone()
+        };
+        let third = changed(Some(&second), &broken, failing).expect("Ready changed");
+        assert_eq!(third.conditions[0].status, "False");
+        assert_eq!(third.conditions[0].reason, "ScriptError");
     }
 }

@@ -5,7 +5,7 @@
 //! what to make of what is there, so the adapters can walk their first argument in place: the
 //! walk follows one rule ([`step`]) in every engine.
 
-use super::log::{LogLevel, LogLine, LogSink, LogTarget};
+use super::log::{LogLevel, LogLine, LogTarget};
 use crate::api::{HookKind, Language};
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -21,15 +21,8 @@ pub(crate) struct HelperEnv {
     /// Fixed for the whole call (and by the test harness), so every `now()` in a call agrees.
     /// Read through [`HelperEnv::now`], which notes the call as impure.
     pub now: jiff::Timestamp,
-    pub logs: Option<LogSink>,
-    /// What `get` and `list` read from, and where they record what they read; `None` where
-    /// the caller provides no objects (the helpers then fail with a clear message).
-    pub reads: Option<crate::reads::ReadAccess>,
-    /// Where `event` collects the Events the call asks for; `None` where nobody publishes them
-    /// (`render`, `explain`): `event` then only validates its arguments.
-    pub events: Option<super::events::EventSink>,
-    /// Told when the call reads the clock or randomness (see [`super::Purity`]).
-    pub purity: Option<super::Purity>,
+    /// The call's services: its log, reads, Events and purity.
+    pub scope: super::CallScope,
 }
 
 impl HelperEnv {
@@ -42,9 +35,7 @@ impl HelperEnv {
 
     /// Notes that the call used something besides its request and its tracked reads.
     pub fn taint(&self, source: &'static str) {
-        if let Some(purity) = &self.purity {
-            purity.taint(source);
-        }
+        self.scope.purity.taint(source);
     }
 
     pub fn log(&self, line: LogLine) {
@@ -52,7 +43,7 @@ impl HelperEnv {
             controller: &self.controller,
             hook: self.hook,
             language: self.language,
-            sink: self.logs.as_ref(),
+            sink: self.scope.logs.as_ref(),
         }
         .emit(line);
     }
@@ -472,7 +463,7 @@ pub(crate) fn merge_into(target: &mut Value, patch: &Value) {
 
 /// The access a read needs, or the error saying there is none here.
 fn reads(env: &HelperEnv) -> Result<&crate::reads::ReadAccess, HelperError> {
-    env.reads.as_ref().ok_or_else(|| {
+    env.scope.reads.as_ref().ok_or_else(|| {
         HelperError(
             "reads are not available in this call (give a test case a `cluster:` list to \
              read from)"
@@ -501,11 +492,9 @@ fn event(env: &HelperEnv, args: &[Value]) -> HelperResult {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let event = super::events::ScriptEvent::new(type_, reason, &message)
+    let event = crate::api::ScriptEvent::new(type_, reason, &message)
         .map_err(|e| HelperError(e.to_string()))?;
-    if let Some(events) = &env.events {
-        events.push(event, &env.controller);
-    }
+    env.scope.events.push(event, &env.controller);
     Ok(Value::Null)
 }
 
@@ -601,13 +590,13 @@ mod tests {
     fn env() -> HelperEnv {
         HelperEnv {
             controller: "c".into(),
-            hook: HookKind::Sync,
+            hook: crate::kinds::decorator::SYNC,
             language: Language::Rhai,
             now: "2024-05-01T12:00:00.750Z".parse().unwrap(),
-            logs: Some(LogSink::new()),
-            reads: None,
-            events: None,
-            purity: None,
+            scope: crate::script::CallScope {
+                logs: Some(super::super::LogSink::new()),
+                ..Default::default()
+            },
         }
     }
 
@@ -641,10 +630,8 @@ mod tests {
     #[test]
     fn only_the_clock_makes_a_call_impure() {
         let purity = crate::script::Purity::new();
-        let env = HelperEnv {
-            purity: Some(purity.clone()),
-            ..env()
-        };
+        let mut env = env();
+        env.scope.purity = purity.clone();
         let run = |name: &str, args: &[Value]| {
             let helper = HELPERS.iter().find(|h| h.name == name).unwrap();
             helper.call(&env, args).unwrap();
@@ -804,7 +791,7 @@ mod tests {
         let log = HELPERS.iter().find(|h| h.name == "log").unwrap();
         log.call(&env, &[json!("warn"), json!("hi"), json!({"n": 1})])
             .unwrap();
-        let lines = env.logs.as_ref().unwrap().lines();
+        let lines = env.scope.logs.as_ref().unwrap().lines();
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].level, LogLevel::Warn);
         assert_eq!(lines[0].message, "hi");

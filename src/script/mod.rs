@@ -3,7 +3,7 @@
 //!
 //! This file is the facade and the compile cache; each engine lives in its own pair of files
 //! (`rhai_engine`/`rhai_convert`, `lua_engine`/`lua_convert`), the helpers in `helpers`, budgets
-//! in `limits`, what a running call's callbacks read in `active`, which request fields a script
+//! in `limits`, what a call runs in in `scope`, what a running call's callbacks read in `active`, which request fields a script
 //! reads in `request_use`, errors in `error` and script logging in `log`. The contract scripts
 //! see is documented in `docs/scripting.md`.
 
@@ -22,19 +22,22 @@ mod purity;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
+mod scope;
 pub(crate) mod suggest;
 
+pub use crate::api::{EventType, ScriptEvent};
 pub use coverage::{LineCoverage, ScriptCoverage, lcov};
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
-pub use events::{EventSink, EventType, MAX_EVENTS_PER_SYNC, ScriptEvent};
+pub use events::{EventSink, MAX_EVENTS_PER_SYNC};
 pub use limits::{
     DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
     DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH,
 };
 pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
+pub use scope::{CallContext, CallScope};
 
-use crate::api::{HookKind, Language, Limits};
+use crate::api::{HookKind, Language};
 use helpers::HelperEnv;
 use limits::Budget;
 use sha2::Digest;
@@ -64,16 +67,11 @@ pub enum ScriptOrigin {
 impl fmt::Display for ScriptOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ScriptOrigin::Inline { controller, hook } => {
-                // The hook names the kind: only MapControllers have map/tombstone hooks.
-                let kind = match hook {
-                    HookKind::Map | HookKind::Tombstone => "MapController",
-                    HookKind::Sync | HookKind::Finalize | HookKind::Customize => {
-                        "DecoratorController"
-                    }
-                };
-                write!(f, "inline script of {kind} {controller} hook {hook}")
-            }
+            ScriptOrigin::Inline { controller, hook } => write!(
+                f,
+                "inline script of {} {controller} hook {hook}",
+                hook.kind()
+            ),
             ScriptOrigin::ConfigMap {
                 namespace,
                 name,
@@ -407,55 +405,6 @@ impl fmt::Debug for CompiledScript {
     }
 }
 
-/// Everything a call needs besides the script and the request.
-#[derive(Clone, Debug)]
-pub struct CallContext {
-    pub controller: String,
-    pub hook: HookKind,
-    /// The hook's limits; unset fields take the defaults (`DEFAULT_*`).
-    pub limits: Limits,
-    /// A fixed `now()` (tests); the wall clock at the start of the call when `None`.
-    pub clock: Option<jiff::Timestamp>,
-    /// Collects the script's log lines (test harness); they always go to tracing as well.
-    pub logs: Option<LogSink>,
-    /// What `get` and `list` read (and record reads in); `None`: they fail.
-    pub reads: Option<crate::reads::ReadAccess>,
-    /// Collects the Events the script asks for (`event`); `None`: they are only validated.
-    pub events: Option<EventSink>,
-    /// Told when the script uses the clock or randomness; `None`: nobody asks.
-    pub purity: Option<Purity>,
-}
-
-impl CallContext {
-    pub fn new(controller: impl Into<String>, hook: HookKind) -> CallContext {
-        CallContext {
-            controller: controller.into(),
-            hook,
-            limits: Limits::default(),
-            clock: None,
-            logs: None,
-            reads: None,
-            events: None,
-            purity: None,
-        }
-    }
-
-    pub fn with_limits(mut self, limits: Limits) -> CallContext {
-        self.limits = limits;
-        self
-    }
-
-    pub fn with_clock(mut self, clock: jiff::Timestamp) -> CallContext {
-        self.clock = Some(clock);
-        self
-    }
-
-    pub fn with_logs(mut self, logs: LogSink) -> CallContext {
-        self.logs = Some(logs);
-        self
-    }
-}
-
 /// What an engine needs to run one call: the helper environment, the limits and the budget.
 pub(crate) struct CallSetup<'a> {
     pub script: &'a CompiledScript,
@@ -657,11 +606,8 @@ impl ScriptEngine {
                 controller: call.controller.clone(),
                 hook: call.hook,
                 language: script.language,
-                now: call.clock.unwrap_or_else(jiff::Timestamp::now),
-                logs: call.logs.clone(),
-                reads: call.reads.clone(),
-                events: call.events.clone(),
-                purity: call.purity.clone(),
+                now: call.scope.clock.unwrap_or_else(jiff::Timestamp::now),
+                scope: call.scope.clone(),
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,
@@ -750,10 +696,11 @@ fn from_yaml(origin: &ScriptOrigin) -> bool {
 
 /// Editor definitions of the hook environment (`request`, responses, helpers) for a language:
 /// a LuaLS `---@meta` file or a Rhai `.d.rhai` file (`docs/scripting.md`).
-pub fn definitions(language: Language) -> String {
+/// `hooks` are the hooks of every kind.
+pub fn definitions(language: Language, hooks: &[HookKind]) -> String {
     match language {
-        Language::Lua => definitions::lua(),
-        Language::Rhai => rhai_engine::definitions(),
+        Language::Lua => definitions::lua(hooks),
+        Language::Rhai => rhai_engine::definitions(hooks),
     }
 }
 

@@ -16,7 +16,7 @@ use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
 use super::{CallSetup, Code, Layout, Part, YAML_COMMENT_HINT, from_yaml};
-use crate::api::Language;
+use crate::api::{HookKind, Language};
 use rhai::debugger::DebuggerCommand;
 use rhai::{
     AST, ASTNode, Dynamic, Engine, EvalAltResult, FuncRegistration, NativeCallContext, ParseError,
@@ -328,7 +328,7 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
 
 /// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
 /// `request`, with a header on what `request` holds and what each hook returns.
-pub(crate) fn definitions() -> String {
+pub(crate) fn definitions(hooks: &[HookKind]) -> String {
     let engine = build_engine(
         (
             DEFAULT_MAX_STRING_SIZE,
@@ -344,7 +344,7 @@ pub(crate) fn definitions() -> String {
         .include_standard_packages(false);
     format!(
         "{}module static;\n\n{}\n\n{}\n",
-        rhai_header(),
+        rhai_header(hooks),
         definitions.static_module(),
         definitions.scope_items()
     )

@@ -36,7 +36,7 @@ pub enum InstallCrdsError {
 /// CRD that is stored but not yet served would make it fail.
 pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crate::api::all_crds() {
+    for crd in crate::kinds::all_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(
             &name,

@@ -82,7 +82,7 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
         .into_iter()
         .map(|crd| name(crd).to_owned())
         .collect();
-    let generated: BTreeSet<String> = metascript::api::all_crds()
+    let generated: BTreeSet<String> = metascript::kinds::all_crds()
         .into_iter()
         .filter_map(|crd| crd.metadata.name)
         .collect();

@@ -20,7 +20,5 @@ mod operator_map;
 mod operator_quiet;
 mod operator_reads;
 mod operator_resync;
-mod planning_decorator;
-mod planning_map;
 mod runtime_cache;
 mod webhook_hooks;

@@ -8,7 +8,7 @@ use crate::support::transform::{
     TRANSFORM_LUA, install_transform, render_three, transform_controller,
 };
 use crate::support::{client, eventually, test_namespace, unique_name};
-use metascript::runtime::{ControllerId, KindName};
+use metascript::runtime::ControllerId;
 use serde_json::{Value, json};
 
 fn stateful_set(namespace: &str, name: &str, controller: &str) -> Value {
@@ -34,7 +34,7 @@ async fn a_converged_cluster_is_left_alone() {
     let hooks_namespace = test_namespace(&client, "quiet-hooks").await;
     let namespace = test_namespace(&client, "quiet").await;
     let name = unique_name("quiet");
-    let decorator = ControllerId::new(KindName::Decorator, &name);
+    let decorator = ControllerId::new(metascript::kinds::decorator::KIND, &name);
     let script = include_str!("../../scripts/service-per-pod/sync.rhai");
     let hooks = |extra: &str| {
         json!({
@@ -124,7 +124,7 @@ async fn a_converged_cluster_is_left_alone() {
     let mut cluster = Cluster::new().await;
     let group = install_transform(&mut cluster, "quiet-map").await;
     let map_namespace = test_namespace(&client, "quiet-map").await;
-    let map = ControllerId::new(KindName::Map, unique_name("quiet-map"));
+    let map = ControllerId::new(metascript::kinds::map::KIND, unique_name("quiet-map"));
     apply(
         &client,
         &transform_controller(&map.name, &group, TRANSFORM_LUA),

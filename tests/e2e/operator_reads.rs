@@ -4,8 +4,8 @@
 use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
+use metascript::runtime::ControllerId;
 use metascript::runtime::metrics::ControllerLabels;
-use metascript::runtime::{ControllerId, KindName};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -115,7 +115,7 @@ async fn relabelling_a_namespace_resyncs_exactly_its_deployments() {
             })
             .await;
         }
-        let id = ControllerId::new(KindName::Decorator, &name);
+        let id = ControllerId::new(metascript::kinds::decorator::KIND, &name);
         let dependencies = operator
             .metrics()
             .dependencies

@@ -10,7 +10,7 @@ use crate::support::transform::{
     TRANSFORM_LUA, config_map, install_transform, render_three, transform_controller,
 };
 use crate::support::{client, eventually, test_namespace, unique_name};
-use metascript::runtime::{ControllerId, KindName};
+use metascript::runtime::ControllerId;
 use serde_json::{Value, json};
 
 /// Copies a target's data into an attachment and labels the target; `prelude` runs first.
@@ -62,8 +62,14 @@ async fn a_decorator_resync_skips_pure_syncs_and_reruns_clock_readers() {
     // The operator installs the CRDs.
     operator().await;
     let namespace = test_namespace(&client, "resync").await;
-    let pure = ControllerId::new(KindName::Decorator, unique_name("resync-pure"));
-    let clock = ControllerId::new(KindName::Decorator, unique_name("resync-clock"));
+    let pure = ControllerId::new(
+        metascript::kinds::decorator::KIND,
+        unique_name("resync-pure"),
+    );
+    let clock = ControllerId::new(
+        metascript::kinds::decorator::KIND,
+        unique_name("resync-clock"),
+    );
     apply(&client, &decorator(&pure.name, "", "yes")).await;
     // Reads the clock and ignores it: the output never changes, yet nothing proves that.
     apply(&client, &decorator(&clock.name, "let t = now();", "yes")).await;
@@ -148,7 +154,7 @@ async fn a_map_resync_skips_pure_pairs_and_still_repairs_outputs() {
     let mut cluster = Cluster::new().await;
     let group = install_transform(&mut cluster, "resync-map").await;
     let namespace = test_namespace(&client, "resync-map").await;
-    let map = ControllerId::new(KindName::Map, unique_name("resync-map"));
+    let map = ControllerId::new(metascript::kinds::map::KIND, unique_name("resync-map"));
     let controller = |script: &str| transform_controller(&map.name, &group, script);
     apply(&client, &controller(TRANSFORM_LUA)).await;
     render_three(&cluster, &group, &namespace).await;

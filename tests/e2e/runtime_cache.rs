@@ -16,7 +16,7 @@ use metascript::object;
 use metascript::resources::{ResolveError, ResourceResolver};
 use metascript::runtime::cache::{CacheError, Informers, ObjectEvent};
 use metascript::runtime::discovery::{Discovery, ResolvedType};
-use metascript::sync::ObjectStore as _;
+use metascript::store::ObjectStore as _;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

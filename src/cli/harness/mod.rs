@@ -2,14 +2,13 @@
 //! helpers, sandbox and limits, and compares the responses with expectations.
 
 use super::manifests::{self, ManifestError, to_yaml};
-use super::offline::OfflineCluster;
+use super::offline::{OfflineCluster, OfflineController};
 use crate::api::{HookKind, Language};
-use crate::cases::{Case, Subject, TestFile, Validator, describe_events, judge, published};
-use crate::controllers::decorator::Decorator;
-use crate::controllers::map::Mapper;
-use crate::hooks::{CallScope, ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
+use crate::cases::{Case, Subject, TestFile, describe_events, judge, published};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
+use crate::kinds;
 use crate::script::{
-    EventSink, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
+    CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
     check_library_names, lcov,
 };
 use serde_json::Value;
@@ -262,18 +261,16 @@ fn run_file(
             }
             let started = Instant::now();
             let logs = LogSink::new();
-            let events = EventSink::new();
             let cluster = spec.cluster.iter().chain(&case.cluster).cloned().collect();
             let reads = subject.reads(cluster);
             let scope = CallScope {
                 clock: case.clock.or(spec.clock),
                 logs: Some(logs.clone()),
                 reads: Some(reads.clone()),
-                events: Some(events.clone()),
                 ..CallScope::default()
             };
             let result = subject.call(engine, &request, &scope);
-            let events = published(&result, &events);
+            let events = published(&result, &scope.events);
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
@@ -348,27 +345,62 @@ fn load_subjects(
     dir: &Path,
     spec: &TestFile,
 ) -> Result<Vec<Subject>, String> {
-    let hook_name = spec.hook.as_deref().unwrap_or("sync");
-    let hook = HookKind::parse(hook_name).ok_or_else(|| {
-        format!("unknown hook {hook_name:?} (expected sync, finalize, customize, map or tombstone)")
-    })?;
     match (&spec.controller, &spec.script) {
         (Some(_), None) if !spec.libraries.is_empty() => Err(
             "libraries: is for script files; a controller manifest lists its own (spec.libraries)"
                 .into(),
         ),
+        (Some(_), None) if spec.kind.is_some() => {
+            Err("kind: is for script files; a controller manifest says its own kind".into())
+        }
         (Some(manifests), None) => manifests
             .items()
             .into_iter()
-            .map(|file| controller_subject(engine, dir, file, spec, hook))
+            .map(|file| controller_subject(engine, dir, file, spec))
             .collect(),
-        (None, Some(scripts)) => scripts
-            .items()
-            .into_iter()
-            .map(|file| script_subject(engine, dir, file, hook, spec))
-            .collect(),
+        (None, Some(scripts)) => {
+            let hook = script_hook(spec)?;
+            scripts
+                .items()
+                .into_iter()
+                .map(|file| script_subject(engine, dir, file, hook, spec))
+                .collect()
+        }
         _ => {
             Err("needs exactly one of controller (manifest files) or script (script files)".into())
+        }
+    }
+}
+
+/// The hook `script` files are: `hook` of `kind`, or the first kind with a hook of that name
+/// (`sync` when neither is given).
+fn script_hook(spec: &TestFile) -> Result<HookKind, String> {
+    match (&spec.kind, &spec.hook) {
+        (Some(kind), hook) => {
+            let kind = kinds::named(kind).ok_or_else(|| {
+                let known: Vec<&str> = kinds::ALL.iter().map(|k| k.name().object_kind()).collect();
+                format!("unknown kind {kind:?} (expected {})", known.join(" or "))
+            })?;
+            let kind = kind.name();
+            match hook {
+                None => Ok(kind.hooks()[0]),
+                Some(name) => kind.hook(name).ok_or_else(|| {
+                    format!("unknown hook {name:?} (a {kind} has {})", kind.hook_names())
+                }),
+            }
+        }
+        (None, hook) => {
+            let name = hook.as_deref().unwrap_or("sync");
+            kinds::hooks()
+                .into_iter()
+                .find(|hook| hook.as_str() == name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = kinds::hooks().iter().map(|h| h.as_str()).collect();
+                    format!(
+                        "unknown hook {name:?} (expected one of {})",
+                        names.join(", ")
+                    )
+                })
         }
     }
 }
@@ -416,7 +448,7 @@ fn script_subject(
         label: file.to_string(),
         hook,
         hooks: ControllerHooks::single(file, loaded),
-        validator: Validator::None,
+        planner: None,
     })
 }
 
@@ -425,24 +457,12 @@ fn controller_subject(
     dir: &Path,
     file: &str,
     spec: &TestFile,
-    hook: HookKind,
 ) -> Result<Subject, String> {
     let name = spec.name.as_deref();
     let mut paths = vec![dir.join(file)];
     paths.extend(spec.manifests.iter().map(|extra| dir.join(extra)));
     let documents = manifests::load_objects(&paths).map_err(|e| e.to_string())?;
     let cluster = OfflineCluster::from_documents(documents).map_err(|e| e.to_string())?;
-    let named = |n: &str| name.is_none_or(|wanted| wanted == n);
-    let decorators: Vec<_> = cluster
-        .decorators
-        .iter()
-        .filter(|c| named(&kube::ResourceExt::name_any(*c)))
-        .collect();
-    let maps: Vec<_> = cluster
-        .maps
-        .iter()
-        .filter(|c| named(&kube::ResourceExt::name_any(*c)))
-        .collect();
     let local;
     let config_maps: &dyn ConfigMapLookup = match &spec.scripts_dir {
         Some(scripts) => {
@@ -454,26 +474,12 @@ fn controller_subject(
         }
         None => &cluster.objects,
     };
-    let (controller, hooks, libraries, validator) = match (decorators.as_slice(), maps.as_slice()) {
-        ([decorator], []) => {
-            let controller = kube::ResourceExt::name_any(*decorator);
-            let hooks = decorator.spec.hooks.named();
-            let validator = Decorator::new(decorator, &cluster.resolver)
-                .map(|d| Validator::Decorator(Box::new(d)))
-                .map_err(|e| format!("{file}: {e}"))?;
-            (controller, hooks, &decorator.spec.libraries, validator)
-        }
-        ([], [map]) => {
-            let controller = kube::ResourceExt::name_any(*map);
-            let hooks = map.spec.hooks.named();
-            let validator = Mapper::new(map, &cluster.resolver)
-                .map(|m| Validator::Map(Box::new(m)))
-                .map_err(|e| format!("{file}: {e}"))?;
-            (controller, hooks, &map.spec.libraries, validator)
-        }
-        ([], []) => {
+    let found: Vec<&OfflineController> = cluster.named(name).collect();
+    let found = match found.as_slice() {
+        [one] => *one,
+        [] => {
             return Err(format!(
-                "{file}: no DecoratorController or MapController{} in it",
+                "{file}: no controller{} in it",
                 name.map(|n| format!(" named {n:?}")).unwrap_or_default()
             ));
         }
@@ -483,21 +489,38 @@ fn controller_subject(
             ));
         }
     };
-    let wanted: Vec<_> = hooks
+    let (controller, kind) = (&found.controller, found.kind.name());
+    let hook = match &spec.hook {
+        None => kind.hooks()[0],
+        Some(hook) => kind
+            .hook(hook)
+            .ok_or_else(|| format!("unknown hook {hook:?} (a {kind} has {})", kind.hook_names()))?,
+    };
+    let planner = controller
+        .planner(&cluster.resolver)
+        .map_err(|e| format!("{file}: {e}"))?;
+    let controller_spec = controller.spec();
+    let name = controller.name();
+    let wanted: Vec<_> = controller_spec
+        .named_hooks()
         .into_iter()
         .filter(|(kind, _)| *kind == hook)
         .collect();
     if wanted.is_empty() {
-        return Err(format!(
-            "{file}: controller {controller} has no {hook} hook"
-        ));
+        return Err(format!("{file}: controller {name} has no {hook} hook"));
     }
-    let hooks = ControllerHooks::load(engine, &controller, wanted, libraries, config_maps)
-        .map_err(|e| e.to_string())?;
+    let hooks = ControllerHooks::load(
+        engine,
+        &name,
+        wanted,
+        &controller_spec.libraries,
+        config_maps,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Subject {
         label: file.to_string(),
         hook,
         hooks,
-        validator,
+        planner: Some(planner),
     })
 }

@@ -131,7 +131,7 @@ fn same_code_compiles_once_and_keeps_each_origin() {
         code,
         ScriptOrigin::Inline {
             controller: "a".into(),
-            hook: HookKind::Sync,
+            hook: crate::kinds::decorator::SYNC,
         },
     );
     let config_map = ScriptSource::new(
@@ -198,7 +198,7 @@ fn runtime_errors_name_the_handle_origin() {
 fn origins_display_where_the_script_lives() {
     let inline = ScriptOrigin::Inline {
         controller: "service-per-pod".into(),
-        hook: HookKind::Sync,
+        hook: crate::kinds::decorator::SYNC,
     };
     assert_eq!(
         inline.to_string(),
@@ -206,7 +206,7 @@ fn origins_display_where_the_script_lives() {
     );
     let map = ScriptOrigin::Inline {
         controller: "snapshots".into(),
-        hook: HookKind::Tombstone,
+        hook: crate::kinds::map::TOMBSTONE,
     };
     assert_eq!(
         map.to_string(),

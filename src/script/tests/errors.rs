@@ -9,7 +9,7 @@ fn inline(language: Language, code: &str) -> ScriptSource {
         code,
         ScriptOrigin::Inline {
             controller: "service-per-pod".into(),
-            hook: HookKind::Sync,
+            hook: crate::kinds::decorator::SYNC,
         },
     )
 }
@@ -29,7 +29,7 @@ fn config_map(language: Language, code: &str) -> ScriptSource {
 fn call_error(source: ScriptSource, limits: Limits) -> ScriptError {
     let engine = ScriptEngine::new();
     let script = engine.compile(&source).unwrap();
-    let call = CallContext::new("service-per-pod", HookKind::Sync)
+    let call = CallContext::new("service-per-pod", crate::kinds::decorator::SYNC)
         .with_clock(fixed_clock())
         .with_limits(limits);
     engine.call(&script, &json!({}), &call).unwrap_err()

@@ -18,7 +18,7 @@ fn events_are_collected_the_same_in_both_languages() {
     for (language, code) in [(Language::Rhai, rhai), (Language::Lua, lua)] {
         let mut call = context();
         let events = EventSink::new();
-        call.events = Some(events.clone());
+        call.scope.events = events.clone();
         run_with(language, code, json!({"port": 80}), &call).unwrap();
         let collected: Vec<_> = events
             .events()

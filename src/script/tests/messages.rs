@@ -14,7 +14,7 @@ fn inline(code: &str) -> ScriptSource {
         code,
         ScriptOrigin::Inline {
             controller: "web".into(),
-            hook: HookKind::Sync,
+            hook: crate::kinds::decorator::SYNC,
         },
     )
 }

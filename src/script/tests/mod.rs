@@ -20,6 +20,7 @@ mod sandbox;
 mod strict;
 
 use super::*;
+use crate::api::Limits;
 use serde_json::Value;
 
 pub(super) fn origin(language: Language) -> ScriptOrigin {
@@ -37,8 +38,9 @@ pub(super) fn fixed_clock() -> jiff::Timestamp {
 }
 
 pub(super) fn context() -> CallContext {
-    let mut context = CallContext::new("test", HookKind::Sync).with_clock(fixed_clock());
-    context.reads = Some(reads::cluster());
+    let mut context =
+        CallContext::new("test", crate::kinds::decorator::SYNC).with_clock(fixed_clock());
+    context.scope.reads = Some(reads::cluster());
     context
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 fn impurity(language: Language, code: &str) -> Option<&'static str> {
     let purity = Purity::new();
     let mut call = context();
-    call.purity = Some(purity.clone());
+    call.scope.purity = purity.clone();
     run_with(
         language,
         code,

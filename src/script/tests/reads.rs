@@ -1,7 +1,8 @@
 //! `get` and `list` in both languages: the same results, errors and recorded dependencies.
 
 use super::*;
-use crate::reads::{MemoryStore, ReadAccess, describe};
+use crate::reads::{ReadAccess, describe};
+use crate::store::MemoryStore;
 use serde_json::json;
 
 /// Two Services and a Namespace; Namespaces and Services may be read.
@@ -42,7 +43,7 @@ fn reads_are_recorded_the_same_in_both_languages() {
     for (language, code) in [(Language::Rhai, rhai), (Language::Lua, lua)] {
         let mut call = context();
         let reads = cluster();
-        call.reads = Some(reads.clone());
+        call.scope.reads = Some(reads.clone());
         let result = run_with(language, code, json!({"ns": "shop"}), &call).unwrap();
         assert_eq!(result, json!({"team": "a", "services": 1}), "{language}");
         assert_eq!(
@@ -72,7 +73,7 @@ fn an_undeclared_type_is_an_error_naming_it_and_spec_reads() {
 
 #[test]
 fn without_a_store_reads_fail_clearly() {
-    let call = CallContext::new("test", HookKind::Sync);
+    let call = CallContext::new("test", crate::kinds::decorator::SYNC);
     for (language, code) in [
         (Language::Rhai, r#"list("v1", "Service")"#),
         (Language::Lua, r#"return list("v1", "Service")"#),

@@ -19,7 +19,8 @@ fn call_as(
     script: &CompiledScript,
     controller: &str,
 ) -> Result<Value, ScriptError> {
-    let call = CallContext::new(controller, HookKind::Sync).with_clock(fixed_clock());
+    let call =
+        CallContext::new(controller, crate::kinds::decorator::SYNC).with_clock(fixed_clock());
     engine.call(script, &json!({}), &call)
 }
 
@@ -88,7 +89,7 @@ fn a_state_whose_call_failed_is_replaced() {
     assert!(call_as(&engine, &fails, "a").is_err());
     assert_eq!(call_as(&engine, &ok, "a").unwrap(), json!(1));
     assert_eq!(engine.lua_states_built(), 2);
-    let limited = CallContext::new("a", HookKind::Sync).with_limits(Limits {
+    let limited = CallContext::new("a", crate::kinds::decorator::SYNC).with_limits(Limits {
         max_operations: Some(1000),
         ..Limits::default()
     });
@@ -141,7 +142,7 @@ fn concurrent_calls_get_a_state_each() {
             let (engine, script) = (&engine, &script);
             scope.spawn(move || {
                 for _ in 0..10 {
-                    let call = CallContext::new("a", HookKind::Sync);
+                    let call = CallContext::new("a", crate::kinds::decorator::SYNC);
                     let result = engine.call(script, &json!({"n": n}), &call).unwrap();
                     assert_eq!(result, json!(n));
                 }

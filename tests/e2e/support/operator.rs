@@ -59,7 +59,7 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                     controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
                     ..OperatorConfig::default()
                 };
-                let operator = Operator::start(kube, config)
+                let operator = Operator::start(kube, config, &metascript::kinds::runtime())
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(TestOperator {

@@ -3,26 +3,26 @@
 //! came from (so an output event finds its pair), the outputs of each group (so a pair never
 //! scans all of a parent's outputs) and the parents whose aggregated status is due.
 
-use crate::runtime::keys::{MapGroup, ObjRef};
+use crate::runtime::keys::{Group, ObjRef};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Default)]
 pub struct Bindings {
     fed: Mutex<HashMap<ObjRef, HashSet<ObjRef>>>,
-    inputs: Mutex<HashMap<MapGroup, ObjRef>>,
+    inputs: Mutex<HashMap<Group, ObjRef>>,
     outputs: Mutex<OutputIndex>,
     dirty_status: Mutex<HashSet<ObjRef>>,
 }
 
 #[derive(Debug, Default)]
 struct OutputIndex {
-    by_group: HashMap<MapGroup, HashSet<ObjRef>>,
-    group_of: HashMap<ObjRef, MapGroup>,
+    by_group: HashMap<Group, HashSet<ObjRef>>,
+    group_of: HashMap<ObjRef, Group>,
 }
 
 impl Bindings {
-    pub fn bind(&self, group: &MapGroup, input: &ObjRef) {
+    pub fn bind(&self, group: &Group, input: &ObjRef) {
         self.fed
             .lock()
             .entry(input.clone())
@@ -31,7 +31,7 @@ impl Bindings {
         self.inputs.lock().insert(group.clone(), input.clone());
     }
 
-    pub fn unbind(&self, group: &MapGroup, input: &ObjRef) {
+    pub fn unbind(&self, group: &Group, input: &ObjRef) {
         let mut fed = self.fed.lock();
         if let Some(parents) = fed.get_mut(input) {
             parents.remove(&group.parent);
@@ -50,12 +50,12 @@ impl Bindings {
             .unwrap_or_default()
     }
 
-    pub fn input_of(&self, group: &MapGroup) -> Option<ObjRef> {
+    pub fn input_of(&self, group: &Group) -> Option<ObjRef> {
         self.inputs.lock().get(group).cloned()
     }
 
     /// Files an output under its group; `None` removes it from wherever it was.
-    pub fn index_output(&self, output: &ObjRef, group: Option<MapGroup>) {
+    pub fn index_output(&self, output: &ObjRef, group: Option<Group>) {
         let mut index = self.outputs.lock();
         if let Some(previous) = index.group_of.remove(output) {
             index.remove_from_group(&previous, output);
@@ -70,7 +70,7 @@ impl Bindings {
         }
     }
 
-    pub fn outputs_of(&self, group: &MapGroup) -> Vec<ObjRef> {
+    pub fn outputs_of(&self, group: &Group) -> Vec<ObjRef> {
         self.outputs
             .lock()
             .by_group
@@ -117,7 +117,7 @@ impl Bindings {
 }
 
 impl OutputIndex {
-    fn remove_from_group(&mut self, group: &MapGroup, output: &ObjRef) {
+    fn remove_from_group(&mut self, group: &Group, output: &ObjRef) {
         if let Some(refs) = self.by_group.get_mut(group) {
             refs.remove(output);
             if refs.is_empty() {
@@ -152,9 +152,9 @@ mod tests {
         );
         let input = reference("Secret", "input");
         for parent in [&kept, &gone] {
-            let group = MapGroup {
+            let group = Group {
                 parent: parent.clone(),
-                map_key: "k".into(),
+                key: "k".into(),
             };
             bindings.bind(&group, &input);
             bindings.index_output(&reference("Service", &parent.name), Some(group));
@@ -162,9 +162,9 @@ mod tests {
         }
         bindings.forget_parent(&gone);
         assert_eq!(bindings.parents_fed_by(&input), std::slice::from_ref(&kept));
-        let kept_group = MapGroup {
+        let kept_group = Group {
             parent: kept.clone(),
-            map_key: "k".into(),
+            key: "k".into(),
         };
         assert_eq!(bindings.input_of(&kept_group), Some(input.clone()));
         assert_eq!(bindings.outputs_of(&kept_group).len(), 1);

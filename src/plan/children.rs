@@ -1,11 +1,11 @@
-//! Owned children (decorator attachments, map outputs): how hooks see them, how the objects a
+//! Owned children (a decorator's attachments, a map's outputs): how hooks see them, how the objects a
 //! hook returns are checked, and how desired and observed children are reconciled.
 
 use super::APPLIED_DIGEST_ANNOTATION;
-use super::plan::Deletion;
 use super::response::{InvalidResponse, json_type};
 use super::sanity;
-use crate::api::{ChildRule, UpdateMethod};
+use super::writes::Deletion;
+use crate::api::{API_VERSION, ChildRule, KindName, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
 use serde_json::{Map, Value};
@@ -36,11 +36,11 @@ pub fn resolve_child_types(
 
 /// A controller object as hooks receive it in `controller`: with its apiVersion and kind,
 /// which typed objects do not serialize.
-pub fn controller_json(controller: &impl serde::Serialize, kind: &str) -> Value {
+pub fn controller_json(controller: &impl serde::Serialize, kind: KindName) -> Value {
     let mut json = serde_json::to_value(controller).unwrap_or(Value::Null);
     if let Some(map) = json.as_object_mut() {
-        map.insert("apiVersion".into(), "metascript.dev/v1alpha1".into());
-        map.insert("kind".into(), kind.into());
+        map.insert("apiVersion".into(), API_VERSION.into());
+        map.insert("kind".into(), kind.object_kind().into());
     }
     json
 }

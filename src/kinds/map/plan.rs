@@ -2,14 +2,14 @@
 //! the map and tombstone requests, the plans for live and detached output groups, and the
 //! status aggregated on the parent.
 
-use super::children::{self, ChildType};
-use super::plan::{Plan, StatusChange};
-use super::response::{self, InvalidResponse};
+use super::api::{KIND, MapController};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
-use crate::api::MapController;
 use crate::object::{self, ObjectKey};
+use crate::plan::children::{self, ChildType};
+use crate::plan::response::{self, InvalidResponse};
+use crate::plan::{InvalidSelector, Plan, StatusChange};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::selector::{LabelSelector, SelectorError};
+use crate::selector::LabelSelector;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,16 +27,6 @@ pub struct Mapper {
     pub reads: std::sync::Arc<[ResourceType]>,
 }
 
-/// A parent whose `spec.selector` cannot be read. Its outputs are left alone: an unreadable
-/// selector must not look like "no inputs", which would detach every output.
-#[derive(Debug, thiserror::Error)]
-#[error("parent {parent}: spec.selector is invalid: {source}")]
-pub struct InvalidSelector {
-    pub parent: String,
-    #[source]
-    pub source: SelectorError,
-}
-
 impl Mapper {
     pub fn new(
         controller: &MapController,
@@ -50,7 +40,7 @@ impl Mapper {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Mapper {
             name: kube::ResourceExt::name_any(controller),
-            controller_json: children::controller_json(controller, "MapController"),
+            controller_json: children::controller_json(controller, KIND),
             parent: resolver.resolve(&spec.parent_resource)?,
             inputs,
             outputs: children::resolve_child_types(&spec.output_resources, resolver)?,

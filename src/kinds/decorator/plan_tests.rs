@@ -1,11 +1,10 @@
 //! The decorator planning core: requests, plans and rejections, without any cluster.
 
-use metascript::api::DecoratorController;
-use metascript::controllers::decorator::{Decorator, Observed, Phase};
-use metascript::controllers::{
-    APPLIED_DIGEST_ANNOTATION, DECORATOR_LABEL, FinalizerChange, StatusChange,
-};
-use metascript::resources::StaticResolver;
+use super::DECORATOR_LABEL;
+use super::api::DecoratorController;
+use super::plan::{Decorator, Observed, Phase};
+use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
+use crate::resources::StaticResolver;
 use serde_json::{Value, json};
 
 fn decorator(finalize: bool, method: &str) -> Decorator {

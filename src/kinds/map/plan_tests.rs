@@ -1,9 +1,10 @@
 //! The map planning core: input selection, map keys, output groups, tombstones and status.
 
-use metascript::api::MapController;
-use metascript::controllers::map::Mapper;
-use metascript::controllers::{MAP_KEY_LABEL, MAP_LABEL, StatusChange};
-use metascript::resources::StaticResolver;
+use super::api::MapController;
+use super::plan::Mapper;
+use super::{MAP_KEY_LABEL, MAP_LABEL};
+use crate::plan::StatusChange;
+use crate::resources::StaticResolver;
 use serde_json::{Value, json};
 
 fn mapper(parent_scope: &str, tombstone: bool) -> Mapper {

@@ -1,6 +1,10 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
-use super::{ChildRule, ControllerStatus, Hook, HookKind, InlineTest, Library, ResourceRef};
+use crate::api::{
+    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
+    HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
+    set_hooks,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -71,15 +75,93 @@ pub struct MapHooks {
     pub tombstone: Option<Hook>,
 }
 
-impl MapHooks {
-    /// The hooks that are set, with their names.
-    pub fn named(&self) -> Vec<(HookKind, &Hook)> {
-        [
-            (HookKind::Map, Some(&self.map)),
-            (HookKind::Tombstone, self.tombstone.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(kind, hook)| Some((kind, hook?)))
-        .collect()
+impl ControllerObject for MapController {
+    const KIND: KindName = KIND;
+
+    fn name(&self) -> String {
+        kube::ResourceExt::name_any(self)
+    }
+
+    fn spec(&self) -> ControllerSpec {
+        let spec = &self.spec;
+        CommonSpec {
+            metadata: &self.metadata,
+            resync_period_seconds: spec.resync_period_seconds,
+            reads: &spec.reads,
+            libraries: &spec.libraries,
+            service_account_name: spec.service_account_name.as_deref(),
+            service_account_namespace: spec.service_account_namespace.as_deref(),
+            tests: &spec.tests,
+        }
+        .spec(
+            std::iter::once(spec.parent_resource.clone())
+                .chain(spec.input_resources.iter().cloned())
+                .chain(spec.output_resources.iter().map(|o| o.resource_ref())),
+            set_hooks([
+                (MAP, Some(&spec.hooks.map)),
+                (TOMBSTONE, spec.hooks.tombstone.as_ref()),
+            ]),
+        )
     }
 }
+
+static INFO: KindInfo = KindInfo {
+    short: "map",
+    object_kind: "MapController",
+    plural: "mapcontrollers",
+    action: "Map",
+    // The statics themselves, not the consts below: those would make the initializers a cycle.
+    hooks: &[HookKind(&MAP_HOOK), HookKind(&TOMBSTONE_HOOK)],
+};
+
+/// The MapController kind.
+pub const KIND: KindName = KindName(&INFO);
+
+const MAP_KEY: Field = Field {
+    name: "mapKey",
+    lua_type: "string",
+    doc: "The key of the input, as outputs are tagged.",
+};
+const OUTPUTS_REQUEST: Field = Field {
+    name: "outputs",
+    lua_type: "table<string, table<string, table<string, any>>>",
+    doc: "Outputs of this input by `<Kind>.<apiVersion>`, then by name.",
+};
+
+static MAP_HOOK: HookContract = HookContract {
+    kind: KindName(&INFO),
+    name: "map",
+    subject: "input",
+    request: &[
+        fields::CONTROLLER,
+        fields::PARENT,
+        MAP_KEY,
+        Field {
+            name: "input",
+            lua_type: "table<string, any>",
+            doc: "The input object.",
+        },
+        OUTPUTS_REQUEST,
+    ],
+    response: &[Field {
+        name: "outputs",
+        lua_type: "table<string, any>[]",
+        doc: "The desired outputs of the input (a flat list).",
+    }],
+};
+static TOMBSTONE_HOOK: HookContract = HookContract {
+    kind: KindName(&INFO),
+    name: "tombstone",
+    subject: "parent",
+    request: &[fields::CONTROLLER, fields::PARENT, MAP_KEY, OUTPUTS_REQUEST],
+    response: &[Field {
+        name: "outputs",
+        lua_type: "table<string, any>[]",
+        doc: "The outputs of the vanished input to keep.",
+    }],
+};
+
+/// Turns one input into its outputs.
+pub const MAP: HookKind = HookKind(&MAP_HOOK);
+/// Decides which outputs of an input that is gone (or no longer selected) to keep.
+pub const TOMBSTONE: HookKind = HookKind(&TOMBSTONE_HOOK);

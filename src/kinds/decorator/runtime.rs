@@ -2,23 +2,25 @@
 //! target (customize, then sync or finalize, then the plan's writes), and releasing every
 //! target's finalizer when the controller itself is deleted.
 
-mod related;
-
-use super::apply::{PlanTarget, Writer, Written};
-use super::cache::ObjectEvent;
-use super::context::{Context, Failure, WorkScope};
-use super::fingerprint::{self, Seen, Sweep};
-use super::keys::{ControllerId, KindName, ObjRef, Work, WorkKey};
-use super::kind::{Controller, Interest, Kind, Outcome};
-use super::load::ControllerSpec;
-use super::routes::only_status_changed;
-use crate::api::{DecoratorController, ResourceRef, ServiceAccountRef};
-use crate::controllers::decorator::{Decorator, Phase};
-use crate::controllers::{DECORATOR_LABEL, FinalizerChange, Plan};
+use super::DECORATOR_LABEL;
+use super::api::{DecoratorController, KIND};
+use super::plan::{Decorator, Phase, RelatedRule, finalizer_for};
+use super::related::RelatedIndex;
+use super::sync::{self, RelatedRules};
+use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
+use crate::plan::{FinalizerChange, Plan, SyncError};
+use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::sync::{self, ObjectStore, RelatedRules, SyncError};
-use related::RelatedIndex;
+use crate::runtime::apply::{PlanTarget, Writer, Written};
+use crate::runtime::cache::ObjectEvent;
+use crate::runtime::context::{Context, Failure};
+use crate::runtime::fingerprint::{self, Seen, Sweep};
+use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
+use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
+use crate::runtime::routes::only_status_changed;
+use crate::script::CallScope;
+use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,33 +38,10 @@ pub struct DecoratorState {
 }
 
 impl Kind for DecoratorKind {
-    const NAME: KindName = KindName::Decorator;
-    const PLURAL: &'static str = "decoratorcontrollers";
-    const ACTION: &'static str = "Sync";
     type Object = DecoratorController;
     type Planner = Decorator;
     type State = DecoratorState;
     type OutcomeKey = ObjRef;
-
-    fn spec(controller: &DecoratorController) -> ControllerSpec {
-        let spec = &controller.spec;
-        ControllerSpec::new(
-            &controller.metadata,
-            spec.resources
-                .iter()
-                .map(|r| r.resource_ref())
-                .chain(spec.attachments.iter().map(|a| a.resource_ref()))
-                .collect(),
-            spec.hooks.named(),
-            spec.resync_period_seconds,
-            ServiceAccountRef::from_spec(
-                spec.service_account_name.as_deref(),
-                spec.service_account_namespace.as_deref(),
-            ),
-        )
-        .with_reads(&spec.reads)
-        .with_libraries(&spec.libraries)
-    }
 
     fn build(
         controller: &DecoratorController,
@@ -108,9 +87,9 @@ impl Kind for DecoratorKind {
         id: &ControllerId,
         object: &Value,
     ) -> Result<(), Failure> {
-        let controller: DecoratorController =
-            serde_json::from_value(object.clone()).map_err(|e| Failure::new("InvalidSpec", e))?;
-        let finalizer = crate::controllers::decorator::finalizer_for(&id.name);
+        let controller: DecoratorController = serde_json::from_value(object.clone())
+            .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
+        let finalizer = finalizer_for(&id.name);
         let account = ServiceAccountRef::from_spec(
             controller.spec.service_account_name.as_deref(),
             controller.spec.service_account_namespace.as_deref(),
@@ -118,18 +97,18 @@ impl Kind for DecoratorKind {
         let writer = context
             .identities
             .writer(&context.client, account.as_ref())
-            .map_err(|e| Failure::new("ImpersonationFailed", e))?;
+            .map_err(|e| Failure::new(reasons::IMPERSONATION_FAILED, e))?;
         for rule in &controller.spec.resources {
             let resolved = context
                 .discovery
                 .resolve(&rule.resource_ref())
                 .await
-                .map_err(|e| Failure::new("ResolveFailed", e))?;
+                .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
             context
                 .informers
                 .ensure(&resolved)
                 .await
-                .map_err(|e| Failure::new("WatchFailed", e))?;
+                .map_err(|e| Failure::new(reasons::WATCH_FAILED, e))?;
             let resource = &resolved.resource;
             for target in ObjectStore::list(&*context.informers, resource, None) {
                 if !object::has_finalizer(&target, &finalizer) {
@@ -300,7 +279,7 @@ fn seen(
     target: &Value,
 ) -> Option<Seen> {
     let decorator = &controller.planner;
-    if !sync::runs_hook(decorator.phase(target)) {
+    if !decorator.phase(target).runs_hook() {
         return None;
     }
     let store = &*context.informers;
@@ -370,15 +349,8 @@ async fn sync_target(
         };
         tracing::debug!(controller = %controller.id, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
     }
-    let fingerprint = seen(context, controller, target, &object).and_then(|seen| {
-        fingerprint::after_sync(
-            controller.version,
-            seen,
-            &written,
-            &scope.purity,
-            &scope.reads,
-        )
-    });
+    let fingerprint = seen(context, controller, target, &object)
+        .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
     Outcome::Synced {
         key: target.clone(),
         resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
@@ -386,80 +358,59 @@ async fn sync_target(
     }
 }
 
-/// Runs the customize hook (when there is one), makes sure the related types are watched,
-/// then runs sync or finalize; all script work happens on the blocking pool.
-/// Every hook of the sync runs in `scope`, so what they read together is what the target
-/// depends on.
+/// Plans a target on the blocking pool (customize, then sync or finalize), then records what
+/// its hooks read and publishes the Events they asked for. Every hook of the sync runs in
+/// `scope`, so what they read together is what the target depends on.
 async fn plan_target(
     context: &Arc<Context>,
     controller: &Arc<Controller<DecoratorKind>>,
     object: &Arc<Value>,
     target: &ObjRef,
-    scope: &WorkScope,
+    scope: &CallScope,
 ) -> Result<Option<Plan>, Failure> {
-    let planned = plan_in_scope(context, controller, object, target, scope).await;
-    context.record_reads(
-        &WorkKey::new(&controller.id, Work::Object(target.clone())),
-        &scope.reads,
+    let (planner, target_object, target_ref, state, id) = (
+        controller.planner.clone(),
+        object.clone(),
+        target.clone(),
+        controller.state.clone(),
+        controller.id.clone(),
     );
-    if planned.is_ok() {
-        context
-            .publish_script_events(
-                object,
-                &controller.reference,
-                DecoratorKind::ACTION,
-                &scope.events,
-            )
-            .await;
-    }
-    planned
-}
-
-async fn plan_in_scope(
-    context: &Arc<Context>,
-    controller: &Arc<Controller<DecoratorKind>>,
-    object: &Arc<Value>,
-    target: &ObjRef,
-    scope: &WorkScope,
-) -> Result<Option<Plan>, Failure> {
-    let decorator = &controller.planner;
-    let related = if decorator.has_customize && sync::runs_hook(decorator.phase(object)) {
-        let (planner, target_object) = (decorator.clone(), object.clone());
-        let rules = context
-            .blocking(
-                &controller.id,
-                &controller.hooks,
-                scope,
-                move |_, runner| sync::customize(&planner, runner, &target_object),
-            )
-            .await?;
-        let related = watch_related(context, &controller.id, rules).await?;
-        controller
-            .state
-            .related
-            .set(target, object, related.clone());
-        related
-    } else {
-        Vec::new()
-    };
-    let (planner, target_object) = (decorator.clone(), object.clone());
     let planned = context
         .blocking(
             &controller.id,
             &controller.hooks,
             scope,
             move |context, runner| {
-                sync::sync_decorator_target(
+                // The customize hook's types are resolved and watched before sync reads them
+                // from the caches, and indexed so their changes re-sync this target.
+                let resolve = |rules: Vec<RelatedRule>| {
+                    let related = tokio::runtime::Handle::current()
+                        .block_on(watch_related(context, &id, rules))?;
+                    state
+                        .related
+                        .set(&target_ref, &target_object, related.clone());
+                    Ok(related)
+                };
+                sync::sync_target(
                     &planner,
                     runner,
                     &*context.informers,
                     &target_object,
-                    &related,
+                    &resolve,
                 )
             },
         )
-        .await?;
-    Ok(planned.map(|(_, plan)| plan))
+        .await;
+    context.record_reads(
+        &WorkKey::new(&controller.id, Work::Object(target.clone())),
+        scope,
+    );
+    if planned.is_ok() {
+        context
+            .publish_script_events(object, &controller.reference, KIND.action(), &scope.events)
+            .await;
+    }
+    Ok(planned?.map(|synced| synced.plan))
 }
 
 /// Resolves the type of each related rule and makes sure it is watched, so the rules can be
@@ -467,25 +418,26 @@ async fn plan_in_scope(
 async fn watch_related(
     context: &Context,
     id: &ControllerId,
-    rules: Vec<crate::controllers::decorator::RelatedRule>,
-) -> Result<RelatedRules, Failure> {
+    rules: Vec<RelatedRule>,
+) -> Result<RelatedRules, SyncError> {
     let mut related = Vec::with_capacity(rules.len());
     for rule in rules {
         let resolved = context
             .discovery
             .resolve(&rule.resource_ref())
             .await
-            .map_err(|source| {
-                Failure::from(SyncError::Resolve {
-                    controller: id.name.clone(),
-                    source,
-                })
+            .map_err(|source| SyncError::Resolve {
+                controller: id.name.clone(),
+                source,
             })?;
         context
             .informers
             .ensure(&resolved)
             .await
-            .map_err(|e| Failure::new("WatchFailed", e))?;
+            .map_err(|error| SyncError::Watch {
+                controller: id.name.clone(),
+                message: error.to_string(),
+            })?;
         related.push((rule, resolved.resource));
     }
     Ok(related)
@@ -500,13 +452,13 @@ async fn edit_own_finalizer(
 ) -> Result<(), Failure> {
     let reference = ResourceRef {
         api_version: object::api_version(object).to_string(),
-        resource: DecoratorKind::PLURAL.to_string(),
+        resource: KIND.plural().to_string(),
     };
     let resolved = context
         .discovery
         .resolve(&reference)
         .await
-        .map_err(|e| Failure::new("ResolveFailed", e))?;
+        .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
     let plan = Plan {
         finalizer: Some(change),
         ..Plan::default()

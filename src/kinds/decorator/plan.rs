@@ -2,12 +2,12 @@
 //! a hook's answer means for the cluster.
 
 use super::DECORATOR_LABEL;
-use super::children::{self, ChildType};
-use super::plan::{FinalizerChange, Plan, StatusChange};
-use super::response::{self, InvalidResponse, json_type};
-use super::sanity;
-use crate::api::{DecoratorController, ResourceRef, ResourceRule};
+use super::api::{DecoratorController, KIND, ResourceRule};
+use crate::api::ResourceRef;
 use crate::object;
+use crate::plan::children::{self, ChildType};
+use crate::plan::response::{self, InvalidResponse, json_type};
+use crate::plan::{FinalizerChange, Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::selector::LabelSelector;
 use serde::Deserialize;
@@ -45,6 +45,13 @@ pub enum Phase {
     Idle,
 }
 
+impl Phase {
+    /// Whether a target in this phase runs a hook (and so needs its related objects).
+    pub fn runs_hook(self) -> bool {
+        matches!(self, Phase::Sync | Phase::Finalize)
+    }
+}
+
 /// What was observed for one target when its hook is called.
 #[derive(Clone, Debug)]
 pub struct Observed<'a> {
@@ -68,7 +75,7 @@ impl Decorator {
             .collect::<Result<Vec<_>, ResolveError>>()?;
         Ok(Decorator {
             name: kube::ResourceExt::name_any(controller),
-            controller_json: children::controller_json(controller, "DecoratorController"),
+            controller_json: children::controller_json(controller, KIND),
             rules,
             attachments: children::resolve_child_types(&spec.attachments, resolver)?,
             has_finalize: spec.hooks.finalize.is_some(),

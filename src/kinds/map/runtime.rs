@@ -3,24 +3,23 @@
 //! the parents that select it now or were fed by it before; a parent's aggregated status is
 //! computed by the status loop and written only when it changes.
 
-mod bindings;
-
-use super::apply::{PlanTarget, Written};
-use super::cache::ObjectEvent;
-use super::context::{Context, Failure, WorkScope};
-use super::fingerprint::{self, Seen, Sweep};
-use super::keys::{ControllerId, KindName, MapGroup, ObjRef, Work, WorkKey};
-use super::kind::{Controller, Interest, Kind, Outcome};
-use super::load::ControllerSpec;
-use super::routes::only_status_changed;
-use crate::api::{MapController, ServiceAccountRef};
-use crate::controllers::map::Mapper;
-use crate::controllers::{MAP_KEY_LABEL, MAP_LABEL, Plan};
+use super::api::{KIND, MapController};
+use super::bindings::Bindings;
+use super::plan::Mapper;
+use super::sync::{self, MapFanOut};
+use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
+use crate::plan::{Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::script::EventSink;
-use crate::sync::{self, MapFanOut, ObjectStore, SyncError};
-use bindings::Bindings;
+use crate::runtime::apply::{PlanTarget, Written};
+use crate::runtime::cache::ObjectEvent;
+use crate::runtime::context::{Context, Failure};
+use crate::runtime::fingerprint::{self, Seen, Sweep};
+use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
+use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
+use crate::runtime::routes::only_status_changed;
+use crate::script::{CallScope, EventSink};
+use crate::store::ObjectStore;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,32 +27,10 @@ use std::sync::Arc;
 pub struct MapKind;
 
 impl Kind for MapKind {
-    const NAME: KindName = KindName::Map;
-    const PLURAL: &'static str = "mapcontrollers";
-    const ACTION: &'static str = "Map";
     type Object = MapController;
     type Planner = Mapper;
     type State = Bindings;
-    type OutcomeKey = MapGroup;
-
-    fn spec(controller: &MapController) -> ControllerSpec {
-        let spec = &controller.spec;
-        ControllerSpec::new(
-            &controller.metadata,
-            std::iter::once(spec.parent_resource.clone())
-                .chain(spec.input_resources.iter().cloned())
-                .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
-                .collect(),
-            spec.hooks.named(),
-            spec.resync_period_seconds,
-            ServiceAccountRef::from_spec(
-                spec.service_account_name.as_deref(),
-                spec.service_account_namespace.as_deref(),
-            ),
-        )
-        .with_reads(&spec.reads)
-        .with_libraries(&spec.libraries)
-    }
+    type OutcomeKey = Group;
 
     fn build(
         controller: &MapController,
@@ -149,7 +126,7 @@ impl Kind for MapKind {
         context: &Arc<Context>,
         controller: &Arc<Controller<Self>>,
         work: &Work,
-    ) -> Outcome<MapGroup> {
+    ) -> Outcome<Group> {
         match work {
             Work::Object(parent) => sync_parent(context, controller, parent),
             Work::Pair { parent, input } => sync_pair(context, controller, parent, input).await,
@@ -228,9 +205,9 @@ fn route_output(
     // An output exactly as this controller's apply left it needs no second map call.
     let own = context.applier.own_writes.is_own(&controller.id, event);
     if let Some(map_key) = object::label(object, MAP_KEY_LABEL).filter(|_| !own) {
-        let group = MapGroup {
+        let group = Group {
             parent: parent.clone(),
-            map_key: map_key.to_string(),
+            key: map_key.to_string(),
         };
         let work = match controller.state.input_of(&group) {
             Some(input) => Work::Pair {
@@ -245,13 +222,13 @@ fn route_output(
 }
 
 /// The group an object belongs to as one of this controller's outputs.
-fn output_group(controller: &Controller<MapKind>, output: &Value) -> Option<MapGroup> {
+fn output_group(controller: &Controller<MapKind>, output: &Value) -> Option<Group> {
     if object::label(output, MAP_LABEL) != Some(controller.id.name.as_str()) {
         return None;
     }
-    Some(MapGroup {
+    Some(Group {
         parent: ObjRef::owner_of(&controller.planner.parent, output)?,
-        map_key: object::label(output, MAP_KEY_LABEL)?.to_string(),
+        key: object::label(output, MAP_KEY_LABEL)?.to_string(),
     })
 }
 
@@ -265,10 +242,10 @@ fn identity(reference: &ObjRef) -> Value {
 }
 
 /// The group standing for the parent itself (its selector), apart from every input's.
-fn parent_group(parent: &ObjRef) -> MapGroup {
-    MapGroup {
+fn parent_group(parent: &ObjRef) -> Group {
+    Group {
         parent: parent.clone(),
-        map_key: String::new(),
+        key: String::new(),
     }
 }
 
@@ -278,7 +255,7 @@ fn sync_parent(
     context: &Context,
     controller: &Controller<MapKind>,
     parent_ref: &ObjRef,
-) -> Outcome<MapGroup> {
+) -> Outcome<Group> {
     let Some(parent) = context.get(parent_ref) else {
         controller
             .outcomes
@@ -354,7 +331,13 @@ fn fan_out_parent(
     }
     for (map_key, _) in fan_out.detached(mapper) {
         let parent = parent_ref.clone();
-        controller.enqueue(context, Work::Group(MapGroup { parent, map_key }));
+        controller.enqueue(
+            context,
+            Work::Group(Group {
+                parent,
+                key: map_key,
+            }),
+        );
     }
     controller.state.status_changed(parent_ref);
     skipped
@@ -391,9 +374,9 @@ fn pair_unchanged(
     input_ref: &ObjRef,
     input: &Value,
 ) -> bool {
-    let group = MapGroup {
+    let group = Group {
         parent: parent_ref.clone(),
-        map_key: Mapper::map_key(input),
+        key: Mapper::map_key(input),
     };
     let Some(recorded) = controller.outcomes.fingerprint(&group) else {
         return false;
@@ -413,11 +396,11 @@ async fn sync_pair(
     controller: &Arc<Controller<MapKind>>,
     parent_ref: &ObjRef,
     input_ref: &ObjRef,
-) -> Outcome<MapGroup> {
+) -> Outcome<Group> {
     let input = context.get(input_ref);
-    let group = MapGroup {
+    let group = Group {
         parent: parent_ref.clone(),
-        map_key: Mapper::map_key(input.as_deref().unwrap_or(&identity(input_ref))),
+        key: Mapper::map_key(input.as_deref().unwrap_or(&identity(input_ref))),
     };
     let Some(parent) = context.get(parent_ref) else {
         controller.state.unbind(&group, input_ref);
@@ -466,7 +449,7 @@ async fn sync_pair(
         parent: parent_ref.clone(),
         input: input_ref.clone(),
     };
-    context.record_reads(&WorkKey::new(&controller.id, pair), &scope.reads);
+    context.record_reads(&WorkKey::new(&controller.id, pair), &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
     let live = seen.map(|seen| (seen, &scope));
     finish(context, controller, parent, group, live, result).await
@@ -477,8 +460,8 @@ async fn sync_pair(
 async fn sync_group(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
-    group: &MapGroup,
-) -> Outcome<MapGroup> {
+    group: &Group,
+) -> Outcome<Group> {
     let Some(parent) = context.get(&group.parent) else {
         return Outcome::Forgotten(group.clone());
     };
@@ -490,7 +473,7 @@ async fn sync_group(
     let scope = context.scope(&controller.planner.reads);
     let result = settle_detached(context, controller, &parent, group, &scope).await;
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
-    context.record_reads(&key, &scope.reads);
+    context.record_reads(&key, &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
     finish(context, controller, parent, group.clone(), None, result).await
 }
@@ -508,7 +491,7 @@ async fn publish_events(
         return;
     }
     context
-        .publish_script_events(parent, &controller.reference, MapKind::ACTION, events)
+        .publish_script_events(parent, &controller.reference, KIND.action(), events)
         .await;
 }
 
@@ -517,7 +500,7 @@ fn group_outputs(
     context: &Context,
     controller: &Controller<MapKind>,
     parent: &Value,
-    group: &MapGroup,
+    group: &Group,
 ) -> Vec<Arc<Value>> {
     controller
         .state
@@ -527,7 +510,7 @@ fn group_outputs(
         // The index may briefly hold an output that changed hands; the object decides.
         .filter(|o| {
             controller.planner.owns(parent, o)
-                && object::label(o, MAP_KEY_LABEL) == Some(group.map_key.as_str())
+                && object::label(o, MAP_KEY_LABEL) == Some(group.key.as_str())
         })
         .collect()
 }
@@ -536,8 +519,8 @@ async fn settle_detached(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
     parent: &Arc<Value>,
-    group: &MapGroup,
-    scope: &WorkScope,
+    group: &Group,
+    scope: &CallScope,
 ) -> Result<Plan, Failure> {
     let detached = group_outputs(context, controller, parent, group);
     if detached.is_empty() {
@@ -546,7 +529,7 @@ async fn settle_detached(
     let (mapper, parent, map_key) = (
         controller.planner.clone(),
         parent.clone(),
-        group.map_key.clone(),
+        group.key.clone(),
     );
     context
         .blocking(
@@ -567,10 +550,10 @@ async fn finish(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
     parent: Arc<Value>,
-    group: MapGroup,
-    live: Option<(Seen, &WorkScope)>,
+    group: Group,
+    live: Option<(Seen, &CallScope)>,
     result: Result<Plan, Failure>,
-) -> Outcome<MapGroup> {
+) -> Outcome<Group> {
     // The counts in the parent's status follow the pairs' inputs and outputs: a noop for a live
     // pair changes neither (an input joining or leaving a selection marks the parent on routing).
     let counts_may_change = live.is_none() || !matches!(&result, Ok(plan) if plan.is_noop());
@@ -600,13 +583,7 @@ async fn finish(
         (Ok(written), Some((seen, scope))) => Outcome::Synced {
             key: group,
             resync_after: None,
-            fingerprint: fingerprint::after_sync(
-                controller.version,
-                seen,
-                &written,
-                &scope.purity,
-                &scope.reads,
-            ),
+            fingerprint: fingerprint::after_sync(controller.version, seen, &written, scope),
         },
         (Ok(_), None) => Outcome::Forgotten(group),
         (Err(failure), _) => Outcome::Failed {

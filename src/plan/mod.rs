@@ -1,27 +1,24 @@
-//! The pure planning core shared by the operator, `render` and the tests.
+//! The pure planning pieces every kind shares, used by the operator, `render` and the tests.
 //!
 //! A sync is split in three: build the hook request from observed objects, run the hook (the
-//! only impure step, done by the caller), and turn the response plus the same observed objects
-//! into a [`Plan`]. Nothing here talks to Kubernetes.
+//! only impure step, through `crate::hooks`), and turn the response plus the same observed
+//! objects into a [`Plan`]. Each kind's planner (`crate::kinds::*::plan`) is built from these;
+//! nothing here talks to Kubernetes or knows a kind.
 
 pub mod children;
-pub mod decorator;
-pub mod map;
-mod plan;
-mod response;
+mod error;
+mod offline;
+mod provenance;
+pub mod response;
 pub mod sanity;
+mod writes;
 
 pub use children::ChildType;
-pub use plan::{Deletion, FinalizerChange, Plan, StatusChange};
-pub use response::InvalidResponse;
-pub(crate) use response::{check_script_response, response_fields};
+pub use error::{InvalidSelector, SyncError};
+pub use offline::{Offline, Planner, Role, Step};
+pub use provenance::stamp_provenance;
+pub use writes::{Deletion, FinalizerChange, Plan, StatusChange};
 
-/// Label naming the DecoratorController that attached an object.
-pub const DECORATOR_LABEL: &str = "metascript.dev/decorator";
-/// Label naming the MapController that produced an output.
-pub const MAP_LABEL: &str = "metascript.dev/map";
-/// Label tagging an output with the map key of its input.
-pub const MAP_KEY_LABEL: &str = "metascript.dev/map-key";
 /// Annotation holding the digest of the desired state last applied to a child, so that a field
 /// the hook stops returning is noticed even though the observed object still has it.
 pub const APPLIED_DIGEST_ANNOTATION: &str = "metascript.dev/applied-digest";

@@ -1,12 +1,11 @@
 //! The CustomResourceDefinitions generated from the Rust types (written to `crds/`).
 
-use super::{DecoratorController, MapController};
+use super::ALL;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
-/// Both CRDs, in a stable order. Both kinds are cluster-scoped.
+/// Every kind's CRD, in registration order. Every kind is cluster-scoped.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![DecoratorController::crd(), MapController::crd()]
+    ALL.iter().map(|kind| kind.crd()).collect()
 }
 
 /// The CRDs as one multi-document YAML file, exactly as committed in `crds/`.
@@ -42,7 +41,7 @@ mod tests {
     }
 
     #[test]
-    fn both_kinds_are_cluster_scoped_with_short_names_and_status() {
+    fn every_kind_is_cluster_scoped_with_short_names_and_status() {
         for (crd, short) in all_crds().iter().zip(["dec", "mapc"]) {
             assert_eq!(crd.spec.scope, "Cluster");
             assert_eq!(crd.spec.group, "metascript.dev");

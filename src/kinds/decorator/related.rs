@@ -2,11 +2,11 @@
 //! customize hook returned, indexed by the type and namespace they look in, so an event of a
 //! related object finds the targets it may concern without scanning them all.
 
-use crate::controllers::decorator::RelatedRule;
+use super::plan::RelatedRule;
+use super::sync::RelatedRules;
 use crate::object;
 use crate::resources::ResourceType;
 use crate::runtime::keys::ObjRef;
-use crate::sync::RelatedRules;
 use parking_lot::RwLock;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

@@ -1,0 +1,350 @@
+//! What every kind of controller is, as the shared layers name it: its names, its hooks and what
+//! each hook's request and response hold, and what loading reads of a controller object. Each
+//! kind declares these once, in its own folder (`crate::kinds`); nothing below that switches on
+//! a kind.
+
+use super::{Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+/// The names of one kind of controller, and its hooks.
+#[derive(Debug)]
+pub struct KindInfo {
+    /// Lower case, for field managers, metric labels, provenance and logs: `decorator`.
+    pub short: &'static str,
+    /// The Kubernetes kind of the controller objects: `DecoratorController`.
+    pub object_kind: &'static str,
+    /// Their resource (plural) in `metascript.dev/v1alpha1`: `decoratorcontrollers`.
+    pub plural: &'static str,
+    /// What its work is called in Events (`Sync`, `Map`).
+    pub action: &'static str,
+    /// Its hooks. The first is required, and is the one a test case without `hook:` calls.
+    pub hooks: &'static [HookKind],
+}
+
+/// One kind of controller. Compared by its short name.
+#[derive(Clone, Copy)]
+pub struct KindName(pub &'static KindInfo);
+
+impl KindName {
+    pub fn as_str(self) -> &'static str {
+        self.0.short
+    }
+
+    pub fn object_kind(self) -> &'static str {
+        self.0.object_kind
+    }
+
+    pub fn plural(self) -> &'static str {
+        self.0.plural
+    }
+
+    pub fn action(self) -> &'static str {
+        self.0.action
+    }
+
+    pub fn hooks(self) -> &'static [HookKind] {
+        self.0.hooks
+    }
+
+    /// The hook of this kind with this name.
+    pub fn hook(self, name: &str) -> Option<HookKind> {
+        self.hooks()
+            .iter()
+            .copied()
+            .find(|hook| hook.as_str() == name)
+    }
+
+    /// Its hooks' names, for messages: `sync, finalize or customize`.
+    pub fn hook_names(self) -> String {
+        let names: Vec<&str> = self.hooks().iter().map(|h| h.as_str()).collect();
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+impl PartialEq for KindName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.short == other.0.short
+    }
+}
+
+impl Eq for KindName {}
+
+impl Hash for KindName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.short.hash(state)
+    }
+}
+
+impl PartialOrd for KindName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for KindName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.short.cmp(other.0.short)
+    }
+}
+
+impl fmt::Debug for KindName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.object_kind)
+    }
+}
+
+impl fmt::Display for KindName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.object_kind)
+    }
+}
+
+/// One field of a hook request or response, as editor definitions document it.
+#[derive(Debug)]
+pub struct Field {
+    pub name: &'static str,
+    /// Its type in LuaLS notation.
+    pub lua_type: &'static str,
+    pub doc: &'static str,
+}
+
+/// What one hook of one kind is: its name, what its request holds and what its response may.
+#[derive(Debug)]
+pub struct HookContract {
+    pub kind: KindName,
+    pub name: &'static str,
+    /// The request field holding the object a call is about (names recorded cases).
+    pub subject: &'static str,
+    pub request: &'static [Field],
+    pub response: &'static [Field],
+}
+
+/// One hook of one kind of controller; used in every error message. Compared by kind and name.
+#[derive(Clone, Copy)]
+pub struct HookKind(pub &'static HookContract);
+
+impl HookKind {
+    pub fn as_str(self) -> &'static str {
+        self.0.name
+    }
+
+    pub fn kind(self) -> KindName {
+        self.0.kind
+    }
+
+    pub fn contract(self) -> &'static HookContract {
+        self.0
+    }
+
+    /// The names of the fields its response may have.
+    pub fn response_fields(self) -> impl Iterator<Item = &'static str> {
+        self.0.response.iter().map(|field| field.name)
+    }
+}
+
+impl PartialEq for HookKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name && self.0.kind == other.0.kind
+    }
+}
+
+impl Eq for HookKind {}
+
+impl Hash for HookKind {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.kind.hash(state);
+        self.0.name.hash(state);
+    }
+}
+
+impl PartialOrd for HookKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HookKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0.kind, self.0.name).cmp(&(other.0.kind, other.0.name))
+    }
+}
+
+impl fmt::Debug for HookKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0.kind.as_str(), self.0.name)
+    }
+}
+
+impl fmt::Display for HookKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+/// Request fields more than one kind's hooks share.
+pub mod fields {
+    use super::Field;
+
+    pub const CONTROLLER: Field = Field {
+        name: "controller",
+        lua_type: "table<string, any>",
+        doc: "The controller object.",
+    };
+    pub const PARENT: Field = Field {
+        name: "parent",
+        lua_type: "table<string, any>",
+        doc: "The parent object.",
+    };
+    pub const RELATED: Field = Field {
+        name: "related",
+        lua_type: "table<string, table<string, table<string, any>>>",
+        doc: "Related objects by `<Kind>.<apiVersion>`, then by name.",
+    };
+    pub const FINALIZING: Field = Field {
+        name: "finalizing",
+        lua_type: "boolean",
+        doc: "Whether the object is being deleted.",
+    };
+    pub const STATUS: Field = Field {
+        name: "status",
+        lua_type: "table<string, any>",
+        doc: "The object's status; null leaves it as it is.",
+    };
+    pub const RESYNC_AFTER_SECONDS: Field = Field {
+        name: "resyncAfterSeconds",
+        lua_type: "number",
+        doc: "Sync again after this many seconds.",
+    };
+    pub const FINALIZED: Field = Field {
+        name: "finalized",
+        lua_type: "boolean",
+        doc: "Whether finalizing is done (finalize hook).",
+    };
+    pub const RELATED_RESOURCES: Field = Field {
+        name: "relatedResources",
+        lua_type: "table<string, any>[]",
+        doc: "Rules for related objects (customize hook).",
+    };
+}
+
+/// What loading needs from a controller object, whatever its kind.
+#[derive(Clone, Debug, Default)]
+pub struct ControllerSpec {
+    pub generation: Option<i64>,
+    /// Every type the controller names (its hooks' reads included); each is resolved and
+    /// watched before it runs.
+    pub types: Vec<ResourceRef>,
+    pub hooks: Vec<(HookKind, Hook)>,
+    /// `spec.libraries`.
+    pub libraries: Vec<Library>,
+    pub resync_period: Option<Duration>,
+    /// Whom its writes impersonate.
+    pub service_account: Option<ServiceAccountRef>,
+    /// The types its hooks may read (`spec.reads`); also in `types`.
+    pub reads: Vec<ResourceRef>,
+    /// `spec.tests`.
+    pub tests: Vec<InlineTest>,
+}
+
+impl ControllerSpec {
+    /// The ConfigMaps (namespace, name) its scripts and libraries are read from.
+    pub fn config_maps(&self) -> Vec<(String, String)> {
+        self.config_map_refs()
+            .map(|r| (r.namespace.clone(), r.name.clone()))
+            .collect()
+    }
+
+    /// Every `configMapRef` of its hooks and libraries.
+    pub fn config_map_refs(&self) -> impl Iterator<Item = &super::ConfigMapKeyRef> + Clone {
+        let hooks = self
+            .hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.script.as_ref()?.config_map_ref.as_ref());
+        let libraries = self
+            .libraries
+            .iter()
+            .filter_map(|library| library.config_map_ref.as_ref());
+        hooks.chain(libraries)
+    }
+
+    /// The hooks as `(kind, &hook)`, as `ControllerHooks::load` takes them.
+    pub fn named_hooks(&self) -> Vec<(HookKind, &Hook)> {
+        self.hooks
+            .iter()
+            .map(|(kind, hook)| (*kind, hook))
+            .collect()
+    }
+}
+
+/// The parts of a spec every kind has, turned into a [`ControllerSpec`] by [`CommonSpec::spec`].
+pub struct CommonSpec<'a> {
+    pub metadata: &'a kube::api::ObjectMeta,
+    pub resync_period_seconds: Option<i64>,
+    pub reads: &'a [ResourceRef],
+    pub libraries: &'a [Library],
+    pub service_account_name: Option<&'a str>,
+    pub service_account_namespace: Option<&'a str>,
+    pub tests: &'a [InlineTest],
+}
+
+impl CommonSpec<'_> {
+    /// The spec of a controller that names `types` (its reads are added) and has `hooks`.
+    /// `resyncPeriodSeconds` that is not positive means none.
+    pub fn spec(
+        self,
+        types: impl IntoIterator<Item = ResourceRef>,
+        hooks: Vec<(HookKind, &Hook)>,
+    ) -> ControllerSpec {
+        ControllerSpec {
+            generation: self.metadata.generation,
+            types: types
+                .into_iter()
+                .chain(self.reads.iter().cloned())
+                .collect(),
+            hooks: hooks
+                .into_iter()
+                .map(|(kind, hook)| (kind, hook.clone()))
+                .collect(),
+            libraries: self.libraries.to_vec(),
+            resync_period: self
+                .resync_period_seconds
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64)),
+            service_account: ServiceAccountRef::from_spec(
+                self.service_account_name,
+                self.service_account_namespace,
+            ),
+            reads: self.reads.to_vec(),
+            tests: self.tests.to_vec(),
+        }
+    }
+}
+
+/// A controller object of some kind, as the shared layers read it.
+pub trait ControllerObject:
+    serde::de::DeserializeOwned + serde::Serialize + kube::CustomResourceExt + Send + Sync + 'static
+{
+    const KIND: KindName;
+
+    /// Its name.
+    fn name(&self) -> String;
+
+    /// What loading reads of it.
+    fn spec(&self) -> ControllerSpec;
+}
+
+/// The set hooks of a spec's hooks, with their kinds: `[(SYNC, Some(&hooks.sync)), …]`.
+pub fn set_hooks<'a>(
+    hooks: impl IntoIterator<Item = (HookKind, Option<&'a Hook>)>,
+) -> Vec<(HookKind, &'a Hook)> {
+    hooks
+        .into_iter()
+        .filter_map(|(kind, hook)| Some((kind, hook?)))
+        .collect()
+}

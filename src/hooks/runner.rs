@@ -1,0 +1,44 @@
+//! What a sync calls its hooks through: the engine, the controller's hooks, the scope every call
+//! of the sync shares, and an observer told of each call (metrics, recorded fixtures, `explain`).
+
+use super::{ControllerHooks, HookError};
+use crate::api::HookKind;
+use crate::script::{CallScope, ScriptEngine};
+use serde_json::Value;
+
+/// One hook call as an observer sees it.
+pub struct HookCall<'a> {
+    pub hook: HookKind,
+    pub took: std::time::Duration,
+    pub request: &'a Value,
+    pub response: Result<&'a Value, &'a HookError>,
+}
+
+/// Told of every hook call (metrics, recorded fixtures, `explain`).
+pub type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
+
+/// What every hook call of a sync shares.
+pub struct HookRunner<'a> {
+    pub engine: &'a ScriptEngine,
+    pub hooks: &'a ControllerHooks,
+    pub observer: Option<HookObserver<'a>>,
+    /// Shared by every hook call of the sync: what `get` and `list` read (recording what they
+    /// read), and the Events the hooks ask for.
+    pub scope: &'a CallScope,
+}
+
+impl HookRunner<'_> {
+    pub fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
+        let started = std::time::Instant::now();
+        let result = self.hooks.call(self.engine, kind, request, self.scope);
+        if let Some(observe) = self.observer {
+            observe(&HookCall {
+                hook: kind,
+                took: started.elapsed(),
+                request,
+                response: result.as_ref(),
+            });
+        }
+        result
+    }
+}

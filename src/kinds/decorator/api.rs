@@ -1,0 +1,237 @@
+//! The DecoratorController custom resource (Metacontroller's API, with script hooks).
+
+use crate::api::{
+    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
+    HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
+    set_hooks,
+};
+use crate::selector::{AnnotationSelector, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Adds attachments, labels, annotations and status to every object matching `resources`.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "metascript.dev",
+    version = "v1alpha1",
+    kind = "DecoratorController",
+    shortname = "dec",
+    status = "ControllerStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Targets","type":"integer","jsonPath":".status.targets"}"#,
+    printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
+    printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+    printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DecoratorControllerSpec {
+    /// The types and selectors of the objects to decorate.
+    #[schemars(length(min = 1))]
+    pub resources: Vec<ResourceRule>,
+    /// The types of object the hooks may attach to a target.
+    #[serde(default)]
+    pub attachments: Vec<ChildRule>,
+    /// Re-sync every target this often even when nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub resync_period_seconds: Option<i64>,
+    /// Types the hooks may read with the `get` and `list` helpers, served from the operator's
+    /// shared watch caches (watched from load). Every read is tracked: a change to what a call
+    /// read re-syncs exactly the work that read it. Secrets cannot be declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<ResourceRef>,
+    /// Code shared by the hooks: each script hook loads the libraries of its language, in
+    /// this order, before it runs (`docs/scripting.md#libraries`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub libraries: Vec<Library>,
+    /// The hooks: `sync` (required), `finalize` and `customize`.
+    pub hooks: DecoratorHooks,
+    /// Every write the controller makes (children, deletions, labels, annotations, status,
+    /// finalizers) is sent impersonating this ServiceAccount, so the controller can do only
+    /// what RBAC grants that account. Without it the operator writes as itself, when its
+    /// `--allow-unimpersonated` flag allows that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// The namespace of `serviceAccountName`; default `metascript-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_namespace: Option<String>,
+    /// Test cases for the hooks: run before the controller is admitted (a failing one rejects
+    /// it) and by `metascript validate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<InlineTest>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DecoratorHooks {
+    /// Returns a target's attachments, labels, annotations and status.
+    pub sync: Hook,
+    /// Runs when a target is deleted or stops matching, until it answers `finalized: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalize: Option<Hook>,
+    /// Selects related objects each target's sync request includes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customize: Option<Hook>,
+}
+
+impl ControllerObject for DecoratorController {
+    const KIND: KindName = KIND;
+
+    fn name(&self) -> String {
+        kube::ResourceExt::name_any(self)
+    }
+
+    fn spec(&self) -> ControllerSpec {
+        let spec = &self.spec;
+        let hooks = &spec.hooks;
+        CommonSpec {
+            metadata: &self.metadata,
+            resync_period_seconds: spec.resync_period_seconds,
+            reads: &spec.reads,
+            libraries: &spec.libraries,
+            service_account_name: spec.service_account_name.as_deref(),
+            service_account_namespace: spec.service_account_namespace.as_deref(),
+            tests: &spec.tests,
+        }
+        .spec(
+            spec.resources
+                .iter()
+                .map(|r| r.resource_ref())
+                .chain(spec.attachments.iter().map(|a| a.resource_ref())),
+            set_hooks([
+                (SYNC, Some(&hooks.sync)),
+                (FINALIZE, hooks.finalize.as_ref()),
+                (CUSTOMIZE, hooks.customize.as_ref()),
+            ]),
+        )
+    }
+}
+
+/// Which objects of a type a DecoratorController targets.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRule {
+    /// `<group>/<version>`, or `<version>` for the core group (e.g. `v1`, `apps/v1`).
+    pub api_version: String,
+    /// The canonical lowercase plural name (e.g. `statefulsets`).
+    pub resource: String,
+    /// Only objects whose labels match (every object of the type when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Only objects whose annotations match (every object of the type when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<AnnotationSelector>,
+    /// When true, an event that changes only `status` does not re-sync the object.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_status_changes: bool,
+}
+
+impl ResourceRule {
+    pub fn resource_ref(&self) -> ResourceRef {
+        ResourceRef {
+            api_version: self.api_version.clone(),
+            resource: self.resource.clone(),
+        }
+    }
+
+    /// Whether an object with these labels and annotations is a target of this rule.
+    pub fn selects(
+        &self,
+        labels: &std::collections::BTreeMap<String, String>,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        self.label_selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches(labels))
+            && self
+                .annotation_selector
+                .as_ref()
+                .is_none_or(|selector| selector.matches(annotations))
+    }
+}
+
+static INFO: KindInfo = KindInfo {
+    short: "decorator",
+    object_kind: "DecoratorController",
+    plural: "decoratorcontrollers",
+    action: "Sync",
+    // The statics themselves, not the consts below: those would make the initializers a cycle.
+    hooks: &[
+        HookKind(&SYNC_HOOK),
+        HookKind(&FINALIZE_HOOK),
+        HookKind(&CUSTOMIZE_HOOK),
+    ],
+};
+
+/// The DecoratorController kind.
+pub const KIND: KindName = KindName(&INFO);
+
+const OBJECT: Field = Field {
+    name: "object",
+    lua_type: "table<string, any>",
+    doc: "The object being decorated.",
+};
+const ATTACHMENTS_REQUEST: Field = Field {
+    name: "attachments",
+    lua_type: "table<string, table<string, table<string, any>>>",
+    doc: "Owned children by `<Kind>.<apiVersion>`, then by name.",
+};
+const SYNC_REQUEST: &[Field] = &[
+    fields::CONTROLLER,
+    OBJECT,
+    ATTACHMENTS_REQUEST,
+    fields::RELATED,
+    fields::FINALIZING,
+];
+const SYNC_RESPONSE: &[Field] = &[
+    Field {
+        name: "labels",
+        lua_type: "table<string, string|lightuserdata>",
+        doc: "Labels to set; a null value removes one.",
+    },
+    Field {
+        name: "annotations",
+        lua_type: "table<string, string|lightuserdata>",
+        doc: "Annotations to set; a null value removes one.",
+    },
+    fields::STATUS,
+    Field {
+        name: "attachments",
+        lua_type: "table<string, any>[]",
+        doc: "The desired owned children (a flat list).",
+    },
+    fields::RESYNC_AFTER_SECONDS,
+    fields::FINALIZED,
+];
+
+static SYNC_HOOK: HookContract = HookContract {
+    kind: KindName(&INFO),
+    name: "sync",
+    subject: "object",
+    request: SYNC_REQUEST,
+    response: SYNC_RESPONSE,
+};
+static FINALIZE_HOOK: HookContract = HookContract {
+    kind: KindName(&INFO),
+    name: "finalize",
+    subject: "object",
+    request: SYNC_REQUEST,
+    response: SYNC_RESPONSE,
+};
+static CUSTOMIZE_HOOK: HookContract = HookContract {
+    kind: KindName(&INFO),
+    name: "customize",
+    subject: "parent",
+    request: &[fields::CONTROLLER, fields::PARENT],
+    response: &[fields::RELATED_RESOURCES],
+};
+
+/// Returns a target's attachments, labels, annotations and status.
+pub const SYNC: HookKind = HookKind(&SYNC_HOOK);
+/// Runs while a target is deleted or stops matching, until it answers `finalized: true`.
+pub const FINALIZE: HookKind = HookKind(&FINALIZE_HOOK);
+/// Selects the related objects each target's sync request includes.
+pub const CUSTOMIZE: HookKind = HookKind(&CUSTOMIZE_HOOK);

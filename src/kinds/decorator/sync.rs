@@ -1,0 +1,138 @@
+//! One target's sync, start to end: its customize hook (the related rules), their types, then
+//! sync or finalize over what a store holds, and the plan. The operator runs it over its watch
+//! caches (on a blocking thread), `render` and `explain` over files and a cluster's objects, so
+//! all three do exactly the same thing.
+
+use super::api::{CUSTOMIZE, FINALIZE, SYNC};
+use super::plan::{Decorator, Observed, Phase, RelatedRule};
+use crate::api::HookKind;
+use crate::hooks::HookRunner;
+use crate::plan::{Plan, SyncError, stamp_provenance};
+use crate::resources::{ResourceResolver, ResourceType};
+use crate::store::ObjectStore;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The related resource rules a target's customize hook returned, each with its resolved type.
+pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
+
+/// What one target's sync decided.
+pub struct Synced {
+    /// The hook that planned; none when only a finalizer is released.
+    pub hook: Option<HookKind>,
+    pub plan: Plan,
+}
+
+/// Plans one target: `None` when it needs nothing. With a customize hook, its rules are turned
+/// into types by `resolve` (the operator also starts watching them there) before sync or
+/// finalize runs.
+pub fn sync_target(
+    decorator: &Decorator,
+    runner: &HookRunner,
+    store: &dyn ObjectStore,
+    target: &Value,
+    resolve: &dyn Fn(Vec<RelatedRule>) -> Result<RelatedRules, SyncError>,
+) -> Result<Option<Synced>, SyncError> {
+    let phase = decorator.phase(target);
+    let hook = match phase {
+        Phase::Idle => return Ok(None),
+        Phase::Release => {
+            return Ok(Some(Synced {
+                hook: None,
+                plan: decorator.release_plan(),
+            }));
+        }
+        Phase::Sync => SYNC,
+        Phase::Finalize => FINALIZE,
+    };
+    let related = match decorator.has_customize {
+        true => resolve(customize(decorator, runner, target)?)?,
+        false => Vec::new(),
+    };
+    let related_objects = related_objects(store, target, &related);
+    let attachments = observed_attachments(decorator, store, target);
+    let observed = Observed {
+        target,
+        attachments: attachments.iter().map(Arc::as_ref).collect(),
+        related: decorator.group_related(
+            target,
+            related.iter().map(|(_, resource)| resource),
+            related_objects.iter().map(Arc::as_ref),
+        ),
+    };
+    let response = runner.call(hook, &decorator.request(phase, &observed))?;
+    let mut plan = decorator
+        .plan(phase, &observed, &response)
+        .map_err(|error| runner.hooks.invalid_response(hook, error))?;
+    stamp_provenance(&mut plan, runner, hook, target);
+    Ok(Some(Synced {
+        hook: Some(hook),
+        plan,
+    }))
+}
+
+/// Runs the customize hook for a target: the related resource rules it returns, validated.
+fn customize(
+    decorator: &Decorator,
+    runner: &HookRunner,
+    target: &Value,
+) -> Result<Vec<RelatedRule>, SyncError> {
+    let response = runner.call(CUSTOMIZE, &decorator.customize_request(target))?;
+    decorator
+        .related_rules(&response)
+        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
+}
+
+/// Resolves the type of each related resource rule (offline: no watch to start).
+pub fn resolve_related(
+    decorator: &Decorator,
+    resolver: &dyn ResourceResolver,
+    rules: Vec<RelatedRule>,
+) -> Result<RelatedRules, SyncError> {
+    rules
+        .into_iter()
+        .map(|rule| {
+            let resource =
+                resolver
+                    .resolve(&rule.resource_ref())
+                    .map_err(|source| SyncError::Resolve {
+                        controller: decorator.name.clone(),
+                        source,
+                    })?;
+            Ok((rule, resource))
+        })
+        .collect()
+}
+
+/// The attachments a target's request shows: its children of the attachment types that this
+/// controller owns.
+pub fn observed_attachments(
+    decorator: &Decorator,
+    store: &dyn ObjectStore,
+    target: &Value,
+) -> Vec<Arc<Value>> {
+    decorator
+        .attachments
+        .iter()
+        .flat_map(|child| store.controlled_by(&child.resource, target))
+        .filter(|child| decorator.owns(target, child))
+        .collect()
+}
+
+/// The related objects a target's rules select.
+pub fn related_objects(
+    store: &dyn ObjectStore,
+    target: &Value,
+    rules: &[(RelatedRule, ResourceType)],
+) -> Vec<Arc<Value>> {
+    let mut related = Vec::new();
+    for (rule, resource) in rules {
+        related.extend(
+            store
+                .list(resource, resource.scope(rule.namespace_for(target)))
+                .into_iter()
+                .filter(|candidate| rule.selects(target, candidate)),
+        );
+    }
+    related
+}

@@ -1,0 +1,50 @@
+//! Why a sync planned nothing: a hook failed, a type a hook named does not resolve or cannot
+//! be watched, or a parent's selector cannot be read. Nothing is applied or deleted for a sync that failed.
+
+use crate::hooks::HookError;
+use crate::reasons;
+use crate::resources::ResolveError;
+use crate::selector::SelectorError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    #[error("{controller}: related resource: {source}")]
+    Resolve {
+        controller: String,
+        #[source]
+        source: ResolveError,
+    },
+    /// A type a hook named cannot be watched (usually RBAC), so its objects cannot be read.
+    #[error("{controller}: related resource: {message}")]
+    Watch { controller: String, message: String },
+    #[error(transparent)]
+    Selector(#[from] InvalidSelector),
+}
+
+impl SyncError {
+    /// A short PascalCase reason, as used for Kubernetes Events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SyncError::Hook(HookError::Response(_)) => reasons::INVALID_RESPONSE,
+            SyncError::Hook(HookError::Script(_) | HookError::Webhook(_)) => reasons::HOOK_FAILED,
+            SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
+                reasons::SCRIPT_UNAVAILABLE
+            }
+            SyncError::Resolve { .. } => reasons::RESOLVE_FAILED,
+            SyncError::Watch { .. } => reasons::WATCH_FAILED,
+            SyncError::Selector(_) => reasons::INVALID_SELECTOR,
+        }
+    }
+}
+
+/// A parent whose `spec.selector` cannot be read. What it selects or owns is left alone: an
+/// unreadable selector must not look like "selects nothing", which would let go of everything.
+#[derive(Debug, thiserror::Error)]
+#[error("parent {parent}: spec.selector is invalid: {source}")]
+pub struct InvalidSelector {
+    pub parent: String,
+    #[source]
+    pub source: SelectorError,
+}

@@ -1,0 +1,63 @@
+//! What the commands that run hooks without the operator (`render`, `explain`, `metascript test`,
+//! `validate` and admission) ask of a kind's planner, so they reach every kind through one
+//! face: the same sync code as the operator, over a store of objects instead of its caches.
+
+use super::{Plan, SyncError};
+use crate::api::HookKind;
+use crate::hooks::{HookRunner, InvalidResponse};
+use crate::object::ObjectKey;
+use crate::resources::{ResourceResolver, ResourceType};
+use crate::store::ObjectStore;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// What an offline sync runs with: the hooks, the objects they see, and how the types hooks
+/// name resolve.
+pub struct Offline<'a> {
+    pub runner: &'a HookRunner<'a>,
+    pub store: &'a dyn ObjectStore,
+    pub resolver: &'a dyn ResourceResolver,
+}
+
+/// One piece of a sync pass, as `render` prints it.
+#[derive(Debug)]
+pub struct Step {
+    /// The object the work is about: a target, a parent.
+    pub object: ObjectKey,
+    /// What else identifies the piece (an input, a map key), by name, as printed.
+    pub detail: Vec<(&'static str, String)>,
+    /// The hook that planned it, if one did.
+    pub hook: Option<HookKind>,
+    pub result: Result<Plan, SyncError>,
+}
+
+/// How a controller acts on an object, for `explain`: what the object is to it (e.g. `target,
+/// phase Sync`), and what a sync would write now (`None`: nothing to show).
+pub struct Role {
+    pub summary: String,
+    pub outcome: Result<Option<Vec<Plan>>, SyncError>,
+}
+
+/// A kind's planner, as the offline commands use it.
+pub trait Planner: Send + Sync + 'static {
+    /// The types its hooks may read (`spec.reads`).
+    fn reads(&self) -> Arc<[ResourceType]>;
+
+    /// Whether the controller acts on an object of this type now (without running a hook).
+    fn acts_on(&self, resource: &ResourceType, object: &Value) -> bool;
+
+    /// A sync pass over one object, in the order the operator's work would run: nothing when
+    /// the controller has no work for it.
+    fn sync_offline(&self, offline: &Offline, object: &Value) -> Vec<Step>;
+
+    /// What the object is to the controller and what a sync would write now.
+    fn explain(&self, offline: &Offline, object: &Value) -> Vec<Role>;
+
+    /// Checks a hook's response to a request the way the operator would before applying it.
+    fn check_response(
+        &self,
+        hook: HookKind,
+        request: &Value,
+        response: &Value,
+    ) -> Result<(), InvalidResponse>;
+}

@@ -1,0 +1,74 @@
+//! Every reason the operator gives, in Events and in a controller's conditions: one list, so
+//! alerts and docs (`docs/operations.md`) can rely on the names. Script Events carry reasons of
+//! their scripts' own.
+
+// Loading a controller.
+/// The controller object cannot be read as its kind.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+/// A type it names is not served (a CRD not installed yet, a typo).
+pub const RESOLVE_FAILED: &str = "ResolveFailed";
+/// A type it names cannot be watched.
+pub const WATCH_FAILED: &str = "WatchFailed";
+/// A hook or library does not load (syntax, a missing ConfigMap, a bad webhook field).
+pub const SCRIPT_ERROR: &str = "ScriptError";
+/// The operator requires `serviceAccountName` and the controller has none.
+pub const SERVICE_ACCOUNT_REQUIRED: &str = "ServiceAccountRequired";
+/// No client can be made that impersonates the controller's ServiceAccount.
+pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
+/// `spec.reads` names a type the controller's ServiceAccount may not list.
+pub const READ_FORBIDDEN: &str = "ReadForbidden";
+/// Asking the API server what the ServiceAccount may read failed.
+pub const READ_CHECK_FAILED: &str = "ReadCheckFailed";
+/// The Event about a controller that did not load.
+pub const LOAD_FAILED: &str = "LoadFailed";
+
+// Syncing an object.
+/// A hook's response cannot be used; nothing of it is applied.
+pub const INVALID_RESPONSE: &str = "InvalidResponse";
+/// A hook failed (a script error or budget, a webhook that did not answer).
+pub const HOOK_FAILED: &str = "HookFailed";
+/// A hook's source cannot be read now (a ConfigMap gone, an empty file).
+pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
+/// A parent's `spec.selector` cannot be read; its children are left alone.
+pub const INVALID_SELECTOR: &str = "InvalidSelector";
+/// The script work of a sync could not run at all.
+pub const SYNC_FAILED: &str = "SyncFailed";
+/// A write was refused by RBAC (the controller's ServiceAccount may not make it).
+pub const FORBIDDEN: &str = "Forbidden";
+/// A write failed otherwise.
+pub const APPLY_FAILED: &str = "ApplyFailed";
+
+/// Every reason above, for docs and tests.
+pub const ALL: &[&str] = &[
+    INVALID_SPEC,
+    RESOLVE_FAILED,
+    WATCH_FAILED,
+    SCRIPT_ERROR,
+    SERVICE_ACCOUNT_REQUIRED,
+    IMPERSONATION_FAILED,
+    READ_FORBIDDEN,
+    READ_CHECK_FAILED,
+    LOAD_FAILED,
+    INVALID_RESPONSE,
+    HOOK_FAILED,
+    SCRIPT_UNAVAILABLE,
+    INVALID_SELECTOR,
+    SYNC_FAILED,
+    FORBIDDEN,
+    APPLY_FAILED,
+];
+
+#[cfg(test)]
+mod tests {
+    /// Users alert on these: each is in the operations guide.
+    #[test]
+    fn every_reason_is_documented() {
+        let guide = include_str!("../docs/operations.md");
+        for reason in super::ALL {
+            assert!(
+                guide.contains(&format!("`{reason}`")),
+                "docs/operations.md does not mention the reason `{reason}`"
+            );
+        }
+    }
+}
