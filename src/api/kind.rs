@@ -17,6 +17,8 @@ pub struct KindInfo {
     pub object_kind: &'static str,
     /// Their resource (plural) in `metascript.dev/v1alpha1`: `decoratorcontrollers`.
     pub plural: &'static str,
+    /// kubectl's short name of the resource: `dec`.
+    pub short_name: &'static str,
     /// What its work is called in Events (`Sync`, `Map`).
     pub action: &'static str,
     /// Its hooks. The first is required, and is the one a test case without `hook:` calls.
@@ -38,6 +40,10 @@ impl KindName {
 
     pub fn plural(self) -> &'static str {
         self.0.plural
+    }
+
+    pub fn short_name(self) -> &'static str {
+        self.0.short_name
     }
 
     pub fn action(self) -> &'static str {

@@ -42,7 +42,8 @@ mod tests {
 
     #[test]
     fn every_kind_is_cluster_scoped_with_short_names_and_status() {
-        for (crd, short) in all_crds().iter().zip(["dec", "mapc"]) {
+        for (crd, kind) in all_crds().iter().zip(super::ALL) {
+            let short = kind.name().short_name();
             assert_eq!(crd.spec.scope, "Cluster");
             assert_eq!(crd.spec.group, "metascript.dev");
             assert_eq!(

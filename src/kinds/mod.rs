@@ -175,6 +175,31 @@ mod tests {
         }
     }
 
+    /// The operator must watch and write every kind, and admission must check it: a kind the
+    /// shipped manifests forget would install and silently never run.
+    #[test]
+    fn the_shipped_manifests_name_every_kind() {
+        let rbac = include_str!("../../deploy/rbac-operator.yaml");
+        let webhook = include_str!("../../deploy/webhook.yaml");
+        for kind in ALL {
+            let plural = kind.name().plural();
+            for (file, text, needed) in [
+                ("deploy/rbac-operator.yaml", rbac, plural.to_string()),
+                ("deploy/rbac-operator.yaml", rbac, format!("{plural}/status")),
+                ("deploy/webhook.yaml", webhook, plural.to_string()),
+            ] {
+                let listed = text
+                    .lines()
+                    .filter(|line| line.trim_start().starts_with("resources:"))
+                    .any(|line| {
+                        line.split(['[', ']', ','])
+                            .any(|item| item.trim() == needed)
+                    });
+                assert!(listed, "{file} does not list {needed}");
+            }
+        }
+    }
+
     #[test]
     fn a_controller_object_finds_its_kind() {
         let object = serde_json::json!({

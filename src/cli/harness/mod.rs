@@ -524,3 +524,33 @@ fn controller_subject(
         planner: Some(planner),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::{decorator, map};
+
+    fn hook_of(kind: Option<&str>, hook: Option<&str>) -> Result<HookKind, String> {
+        script_hook(&TestFile {
+            kind: kind.map(str::to_string),
+            hook: hook.map(str::to_string),
+            ..TestFile::default()
+        })
+    }
+
+    #[test]
+    fn a_script_files_hook_comes_from_its_kind_or_its_name() {
+        assert_eq!(hook_of(None, None), Ok(decorator::SYNC));
+        assert_eq!(hook_of(None, Some("tombstone")), Ok(map::TOMBSTONE));
+        assert_eq!(hook_of(Some("MapController"), None), Ok(map::MAP));
+        assert_eq!(hook_of(Some("decorator"), Some("customize")), Ok(decorator::CUSTOMIZE));
+        let error = hook_of(Some("MapController"), Some("sync")).unwrap_err();
+        assert_eq!(
+            error,
+            "unknown hook \"sync\" (a MapController has map or tombstone)"
+        );
+        let error = hook_of(Some("Widget"), None).unwrap_err();
+        assert!(error.starts_with("unknown kind \"Widget\""), "{error}");
+        assert!(hook_of(None, Some("prepare")).is_err());
+    }
+}

@@ -157,6 +157,7 @@ static INFO: KindInfo = KindInfo {
     short: "decorator",
     object_kind: "DecoratorController",
     plural: "decoratorcontrollers",
+    short_name: "dec",
     action: "Sync",
     // The statics themselves, not the consts below: those would make the initializers a cycle.
     hooks: &[

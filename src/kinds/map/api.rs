@@ -109,6 +109,7 @@ static INFO: KindInfo = KindInfo {
     short: "map",
     object_kind: "MapController",
     plural: "mapcontrollers",
+    short_name: "mapc",
     action: "Map",
     // The statics themselves, not the consts below: those would make the initializers a cycle.
     hooks: &[HookKind(&MAP_HOOK), HookKind(&TOMBSTONE_HOOK)],
