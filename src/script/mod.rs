@@ -18,6 +18,7 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+pub mod memory;
 mod purity;
 mod request_use;
 mod rhai_convert;
@@ -613,6 +614,10 @@ impl ScriptEngine {
             limits,
             coverage: self.inner.coverage.as_ref(),
         };
+        // Counted from before the request is converted until the response has been.
+        let memory = memory::CallMemory::enter(
+            usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX),
+        );
         let result = match &script.program.code {
             Code::Rhai(ast) => match setup.coverage {
                 None => self.inner.rhai.call(ast, request, &setup),
@@ -633,6 +638,16 @@ impl ScriptEngine {
             },
             Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
+        // The response's conversion runs after the script's last progress check.
+        let result = match (result, memory::CallMemory::exceeded()) {
+            (Ok(_), Some(exceeded)) => {
+                let limit = limits::memory_limit(exceeded);
+                setup.budget.trip(limit);
+                Err(setup.limit_error(limit, None))
+            }
+            (result, _) => result,
+        };
+        drop(memory);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {
             Ok(_) => tracing::debug!(
