@@ -7,6 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 cargo test --all-targets
+# Nothing changed, so a second build compiles nothing (build.rs watches only files that exist).
+bash hack/check-fresh-build.sh
 # The example hooks through the offline harness, as users run it; its last line is the summary
 # (`N passed, N failed`).
 cargo run --quiet -- test scripts/

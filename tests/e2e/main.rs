@@ -8,6 +8,7 @@
 mod support;
 
 mod admission;
+mod build_script;
 mod cli_examples;
 mod cli_run;
 mod control_plane_smoke;
