@@ -8,7 +8,7 @@ mod rules;
 mod status;
 mod test_case;
 
-pub use crds::{all_crds, crds_yaml};
+pub use crds::{all_crds, crds_yaml, json_schema, json_schema_string};
 pub use decorator::{DecoratorController, DecoratorControllerSpec, DecoratorHooks};
 pub use hook::{
     CaBundle, ConfigMapKeyRef, Hook, HookKind, Language, Library, Limits, ResponseMode, ScriptSpec,

@@ -10,6 +10,8 @@ mod support;
 mod admission;
 mod build_script;
 mod cli_examples;
+mod chart;
+mod cli_no_cluster;
 mod cli_run;
 mod control_plane_smoke;
 mod impersonation;
