@@ -51,10 +51,7 @@ pub fn json_schema() -> Value {
             let mut schema =
                 to_json_schema(serde_json::to_value(schema).unwrap_or(Value::Null), true);
             let object = schema.as_object_mut().expect("a CRD schema is an object");
-            object.insert(
-                "title".into(),
-                json!(format!("{kind} ({api_version})")),
-            );
+            object.insert("title".into(), json!(format!("{kind} ({api_version})")));
             // kube's generated text ("Auto-generated derived type …") says nothing to a user.
             object.insert(
                 "description".into(),
@@ -71,13 +68,15 @@ pub fn json_schema() -> Value {
             properties.insert("kind".into(), json!({"const": kind}));
             properties.insert("metadata".into(), object_meta());
             object.insert("required".into(), json!(["apiVersion", "kind", "spec"]));
-            let name = format!("{kind}.{api_version}");
+            // No `/` in the name, so `$ref`s need no JSON Pointer escaping, which not every
+            // editor's resolver gets right.
+            let name = format!("{}.{}.{kind}", crd.spec.group, version.name);
             dispatch.push(json!({
                 "if": {
                     "required": ["apiVersion", "kind"],
                     "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind}},
                 },
-                "then": {"$ref": format!("#/definitions/{}", pointer_escape(&name))},
+                "then": {"$ref": format!("#/definitions/{name}")},
             }));
             definitions.insert(name, schema);
         }
@@ -171,11 +170,6 @@ fn to_json_schema(schema: Value, root: bool) -> Value {
     Value::Object(node)
 }
 
-/// A name as one JSON Pointer token (RFC 6901), for `$ref`.
-fn pointer_escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
-}
-
 fn regex_escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
@@ -252,14 +246,14 @@ mod tests {
         walk(&schema, "", &mut found);
         assert!(found.is_empty(), "OpenAPI keywords left: {found:?}");
         for crd in all_crds() {
-            let name = format!("{}.{}/v1alpha1", crd.spec.names.kind, crd.spec.group);
+            let name = format!("{}.v1alpha1.{}", crd.spec.group, crd.spec.names.kind);
             let definition = &schema["definitions"][&name];
             assert_eq!(
                 definition["properties"]["kind"]["const"], crd.spec.names.kind,
                 "{name}"
             );
             assert_eq!(definition["additionalProperties"], false, "{name}");
-            let target = format!("#/definitions/{}", pointer_escape(&name));
+            let target = format!("#/definitions/{name}");
             assert!(
                 schema["allOf"]
                     .as_array()
@@ -270,11 +264,14 @@ mod tests {
             );
         }
         // An optional enum accepts null, as the API server does.
-        let mode = &schema["definitions"]["DecoratorController.metascript.dev/v1alpha1"]
-            ["properties"]["spec"]["properties"]["hooks"]["properties"]["sync"]["properties"]
-            ["webhook"]["properties"]["responseUnMarshallMode"];
+        let mode = &schema["definitions"]["metascript.dev.v1alpha1.DecoratorController"]["properties"]
+            ["spec"]["properties"]["hooks"]["properties"]["sync"]["properties"]["webhook"]["properties"]
+            ["responseUnMarshallMode"];
         assert!(
-            mode["enum"].as_array().expect("an enum").contains(&Value::Null),
+            mode["enum"]
+                .as_array()
+                .expect("an enum")
+                .contains(&Value::Null),
             "{mode}"
         );
         assert_eq!(mode["type"], json!(["string", "null"]), "{mode}");

@@ -90,7 +90,11 @@ pub struct RunArgs {
     /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off. Loopback by
     /// default, so a workstation does not publish them; in a pod, give 0.0.0.0:9090 (deploy/, the
     /// Helm chart and the image's METASCRIPT_METRICS_ADDR do) for the kubelet and Prometheus.
-    #[arg(long, default_value = "127.0.0.1:9090", env = "METASCRIPT_METRICS_ADDR")]
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9090",
+        env = "METASCRIPT_METRICS_ADDR"
+    )]
     pub metrics_addr: String,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
@@ -314,8 +318,8 @@ hack/control-plane/build.sh && cargo run --example control-plane   # prints expo
 /// The reason `Config::infer` failed, found again the way it looked: the kubeconfig when there is
 /// one, else the pod's service account when in a pod, else nothing at all.
 async fn no_cluster() -> NoCluster {
-    let home_config = std::env::var_os("HOME")
-        .map(|home| std::path::PathBuf::from(home).join(".kube/config"));
+    let home_config =
+        std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".kube/config"));
     let kubeconfig_env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
     let source_name = match (&kubeconfig_env, &home_config) {
         (Some(paths), _) => Some(format!("KUBECONFIG={}", paths.to_string_lossy())),

@@ -6,9 +6,7 @@
 //! from there); `METASCRIPT_HELM` names the binary, else the script's cache path is used. Like
 //! the control plane, a missing helm fails these tests rather than skipping them.
 
-use crate::install::{
-    Kubectl, find, kind, kubectl_name, name, namespace_of, render, run, strings, the,
-};
+use crate::install::{Kubectl, find, kind, kubectl_name, name, namespace_of, render, strings, the};
 use crate::support::{client, test_namespace};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -167,8 +165,7 @@ fn the_default_chart_renders_what_deploy_installs() {
     }
     for crd in find(&chart, "CustomResourceDefinition") {
         assert_eq!(
-            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-            "keep",
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
             "uninstalling the release must not delete every controller with the CRDs"
         );
     }
@@ -326,7 +323,10 @@ fn another_release_name_renames_everything_consistently() {
             strings(&rule["resources"]) == ["validatingwebhookconfigurations"]
                 && strings(&rule["resourceNames"]) == [base]
         });
-    assert!(granted, "the webhook ClusterRole grants the renamed configuration");
+    assert!(
+        granted,
+        "the webhook ClusterRole grants the renamed configuration"
+    );
     for webhook in configuration["webhooks"].as_array().unwrap() {
         assert_eq!(webhook["clientConfig"]["service"]["name"], service.as_str());
         assert_eq!(webhook["clientConfig"]["service"]["namespace"], "team-b");
@@ -377,7 +377,11 @@ fn values_change_what_they_say() {
     // Admission off: no webhook objects, RBAC or flag.
     let unchecked = rendered(RELEASE, NAMESPACE, &["admission.enabled=false"]);
     assert!(find(&unchecked, "ValidatingWebhookConfiguration").is_empty());
-    assert!(find(&unchecked, "Service").iter().all(|s| name(s) != "metascript-webhook"));
+    assert!(
+        find(&unchecked, "Service")
+            .iter()
+            .all(|s| name(s) != "metascript-webhook")
+    );
     assert!(
         find(&unchecked, "Role")
             .iter()
@@ -394,10 +398,15 @@ fn values_change_what_they_say() {
         &["impersonation.allowUnimpersonated=true"],
     );
     assert_eq!(env_value(&broad, "METASCRIPT_ALLOW_UNIMPERSONATED"), "true");
-    assert_eq!(env_value(&defaults, "METASCRIPT_ALLOW_UNIMPERSONATED"), "false");
+    assert_eq!(
+        env_value(&defaults, "METASCRIPT_ALLOW_UNIMPERSONATED"),
+        "false"
+    );
     let component: Vec<Value> = serde_saphyr::from_multiple(
-        &std::fs::read_to_string(root().join("deploy/components/unimpersonated/rbac-workloads.yaml"))
-            .unwrap(),
+        &std::fs::read_to_string(
+            root().join("deploy/components/unimpersonated/rbac-workloads.yaml"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let by_name = |objects: &[Value], wanted: &str| -> Value {
@@ -476,7 +485,13 @@ fn values_change_what_they_say() {
     );
 
     // CRDs left to someone else.
-    assert!(find(&rendered(RELEASE, NAMESPACE, &["crds.install=false"]), "CustomResourceDefinition").is_empty());
+    assert!(
+        find(
+            &rendered(RELEASE, NAMESPACE, &["crds.install=false"]),
+            "CustomResourceDefinition"
+        )
+        .is_empty()
+    );
     let deployment = the(&defaults, "Deployment");
     assert_eq!(namespace_of(deployment), NAMESPACE);
 }

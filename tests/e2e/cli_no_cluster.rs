@@ -48,7 +48,11 @@ fn run_without_any_cluster_says_so_once_and_how_to_get_one() {
     // failure with its os error, twice more.
     assert!(!text.contains("failed to infer config"), "{text}");
     assert!(!text.contains("os error"), "{text}");
-    assert_eq!(text.matches(&*home_config.display().to_string()).count(), 1, "{text}");
+    assert_eq!(
+        text.matches(&*home_config.display().to_string()).count(),
+        1,
+        "{text}"
+    );
 }
 
 #[test]
