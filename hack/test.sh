@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # THE test command (README, CI). Integration tests under tests/ start a real control plane from
-# the binaries `hack/control-plane/build.sh` caches; they fail (never skip) without them.
+# the binaries `hack/control-plane/build.sh` caches; they fail (never skip) without them. The chart
+# tests (tests/e2e/chart.rs) need the helm `hack/tools/build-helm.sh` caches, the same way.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
