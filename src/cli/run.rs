@@ -87,8 +87,14 @@ pub struct RunArgs {
     /// clock or randomness) and saw exactly what the cache holds now (docs/operations.md).
     #[arg(long, env = "METASCRIPT_FULL_RESYNC")]
     pub full_resync: bool,
-    /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off.
-    #[arg(long, default_value = "0.0.0.0:9090", env = "METASCRIPT_METRICS_ADDR")]
+    /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off. Loopback by
+    /// default, so a workstation does not publish them; in a pod, give 0.0.0.0:9090 (deploy/, the
+    /// Helm chart and the image's METASCRIPT_METRICS_ADDR do) for the kubelet and Prometheus.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9090",
+        env = "METASCRIPT_METRICS_ADDR"
+    )]
     pub metrics_addr: String,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
@@ -272,16 +278,73 @@ pub(super) async fn kube_config_for(
     };
     let config = match kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|error| {
+                NoCluster::Kubeconfig {
+                    source_name: format!("--kubeconfig {}", path.display()),
+                    reason: error.to_string(),
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
         }
         None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer()
-            .await
-            .context("finding a cluster (kubeconfig or in-cluster)")?,
+        None => match kube::Config::infer().await {
+            Ok(config) => config,
+            // kube's error repeats one cause three times (its message, its source, the source's
+            // source) and names neither --kubeconfig nor a way to get a cluster.
+            Err(_) => return Err(no_cluster().await.into()),
+        },
     };
     Ok(config)
+}
+
+/// Why no cluster was found, once, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoCluster {
+    #[error(
+        "no cluster to connect to: no --kubeconfig given, KUBECONFIG is not set, {home} does not \
+         exist, and this is not a pod (KUBERNETES_SERVICE_HOST is not set)\n{HINT}"
+    )]
+    NothingConfigured { home: String },
+    #[error("cannot use the kubeconfig ({source_name}): {reason}\n{HINT}")]
+    Kubeconfig { source_name: String, reason: String },
+    #[error("cannot use the in-cluster config: {reason}")]
+    InCluster { reason: String },
+}
+
+const HINT: &str = "Point metascript at a cluster with --kubeconfig FILE (or KUBECONFIG=FILE), \
+or start a local control plane from a metascript checkout:\n  \
+hack/control-plane/build.sh && cargo run --example control-plane   # prints export KUBECONFIG=...";
+
+/// The reason `Config::infer` failed, found again the way it looked: the kubeconfig when there is
+/// one, else the pod's service account when in a pod, else nothing at all.
+async fn no_cluster() -> NoCluster {
+    let home_config =
+        std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".kube/config"));
+    let kubeconfig_env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
+    let source_name = match (&kubeconfig_env, &home_config) {
+        (Some(paths), _) => Some(format!("KUBECONFIG={}", paths.to_string_lossy())),
+        (None, Some(path)) if path.exists() => Some(path.display().to_string()),
+        _ => None,
+    };
+    if let Some(source_name) = source_name {
+        let options = kube::config::KubeConfigOptions::default();
+        if let Err(error) = kube::Config::from_kubeconfig(&options).await {
+            return NoCluster::Kubeconfig {
+                source_name,
+                reason: error.to_string(),
+            };
+        }
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && let Err(error) = kube::Config::incluster()
+    {
+        return NoCluster::InCluster {
+            reason: error.to_string(),
+        };
+    }
+    NoCluster::NothingConfigured {
+        home: home_config.map_or_else(|| "~/.kube/config".into(), |p| p.display().to_string()),
+    }
 }
 
 async fn shutdown_signal() {
@@ -316,6 +379,19 @@ fn init_logging(filter: &str, json: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Loopback unless told otherwise: the manifests say 0.0.0.0 for themselves.
+    #[test]
+    fn metrics_are_served_on_loopback_by_default() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["metascript", "run"]).unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        if std::env::var_os("METASCRIPT_METRICS_ADDR").is_none() {
+            assert_eq!(args.metrics_addr, "127.0.0.1:9090");
+        }
+    }
 
     #[test]
     fn lease_durations_are_whole_seconds_of_at_least_three() {

@@ -8,11 +8,15 @@
 mod support;
 
 mod admission;
+mod build_script;
+mod chart;
 mod cli_examples;
+mod cli_no_cluster;
 mod cli_run;
 mod control_plane_smoke;
 mod impersonation;
 mod install;
+mod json_schema;
 mod leader_election;
 mod operator_decorator;
 mod operator_events;
