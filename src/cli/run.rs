@@ -96,6 +96,19 @@ pub struct RunArgs {
         env = "METASCRIPT_METRICS_ADDR"
     )]
     pub metrics_addr: String,
+    /// The memory every hook call together may hold beyond the 4 MiB each call always has, as a
+    /// Kubernetes quantity (`256Mi`, `1Gi`): a call that would take more fails like any budget,
+    /// so one runaway script cannot exhaust the operator's memory (docs/operations.md).
+    #[arg(long, default_value = "256Mi", value_parser = parse_quantity, env = "METASCRIPT_SCRIPT_MEMORY")]
+    pub script_memory: u64,
+    /// The most objects one hook response may return in a list (attachments, outputs): a
+    /// response with more is refused before anything of it is applied.
+    #[arg(long, default_value_t = crate::script::DEFAULT_MAX_CHILDREN, env = "METASCRIPT_MAX_CHILDREN")]
+    pub max_children: usize,
+    /// The share of the workers one controller may hold while another controller's work waits
+    /// (more than 0, at most 1).
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_CONTROLLER_SHARE, value_parser = parse_share, env = "METASCRIPT_CONTROLLER_SHARE")]
+    pub controller_share: f64,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
     pub log: String,
@@ -176,6 +189,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
         record_dir: args.record.clone(),
         full_resync: args.full_resync,
+        script_memory: usize::try_from(args.script_memory).unwrap_or(usize::MAX),
+        max_children: args.max_children,
+        controller_share: args.controller_share,
         metrics,
         ready,
     };
@@ -240,6 +256,46 @@ fn parse_lease_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: a lease lasts whole seconds, at least 3"));
     }
     Ok(Duration::from_secs(seconds as u64))
+}
+
+/// A byte count as a Kubernetes quantity: a number with an optional binary (`Ki`, `Mi`, `Gi`)
+/// or decimal (`k`, `M`, `G`) suffix.
+fn parse_quantity(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let unit: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?}: unknown suffix {other:?} (use a byte count such as 256Mi, 1Gi or \
+                 500M)"
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| format!("{text:?} is not a positive byte count such as 256Mi"))
+}
+
+/// A share of the workers: more than 0, at most 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!(
+            "{text:?}: a share of the workers is a number above 0 and at most 1 (e.g. 0.5)"
+        )),
+    }
 }
 
 /// The namespace the operator runs in, for its Lease.
@@ -400,6 +456,22 @@ mod tests {
         for bad in ["2s", "1.5s", "soon", "-5s"] {
             let error = parse_lease_duration(bad).expect_err(bad);
             assert!(error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn script_memory_is_a_byte_quantity_and_the_share_a_fraction() {
+        assert_eq!(parse_quantity("256Mi"), Ok(256 << 20));
+        assert_eq!(parse_quantity("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_quantity("500M"), Ok(500_000_000));
+        assert_eq!(parse_quantity("4096"), Ok(4096));
+        for bad in ["", "0", "12MB", "-1Gi", "1.5Gi"] {
+            assert!(parse_quantity(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_share("0.25"), Ok(0.25));
+        assert_eq!(parse_share("1"), Ok(1.0));
+        for bad in ["0", "1.5", "half", "-0.5"] {
+            assert!(parse_share(bad).is_err(), "{bad}");
         }
     }
 }

@@ -9,7 +9,7 @@ mod runner;
 mod source;
 mod webhook;
 
-pub use response::{InvalidResponse, check_script_response};
+pub use response::{InvalidResponse, MAX_OBJECT_BYTES, check_response_size, check_script_response};
 pub use runner::{HookCall, HookObserver, HookRunner};
 
 pub use source::{
@@ -236,6 +236,7 @@ impl ControllerHooks {
                 };
                 let response = engine.call(script, request, &context)?;
                 check_script_response(kind, &response, script.empty_response_hint())
+                    .and_then(|()| check_response_size(kind, &response, engine.max_children()))
                     .map_err(|error| self.invalid_response(kind, error))?;
                 Ok(response)
             }
@@ -254,6 +255,11 @@ impl ControllerHooks {
                             }))
                         }
                         CallFailure::Invalid(error) => self.invalid_response(kind, error),
+                    })
+                    .and_then(|response| {
+                        check_response_size(kind, &response, engine.max_children())
+                            .map_err(|error| self.invalid_response(kind, error))?;
+                        Ok(response)
                     })
             }
         }

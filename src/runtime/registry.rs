@@ -287,6 +287,7 @@ impl<K: Kind> Registry<K> {
                 fingerprint,
             } => {
                 context.queue.forget(key);
+                context.queue.unthrottle(&controller.id);
                 // A sync that asked to run again later expects to: a resync must not skip it.
                 let fingerprint = fingerprint.filter(|_| resync_after.is_none());
                 controller.outcomes.succeeded(synced, fingerprint);
@@ -302,10 +303,21 @@ impl<K: Kind> Registry<K> {
             Outcome::Failed {
                 key: failed,
                 about,
-                failure: Failure { reason, message },
+                failure:
+                    Failure {
+                        reason,
+                        message,
+                        timed_out,
+                    },
             } => {
                 context.metrics.count_failure(&controller.id, reason);
                 let delay = context.queue.retry_later(key.clone());
+                if timed_out {
+                    // Its calls keep running out of time: hold it to one worker for a while,
+                    // so the others' work is not stuck behind it.
+                    let throttled = context.queue.throttle(&controller.id);
+                    tracing::warn!(controller = %controller.id, throttled_seconds = throttled.as_secs(), "a hook ran out of time; the controller gets one worker while others wait");
+                }
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);

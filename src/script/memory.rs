@@ -22,10 +22,12 @@ pub const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
 /// The pool is drawn from and returned to in chunks of this size.
 const CHUNK: usize = 256 * 1024;
 
-static POOL_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_SCRIPT_MEMORY);
+/// Unbounded until the operator sets it: offline commands run one call at a time, and a test
+/// process runs many unrelated calls at once.
+static POOL_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 static POOL_USED: AtomicUsize = AtomicUsize::new(0);
 
-/// Sets the size of the pool every call beyond its floor draws from.
+/// Sets the size of the pool every call beyond its floor draws from (`metascript run`).
 pub fn set_pool_limit(bytes: usize) {
     POOL_LIMIT.store(bytes, Ordering::Relaxed);
 }

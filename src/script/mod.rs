@@ -460,7 +460,13 @@ impl CallSetup<'_> {
 #[derive(Clone)]
 pub struct ScriptEngine {
     inner: Arc<Inner>,
+    /// The most objects one response may return in a list (`metascript run --max-children`).
+    max_children: usize,
 }
+
+/// How many objects one response may return in a list by default: more than a controller
+/// should own per object, and far fewer than would strain the API server.
+pub const DEFAULT_MAX_CHILDREN: usize = 1000;
 
 struct Inner {
     /// Weak entries: a program lives as long as some hook holds it, so scripts replaced by hot
@@ -505,7 +511,18 @@ impl ScriptEngine {
                 lua: lua_engine::LuaStates::new(),
                 coverage: coverage.then(coverage::Recorder::default),
             }),
+            max_children: DEFAULT_MAX_CHILDREN,
         }
+    }
+
+    /// Sets how many objects one response may return in a list.
+    pub fn with_max_children(mut self, max_children: usize) -> ScriptEngine {
+        self.max_children = max_children;
+        self
+    }
+
+    pub fn max_children(&self) -> usize {
+        self.max_children
     }
 
     /// The line coverage gathered so far, by script origin; empty unless built
