@@ -110,6 +110,9 @@ impl Operator {
             queue: WorkQueue::fair(
                 |key: &WorkKey| key.controller.clone(),
                 (config.workers as f64 * config.controller_share).ceil() as usize,
+                // An eighth of the workers stays free for a controller whose work arrives while
+                // another's fills the queue.
+                config.workers - config.workers.div_ceil(8),
             ),
             dependencies: Default::default(),
             config: config.clone(),

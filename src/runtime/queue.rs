@@ -3,10 +3,11 @@
 //!
 //! Keys belong to flows (a controller's work is one flow). Workers take keys round-robin across
 //! the flows that have work waiting, so one controller's burst of a thousand items does not make
-//! another's single item wait behind it, and a flow holds at most `cap` workers while another
-//! flow has work waiting (fair queuing, as Kubernetes' API Priority and Fairness does for
-//! requests). A flow whose calls keep running into their time budget is throttled to one worker
-//! for a while.
+//! another's single item wait behind it (fair queuing, as Kubernetes' API Priority and Fairness
+//! does for requests). A flow holds at most `cap` workers while another flow has work waiting,
+//! and at most `solo_cap` even alone: work is not preempted, so the workers a lone flow leaves
+//! free are what a flow arriving later starts on at once. A flow whose calls keep running into
+//! their time budget is throttled to one worker for a while.
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -22,6 +23,8 @@ pub struct WorkQueue<K, F = ()> {
     flow: fn(&K) -> F,
     /// Workers one flow may hold while another flow has work waiting.
     cap: usize,
+    /// Workers one flow may hold at all.
+    solo_cap: usize,
 }
 
 struct State<K, F> {
@@ -59,7 +62,7 @@ pub struct FlowLoad {
 
 impl<K: Clone + Eq + Hash> Default for WorkQueue<K> {
     fn default() -> Self {
-        WorkQueue::fair(|_| (), usize::MAX)
+        WorkQueue::fair(|_| (), usize::MAX, usize::MAX)
     }
 }
 
@@ -71,9 +74,9 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
-    /// Keys grouped into flows by `flow`, each holding at most `cap` workers (at least one)
-    /// while another has work waiting.
-    pub fn fair(flow: fn(&K) -> F, cap: usize) -> Self {
+    /// Keys grouped into flows by `flow`, each holding at most `cap` workers while another has
+    /// work waiting and `solo_cap` at all (each at least one).
+    pub fn fair(flow: fn(&K) -> F, cap: usize, solo_cap: usize) -> Self {
         WorkQueue {
             state: Mutex::new(State {
                 ready: HashMap::new(),
@@ -92,6 +95,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             wake: Notify::new(),
             flow,
             cap: cap.max(1),
+            solo_cap: solo_cap.max(cap).max(1),
         }
     }
 
@@ -191,22 +195,27 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         }
     }
 
-    /// How many workers a flow may hold now while others have work waiting.
-    fn cap_of(&self, state: &State<K, F>, flow: &F, now: Instant) -> usize {
+    /// How many workers a flow may hold now: while others have work waiting, and at all.
+    fn caps_of(&self, state: &State<K, F>, flow: &F, now: Instant) -> (usize, usize) {
         match state.throttled.get(flow) {
-            Some((_, until)) if *until > now => 1,
-            _ => self.cap,
+            Some((_, until)) if *until > now => (1, 1),
+            _ => (self.cap, self.solo_cap),
         }
     }
 
     /// The next ready key, round-robin across flows: a flow at its cap is passed over while
     /// another has work waiting; when every flow with work waiting is at its cap, the next one
-    /// in turn is served anyway (no worker idles while work waits).
+    /// in turn under its solo cap is served (no more workers idle than the solo cap keeps free).
     fn pop_ready(&self, state: &mut State<K, F>, now: Instant) -> Option<K> {
-        let under_cap = state.rotation.iter().position(|flow| {
-            state.running.get(flow).copied().unwrap_or(0) < self.cap_of(state, flow, now)
-        });
-        let flow = state.rotation.remove(under_cap.unwrap_or(0))?;
+        let running = |flow: &F| state.running.get(flow).copied().unwrap_or(0);
+        let under = |cap: fn((usize, usize)) -> usize| {
+            state
+                .rotation
+                .iter()
+                .position(|flow| running(flow) < cap(self.caps_of(state, flow, now)))
+        };
+        let next = under(|(cap, _)| cap).or_else(|| under(|(_, solo)| solo))?;
+        let flow = state.rotation.remove(next)?;
         let keys = state
             .ready
             .get_mut(&flow)
@@ -419,7 +428,7 @@ mod tests {
 
     /// Keys `(flow, item)`: the flow is the first part.
     fn flows() -> WorkQueue<(&'static str, u32), &'static str> {
-        WorkQueue::fair(|key| key.0, 2)
+        WorkQueue::fair(|key| key.0, 2, 3)
     }
 
     #[tokio::test]

@@ -75,9 +75,9 @@ impl EffectiveLimits {
             }
             LimitKind::ScriptMemory => format!(
                 "the operator's script memory ({}, shared by every call; metascript run \
-                 --script-memory) is used up: this call held {} when it was stopped",
+                 --script-memory) is used up: this call held {:.1} MiB when it was stopped",
                 bytes(super::memory::pool_limit() as u64),
-                bytes(super::memory::CallMemory::peak() as u64)
+                super::memory::CallMemory::peak() as f64 / (1024.0 * 1024.0)
             ),
             LimitKind::StringSize => {
                 format!(

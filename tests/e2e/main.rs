@@ -16,6 +16,7 @@ mod cli_run;
 mod control_plane_smoke;
 mod impersonation;
 mod install;
+mod isolation;
 mod json_schema;
 mod leader_election;
 mod operator_decorator;
