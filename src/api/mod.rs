@@ -12,8 +12,8 @@ mod test_case;
 
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Hook, Language, Library, Limits, ResponseMode, ScriptSpec,
-    ServiceReference, Webhook,
+    CaBundle, ConfigMapKeyRef, Hook, HookVersion, Language, Library, Limits, ResponseMode,
+    ScriptSpec, ServiceReference, Webhook,
 };
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,

@@ -5,7 +5,7 @@
 
 use super::InvalidResponse;
 use super::SourceError;
-use crate::api::{HookKind, ResponseMode, Webhook};
+use crate::api::{HookKind, HookVersion, ResponseMode, Webhook};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
@@ -91,11 +91,13 @@ pub enum WebhookFailure {
 }
 
 impl WebhookEndpoint {
-    /// Resolves a hook's webhook spec; every problem names the field and why.
+    /// Resolves a hook's webhook spec; every problem names the field and why. A `v2` hook reads
+    /// its responses strictly unless told otherwise, as in Metacontroller.
     pub fn new(
         controller: &str,
         hook: HookKind,
         webhook: &Webhook,
+        version: HookVersion,
     ) -> Result<WebhookEndpoint, SourceError> {
         let invalid = |field: &str, reason: String| SourceError::Webhook {
             controller: controller.to_string(),
@@ -184,7 +186,10 @@ impl WebhookEndpoint {
                     .map_err(|reason| invalid(".caBundle.inline", reason))?,
             )),
         };
-        let mode = webhook.response_unmarshall_mode.unwrap_or_default();
+        let mode = webhook.response_unmarshall_mode.unwrap_or(match version {
+            HookVersion::V1 => ResponseMode::Loose,
+            HookVersion::V2 => ResponseMode::Strict,
+        });
         let digest = hex::encode(sha2::Sha256::digest(
             serde_json::json!({
                 "url": url,
@@ -466,7 +471,8 @@ mod tests {
     use serde_json::json;
 
     fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
-        WebhookEndpoint::new("echo", decorator::SYNC, &webhook).map_err(|e| e.to_string())
+        WebhookEndpoint::new("echo", decorator::SYNC, &webhook, HookVersion::V1)
+            .map_err(|e| e.to_string())
     }
 
     fn url(url: &str) -> Webhook {
@@ -602,6 +608,26 @@ mod tests {
         assert_eq!(
             a.digest(),
             endpoint(url("http://hooks/sync")).unwrap().digest()
+        );
+    }
+
+    /// Metacontroller reads a v2 hook's responses strictly unless told otherwise.
+    #[test]
+    fn v2_hooks_read_responses_strictly_by_default() {
+        let made = |version, mode| {
+            let webhook = Webhook {
+                response_unmarshall_mode: mode,
+                ..url("http://hooks/sync")
+            };
+            WebhookEndpoint::new("echo", decorator::SYNC, &webhook, version)
+                .unwrap()
+                .mode
+        };
+        assert_eq!(made(HookVersion::V1, None), ResponseMode::Loose);
+        assert_eq!(made(HookVersion::V2, None), ResponseMode::Strict);
+        assert_eq!(
+            made(HookVersion::V2, Some(ResponseMode::Loose)),
+            ResponseMode::Loose
         );
     }
 

@@ -186,18 +186,24 @@ mod tests {
     /// The committed CRDs are what the types generate, so the cluster never runs a stale schema.
     #[test]
     fn committed_crds_are_current() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/metascript.dev.yaml");
         let generated = crds_yaml().expect("CRDs serialize");
-        if std::env::var_os("METASCRIPT_UPDATE_CRDS").is_some() {
-            std::fs::write(&path, &generated).expect("write crds");
+        // `crds/`, and the Helm chart's copy (a chart cannot read files outside itself).
+        for file in [
+            "crds/metascript.dev.yaml",
+            "charts/metascript/files/metascript.dev.yaml",
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            if std::env::var_os("METASCRIPT_UPDATE_CRDS").is_some() {
+                std::fs::write(&path, &generated).expect("write crds");
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == generated,
+                "{} is stale: run `metascript crds > {file}` \
+                 (or METASCRIPT_UPDATE_CRDS=1 cargo test committed_crds_are_current)",
+                path.display()
+            );
         }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == generated,
-            "{} is stale: run `metascript crds > crds/metascript.dev.yaml` \
-             (or METASCRIPT_UPDATE_CRDS=1 cargo test committed_crds_are_current)",
-            path.display()
-        );
     }
 
     /// The committed JSON Schema is what the CRDs generate, so editors never check against a

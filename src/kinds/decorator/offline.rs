@@ -4,7 +4,7 @@
 use super::api::{CUSTOMIZE, FINALIZE};
 use super::plan::{Decorator, Observed, Phase};
 use super::sync::{self, Synced};
-use crate::api::HookKind;
+use crate::api::{HookKind, HookVersion};
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
 use crate::plan::{Offline, Planner, Role, Step, SyncError};
@@ -62,7 +62,7 @@ impl Planner for Decorator {
         response: &Value,
     ) -> Result<(), InvalidResponse> {
         if hook == CUSTOMIZE {
-            return self.related_rules(response).map(drop);
+            return self.related_rules(response, HookVersion::V1).map(drop);
         }
         let phase = if hook == FINALIZE {
             Phase::Finalize

@@ -3,7 +3,7 @@
 
 use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, KIND, ResourceRule};
-use crate::api::ResourceRef;
+use crate::api::{HookVersion, ResourceRef};
 use crate::object;
 use crate::plan::children::{self, ChildType};
 use crate::plan::response::{self, InvalidResponse, json_type};
@@ -136,22 +136,32 @@ impl Decorator {
         ])
     }
 
-    /// Reads a customize response: the related resource rules it asks for.
-    pub fn related_rules(&self, response: &Value) -> Result<Vec<RelatedRule>, InvalidResponse> {
+    /// Reads a customize response: the related resource rules it asks for, read the way the
+    /// customize hook's `version` means them.
+    pub fn related_rules(
+        &self,
+        response: &Value,
+        version: HookVersion,
+    ) -> Result<Vec<RelatedRule>, InvalidResponse> {
         let fields = response::fields(response)?;
         response::list(fields, "relatedResources")?
             .iter()
             .enumerate()
             .map(|(index, item)| {
-                let rule: RelatedRule = serde_json::from_value(item.clone()).map_err(|error| {
-                    InvalidResponse::new(format!("relatedResources[{index}]"), error.to_string())
-                })?;
+                let mut rule: RelatedRule =
+                    serde_json::from_value(item.clone()).map_err(|error| {
+                        InvalidResponse::new(
+                            format!("relatedResources[{index}]"),
+                            error.to_string(),
+                        )
+                    })?;
                 if rule.api_version.is_empty() || rule.resource.is_empty() {
                     return Err(InvalidResponse::new(
                         format!("relatedResources[{index}]"),
                         "apiVersion and resource are required",
                     ));
                 }
+                rule.version = version;
                 Ok(rule)
             })
             .collect()
@@ -163,12 +173,13 @@ impl Decorator {
         target: &Value,
         types: impl IntoIterator<Item = &'a ResourceType>,
         related: impl IntoIterator<Item = &'a Value>,
+        version: HookVersion,
     ) -> Value {
-        children::group_for_request(target, types, related)
+        children::group_for_request(target, types, related, version)
     }
 
-    /// The sync or finalize hook request.
-    pub fn request(&self, phase: Phase, observed: &Observed) -> Value {
+    /// The sync or finalize hook request, in the shape of the hook's `version`.
+    pub fn request(&self, phase: Phase, observed: &Observed, version: HookVersion) -> Value {
         let related = if observed.related.is_object() {
             observed.related.clone()
         } else {
@@ -183,6 +194,7 @@ impl Decorator {
                     observed.target,
                     self.attachments.iter().map(|t| &t.resource),
                     observed.attachments.iter().copied(),
+                    version,
                 ),
             ),
             ("related", related),
@@ -293,6 +305,10 @@ pub struct RelatedRule {
     pub namespace: Option<String>,
     #[serde(default)]
     pub names: Vec<String>,
+    /// The version of the customize hook that asked for it, which decides where an unset
+    /// `namespace` looks.
+    #[serde(skip)]
+    pub version: HookVersion,
 }
 
 impl RelatedRule {
@@ -303,12 +319,14 @@ impl RelatedRule {
         }
     }
 
-    /// The namespace this rule looks in: the one given, else a namespaced target's own, else all.
+    /// The namespace this rule looks in: the one given, else (`v1`) a namespaced target's own,
+    /// else all.
     pub fn namespace_for<'a>(&'a self, target: &'a Value) -> Option<&'a str> {
-        self.namespace
-            .as_deref()
-            .filter(|ns| !ns.is_empty())
-            .or_else(|| object::namespace(target))
+        let given = self.namespace.as_deref().filter(|ns| !ns.is_empty());
+        match self.version {
+            HookVersion::V1 => given.or_else(|| object::namespace(target)),
+            HookVersion::V2 => given,
+        }
     }
 
     /// Whether `candidate` (of this rule's type) is related to `target` under this rule.

@@ -51,6 +51,7 @@ pub fn sync_target(
     };
     let related_objects = related_objects(store, target, &related);
     let attachments = observed_attachments(decorator, store, target);
+    let version = runner.hooks.version(hook);
     let observed = Observed {
         target,
         attachments: attachments.iter().map(Arc::as_ref).collect(),
@@ -58,9 +59,10 @@ pub fn sync_target(
             target,
             related.iter().map(|(_, resource)| resource),
             related_objects.iter().map(Arc::as_ref),
+            version,
         ),
     };
-    let response = runner.call(hook, &decorator.request(phase, &observed))?;
+    let response = runner.call(hook, &decorator.request(phase, &observed, version))?;
     let mut plan = decorator
         .plan(phase, &observed, &response)
         .map_err(|error| runner.hooks.invalid_response(hook, error))?;
@@ -79,7 +81,7 @@ fn customize(
 ) -> Result<Vec<RelatedRule>, SyncError> {
     let response = runner.call(CUSTOMIZE, &decorator.customize_request(target))?;
     decorator
-        .related_rules(&response)
+        .related_rules(&response, runner.hooks.version(CUSTOMIZE))
         .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
 }
 
