@@ -27,6 +27,12 @@ pub use test_case::InlineTest;
 /// operator writes.
 pub const GROUP: &str = "metascript.dev";
 
+/// On a controller, target or parent: a new value makes the operator sync it (a controller:
+/// everything it acts on) at once, whatever a resync would skip and whatever backoff it is in.
+/// Any value works; a timestamp (`kubectl annotate … metascript.dev/sync-requested-at="$(date
+/// -Is)" --overwrite`) says when it was asked.
+pub const SYNC_REQUESTED_ANNOTATION: &str = "metascript.dev/sync-requested-at";
+
 /// The apiVersion of every kind.
 pub const API_VERSION: &str = "metascript.dev/v1alpha1";
 

@@ -11,7 +11,7 @@ use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::routes::{Routes, only_status_changed};
 use super::status::{self, Counts, Health, Problem};
-use crate::api::{ControllerObject, ControllerStatus, KindName};
+use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
 use crate::object;
 use crate::reasons;
 use crate::resources::ResourceType;
@@ -171,6 +171,8 @@ impl<K: Kind> Registry<K> {
             queued_all_at: previous
                 .as_ref()
                 .map_or_else(Instant::now, |p| p.queued_all_at),
+            sync_requested: object::annotation(&object, SYNC_REQUESTED_ANNOTATION)
+                .map(str::to_string),
         };
         self.install(context, key, &object, controller, previous)
             .await;
@@ -188,6 +190,12 @@ impl<K: Kind> Registry<K> {
         let changed = previous
             .as_ref()
             .is_none_or(|p| p.version != controller.version);
+        // A user asking for a sync gets one of everything, whatever a resync would skip and
+        // whatever backoff a failing item is in.
+        let requested = previous
+            .as_ref()
+            .is_some_and(|p| p.sync_requested != controller.sync_requested);
+        let changed = changed || requested;
         if changed {
             // Before `enqueue_all` below reads the cache.
             controller.queued_all_at = Instant::now();
@@ -218,7 +226,7 @@ impl<K: Kind> Registry<K> {
                 .map(|(hook, digest)| format!("{hook}={digest}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            tracing::info!(controller = %id, %digests, "controller loaded; syncing what it acts on");
+            tracing::info!(controller = %id, %digests, requested, "controller loaded; syncing what it acts on");
             K::enqueue_all(context, &controller, Sweep::Everything);
         }
     }

@@ -26,4 +26,5 @@ mod operator_quiet;
 mod operator_reads;
 mod operator_resync;
 mod runtime_cache;
+mod sync_now;
 mod webhook_hooks;
