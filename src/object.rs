@@ -97,7 +97,11 @@ pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object.get("metadata")?.get("annotations")?.get(key)?.as_str()
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)?
+        .as_str()
 }
 
 pub fn is_deleting(object: &Value) -> bool {

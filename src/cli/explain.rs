@@ -4,8 +4,8 @@
 
 use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookRunner, ScriptsDir};
 use crate::api::SYNC_REQUESTED_ANNOTATION;
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookRunner, ScriptsDir};
 use crate::kinds;
 use crate::object;
 use crate::plan::{Offline, PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};

@@ -74,14 +74,11 @@ async fn a_v2_webhook_gets_v2_requests() {
     apply(&client, &target(&namespace, &name)).await;
     let key = format!("{namespace}/child");
     let request = eventually("a request showing the attachment", || async {
-        server
-            .requests("/sync")
-            .into_iter()
-            .find(|request| {
-                request["attachments"]["Secret.v1"]
-                    .as_object()
-                    .is_some_and(|attached| !attached.is_empty())
-            })
+        server.requests("/sync").into_iter().find(|request| {
+            request["attachments"]["Secret.v1"]
+                .as_object()
+                .is_some_and(|attached| !attached.is_empty())
+        })
     })
     .await;
     let attachments = &request["attachments"]["Secret.v1"];

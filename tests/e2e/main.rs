@@ -14,6 +14,7 @@ mod cli_examples;
 mod cli_no_cluster;
 mod cli_run;
 mod control_plane_smoke;
+mod customize_cache;
 mod hook_versions;
 mod impersonation;
 mod install;

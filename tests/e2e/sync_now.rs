@@ -65,7 +65,10 @@ async fn a_requested_sync_runs_once_per_value() {
     relabelled["metadata"]["labels"] = json!({"team": "a"});
     apply(&client, &relabelled).await;
     let (_, syncs_same) = quiet(&id).await;
-    assert_eq!(syncs_same, syncs_after, "the same value syncs nothing again");
+    assert_eq!(
+        syncs_same, syncs_after,
+        "the same value syncs nothing again"
+    );
 
     // On a target: that target.
     let mut one = targets[0].clone();

@@ -15,8 +15,11 @@ use std::sync::Arc;
 impl Decorator {
     /// Syncs a target offline: the types of its related rules resolve without being watched.
     fn sync_with(&self, offline: &Offline, target: &Value) -> Result<Option<Synced>, SyncError> {
-        let resolve = |rules| sync::resolve_related(self, offline.resolver, rules);
-        sync::sync_target(self, offline.runner, offline.store, target, &resolve)
+        let related = sync::Unwatched {
+            decorator: self,
+            resolver: offline.resolver,
+        };
+        sync::sync_target(self, offline.runner, offline.store, target, &related)
     }
 }
 

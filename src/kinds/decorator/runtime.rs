@@ -6,7 +6,7 @@ use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, KIND};
 use super::plan::{Decorator, Phase, RelatedRule, finalizer_for};
 use super::related::RelatedIndex;
-use super::sync::{self, RelatedRules};
+use super::sync::{self, Related, RelatedRules};
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::{FinalizerChange, Plan, SyncError};
@@ -22,6 +22,7 @@ use crate::runtime::routes::only_status_changed;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,64 @@ pub struct DecoratorKind;
 #[derive(Default)]
 pub struct DecoratorState {
     related: RelatedIndex,
+    customized: CustomizeCache,
+}
+
+/// The customize hook's answers per target, kept while the target (its uid and
+/// resourceVersion) and the controller (its version) are the ones it answered for.
+#[derive(Default)]
+struct CustomizeCache(parking_lot::Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
+
+impl CustomizeCache {
+    /// What an answer is kept for: the target as it is, and the controller as it runs.
+    fn key(target: &Value, version: u64) -> String {
+        format!(
+            "{}@{}#{version}",
+            object::uid(target).unwrap_or_default(),
+            object::str_at(target, "/metadata/resourceVersion").unwrap_or_default()
+        )
+    }
+}
+
+/// A target's related rules in the operator: its customize answer kept while it holds, and the
+/// rules' types resolved, watched and indexed, so their objects' changes re-sync the target.
+struct Watched<'a> {
+    context: &'a Context,
+    id: &'a ControllerId,
+    state: &'a DecoratorState,
+    version: u64,
+    target_ref: &'a ObjRef,
+    target: &'a Value,
+}
+
+impl Related for Watched<'_> {
+    fn cached(&self) -> Option<Vec<RelatedRule>> {
+        let key = CustomizeCache::key(self.target, self.version);
+        let kept = self.state.customized.0.lock();
+        let (kept_for, rules) = kept.get(self.target_ref)?;
+        (*kept_for == key).then(|| rules.clone())
+    }
+
+    fn keep(&self, rules: &[RelatedRule]) {
+        let key = CustomizeCache::key(self.target, self.version);
+        self.state
+            .customized
+            .0
+            .lock()
+            .insert(self.target_ref.clone(), (key, rules.to_vec()));
+    }
+
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
+        let related = tokio::runtime::Handle::current().block_on(watch_related(
+            self.context,
+            self.id,
+            rules,
+        ))?;
+        self.state
+            .related
+            .set(self.target_ref, self.target, related.clone());
+        Ok(related)
+    }
 }
 
 impl Kind for DecoratorKind {
@@ -309,6 +368,7 @@ async fn sync_target(
         .filter(|object| controller.planner.phase(object) != Phase::Idle);
     let Some(object) = object else {
         controller.state.related.remove(target);
+        controller.state.customized.0.lock().remove(target);
         return Outcome::Forgotten(target.clone());
     };
     let failed = |failure: Failure| Outcome::Failed {
@@ -368,12 +428,13 @@ async fn plan_target(
     target: &ObjRef,
     scope: &CallScope,
 ) -> Result<Option<Plan>, Failure> {
-    let (planner, target_object, target_ref, state, id) = (
+    let (planner, target_object, target_ref, state, id, version) = (
         controller.planner.clone(),
         object.clone(),
         target.clone(),
         controller.state.clone(),
         controller.id.clone(),
+        controller.version,
     );
     let planned = context
         .blocking(
@@ -381,22 +442,20 @@ async fn plan_target(
             &controller.hooks,
             scope,
             move |context, runner| {
-                // The customize hook's types are resolved and watched before sync reads them
-                // from the caches, and indexed so their changes re-sync this target.
-                let resolve = |rules: Vec<RelatedRule>| {
-                    let related = tokio::runtime::Handle::current()
-                        .block_on(watch_related(context, &id, rules))?;
-                    state
-                        .related
-                        .set(&target_ref, &target_object, related.clone());
-                    Ok(related)
+                let related = Watched {
+                    context,
+                    id: &id,
+                    state: &state,
+                    version,
+                    target_ref: &target_ref,
+                    target: &target_object,
                 };
                 sync::sync_target(
                     &planner,
                     runner,
                     &*context.informers,
                     &target_object,
-                    &resolve,
+                    &related,
                 )
             },
         )

@@ -6,7 +6,7 @@
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Decorator, Observed, Phase, RelatedRule};
 use crate::api::HookKind;
-use crate::hooks::HookRunner;
+use crate::hooks::{HookCode, HookRunner};
 use crate::plan::{Plan, SyncError, stamp_provenance};
 use crate::resources::{ResourceResolver, ResourceType};
 use crate::store::ObjectStore;
@@ -16,6 +16,21 @@ use std::sync::Arc;
 /// The related resource rules a target's customize hook returned, each with its resolved type.
 pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
 
+/// Where a target's sync gets the types of its customize hook's rules, and the rules
+/// themselves when an earlier answer still holds.
+pub trait Related {
+    /// The rules a customize call returned for the target as it is now, if kept.
+    fn cached(&self) -> Option<Vec<RelatedRule>> {
+        None
+    }
+
+    /// Keeps a customize call's rules for later syncs of the target as it is now.
+    fn keep(&self, _rules: &[RelatedRule]) {}
+
+    /// The rules' types (the operator also starts watching them).
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError>;
+}
+
 /// What one target's sync decided.
 pub struct Synced {
     /// The hook that planned; none when only a finalizer is released.
@@ -23,15 +38,14 @@ pub struct Synced {
     pub plan: Plan,
 }
 
-/// Plans one target: `None` when it needs nothing. With a customize hook, its rules are turned
-/// into types by `resolve` (the operator also starts watching them there) before sync or
-/// finalize runs.
+/// Plans one target: `None` when it needs nothing. With a customize hook, its rules (called for,
+/// or kept from an earlier call) are turned into types by `related` before sync or finalize runs.
 pub fn sync_target(
     decorator: &Decorator,
     runner: &HookRunner,
     store: &dyn ObjectStore,
     target: &Value,
-    resolve: &dyn Fn(Vec<RelatedRule>) -> Result<RelatedRules, SyncError>,
+    related: &dyn Related,
 ) -> Result<Option<Synced>, SyncError> {
     let phase = decorator.phase(target);
     let hook = match phase {
@@ -46,7 +60,7 @@ pub fn sync_target(
         Phase::Finalize => FINALIZE,
     };
     let related = match decorator.has_customize {
-        true => resolve(customize(decorator, runner, target)?)?,
+        true => related.resolve(customize(decorator, runner, target, related)?)?,
         false => Vec::new(),
     };
     let related_objects = related_objects(store, target, &related);
@@ -73,16 +87,49 @@ pub fn sync_target(
     }))
 }
 
-/// Runs the customize hook for a target: the related resource rules it returns, validated.
+/// The related resource rules of a target: kept from an earlier call, or the customize hook's
+/// answer, validated. An answer is kept when it followed from the target alone: the call read
+/// nothing else (no clock, randomness or `get`/`list`). A webhook's answer is kept too, as
+/// Metacontroller keeps it: until the target or the controller changes.
 fn customize(
     decorator: &Decorator,
     runner: &HookRunner,
     target: &Value,
+    related: &dyn Related,
 ) -> Result<Vec<RelatedRule>, SyncError> {
+    if let Some(rules) = related.cached() {
+        return Ok(rules);
+    }
+    let reads_before = runner.scope.reads.as_ref().map(|r| r.count());
     let response = runner.call(CUSTOMIZE, &decorator.customize_request(target))?;
-    decorator
+    let rules = decorator
         .related_rules(&response, runner.hooks.version(CUSTOMIZE))
-        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
+        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error))?;
+    let webhook = runner
+        .hooks
+        .get(CUSTOMIZE)
+        .is_some_and(|hook| matches!(hook.code, HookCode::Webhook(_)));
+    let pure = match runner.scope.purity.impurity() {
+        None => true,
+        Some(_) => webhook,
+    };
+    let read_nothing = runner.scope.reads.as_ref().map(|r| r.count()) == reads_before;
+    if pure && read_nothing {
+        related.keep(&rules);
+    }
+    Ok(rules)
+}
+
+/// Related rules offline: their types resolve without being watched, nothing is kept.
+pub struct Unwatched<'a> {
+    pub decorator: &'a Decorator,
+    pub resolver: &'a dyn ResourceResolver,
+}
+
+impl Related for Unwatched<'_> {
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
+        resolve_related(self.decorator, self.resolver, rules)
+    }
 }
 
 /// Resolves the type of each related resource rule (offline: no watch to start).
