@@ -230,6 +230,29 @@ pub struct Webhook {
         skip_serializing_if = "Option::is_none"
     )]
     pub response_unmarshall_mode: Option<ResponseMode>,
+    /// Ask the webhook with `If-None-Match` whether its last answer about the same object still
+    /// holds: a `304 Not Modified` (or `412`) reuses it, saving the hook its work (Metacontroller's
+    /// `etag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<Etag>,
+}
+
+/// ETag use of a webhook (RFC 7232): the hook answers with an `ETag` header, and is asked with
+/// `If-None-Match` the next time the same object is synced.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct Etag {
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How long an answer is remembered, in seconds (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cache_timeout_seconds: Option<i32>,
+    /// How often forgotten answers are dropped, in seconds (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cache_cleanup_seconds: Option<i32>,
 }
 
 /// A Service a webhook is reached through (cluster DNS: `<name>.<namespace>`).

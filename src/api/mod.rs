@@ -12,7 +12,7 @@ mod test_case;
 
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Hook, HookVersion, Language, Library, Limits, ResponseMode,
+    CaBundle, ConfigMapKeyRef, Etag, Hook, HookVersion, Language, Library, Limits, ResponseMode,
     ScriptSpec, ServiceReference, Webhook,
 };
 pub use kind::{

@@ -227,11 +227,6 @@ fn convert_hook(
             ));
         }
     }
-    if webhook.remove("etag").is_some() {
-        notes.push(format!(
-            "{webhook_path}.etag dropped: metascript does not cache webhook responses"
-        ));
-    }
     if let Some(Value::Object(bundle)) = webhook.get("caBundle") {
         for source in ["secretRef", "configMapRef"] {
             if bundle.contains_key(source) {
@@ -405,14 +400,11 @@ mod tests {
             json!({"name": "service-per-pod", "annotations": {"team": "web"}})
         );
         let mut expected = service_per_pod()["spec"].clone();
-        expected["hooks"]["sync"] = json!({"version": "v1", "webhook": {"url": "http://service-per-pod.metacontroller/sync-service-per-pod", "timeout": "10s"}});
+        expected["hooks"]["sync"] = json!({"version": "v1", "webhook": {"url": "http://service-per-pod.metacontroller/sync-service-per-pod", "timeout": "10s", "etag": {"enabled": true}}});
         expected["serviceAccountName"] = json!("service-per-pod");
         assert_eq!(object["spec"], expected);
         assert!(object.get("status").is_none());
-        assert_eq!(
-            conversion.notes,
-            ["spec.hooks.sync.webhook.etag dropped: metascript does not cache webhook responses"]
-        );
+        assert!(conversion.notes.is_empty(), "{:?}", conversion.notes);
         // Anything else is not Metacontroller's and passes through.
         assert!(convert(object, &Options::default()).unwrap().is_none());
 

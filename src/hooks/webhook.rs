@@ -5,13 +5,15 @@
 
 use super::InvalidResponse;
 use super::SourceError;
-use crate::api::{HookKind, HookVersion, ResponseMode, Webhook};
+use crate::api::{Etag, HookKind, HookVersion, ResponseMode, Webhook};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+use std::time::Instant;
 use ureq::http::Uri;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
@@ -63,6 +65,76 @@ pub struct WebhookEndpoint {
     tls: Option<TlsConfig>,
     mode: ResponseMode,
     digest: String,
+    /// The answers remembered by object, with their ETags (`webhook.etag`).
+    etags: Option<Etags>,
+}
+
+/// A webhook's last answer per object and its ETag, remembered for a while.
+#[derive(Debug)]
+struct Etags {
+    timeout: Duration,
+    cleanup: Duration,
+    entries: parking_lot::Mutex<EtagEntries>,
+}
+
+#[derive(Debug)]
+struct EtagEntries {
+    by_object: HashMap<String, (String, Value, Instant)>,
+    cleaned: Instant,
+}
+
+impl Etags {
+    fn new(config: &Etag) -> Option<Etags> {
+        let seconds = |value: Option<i32>, default: u64| {
+            Duration::from_secs(value.and_then(|v| u64::try_from(v).ok()).unwrap_or(default))
+        };
+        config.enabled.unwrap_or(false).then(|| Etags {
+            timeout: seconds(config.cache_timeout_seconds, 600),
+            cleanup: seconds(config.cache_cleanup_seconds, 60),
+            entries: parking_lot::Mutex::new(EtagEntries {
+                by_object: HashMap::new(),
+                cleaned: Instant::now(),
+            }),
+        })
+    }
+
+    /// The ETag of the remembered answer about an object, while it is fresh.
+    fn tag(&self, object: &str) -> Option<String> {
+        let entries = self.entries.lock();
+        let (tag, _, at) = entries.by_object.get(object)?;
+        (at.elapsed() < self.timeout).then(|| tag.clone())
+    }
+
+    fn answer(&self, object: &str) -> Option<Value> {
+        self.entries
+            .lock()
+            .by_object
+            .get(object)
+            .map(|(_, answer, _)| answer.clone())
+    }
+
+    fn remember(&self, object: String, tag: String, answer: Value) {
+        let mut entries = self.entries.lock();
+        if entries.cleaned.elapsed() >= self.cleanup {
+            let timeout = self.timeout;
+            entries
+                .by_object
+                .retain(|_, (_, _, at)| at.elapsed() < timeout);
+            entries.cleaned = Instant::now();
+        }
+        entries
+            .by_object
+            .insert(object, (tag, answer, Instant::now()));
+    }
+}
+
+/// The object a request is about, as the ETag cache names it: its uid, else where it is.
+fn subject_of(hook: HookKind, request: &Value) -> String {
+    let subject = &request[hook.contract().subject];
+    match crate::object::uid(subject) {
+        Some(uid) => uid.to_string(),
+        None => crate::object::ObjectKey::of(subject).to_string(),
+    }
 }
 
 /// Why a call produced no usable response.
@@ -205,6 +277,7 @@ impl WebhookEndpoint {
             tls,
             mode,
             digest,
+            etags: webhook.etag.as_ref().and_then(Etags::new),
         })
     }
 
@@ -222,15 +295,24 @@ impl WebhookEndpoint {
         &self.digest
     }
 
-    /// POSTs the request and reads the response.
+    /// POSTs the request and reads the response. With ETags on, a `304` (or `412`) to the
+    /// `If-None-Match` of the last answer about the same object is that answer again.
     pub fn call(&self, hook: HookKind, request: &Value) -> Result<Value, CallFailure> {
         let body = serde_json::to_vec(request).expect("a JSON value serializes");
-        let mut config = AGENT
+        let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
+        let tag = self
+            .etags
+            .as_ref()
+            .zip(subject.as_deref())
+            .and_then(|(etags, subject)| etags.tag(subject));
+        let mut post = AGENT
             .post(&self.url)
             .header("Content-Type", "application/json")
-            .header("Accept", "application/json")
-            .config()
-            .timeout_global(Some(self.timeout));
+            .header("Accept", "application/json");
+        if let Some(tag) = &tag {
+            post = post.header("If-None-Match", tag);
+        }
+        let mut config = post.config().timeout_global(Some(self.timeout));
         if let Some(tls) = &self.tls {
             config = config.tls_config(tls.clone());
         }
@@ -239,6 +321,17 @@ impl WebhookEndpoint {
             .send(&body[..])
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
         let status = response.status();
+        if let (Some(etags), Some(subject), Some(_), 304 | 412) =
+            (&self.etags, &subject, &tag, status.as_u16())
+            && let Some(answer) = etags.answer(subject)
+        {
+            return Ok(answer);
+        }
+        let etag = response
+            .headers()
+            .get("ETag")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
         if !status.is_success() {
             // The first bytes of a body of any length (a size limit would fail the whole read).
             let mut body = Vec::new();
@@ -261,7 +354,11 @@ impl WebhookEndpoint {
             .limit(MAX_RESPONSE_BYTES)
             .read_to_vec()
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
-        parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)
+        let answer = parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)?;
+        if let (Some(etags), Some(subject), Some(etag)) = (&self.etags, subject, etag) {
+            etags.remember(subject, etag, answer.clone());
+        }
+        Ok(answer)
     }
 
     fn failure(&self, error: ureq::Error) -> WebhookFailure {

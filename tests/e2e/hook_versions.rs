@@ -84,3 +84,56 @@ async fn a_v2_webhook_gets_v2_requests() {
     let attachments = &request["attachments"]["Secret.v1"];
     assert!(attachments[&key].is_object(), "keyed {key}: {attachments}");
 }
+
+/// `webhook.etag`: the hook answers with an ETag, is asked the next time with `If-None-Match`,
+/// and its `304 Not Modified` reuses the answer it gave.
+#[tokio::test]
+async fn an_etag_webhook_answering_not_modified_keeps_its_last_answer() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let client = client().await;
+    operator().await;
+    let (answers, not_modified) = (
+        std::sync::Arc::new(AtomicUsize::new(0)),
+        std::sync::Arc::new(AtomicUsize::new(0)),
+    );
+    let counts = (answers.clone(), not_modified.clone());
+    let server = metascript::testing::HookServer::start_with_headers(move |call| {
+        if call.header("If-None-Match") == Some("\"first\"") {
+            counts.1.fetch_add(1, Ordering::SeqCst);
+            return Reply::status(304, "");
+        }
+        // Each full answer differs: only a remembered answer repeats the first.
+        let answer = match counts.0.fetch_add(1, Ordering::SeqCst) {
+            0 => "first",
+            _ => "later",
+        };
+        Reply::json(&json!({"labels": {"answered": answer}})).with_header("ETag", "\"first\"")
+    })
+    .expect("a hook server");
+    let namespace = test_namespace(&client, "etag").await;
+    let name = unique_name("etag");
+    let sync = json!({"webhook": {"url": server.url("/sync"), "etag": {"enabled": true}}});
+    apply(&client, &decorator(&name, sync)).await;
+    let mut object = target(&namespace, &name);
+    apply(&client, &object).await;
+    wait_for(&client, &object, "the first answer", |o| {
+        o["metadata"]["labels"]["answered"] == "first"
+    })
+    .await;
+    // A user removes the label: the target is synced again, the hook says its answer still
+    // holds, and the operator applies that answer (`first`) again.
+    object["metadata"]["labels"]["answered"] = json!("removed");
+    apply(&client, &object).await;
+    wait_for(
+        &client,
+        &object,
+        "the remembered answer applied again",
+        |o| o["metadata"]["labels"]["answered"] == "first",
+    )
+    .await;
+    assert!(
+        not_modified.load(Ordering::SeqCst) >= 1,
+        "asked with If-None-Match"
+    );
+    assert_eq!(answers.load(Ordering::SeqCst), 1, "one full answer only");
+}
