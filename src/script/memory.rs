@@ -50,23 +50,22 @@ pub enum Exceeded {
     Pool,
 }
 
-/// The call the current thread runs, as the allocator sees it.
+/// What the pool logic keeps of a call ([`account`]); touched only when the call crosses a
+/// threshold, not on every allocation.
 #[derive(Clone, Copy)]
 struct Tracked {
-    active: bool,
     /// Bytes allocated minus bytes freed since the call began.
     net: isize,
     /// The call's own limit.
     limit: usize,
     /// Bytes drawn from the pool (in chunks), beyond the floor.
     drawn: usize,
-    /// The most the call held at once.
+    /// The most the call held at once (as seen at the thresholds).
     peak: isize,
     exceeded: Option<Exceeded>,
 }
 
 const IDLE: Tracked = Tracked {
-    active: false,
     net: 0,
     limit: usize::MAX,
     drawn: 0,
@@ -74,26 +73,56 @@ const IDLE: Tracked = Tracked {
     exceeded: None,
 };
 
+/// The call the current thread runs, as the allocator sees it. The allocator's path is a flag,
+/// an addition and two comparisons; the pool is touched only when the call's net allocation
+/// crosses `high` (its limit, or the end of what it drew) or `low` (chunks to give back).
+struct CallCell {
+    active: Cell<bool>,
+    net: Cell<isize>,
+    high: Cell<isize>,
+    low: Cell<isize>,
+    exceeded: Cell<Option<Exceeded>>,
+    tracked: Cell<Tracked>,
+}
+
 thread_local! {
     // Const-initialized and without a destructor: the allocator may read it at any time, even
     // while the thread is being torn down.
-    static CALL: Cell<Tracked> = const { Cell::new(IDLE) };
+    static CALL: CallCell = const {
+        CallCell {
+            active: Cell::new(false),
+            net: Cell::new(0),
+            high: Cell::new(isize::MAX),
+            low: Cell::new(isize::MIN),
+            exceeded: Cell::new(None),
+            tracked: Cell::new(IDLE),
+        }
+    };
 }
 
 #[inline]
 fn track(delta: isize) {
-    CALL.with(|cell| {
-        let mut call = cell.get();
-        if call.active {
-            account(
-                &mut call,
-                delta,
-                &POOL_USED,
-                POOL_LIMIT.load(Ordering::Relaxed),
-            );
-            cell.set(call);
+    CALL.with(|call| {
+        if !call.active.get() {
+            return;
+        }
+        let net = call.net.get() + delta;
+        call.net.set(net);
+        if net > call.high.get() || net <= call.low.get() {
+            crossed(call, net);
         }
     });
+}
+
+/// The slow path: the call crossed a threshold.
+#[cold]
+fn crossed(call: &CallCell, net: isize) {
+    let mut tracked = call.tracked.get();
+    tracked.net = net;
+    account(&mut tracked, 0, &POOL_USED, POOL_LIMIT.load(Ordering::Relaxed));
+    call.tracked.set(tracked);
+    call.exceeded.set(tracked.exceeded);
+    set_thresholds(call, &tracked);
 }
 
 /// Counts `delta` bytes against a call and, beyond its floor, against the pool.
@@ -118,6 +147,20 @@ fn account(call: &mut Tracked, delta: isize, pool: &AtomicUsize, pool_limit: usi
         pool.fetch_sub(CHUNK, Ordering::Relaxed);
         call.drawn -= CHUNK;
     }
+}
+
+fn set_thresholds(call: &CallCell, tracked: &Tracked) {
+    let high = match tracked.exceeded {
+        // Stopped already: only giving chunks back is left to do.
+        Some(_) => isize::MAX,
+        None => (FLOOR_BYTES + tracked.drawn).min(tracked.limit) as isize,
+    };
+    let low = match tracked.drawn.checked_sub(2 * CHUNK) {
+        Some(kept) => (FLOOR_BYTES + kept) as isize,
+        None => isize::MIN,
+    };
+    call.high.set(high);
+    call.low.set(low);
 }
 
 /// The process's allocator: the system's, with the accounting above.
@@ -171,34 +214,39 @@ pub struct CallMemory {
 impl CallMemory {
     /// Starts counting for a call whose own limit is `limit` bytes.
     pub fn enter(limit: usize) -> CallMemory {
-        CALL.with(|cell| {
-            cell.set(Tracked {
-                active: true,
-                limit,
-                ..IDLE
-            })
+        CALL.with(|call| {
+            let tracked = Tracked { limit, ..IDLE };
+            call.tracked.set(tracked);
+            call.net.set(0);
+            call.exceeded.set(None);
+            set_thresholds(call, &tracked);
+            call.active.set(true);
         });
         CallMemory {
             _not_send: std::marker::PhantomData,
         }
     }
 
-    /// The budget the call exceeded, if any.
+    /// The budget the call exceeded, if any. Read on every script operation: one byte.
     pub fn exceeded() -> Option<Exceeded> {
-        CALL.with(|cell| cell.get().exceeded)
+        CALL.with(|call| call.exceeded.get())
     }
 
-    /// The most the call held at once, in bytes.
+    /// The most the call held at once, in bytes (as seen when it crossed its thresholds).
     pub fn peak() -> usize {
-        CALL.with(|cell| cell.get().peak.max(0) as usize)
+        CALL.with(|call| call.tracked.get().peak.max(call.net.get()).max(0) as usize)
     }
 }
 
 impl Drop for CallMemory {
     fn drop(&mut self) {
-        let drawn = CALL.with(|cell| {
-            let drawn = cell.get().drawn;
-            cell.set(IDLE);
+        let drawn = CALL.with(|call| {
+            call.active.set(false);
+            let drawn = call.tracked.get().drawn;
+            call.tracked.set(IDLE);
+            call.exceeded.set(None);
+            call.high.set(isize::MAX);
+            call.low.set(isize::MIN);
             drawn
         });
         POOL_USED.fetch_sub(drawn, Ordering::Relaxed);
@@ -230,7 +278,6 @@ mod tests {
         let pool = AtomicUsize::new(0);
         let limit = 8 * CHUNK;
         let fresh = || Tracked {
-            active: true,
             limit: usize::MAX,
             ..IDLE
         };
@@ -266,10 +313,10 @@ mod tests {
     fn a_call_draws_on_the_process_pool_and_gives_it_back_when_it_ends() {
         let call = CallMemory::enter(usize::MAX);
         let held = vec![1u8; FLOOR_BYTES + 4 * CHUNK];
-        let drawn = CALL.with(|cell| cell.get().drawn);
+        let drawn = CALL.with(|call| call.tracked.get().drawn);
         assert!(drawn >= 3 * CHUNK, "drawn beyond the floor: {drawn}");
         drop(held);
         drop(call);
-        assert_eq!(CALL.with(|cell| cell.get().drawn), 0);
+        assert_eq!(CALL.with(|call| call.tracked.get().drawn), 0);
     }
 }
