@@ -119,7 +119,12 @@ fn track(delta: isize) {
 fn crossed(call: &CallCell, net: isize) {
     let mut tracked = call.tracked.get();
     tracked.net = net;
-    account(&mut tracked, 0, &POOL_USED, POOL_LIMIT.load(Ordering::Relaxed));
+    account(
+        &mut tracked,
+        0,
+        &POOL_USED,
+        POOL_LIMIT.load(Ordering::Relaxed),
+    );
     call.tracked.set(tracked);
     call.exceeded.set(tracked.exceeded);
     set_thresholds(call, &tracked);
