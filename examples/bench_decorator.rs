@@ -43,33 +43,27 @@
 
 mod common;
 
-use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};
-use std::collections::HashSet;
-use std::fmt::Debug;
+use common::{
+    Counter, CpuClock, PHASE_TIMEOUT, create_namespace, idle_cpu, init_tracing, memory, per_item,
+    secs, settle,
+};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
-use kube::runtime::watcher::{self, watcher};
-use kube::{Resource, ResourceExt as _};
 use metascript::runtime::{ControllerId, Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, service_per_pod};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 const MARKER: &str = "metascript.dev/service-per-pod";
 /// With `--reads`: the Namespace label the script reads, and the target label it copies it to.
 const NAMESPACE_LABEL: &str = "bench.metascript.dev/tier";
 const TIER_LABEL: &str = "bench.metascript.dev/namespace-tier";
 const DECORATOR_LABEL: &str = "metascript.dev/decorator";
-/// Upper bound for any one phase, so a stuck run fails instead of hanging.
-const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
-/// How often a phase that is still waiting prints its progress.
-const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// Requests the plain client keeps in flight when creating StatefulSets.
 const CREATE_CONCURRENCY: usize = 16;
 
@@ -304,95 +298,6 @@ fn start_webhook() -> anyhow::Result<HookServer> {
             Err(message) => Reply::status(500, message),
         }
     })?)
-}
-
-/// Counts, from a metadata watch, the objects of a namespace for which `matches` holds. A watch
-/// rather than polling lists: it sees the moment the last object changes, and costs the
-/// apiserver far less than listing 1,000 objects five times a second.
-struct Counter {
-    count: watch::Receiver<usize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Counter {
-    fn start<K>(
-        api: Api<PartialObjectMeta<K>>,
-        matches: impl Fn(&PartialObjectMeta<K>) -> bool + Send + 'static,
-    ) -> Self
-    where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        PartialObjectMeta<K>: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        let (tx, count) = watch::channel(0);
-        let task = tokio::spawn(async move {
-            let mut matching: HashSet<String> = HashSet::new();
-            let mut init: HashSet<String> = HashSet::new();
-            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
-            while let Some(event) = events.next().await {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(error) => {
-                        // The watcher retries by itself; a failure here only delays the count.
-                        tracing::warn!(%error, "benchmark watch failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        continue;
-                    }
-                };
-                match event {
-                    watcher::Event::Init => init.clear(),
-                    watcher::Event::InitApply(object) => {
-                        if matches(&object) {
-                            init.insert(object.name_any());
-                        }
-                    }
-                    watcher::Event::InitDone => matching = std::mem::take(&mut init),
-                    watcher::Event::Apply(object) => {
-                        if matches(&object) {
-                            matching.insert(object.name_any());
-                        } else {
-                            matching.remove(&object.name_any());
-                        }
-                    }
-                    watcher::Event::Delete(object) => {
-                        matching.remove(&object.name_any());
-                    }
-                }
-                tx.send_replace(matching.len());
-            }
-        });
-        Counter { count, task }
-    }
-
-    /// Waits until at least `n` objects match; returns when that was seen.
-    async fn reached(&mut self, n: usize, what: &str) -> anyhow::Result<Instant> {
-        let deadline = Instant::now() + PHASE_TIMEOUT;
-        loop {
-            let reached = {
-                let wait = self.count.wait_for(|count| *count >= n);
-                tokio::time::timeout(PROGRESS_EVERY, wait)
-                    .await
-                    .map(|result| result.is_ok())
-            };
-            match reached {
-                Ok(true) => return Ok(Instant::now()),
-                Ok(false) => anyhow::bail!("the watch counting {what} stopped"),
-                // A slow or stuck phase shows where it is (sync failures are logged as warnings).
-                Err(_) if Instant::now() < deadline => {
-                    println!("    ... {what}: {} of {n}", *self.count.borrow())
-                }
-                Err(_) => anyhow::bail!(
-                    "timed out after {PHASE_TIMEOUT:?} waiting for {what}: {} of {n}",
-                    *self.count.borrow()
-                ),
-            }
-        }
-    }
-}
-
-impl Drop for Counter {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 fn services_counter(client: &kube::Client, namespace: &str, controller: &str) -> Counter {

@@ -24,6 +24,8 @@
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own small watches); the plane's RSS is shown for context.
 
+// Shared with the other benchmarks, which use the rest of it.
+#[allow(dead_code)]
 mod common;
 
 use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};

@@ -7,34 +7,69 @@
 //!
 //! It prints the `KUBECONFIG` to export, then runs until Ctrl-C (or SIGTERM) and cleans up.
 //!
+//! By default the plane behaves like a cluster: every kube-controller-manager controller,
+//! kube-scheduler, and kwok simulating 3 Nodes, so workloads get Pods that run and become Ready.
+//! `--nodes N` simulates N Nodes (hundreds are fine); `--lean` starts only etcd, kube-apiserver
+//! and the garbage-collector and namespace controllers (quicker and lighter; no Pods ever).
+//!
 //! `--kubeconfig PATH` also writes the admin kubeconfig to PATH once the plane is ready (and
 //! removes it on exit), so a script can wait for that file instead of parsing the output; this
 //! is what `hack/demo.sh` does.
 
 use std::path::{Path, PathBuf};
 
-use metascript::testing::{ControlPlane, kubectl};
+use metascript::testing::{ControlPlane, Flavor, kubectl};
 
-/// The kubectl `hack/control-plane/build.sh` puts next to the control-plane binaries, if any.
-/// The `--kubeconfig PATH` argument, if given.
-fn kubeconfig_arg() -> anyhow::Result<Option<PathBuf>> {
+const USAGE: &str = "usage: control-plane [--lean | --nodes N] [--kubeconfig PATH]";
+
+struct Args {
+    flavor: Flavor,
+    /// `--kubeconfig PATH`, if given.
+    kubeconfig: Option<PathBuf>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
     let mut args = std::env::args().skip(1);
-    let mut path = None;
+    let mut kubeconfig = None;
+    let mut lean = false;
+    let mut nodes = None;
     while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--kubeconfig" => match args.next() {
-                Some(value) => path = Some(PathBuf::from(value)),
-                None => anyhow::bail!("--kubeconfig needs a path"),
-            },
-            _ => match arg.strip_prefix("--kubeconfig=") {
-                Some(value) => path = Some(PathBuf::from(value)),
-                None => anyhow::bail!(
-                    "unknown argument {arg}; usage: control-plane [--kubeconfig PATH]"
-                ),
-            },
+        // `--flag value` and `--flag=value` alike.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
+            None => (arg.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value; {USAGE}"))
+        };
+        match flag.as_str() {
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
+            "--nodes" => {
+                let n: usize = value()?
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--nodes: {e}"))?;
+                anyhow::ensure!(n > 0, "--nodes must be at least 1 (or use --lean)");
+                nodes = Some(n);
+            }
+            "--lean" if inline.is_none() => lean = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => anyhow::bail!("unknown argument {arg}; {USAGE}"),
         }
     }
-    Ok(path)
+    let flavor = match (lean, nodes) {
+        (true, Some(_)) => anyhow::bail!("--lean has no Nodes; {USAGE}"),
+        (true, None) => Flavor::Lean,
+        (false, nodes) => Flavor::Cluster {
+            nodes: nodes.unwrap_or(Flavor::DEFAULT_NODES),
+        },
+    };
+    Ok(Args { flavor, kubeconfig })
 }
 
 /// Copies the kubeconfig under a temporary name and renames it into place, so whoever waits for
@@ -67,21 +102,29 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
-    let kubeconfig_copy = kubeconfig_arg()?;
+    let args = parse_args()?;
+    let kubeconfig_copy = args.kubeconfig;
     // Handlers first: a stop request while the plane is still starting must also clean up (the
     // default SIGTERM action would skip destructors and leave the plane's directory behind).
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let started = std::time::Instant::now();
     let plane = tokio::select! {
-        plane = ControlPlane::start() => plane?,
+        plane = ControlPlane::start_with(args.flavor) => plane?,
         // Dropping the unfinished start kills what it started and removes its directory.
         _ = stopped(&mut term) => return Ok(()),
     };
     let client = plane.client().await?;
     let version = client.apiserver_version().await?;
 
+    let what = match args.flavor {
+        Flavor::Lean => "lean: garbage collector and namespace controllers only".to_string(),
+        Flavor::Cluster { nodes } => format!(
+            "every controller, kube-scheduler, kwok with {nodes} simulated Node{}",
+            if nodes == 1 { "" } else { "s" }
+        ),
+    };
     println!(
-        "Kubernetes {} is up at {} (started in {:.1?}).",
+        "Kubernetes {} is up at {} ({what}; started in {:.1?}).",
         version.git_version,
         plane.server(),
         started.elapsed()

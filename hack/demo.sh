@@ -5,12 +5,15 @@
 #
 # 1. builds the local control plane's binaries (cached after the first, ~8 minute, build) and
 #    metascript;
-# 2. starts etcd + kube-apiserver + kube-controller-manager on loopback;
+# 2. starts a control plane on loopback that behaves like a cluster: etcd, kube-apiserver, every
+#    kube-controller-manager controller, kube-scheduler, and kwok simulating 3 Nodes, so the
+#    StatefulSet's Pods are scheduled, Running and Ready;
 # 3. installs the CRDs and runs the operator (`metascript run`, log in the work directory);
 # 4. applies the service-per-pod example (script in a ConfigMap, DecoratorController, one
-#    StatefulSet) and shows the Services the script created and the controller's status;
+#    StatefulSet) and shows the Services the script created, the Pods behind them (each the
+#    only endpoint of its own Service) and the controller's status;
 # 5. edits the script in the ConfigMap and shows the change reach the StatefulSet, timed;
-# 6. scales the StatefulSet down and shows the surplus Service go;
+# 6. scales the StatefulSet down and shows the surplus Services go with their Pods;
 # 7. stops everything it started, whatever happened (trap on EXIT).
 #
 # Non-interactive: exits 0 when every step worked, non-zero with the failing step otherwise.
@@ -103,7 +106,7 @@ now_ms() { date +%s%3N; }
 command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs)"
 
 step="building the control-plane binaries"
-say "Building the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl; cached)"
+say "Building the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kubectl; cached)"
 if ! bin=$(METASCRIPT_BUILD_KUBECTL=1 hack/control-plane/build.sh | tail -n 1); then
     fail "hack/control-plane/build.sh failed (it needs Go: https://go.dev/dl/)"
 fi
@@ -118,7 +121,7 @@ target="${CARGO_TARGET_DIR:-$root/target}/release"
 metascript="$target/metascript"
 
 step="starting the control plane"
-say "Starting a local control plane"
+say "Starting a local control plane: every controller, kube-scheduler, 3 simulated Nodes"
 export KUBECONFIG="$work/kubeconfig"
 "$target/examples/control-plane" --kubeconfig "$KUBECONFIG" \
     </dev/null >"$work/control-plane.log" 2>&1 &
@@ -210,6 +213,29 @@ run kubectl get services -n default -l "metascript.dev/decorator=$controller_nam
     -o custom-columns='NAME:.metadata.name,SELECTOR:.spec.selector,PORTS:.spec.ports[*].port,TARGET-PORTS:.spec.ports[*].targetPort,OWNER:.metadata.ownerReferences[0].kind,OWNER-NAME:.metadata.ownerReferences[0].name,CONTROLLER:.metadata.ownerReferences[0].controller'
 run kubectl get statefulset web -n default --show-labels
 
+step="waiting for the Pods behind the Services"
+# The Pods come up one after another (a StatefulSet's default ordering); each Service has the
+# Pod it selects as its endpoint once that Pod is Ready. The EndpointSlice controller says so.
+endpoint_of() { # service: "<pod> <ip> <ready>" of its endpoints
+    kubectl get endpointslices -n default -l "kubernetes.io/service-name=$1" \
+        -o jsonpath='{range .items[*].endpoints[*]}{.targetRef.name} {.addresses[0]} {.conditions.ready}{"\n"}{end}'
+}
+served() { # pod: its Service's only endpoint is this Pod, at its IP, ready
+    local ip
+    ip=$(kubectl get pod "$1" -n default -o jsonpath='{.status.podIP}') && [[ -n "$ip" ]] &&
+        [[ "$(endpoint_of "$1")" == "$1 $ip true" ]]
+}
+started=$(now_ms)
+for i in 0 1 2; do
+    wait_for "Pod web-$i behind Service web-$i" served "web-$i"
+done
+echo "(every Pod Ready behind its Service within $(($(now_ms) - started)) ms of the Services)"
+say "The Pods behind them: scheduled onto simulated Nodes, Running, Ready, each its Service's endpoint"
+run kubectl get pods -n default -l app=web -o wide
+run kubectl get endpointslices -n default -l 'kubernetes.io/service-name in (web-0,web-1,web-2)' \
+    -o custom-columns='SERVICE:.metadata.labels.kubernetes\.io/service-name,POD:.endpoints[*].targetRef.name,ADDRESS:.endpoints[*].addresses[0],READY:.endpoints[*].conditions.ready'
+run kubectl get statefulset web -n default
+
 step="waiting for the controller status"
 # Status is written every --status-interval; wait until it counts the target as synced.
 wait_for "the controller status" \
@@ -244,10 +270,14 @@ step="scaling down"
 say "Scaling the StatefulSet to 1 replica: the Services of the pods that no longer exist go"
 run kubectl scale statefulset web -n default --replicas=1
 started=$(now_ms)
-wait_for "web-1 and web-2 to be deleted" \
+wait_for "Services web-1 and web-2 to be deleted" \
     bash -c '! "$0" get service web-1 web-2 -n default -o name 2>/dev/null | grep -q .' "$bin/kubectl"
-echo "(deleted within $(($(now_ms) - started)) ms)"
+echo "(Services deleted within $(($(now_ms) - started)) ms)"
+wait_for "Pods web-1 and web-2 to be deleted" \
+    bash -c '! "$0" get pod web-1 web-2 -n default -o name 2>/dev/null | grep -q .' "$bin/kubectl"
+echo "(their Pods gone within $(($(now_ms) - started)) ms: the StatefulSet removes them one at a time)"
 run kubectl get services -n default -l "metascript.dev/decorator=$controller_name"
+run kubectl get pods -n default -l app=web -o wide
 
 step="checking the operator log"
 if grep -E '^\S+ +(WARN|ERROR) ' "$work/operator.log" >/dev/null; then

@@ -1,13 +1,25 @@
-//! What the scale benchmarks share: logging, namespaces, waiting for the operator to settle,
-//! reading process memory and CPU time, and formatting.
+//! What the scale benchmarks share: logging, namespaces, counting objects by watch, waiting for
+//! the operator to settle, reading process memory and CPU time, and formatting.
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Resource, ResourceExt as _};
 use metascript::runtime::Operator;
 use metascript::testing::ControlPlane;
+use serde::de::DeserializeOwned;
 use serde_json::json;
+use std::collections::HashSet;
+use std::fmt::Debug;
 use std::time::Duration;
 use std::time::Instant;
+use tokio::sync::watch;
+
+/// Upper bound for any one phase, so a stuck run fails instead of hanging.
+pub const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
+/// How often a phase that is still waiting prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// Logs to stderr at `warn`, without kube's noise about failed readiness probes while the
 /// plane starts (real failures reach the benchmark as errors anyway).
@@ -27,6 +39,127 @@ pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Resu
         .create(&PostParams::default(), &namespace)
         .await?;
     Ok(())
+}
+
+/// Counts, from a watch, the objects for which `matches` holds. A watch rather than polling
+/// lists: it sees the moment the last object changes, and costs the apiserver far less than
+/// listing 1,000 objects five times a second. Watch `PartialObjectMeta<K>` when labels are all
+/// `matches` reads.
+pub struct Counter {
+    /// `None` until the first list is complete, so no wait passes on a count not yet read.
+    count: watch::Receiver<Option<usize>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Counter {
+    pub fn start<K>(api: Api<K>, matches: impl Fn(&K) -> bool + Send + 'static) -> Self
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (tx, count) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            let key = |object: &K| {
+                format!(
+                    "{}/{}",
+                    object.namespace().unwrap_or_default(),
+                    object.name_any()
+                )
+            };
+            let mut matching: HashSet<String> = HashSet::new();
+            let mut init: HashSet<String> = HashSet::new();
+            let mut listed = false;
+            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        // The watcher retries by itself; a failure here only delays the count.
+                        tracing::warn!(%error, "benchmark watch failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                };
+                match event {
+                    watcher::Event::Init => init.clear(),
+                    watcher::Event::InitApply(object) => {
+                        if matches(&object) {
+                            init.insert(key(&object));
+                        }
+                    }
+                    watcher::Event::InitDone => {
+                        matching = std::mem::take(&mut init);
+                        listed = true;
+                    }
+                    watcher::Event::Apply(object) => {
+                        if matches(&object) {
+                            matching.insert(key(&object));
+                        } else {
+                            matching.remove(&key(&object));
+                        }
+                    }
+                    watcher::Event::Delete(object) => {
+                        matching.remove(&key(&object));
+                    }
+                }
+                if listed {
+                    tx.send_replace(Some(matching.len()));
+                }
+            }
+        });
+        Counter { count, task }
+    }
+
+    /// Waits until at least `n` objects match; returns when that was seen.
+    pub async fn reached(&mut self, n: usize, what: &str) -> anyhow::Result<Instant> {
+        self.until(|count| count >= n, n, what).await
+    }
+
+    /// Waits until at most `n` objects match; returns when that was seen.
+    #[allow(dead_code)] // Only benchmarks that delete objects count down.
+    pub async fn fell_to(&mut self, n: usize, what: &str) -> anyhow::Result<Instant> {
+        self.until(|count| count <= n, n, what).await
+    }
+
+    /// How many objects match now.
+    #[allow(dead_code)] // Not every benchmark reports a count on its own.
+    pub fn now(&self) -> usize {
+        self.count.borrow().unwrap_or(0)
+    }
+
+    async fn until(
+        &mut self,
+        done: impl Fn(usize) -> bool,
+        n: usize,
+        what: &str,
+    ) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + PHASE_TIMEOUT;
+        loop {
+            let reached = {
+                let wait = self.count.wait_for(|count| count.is_some_and(&done));
+                tokio::time::timeout(PROGRESS_EVERY, wait)
+                    .await
+                    .map(|result| result.is_ok())
+            };
+            match reached {
+                Ok(true) => return Ok(Instant::now()),
+                Ok(false) => anyhow::bail!("the watch counting {what} stopped"),
+                // A slow or stuck phase shows where it is (sync failures are logged as warnings).
+                Err(_) if Instant::now() < deadline => {
+                    println!("    ... {what}: {} (waiting for {n})", self.now())
+                }
+                Err(_) => anyhow::bail!(
+                    "timed out after {PHASE_TIMEOUT:?} waiting for {what}: {} (waiting for {n})",
+                    self.now()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Waits until the operator has had nothing queued and made no sync or write for `quiet`;
@@ -135,6 +268,8 @@ fn short_name(component: &str) -> &'static str {
     match component {
         "kube-apiserver" => "apiserver",
         "kube-controller-manager" => "kcm",
+        "kube-scheduler" => "scheduler",
+        "kwok" => "kwok",
         _ => "etcd",
     }
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds (or reuses) the control-plane binaries used by integration tests,
-# benchmarks and the demo: etcd, kube-apiserver, kube-controller-manager.
+# benchmarks and the demo: etcd, kube-apiserver, kube-controller-manager, and for
+# the cluster flavor of the plane kube-scheduler and kwok (simulated Nodes).
 #
 # The binaries are cached outside the work tree, keyed by version, so a fresh
-# clone or `cargo clean` does not pay the ~15 minute cold build again:
+# clone or `cargo clean` does not pay the ~10 minute cold build again:
 #   ${METASCRIPT_CONTROL_PLANE_DIR:-$HOME/.cache/metascript/control-plane/k8s-v1.36.3-etcd-v3.6.16}/bin
 # The bin directory is printed on stdout (progress goes to stderr), so
 #   export METASCRIPT_CONTROL_PLANE_BIN="$(hack/control-plane/build.sh)"
@@ -15,6 +16,9 @@ set -euo pipefail
 
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# Also pinned by kwok/go.mod; checked against `kwok --version` of a cached binary, since it is
+# not part of the cache key (adding kwok must not throw away a cache of the others).
+KWOK_VERSION=v0.8.0
 # The module proxy does not serve the release commits, so /version says "unknown" there.
 K8S_GIT_COMMIT=unknown
 ETCD_GIT_SHA=unknown
@@ -26,7 +30,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${METASCRIPT_CONTROL_PLANE_DIR:-$HOME/.cache/metascript/control-plane/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}}"
 bin="$cache/bin"
 
-wanted=(etcd kube-apiserver kube-controller-manager)
+wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 if [[ "${METASCRIPT_BUILD_KUBECTL:-1}" != 0 ]]; then
     wanted+=(kubectl)
 fi
@@ -35,6 +39,10 @@ missing=()
 for b in "${wanted[@]}"; do
     [[ -x "$bin/$b" ]] || missing+=("$b")
 done
+# A kwok of another version (the pin was raised) is rebuilt.
+if [[ -x "$bin/kwok" ]] && ! "$bin/kwok" --version 2>/dev/null | grep -qF "${KWOK_VERSION#v}"; then
+    missing+=(kwok)
+fi
 if [[ ${#missing[@]} -eq 0 ]]; then
     echo "$bin"
     exit 0
@@ -81,8 +89,13 @@ for b in "${missing[@]}"; do
         build etcd etcd go.etcd.io/etcd/server/v3 \
             "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_GIT_SHA"
         ;;
-    kube-apiserver | kube-controller-manager | kubectl)
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
         build "$b" kubernetes "k8s.io/kubernetes/cmd/$b" "$k8s_ldflags"
+        ;;
+    kwok)
+        # Its own module (its own versions of the client libraries); the version it reports is
+        # a constant in its source, so no -X flags.
+        build kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
         ;;
     esac
 done

@@ -2,9 +2,10 @@
 //!
 //! Mocks would hide exactly the behaviour the operator depends on (watches, server-side apply,
 //! owner references and garbage collection, namespace teardown, RBAC), so tests run against real
-//! etcd, kube-apiserver and kube-controller-manager processes. Each [`ControlPlane`] gets free
-//! loopback ports, a fresh private directory, and certificates generated on the spot; dropping it
-//! kills the processes and removes the directory.
+//! etcd, kube-apiserver and kube-controller-manager processes; a [`Flavor::Cluster`] plane adds
+//! kube-scheduler and kwok, whose simulated Nodes run the Pods of real workloads. Each
+//! [`ControlPlane`] gets free loopback ports, a fresh private directory, and certificates
+//! generated on the spot; dropping it kills the processes and removes the directory.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -23,14 +24,17 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-/// Environment variable naming the directory that holds `etcd`, `kube-apiserver` and
-/// `kube-controller-manager`; without it [`default_bin_dir`] is used.
+use super::nodes;
+
+/// Environment variable naming the directory that holds `etcd`, `kube-apiserver`,
+/// `kube-controller-manager`, `kube-scheduler` and `kwok`; without it [`default_bin_dir`] is used.
 pub const BIN_DIR_ENV: &str = "METASCRIPT_CONTROL_PLANE_BIN";
 
 /// Setting this to `1` keeps the plane's directory (logs, certificates, etcd data) after drop.
 const KEEP_DIR_ENV: &str = "METASCRIPT_CONTROL_PLANE_KEEP";
 
-/// Must match `hack/control-plane/build.sh`.
+/// Must match `hack/control-plane/build.sh`. kwok's version is not part of it: build.sh adds
+/// a missing kwok to an existing directory, so a cache from before kwok stays usable.
 const CACHE_KEY: &str = "k8s-v1.36.3-etcd-v3.6.16";
 
 /// Temp directories are named `<prefix><owner pid>-<nanos>` so that a later start can sweep the
@@ -53,14 +57,79 @@ const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.loc
 
 const LOG_TAIL_LINES: usize = 40;
 
+/// Client rate limits of the controller-manager and the scheduler on a [`Flavor::Cluster`]
+/// plane. Their defaults (20 and 50 requests per second) are sized for sharing a production
+/// apiserver; here they would make a thousand Pods take a minute to create and schedule, and
+/// the figures of a benchmark would measure the rate limiter.
+const CLUSTER_API_QPS: &str = "1000";
+const CLUSTER_API_BURST: &str = "2000";
+
+/// What a plane runs, and so what it costs to start and to keep.
+///
+/// Both run etcd and kube-apiserver; they differ in what acts on the objects stored there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// kube-controller-manager with only the garbage collector and namespace controllers: owner
+    /// references, cascading deletion and namespace teardown behave as in a cluster, and nothing
+    /// else moves. A StatefulSet never gets a Pod. The quickest to start and the lightest
+    /// (`hack/control-plane/README.md` has the figures); enough for anything that does not need
+    /// workloads to run.
+    Lean,
+    /// A cluster without kubelets: every kube-controller-manager controller, kube-scheduler, and
+    /// kwok simulating `nodes` Nodes (see [`nodes`](super::nodes)). StatefulSets, Deployments,
+    /// ReplicaSets, DaemonSets and Jobs get Pods that are scheduled, Running and Ready at once
+    /// (a Job's Pods then Succeed and the Job completes); Services get EndpointSlices; every
+    /// namespace gets its `default` ServiceAccount, and the ServiceAccount admission plugin is
+    /// on, as in any cluster.
+    Cluster {
+        /// How many simulated Nodes; each takes a million Pods, so more only matter for
+        /// DaemonSets, spreading and the cost of Node heartbeats.
+        nodes: usize,
+    },
+}
+
+impl Flavor {
+    /// Nodes of [`Flavor::cluster`]: a few, so a DaemonSet or a spread constraint has something to
+    /// spread over, at no measurable cost.
+    pub const DEFAULT_NODES: usize = 3;
+
+    /// [`Flavor::Cluster`] with [`Flavor::DEFAULT_NODES`] Nodes.
+    pub fn cluster() -> Flavor {
+        Flavor::Cluster {
+            nodes: Self::DEFAULT_NODES,
+        }
+    }
+
+    /// How many simulated Nodes the plane has (none when lean).
+    pub fn nodes(self) -> usize {
+        match self {
+            Flavor::Lean => 0,
+            Flavor::Cluster { nodes } => nodes,
+        }
+    }
+
+    fn binaries(self) -> &'static [&'static str] {
+        match self {
+            Flavor::Lean => &["etcd", "kube-apiserver", "kube-controller-manager"],
+            Flavor::Cluster { .. } => &[
+                "etcd",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kwok",
+            ],
+        }
+    }
+}
+
 /// Why a control plane could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlPlaneError {
     /// A binary is absent from the binary directory.
     #[error(
         "control-plane binary {} not found: build the binaries with `hack/control-plane/build.sh` \
-         (~8 minutes once on 2 cores, then cached), or set {BIN_DIR_ENV} to a directory holding \
-         etcd, kube-apiserver and kube-controller-manager",
+         (~10 minutes once on 2 cores, then cached), or set {BIN_DIR_ENV} to a directory holding \
+         etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok",
         path.display()
     )]
     BinaryMissing {
@@ -91,7 +160,7 @@ pub enum ControlPlaneError {
         log.display()
     )]
     Exited {
-        /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
+        /// `etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler` or `kwok`.
         component: &'static str,
         /// Its exit status.
         status: ExitStatus,
@@ -122,6 +191,9 @@ pub enum ControlPlaneError {
     /// Building a client failed.
     #[error("building a client: {0}")]
     Client(#[from] kube::Error),
+    /// Creating the simulated Nodes of a [`Flavor::Cluster`] plane failed.
+    #[error("creating the simulated Nodes: {0}")]
+    Nodes(kube::Error),
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ControlPlaneError {
@@ -166,7 +238,8 @@ struct Process {
     log: PathBuf,
 }
 
-/// A running etcd + kube-apiserver + kube-controller-manager on loopback.
+/// A running etcd + kube-apiserver + kube-controller-manager on loopback, plus kube-scheduler
+/// and kwok for a [`Flavor::Cluster`] plane.
 ///
 /// The processes are children of the thread that called [`ControlPlane::start`] and are
 /// SIGKILLed by the kernel if that thread dies (Linux `PR_SET_PDEATHSIG`), so a crashed test
@@ -177,6 +250,7 @@ pub struct ControlPlane {
     kubeconfig_path: PathBuf,
     kubeconfig: Kubeconfig,
     server: String,
+    flavor: Flavor,
     processes: Mutex<Vec<Process>>,
 }
 
@@ -185,16 +259,24 @@ impl std::fmt::Debug for ControlPlane {
         f.debug_struct("ControlPlane")
             .field("dir", &self.dir)
             .field("server", &self.server)
+            .field("flavor", &self.flavor)
             .finish_non_exhaustive()
     }
 }
 
 impl ControlPlane {
-    /// Starts a fresh plane and waits until the apiserver is ready, the `default` namespace exists
-    /// and the controller-manager is healthy.
+    /// Starts a fresh [`Flavor::Lean`] plane and waits until the apiserver is ready, the
+    /// `default` namespace exists and the controller-manager is healthy.
     pub async fn start() -> Result<ControlPlane, ControlPlaneError> {
+        Self::start_with(Flavor::Lean).await
+    }
+
+    /// Starts a fresh plane of the given flavor. A [`Flavor::Cluster`] start also waits until
+    /// the scheduler is ready, every simulated Node is Ready and untainted, and the `default`
+    /// namespace has its `default` ServiceAccount, so a workload created right after it runs.
+    pub async fn start_with(flavor: Flavor) -> Result<ControlPlane, ControlPlaneError> {
         let bins = bin_dir()?;
-        for name in ["etcd", "kube-apiserver", "kube-controller-manager"] {
+        for name in flavor.binaries() {
             let path = bins.join(name);
             if !path.is_file() {
                 return Err(ControlPlaneError::BinaryMissing { path });
@@ -203,7 +285,7 @@ impl ControlPlane {
         sweep_stale_dirs();
         let mut attempt = 1;
         loop {
-            match Self::start_once(&bins).await {
+            match Self::start_once(&bins, flavor).await {
                 Err(err) if attempt < START_ATTEMPTS && is_port_collision(&err) => {
                     tracing::warn!(%err, attempt, "control plane lost a port race; retrying");
                     attempt += 1;
@@ -213,7 +295,7 @@ impl ControlPlane {
         }
     }
 
-    async fn start_once(bins: &Path) -> Result<ControlPlane, ControlPlaneError> {
+    async fn start_once(bins: &Path, flavor: Flavor) -> Result<ControlPlane, ControlPlaneError> {
         let started = Instant::now();
         let dir = create_private_dir()?;
         // From here on, dropping `plane` (including on an early return) kills whatever was
@@ -223,10 +305,17 @@ impl ControlPlane {
             dir,
             kubeconfig: Kubeconfig::default(),
             server: String::new(),
+            flavor,
             processes: Mutex::new(Vec::new()),
         };
         let dir = plane.dir.clone();
-        let [etcd_client, etcd_peer, apiserver_port, kcm_port] = free_ports()?;
+        let [
+            etcd_client,
+            etcd_peer,
+            apiserver_port,
+            kcm_port,
+            scheduler_port,
+        ] = free_ports()?;
         plane.server = format!("https://127.0.0.1:{apiserver_port}");
         let pki = Pki::generate()?;
         let files = pki.write(&dir)?;
@@ -252,6 +341,19 @@ impl ControlPlane {
             )
             .as_bytes(),
         )?;
+        let scheduler_kubeconfig = dir.join("kube-scheduler.kubeconfig");
+        let kwok_kubeconfig = dir.join("kwok.kubeconfig");
+        let kwok_config = dir.join("kwok.yaml");
+        if let Flavor::Cluster { .. } = flavor {
+            for (path, (cert, key), user) in [
+                (&scheduler_kubeconfig, &pki.scheduler, "kube-scheduler"),
+                (&kwok_kubeconfig, &pki.kwok, "kwok"),
+            ] {
+                let yaml = kubeconfig_yaml(&plane.server, &pki.ca_pem, cert, key, user);
+                write_private(path, yaml.as_bytes())?;
+            }
+            write_private(&kwok_config, nodes::KWOK_STAGES.as_bytes())?;
+        }
 
         let etcd_url = format!("http://127.0.0.1:{etcd_client}");
         let peer_url = format!("http://127.0.0.1:{etcd_peer}");
@@ -303,14 +405,21 @@ impl ControlPlane {
                     p(&files.sa_private)
                 ),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-                // No controller creates `default` service accounts here, so the plugin would
-                // reject every pod created in a fresh namespace.
-                "--disable-admission-plugins=ServiceAccount".into(),
                 // Endpoints may not be loopback addresses, so the reconciler for the `kubernetes`
                 // service would only log errors.
                 "--endpoint-reconciler-type=none".into(),
                 "--profiling=false".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(match flavor {
+                // No controller creates `default` service accounts on a lean plane, so the
+                // plugin would reject every pod created in a fresh namespace.
+                Flavor::Lean => Some("--disable-admission-plugins=ServiceAccount".into()),
+                // The serviceaccount controller runs, so pods get their account (and its token
+                // volume) as in any cluster.
+                Flavor::Cluster { .. } => None,
+            })
+            .collect::<Vec<String>>(),
         )?;
         let admin = plane.client().await?;
         plane
@@ -326,28 +435,89 @@ impl ControlPlane {
             })
             .await?;
 
-        plane.spawn(
-            "kube-controller-manager",
-            bins,
-            &[
-                format!("--kubeconfig={}", p(&kcm_kubeconfig)),
-                format!("--authentication-kubeconfig={}", p(&kcm_kubeconfig)),
-                format!("--authorization-kubeconfig={}", p(&kcm_kubeconfig)),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={kcm_port}"),
-                format!("--cert-dir={}", dir.join("controller-manager").display()),
-                format!("--tls-cert-file={}", p(&files.kcm_serving_cert)),
-                format!("--tls-private-key-file={}", p(&files.kcm_serving_key)),
-                "--leader-elect=false".into(),
-                // Garbage collection and namespace teardown are what the operator's users rely
-                // on; the other controllers manage pods and nodes that never exist here.
-                "--controllers=garbagecollector,namespace".into(),
-                // Each controller acts as its own service account with its bootstrap RBAC role,
-                // as on a kubeadm cluster, so RBAC here behaves like RBAC there.
-                "--use-service-account-credentials=true".into(),
-                "--profiling=false".into(),
-            ],
-        )?;
+        let mut kcm_args = vec![
+            format!("--kubeconfig={}", p(&kcm_kubeconfig)),
+            format!("--authentication-kubeconfig={}", p(&kcm_kubeconfig)),
+            format!("--authorization-kubeconfig={}", p(&kcm_kubeconfig)),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={kcm_port}"),
+            format!("--cert-dir={}", dir.join("controller-manager").display()),
+            format!("--tls-cert-file={}", p(&files.kcm_serving_cert)),
+            format!("--tls-private-key-file={}", p(&files.kcm_serving_key)),
+            "--leader-elect=false".into(),
+            // Each controller acts as its own service account with its bootstrap RBAC role,
+            // as on a kubeadm cluster, so RBAC here behaves like RBAC there.
+            "--use-service-account-credentials=true".into(),
+            "--profiling=false".into(),
+        ];
+        match flavor {
+            // Garbage collection and namespace teardown are what the operator's users rely on;
+            // the other controllers manage pods and nodes that never exist on a lean plane.
+            Flavor::Lean => kcm_args.push("--controllers=garbagecollector,namespace".into()),
+            Flavor::Cluster { .. } => kcm_args.extend([
+                // Every controller that is on by default, as on a kubeadm cluster (off by
+                // default: bootstrap-signer, token-cleaner, selinux-warning). Node CIDR
+                // allocation and CSR signing start but idle: no --allocate-node-cidrs, no CA key.
+                "--controllers=*".into(),
+                // The root-ca-cert-publisher puts it in every namespace as `kube-root-ca.crt`.
+                format!("--root-ca-file={}", p(&files.ca_cert)),
+                // For the legacy token controller, which is off without it.
+                format!(
+                    "--service-account-private-key-file={}",
+                    p(&files.sa_private)
+                ),
+                format!("--kube-api-qps={CLUSTER_API_QPS}"),
+                format!("--kube-api-burst={CLUSTER_API_BURST}"),
+            ]),
+        }
+        plane.spawn("kube-controller-manager", bins, &kcm_args)?;
+
+        if let Flavor::Cluster { nodes: count } = flavor {
+            plane.spawn(
+                "kube-scheduler",
+                bins,
+                &[
+                    format!("--kubeconfig={}", p(&scheduler_kubeconfig)),
+                    format!("--authentication-kubeconfig={}", p(&scheduler_kubeconfig)),
+                    format!("--authorization-kubeconfig={}", p(&scheduler_kubeconfig)),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={scheduler_port}"),
+                    format!("--cert-dir={}", dir.join("scheduler").display()),
+                    format!("--tls-cert-file={}", p(&files.scheduler_serving_cert)),
+                    format!("--tls-private-key-file={}", p(&files.scheduler_serving_key)),
+                    "--leader-elect=false".into(),
+                    format!("--kube-api-qps={CLUSTER_API_QPS}"),
+                    format!("--kube-api-burst={CLUSTER_API_BURST}"),
+                    "--profiling=false".into(),
+                ],
+            )?;
+            plane.spawn_with_env(
+                "kwok",
+                bins,
+                &[
+                    format!("--kubeconfig={}", p(&kwok_kubeconfig)),
+                    format!("--config={}", p(&kwok_config)),
+                    "--manage-all-nodes=false".into(),
+                    format!(
+                        "--manage-nodes-with-annotation-selector={}={}",
+                        nodes::FAKE_NODE_ANNOTATION.0,
+                        nodes::FAKE_NODE_ANNOTATION.1
+                    ),
+                    format!("--cidr={}", nodes::POD_CIDR),
+                    format!(
+                        "--node-lease-duration-seconds={}",
+                        nodes::NODE_LEASE_SECONDS
+                    ),
+                ],
+                // kwok also loads `~/.kwok/kwok.yaml` when it exists; a HOME of its own keeps
+                // the user's kwok configuration out of the plane.
+                &[("HOME", dir.as_os_str())],
+            )?;
+            nodes::create(&admin, count)
+                .await
+                .map_err(ControlPlaneError::Nodes)?;
+        }
+
         let mut kcm_config = kube::Config::from_custom_kubeconfig(
             plane.kubeconfig.clone(),
             &KubeConfigOptions::default(),
@@ -364,9 +534,58 @@ impl ControlPlane {
             })
             .await?;
 
+        if let Flavor::Cluster { nodes: count } = flavor {
+            let mut scheduler_config = kube::Config::from_custom_kubeconfig(
+                plane.kubeconfig.clone(),
+                &KubeConfigOptions::default(),
+            )
+            .await?;
+            scheduler_config.cluster_url = format!("https://127.0.0.1:{scheduler_port}")
+                .parse()
+                .expect("a loopback URL with a port is a valid URI");
+            let scheduler = kube::Client::try_from(scheduler_config)?;
+            // /readyz rather than /healthz: it also waits for the scheduler's informers to sync,
+            // so a Pod created from now on is seen.
+            plane
+                .wait_until("kube-scheduler", "/readyz", started, || {
+                    let scheduler = scheduler.clone();
+                    async move { get_ok(&scheduler, "", "readyz").await }
+                })
+                .await?;
+            plane
+                .wait_for(
+                    "kwok",
+                    &format!("{count} simulated Nodes to be Ready and untainted"),
+                    started,
+                    nodes::schedulable_nodes(&admin, count),
+                )
+                .await?;
+            // Created by the serviceaccount controller; without it the ServiceAccount admission
+            // plugin refuses Pods in `default`.
+            plane
+                .wait_until(
+                    "kube-controller-manager",
+                    "the `default` ServiceAccount",
+                    started,
+                    || {
+                        let admin = admin.clone();
+                        async move {
+                            get_ok(
+                                &admin,
+                                "/api/v1/namespaces/default/serviceaccounts",
+                                "default",
+                            )
+                            .await
+                        }
+                    },
+                )
+                .await?;
+        }
+
         tracing::info!(
             server = %plane.server,
             dir = %plane.dir.display(),
+            ?flavor,
             elapsed = ?started.elapsed(),
             "control plane ready"
         );
@@ -378,8 +597,19 @@ impl ControlPlane {
         &self.kubeconfig_path
     }
 
+    /// What this plane runs.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The names of the simulated Nodes (none on a lean plane).
+    pub fn node_names(&self) -> Vec<String> {
+        (0..self.flavor.nodes()).map(nodes::node_name).collect()
+    }
+
     /// The process id of each running component (`etcd`, `kube-apiserver`,
-    /// `kube-controller-manager`), in start order, so benchmarks can report their memory.
+    /// `kube-controller-manager`, then `kube-scheduler` and `kwok` on a cluster plane), in start
+    /// order, so benchmarks can report their memory.
     pub fn pids(&self) -> Vec<(&'static str, u32)> {
         let processes = self.processes.lock().unwrap_or_else(|p| p.into_inner());
         processes.iter().map(|p| (p.name, p.child.id())).collect()
@@ -447,6 +677,16 @@ impl ControlPlane {
         bins: &Path,
         args: &[String],
     ) -> Result<(), ControlPlaneError> {
+        self.spawn_with_env(name, bins, args, &[])
+    }
+
+    fn spawn_with_env(
+        &mut self,
+        name: &'static str,
+        bins: &Path,
+        args: &[String],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Result<(), ControlPlaneError> {
         let log = self.dir.join(format!("{name}.log"));
         let out = File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
         let err = out
@@ -455,6 +695,7 @@ impl ControlPlane {
         let mut command = Command::new(bins.join(name));
         command
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(out)
@@ -487,20 +728,62 @@ impl ControlPlane {
         loop {
             self.check_alive()?;
             match tokio::time::timeout(Duration::from_secs(5), probe()).await {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(())) => {
+                    tracing::debug!(what, elapsed = ?started.elapsed(), "control plane: done waiting");
+                    return Ok(());
+                }
                 Ok(Err(error)) => last_error = error,
                 Err(_) => last_error = "probe timed out after 5s".into(),
             }
             if started.elapsed() > STARTUP_TIMEOUT {
-                let log = self.dir.join(format!("{component}.log"));
-                return Err(ControlPlaneError::Timeout {
-                    timeout: STARTUP_TIMEOUT,
-                    waiting_for: format!("waiting for {what} (last error: {last_error})"),
-                    tail: log_tail(&log),
-                    log,
-                });
+                return Err(self.timeout(component, what, last_error));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Awaits `condition`, failing early if any process exits or the startup deadline passes;
+    /// for conditions a watch reports, where [`Self::wait_until`] would poll.
+    async fn wait_for(
+        &self,
+        component: &'static str,
+        what: &str,
+        started: Instant,
+        condition: impl Future<Output = Result<(), String>>,
+    ) -> Result<(), ControlPlaneError> {
+        let mut condition = std::pin::pin!(condition);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                result = &mut condition => match result {
+                    Ok(()) => {
+                        tracing::debug!(what, elapsed = ?started.elapsed(), "control plane: done waiting");
+                        return Ok(());
+                    }
+                    Err(error) => return Err(self.timeout(component, what, error)),
+                },
+                _ = tick.tick() => {
+                    self.check_alive()?;
+                    if started.elapsed() > STARTUP_TIMEOUT {
+                        return Err(self.timeout(component, what, "still waiting".into()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn timeout(
+        &self,
+        component: &'static str,
+        what: &str,
+        last_error: String,
+    ) -> ControlPlaneError {
+        let log = self.dir.join(format!("{component}.log"));
+        ControlPlaneError::Timeout {
+            timeout: STARTUP_TIMEOUT,
+            waiting_for: format!("waiting for {what} (last error: {last_error})"),
+            tail: log_tail(&log),
+            log,
         }
     }
 
@@ -714,6 +997,9 @@ struct Pki {
     admin: (String, String),
     controller_manager: (String, String),
     controller_manager_serving: (String, String),
+    scheduler: (String, String),
+    scheduler_serving: (String, String),
+    kwok: (String, String),
     service_account_private: String,
     service_account_public: String,
 }
@@ -724,6 +1010,8 @@ struct PkiFiles {
     apiserver_key: PathBuf,
     kcm_serving_cert: PathBuf,
     kcm_serving_key: PathBuf,
+    scheduler_serving_cert: PathBuf,
+    scheduler_serving_key: PathBuf,
     sa_private: PathBuf,
     sa_public: PathBuf,
 }
@@ -801,6 +1089,28 @@ impl Pki {
             &["127.0.0.1", "localhost"],
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
+        // The user name the bootstrap RBAC policy grants the scheduler's roles to.
+        let scheduler = leaf(
+            "system:kube-scheduler",
+            &[],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+        let scheduler_serving = leaf(
+            "kube-scheduler",
+            &[],
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        // kwok plays the kubelet of every simulated Node (status, leases, pod status, deletes),
+        // which no bootstrap role covers short of a Node identity per Node; it is test
+        // infrastructure, so it gets the admin group, as kwokctl gives it.
+        let kwok = leaf(
+            "kwok",
+            &["system:masters"],
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
         let sa_key = KeyPair::generate().map_err(cert_err)?;
         Ok(Pki {
             ca_pem: ca_cert.pem(),
@@ -808,6 +1118,9 @@ impl Pki {
             admin,
             controller_manager,
             controller_manager_serving,
+            scheduler,
+            scheduler_serving,
+            kwok,
             service_account_private: sa_key.serialize_pem(),
             service_account_public: sa_key.public_key_pem(),
         })
@@ -827,6 +1140,8 @@ impl Pki {
             apiserver_key: put("apiserver.key", &self.apiserver.1)?,
             kcm_serving_cert: put("controller-manager.crt", &self.controller_manager_serving.0)?,
             kcm_serving_key: put("controller-manager.key", &self.controller_manager_serving.1)?,
+            scheduler_serving_cert: put("scheduler.crt", &self.scheduler_serving.0)?,
+            scheduler_serving_key: put("scheduler.key", &self.scheduler_serving.1)?,
             sa_private: put("sa.key", &self.service_account_private)?,
             sa_public: put("sa.pub", &self.service_account_public)?,
         })

@@ -3,6 +3,8 @@
 //! The test binary starts one control plane, on first use, and its tests isolate themselves by
 //! namespace ([`test_namespace`]) and, for cluster-scoped objects, by name ([`unique_name`]).
 //! Starting a plane per test would multiply a ~3 s startup and ~400 MB of memory by the test count.
+//! That plane is lean (nothing runs Pods); tests whose subject is workloads that run use the
+//! second shared plane, a cluster, in [`workloads`].
 //!
 //! If the plane cannot start, every test using it fails with the reason and how to build the
 //! binaries; tests are never skipped, so CI cannot pass without having talked to a real API.
@@ -12,6 +14,8 @@ pub mod cluster;
 pub mod operator;
 pub mod process;
 pub mod transform;
+pub mod watch;
+pub mod workloads;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +25,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
-use metascript::testing::ControlPlane;
+use metascript::testing::{ControlPlane, Flavor};
 
 /// Upper bound for anything a test waits on (GC, namespace teardown, watch events). Far above
 /// the normal sub-second latencies, to stay reliable on a loaded 2-core CI machine.
@@ -35,7 +39,7 @@ static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 pub async fn plane() -> &'static ControlPlane {
     // Blocking here is fine: each #[tokio::test] owns its runtime and has nothing else to run,
     // and concurrent first callers must all wait for the one start anyway.
-    match PLANE.get_or_init(start_shared) {
+    match PLANE.get_or_init(|| start_shared(Flavor::Lean, stop_shared)) {
         Ok(plane) => plane,
         Err(message) => panic!("{message}"),
     }
@@ -123,7 +127,8 @@ fn sanitize(s: &str) -> String {
     out
 }
 
-fn start_shared() -> Result<ControlPlane, String> {
+/// Starts a plane that lives as long as the test binary; `on_exit` must stop it.
+fn start_shared(flavor: Flavor, on_exit: extern "C" fn()) -> Result<ControlPlane, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     // The children are SIGKILLed when the thread that spawned them exits (PR_SET_PDEATHSIG), so
     // they are started from a thread that lives, parked, until the process exits. That also makes
@@ -135,7 +140,7 @@ fn start_shared() -> Result<ControlPlane, String> {
                 .enable_all()
                 .build()
                 .expect("building the control plane's runtime");
-            let _ = tx.send(runtime.block_on(ControlPlane::start()));
+            let _ = tx.send(runtime.block_on(ControlPlane::start_with(flavor)));
             loop {
                 std::thread::park();
             }
@@ -147,16 +152,17 @@ fn start_shared() -> Result<ControlPlane, String> {
         .map_err(|e| {
             format!(
                 "the shared Kubernetes control plane could not start: {e}\n\n\
-                 Integration tests need real etcd, kube-apiserver and kube-controller-manager \
-                 binaries: run `hack/control-plane/build.sh` (cached after the first build), \
-                 or set METASCRIPT_CONTROL_PLANE_BIN to a directory that holds them."
+                 Integration tests need real etcd, kube-apiserver, kube-controller-manager, \
+                 kube-scheduler and kwok binaries: run `hack/control-plane/build.sh` (cached \
+                 after the first build), or set METASCRIPT_CONTROL_PLANE_BIN to a directory that \
+                 holds them."
             )
         })?;
     // Statics are never dropped, so without this the plane's temp dir would outlive every test
     // run. `atexit` handlers run when libtest's main returns or calls `process::exit`; a binary
     // killed by a signal leaves the directory for the next plane's stale-directory sweep.
-    // SAFETY: `stop_shared` is a plain `extern "C"` function that does not unwind.
-    if unsafe { libc::atexit(stop_shared) } != 0 {
+    // SAFETY: `on_exit` is a plain `extern "C"` function that does not unwind.
+    if unsafe { libc::atexit(on_exit) } != 0 {
         tracing::warn!("could not register the control plane's exit handler");
     }
     Ok(plane)

@@ -26,13 +26,18 @@ static OPERATOR: OnceLock<Result<TestOperator, String>> = OnceLock::new();
 /// The operator shared by every test of this binary, started on first use.
 pub async fn operator() -> &'static TestOperator {
     let kubeconfig = plane().await.kubeconfig();
-    match OPERATOR.get_or_init(|| start(kubeconfig)) {
+    match OPERATOR.get_or_init(|| start(kubeconfig, "")) {
         Ok(operator) => operator,
         Err(message) => panic!("{message}"),
     }
 }
 
-fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
+/// Starts an operator for the life of the test binary; `name` tells its scripts directory from
+/// that of another plane's operator.
+pub(super) fn start(
+    kubeconfig: kube::config::Kubeconfig,
+    name: &'static str,
+) -> Result<TestOperator, String> {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("test-operator".into())
@@ -48,8 +53,10 @@ fn start(kubeconfig: kube::config::Kubeconfig) -> Result<TestOperator, String> {
                     .map_err(|e| e.to_string())?;
                 let client = kube::Client::try_from(config.clone()).map_err(|e| e.to_string())?;
                 install_crds(&client).await?;
-                let scripts_dir = std::env::temp_dir()
-                    .join(format!("metascript-test-scripts-{}", std::process::id()));
+                let scripts_dir = std::env::temp_dir().join(format!(
+                    "metascript-test-scripts{name}-{}",
+                    std::process::id()
+                ));
                 std::fs::create_dir_all(&scripts_dir).map_err(|e| e.to_string())?;
                 let kube = config;
                 let config = OperatorConfig {
@@ -156,7 +163,11 @@ pub async fn wait_for(
 /// Waits until the controller has had nothing to do for two seconds; returns its (writes,
 /// syncs). Polled: "nothing happens" has no event to wait for.
 pub async fn quiet(controller: &ControllerId) -> (u64, u64) {
-    let operator = &operator().await.operator;
+    quiet_of(&operator().await.operator, controller).await
+}
+
+/// [`quiet`] for a controller of the given operator.
+pub async fn quiet_of(operator: &Operator, controller: &ControllerId) -> (u64, u64) {
     let counts = || {
         let metrics = operator.metrics();
         (metrics.writes_of(controller), metrics.syncs_of(controller))
