@@ -154,6 +154,7 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("apps/v1", "statefulsets", "StatefulSet", true),
     ("apps/v1", "daemonsets", "DaemonSet", true),
     ("apps/v1", "replicasets", "ReplicaSet", true),
+    ("apps/v1", "controllerrevisions", "ControllerRevision", true),
     ("batch/v1", "jobs", "Job", true),
     ("batch/v1", "cronjobs", "CronJob", true),
     ("networking.k8s.io/v1", "ingresses", "Ingress", true),
@@ -211,6 +212,7 @@ const WITHOUT_STATUS: &[&str] = &[
     "ClusterRoleBinding",
     "Lease",
     "NetworkPolicy",
+    "ControllerRevision",
 ];
 
 impl StaticResolver {

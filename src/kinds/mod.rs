@@ -185,7 +185,11 @@ mod tests {
             let plural = kind.name().plural();
             for (file, text, needed) in [
                 ("deploy/rbac-operator.yaml", rbac, plural.to_string()),
-                ("deploy/rbac-operator.yaml", rbac, format!("{plural}/status")),
+                (
+                    "deploy/rbac-operator.yaml",
+                    rbac,
+                    format!("{plural}/status"),
+                ),
                 ("deploy/webhook.yaml", webhook, plural.to_string()),
             ] {
                 let listed = text

@@ -543,7 +543,10 @@ mod tests {
         assert_eq!(hook_of(None, None), Ok(decorator::SYNC));
         assert_eq!(hook_of(None, Some("tombstone")), Ok(map::TOMBSTONE));
         assert_eq!(hook_of(Some("MapController"), None), Ok(map::MAP));
-        assert_eq!(hook_of(Some("decorator"), Some("customize")), Ok(decorator::CUSTOMIZE));
+        assert_eq!(
+            hook_of(Some("decorator"), Some("customize")),
+            Ok(decorator::CUSTOMIZE)
+        );
         let error = hook_of(Some("MapController"), Some("sync")).unwrap_err();
         assert_eq!(
             error,

@@ -4,17 +4,15 @@
 //! all three do exactly the same thing.
 
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
-use super::plan::{Decorator, Observed, Phase, RelatedRule};
+use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
+use crate::plan::lifecycle::Phase;
+use crate::plan::related::{RelatedRule, RelatedRules, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
-use crate::resources::{ResourceResolver, ResourceType};
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// The related resource rules a target's customize hook returned, each with its resolved type.
-pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
 
 /// What one target's sync decided.
 pub struct Synced {
@@ -83,27 +81,6 @@ fn customize(
         .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
 }
 
-/// Resolves the type of each related resource rule (offline: no watch to start).
-pub fn resolve_related(
-    decorator: &Decorator,
-    resolver: &dyn ResourceResolver,
-    rules: Vec<RelatedRule>,
-) -> Result<RelatedRules, SyncError> {
-    rules
-        .into_iter()
-        .map(|rule| {
-            let resource =
-                resolver
-                    .resolve(&rule.resource_ref())
-                    .map_err(|source| SyncError::Resolve {
-                        controller: decorator.name.clone(),
-                        source,
-                    })?;
-            Ok((rule, resource))
-        })
-        .collect()
-}
-
 /// The attachments a target's request shows: its children of the attachment types that this
 /// controller owns.
 pub fn observed_attachments(
@@ -117,22 +94,4 @@ pub fn observed_attachments(
         .flat_map(|child| store.controlled_by(&child.resource, target))
         .filter(|child| decorator.owns(target, child))
         .collect()
-}
-
-/// The related objects a target's rules select.
-pub fn related_objects(
-    store: &dyn ObjectStore,
-    target: &Value,
-    rules: &[(RelatedRule, ResourceType)],
-) -> Vec<Arc<Value>> {
-    let mut related = Vec::new();
-    for (rule, resource) in rules {
-        related.extend(
-            store
-                .list(resource, resource.scope(rule.namespace_for(target)))
-                .into_iter()
-                .filter(|candidate| rule.selects(target, candidate)),
-        );
-    }
-    related
 }

@@ -1,12 +1,15 @@
-//! Which targets of a DecoratorController relate to which objects: the rules each target's
-//! customize hook returned, indexed by the type and namespace they look in, so an event of a
-//! related object finds the targets it may concern without scanning them all.
+//! Which objects a controller syncs relate to which others: the rules each object's customize
+//! hook returned, indexed by the type and namespace they look in, so an event of a related
+//! object finds the objects it may concern without scanning them all; and making sure the
+//! types those rules name are watched before a sync reads them. Shared by every kind with a
+//! customize hook.
 
-use super::plan::RelatedRule;
-use super::sync::RelatedRules;
+use super::context::Context;
+use super::keys::{ControllerId, ObjRef};
 use crate::object;
+use crate::plan::SyncError;
+use crate::plan::related::{RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
-use crate::runtime::keys::ObjRef;
 use parking_lot::RwLock;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -95,6 +98,36 @@ impl RelatedIndex {
             })
             .collect()
     }
+}
+
+/// Resolves the type of each related rule and makes sure it is watched, so the rules can be
+/// evaluated against the cache.
+pub async fn watch_related(
+    context: &Context,
+    id: &ControllerId,
+    rules: Vec<RelatedRule>,
+) -> Result<RelatedRules, SyncError> {
+    let mut related = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let resolved = context
+            .discovery
+            .resolve(&rule.resource_ref())
+            .await
+            .map_err(|source| SyncError::Resolve {
+                controller: id.name.clone(),
+                source,
+            })?;
+        context
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|error| SyncError::Watch {
+                controller: id.name.clone(),
+                message: error.to_string(),
+            })?;
+        related.push((rule, resolved.resource));
+    }
+    Ok(related)
 }
 
 impl Inner {
