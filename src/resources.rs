@@ -79,6 +79,13 @@ pub enum ResolveError {
         api_version: String,
         resource: String,
     },
+    /// The type resolves, but cannot be used the way the controller asks.
+    #[error("{api_version}/{resource} {reason}")]
+    Unsupported {
+        api_version: String,
+        resource: String,
+        reason: String,
+    },
     #[error("discovery of {api_version}/{resource} failed: {message}")]
     Discovery {
         api_version: String,

@@ -473,10 +473,10 @@ mod tests {
             "{errors:?}"
         );
 
-        let composite = json!({"apiVersion": METACONTROLLER_API_VERSION, "kind": "CompositeController", "metadata": {"name": "c"}, "spec": {}});
+        let controller = json!({"apiVersion": METACONTROLLER_API_VERSION, "kind": "ControllerRevision", "metadata": {"name": "c"}, "spec": {}});
         assert!(matches!(
-            &convert(&composite, &Options::default()).unwrap_err()[..],
-            [ConvertError::UnsupportedKind { kind, .. }] if kind == "CompositeController"
+            &convert(&controller, &Options::default()).unwrap_err()[..],
+            [ConvertError::UnsupportedKind { kind, .. }] if kind == "ControllerRevision"
         ));
     }
 }

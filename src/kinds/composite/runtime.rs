@@ -1,0 +1,378 @@
+//! CompositeControllers in the running operator: which events reach which parents (a child's
+//! controller, the parents whose selector an orphan matches, the parents whose customize rules
+//! select a related object), syncing one parent, and releasing every parent's finalizer when the
+//! controller itself is deleted.
+
+use super::api::{CompositeController, KIND};
+use super::plan::Composite;
+use super::sync;
+use crate::api::{ResourceRef, ServiceAccountRef};
+use crate::object;
+use crate::plan::Plan;
+use crate::plan::lifecycle::{Phase, finalizer_for};
+use crate::plan::related::{RelatedRule, related_objects};
+use crate::reasons;
+use crate::resources::{ResolveError, ResourceResolver};
+use crate::runtime::apply::{PlanTarget, Written};
+use crate::runtime::cache::ObjectEvent;
+use crate::runtime::context::{Context, Failure};
+use crate::runtime::finalizers;
+use crate::runtime::fingerprint::{self, Seen, Sweep};
+use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
+use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
+use crate::runtime::related::{self, RelatedIndex};
+use crate::runtime::routes::only_status_changed;
+use crate::script::CallScope;
+use crate::store::ObjectStore;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct CompositeKind;
+
+/// What a CompositeController remembers across reloads.
+#[derive(Default)]
+pub struct CompositeState {
+    related: RelatedIndex,
+}
+
+impl Kind for CompositeKind {
+    type Object = CompositeController;
+    type Planner = Composite;
+    type State = CompositeState;
+    type OutcomeKey = ObjRef;
+
+    fn build(
+        controller: &CompositeController,
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Composite, ResolveError> {
+        Composite::new(controller, resolver)
+    }
+
+    fn interest(composite: &Composite) -> Interest {
+        Interest {
+            types: std::iter::once(composite.parent.clone())
+                .chain(composite.owned_types())
+                .collect(),
+            every_type: composite.has_customize,
+        }
+    }
+
+    async fn installed(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        object: &Value,
+        _first: bool,
+    ) {
+        let has_finalize = controller.planner.has_finalize;
+        finalizers::keep_cleanup_finalizer(context, &controller.id, object, has_finalize).await;
+    }
+
+    /// Removes the controller's finalizer from every parent, then its own cleanup finalizer.
+    /// Children stay: their parents own them.
+    async fn release(
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Value,
+    ) -> Result<(), Failure> {
+        let controller: CompositeController = serde_json::from_value(object.clone())
+            .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
+        let spec = &controller.spec;
+        let account = ServiceAccountRef::from_spec(
+            spec.service_account_name.as_deref(),
+            spec.service_account_namespace.as_deref(),
+        );
+        let parent = ResourceRef {
+            api_version: spec.parent_resource.api_version.clone(),
+            resource: spec.parent_resource.resource.clone(),
+        };
+        let finalizer = finalizer_for(KIND, &id.name);
+        finalizers::release_finalizers(context, id, object, account.as_ref(), &[parent], &finalizer)
+            .await
+    }
+
+    fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
+        let composite = &controller.planner;
+        let mut skipped = 0;
+        for parent in ObjectStore::list(&*context.informers, &composite.parent, None) {
+            if !composite.wants(&parent) {
+                continue;
+            }
+            let parent_ref = ObjRef::of(&composite.parent, &parent);
+            if sweep == Sweep::Changed && unchanged(context, controller, &parent_ref, &parent) {
+                skipped += 1;
+                continue;
+            }
+            controller.enqueue(context, Work::Object(parent_ref));
+        }
+        skipped
+    }
+
+    fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
+        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+            return;
+        };
+        let composite = &controller.planner;
+        let news = controller.is_news(event);
+        if event.resource == composite.parent && news {
+            route_parent(context, controller, event, object);
+        }
+        let owned = composite.owned_types().contains(&event.resource);
+        if owned && news {
+            route_child(context, controller, event);
+        }
+        for (parent, rules) in controller.state.related.candidates(&event.resource, object) {
+            let Some(parent_object) = context.get(&parent) else {
+                continue;
+            };
+            let selected = [&event.old, &event.new]
+                .into_iter()
+                .flatten()
+                .any(|candidate| {
+                    rules
+                        .iter()
+                        .any(|rule| rule.selects(&parent_object, candidate))
+                });
+            if selected {
+                controller.enqueue(context, Work::Object(parent));
+            }
+        }
+    }
+
+    async fn sync(
+        context: &Arc<Context>,
+        controller: &Arc<Controller<Self>>,
+        work: &Work,
+    ) -> Outcome<ObjRef> {
+        match work {
+            Work::Object(parent) => sync_parent(context, controller, parent).await,
+            _ => Outcome::Done,
+        }
+    }
+
+    async fn report(_: &Arc<Context>, _: &Arc<Controller<Self>>) {}
+}
+
+/// A parent event: queued when the controller has work for the new version or had for the old
+/// one (a deleted parent, too, so it is forgotten), unless it is the event of the controller's
+/// own write or a status change `ignoreStatusChanges` asks to ignore.
+fn route_parent(
+    context: &Context,
+    controller: &Controller<CompositeKind>,
+    event: &ObjectEvent,
+    object: &Value,
+) {
+    let composite = &controller.planner;
+    let wanted = [&event.old, &event.new]
+        .into_iter()
+        .flatten()
+        .any(|version| composite.wants(version));
+    if !wanted {
+        return;
+    }
+    if let (Some(old), Some(new)) = (&event.old, &event.new)
+        && composite.ignore_status_changes
+        && only_status_changed(old, new)
+    {
+        return;
+    }
+    if context.applier.own_writes.is_own(&controller.id, event) {
+        return;
+    }
+    controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
+}
+
+/// A child (or ControllerRevision) event: its controller, before and after, if that is a
+/// parent; and for an orphan, every parent whose selector matches it (one may adopt it). Even a
+/// child exactly as this controller applied it syncs its parent: the hook sees the observed
+/// children and reports on them in status.
+fn route_child(context: &Context, controller: &Controller<CompositeKind>, event: &ObjectEvent) {
+    let composite = &controller.planner;
+    let mut parents = HashSet::new();
+    let is_child = composite
+        .children
+        .iter()
+        .any(|child| child.resource == event.resource);
+    for version in [&event.old, &event.new].into_iter().flatten() {
+        match ObjRef::owner_of(&composite.parent, version) {
+            Some(parent) => {
+                parents.insert(parent);
+            }
+            None if is_child
+                && object::controller_ref(version).is_none()
+                && !object::is_deleting(version) =>
+            {
+                let labels = object::labels(version);
+                let scope = composite.parent.scope_of(version);
+                for parent in ObjectStore::list(&*context.informers, &composite.parent, scope) {
+                    let adopts = composite.phase(&parent) == Phase::Sync
+                        && composite
+                            .selector(&parent)
+                            .is_ok_and(|selector| selector.matches(&labels));
+                    if adopts {
+                        parents.insert(ObjRef::of(&composite.parent, &parent));
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+    for parent in parents {
+        controller.enqueue(context, Work::Object(parent));
+    }
+}
+
+/// Whether a parent's last sync was pure and saw exactly what the cache holds now.
+fn unchanged(
+    context: &Context,
+    controller: &Controller<CompositeKind>,
+    parent_ref: &ObjRef,
+    parent: &Value,
+) -> bool {
+    let Some(recorded) = controller.outcomes.fingerprint(parent_ref) else {
+        return false;
+    };
+    let Some(seen) = seen(context, controller, parent_ref, parent) else {
+        return false;
+    };
+    let reads = context.current_reads(&controller.id, || Work::Object(parent_ref.clone()));
+    seen.fingerprint(controller.version, reads) == recorded
+}
+
+/// What a sync of the parent builds its hook requests from, as the cache holds it now: the
+/// parent, the children it claims, its ControllerRevisions and the objects its customize rules
+/// relate to it. `None` when the parent's phase runs no hook or its selector is unreadable.
+fn seen(
+    context: &Context,
+    controller: &Controller<CompositeKind>,
+    parent_ref: &ObjRef,
+    parent: &Value,
+) -> Option<Seen> {
+    let composite = &controller.planner;
+    if !composite.phase(parent).runs_hook() {
+        return None;
+    }
+    let selector = composite.selector(parent).ok()?;
+    let store = &*context.informers;
+    let mut seen = Seen::default();
+    seen.object(parent);
+    for child in sync::claimed(composite, store, parent, &selector) {
+        seen.object(&child);
+    }
+    if let Some(revision_type) = &composite.revisions {
+        for revision in sync::revisions(store, revision_type, parent) {
+            seen.object(&revision);
+        }
+    }
+    if composite.has_customize {
+        let rules = controller.state.related.rules_of(parent_ref);
+        for related in related_objects(store, parent, &rules) {
+            seen.object(&related);
+        }
+    }
+    Some(seen)
+}
+
+/// Syncs one parent: hooks on the blocking pool, then the plan's writes. A parent that is gone
+/// or no longer the controller's is forgotten.
+async fn sync_parent(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<CompositeKind>>,
+    parent_ref: &ObjRef,
+) -> Outcome<ObjRef> {
+    let object = context
+        .get(parent_ref)
+        .filter(|object| controller.planner.phase(object) != Phase::Idle);
+    let Some(object) = object else {
+        controller.state.related.remove(parent_ref);
+        return Outcome::Forgotten(parent_ref.clone());
+    };
+    let failed = |failure: Failure| Outcome::Failed {
+        key: parent_ref.clone(),
+        about: object.clone(),
+        failure,
+    };
+    let scope = context.scope(&controller.planner.reads);
+    let plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
+        Ok(Some(plan)) => plan,
+        Ok(None) => {
+            return Outcome::Synced {
+                key: parent_ref.clone(),
+                resync_after: None,
+                fingerprint: None,
+            };
+        }
+        Err(failure) => return failed(failure),
+    };
+    let mut written = Written::default();
+    if !plan.is_noop() {
+        let owned_types = controller.planner.owned_types();
+        let target = PlanTarget {
+            object: &object,
+            resource: &parent_ref.resource,
+            child_types: &owned_types,
+            controller: &controller.id,
+            writer: &controller.writer,
+        };
+        written = match context.applier.execute(&target, &plan).await {
+            Ok(written) => written,
+            Err(error) => return failed(error.into()),
+        };
+        tracing::debug!(controller = %controller.id, parent = %parent_ref, claimed = plan.claims.len(), applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
+    }
+    let fingerprint = seen(context, controller, parent_ref, &object)
+        .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
+    Outcome::Synced {
+        key: parent_ref.clone(),
+        resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
+        fingerprint,
+    }
+}
+
+/// Plans a parent on the blocking pool (customize, older revisions, then sync or finalize),
+/// then records what its hooks read and publishes the Events they asked for. Every hook of the
+/// sync runs in `scope`, so what they read together is what the parent depends on.
+async fn plan_parent(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<CompositeKind>>,
+    object: &Arc<Value>,
+    parent_ref: &ObjRef,
+    scope: &CallScope,
+) -> Result<Option<Plan>, Failure> {
+    let (planner, parent, key, state, id) = (
+        controller.planner.clone(),
+        object.clone(),
+        parent_ref.clone(),
+        controller.state.clone(),
+        controller.id.clone(),
+    );
+    let planned = context
+        .blocking(
+            &controller.id,
+            &controller.hooks,
+            scope,
+            move |context, runner| {
+                // The customize hook's types are resolved and watched before sync reads them
+                // from the caches, and indexed so their changes re-sync this parent.
+                let resolve = |rules: Vec<RelatedRule>| {
+                    let related = tokio::runtime::Handle::current()
+                        .block_on(related::watch_related(context, &id, rules))?;
+                    state.related.set(&key, &parent, related.clone());
+                    Ok(related)
+                };
+                sync::sync_parent(&planner, runner, &*context.informers, &parent, &resolve)
+            },
+        )
+        .await;
+    context.record_reads(
+        &WorkKey::new(&controller.id, Work::Object(parent_ref.clone())),
+        scope,
+    );
+    if planned.is_ok() {
+        context
+            .publish_script_events(object, &controller.reference, KIND.action(), &scope.events)
+            .await;
+    }
+    Ok(planned?.map(|synced| synced.plan))
+}
