@@ -19,6 +19,7 @@
 use super::api::StatusConditionCheck;
 use crate::api::UpdateMethod;
 use crate::object::{self, ObjectKey};
+use crate::plan::APPLIED_DIGEST_ANNOTATION;
 use crate::plan::children::{self, ChildType};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -155,7 +156,9 @@ pub fn stamped(mut child: Value, revision: &str) -> Value {
 }
 
 /// Whether a child already has everything `desired` asks for except its revision label: moving
-/// it to `desired`'s revision changes nothing else.
+/// it to `desired`'s revision changes nothing else. A child this controller never wrote (adopted,
+/// or from before its type rolled) has no applied digest to compare, and is judged by its
+/// fields alone.
 fn same_content(desired: &Value, observed: &Value) -> bool {
     let mut unlabelled = desired.clone();
     if let Some(labels) = unlabelled
@@ -163,6 +166,23 @@ fn same_content(desired: &Value, observed: &Value) -> bool {
         .and_then(Value::as_object_mut)
     {
         labels.remove(REVISION_LABEL);
+    }
+    let digest = |object: &Value| {
+        object
+            .pointer("/metadata/annotations")
+            .and_then(|annotations| annotations.get(APPLIED_DIGEST_ANNOTATION))
+            .is_some()
+    };
+    if !digest(observed)
+        && let Some(metadata) = object::metadata_mut(&mut unlabelled)
+        && let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+    {
+        annotations.remove(APPLIED_DIGEST_ANNOTATION);
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
     }
     children::already_applied(&unlabelled, observed)
 }
