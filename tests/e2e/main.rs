@@ -14,6 +14,7 @@ mod control_plane_smoke;
 mod impersonation;
 mod install;
 mod leader_election;
+mod operator_composite;
 mod operator_decorator;
 mod operator_events;
 mod operator_map;
