@@ -142,6 +142,28 @@ fn condition<'a>(object: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
+/// Waits for the parent's `Updated` condition to satisfy `check`; on timeout, says what the
+/// parent's status was.
+async fn wait_updated(
+    cluster: &Cluster,
+    parent: &Value,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    let deadline = tokio::time::Instant::now() + crate::support::WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if let Some(object) = cluster.get(parent).await {
+            if check(condition(&object, "Updated")) {
+                return object;
+            }
+            last = object["status"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}; the parent's status was {last}")
+}
+
 async fn merge_patch(cluster: &Cluster, object: &Value, patch: Value) {
     cluster
         .api(object)
@@ -773,25 +795,23 @@ async fn rolling_in_place_waits_for_each_child_to_observe_its_spec_and_pass_its_
     };
     fixture.cluster.apply(&fixture.widget(2)).await;
     let moved = fixture.wait_value(2, 2).await;
-    let waiting = fixture
-        .cluster
-        .wait_for(&fixture.widget(2), "waiting for shard-2", |w| {
-            condition(w, "Updated")["message"]
-                == "Shard shard-2 has not observed its latest spec yet"
-        })
-        .await;
+    let waiting = wait_updated(
+        &fixture.cluster,
+        &fixture.widget(2),
+        "waiting for shard-2",
+        |c| c["message"] == "Shard shard-2 has not observed its latest spec yet",
+    )
+    .await;
     assert_eq!(condition(&waiting, "Updated")["reason"], "RolloutWaiting");
     quiet(&id(&fixture.name)).await;
     assert_eq!(fixture.values().await, [1, 1, 2], "one at a time");
     // Observed but not Ready: still waiting, now for the check.
     shard_ready(&fixture.cluster, &moved, false).await;
-    fixture
-        .cluster
-        .wait_for(&fixture.widget(2), "waiting for Ready", |w| {
-            condition(w, "Updated")["message"]
-                == "Shard shard-2 failed status check: \"Ready\" condition status is \"False\" (want \"True\")"
-        })
-        .await;
+    wait_updated(&fixture.cluster, &fixture.widget(2), "waiting for Ready", |c| {
+        c["message"]
+            == "Shard shard-2 failed status check: \"Ready\" condition status is \"False\" (want \"True\")"
+    })
+    .await;
     assert_eq!(fixture.values().await, [1, 1, 2]);
     for i in [2, 1, 0] {
         let shard = fixture.wait_value(i, 2).await;
@@ -811,12 +831,13 @@ async fn a_script_reloaded_mid_rollout_rolls_on_one_child_at_a_time() {
     let fixture = Shards::new("reload", SHARDS_HOOK).await;
     fixture.cluster.apply(&fixture.widget(2)).await;
     fixture.wait_value(2, 2).await;
-    fixture
-        .cluster
-        .wait_for(&fixture.widget(2), "waiting for shard-2", |w| {
-            condition(w, "Updated")["reason"] == "RolloutWaiting"
-        })
-        .await;
+    wait_updated(
+        &fixture.cluster,
+        &fixture.widget(2),
+        "waiting for shard-2",
+        |c| c["reason"] == "RolloutWaiting",
+    )
+    .await;
 
     // A new script (it adds a field to every Shard) is a new revision: it rolls out as a
     // template change would, never to every Shard at once.

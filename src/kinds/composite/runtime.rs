@@ -7,12 +7,12 @@ use super::api::{CompositeController, KIND};
 use super::plan::Composite;
 use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
-use crate::object;
-use crate::plan::Plan;
+use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::{Phase, finalizer_for};
 use crate::plan::related::{RelatedRule, related_objects};
+use crate::plan::{Deletion, Plan};
 use crate::reasons;
-use crate::resources::{ResolveError, ResourceResolver};
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
 use crate::runtime::cache::ObjectEvent;
 use crate::runtime::context::{Context, Failure};
@@ -24,10 +24,11 @@ use crate::runtime::related::{self, RelatedIndex};
 use crate::runtime::routes::only_status_changed;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
+use parking_lot::Mutex;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct CompositeKind;
 
@@ -35,7 +36,27 @@ pub struct CompositeKind;
 #[derive(Default)]
 pub struct CompositeState {
     related: RelatedIndex,
+    expectations: Mutex<HashMap<ObjRef, Expectation>>,
 }
+
+/// What the last sync of a parent wrote and deleted, until the watch caches show it (the
+/// expectations of Kubernetes' own controllers). A sync planned from caches that lag behind the
+/// controller's own writes would take a child it just created for missing, or one it just
+/// moved for still waiting, and a rolling update would then move more than one child at a
+/// time; so a parent is not planned again until its caches have caught up, or for at most
+/// [`EXPECTATION_TTL`] (an object deleted by someone else right after the write never shows
+/// the version the write produced).
+struct Expectation {
+    written: Vec<(ObjectKey, String)>,
+    deleted: Vec<Deletion>,
+    since: Instant,
+}
+
+const EXPECTATION_TTL: Duration = Duration::from_secs(10);
+
+/// How soon a parent whose caches lag behind its last sync is looked at again (its objects'
+/// events usually queue it sooner).
+const CATCH_UP_DELAY: Duration = Duration::from_millis(200);
 
 impl Kind for CompositeKind {
     type Object = CompositeController;
@@ -177,10 +198,26 @@ fn route_parent(
     {
         return;
     }
-    if context.applier.own_writes.is_own(&controller.id, event) {
+    // A status written through the main resource (no status subresource) moves the generation,
+    // and the write records the generation it expects to produce; a sync that read the parent
+    // before the cache caught up with an earlier write of its own expects the wrong one. The
+    // event of such a write is acted on rather than ignored as the controller's own, so the
+    // next sync sets observedGeneration right.
+    let behind =
+        !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
+    if !behind && context.applier.own_writes.is_own(&controller.id, event) {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
+}
+
+/// Whether a parent's `status.observedGeneration` is set and behind its generation.
+fn generation_behind(parent: &Value) -> bool {
+    let at = |pointer| parent.pointer(pointer).and_then(Value::as_i64);
+    matches!(
+        (at("/status/observedGeneration"), at("/metadata/generation")),
+        (Some(observed), Some(generation)) if observed < generation
+    )
 }
 
 /// A child (or ControllerRevision) event: its controller, before and after, if that is a
@@ -220,6 +257,61 @@ fn route_child(context: &Context, controller: &Controller<CompositeKind>, event:
     }
     for parent in parents {
         controller.enqueue(context, Work::Object(parent));
+    }
+}
+
+/// Whether the caches show everything the parent's last sync wrote and deleted (or waited long
+/// enough). A failed write of that sync leaves nothing to wait for but what it wrote before.
+fn caught_up(
+    context: &Context,
+    controller: &Controller<CompositeKind>,
+    parent_ref: &ObjRef,
+) -> bool {
+    let mut expectations = controller.state.expectations.lock();
+    let Some(expectation) = expectations.get(parent_ref) else {
+        return true;
+    };
+    let composite = &controller.planner;
+    let types: Vec<ResourceType> = std::iter::once(composite.parent.clone())
+        .chain(composite.owned_types())
+        .collect();
+    let cached = |key: &ObjectKey| {
+        let resource = types
+            .iter()
+            .find(|t| t.kind == key.kind && t.api_version == key.api_version)?;
+        context
+            .informers
+            .get(resource, key.namespace.as_deref(), &key.name)
+    };
+    let shown = expectation.written.iter().all(|(key, version)| {
+        cached(key).is_some_and(|object| {
+            let seen = object::str_at(&object, "/metadata/resourceVersion").unwrap_or_default();
+            at_least(seen, version)
+        })
+    });
+    let gone = expectation.deleted.iter().all(|deletion| {
+        cached(&deletion.key).is_none_or(|object| {
+            object::is_deleting(&object)
+                || deletion
+                    .uid
+                    .as_deref()
+                    .is_some_and(|uid| object::uid(&object) != Some(uid))
+        })
+    });
+    let done = (shown && gone) || expectation.since.elapsed() > EXPECTATION_TTL;
+    if done {
+        expectations.remove(parent_ref);
+    }
+    done
+}
+
+/// Whether the cache's version of an object is the one a write produced or a later one.
+/// resourceVersions are opaque to clients, but they come from one etcd's revision counter, so
+/// two numeric ones order; anything else must be equal.
+fn at_least(seen: &str, written: &str) -> bool {
+    match (seen.parse::<u64>(), written.parse::<u64>()) {
+        (Ok(seen), Ok(written)) => seen >= written,
+        _ => seen == written,
     }
 }
 
@@ -286,6 +378,7 @@ async fn sync_parent(
         .filter(|object| controller.planner.phase(object) != Phase::Idle);
     let Some(object) = object else {
         controller.state.related.remove(parent_ref);
+        controller.state.expectations.lock().remove(parent_ref);
         return Outcome::Forgotten(parent_ref.clone());
     };
     let failed = |failure: Failure| Outcome::Failed {
@@ -293,6 +386,13 @@ async fn sync_parent(
         about: object.clone(),
         failure,
     };
+    if !caught_up(context, controller, parent_ref) {
+        return Outcome::Synced {
+            key: parent_ref.clone(),
+            resync_after: Some(CATCH_UP_DELAY),
+            fingerprint: None,
+        };
+    }
     let scope = context.scope(&controller.planner.reads);
     let plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
         Ok(Some(plan)) => plan,
@@ -315,7 +415,22 @@ async fn sync_parent(
             controller: &controller.id,
             writer: &controller.writer,
         };
-        written = match context.applier.execute(&target, &plan).await {
+        let executed = context.applier.execute(&target, &plan).await;
+        // Expected even when a write failed: those before it were made.
+        let expectation = Expectation {
+            written: executed
+                .as_ref()
+                .map(|written| written.versions.clone())
+                .unwrap_or_default(),
+            deleted: plan.delete.clone(),
+            since: Instant::now(),
+        };
+        controller
+            .state
+            .expectations
+            .lock()
+            .insert(parent_ref.clone(), expectation);
+        written = match executed {
             Ok(written) => written,
             Err(error) => return failed(error.into()),
         };
@@ -375,4 +490,38 @@ async fn plan_parent(
             .await;
     }
     Ok(planned?.map(|synced| synced.plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_or_equal_resource_version_has_caught_up() {
+        assert!(at_least("120", "120"));
+        assert!(at_least("121", "120"));
+        assert!(!at_least("99", "120"), "numeric, not textual, order");
+        assert!(at_least("opaque", "opaque"));
+        assert!(
+            !at_least("opaque-2", "opaque-1"),
+            "unordered versions must be equal"
+        );
+    }
+
+    #[test]
+    fn a_parent_whose_observed_generation_is_behind_is_noticed() {
+        let parent = |observed: Option<i64>| {
+            let mut parent = serde_json::json!({"metadata": {"generation": 4}});
+            if let Some(observed) = observed {
+                parent["status"] = serde_json::json!({"observedGeneration": observed});
+            }
+            parent
+        };
+        assert!(generation_behind(&parent(Some(3))));
+        assert!(!generation_behind(&parent(Some(4))));
+        assert!(
+            !generation_behind(&parent(None)),
+            "nothing recorded is not behind"
+        );
+    }
 }
