@@ -17,4 +17,7 @@ RUN cargo build --release --locked --bin metascript
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/metascript /usr/local/bin/metascript
 USER 65532:65532
+# `metascript run` serves metrics and probes on loopback unless told otherwise; in a pod the
+# kubelet and Prometheus reach them on the pod's IP. deploy/ and the chart pass the flag too.
+ENV METASCRIPT_METRICS_ADDR=0.0.0.0:9090
 ENTRYPOINT ["/usr/local/bin/metascript"]

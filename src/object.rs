@@ -96,6 +96,14 @@ pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object.get("metadata")?.get("labels")?.get(key)?.as_str()
 }
 
+pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)?
+        .as_str()
+}
+
 pub fn is_deleting(object: &Value) -> bool {
     at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }

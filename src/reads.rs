@@ -179,6 +179,11 @@ impl ReadAccess {
 
     /// What was read so far, deduplicated, in the order first read (bounded, see
     /// [`MAX_DEPENDENCIES`]).
+    /// How many reads were recorded so far.
+    pub fn count(&self) -> usize {
+        self.recorded.lock().dependencies.len()
+    }
+
     pub fn dependencies(&self) -> Vec<Dependency> {
         let recorded = self.recorded.lock();
         recorded

@@ -13,6 +13,13 @@ use std::fmt;
     "message": "a hook needs exactly one of script or webhook"
 }]))]
 pub struct Hook {
+    /// The shape of the request, as Metacontroller versions it: `v1` (the default) keys an
+    /// object by its name, or `namespace/name` when the parent cannot imply its namespace; `v2`
+    /// keys every namespaced object `namespace/name`, and lets a namespaced parent's related
+    /// objects come from any namespace (`docs/hook-contract.md#hook-versions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "version_schema")]
+    pub version: Option<HookVersion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptSpec>,
     /// An HTTP(S) endpoint that answers the hook, as in Metacontroller.
@@ -97,6 +104,22 @@ pub struct ConfigMapKeyRef {
 /// client-side validation refuses an enum containing null).
 fn language_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "enum": ["rhai", "lua"]})
+}
+
+/// `v1` or `v2`, without the `null` schemars would list for an `Option`.
+fn version_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["v1", "v2"]})
+}
+
+/// Which shape of request a hook gets (Metacontroller's hook versions).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum HookVersion {
+    /// Objects keyed by name, or `namespace/name` when the parent cannot imply the namespace.
+    #[default]
+    V1,
+    /// Namespaced objects always keyed `namespace/name`.
+    V2,
 }
 
 /// The language a script is written in.
@@ -207,6 +230,29 @@ pub struct Webhook {
         skip_serializing_if = "Option::is_none"
     )]
     pub response_unmarshall_mode: Option<ResponseMode>,
+    /// Ask the webhook with `If-None-Match` whether its last answer about the same object still
+    /// holds: a `304 Not Modified` (or `412`) reuses it, saving the hook its work (Metacontroller's
+    /// `etag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<Etag>,
+}
+
+/// ETag use of a webhook (RFC 7232): the hook answers with an `ETag` header, and is asked with
+/// `If-None-Match` the next time the same object is synced.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct Etag {
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How long an answer is remembered, in seconds (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cache_timeout_seconds: Option<i32>,
+    /// How often forgotten answers are dropped, in seconds (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cache_cleanup_seconds: Option<i32>,
 }
 
 /// A Service a webhook is reached through (cluster DNS: `<name>.<namespace>`).

@@ -118,6 +118,30 @@ pub struct Field {
     /// Its type in LuaLS notation.
     pub lua_type: &'static str,
     pub doc: &'static str,
+    /// A response's list of whole objects (children to apply, outputs to keep): held to the
+    /// sizes the API server accepts before anything is planned from it.
+    pub objects: bool,
+}
+
+impl Field {
+    pub const fn new(name: &'static str, lua_type: &'static str, doc: &'static str) -> Field {
+        Field {
+            name,
+            lua_type,
+            doc,
+            objects: false,
+        }
+    }
+
+    /// A response field holding a flat list of objects.
+    pub const fn objects(name: &'static str, doc: &'static str) -> Field {
+        Field {
+            name,
+            lua_type: "table<string, any>[]",
+            doc,
+            objects: true,
+        }
+    }
 }
 
 /// What one hook of one kind is: its name, what its request holds and what its response may.
@@ -197,46 +221,39 @@ impl fmt::Display for HookKind {
 pub mod fields {
     use super::Field;
 
-    pub const CONTROLLER: Field = Field {
-        name: "controller",
-        lua_type: "table<string, any>",
-        doc: "The controller object.",
-    };
-    pub const PARENT: Field = Field {
-        name: "parent",
-        lua_type: "table<string, any>",
-        doc: "The parent object.",
-    };
-    pub const RELATED: Field = Field {
-        name: "related",
-        lua_type: "table<string, table<string, table<string, any>>>",
-        doc: "Related objects by `<Kind>.<apiVersion>`, then by name.",
-    };
-    pub const FINALIZING: Field = Field {
-        name: "finalizing",
-        lua_type: "boolean",
-        doc: "Whether the object is being deleted.",
-    };
-    pub const STATUS: Field = Field {
-        name: "status",
-        lua_type: "table<string, any>",
-        doc: "The object's status; null leaves it as it is.",
-    };
-    pub const RESYNC_AFTER_SECONDS: Field = Field {
-        name: "resyncAfterSeconds",
-        lua_type: "number",
-        doc: "Sync again after this many seconds.",
-    };
-    pub const FINALIZED: Field = Field {
-        name: "finalized",
-        lua_type: "boolean",
-        doc: "Whether finalizing is done (finalize hook).",
-    };
-    pub const RELATED_RESOURCES: Field = Field {
-        name: "relatedResources",
-        lua_type: "table<string, any>[]",
-        doc: "Rules for related objects (customize hook).",
-    };
+    pub const CONTROLLER: Field =
+        Field::new("controller", "table<string, any>", "The controller object.");
+    pub const PARENT: Field = Field::new("parent", "table<string, any>", "The parent object.");
+    pub const RELATED: Field = Field::new(
+        "related",
+        "table<string, table<string, table<string, any>>>",
+        "Related objects by `<Kind>.<apiVersion>`, then by name.",
+    );
+    pub const FINALIZING: Field = Field::new(
+        "finalizing",
+        "boolean",
+        "Whether the object is being deleted.",
+    );
+    pub const STATUS: Field = Field::new(
+        "status",
+        "table<string, any>",
+        "The object's status; null leaves it as it is.",
+    );
+    pub const RESYNC_AFTER_SECONDS: Field = Field::new(
+        "resyncAfterSeconds",
+        "number",
+        "Sync again after this many seconds.",
+    );
+    pub const FINALIZED: Field = Field::new(
+        "finalized",
+        "boolean",
+        "Whether finalizing is done (finalize hook).",
+    );
+    pub const RELATED_RESOURCES: Field = Field::new(
+        "relatedResources",
+        "table<string, any>[]",
+        "Rules for related objects (customize hook).",
+    );
 }
 
 /// What loading needs from a controller object, whatever its kind.

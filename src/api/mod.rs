@@ -12,8 +12,8 @@ mod test_case;
 
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Hook, Language, Library, Limits, ResponseMode, ScriptSpec,
-    ServiceReference, Webhook,
+    CaBundle, ConfigMapKeyRef, Etag, Hook, HookVersion, Language, Library, Limits, ResponseMode,
+    ScriptSpec, ServiceReference, Webhook,
 };
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
@@ -26,6 +26,12 @@ pub use test_case::InlineTest;
 /// The API group of every kind; also the prefix of the labels, annotations and finalizers the
 /// operator writes.
 pub const GROUP: &str = "metascript.dev";
+
+/// On a controller, target or parent: a new value makes the operator sync it (a controller:
+/// everything it acts on) at once, whatever a resync would skip and whatever backoff it is in.
+/// Any value works; a timestamp (`kubectl annotate … metascript.dev/sync-requested-at="$(date
+/// -Is)" --overwrite`) says when it was asked.
+pub const SYNC_REQUESTED_ANNOTATION: &str = "metascript.dev/sync-requested-at";
 
 /// The apiVersion of every kind.
 pub const API_VERSION: &str = "metascript.dev/v1alpha1";

@@ -229,6 +229,7 @@ mod tests {
                     ..ScriptSpec::default()
                 }),
                 webhook: None,
+                version: None,
             };
             let libraries = [Library {
                 name: "util".into(),

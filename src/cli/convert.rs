@@ -198,7 +198,7 @@ fn metadata(object: &Value) -> Value {
     Value::Object(metadata)
 }
 
-/// A Metacontroller hook (`{version, webhook}`) as a metascript one (`{webhook}`).
+/// A Metacontroller hook (`{version, webhook}`) as a metascript one (the same fields).
 fn convert_hook(
     path: &str,
     hook: &Value,
@@ -206,15 +206,12 @@ fn convert_hook(
 ) -> Result<Value, Vec<ConvertError>> {
     let mut errors = Vec::new();
     let mut hook = hook.as_object().cloned().unwrap_or_default();
-    match hook.remove("version") {
+    match hook.get("version") {
         None => {}
-        Some(version) if version == "v1" => {}
+        Some(version) if version == "v1" || version == "v2" => {}
         Some(version) => errors.push(field(
             format!("{path}.version"),
-            format!(
-                "{version} hooks are not supported: metascript sends and reads the v1 request \
-                 and response (see docs/hook-contract.md)"
-            ),
+            format!("{version} is not a hook version (v1 or v2)"),
         )),
     }
     let Some(Value::Object(mut webhook)) = hook.remove("webhook") else {
@@ -229,11 +226,6 @@ fn convert_hook(
                 format!("{what} is not supported by metascript's webhooks"),
             ));
         }
-    }
-    if webhook.remove("etag").is_some() {
-        notes.push(format!(
-            "{webhook_path}.etag dropped: metascript does not cache webhook responses"
-        ));
     }
     if let Some(Value::Object(bundle)) = webhook.get("caBundle") {
         for source in ["secretRef", "configMapRef"] {
@@ -408,16 +400,19 @@ mod tests {
             json!({"name": "service-per-pod", "annotations": {"team": "web"}})
         );
         let mut expected = service_per_pod()["spec"].clone();
-        expected["hooks"]["sync"] = json!({"webhook": {"url": "http://service-per-pod.metacontroller/sync-service-per-pod", "timeout": "10s"}});
+        expected["hooks"]["sync"] = json!({"version": "v1", "webhook": {"url": "http://service-per-pod.metacontroller/sync-service-per-pod", "timeout": "10s", "etag": {"enabled": true}}});
         expected["serviceAccountName"] = json!("service-per-pod");
         assert_eq!(object["spec"], expected);
         assert!(object.get("status").is_none());
-        assert_eq!(
-            conversion.notes,
-            ["spec.hooks.sync.webhook.etag dropped: metascript does not cache webhook responses"]
-        );
+        assert!(conversion.notes.is_empty(), "{:?}", conversion.notes);
         // Anything else is not Metacontroller's and passes through.
         assert!(convert(object, &Options::default()).unwrap().is_none());
+
+        // A v2 hook stays v2: the operator sends it v2 requests.
+        let mut v2 = service_per_pod();
+        v2["spec"]["hooks"]["sync"]["version"] = json!("v2");
+        let converted = convert(&v2, &Options::default()).unwrap().unwrap();
+        assert_eq!(converted.object["spec"]["hooks"]["sync"]["version"], "v2");
     }
 
     /// Metacontroller's examples/catset controller (v4.17.2), every field of its API in use.
@@ -488,7 +483,7 @@ mod tests {
     #[test]
     fn what_metascript_cannot_run_is_refused_with_the_field() {
         let mut object = service_per_pod();
-        object["spec"]["hooks"]["sync"]["version"] = json!("v2");
+        object["spec"]["hooks"]["sync"]["version"] = json!("v3");
         object["spec"]["hooks"]["sync"]["webhook"]["authorization"] =
             json!({"secretRef": {"name": "t", "namespace": "n", "key": "k"}});
         object["spec"]["hooks"]["finalize"]["webhook"]["caBundle"] =
@@ -504,7 +499,7 @@ mod tests {
             [
                 "spec.hooks.finalize.webhook.caBundle.secretRef: only caBundle.inline (the PEM itself) is supported",
                 "spec.hooks.preUpdate: not a DecoratorController hook",
-                "spec.hooks.sync.version: \"v2\" hooks are not supported: metascript sends and reads the v1 request and response (see docs/hook-contract.md)",
+                "spec.hooks.sync.version: \"v3\" is not a hook version (v1 or v2)",
                 "spec.hooks.sync.webhook.authorization: a token from a Secret is not supported by metascript's webhooks",
             ]
         );

@@ -4,6 +4,7 @@
 
 use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
+use crate::api::SYNC_REQUESTED_ANNOTATION;
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookRunner, ScriptsDir};
 use crate::kinds;
 use crate::object;
@@ -99,6 +100,11 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
         object::uid(&object).unwrap_or("-"),
         object::str_at(&object, "/metadata/resourceVersion").unwrap_or("-")
     ));
+    if let Some(at) = object::annotation(&object, SYNC_REQUESTED_ANNOTATION) {
+        out.push_str(&format!(
+            "  sync last requested: {at} ({SYNC_REQUESTED_ANNOTATION})\n"
+        ));
+    }
     out.push_str(&written_by(&client, &snapshot, &object).await?);
     out.push_str(&managed_by);
     let acting = acting_on(&snapshot, &resource, &object);
@@ -172,8 +178,13 @@ async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
             .map(|list| list.items)
             .unwrap_or_default();
         for object in listed {
-            if let Ok(controller) = kind.parse(&value(object, api_resource)) {
-                controllers.push(OfflineController { kind, controller });
+            let object = value(object, api_resource);
+            if let Ok(controller) = kind.parse(&object) {
+                controllers.push(OfflineController {
+                    kind,
+                    controller,
+                    object,
+                });
             }
         }
     }
@@ -403,6 +414,11 @@ async fn dry_run(
     let (name, spec) = (controller.name(), controller.spec());
     let namespace = object::namespace(object);
     let mut out = format!("\n{}:\n", acting.label());
+    if let Some(at) = object::annotation(&acting.object, SYNC_REQUESTED_ANNOTATION) {
+        out.push_str(&format!(
+            "  a sync of everything it acts on last requested: {at}\n"
+        ));
+    }
     // The objects the hook may see: of the controller's types, in the object's namespace.
     let mut objects = vec![object.clone()];
     for reference in &spec.types {

@@ -42,7 +42,12 @@ pub enum Command {
     /// ones that call the same webhooks; prints the manifests (docs/migrating.md).
     Convert(convert::ConvertArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
-    Crds,
+    Crds {
+        /// Print a JSON Schema of the controllers' manifests instead, for editors using
+        /// yaml-language-server (docs/editors.md).
+        #[arg(long)]
+        json_schema: bool,
+    },
     /// Write editor definitions of the hook environment (`request`, responses, helpers): a
     /// LuaLS `---@meta` file or a Rhai `.d.rhai` file (docs/scripting.md).
     Definitions {
@@ -112,15 +117,22 @@ pub fn main() -> ExitCode {
                 },
             }
         }
-        Command::Crds => match crate::kinds::crds_yaml() {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
+        Command::Crds { json_schema } => {
+            let text = if json_schema {
+                crate::kinds::json_schema_string().map_err(|e| e.to_string())
+            } else {
+                crate::kinds::crds_yaml().map_err(|e| e.to_string())
+            };
+            match text {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    ExitCode::FAILURE
+                }
             }
-            Err(error) => {
-                eprintln!("error: {error}");
-                ExitCode::FAILURE
-            }
-        },
+        }
     }
 }

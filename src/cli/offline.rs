@@ -24,6 +24,8 @@ pub struct InvalidController {
 pub struct OfflineController {
     pub kind: &'static dyn ControllerKind,
     pub controller: Box<dyn Controller>,
+    /// The controller object as read (its metadata, for `explain`).
+    pub object: Value,
 }
 
 impl OfflineController {
@@ -67,9 +69,11 @@ impl OfflineCluster {
                     name: object::name(&value).to_string(),
                     message: error.to_string(),
                 })?;
-                cluster
-                    .controllers
-                    .push(OfflineController { kind, controller });
+                cluster.controllers.push(OfflineController {
+                    kind,
+                    controller,
+                    object: value,
+                });
             } else if object::kind(&value) != "CustomResourceDefinition" {
                 default_namespace(&cluster.resolver, &mut value);
                 cluster.objects.push(value);

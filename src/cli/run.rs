@@ -87,9 +87,28 @@ pub struct RunArgs {
     /// clock or randomness) and saw exactly what the cache holds now (docs/operations.md).
     #[arg(long, env = "METASCRIPT_FULL_RESYNC")]
     pub full_resync: bool,
-    /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off.
-    #[arg(long, default_value = "0.0.0.0:9090", env = "METASCRIPT_METRICS_ADDR")]
+    /// Where to serve /metrics, /healthz and /readyz; `none` turns the endpoint off. Loopback by
+    /// default, so a workstation does not publish them; in a pod, give 0.0.0.0:9090 (deploy/, the
+    /// Helm chart and the image's METASCRIPT_METRICS_ADDR do) for the kubelet and Prometheus.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9090",
+        env = "METASCRIPT_METRICS_ADDR"
+    )]
     pub metrics_addr: String,
+    /// The memory every hook call together may hold beyond the 4 MiB each call always has, as a
+    /// Kubernetes quantity (`256Mi`, `1Gi`): a call that would take more fails like any budget,
+    /// so one runaway script cannot exhaust the operator's memory (docs/operations.md).
+    #[arg(long, default_value = "256Mi", value_parser = parse_quantity, env = "METASCRIPT_SCRIPT_MEMORY")]
+    pub script_memory: u64,
+    /// The most objects one hook response may return in a list (attachments, outputs): a
+    /// response with more is refused before anything of it is applied.
+    #[arg(long, default_value_t = crate::script::DEFAULT_MAX_CHILDREN, env = "METASCRIPT_MAX_CHILDREN")]
+    pub max_children: usize,
+    /// The share of the workers one controller may hold while another controller's work waits
+    /// (more than 0, at most 1).
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_CONTROLLER_SHARE, value_parser = parse_share, env = "METASCRIPT_CONTROLLER_SHARE")]
+    pub controller_share: f64,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
     pub log: String,
@@ -170,6 +189,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }),
         record_dir: args.record.clone(),
         full_resync: args.full_resync,
+        script_memory: usize::try_from(args.script_memory).unwrap_or(usize::MAX),
+        max_children: args.max_children,
+        controller_share: args.controller_share,
         metrics,
         ready,
     };
@@ -236,6 +258,46 @@ fn parse_lease_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(seconds as u64))
 }
 
+/// A byte count as a Kubernetes quantity: a number with an optional binary (`Ki`, `Mi`, `Gi`)
+/// or decimal (`k`, `M`, `G`) suffix.
+fn parse_quantity(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let unit: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?}: unknown suffix {other:?} (use a byte count such as 256Mi, 1Gi or \
+                 500M)"
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| format!("{text:?} is not a positive byte count such as 256Mi"))
+}
+
+/// A share of the workers: more than 0, at most 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!(
+            "{text:?}: a share of the workers is a number above 0 and at most 1 (e.g. 0.5)"
+        )),
+    }
+}
+
 /// The namespace the operator runs in, for its Lease.
 fn own_namespace() -> String {
     const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -272,16 +334,73 @@ pub(super) async fn kube_config_for(
     };
     let config = match kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|error| {
+                NoCluster::Kubeconfig {
+                    source_name: format!("--kubeconfig {}", path.display()),
+                    reason: error.to_string(),
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
         }
         None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer()
-            .await
-            .context("finding a cluster (kubeconfig or in-cluster)")?,
+        None => match kube::Config::infer().await {
+            Ok(config) => config,
+            // kube's error repeats one cause three times (its message, its source, the source's
+            // source) and names neither --kubeconfig nor a way to get a cluster.
+            Err(_) => return Err(no_cluster().await.into()),
+        },
     };
     Ok(config)
+}
+
+/// Why no cluster was found, once, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoCluster {
+    #[error(
+        "no cluster to connect to: no --kubeconfig given, KUBECONFIG is not set, {home} does not \
+         exist, and this is not a pod (KUBERNETES_SERVICE_HOST is not set)\n{HINT}"
+    )]
+    NothingConfigured { home: String },
+    #[error("cannot use the kubeconfig ({source_name}): {reason}\n{HINT}")]
+    Kubeconfig { source_name: String, reason: String },
+    #[error("cannot use the in-cluster config: {reason}")]
+    InCluster { reason: String },
+}
+
+const HINT: &str = "Point metascript at a cluster with --kubeconfig FILE (or KUBECONFIG=FILE), \
+or start a local control plane from a metascript checkout:\n  \
+hack/control-plane/build.sh && cargo run --example control-plane   # prints export KUBECONFIG=...";
+
+/// The reason `Config::infer` failed, found again the way it looked: the kubeconfig when there is
+/// one, else the pod's service account when in a pod, else nothing at all.
+async fn no_cluster() -> NoCluster {
+    let home_config =
+        std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".kube/config"));
+    let kubeconfig_env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
+    let source_name = match (&kubeconfig_env, &home_config) {
+        (Some(paths), _) => Some(format!("KUBECONFIG={}", paths.to_string_lossy())),
+        (None, Some(path)) if path.exists() => Some(path.display().to_string()),
+        _ => None,
+    };
+    if let Some(source_name) = source_name {
+        let options = kube::config::KubeConfigOptions::default();
+        if let Err(error) = kube::Config::from_kubeconfig(&options).await {
+            return NoCluster::Kubeconfig {
+                source_name,
+                reason: error.to_string(),
+            };
+        }
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && let Err(error) = kube::Config::incluster()
+    {
+        return NoCluster::InCluster {
+            reason: error.to_string(),
+        };
+    }
+    NoCluster::NothingConfigured {
+        home: home_config.map_or_else(|| "~/.kube/config".into(), |p| p.display().to_string()),
+    }
 }
 
 async fn shutdown_signal() {
@@ -317,6 +436,19 @@ fn init_logging(filter: &str, json: bool) {
 mod tests {
     use super::*;
 
+    /// Loopback unless told otherwise: the manifests say 0.0.0.0 for themselves.
+    #[test]
+    fn metrics_are_served_on_loopback_by_default() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["metascript", "run"]).unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        if std::env::var_os("METASCRIPT_METRICS_ADDR").is_none() {
+            assert_eq!(args.metrics_addr, "127.0.0.1:9090");
+        }
+    }
+
     #[test]
     fn lease_durations_are_whole_seconds_of_at_least_three() {
         assert_eq!(parse_lease_duration("15s"), Ok(Duration::from_secs(15)));
@@ -324,6 +456,22 @@ mod tests {
         for bad in ["2s", "1.5s", "soon", "-5s"] {
             let error = parse_lease_duration(bad).expect_err(bad);
             assert!(error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn script_memory_is_a_byte_quantity_and_the_share_a_fraction() {
+        assert_eq!(parse_quantity("256Mi"), Ok(256 << 20));
+        assert_eq!(parse_quantity("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_quantity("500M"), Ok(500_000_000));
+        assert_eq!(parse_quantity("4096"), Ok(4096));
+        for bad in ["", "0", "12MB", "-1Gi", "1.5Gi"] {
+            assert!(parse_quantity(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_share("0.25"), Ok(0.25));
+        assert_eq!(parse_share("1"), Ok(1.0));
+        for bad in ["0", "1.5", "half", "-0.5"] {
+            assert!(parse_share(bad).is_err(), "{bad}");
         }
     }
 }

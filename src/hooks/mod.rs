@@ -9,7 +9,7 @@ mod runner;
 mod source;
 mod webhook;
 
-pub use response::{InvalidResponse, check_script_response};
+pub use response::{InvalidResponse, MAX_OBJECT_BYTES, check_response_size, check_script_response};
 pub use runner::{HookCall, HookObserver, HookRunner};
 
 pub use source::{
@@ -18,7 +18,7 @@ pub use source::{
 };
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
-use crate::api::{Hook, HookKind, Language, Library, Limits};
+use crate::api::{Hook, HookKind, HookVersion, Language, Library, Limits};
 use crate::script::{
     CallContext, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError, ScriptOrigin,
     check_library_names,
@@ -34,6 +34,8 @@ use webhook::CallFailure;
 pub struct LoadedHook {
     pub kind: HookKind,
     pub code: HookCode,
+    /// The shape of the request it gets.
+    pub version: HookVersion,
 }
 
 /// What answers a hook.
@@ -51,6 +53,7 @@ impl LoadedHook {
         LoadedHook {
             kind,
             code: HookCode::Script { script, limits },
+            version: HookVersion::V1,
         }
     }
 
@@ -166,9 +169,12 @@ impl ControllerHooks {
                         limits: script.limits.clone().unwrap_or_default(),
                     }
                 }
-                (None, Some(webhook)) => {
-                    HookCode::Webhook(Arc::new(WebhookEndpoint::new(controller, kind, webhook)?))
-                }
+                (None, Some(webhook)) => HookCode::Webhook(Arc::new(WebhookEndpoint::new(
+                    controller,
+                    kind,
+                    webhook,
+                    hook.version.unwrap_or_default(),
+                )?)),
                 (None, None) => {
                     return Err(SourceError::Empty {
                         controller: controller.to_string(),
@@ -184,7 +190,15 @@ impl ControllerHooks {
                     .into());
                 }
             };
-            loaded.insert(kind, LoadedHook { kind, code });
+            let version = hook.version.unwrap_or_default();
+            loaded.insert(
+                kind,
+                LoadedHook {
+                    kind,
+                    code,
+                    version,
+                },
+            );
         }
         Ok(ControllerHooks {
             controller: controller.to_string(),
@@ -203,6 +217,11 @@ impl ControllerHooks {
 
     pub fn get(&self, kind: HookKind) -> Option<&LoadedHook> {
         self.hooks.get(&kind)
+    }
+
+    /// The request shape a hook gets (`v1` for a hook that is not loaded).
+    pub fn version(&self, kind: HookKind) -> HookVersion {
+        self.get(kind).map_or(HookVersion::V1, |hook| hook.version)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &LoadedHook> {
@@ -236,6 +255,7 @@ impl ControllerHooks {
                 };
                 let response = engine.call(script, request, &context)?;
                 check_script_response(kind, &response, script.empty_response_hint())
+                    .and_then(|()| check_response_size(kind, &response, engine.max_children()))
                     .map_err(|error| self.invalid_response(kind, error))?;
                 Ok(response)
             }
@@ -254,6 +274,11 @@ impl ControllerHooks {
                             }))
                         }
                         CallFailure::Invalid(error) => self.invalid_response(kind, error),
+                    })
+                    .and_then(|response| {
+                        check_response_size(kind, &response, engine.max_children())
+                            .map_err(|error| self.invalid_response(kind, error))?;
+                        Ok(response)
                     })
             }
         }

@@ -57,6 +57,67 @@ pub fn check_script_response(
     }
 }
 
+/// The largest object the API server accepts in a request body.
+pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
+
+/// Refuses a response whose object lists the API server could never take: more objects in one
+/// list than `max_children` (`metascript run --max-children`), or an object larger than a
+/// request may be. Checked for scripts and webhooks alike, before anything is planned from the
+/// response, so nothing of it is applied.
+pub fn check_response_size(
+    hook: HookKind,
+    response: &Value,
+    max_children: usize,
+) -> Result<(), InvalidResponse> {
+    for field in hook.contract().response.iter().filter(|f| f.objects) {
+        let Some(Value::Array(items)) = response.get(field.name) else {
+            continue;
+        };
+        if items.len() > max_children {
+            return Err(InvalidResponse::new(
+                field.name,
+                format!(
+                    "{} objects, more than the {max_children} one response may return \
+                     (metascript run --max-children)",
+                    items.len()
+                ),
+            ));
+        }
+        for (index, item) in items.iter().enumerate() {
+            let size = json_size(item);
+            if size > MAX_OBJECT_BYTES {
+                return Err(InvalidResponse::new(
+                    format!("{}[{index}]", field.name),
+                    format!(
+                        "the object is about {} KiB as JSON; the API server accepts at most {} \
+                         KiB in one request",
+                        size / 1024,
+                        MAX_OBJECT_BYTES / 1024
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// About how many bytes a value takes as JSON (escapes aside), without writing it out.
+fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|item| json_size(item) + 1).sum::<usize>(),
+        Value::Object(fields) => {
+            2 + fields
+                .iter()
+                .map(|(key, value)| key.len() + 4 + json_size(value))
+                .sum::<usize>()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +145,23 @@ mod tests {
         assert!(
             check_script_response(decorator::FINALIZE, &json!({"finalized": true}), None).is_ok()
         );
+    }
+
+    #[test]
+    fn object_lists_are_held_to_what_the_api_server_accepts() {
+        let child = |size: usize| json!({"kind": "ConfigMap", "data": {"x": "a".repeat(size)}});
+        let ok = json!({"attachments": [child(10), child(10)]});
+        assert!(check_response_size(decorator::SYNC, &ok, 2).is_ok());
+        let error = check_response_size(decorator::SYNC, &ok, 1).unwrap_err();
+        assert_eq!(error.path, "attachments");
+        assert!(error.reason.contains("--max-children"), "{}", error.reason);
+        let big = json!({"outputs": [child(10), child(MAX_OBJECT_BYTES)]});
+        let error = check_response_size(map::MAP, &big, 1000).unwrap_err();
+        assert_eq!(error.path, "outputs[1]");
+        // Fields that are not object lists are not counted.
+        let labels = json!({"labels": {"a": "a".repeat(MAX_OBJECT_BYTES)}});
+        assert!(check_response_size(decorator::SYNC, &labels, 0).is_ok());
+        assert!(json_size(&json!({"a": [1, "xy"]})) >= r#"{"a":[1,"xy"]}"#.len());
     }
 
     #[test]

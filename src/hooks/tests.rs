@@ -13,6 +13,7 @@ fn script_hook(language: Language, code: &str) -> Hook {
             ..ScriptSpec::default()
         }),
         webhook: None,
+        version: None,
     }
 }
 

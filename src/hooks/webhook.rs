@@ -5,13 +5,15 @@
 
 use super::InvalidResponse;
 use super::SourceError;
-use crate::api::{HookKind, ResponseMode, Webhook};
+use crate::api::{Etag, HookKind, HookVersion, ResponseMode, Webhook};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+use std::time::Instant;
 use ureq::http::Uri;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
@@ -63,6 +65,76 @@ pub struct WebhookEndpoint {
     tls: Option<TlsConfig>,
     mode: ResponseMode,
     digest: String,
+    /// The answers remembered by object, with their ETags (`webhook.etag`).
+    etags: Option<Etags>,
+}
+
+/// A webhook's last answer per object and its ETag, remembered for a while.
+#[derive(Debug)]
+struct Etags {
+    timeout: Duration,
+    cleanup: Duration,
+    entries: parking_lot::Mutex<EtagEntries>,
+}
+
+#[derive(Debug)]
+struct EtagEntries {
+    by_object: HashMap<String, (String, Value, Instant)>,
+    cleaned: Instant,
+}
+
+impl Etags {
+    fn new(config: &Etag) -> Option<Etags> {
+        let seconds = |value: Option<i32>, default: u64| {
+            Duration::from_secs(value.and_then(|v| u64::try_from(v).ok()).unwrap_or(default))
+        };
+        config.enabled.unwrap_or(false).then(|| Etags {
+            timeout: seconds(config.cache_timeout_seconds, 600),
+            cleanup: seconds(config.cache_cleanup_seconds, 60),
+            entries: parking_lot::Mutex::new(EtagEntries {
+                by_object: HashMap::new(),
+                cleaned: Instant::now(),
+            }),
+        })
+    }
+
+    /// The ETag of the remembered answer about an object, while it is fresh.
+    fn tag(&self, object: &str) -> Option<String> {
+        let entries = self.entries.lock();
+        let (tag, _, at) = entries.by_object.get(object)?;
+        (at.elapsed() < self.timeout).then(|| tag.clone())
+    }
+
+    fn answer(&self, object: &str) -> Option<Value> {
+        self.entries
+            .lock()
+            .by_object
+            .get(object)
+            .map(|(_, answer, _)| answer.clone())
+    }
+
+    fn remember(&self, object: String, tag: String, answer: Value) {
+        let mut entries = self.entries.lock();
+        if entries.cleaned.elapsed() >= self.cleanup {
+            let timeout = self.timeout;
+            entries
+                .by_object
+                .retain(|_, (_, _, at)| at.elapsed() < timeout);
+            entries.cleaned = Instant::now();
+        }
+        entries
+            .by_object
+            .insert(object, (tag, answer, Instant::now()));
+    }
+}
+
+/// The object a request is about, as the ETag cache names it: its uid, else where it is.
+fn subject_of(hook: HookKind, request: &Value) -> String {
+    let subject = &request[hook.contract().subject];
+    match crate::object::uid(subject) {
+        Some(uid) => uid.to_string(),
+        None => crate::object::ObjectKey::of(subject).to_string(),
+    }
 }
 
 /// Why a call produced no usable response.
@@ -91,11 +163,13 @@ pub enum WebhookFailure {
 }
 
 impl WebhookEndpoint {
-    /// Resolves a hook's webhook spec; every problem names the field and why.
+    /// Resolves a hook's webhook spec; every problem names the field and why. A `v2` hook reads
+    /// its responses strictly unless told otherwise, as in Metacontroller.
     pub fn new(
         controller: &str,
         hook: HookKind,
         webhook: &Webhook,
+        version: HookVersion,
     ) -> Result<WebhookEndpoint, SourceError> {
         let invalid = |field: &str, reason: String| SourceError::Webhook {
             controller: controller.to_string(),
@@ -184,7 +258,10 @@ impl WebhookEndpoint {
                     .map_err(|reason| invalid(".caBundle.inline", reason))?,
             )),
         };
-        let mode = webhook.response_unmarshall_mode.unwrap_or_default();
+        let mode = webhook.response_unmarshall_mode.unwrap_or(match version {
+            HookVersion::V1 => ResponseMode::Loose,
+            HookVersion::V2 => ResponseMode::Strict,
+        });
         let digest = hex::encode(sha2::Sha256::digest(
             serde_json::json!({
                 "url": url,
@@ -200,6 +277,7 @@ impl WebhookEndpoint {
             tls,
             mode,
             digest,
+            etags: webhook.etag.as_ref().and_then(Etags::new),
         })
     }
 
@@ -217,15 +295,24 @@ impl WebhookEndpoint {
         &self.digest
     }
 
-    /// POSTs the request and reads the response.
+    /// POSTs the request and reads the response. With ETags on, a `304` (or `412`) to the
+    /// `If-None-Match` of the last answer about the same object is that answer again.
     pub fn call(&self, hook: HookKind, request: &Value) -> Result<Value, CallFailure> {
         let body = serde_json::to_vec(request).expect("a JSON value serializes");
-        let mut config = AGENT
+        let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
+        let tag = self
+            .etags
+            .as_ref()
+            .zip(subject.as_deref())
+            .and_then(|(etags, subject)| etags.tag(subject));
+        let mut post = AGENT
             .post(&self.url)
             .header("Content-Type", "application/json")
-            .header("Accept", "application/json")
-            .config()
-            .timeout_global(Some(self.timeout));
+            .header("Accept", "application/json");
+        if let Some(tag) = &tag {
+            post = post.header("If-None-Match", tag);
+        }
+        let mut config = post.config().timeout_global(Some(self.timeout));
         if let Some(tls) = &self.tls {
             config = config.tls_config(tls.clone());
         }
@@ -234,6 +321,17 @@ impl WebhookEndpoint {
             .send(&body[..])
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
         let status = response.status();
+        if let (Some(etags), Some(subject), Some(_), 304 | 412) =
+            (&self.etags, &subject, &tag, status.as_u16())
+            && let Some(answer) = etags.answer(subject)
+        {
+            return Ok(answer);
+        }
+        let etag = response
+            .headers()
+            .get("ETag")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
         if !status.is_success() {
             // The first bytes of a body of any length (a size limit would fail the whole read).
             let mut body = Vec::new();
@@ -256,7 +354,11 @@ impl WebhookEndpoint {
             .limit(MAX_RESPONSE_BYTES)
             .read_to_vec()
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
-        parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)
+        let answer = parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)?;
+        if let (Some(etags), Some(subject), Some(etag)) = (&self.etags, subject, etag) {
+            etags.remember(subject, etag, answer.clone());
+        }
+        Ok(answer)
     }
 
     fn failure(&self, error: ureq::Error) -> WebhookFailure {
@@ -466,7 +568,8 @@ mod tests {
     use serde_json::json;
 
     fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
-        WebhookEndpoint::new("echo", decorator::SYNC, &webhook).map_err(|e| e.to_string())
+        WebhookEndpoint::new("echo", decorator::SYNC, &webhook, HookVersion::V1)
+            .map_err(|e| e.to_string())
     }
 
     fn url(url: &str) -> Webhook {
@@ -602,6 +705,26 @@ mod tests {
         assert_eq!(
             a.digest(),
             endpoint(url("http://hooks/sync")).unwrap().digest()
+        );
+    }
+
+    /// Metacontroller reads a v2 hook's responses strictly unless told otherwise.
+    #[test]
+    fn v2_hooks_read_responses_strictly_by_default() {
+        let made = |version, mode| {
+            let webhook = Webhook {
+                response_unmarshall_mode: mode,
+                ..url("http://hooks/sync")
+            };
+            WebhookEndpoint::new("echo", decorator::SYNC, &webhook, version)
+                .unwrap()
+                .mode
+        };
+        assert_eq!(made(HookVersion::V1, None), ResponseMode::Loose);
+        assert_eq!(made(HookVersion::V2, None), ResponseMode::Strict);
+        assert_eq!(
+            made(HookVersion::V2, Some(ResponseMode::Loose)),
+            ResponseMode::Loose
         );
     }
 

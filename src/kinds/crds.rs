@@ -1,7 +1,9 @@
-//! The CustomResourceDefinitions generated from the Rust types (written to `crds/`).
+//! The CustomResourceDefinitions generated from the Rust types (written to `crds/`), and a JSON
+//! Schema of the same objects for editors (`crds/metascript.dev.schema.json`).
 
 use super::ALL;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::{Map, Value, json};
 
 /// Every kind's CRD, in registration order. Every kind is cluster-scoped.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
@@ -18,6 +20,164 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
     Ok(out)
 }
 
+/// A JSON Schema (draft-07) of every kind the CRDs define, as editors using yaml-language-server
+/// read it (`metascript crds --json-schema`; docs/editors.md). Each document whose apiVersion and
+/// kind name one of the CRDs is checked against that CRD's schema; any other document (a
+/// ConfigMap beside a controller, a Metacontroller object) is left alone, except that an unknown
+/// kind in the `metascript.dev` group is an error.
+///
+/// The CRDs' OpenAPI schemas, made into JSON Schema: `nullable` becomes a `null` type (and enum
+/// value), and objects with known properties refuse unknown ones, as the API server's strict field
+/// validation does. CEL rules (`x-kubernetes-validations`, e.g. "exactly one of inline and
+/// configMapRef") have no JSON Schema form: the API server and `metascript validate` check them.
+pub fn json_schema() -> Value {
+    let crds = all_crds();
+    let mut definitions = Map::new();
+    let mut dispatch = Vec::new();
+    let mut kinds = Vec::new();
+    let mut groups = Vec::new();
+    for crd in &crds {
+        let kind = crd.spec.names.kind.clone();
+        for version in &crd.spec.versions {
+            let Some(schema) = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+            else {
+                continue;
+            };
+            let api_version = format!("{}/{}", crd.spec.group, version.name);
+            let mut schema =
+                to_json_schema(serde_json::to_value(schema).unwrap_or(Value::Null), true);
+            let object = schema.as_object_mut().expect("a CRD schema is an object");
+            object.insert("title".into(), json!(format!("{kind} ({api_version})")));
+            // kube's generated text ("Auto-generated derived type …") says nothing to a user.
+            object.insert(
+                "description".into(),
+                json!(format!(
+                    "A {kind} of {api_version} (metascript crds --json-schema)."
+                )),
+            );
+            let properties = object
+                .entry("properties")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .expect("properties");
+            properties.insert("apiVersion".into(), json!({"const": api_version}));
+            properties.insert("kind".into(), json!({"const": kind}));
+            properties.insert("metadata".into(), object_meta());
+            object.insert("required".into(), json!(["apiVersion", "kind", "spec"]));
+            // No `/` in the name, so `$ref`s need no JSON Pointer escaping, which not every
+            // editor's resolver gets right.
+            let name = format!("{}.{}.{kind}", crd.spec.group, version.name);
+            dispatch.push(json!({
+                "if": {
+                    "required": ["apiVersion", "kind"],
+                    "properties": {"apiVersion": {"const": api_version}, "kind": {"const": kind}},
+                },
+                "then": {"$ref": format!("#/definitions/{name}")},
+            }));
+            definitions.insert(name, schema);
+        }
+        kinds.push(kind);
+        if !groups.contains(&crd.spec.group) {
+            groups.push(crd.spec.group.clone());
+        }
+    }
+    for group in groups {
+        dispatch.push(json!({
+            "if": {
+                "required": ["apiVersion"],
+                "properties": {"apiVersion": {"type": "string", "pattern": format!("^{}/", regex_escape(&group))}},
+            },
+            "then": {"required": ["kind"], "properties": {"kind": {"enum": kinds}}},
+        }));
+    }
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "metascript.dev",
+        "description": "metascript.dev controller manifests (metascript crds --json-schema). Documents of other kinds are not checked.",
+        "type": "object",
+        "allOf": dispatch,
+        "definitions": definitions,
+    })
+}
+
+/// [`json_schema`] as pretty-printed JSON, exactly as committed in `crds/`.
+pub fn json_schema_string() -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(&json_schema())?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// The part of ObjectMeta a manifest sets; the rest stays open (the API server owns it).
+fn object_meta() -> Value {
+    let strings = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    json!({
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "description": "The controller's name (both kinds are cluster-scoped: no namespace)."},
+            "labels": strings,
+            "annotations": strings,
+        },
+    })
+}
+
+/// One OpenAPI v3 schema node of a CRD as JSON Schema draft-07 (see [`json_schema`]).
+fn to_json_schema(schema: Value, root: bool) -> Value {
+    let Value::Object(mut node) = schema else {
+        return schema;
+    };
+    let nullable = node.remove("nullable") == Some(Value::Bool(true));
+    let open = node.remove("x-kubernetes-preserve-unknown-fields") == Some(Value::Bool(true));
+    if node.remove("x-kubernetes-int-or-string") == Some(Value::Bool(true)) {
+        node.insert("type".into(), json!(["integer", "string"]));
+    }
+    node.retain(|key, _| !key.starts_with("x-kubernetes-"));
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        for property in properties.values_mut() {
+            *property = to_json_schema(property.take(), false);
+        }
+    }
+    for nested in ["items", "additionalProperties"] {
+        if let Some(inner) = node.get_mut(nested)
+            && inner.is_object()
+        {
+            *inner = to_json_schema(inner.take(), false);
+        }
+    }
+    // A misspelt field is an error in the editor, as it is for kubectl's strict field validation
+    // (the API server would otherwise drop it silently).
+    if node.contains_key("properties") && !node.contains_key("additionalProperties") && !open {
+        node.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    if root {
+        return Value::Object(node);
+    }
+    if nullable {
+        if let Some(Value::String(kind)) = node.get("type") {
+            let kind = kind.clone();
+            node.insert("type".into(), json!([kind, "null"]));
+        }
+        if let Some(Value::Array(values)) = node.get_mut("enum")
+            && !values.contains(&Value::Null)
+        {
+            values.push(Value::Null);
+        }
+    }
+    Value::Object(node)
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escape = !c.is_ascii_alphanumeric() && c != '-';
+            escape.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,18 +186,100 @@ mod tests {
     /// The committed CRDs are what the types generate, so the cluster never runs a stale schema.
     #[test]
     fn committed_crds_are_current() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/metascript.dev.yaml");
         let generated = crds_yaml().expect("CRDs serialize");
+        // `crds/`, and the Helm chart's copy (a chart cannot read files outside itself).
+        for file in [
+            "crds/metascript.dev.yaml",
+            "charts/metascript/files/metascript.dev.yaml",
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            if std::env::var_os("METASCRIPT_UPDATE_CRDS").is_some() {
+                std::fs::write(&path, &generated).expect("write crds");
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == generated,
+                "{} is stale: run `metascript crds > {file}` \
+                 (or METASCRIPT_UPDATE_CRDS=1 cargo test committed_crds_are_current)",
+                path.display()
+            );
+        }
+    }
+
+    /// The committed JSON Schema is what the CRDs generate, so editors never check against a
+    /// stale one.
+    #[test]
+    fn committed_json_schema_is_current() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/metascript.dev.schema.json");
+        let generated = json_schema_string().expect("the schema serializes");
         if std::env::var_os("METASCRIPT_UPDATE_CRDS").is_some() {
-            std::fs::write(&path, &generated).expect("write crds");
+            std::fs::write(&path, &generated).expect("write the schema");
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == generated,
-            "{} is stale: run `metascript crds > crds/metascript.dev.yaml` \
-             (or METASCRIPT_UPDATE_CRDS=1 cargo test committed_crds_are_current)",
+            "{} is stale: run `metascript crds --json-schema > crds/metascript.dev.schema.json` \
+             (or METASCRIPT_UPDATE_CRDS=1 cargo test committed_json_schema_is_current)",
             path.display()
         );
+    }
+
+    /// Nothing of OpenAPI's dialect is left for a JSON Schema validator to misread, and every
+    /// kind is dispatched to by apiVersion and kind.
+    #[test]
+    fn the_json_schema_speaks_json_schema() {
+        fn walk(node: &Value, path: &str, found: &mut Vec<String>) {
+            match node {
+                Value::Object(map) => {
+                    for (key, value) in map {
+                        if key == "nullable" || key.starts_with("x-kubernetes-") {
+                            found.push(format!("{path}/{key}"));
+                        }
+                        walk(value, &format!("{path}/{key}"), found);
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        walk(item, &format!("{path}/{i}"), found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let schema = json_schema();
+        let mut found = Vec::new();
+        walk(&schema, "", &mut found);
+        assert!(found.is_empty(), "OpenAPI keywords left: {found:?}");
+        for crd in all_crds() {
+            let name = format!("{}.v1alpha1.{}", crd.spec.group, crd.spec.names.kind);
+            let definition = &schema["definitions"][&name];
+            assert_eq!(
+                definition["properties"]["kind"]["const"], crd.spec.names.kind,
+                "{name}"
+            );
+            assert_eq!(definition["additionalProperties"], false, "{name}");
+            let target = format!("#/definitions/{name}");
+            assert!(
+                schema["allOf"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|rule| rule["then"]["$ref"] == target.as_str()),
+                "nothing dispatches to {target}"
+            );
+        }
+        // An optional enum accepts null, as the API server does.
+        let mode = &schema["definitions"]["metascript.dev.v1alpha1.DecoratorController"]["properties"]
+            ["spec"]["properties"]["hooks"]["properties"]["sync"]["properties"]["webhook"]["properties"]
+            ["responseUnMarshallMode"];
+        assert!(
+            mode["enum"]
+                .as_array()
+                .expect("an enum")
+                .contains(&Value::Null),
+            "{mode}"
+        );
+        assert_eq!(mode["type"], json!(["string", "null"]), "{mode}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod crds;
 pub mod decorator;
 pub mod map;
 
-pub use crds::{all_crds, crds_yaml};
+pub use crds::{all_crds, crds_yaml, json_schema, json_schema_string};
 
 use crate::api::{ControllerObject, ControllerSpec, ControllerStatus, HookKind, KindName};
 use crate::object;

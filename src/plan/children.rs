@@ -5,7 +5,7 @@ use super::APPLIED_DIGEST_ANNOTATION;
 use super::response::{InvalidResponse, json_type};
 use super::sanity;
 use super::writes::Deletion;
-use crate::api::{API_VERSION, ChildRule, KindName, UpdateMethod};
+use crate::api::{API_VERSION, ChildRule, HookVersion, KindName, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::resources::ResourceType;
 use serde_json::{Map, Value};
@@ -45,11 +45,13 @@ pub fn controller_json(controller: &impl serde::Serialize, kind: KindName) -> Va
     json
 }
 
-/// The key of a child under its type in a hook request: its name, or `namespace/name` when the
-/// parent cannot imply the namespace (cluster-scoped parent, or a child in another namespace).
-pub fn request_key(parent: &Value, child: &Value) -> String {
-    match object::namespace(child) {
-        Some(namespace) if object::namespace(parent) != Some(namespace) => {
+/// The key of an object under its type in a hook request. In `v1`, its name, or
+/// `namespace/name` when the parent cannot imply the namespace (a cluster-scoped parent, or an
+/// object in another namespace); in `v2`, `namespace/name` for every namespaced object.
+pub fn request_key(parent: &Value, child: &Value, version: HookVersion) -> String {
+    match (object::namespace(child), version) {
+        (Some(namespace), HookVersion::V2) => format!("{namespace}/{}", object::name(child)),
+        (Some(namespace), HookVersion::V1) if object::namespace(parent) != Some(namespace) => {
             format!("{namespace}/{}", object::name(child))
         }
         _ => object::name(child).to_string(),
@@ -62,6 +64,7 @@ pub fn group_for_request<'a>(
     parent: &Value,
     types: impl IntoIterator<Item = &'a ResourceType>,
     objects: impl IntoIterator<Item = &'a Value>,
+    version: HookVersion,
 ) -> Value {
     let types: Vec<&ResourceType> = types.into_iter().collect();
     let mut groups: BTreeMap<String, Map<String, Value>> = types
@@ -73,7 +76,7 @@ pub fn group_for_request<'a>(
             groups
                 .entry(resource.group_key())
                 .or_default()
-                .insert(request_key(parent, item), item.clone());
+                .insert(request_key(parent, item, version), item.clone());
         }
     }
     Value::Object(

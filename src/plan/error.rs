@@ -1,9 +1,10 @@
 //! Why a sync planned nothing: a hook failed, a type a hook named does not resolve or cannot
 //! be watched, or a parent's selector cannot be read. Nothing is applied or deleted for a sync that failed.
 
-use crate::hooks::HookError;
+use crate::hooks::{HookError, WebhookFailure};
 use crate::reasons;
 use crate::resources::ResolveError;
+use crate::script::{LimitKind, ScriptErrorKind};
 use crate::selector::SelectorError;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,22 @@ impl SyncError {
             SyncError::Resolve { .. } => reasons::RESOLVE_FAILED,
             SyncError::Watch { .. } => reasons::WATCH_FAILED,
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
+        }
+    }
+
+    /// Whether a hook ran out of time: a script's time budget, or a webhook's timeout.
+    pub fn timed_out(&self) -> bool {
+        match self {
+            SyncError::Hook(HookError::Script(error)) => matches!(
+                error.kind,
+                ScriptErrorKind::Limit {
+                    limit: LimitKind::Timeout
+                }
+            ),
+            SyncError::Hook(HookError::Webhook(error)) => {
+                matches!(error.failure, WebhookFailure::Timeout { .. })
+            }
+            _ => false,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Related objects, as a `customize` hook selects them (Metacontroller's customize hook): the
-//! request, the rules a response returns, and the objects those rules select from a store.
-//! Shared by every kind with a customize hook (decorator, composite).
+//! request, the rules a response returns (kept while they hold), and the objects those rules
+//! select from a store. Shared by every kind with a customize hook (decorator, composite).
 
 use super::SyncError;
 use super::response::{self, InvalidResponse};
-use crate::api::ResourceRef;
+use crate::api::{HookKind, HookVersion, ResourceRef};
+use crate::hooks::{HookCode, HookRunner};
 use crate::object;
 use crate::resources::{ResourceResolver, ResourceType};
 use crate::selector::LabelSelector;
@@ -25,6 +26,10 @@ pub struct RelatedRule {
     pub namespace: Option<String>,
     #[serde(default)]
     pub names: Vec<String>,
+    /// The version of the customize hook that asked for it, which decides where an unset
+    /// `namespace` looks.
+    #[serde(skip)]
+    pub version: HookVersion,
 }
 
 /// The related resource rules an object's customize hook returned, each with its resolved type.
@@ -38,13 +43,14 @@ impl RelatedRule {
         }
     }
 
-    /// The namespace this rule looks in: the one given, else a namespaced object's own, else
-    /// all.
+    /// The namespace this rule looks in: the one given, else (`v1`) a namespaced object's own,
+    /// else all.
     pub fn namespace_for<'a>(&'a self, target: &'a Value) -> Option<&'a str> {
-        self.namespace
-            .as_deref()
-            .filter(|ns| !ns.is_empty())
-            .or_else(|| object::namespace(target))
+        let given = self.namespace.as_deref().filter(|ns| !ns.is_empty());
+        match self.version {
+            HookVersion::V1 => given.or_else(|| object::namespace(target)),
+            HookVersion::V2 => given,
+        }
     }
 
     /// Whether `candidate` (of this rule's type) is related to `target` under this rule.
@@ -71,14 +77,18 @@ pub fn customize_request(controller: &Value, target: &Value) -> Value {
     ])
 }
 
-/// Reads a customize response: the related resource rules it asks for.
-pub fn related_rules(response: &Value) -> Result<Vec<RelatedRule>, InvalidResponse> {
+/// Reads a customize response: the related resource rules it asks for, read the way the
+/// customize hook's `version` means them.
+pub fn related_rules(
+    response: &Value,
+    version: HookVersion,
+) -> Result<Vec<RelatedRule>, InvalidResponse> {
     let fields = response::fields(response)?;
     response::list(fields, "relatedResources")?
         .iter()
         .enumerate()
         .map(|(index, item)| {
-            let rule: RelatedRule = serde_json::from_value(item.clone()).map_err(|error| {
+            let mut rule: RelatedRule = serde_json::from_value(item.clone()).map_err(|error| {
                 InvalidResponse::new(format!("relatedResources[{index}]"), error.to_string())
             })?;
             if rule.api_version.is_empty() || rule.resource.is_empty() {
@@ -87,9 +97,70 @@ pub fn related_rules(response: &Value) -> Result<Vec<RelatedRule>, InvalidRespon
                     "apiVersion and resource are required",
                 ));
             }
+            rule.version = version;
             Ok(rule)
         })
         .collect()
+}
+
+/// Where an object's sync gets the types of its customize hook's rules, and the rules
+/// themselves when an earlier answer still holds.
+pub trait Related {
+    /// The rules a customize call returned for the object as it is now, if kept.
+    fn cached(&self) -> Option<Vec<RelatedRule>> {
+        None
+    }
+
+    /// Keeps a customize call's rules for later syncs of the object as it is now.
+    fn keep(&self, _rules: &[RelatedRule]) {}
+
+    /// The rules' types (the operator also starts watching them).
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError>;
+}
+
+/// The related resource rules of an object: kept from an earlier call, or the customize hook's
+/// answer to `request`, validated. An answer is kept when it followed from the object alone:
+/// the call read nothing else (no clock, randomness or `get`/`list`). A webhook's answer is kept
+/// too, as Metacontroller keeps it: until the object or the controller changes.
+pub fn customize(
+    runner: &HookRunner,
+    hook: HookKind,
+    request: &Value,
+    related: &dyn Related,
+) -> Result<Vec<RelatedRule>, SyncError> {
+    if let Some(rules) = related.cached() {
+        return Ok(rules);
+    }
+    let reads_before = runner.scope.reads.as_ref().map(|r| r.count());
+    let response = runner.call(hook, request)?;
+    let rules = related_rules(&response, runner.hooks.version(hook))
+        .map_err(|error| runner.hooks.invalid_response(hook, error))?;
+    let webhook = runner
+        .hooks
+        .get(hook)
+        .is_some_and(|hook| matches!(hook.code, HookCode::Webhook(_)));
+    let pure = match runner.scope.purity.impurity() {
+        None => true,
+        Some(_) => webhook,
+    };
+    let read_nothing = runner.scope.reads.as_ref().map(|r| r.count()) == reads_before;
+    if pure && read_nothing {
+        related.keep(&rules);
+    }
+    Ok(rules)
+}
+
+/// Related rules offline: their types resolve without being watched, nothing is kept.
+pub struct Unwatched<'a> {
+    /// The controller's name, for errors.
+    pub controller: &'a str,
+    pub resolver: &'a dyn ResourceResolver,
+}
+
+impl Related for Unwatched<'_> {
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
+        resolve_related(self.controller, self.resolver, rules)
+    }
 }
 
 /// Resolves the type of each related resource rule (offline: no watch to start).

@@ -30,6 +30,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+/// One controller may hold half the workers while another has work waiting.
+pub const DEFAULT_CONTROLLER_SHARE: f64 = 0.5;
+
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
     /// Work items run at once.
@@ -53,6 +56,13 @@ pub struct OperatorConfig {
     /// Periodic resyncs sync every work item, even those a fingerprint shows unchanged
     /// (see [`super::fingerprint`]).
     pub full_resync: bool,
+    /// The memory all script calls may hold at once beyond each call's small floor
+    /// ([`crate::script::memory`]).
+    pub script_memory: usize,
+    /// The most objects one hook response may return in a list.
+    pub max_children: usize,
+    /// The share of the workers one controller may hold while another has work waiting.
+    pub controller_share: f64,
     /// Where the operator counts (shared, so an endpoint can serve them before it starts).
     pub metrics: Metrics,
     /// Set once every controller that existed at start has been loaded (or found unloadable):
@@ -71,6 +81,9 @@ impl Default for OperatorConfig {
             allow_unimpersonated: true,
             record_dir: None,
             full_resync: false,
+            script_memory: crate::script::memory::DEFAULT_SCRIPT_MEMORY,
+            max_children: crate::script::DEFAULT_MAX_CHILDREN,
+            controller_share: DEFAULT_CONTROLLER_SHARE,
             metrics: Metrics::default(),
             ready: Arc::default(),
         }
@@ -82,12 +95,16 @@ impl Default for OperatorConfig {
 pub struct Failure {
     pub reason: &'static str,
     pub message: String,
+    /// A hook ran out of time: its controller's flow of work is throttled (see
+    /// [`WorkQueue::throttle`]).
+    pub timed_out: bool,
 }
 
 impl From<SyncError> for Failure {
     fn from(error: SyncError) -> Self {
         Failure {
             reason: error.reason(),
+            timed_out: error.timed_out(),
             message: error.to_string(),
         }
     }
@@ -95,10 +112,7 @@ impl From<SyncError> for Failure {
 
 impl From<ApplyError> for Failure {
     fn from(error: ApplyError) -> Self {
-        Failure {
-            reason: error.reason(),
-            message: error.to_string(),
-        }
+        Failure::new(error.reason(), error)
     }
 }
 
@@ -107,6 +121,7 @@ impl Failure {
         Failure {
             reason,
             message: message.to_string(),
+            timed_out: false,
         }
     }
 }
@@ -121,7 +136,8 @@ pub struct Context {
     pub applier: Applier,
     pub metrics: Metrics,
     pub events: Events,
-    pub queue: WorkQueue<WorkKey>,
+    /// Work items, a flow per controller.
+    pub queue: WorkQueue<WorkKey, ControllerId>,
     /// What each work item's hooks read, to re-queue it when that changes.
     pub dependencies: DependencyIndex,
     pub config: OperatorConfig,

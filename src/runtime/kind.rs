@@ -112,6 +112,9 @@ pub struct Controller<K: Kind> {
     /// When it last queued everything it acts on from the cache (at load): events of lists
     /// that completed before then are already covered, and routing them would sync twice.
     pub queued_all_at: Instant,
+    /// The controller's `metascript.dev/sync-requested-at` annotation when it was loaded: a new
+    /// value syncs everything it acts on once.
+    pub sync_requested: Option<String>,
 }
 
 impl<K: Kind> Controller<K> {

@@ -1,6 +1,7 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
 use super::keys::ControllerId;
+use super::queue::FlowLoad;
 use crate::api::HookKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -84,6 +85,12 @@ pub struct Metrics {
     pub hook_failures: Family<HookLabels, Counter>,
     /// Work items waiting in the queue.
     pub queue_depth: Gauge,
+    /// Work items of a controller waiting (now or later), and workers it holds.
+    pub controller_queued: Family<ControllerLabels, Gauge>,
+    pub controller_running: Family<ControllerLabels, Gauge>,
+    /// Bytes of the shared script memory pool drawn by the calls running now, and its size.
+    pub script_memory: Gauge,
+    pub script_memory_limit: Gauge,
     /// 1 while this replica leads (always, without leader election), else 0.
     pub leader: Gauge,
     /// 1 per controller whose Ready condition is True, else 0.
@@ -107,6 +114,10 @@ impl Default for Metrics {
             hook_seconds: Family::new_with_constructor(duration_histogram),
             hook_failures: Family::default(),
             queue_depth: Gauge::default(),
+            controller_queued: Family::default(),
+            controller_running: Family::default(),
+            script_memory: Gauge::default(),
+            script_memory_limit: Gauge::default(),
             leader: Gauge::default(),
             controller_ready: Family::default(),
             dependencies: Family::default(),
@@ -166,6 +177,26 @@ impl Metrics {
             self.queue_depth.clone(),
         );
         registry.register(
+            "controller_queued",
+            "Work items of the controller waiting, now or after a delay (backoff, resync)",
+            self.controller_queued.clone(),
+        );
+        registry.register(
+            "controller_running",
+            "Workers the controller's work holds now",
+            self.controller_running.clone(),
+        );
+        registry.register(
+            "script_memory_bytes",
+            "Bytes of the shared script memory (--script-memory) the running calls hold",
+            self.script_memory.clone(),
+        );
+        registry.register(
+            "script_memory_limit_bytes",
+            "The size of the shared script memory (--script-memory)",
+            self.script_memory_limit.clone(),
+        );
+        registry.register(
             "controller_ready",
             "1 when the controller's Ready condition is True (types resolved, every hook loaded)",
             self.controller_ready.clone(),
@@ -193,6 +224,27 @@ impl Metrics {
             self.leader.clone(),
         );
         registry
+    }
+
+    /// Sets each controller's queue gauges, and the script memory in use; a controller with
+    /// nothing queued or running reads 0.
+    pub fn set_loads(&self, loads: &std::collections::HashMap<ControllerId, FlowLoad>) {
+        for family in [&self.controller_queued, &self.controller_running] {
+            family.clear();
+        }
+        for (controller, load) in loads {
+            let labels = ControllerLabels::of(controller);
+            self.controller_queued
+                .get_or_create(&labels)
+                .set(load.waiting as i64);
+            self.controller_running
+                .get_or_create(&labels)
+                .set(load.running as i64);
+        }
+        self.script_memory
+            .set(crate::script::memory::pool_used() as i64);
+        self.script_memory_limit
+            .set(crate::script::memory::pool_limit() as i64);
     }
 
     /// Counts one write request of a controller.

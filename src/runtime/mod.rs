@@ -27,7 +27,7 @@ pub(crate) mod routes;
 mod scripts;
 pub mod status;
 
-pub use context::OperatorConfig;
+pub use context::{DEFAULT_CONTROLLER_SHARE, OperatorConfig};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};
 pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};

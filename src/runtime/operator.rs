@@ -7,7 +7,7 @@ use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, Identities, OperatorConfig};
 use super::discovery::{Discovery, ResolvedType};
 use super::events::Events;
-use super::keys::{ControllerId, Work};
+use super::keys::{ControllerId, Work, WorkKey};
 use super::leader::{Elector, Leadership};
 use super::metrics::Metrics;
 use super::own_writes::{OwnWrites, Redelivery};
@@ -82,6 +82,7 @@ impl Operator {
         for kind in kinds {
             own_types.push((kind, resolve_own_type(&discovery, kind.name).await?));
         }
+        crate::script::memory::set_pool_limit(config.script_memory);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let metrics = config.metrics.clone();
@@ -105,8 +106,14 @@ impl Operator {
             client,
             discovery,
             informers,
-            engine: ScriptEngine::new(),
-            queue: WorkQueue::new(),
+            engine: ScriptEngine::new().with_max_children(config.max_children),
+            queue: WorkQueue::fair(
+                |key: &WorkKey| key.controller.clone(),
+                (config.workers as f64 * config.controller_share).ceil() as usize,
+                // An eighth of the workers stays free for a controller whose work arrives while
+                // another's fills the queue.
+                config.workers - config.workers.div_ceil(8),
+            ),
             dependencies: Default::default(),
             config: config.clone(),
             config_map_type,
@@ -405,6 +412,7 @@ async fn status_loop(context: Arc<Context>, kinds: Kinds) {
     loop {
         tick.tick().await;
         context.metrics.queue_depth.set(context.queue.len() as i64);
+        context.metrics.set_loads(&context.queue.loads());
         if !context.leadership.is_leader() {
             continue;
         }

@@ -1,5 +1,13 @@
 //! The work queue: a key is queued at most once however many events arrive for it, is never
 //! handed to two workers at once, and can be added after a delay (resyncs, backoff).
+//!
+//! Keys belong to flows (a controller's work is one flow). Workers take keys round-robin across
+//! the flows that have work waiting, so one controller's burst of a thousand items does not make
+//! another's single item wait behind it (fair queuing, as Kubernetes' API Priority and Fairness
+//! does for requests). A flow holds at most `cap` workers while another flow has work waiting,
+//! and at most `solo_cap` even alone: work is not preempted, so the workers a lone flow leaves
+//! free are what a flow arriving later starts on at once. A flow whose calls keep running into
+//! their time budget is throttled to one worker for a while.
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -8,23 +16,35 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-pub struct WorkQueue<K> {
-    state: Mutex<State<K>>,
+pub struct WorkQueue<K, F = ()> {
+    state: Mutex<State<K, F>>,
     wake: Notify,
+    /// The flow a key belongs to.
+    flow: fn(&K) -> F,
+    /// Workers one flow may hold while another flow has work waiting.
+    cap: usize,
+    /// Workers one flow may hold at all.
+    solo_cap: usize,
 }
 
-struct State<K> {
-    ready: VecDeque<K>,
+struct State<K, F> {
+    /// Keys ready now, by flow, and the flows with keys ready in the order they are served.
+    ready: HashMap<F, VecDeque<K>>,
+    rotation: VecDeque<F>,
     /// Keys in `ready`.
     queued: HashSet<K>,
     /// Keys a worker holds; an add meanwhile marks them dirty instead of queueing.
     active: HashSet<K>,
+    /// Workers each flow holds.
+    running: HashMap<F, usize>,
     dirty: HashSet<K>,
     /// Delayed adds by due time; `due` keeps only the earliest per key.
     delayed: BTreeMap<(Instant, u64), K>,
     due: HashMap<K, (Instant, u64)>,
     sequence: u64,
     failures: HashMap<K, u32>,
+    /// Flows held to one worker until a time, and how many times in a row they were.
+    throttled: HashMap<F, (u32, Instant)>,
     shut_down: bool,
 }
 
@@ -33,32 +53,64 @@ pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
 }
 
+/// What one flow has: keys waiting (now or later) and workers held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowLoad {
+    pub waiting: usize,
+    pub running: usize,
+}
+
 impl<K: Clone + Eq + Hash> Default for WorkQueue<K> {
     fn default() -> Self {
+        WorkQueue::fair(|_| (), usize::MAX, usize::MAX)
+    }
+}
+
+impl<K: Clone + Eq + Hash> WorkQueue<K> {
+    /// One flow: first come, first served.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
+    /// Keys grouped into flows by `flow`, each holding at most `cap` workers while another has
+    /// work waiting and `solo_cap` at all (each at least one).
+    pub fn fair(flow: fn(&K) -> F, cap: usize, solo_cap: usize) -> Self {
         WorkQueue {
             state: Mutex::new(State {
-                ready: VecDeque::new(),
+                ready: HashMap::new(),
+                rotation: VecDeque::new(),
                 queued: HashSet::new(),
                 active: HashSet::new(),
+                running: HashMap::new(),
                 dirty: HashSet::new(),
                 delayed: BTreeMap::new(),
                 due: HashMap::new(),
                 sequence: 0,
                 failures: HashMap::new(),
+                throttled: HashMap::new(),
                 shut_down: false,
             }),
             wake: Notify::new(),
+            flow,
+            cap: cap.max(1),
+            solo_cap: solo_cap.max(cap).max(1),
         }
     }
-}
 
-impl<K: Clone + Eq + Hash> WorkQueue<K> {
-    pub fn new() -> Self {
-        Self::default()
+    fn state(&self) -> parking_lot::MutexGuard<'_, State<K, F>> {
+        self.state.lock()
     }
 
-    fn state(&self) -> parking_lot::MutexGuard<'_, State<K>> {
-        self.state.lock()
+    /// Puts a key at the back of its flow (the caller checked it is neither queued nor held).
+    fn push_ready(&self, state: &mut State<K, F>, key: K) {
+        let flow = (self.flow)(&key);
+        let keys = state.ready.entry(flow.clone()).or_default();
+        if keys.is_empty() {
+            state.rotation.push_back(flow);
+        }
+        keys.push_back(key);
     }
 
     /// Queues a key now (coalescing with a pending one).
@@ -73,7 +125,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         if state.active.contains(&key) {
             state.dirty.insert(key);
         } else if state.queued.insert(key.clone()) {
-            state.ready.push_back(key);
+            self.push_ready(&mut state, key);
             drop(state);
             self.wake.notify_one();
         }
@@ -123,6 +175,61 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         self.state().failures.remove(key);
     }
 
+    /// Holds a flow to one worker for a backoff that grows each time in a row it is throttled
+    /// (its calls keep running into their time budget). Returns for how long.
+    pub fn throttle(&self, flow: &F) -> Duration {
+        let mut state = self.state();
+        let now = Instant::now();
+        let strikes = state.throttled.get(flow).map_or(0, |(strikes, _)| *strikes) + 1;
+        let delay = backoff(strikes);
+        state.throttled.insert(flow.clone(), (strikes, now + delay));
+        delay
+    }
+
+    /// Ends a flow's throttling (one of its calls finished within its budget).
+    pub fn unthrottle(&self, flow: &F) {
+        let mut state = self.state();
+        if state.throttled.remove(flow).is_some() {
+            drop(state);
+            self.wake.notify_waiters();
+        }
+    }
+
+    /// How many workers a flow may hold now: while others have work waiting, and at all.
+    fn caps_of(&self, state: &State<K, F>, flow: &F, now: Instant) -> (usize, usize) {
+        match state.throttled.get(flow) {
+            Some((_, until)) if *until > now => (1, 1),
+            _ => (self.cap, self.solo_cap),
+        }
+    }
+
+    /// The next ready key, round-robin across flows: a flow at its cap is passed over while
+    /// another has work waiting; when every flow with work waiting is at its cap, the next one
+    /// in turn under its solo cap is served (no more workers idle than the solo cap keeps free).
+    fn pop_ready(&self, state: &mut State<K, F>, now: Instant) -> Option<K> {
+        let running = |flow: &F| state.running.get(flow).copied().unwrap_or(0);
+        let under = |cap: fn((usize, usize)) -> usize| {
+            state
+                .rotation
+                .iter()
+                .position(|flow| running(flow) < cap(self.caps_of(state, flow, now)))
+        };
+        let next = under(|(cap, _)| cap).or_else(|| under(|(_, solo)| solo))?;
+        let flow = state.rotation.remove(next)?;
+        let keys = state
+            .ready
+            .get_mut(&flow)
+            .expect("a flow in rotation has keys");
+        let key = keys.pop_front().expect("a flow in rotation has keys");
+        if keys.is_empty() {
+            state.ready.remove(&flow);
+        } else {
+            state.rotation.push_back(flow.clone());
+        }
+        *state.running.entry(flow).or_default() += 1;
+        Some(key)
+    }
+
     /// The next key to work on, waiting for one; `None` once shut down.
     pub async fn next(&self) -> Option<K> {
         loop {
@@ -146,10 +253,10 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                     if state.active.contains(&key) {
                         state.dirty.insert(key);
                     } else if state.queued.insert(key.clone()) {
-                        state.ready.push_back(key);
+                        self.push_ready(&mut state, key);
                     }
                 }
-                if let Some(key) = state.ready.pop_front() {
+                if let Some(key) = self.pop_ready(&mut state, now) {
                     state.queued.remove(&key);
                     state.active.insert(key.clone());
                     return Some(key);
@@ -172,11 +279,20 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut state = self.state();
         state.active.remove(key);
-        if state.dirty.remove(key) && state.queued.insert(key.clone()) {
-            state.ready.push_back(key.clone());
-            drop(state);
-            self.wake.notify_one();
+        let flow = (self.flow)(key);
+        if let Some(running) = state.running.get_mut(&flow) {
+            *running -= 1;
+            if *running == 0 {
+                state.running.remove(&flow);
+            }
         }
+        let requeued = state.dirty.remove(key) && state.queued.insert(key.clone());
+        if requeued {
+            self.push_ready(&mut state, key.clone());
+        }
+        drop(state);
+        // A freed worker slot may let a flow at its cap go on, even when nothing was requeued.
+        self.wake.notify_one();
     }
 
     /// Wakes every waiting worker with `None`.
@@ -188,7 +304,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// Keys waiting now or later (not counting those being worked on).
     pub fn len(&self) -> usize {
         let state = self.state();
-        state.ready.len() + state.delayed.len()
+        state.queued.len() + state.delayed.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -200,12 +316,25 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn pending(&self, selected: impl Fn(&K) -> bool) -> usize {
         let state = self.state();
         // A dirty key is in progress and queued again: it counts twice.
-        let waiting = state.ready.iter().chain(state.delayed.values());
+        let waiting = state.ready.values().flatten().chain(state.delayed.values());
         waiting
             .chain(&state.active)
             .chain(&state.dirty)
             .filter(|k| selected(k))
             .count()
+    }
+
+    /// What each flow has waiting (now or later) and running, for metrics.
+    pub fn loads(&self) -> HashMap<F, FlowLoad> {
+        let state = self.state();
+        let mut loads: HashMap<F, FlowLoad> = HashMap::new();
+        for key in state.ready.values().flatten().chain(state.delayed.values()) {
+            loads.entry((self.flow)(key)).or_default().waiting += 1;
+        }
+        for (flow, running) in &state.running {
+            loads.entry(flow.clone()).or_default().running = *running;
+        }
+        loads
     }
 }
 
@@ -295,6 +424,91 @@ mod tests {
         queue.done(&held);
         assert_eq!(queue.pending(is_a), 2);
         assert_eq!(queue.pending(|key| key.0 == "c"), 0);
+    }
+
+    /// Keys `(flow, item)`: the flow is the first part.
+    fn flows() -> WorkQueue<(&'static str, u32), &'static str> {
+        WorkQueue::fair(|key| key.0, 2, 3)
+    }
+
+    #[tokio::test]
+    async fn flows_are_served_in_turn_so_a_burst_does_not_hold_up_another_flow() {
+        let queue = flows();
+        for item in 0..100 {
+            queue.add(("burst", item));
+        }
+        queue.add(("single", 0));
+        let first = queue.next().await.unwrap();
+        let second = queue.next().await.unwrap();
+        assert_eq!(first, ("burst", 0));
+        assert_eq!(
+            second,
+            ("single", 0),
+            "the other flow's item is next, not the 100th"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flow_holds_at_most_its_cap_while_another_waits_but_no_worker_idles() {
+        let queue = flows();
+        for item in 0..10 {
+            queue.add(("a", item));
+        }
+        let held = [queue.next().await.unwrap(), queue.next().await.unwrap()];
+        assert!(held.iter().all(|key| key.0 == "a"));
+        queue.add(("b", 0));
+        queue.add(("b", 1));
+        // "a" is at its cap of 2 and "b" waits: "b" goes first, twice.
+        assert_eq!(queue.next().await.unwrap().0, "b");
+        assert_eq!(queue.next().await.unwrap().0, "b");
+        // Both at their cap, work waiting only in "a": it is served rather than left waiting.
+        assert_eq!(queue.next().await.unwrap().0, "a");
+        let loads = queue.loads();
+        assert_eq!(
+            loads["a"],
+            FlowLoad {
+                waiting: 7,
+                running: 3
+            }
+        );
+        assert_eq!(
+            loads["b"],
+            FlowLoad {
+                waiting: 0,
+                running: 2
+            }
+        );
+        queue.done(&held[0]);
+        assert_eq!(queue.loads()["a"].running, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_flow_holds_one_worker_while_another_waits_until_unthrottled() {
+        let queue = flows();
+        for item in 0..5 {
+            queue.add(("slow", item));
+        }
+        assert_eq!(queue.throttle(&"slow"), Duration::from_secs(1));
+        assert_eq!(
+            queue.throttle(&"slow"),
+            Duration::from_secs(2),
+            "longer in a row"
+        );
+        let held = queue.next().await.unwrap();
+        queue.add(("quick", 0));
+        queue.add(("quick", 1));
+        // "slow" is first in turn but holds its one worker: "quick" is served, twice.
+        let quick = queue.next().await.unwrap();
+        assert_eq!(quick.0, "quick");
+        assert_eq!(queue.next().await.unwrap().0, "quick");
+        queue.done(&quick);
+        queue.add(("quick", 2));
+        assert_eq!(queue.next().await.unwrap().0, "quick");
+        queue.unthrottle(&"slow");
+        queue.add(("quick", 3));
+        // Back to a cap of 2: "slow" (1 running) is served before "quick" (at its cap).
+        assert_eq!(queue.next().await.unwrap().0, "slow");
+        queue.done(&held);
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::routes::{Routes, only_status_changed};
 use super::status::{self, Counts, Health, Problem};
-use crate::api::{ControllerObject, ControllerStatus, KindName};
+use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
 use crate::object;
 use crate::reasons;
 use crate::resources::ResourceType;
@@ -171,6 +171,8 @@ impl<K: Kind> Registry<K> {
             queued_all_at: previous
                 .as_ref()
                 .map_or_else(Instant::now, |p| p.queued_all_at),
+            sync_requested: object::annotation(&object, SYNC_REQUESTED_ANNOTATION)
+                .map(str::to_string),
         };
         self.install(context, key, &object, controller, previous)
             .await;
@@ -188,6 +190,12 @@ impl<K: Kind> Registry<K> {
         let changed = previous
             .as_ref()
             .is_none_or(|p| p.version != controller.version);
+        // A user asking for a sync gets one of everything, whatever a resync would skip and
+        // whatever backoff a failing item is in.
+        let requested = previous
+            .as_ref()
+            .is_some_and(|p| p.sync_requested != controller.sync_requested);
+        let changed = changed || requested;
         if changed {
             // Before `enqueue_all` below reads the cache.
             controller.queued_all_at = Instant::now();
@@ -218,7 +226,7 @@ impl<K: Kind> Registry<K> {
                 .map(|(hook, digest)| format!("{hook}={digest}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            tracing::info!(controller = %id, %digests, "controller loaded; syncing what it acts on");
+            tracing::info!(controller = %id, %digests, requested, "controller loaded; syncing what it acts on");
             K::enqueue_all(context, &controller, Sweep::Everything);
         }
     }
@@ -287,6 +295,7 @@ impl<K: Kind> Registry<K> {
                 fingerprint,
             } => {
                 context.queue.forget(key);
+                context.queue.unthrottle(&controller.id);
                 // A sync that asked to run again later expects to: a resync must not skip it.
                 let fingerprint = fingerprint.filter(|_| resync_after.is_none());
                 controller.outcomes.succeeded(synced, fingerprint);
@@ -302,10 +311,21 @@ impl<K: Kind> Registry<K> {
             Outcome::Failed {
                 key: failed,
                 about,
-                failure: Failure { reason, message },
+                failure:
+                    Failure {
+                        reason,
+                        message,
+                        timed_out,
+                    },
             } => {
                 context.metrics.count_failure(&controller.id, reason);
                 let delay = context.queue.retry_later(key.clone());
+                if timed_out {
+                    // Its calls keep running out of time: hold it to one worker for a while,
+                    // so the others' work is not stuck behind it.
+                    let throttled = context.queue.throttle(&controller.id);
+                    tracing::warn!(controller = %controller.id, throttled_seconds = throttled.as_secs(), "a hook ran out of time; the controller gets one worker while others wait");
+                }
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);

@@ -29,6 +29,8 @@ pub enum LimitKind {
     Operations,
     Timeout,
     Memory,
+    /// The operator-wide pool of script memory (`metascript run --script-memory`).
+    ScriptMemory,
     StringSize,
     ArraySize,
     MapSize,
@@ -41,6 +43,7 @@ impl LimitKind {
             LimitKind::Operations => "operations",
             LimitKind::Timeout => "timeout",
             LimitKind::Memory => "memory",
+            LimitKind::ScriptMemory => "script memory",
             LimitKind::StringSize => "string size",
             LimitKind::ArraySize => "array size",
             LimitKind::MapSize => "map size",

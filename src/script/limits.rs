@@ -2,6 +2,7 @@
 //! wall-clock budget that both engines tick from their progress callbacks.
 
 use super::error::LimitKind;
+use super::memory::{CallMemory, Exceeded};
 use crate::api::Limits;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_MAX_OPERATIONS: u64 = 5_000_000;
 /// A hook is a pure function of its request; half a second is generous for any sane one.
 pub const DEFAULT_TIMEOUT_MILLIS: u64 = 500;
-/// Lua heap, including the converted request.
+/// What one call may hold at once: its heap (Luau's, Rhai's values) and the conversions of its
+/// request and response.
 pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 /// Rhai counts the bytes of every string inside a value (recursively), so this also bounds the
 /// text held by one response.
@@ -27,6 +29,14 @@ pub const MAX_CALL_DEPTH: usize = 64;
 /// every build.
 pub const MAX_EXPR_DEPTH: usize = 64;
 pub const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
+
+/// The limit a call that exceeded a memory budget is stopped by.
+pub fn memory_limit(exceeded: Exceeded) -> LimitKind {
+    match exceeded {
+        Exceeded::Call => LimitKind::Memory,
+        Exceeded::Pool => LimitKind::ScriptMemory,
+    }
+}
 
 /// A hook's limits with every default filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +73,12 @@ impl EffectiveLimits {
             LimitKind::Memory => {
                 format!("memory limit of {} exceeded", bytes(self.max_memory_bytes))
             }
+            LimitKind::ScriptMemory => format!(
+                "the operator's script memory ({}, shared by every call; metascript run \
+                 --script-memory) is used up: this call held {:.1} MiB when it was stopped",
+                bytes(super::memory::pool_limit() as u64),
+                super::memory::CallMemory::peak() as f64 / (1024.0 * 1024.0)
+            ),
             LimitKind::StringSize => {
                 format!(
                     "string size limit of {} exceeded",
@@ -138,6 +154,9 @@ impl Budget {
         }
         if ops > self.max_operations {
             return Err(self.trip(LimitKind::Operations));
+        }
+        if let Some(exceeded) = CallMemory::exceeded() {
+            return Err(self.trip(memory_limit(exceeded)));
         }
         if ops.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline {
             return Err(self.trip(LimitKind::Timeout));

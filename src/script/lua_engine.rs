@@ -908,3 +908,34 @@ fn root_message(error: &mlua::Error) -> String {
         None => text,
     }
 }
+
+/// Every global a Lua hook sees, and each member of the global tables (`string.rep`), for the
+/// review of what the sandbox offers (`tests/sandbox.rs`).
+#[cfg(test)]
+pub(crate) fn global_names() -> std::collections::BTreeSet<String> {
+    let state = LuaState::new().expect("a Lua state");
+    let mut names = std::collections::BTreeSet::new();
+    // A sandboxed state's globals read through to the frozen ones (`__index`).
+    let mut globals = state.lua.globals();
+    while let Some(LuaValue::Table(inner)) = globals
+        .metatable()
+        .and_then(|meta| meta.raw_get::<LuaValue>("__index").ok())
+    {
+        globals = inner;
+    }
+    for pair in globals.pairs::<String, LuaValue>() {
+        let (name, value) = pair.expect("a global");
+        if let LuaValue::Table(table) = &value
+            && name != "_G"
+        {
+            for member in table.pairs::<LuaValue, LuaValue>() {
+                let (key, _) = member.expect("a member");
+                if let LuaValue::String(key) = key {
+                    names.insert(format!("{name}.{}", key.to_string_lossy()));
+                }
+            }
+        }
+        names.insert(name);
+    }
+    names
+}

@@ -18,6 +18,7 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+pub mod memory;
 mod purity;
 mod request_use;
 mod rhai_convert;
@@ -459,7 +460,13 @@ impl CallSetup<'_> {
 #[derive(Clone)]
 pub struct ScriptEngine {
     inner: Arc<Inner>,
+    /// The most objects one response may return in a list (`metascript run --max-children`).
+    max_children: usize,
 }
+
+/// How many objects one response may return in a list by default: more than a controller
+/// should own per object, and far fewer than would strain the API server.
+pub const DEFAULT_MAX_CHILDREN: usize = 1000;
 
 struct Inner {
     /// Weak entries: a program lives as long as some hook holds it, so scripts replaced by hot
@@ -504,7 +511,18 @@ impl ScriptEngine {
                 lua: lua_engine::LuaStates::new(),
                 coverage: coverage.then(coverage::Recorder::default),
             }),
+            max_children: DEFAULT_MAX_CHILDREN,
         }
+    }
+
+    /// Sets how many objects one response may return in a list.
+    pub fn with_max_children(mut self, max_children: usize) -> ScriptEngine {
+        self.max_children = max_children;
+        self
+    }
+
+    pub fn max_children(&self) -> usize {
+        self.max_children
     }
 
     /// The line coverage gathered so far, by script origin; empty unless built
@@ -613,6 +631,10 @@ impl ScriptEngine {
             limits,
             coverage: self.inner.coverage.as_ref(),
         };
+        // Counted from before the request is converted until the response has been.
+        let memory = memory::CallMemory::enter(
+            usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX),
+        );
         let result = match &script.program.code {
             Code::Rhai(ast) => match setup.coverage {
                 None => self.inner.rhai.call(ast, request, &setup),
@@ -633,6 +655,16 @@ impl ScriptEngine {
             },
             Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
+        // The response's conversion runs after the script's last progress check.
+        let result = match (result, memory::CallMemory::exceeded()) {
+            (Ok(_), Some(exceeded)) => {
+                let limit = limits::memory_limit(exceeded);
+                setup.budget.trip(limit);
+                Err(setup.limit_error(limit, None))
+            }
+            (result, _) => result,
+        };
+        drop(memory);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {
             Ok(_) => tracing::debug!(

@@ -126,13 +126,15 @@ impl RhaiEngines {
         } else {
             self.base.compile(layout.joined())
         };
-        compiled.map(Code::Rhai).map_err(|error| {
+        let ast = compiled.map_err(|error| {
             let part = match error.position().line() {
                 Some(line) => layout.locate(line as u32).0,
                 None => layout.hook(),
             };
             compile_error(part, &error, part.first_line - 1)
-        })
+        })?;
+        refuse_blocked_calls(&ast, layout)?;
+        Ok(Code::Rhai(ast))
     }
 
     pub fn call(
@@ -233,6 +235,13 @@ fn build_engine((max_string, max_array, max_map): SizeKey, coverage: bool) -> En
     });
     for helper in HELPERS {
         register_helper(&mut engine, helper);
+    }
+    for (name, why) in BLOCKED {
+        let refuse = move || -> Result<(), Box<EvalAltResult>> {
+            Err(format!("`{name}` is not available to hooks: {why}").into())
+        };
+        engine.register_fn(*name, move |_: rhai::INT| refuse());
+        engine.register_fn(*name, move |_: rhai::FLOAT| refuse());
     }
     // Rhai's own clock (its time package): shadowed so a call that reads it is noted impure.
     engine.register_fn("timestamp", || {
@@ -557,6 +566,55 @@ fn read_segments(path: &str) -> Vec<Segment<'_>> {
     segments
 }
 
+/// Built-in functions a hook may not call, and why: they block the worker the call runs on
+/// (which every controller shares) beyond the reach of the budgets. Refused at compile time, and
+/// replaced by ones that fail for calls the compiler cannot see (`Fn("sleep").call(1)`).
+const BLOCKED: &[(&str, &str)] = &[(
+    "sleep",
+    "it would hold one of the workers every controller shares, and time budgets cannot \
+     interrupt it; a hook returns at once, and asks to run again later with \
+     `resyncAfterSeconds`",
+)];
+
+/// Refuses calls of [`BLOCKED`] functions, at their line.
+fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
+    let mut found = None;
+    ast.walk(&mut |path: &[ASTNode]| {
+        let call = match path.last() {
+            Some(ASTNode::Stmt(Stmt::FnCall(call, pos))) => Some((call, pos)),
+            Some(ASTNode::Expr(
+                rhai::Expr::FnCall(call, pos) | rhai::Expr::MethodCall(call, pos),
+            )) => Some((call, pos)),
+            _ => None,
+        };
+        if let Some((call, pos)) = call
+            && let Some((name, why)) = BLOCKED.iter().find(|(name, _)| call.name == *name)
+        {
+            found = Some((*name, *why, *pos));
+            return false;
+        }
+        true
+    });
+    let Some((name, why, pos)) = found else {
+        return Ok(());
+    };
+    let (line, column) = position(pos);
+    let (part, line) = match line {
+        Some(line) => {
+            let (part, own) = layout.locate(line);
+            (part, Some(own))
+        }
+        None => (layout.hook(), None),
+    };
+    Err(ScriptError::new(
+        ScriptErrorKind::Compile,
+        format!("`{name}` is not available to hooks: {why}"),
+        Language::Rhai,
+        part.origin.clone(),
+    )
+    .at(&part.code, line, column))
+}
+
 /// A function appended to each library when it is checked alone; no script can define it.
 const LIBRARY_END: &str = "__metascript_library_end__";
 
@@ -757,4 +815,27 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
         }
     };
     setup.error(ScriptErrorKind::Runtime, message, line, column)
+}
+
+/// Every function a Rhai hook can call (built-ins and helpers), by name, for the review of what
+/// the sandbox offers (`tests/sandbox.rs`).
+#[cfg(test)]
+pub(crate) fn function_names() -> BTreeSet<String> {
+    let engine = build_engine(
+        (
+            DEFAULT_MAX_STRING_SIZE,
+            DEFAULT_MAX_ARRAY_SIZE,
+            DEFAULT_MAX_MAP_SIZE,
+        ),
+        false,
+    );
+    engine
+        .gen_fn_signatures(true)
+        .into_iter()
+        .filter_map(|signature| {
+            let name = signature.split('(').next()?;
+            let name = name.rsplit(' ').next()?.trim();
+            (!name.is_empty()).then(|| name.to_string())
+        })
+        .collect()
 }

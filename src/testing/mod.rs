@@ -10,4 +10,6 @@ mod webhook;
 
 pub use control_plane::{BIN_DIR_ENV, ControlPlane, ControlPlaneError, default_bin_dir, kubectl};
 pub use crds::{InstallCrdsError, install_crds};
-pub use webhook::{HookServer, HookServerError, Reply, SERVICE_PER_POD_MARKER, service_per_pod};
+pub use webhook::{
+    Call, HookServer, HookServerError, Reply, SERVICE_PER_POD_MARKER, service_per_pod,
+};

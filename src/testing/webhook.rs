@@ -18,6 +18,8 @@ pub struct Reply {
     pub body: String,
     /// How long to wait before answering (a slow hook).
     pub delay: Duration,
+    /// Response headers besides the content type.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -26,6 +28,7 @@ impl Reply {
             status: 200,
             body: value.to_string(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
     }
 
@@ -34,15 +37,35 @@ impl Reply {
             status,
             body: body.into(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
     }
 
     pub fn after(self, delay: Duration) -> Reply {
         Reply { delay, ..self }
     }
+
+    pub fn with_header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
 }
 
-type Handler = dyn Fn(&str, &Value) -> Reply + Send + Sync;
+/// One request as a handler sees it.
+pub struct Call<'a> {
+    pub path: &'a str,
+    pub headers: &'a axum::http::HeaderMap,
+    pub request: &'a Value,
+}
+
+impl Call<'_> {
+    /// A request header's value, when it is there and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
+    }
+}
+
+type Handler = dyn Fn(&Call) -> Reply + Send + Sync;
 
 /// The requests a server answered: (path, request).
 type Requests = Arc<Mutex<Vec<(String, Value)>>>;
@@ -75,6 +98,17 @@ impl HookServer {
     pub fn start(
         handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
     ) -> Result<HookServer, HookServerError> {
+        Self::serve(
+            Arc::new(move |call: &Call| handler(call.path, call.request)),
+            false,
+            true,
+        )
+    }
+
+    /// Serves HTTP, the handler seeing the request's headers too, keeping every request.
+    pub fn start_with_headers(
+        handler: impl Fn(&Call) -> Reply + Send + Sync + 'static,
+    ) -> Result<HookServer, HookServerError> {
         Self::serve(Arc::new(handler), false, true)
     }
 
@@ -82,14 +116,22 @@ impl HookServer {
     pub fn start_unrecorded(
         handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
     ) -> Result<HookServer, HookServerError> {
-        Self::serve(Arc::new(handler), false, false)
+        Self::serve(
+            Arc::new(move |call: &Call| handler(call.path, call.request)),
+            false,
+            false,
+        )
     }
 
     /// Serves HTTPS with a certificate for 127.0.0.1 signed by a CA of its own ([`Self::ca_pem`]).
     pub fn start_tls(
         handler: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
     ) -> Result<HookServer, HookServerError> {
-        Self::serve(Arc::new(handler), true, true)
+        Self::serve(
+            Arc::new(move |call: &Call| handler(call.path, call.request)),
+            true,
+            true,
+        )
     }
 
     fn serve(
@@ -109,27 +151,42 @@ impl HookServer {
         };
         let requests = record.then(|| Arc::new(Mutex::new(Vec::new())));
         let recorded = requests.clone();
-        let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
-            let (handler, recorded) = (handler.clone(), recorded.clone());
-            async move {
-                let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-                    return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
-                };
-                let path = uri.path().to_string();
-                let reply = handler(&path, &request);
-                if let Some(recorded) = &recorded {
-                    recorded.lock().push((path, request));
+        let app = axum::Router::new().fallback(
+            move |uri: Uri, headers: axum::http::HeaderMap, body: Bytes| {
+                let (handler, recorded) = (handler.clone(), recorded.clone());
+                async move {
+                    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+                        return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
+                    };
+                    let path = uri.path().to_string();
+                    let reply = handler(&Call {
+                        path: &path,
+                        headers: &headers,
+                        request: &request,
+                    });
+                    if let Some(recorded) = &recorded {
+                        recorded.lock().push((path, request));
+                    }
+                    tokio::time::sleep(reply.delay).await;
+                    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+                    let mut response = (
+                        status,
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        reply.body,
+                    )
+                        .into_response();
+                    for (name, value) in &reply.headers {
+                        if let (Ok(name), Ok(value)) = (
+                            axum::http::HeaderName::try_from(name.as_str()),
+                            axum::http::HeaderValue::try_from(value.as_str()),
+                        ) {
+                            response.headers_mut().insert(name, value);
+                        }
+                    }
+                    response
                 }
-                tokio::time::sleep(reply.delay).await;
-                let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
-                (
-                    status,
-                    [(axum::http::header::CONTENT_TYPE, "application/json")],
-                    reply.body,
-                )
-                    .into_response()
-            }
-        });
+            },
+        );
         let handle = axum_server::Handle::new();
         let serving = handle.clone();
         let thread = std::thread::Builder::new()

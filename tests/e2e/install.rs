@@ -456,12 +456,12 @@ async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
 }
 
 /// kubectl against the shared plane, as its admin.
-struct Kubectl {
+pub(crate) struct Kubectl {
     kubeconfig: PathBuf,
 }
 
 impl Kubectl {
-    async fn new() -> Kubectl {
+    pub(crate) async fn new() -> Kubectl {
         Kubectl {
             kubeconfig: plane().await.kubeconfig_path().to_path_buf(),
         }
@@ -469,7 +469,7 @@ impl Kubectl {
 
     /// Runs kubectl with `input` on stdin, failing the test unless it succeeds; returns its
     /// stdout and stderr.
-    fn run(&self, args: &[&str], input: &str) -> (String, String) {
+    pub(crate) fn run(&self, args: &[&str], input: &str) -> (String, String) {
         run(
             Command::new(kubectl())
                 .arg("--kubeconfig")
@@ -481,7 +481,7 @@ impl Kubectl {
 }
 
 /// The kubectl `hack/control-plane/build.sh` builds beside the plane's binaries.
-fn kubectl() -> PathBuf {
+pub(crate) fn kubectl() -> PathBuf {
     metascript::testing::kubectl().unwrap_or_else(|| {
         panic!(
             "kubectl not found: hack/control-plane/build.sh builds it beside the control-plane \
@@ -490,7 +490,7 @@ fn kubectl() -> PathBuf {
     })
 }
 
-fn run(command: &mut Command, input: &str) -> (String, String) {
+pub(crate) fn run(command: &mut Command, input: &str) -> (String, String) {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -514,11 +514,11 @@ fn run(command: &mut Command, input: &str) -> (String, String) {
 }
 
 /// `kubectl kustomize deploy/`: what `kubectl apply -k deploy/` sends, and its objects.
-fn render() -> (String, Vec<Value>) {
+pub(crate) fn render() -> (String, Vec<Value>) {
     render_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"))
 }
 
-fn render_dir(dir: &Path) -> (String, Vec<Value>) {
+pub(crate) fn render_dir(dir: &Path) -> (String, Vec<Value>) {
     let (yaml, _) = run(Command::new(kubectl()).arg("kustomize").arg(dir), "");
     let objects: Vec<Value> =
         serde_saphyr::from_multiple(&yaml).expect("kustomize renders YAML documents");
@@ -528,7 +528,7 @@ fn render_dir(dir: &Path) -> (String, Vec<Value>) {
 }
 
 /// The reference `kubectl … -o name` prints: `<kind>[.<group>]/<name>`.
-fn kubectl_name(object: &Value) -> String {
+pub(crate) fn kubectl_name(object: &Value) -> String {
     let kind = kind(object).to_lowercase();
     match object["apiVersion"]
         .as_str()
@@ -539,33 +539,33 @@ fn kubectl_name(object: &Value) -> String {
     }
 }
 
-fn kind(object: &Value) -> &str {
+pub(crate) fn kind(object: &Value) -> &str {
     object["kind"].as_str().unwrap_or_default()
 }
 
-fn name(object: &Value) -> &str {
+pub(crate) fn name(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
 
-fn namespace_of(object: &Value) -> &str {
+pub(crate) fn namespace_of(object: &Value) -> &str {
     object["metadata"]["namespace"]
         .as_str()
         .unwrap_or_else(|| panic!("{} has no namespace", kubectl_name(object)))
 }
 
-fn find<'a>(objects: &'a [Value], wanted: &str) -> Vec<&'a Value> {
+pub(crate) fn find<'a>(objects: &'a [Value], wanted: &str) -> Vec<&'a Value> {
     objects.iter().filter(|o| kind(o) == wanted).collect()
 }
 
 /// The one object of a kind.
-fn the<'a>(objects: &'a [Value], wanted: &str) -> &'a Value {
+pub(crate) fn the<'a>(objects: &'a [Value], wanted: &str) -> &'a Value {
     match find(objects, wanted).as_slice() {
         [one] => one,
         found => panic!("expected one {wanted}, rendered {}", found.len()),
     }
 }
 
-fn strings(list: &Value) -> Vec<String> {
+pub(crate) fn strings(list: &Value) -> Vec<String> {
     list.as_array()
         .into_iter()
         .flatten()
@@ -574,7 +574,7 @@ fn strings(list: &Value) -> Vec<String> {
 }
 
 /// Whether a label selector (matchLabels only: the install uses nothing else) selects `labels`.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(crate) fn selects(selector: &Value, labels: &Value) -> bool {
     assert!(
         selector["matchExpressions"].is_null(),
         "matchExpressions: teach this test"

@@ -8,11 +8,18 @@
 mod support;
 
 mod admission;
+mod build_script;
+mod chart;
 mod cli_examples;
+mod cli_no_cluster;
 mod cli_run;
 mod control_plane_smoke;
+mod customize_cache;
+mod hook_versions;
 mod impersonation;
 mod install;
+mod isolation;
+mod json_schema;
 mod leader_election;
 mod operator_composite;
 mod operator_decorator;
@@ -22,4 +29,5 @@ mod operator_quiet;
 mod operator_reads;
 mod operator_resync;
 mod runtime_cache;
+mod sync_now;
 mod webhook_hooks;

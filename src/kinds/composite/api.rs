@@ -294,25 +294,24 @@ pub const KIND: KindName = KindName(&INFO);
 const SYNC_REQUEST: &[Field] = &[
     fields::CONTROLLER,
     fields::PARENT,
-    Field {
-        name: "children",
-        lua_type: "table<string, table<string, table<string, any>>>",
-        doc: "The children the parent owns, by `<Kind>.<apiVersion>`, then by name.",
-    },
+    Field::new(
+        "children",
+        "table<string, table<string, table<string, any>>>",
+        "The children the parent owns, by `<Kind>.<apiVersion>`, then by name.",
+    ),
     fields::RELATED,
     fields::FINALIZING,
 ];
 const SYNC_RESPONSE: &[Field] = &[
-    Field {
-        name: "status",
-        lua_type: "table<string, any>",
-        doc: "The parent's whole status (observedGeneration is added); null is an empty status.",
-    },
-    Field {
-        name: "children",
-        lua_type: "table<string, any>[]",
-        doc: "The desired children (a flat list); owned children left out are deleted.",
-    },
+    Field::new(
+        "status",
+        "table<string, any>",
+        "The parent's whole status (observedGeneration is added); null is an empty status.",
+    ),
+    Field::objects(
+        "children",
+        "The desired children (a flat list); owned children left out are deleted.",
+    ),
     fields::RESYNC_AFTER_SECONDS,
     fields::FINALIZED,
 ];

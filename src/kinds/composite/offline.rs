@@ -4,7 +4,7 @@
 use super::api::{CUSTOMIZE, FINALIZE};
 use super::plan::{Composite, Observed};
 use super::sync::{self, Synced};
-use crate::api::HookKind;
+use crate::api::{HookKind, HookVersion};
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
 use crate::plan::lifecycle::Phase;
@@ -17,8 +17,11 @@ use std::sync::Arc;
 impl Composite {
     /// Syncs a parent offline: the types of its related rules resolve without being watched.
     fn sync_with(&self, offline: &Offline, parent: &Value) -> Result<Option<Synced>, SyncError> {
-        let resolve = |rules| related::resolve_related(&self.name, offline.resolver, rules);
-        sync::sync_parent(self, offline.runner, offline.store, parent, &resolve)
+        let related = related::Unwatched {
+            controller: &self.name,
+            resolver: offline.resolver,
+        };
+        sync::sync_parent(self, offline.runner, offline.store, parent, &related)
     }
 }
 
@@ -64,7 +67,7 @@ impl Planner for Composite {
         response: &Value,
     ) -> Result<(), InvalidResponse> {
         if hook == CUSTOMIZE {
-            return self.related_rules(response).map(drop);
+            return self.related_rules(response, HookVersion::V1).map(drop);
         }
         let phase = if hook == FINALIZE {
             Phase::Finalize

@@ -4,7 +4,7 @@
 
 use super::api::{CompositeController, KIND, revisions_ref};
 use super::rolling::{self, Revision, RollingType};
-use crate::api::UpdateMethod;
+use crate::api::{HookVersion, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
@@ -255,13 +255,25 @@ impl Composite {
         related::customize_request(&self.controller_json, parent)
     }
 
-    /// Reads a customize response: the related resource rules it asks for.
-    pub fn related_rules(&self, response: &Value) -> Result<Vec<RelatedRule>, InvalidResponse> {
-        related::related_rules(response)
+    /// Reads a customize response: the related resource rules it asks for, read the way the
+    /// customize hook's `version` means them.
+    pub fn related_rules(
+        &self,
+        response: &Value,
+        version: HookVersion,
+    ) -> Result<Vec<RelatedRule>, InvalidResponse> {
+        related::related_rules(response, version)
     }
 
-    /// The sync or finalize request about `parent` (a revision's parent for an older revision).
-    pub fn request(&self, phase: Phase, parent: &Value, observed: &Observed) -> Value {
+    /// The sync or finalize request about `parent` (a revision's parent for an older revision),
+    /// in the shape of the hook's `version`.
+    pub fn request(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &Observed,
+        version: HookVersion,
+    ) -> Value {
         let related = if observed.related.is_object() {
             observed.related.clone()
         } else {
@@ -276,6 +288,7 @@ impl Composite {
                     observed.parent,
                     self.children.iter().map(|t| &t.resource),
                     observed.children.iter().copied(),
+                    version,
                 ),
             ),
             ("related", related),

@@ -4,6 +4,7 @@
 use super::api::CompositeController;
 use super::plan::{Composite, Observed, Rollout};
 use super::rolling::{self, REVISION_LABEL, Revision};
+use crate::api::HookVersion;
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::Phase;
 use crate::plan::{ClaimChange, FinalizerChange, Plan, StatusChange};
@@ -242,7 +243,12 @@ fn request_has_every_child_type_related_and_finalizing() {
     let composite = composite("RollingRecreate");
     let parent = parent();
     let web0 = as_observed(&pod("web-0", "v1"), true);
-    let request = composite.request(Phase::Finalize, &parent, &observed(&parent, &[&web0]));
+    let request = composite.request(
+        Phase::Finalize,
+        &parent,
+        &observed(&parent, &[&web0]),
+        HookVersion::V1,
+    );
     assert_eq!(
         request["children"]["Pod.v1"]["web-0"]["metadata"]["uid"],
         "uid-web-0"

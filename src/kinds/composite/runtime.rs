@@ -9,7 +9,7 @@ use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::{Phase, finalizer_for};
-use crate::plan::related::{RelatedRule, related_objects};
+use crate::plan::related::related_objects;
 use crate::plan::{Deletion, Plan};
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -20,7 +20,7 @@ use crate::runtime::finalizers;
 use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
-use crate::runtime::related::{self, RelatedIndex};
+use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::routes::only_status_changed;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
@@ -36,6 +36,7 @@ pub struct CompositeKind;
 #[derive(Default)]
 pub struct CompositeState {
     related: RelatedIndex,
+    customized: CustomizeCache,
     expectations: Mutex<HashMap<ObjRef, Expectation>>,
 }
 
@@ -378,6 +379,7 @@ async fn sync_parent(
         .filter(|object| controller.planner.phase(object) != Phase::Idle);
     let Some(object) = object else {
         controller.state.related.remove(parent_ref);
+        controller.state.customized.remove(parent_ref);
         controller.state.expectations.lock().remove(parent_ref);
         return Outcome::Forgotten(parent_ref.clone());
     };
@@ -455,12 +457,13 @@ async fn plan_parent(
     parent_ref: &ObjRef,
     scope: &CallScope,
 ) -> Result<Option<Plan>, Failure> {
-    let (planner, parent, key, state, id) = (
+    let (planner, parent, key, state, id, version) = (
         controller.planner.clone(),
         object.clone(),
         parent_ref.clone(),
         controller.state.clone(),
         controller.id.clone(),
+        controller.version,
     );
     let planned = context
         .blocking(
@@ -470,13 +473,16 @@ async fn plan_parent(
             move |context, runner| {
                 // The customize hook's types are resolved and watched before sync reads them
                 // from the caches, and indexed so their changes re-sync this parent.
-                let resolve = |rules: Vec<RelatedRule>| {
-                    let related = tokio::runtime::Handle::current()
-                        .block_on(related::watch_related(context, &id, rules))?;
-                    state.related.set(&key, &parent, related.clone());
-                    Ok(related)
+                let related = Watched {
+                    context,
+                    id: &id,
+                    index: &state.related,
+                    customized: &state.customized,
+                    version,
+                    target_ref: &key,
+                    target: &parent,
                 };
-                sync::sync_parent(&planner, runner, &*context.informers, &parent, &resolve)
+                sync::sync_parent(&planner, runner, &*context.informers, &parent, &related)
             },
         )
         .await;

@@ -10,7 +10,7 @@ use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::Phase;
-use crate::plan::related::{RelatedRule, RelatedRules, related_objects};
+use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
 use crate::resources::ResourceType;
 use crate::selector::LabelSelector;
@@ -26,16 +26,16 @@ pub struct Synced {
     pub plan: Plan,
 }
 
-/// Plans one parent: `None` when it needs nothing. With a customize hook, its rules are turned
-/// into types by `resolve` (the operator also starts watching them there) before sync or
-/// finalize runs. A parent whose selector cannot be read fails: it must never look like "owns
+/// Plans one parent: `None` when it needs nothing. With a customize hook, its rules (called for,
+/// or kept from an earlier call) are turned into types by `related` (the operator also starts
+/// watching them there) before sync or finalize runs. A parent whose selector cannot be read fails: it must never look like "owns
 /// nothing", which would let go of every child.
 pub fn sync_parent(
     composite: &Composite,
     runner: &HookRunner,
     store: &dyn ObjectStore,
     parent: &Value,
-    resolve: &dyn Fn(Vec<RelatedRule>) -> Result<RelatedRules, SyncError>,
+    related: &dyn Related,
 ) -> Result<Option<Synced>, SyncError> {
     let phase = composite.phase(parent);
     let hook = match phase {
@@ -53,10 +53,16 @@ pub fn sync_parent(
     let candidates = candidates(composite, store, parent);
     let (children, claims) = composite.claim(parent, &selector, candidates.iter().map(Arc::as_ref));
     let related = match composite.has_customize {
-        true => resolve(customize(composite, runner, parent)?)?,
+        true => related.resolve(related::customize(
+            runner,
+            CUSTOMIZE,
+            &composite.customize_request(parent),
+            related,
+        )?)?,
         false => Vec::new(),
     };
     let related_objects = related_objects(store, parent, &related);
+    let version = runner.hooks.version(hook);
     let observed = Observed {
         parent,
         children,
@@ -65,6 +71,7 @@ pub fn sync_parent(
             parent,
             related.iter().map(|(_, resource)| resource),
             related_objects.iter().map(Arc::as_ref),
+            version,
         ),
     };
     let revisions = match (phase, &composite.revisions) {
@@ -77,7 +84,7 @@ pub fn sync_parent(
         )?),
         _ => None,
     };
-    let response = runner.call(hook, &composite.request(phase, parent, &observed))?;
+    let response = runner.call(hook, &composite.request(phase, parent, &observed, version))?;
     let mut plan = composite
         .plan(phase, &observed, &selector, &response, rollout.as_ref())
         .map_err(|error| runner.hooks.invalid_response(hook, error))?;
@@ -86,18 +93,6 @@ pub fn sync_parent(
         hook: Some(hook),
         plan,
     }))
-}
-
-/// Runs the customize hook for a parent: the related resource rules it returns, validated.
-fn customize(
-    composite: &Composite,
-    runner: &HookRunner,
-    parent: &Value,
-) -> Result<Vec<RelatedRule>, SyncError> {
-    let response = runner.call(CUSTOMIZE, &composite.customize_request(parent))?;
-    composite
-        .related_rules(&response)
-        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
 }
 
 /// The objects a parent may claim: those of the child types it controls, and the orphans in
@@ -188,7 +183,8 @@ fn rollout<'a>(
             continue;
         };
         let then = revision.parent(parent, &composite.field_paths);
-        let response = runner.call(SYNC, &composite.request(Phase::Sync, &then, observed))?;
+        let request = composite.request(Phase::Sync, &then, observed, runner.hooks.version(SYNC));
+        let response = runner.call(SYNC, &request)?;
         let desired = composite
             .desired(parent, selector, &response)
             .map_err(|error| runner.hooks.invalid_response(SYNC, error))?;

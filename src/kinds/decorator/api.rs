@@ -170,16 +170,16 @@ static INFO: KindInfo = KindInfo {
 /// The DecoratorController kind.
 pub const KIND: KindName = KindName(&INFO);
 
-const OBJECT: Field = Field {
-    name: "object",
-    lua_type: "table<string, any>",
-    doc: "The object being decorated.",
-};
-const ATTACHMENTS_REQUEST: Field = Field {
-    name: "attachments",
-    lua_type: "table<string, table<string, table<string, any>>>",
-    doc: "Owned children by `<Kind>.<apiVersion>`, then by name.",
-};
+const OBJECT: Field = Field::new(
+    "object",
+    "table<string, any>",
+    "The object being decorated.",
+);
+const ATTACHMENTS_REQUEST: Field = Field::new(
+    "attachments",
+    "table<string, table<string, table<string, any>>>",
+    "Owned children by `<Kind>.<apiVersion>`, then by name.",
+);
 const SYNC_REQUEST: &[Field] = &[
     fields::CONTROLLER,
     OBJECT,
@@ -188,22 +188,18 @@ const SYNC_REQUEST: &[Field] = &[
     fields::FINALIZING,
 ];
 const SYNC_RESPONSE: &[Field] = &[
-    Field {
-        name: "labels",
-        lua_type: "table<string, string|lightuserdata>",
-        doc: "Labels to set; a null value removes one.",
-    },
-    Field {
-        name: "annotations",
-        lua_type: "table<string, string|lightuserdata>",
-        doc: "Annotations to set; a null value removes one.",
-    },
+    Field::new(
+        "labels",
+        "table<string, string|lightuserdata>",
+        "Labels to set; a null value removes one.",
+    ),
+    Field::new(
+        "annotations",
+        "table<string, string|lightuserdata>",
+        "Annotations to set; a null value removes one.",
+    ),
     fields::STATUS,
-    Field {
-        name: "attachments",
-        lua_type: "table<string, any>[]",
-        doc: "The desired owned children (a flat list).",
-    },
+    Field::objects("attachments", "The desired owned children (a flat list)."),
     fields::RESYNC_AFTER_SECONDS,
     fields::FINALIZED,
 ];

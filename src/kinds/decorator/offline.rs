@@ -4,7 +4,7 @@
 use super::api::{CUSTOMIZE, FINALIZE};
 use super::plan::{Decorator, Observed};
 use super::sync::{self, Synced};
-use crate::api::HookKind;
+use crate::api::{HookKind, HookVersion};
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
 use crate::plan::lifecycle::Phase;
@@ -17,8 +17,11 @@ use std::sync::Arc;
 impl Decorator {
     /// Syncs a target offline: the types of its related rules resolve without being watched.
     fn sync_with(&self, offline: &Offline, target: &Value) -> Result<Option<Synced>, SyncError> {
-        let resolve = |rules| related::resolve_related(&self.name, offline.resolver, rules);
-        sync::sync_target(self, offline.runner, offline.store, target, &resolve)
+        let related = related::Unwatched {
+            controller: &self.name,
+            resolver: offline.resolver,
+        };
+        sync::sync_target(self, offline.runner, offline.store, target, &related)
     }
 }
 
@@ -64,7 +67,7 @@ impl Planner for Decorator {
         response: &Value,
     ) -> Result<(), InvalidResponse> {
         if hook == CUSTOMIZE {
-            return self.related_rules(response).map(drop);
+            return self.related_rules(response, HookVersion::V1).map(drop);
         }
         let phase = if hook == FINALIZE {
             Phase::Finalize

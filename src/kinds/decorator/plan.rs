@@ -3,6 +3,7 @@
 
 use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, KIND, ResourceRule};
+use crate::api::HookVersion;
 use crate::object;
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
@@ -104,9 +105,14 @@ impl Decorator {
         related::customize_request(&self.controller_json, target)
     }
 
-    /// Reads a customize response: the related resource rules it asks for.
-    pub fn related_rules(&self, response: &Value) -> Result<Vec<RelatedRule>, InvalidResponse> {
-        related::related_rules(response)
+    /// Reads a customize response: the related resource rules it asks for, read the way the
+    /// customize hook's `version` means them.
+    pub fn related_rules(
+        &self,
+        response: &Value,
+        version: HookVersion,
+    ) -> Result<Vec<RelatedRule>, InvalidResponse> {
+        related::related_rules(response, version)
     }
 
     /// Groups related objects for the request the same way as attachments.
@@ -115,12 +121,13 @@ impl Decorator {
         target: &Value,
         types: impl IntoIterator<Item = &'a ResourceType>,
         related: impl IntoIterator<Item = &'a Value>,
+        version: HookVersion,
     ) -> Value {
-        children::group_for_request(target, types, related)
+        children::group_for_request(target, types, related, version)
     }
 
-    /// The sync or finalize hook request.
-    pub fn request(&self, phase: Phase, observed: &Observed) -> Value {
+    /// The sync or finalize hook request, in the shape of the hook's `version`.
+    pub fn request(&self, phase: Phase, observed: &Observed, version: HookVersion) -> Value {
         let related = if observed.related.is_object() {
             observed.related.clone()
         } else {
@@ -135,6 +142,7 @@ impl Decorator {
                     observed.target,
                     self.attachments.iter().map(|t| &t.resource),
                     observed.attachments.iter().copied(),
+                    version,
                 ),
             ),
             ("related", related),

@@ -3,6 +3,7 @@
 use super::DECORATOR_LABEL;
 use super::api::DecoratorController;
 use super::plan::{Decorator, Observed};
+use crate::api::HookVersion;
 use crate::plan::lifecycle::Phase;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
 use crate::resources::StaticResolver;
@@ -75,7 +76,7 @@ fn observed<'a>(target: &'a Value, attachments: &[&'a Value]) -> Observed<'a> {
 fn request_lists_every_attachment_type_even_when_empty() {
     let decorator = decorator(false, "InPlace");
     let target = target();
-    let request = decorator.request(Phase::Sync, &observed(&target, &[]));
+    let request = decorator.request(Phase::Sync, &observed(&target, &[]), HookVersion::V1);
     assert_eq!(
         request["attachments"],
         json!({"Service.v1": {}, "ConfigMap.v1": {}})
@@ -85,6 +86,51 @@ fn request_lists_every_attachment_type_even_when_empty() {
     assert_eq!(request["controller"]["kind"], "DecoratorController");
     assert_eq!(request["controller"]["metadata"]["name"], "service-per-pod");
     assert_eq!(request["related"], json!({}));
+}
+
+/// Metacontroller's hook versions: v1 keys an attachment in the target's namespace by name, v2
+/// every namespaced object by `namespace/name`; related objects alike.
+#[test]
+fn v2_requests_key_every_namespaced_object_by_namespace_and_name() {
+    let decorator = decorator(false, "InPlace");
+    let target = target();
+    let mut attachment = service("web-0", 80);
+    attachment["metadata"]["namespace"] = json!("prod");
+    let related = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared", "namespace": "prod"}});
+    let configmaps = crate::resources::StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .unwrap();
+    for (version, key, related_key) in [
+        (HookVersion::V1, "web-0", "shared"),
+        (HookVersion::V2, "prod/web-0", "prod/shared"),
+    ] {
+        let observed = Observed {
+            related: decorator.group_related(&target, [&configmaps], [&related], version),
+            ..observed(&target, &[&attachment])
+        };
+        let request = decorator.request(Phase::Sync, &observed, version);
+        assert!(
+            request["attachments"]["Service.v1"][key].is_object(),
+            "{version:?}: {}",
+            request["attachments"]
+        );
+        assert!(request["related"]["ConfigMap.v1"][related_key].is_object());
+    }
+}
+
+/// A v1 rule without a namespace looks in the target's; a v2 one in every namespace.
+#[test]
+fn v2_related_rules_without_a_namespace_look_in_every_namespace() {
+    let decorator = decorator(false, "InPlace");
+    let target = target();
+    let response = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps"}]});
+    let elsewhere = json!({"metadata": {"name": "c", "namespace": "shared"}});
+    let v1 = decorator.related_rules(&response, HookVersion::V1).unwrap();
+    assert_eq!(v1[0].namespace_for(&target), Some("prod"));
+    assert!(!v1[0].selects(&target, &elsewhere));
+    let v2 = decorator.related_rules(&response, HookVersion::V2).unwrap();
+    assert_eq!(v2[0].namespace_for(&target), None);
+    assert!(v2[0].selects(&target, &elsewhere));
 }
 
 #[test]
@@ -119,7 +165,7 @@ fn creates_attachments_owned_labelled_and_namespaced_then_writes_nothing_once_co
         again.is_noop(),
         "converged state must plan no writes: {again:?}"
     );
-    let request = decorator.request(Phase::Sync, &observed(&target, &refs));
+    let request = decorator.request(Phase::Sync, &observed(&target, &refs), HookVersion::V1);
     assert_eq!(
         request["attachments"]["Service.v1"]["web-1"]["metadata"]["uid"],
         "uid-web-1"
@@ -385,7 +431,11 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
         )
         .unwrap();
     placed = plan.apply[0].clone();
-    let request = decorator.request(Phase::Sync, &observed(&namespace, &[&placed]));
+    let request = decorator.request(
+        Phase::Sync,
+        &observed(&namespace, &[&placed]),
+        HookVersion::V1,
+    );
     assert!(request["attachments"]["ConfigMap.v1"]["team-a/defaults"].is_object());
 }
 
@@ -420,7 +470,7 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(with_finalize.phase(&deleting), Phase::Finalize);
     assert_eq!(
-        with_finalize.request(Phase::Finalize, &observed(&deleting, &[]))["finalizing"],
+        with_finalize.request(Phase::Finalize, &observed(&deleting, &[]), HookVersion::V1)["finalizing"],
         json!(true)
     );
 
@@ -498,7 +548,7 @@ fn related_rules_select_by_namespace_names_and_labels() {
         .related_rules(&json!({"relatedResources": [
             {"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"share": "yes"}}},
             {"apiVersion": "v1", "resource": "secrets", "namespace": "shared", "names": ["tls"]}
-        ]}))
+        ]}), HookVersion::V1)
         .unwrap();
     let config = |ns: &str, share: &str| json!({"metadata": {"name": "c", "namespace": ns, "labels": {"share": share}}});
     assert!(rules[0].selects(&target, &config("prod", "yes")));
@@ -510,7 +560,10 @@ fn related_rules_select_by_namespace_names_and_labels() {
     assert!(!rules[1].selects(&target, &secret("prod", "tls")));
 
     let error = decorator
-        .related_rules(&json!({"relatedResources": [{"apiVersion": "v1"}]}))
+        .related_rules(
+            &json!({"relatedResources": [{"apiVersion": "v1"}]}),
+            HookVersion::V1,
+        )
         .unwrap_err();
     assert!(error.to_string().contains("relatedResources[0]"), "{error}");
 }

@@ -10,7 +10,7 @@ use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::Plan;
 use crate::plan::lifecycle::{Phase, finalizer_for};
-use crate::plan::related::{self as related_plan, RelatedRule};
+use crate::plan::related as related_plan;
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
@@ -20,7 +20,7 @@ use crate::runtime::finalizers;
 use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
-use crate::runtime::related::{self, RelatedIndex};
+use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::routes::only_status_changed;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
@@ -34,6 +34,7 @@ pub struct DecoratorKind;
 #[derive(Default)]
 pub struct DecoratorState {
     related: RelatedIndex,
+    customized: CustomizeCache,
 }
 
 impl Kind for DecoratorKind {
@@ -270,6 +271,7 @@ async fn sync_target(
         .filter(|object| controller.planner.phase(object) != Phase::Idle);
     let Some(object) = object else {
         controller.state.related.remove(target);
+        controller.state.customized.remove(target);
         return Outcome::Forgotten(target.clone());
     };
     let failed = |failure: Failure| Outcome::Failed {
@@ -329,12 +331,13 @@ async fn plan_target(
     target: &ObjRef,
     scope: &CallScope,
 ) -> Result<Option<Plan>, Failure> {
-    let (planner, target_object, target_ref, state, id) = (
+    let (planner, target_object, target_ref, state, id, version) = (
         controller.planner.clone(),
         object.clone(),
         target.clone(),
         controller.state.clone(),
         controller.id.clone(),
+        controller.version,
     );
     let planned = context
         .blocking(
@@ -342,22 +345,21 @@ async fn plan_target(
             &controller.hooks,
             scope,
             move |context, runner| {
-                // The customize hook's types are resolved and watched before sync reads them
-                // from the caches, and indexed so their changes re-sync this target.
-                let resolve = |rules: Vec<RelatedRule>| {
-                    let related = tokio::runtime::Handle::current()
-                        .block_on(related::watch_related(context, &id, rules))?;
-                    state
-                        .related
-                        .set(&target_ref, &target_object, related.clone());
-                    Ok(related)
+                let related = Watched {
+                    context,
+                    id: &id,
+                    index: &state.related,
+                    customized: &state.customized,
+                    version,
+                    target_ref: &target_ref,
+                    target: &target_object,
                 };
                 sync::sync_target(
                     &planner,
                     runner,
                     &*context.informers,
                     &target_object,
-                    &resolve,
+                    &related,
                 )
             },
         )

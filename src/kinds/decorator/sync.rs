@@ -8,7 +8,7 @@ use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::plan::lifecycle::Phase;
-use crate::plan::related::{RelatedRule, RelatedRules, related_objects};
+use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -21,15 +21,14 @@ pub struct Synced {
     pub plan: Plan,
 }
 
-/// Plans one target: `None` when it needs nothing. With a customize hook, its rules are turned
-/// into types by `resolve` (the operator also starts watching them there) before sync or
-/// finalize runs.
+/// Plans one target: `None` when it needs nothing. With a customize hook, its rules (called for,
+/// or kept from an earlier call) are turned into types by `related` before sync or finalize runs.
 pub fn sync_target(
     decorator: &Decorator,
     runner: &HookRunner,
     store: &dyn ObjectStore,
     target: &Value,
-    resolve: &dyn Fn(Vec<RelatedRule>) -> Result<RelatedRules, SyncError>,
+    related: &dyn Related,
 ) -> Result<Option<Synced>, SyncError> {
     let phase = decorator.phase(target);
     let hook = match phase {
@@ -44,11 +43,17 @@ pub fn sync_target(
         Phase::Finalize => FINALIZE,
     };
     let related = match decorator.has_customize {
-        true => resolve(customize(decorator, runner, target)?)?,
+        true => related.resolve(related::customize(
+            runner,
+            CUSTOMIZE,
+            &decorator.customize_request(target),
+            related,
+        )?)?,
         false => Vec::new(),
     };
     let related_objects = related_objects(store, target, &related);
     let attachments = observed_attachments(decorator, store, target);
+    let version = runner.hooks.version(hook);
     let observed = Observed {
         target,
         attachments: attachments.iter().map(Arc::as_ref).collect(),
@@ -56,9 +61,10 @@ pub fn sync_target(
             target,
             related.iter().map(|(_, resource)| resource),
             related_objects.iter().map(Arc::as_ref),
+            version,
         ),
     };
-    let response = runner.call(hook, &decorator.request(phase, &observed))?;
+    let response = runner.call(hook, &decorator.request(phase, &observed, version))?;
     let mut plan = decorator
         .plan(phase, &observed, &response)
         .map_err(|error| runner.hooks.invalid_response(hook, error))?;
@@ -67,18 +73,6 @@ pub fn sync_target(
         hook: Some(hook),
         plan,
     }))
-}
-
-/// Runs the customize hook for a target: the related resource rules it returns, validated.
-fn customize(
-    decorator: &Decorator,
-    runner: &HookRunner,
-    target: &Value,
-) -> Result<Vec<RelatedRule>, SyncError> {
-    let response = runner.call(CUSTOMIZE, &decorator.customize_request(target))?;
-    decorator
-        .related_rules(&response)
-        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error).into())
 }
 
 /// The attachments a target's request shows: its children of the attachment types that this

@@ -118,16 +118,16 @@ static INFO: KindInfo = KindInfo {
 /// The MapController kind.
 pub const KIND: KindName = KindName(&INFO);
 
-const MAP_KEY: Field = Field {
-    name: "mapKey",
-    lua_type: "string",
-    doc: "The key of the input, as outputs are tagged.",
-};
-const OUTPUTS_REQUEST: Field = Field {
-    name: "outputs",
-    lua_type: "table<string, table<string, table<string, any>>>",
-    doc: "Outputs of this input by `<Kind>.<apiVersion>`, then by name.",
-};
+const MAP_KEY: Field = Field::new(
+    "mapKey",
+    "string",
+    "The key of the input, as outputs are tagged.",
+);
+const OUTPUTS_REQUEST: Field = Field::new(
+    "outputs",
+    "table<string, table<string, table<string, any>>>",
+    "Outputs of this input by `<Kind>.<apiVersion>`, then by name.",
+);
 
 static MAP_HOOK: HookContract = HookContract {
     kind: KindName(&INFO),
@@ -137,29 +137,23 @@ static MAP_HOOK: HookContract = HookContract {
         fields::CONTROLLER,
         fields::PARENT,
         MAP_KEY,
-        Field {
-            name: "input",
-            lua_type: "table<string, any>",
-            doc: "The input object.",
-        },
+        Field::new("input", "table<string, any>", "The input object."),
         OUTPUTS_REQUEST,
     ],
-    response: &[Field {
-        name: "outputs",
-        lua_type: "table<string, any>[]",
-        doc: "The desired outputs of the input (a flat list).",
-    }],
+    response: &[Field::objects(
+        "outputs",
+        "The desired outputs of the input (a flat list).",
+    )],
 };
 static TOMBSTONE_HOOK: HookContract = HookContract {
     kind: KindName(&INFO),
     name: "tombstone",
     subject: "parent",
     request: &[fields::CONTROLLER, fields::PARENT, MAP_KEY, OUTPUTS_REQUEST],
-    response: &[Field {
-        name: "outputs",
-        lua_type: "table<string, any>[]",
-        doc: "The outputs of the vanished input to keep.",
-    }],
+    response: &[Field::objects(
+        "outputs",
+        "The outputs of the vanished input to keep.",
+    )],
 };
 
 /// Turns one input into its outputs.

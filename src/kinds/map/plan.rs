@@ -4,6 +4,7 @@
 
 use super::api::{KIND, MapController};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
+use crate::api::HookVersion;
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
 use crate::plan::response::{self, InvalidResponse};
@@ -102,21 +103,28 @@ impl Mapper {
         groups
     }
 
-    fn grouped_outputs(&self, parent: &Value, outputs: &[&Value]) -> Value {
+    fn grouped_outputs(&self, parent: &Value, outputs: &[&Value], version: HookVersion) -> Value {
         children::group_for_request(
             parent,
             self.outputs.iter().map(|t| &t.resource),
             outputs.iter().copied(),
+            version,
         )
     }
 
-    pub fn map_request(&self, parent: &Value, input: &Value, outputs: &[&Value]) -> Value {
+    pub fn map_request(
+        &self,
+        parent: &Value,
+        input: &Value,
+        outputs: &[&Value],
+        version: HookVersion,
+    ) -> Value {
         object::fields([
             ("controller", self.controller_json.clone()),
             ("parent", parent.clone()),
             ("mapKey", Mapper::map_key(input).into()),
             ("input", input.clone()),
-            ("outputs", self.grouped_outputs(parent, outputs)),
+            ("outputs", self.grouped_outputs(parent, outputs, version)),
         ])
     }
 
@@ -150,12 +158,18 @@ impl Mapper {
         })
     }
 
-    pub fn tombstone_request(&self, parent: &Value, map_key: &str, outputs: &[&Value]) -> Value {
+    pub fn tombstone_request(
+        &self,
+        parent: &Value,
+        map_key: &str,
+        outputs: &[&Value],
+        version: HookVersion,
+    ) -> Value {
         object::fields([
             ("controller", self.controller_json.clone()),
             ("parent", parent.clone()),
             ("mapKey", map_key.into()),
-            ("outputs", self.grouped_outputs(parent, outputs)),
+            ("outputs", self.grouped_outputs(parent, outputs, version)),
         ])
     }
 

@@ -3,6 +3,7 @@
 use super::api::MapController;
 use super::plan::Mapper;
 use super::{MAP_KEY_LABEL, MAP_LABEL};
+use crate::api::HookVersion;
 use crate::plan::StatusChange;
 use crate::resources::StaticResolver;
 use serde_json::{Value, json};
@@ -125,7 +126,7 @@ fn map_outputs_are_tagged_owned_and_converge_to_no_writes() {
     let parent = schedule(json!({}));
     let input = pvc("prod", "data-0", "db");
     let key = Mapper::map_key(&input);
-    let request = mapper.map_request(&parent, &input, &[]);
+    let request = mapper.map_request(&parent, &input, &[], HookVersion::V1);
     assert_eq!(request["mapKey"], json!(key));
     assert_eq!(request["outputs"], json!({"ConfigMap.v1": {}}));
     assert_eq!(request["input"]["metadata"]["name"], "data-0");
@@ -188,8 +189,15 @@ fn detached_outputs_are_deleted_or_kept_by_the_tombstone_hook() {
     let detached: Vec<Value> = plan.apply.iter().map(observe).collect();
     let refs: Vec<&Value> = detached.iter().collect();
 
-    let request = mapper.tombstone_request(&parent, &key, &refs);
+    let request = mapper.tombstone_request(&parent, &key, &refs, HookVersion::V1);
     assert_eq!(request["mapKey"], json!(key));
+    let v2 = mapper.tombstone_request(&parent, &key, &refs, HookVersion::V2);
+    let namespace = refs[0]["metadata"]["namespace"].as_str().unwrap();
+    assert!(
+        v2["outputs"]["ConfigMap.v1"][format!("{namespace}/old-a")].is_object(),
+        "{}",
+        v2["outputs"]
+    );
     assert!(request["outputs"]["ConfigMap.v1"]["old-a"].is_object());
     assert!(request.get("input").is_none());
 

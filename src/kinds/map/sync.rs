@@ -156,7 +156,8 @@ pub fn map_input(
     observed: &[&Value],
 ) -> Result<Plan, SyncError> {
     let map_key = Mapper::map_key(input);
-    let response = runner.call(MAP, &mapper.map_request(parent, input, observed))?;
+    let request = mapper.map_request(parent, input, observed, runner.hooks.version(MAP));
+    let response = runner.call(MAP, &request)?;
     let mut plan = mapper
         .plan_map(parent, &map_key, observed, &response)
         .map_err(|error| runner.hooks.invalid_response(MAP, error))?;
@@ -188,7 +189,7 @@ pub fn plan_detached(
     let result = runner
         .call(
             TOMBSTONE,
-            &mapper.tombstone_request(parent, &map_key, detached),
+            &mapper.tombstone_request(parent, &map_key, detached, runner.hooks.version(TOMBSTONE)),
         )
         .map_err(SyncError::from)
         .and_then(|response| {

@@ -1,0 +1,59 @@
+{{/*
+The base of every object name: the release name, or "<release>-metascript" when the release
+name does not contain the chart's name; fullnameOverride wins. `helm install metascript …`
+gives "metascript", the names of deploy/.
+*/}}
+{{- define "metascript.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator's built-in names assume "metascript"; any other base is passed as flags. */}}
+{{- define "metascript.renamed" -}}
+{{- if ne (include "metascript.fullname" .) "metascript" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The pods' labels that the Deployment, PodDisruptionBudget and Services select on. */}}
+{{- define "metascript.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "metascript.fullname" . }}
+{{- end -}}
+
+{{- define "metascript.labels" -}}
+{{ include "metascript.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "metascript.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The RBAC subject: the operator's ServiceAccount. */}}
+{{- define "metascript.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "metascript.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{- define "metascript.checks" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicas > 1 needs leaderElection.enabled: without it every replica writes" -}}
+{{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (it selects that Service)" -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,327 @@
+//! Memory budgets of script calls: one per call, and one for all calls at once.
+//!
+//! Every allocation of the process goes through [`Accounting`], which notes what a thread
+//! allocates and frees while it runs a call: the script's own heap (Luau's allocator and Rhai's
+//! values both come here), the conversion of its request and of its response. A call's net
+//! allocation counts against its own limit (`limits.maxMemoryBytes`) and, beyond a small floor
+//! every call has, against the operator-wide pool (`metascript run --script-memory`), drawn in
+//! chunks so the pool's counter is touched rarely. The engines' progress callbacks stop a call
+//! once either is exceeded, like any other budget: an allocation itself is never refused (Rust
+//! aborts the process when one fails), so a call overshoots by at most one operation's worth.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a call may allocate before it draws on the shared pool: small hooks never wait on (or
+/// fail because of) other calls' memory.
+pub const FLOOR_BYTES: usize = 4 * 1024 * 1024;
+/// The default size of the shared pool: with 16 workers the operator stays under about
+/// 512 MiB (its own caches included) however the scripts behave.
+pub const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
+/// The pool is drawn from and returned to in chunks of this size.
+const CHUNK: usize = 256 * 1024;
+
+/// Unbounded until the operator sets it: offline commands run one call at a time, and a test
+/// process runs many unrelated calls at once.
+static POOL_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+static POOL_USED: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the size of the pool every call beyond its floor draws from (`metascript run`).
+pub fn set_pool_limit(bytes: usize) {
+    POOL_LIMIT.store(bytes, Ordering::Relaxed);
+}
+
+pub fn pool_limit() -> usize {
+    POOL_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Bytes of the pool drawn by the calls running now.
+pub fn pool_used() -> usize {
+    POOL_USED.load(Ordering::Relaxed)
+}
+
+/// Which memory budget a call exceeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exceeded {
+    /// Its own limit.
+    Call,
+    /// The pool all calls share.
+    Pool,
+}
+
+/// What the pool logic keeps of a call ([`account`]); touched only when the call crosses a
+/// threshold, not on every allocation.
+#[derive(Clone, Copy)]
+struct Tracked {
+    /// Bytes allocated minus bytes freed since the call began.
+    net: isize,
+    /// The call's own limit.
+    limit: usize,
+    /// Bytes drawn from the pool (in chunks), beyond the floor.
+    drawn: usize,
+    /// The most the call held at once (as seen at the thresholds).
+    peak: isize,
+    exceeded: Option<Exceeded>,
+}
+
+const IDLE: Tracked = Tracked {
+    net: 0,
+    limit: usize::MAX,
+    drawn: 0,
+    peak: 0,
+    exceeded: None,
+};
+
+/// The call the current thread runs, as the allocator sees it. The allocator's path is a flag,
+/// an addition and two comparisons; the pool is touched only when the call's net allocation
+/// crosses `high` (its limit, or the end of what it drew) or `low` (chunks to give back).
+struct CallCell {
+    active: Cell<bool>,
+    net: Cell<isize>,
+    high: Cell<isize>,
+    low: Cell<isize>,
+    exceeded: Cell<Option<Exceeded>>,
+    tracked: Cell<Tracked>,
+}
+
+thread_local! {
+    // Const-initialized and without a destructor: the allocator may read it at any time, even
+    // while the thread is being torn down.
+    static CALL: CallCell = const {
+        CallCell {
+            active: Cell::new(false),
+            net: Cell::new(0),
+            high: Cell::new(isize::MAX),
+            low: Cell::new(isize::MIN),
+            exceeded: Cell::new(None),
+            tracked: Cell::new(IDLE),
+        }
+    };
+}
+
+#[inline]
+fn track(delta: isize) {
+    CALL.with(|call| {
+        if !call.active.get() {
+            return;
+        }
+        let net = call.net.get() + delta;
+        call.net.set(net);
+        if net > call.high.get() || net <= call.low.get() {
+            crossed(call, net);
+        }
+    });
+}
+
+/// The slow path: the call crossed a threshold.
+#[cold]
+fn crossed(call: &CallCell, net: isize) {
+    let mut tracked = call.tracked.get();
+    tracked.net = net;
+    account(
+        &mut tracked,
+        0,
+        &POOL_USED,
+        POOL_LIMIT.load(Ordering::Relaxed),
+    );
+    call.tracked.set(tracked);
+    call.exceeded.set(tracked.exceeded);
+    set_thresholds(call, &tracked);
+}
+
+/// Counts `delta` bytes against a call and, beyond its floor, against the pool.
+fn account(call: &mut Tracked, delta: isize, pool: &AtomicUsize, pool_limit: usize) {
+    call.net += delta;
+    call.peak = call.peak.max(call.net);
+    if call.net > 0 && call.net as usize > call.limit {
+        call.exceeded.get_or_insert(Exceeded::Call);
+    }
+    let beyond_floor = (call.net - FLOOR_BYTES as isize).max(0) as usize;
+    while beyond_floor > call.drawn {
+        let used = pool.fetch_add(CHUNK, Ordering::Relaxed) + CHUNK;
+        call.drawn += CHUNK;
+        if used > pool_limit {
+            call.exceeded.get_or_insert(Exceeded::Pool);
+            break;
+        }
+    }
+    // Chunks go back with some slack, so a call hovering at a boundary does not draw and
+    // return the same chunk on every allocation.
+    while call.drawn >= beyond_floor + 2 * CHUNK {
+        pool.fetch_sub(CHUNK, Ordering::Relaxed);
+        call.drawn -= CHUNK;
+    }
+}
+
+fn set_thresholds(call: &CallCell, tracked: &Tracked) {
+    let high = match tracked.exceeded {
+        // Stopped already: only giving chunks back is left to do.
+        Some(_) => isize::MAX,
+        None => (FLOOR_BYTES + tracked.drawn).min(tracked.limit) as isize,
+    };
+    let low = match tracked.drawn.checked_sub(2 * CHUNK) {
+        Some(kept) => (FLOOR_BYTES + kept) as isize,
+        None => isize::MIN,
+    };
+    call.high.set(high);
+    call.low.set(low);
+}
+
+/// The process's allocator: the system's, with the accounting above.
+pub struct Accounting;
+
+// SAFETY: every method forwards to `System` unchanged; `track` only reads and writes a
+// thread-local `Cell` and atomics, and never allocates.
+unsafe impl GlobalAlloc for Accounting {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            track(layout.size() as isize);
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            track(layout.size() as isize);
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        track(-(layout.size() as isize));
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        if !moved.is_null() {
+            track(new_size as isize - layout.size() as isize);
+        }
+        moved
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Accounting = Accounting;
+
+/// Counts the current thread's allocations against a call's budgets until dropped.
+pub struct CallMemory {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl CallMemory {
+    /// Starts counting for a call whose own limit is `limit` bytes.
+    pub fn enter(limit: usize) -> CallMemory {
+        CALL.with(|call| {
+            let tracked = Tracked { limit, ..IDLE };
+            call.tracked.set(tracked);
+            call.net.set(0);
+            call.exceeded.set(None);
+            set_thresholds(call, &tracked);
+            call.active.set(true);
+        });
+        CallMemory {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// The budget the call exceeded, if any. Read on every script operation: one byte.
+    pub fn exceeded() -> Option<Exceeded> {
+        CALL.with(|call| call.exceeded.get())
+    }
+
+    /// The most the call held at once, in bytes (as seen when it crossed its thresholds).
+    pub fn peak() -> usize {
+        CALL.with(|call| call.tracked.get().peak.max(call.net.get()).max(0) as usize)
+    }
+}
+
+impl Drop for CallMemory {
+    fn drop(&mut self) {
+        let drawn = CALL.with(|call| {
+            call.active.set(false);
+            let drawn = call.tracked.get().drawn;
+            call.tracked.set(IDLE);
+            call.exceeded.set(None);
+            call.high.set(isize::MAX);
+            call.low.set(isize::MIN);
+            drawn
+        });
+        POOL_USED.fetch_sub(drawn, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_over_its_own_limit_is_noticed_and_outside_a_call_nothing_is_counted() {
+        let kept: Vec<u8> = Vec::with_capacity(8 * 1024 * 1024);
+        assert_eq!(CallMemory::exceeded(), None, "no call, nothing counted");
+        let call = CallMemory::enter(1024 * 1024);
+        let small = vec![0u8; 1000];
+        assert_eq!(CallMemory::exceeded(), None);
+        let big = vec![0u8; 2 * 1024 * 1024];
+        assert_eq!(CallMemory::exceeded(), Some(Exceeded::Call));
+        assert!(CallMemory::peak() >= 2 * 1024 * 1024);
+        drop((small, big, call));
+        assert_eq!(CallMemory::exceeded(), None, "the next call starts afresh");
+        drop(kept);
+    }
+
+    /// The pool's logic on a pool of its own (the process's is shared by every test running).
+    #[test]
+    fn calls_beyond_their_floor_share_the_pool_and_the_one_that_overfills_it_is_stopped() {
+        let pool = AtomicUsize::new(0);
+        let limit = 8 * CHUNK;
+        let fresh = || Tracked {
+            limit: usize::MAX,
+            ..IDLE
+        };
+        let (mut small, mut big) = (fresh(), fresh());
+        account(&mut small, FLOOR_BYTES as isize - 1000, &pool, limit);
+        assert_eq!(
+            pool.load(Ordering::Relaxed),
+            0,
+            "within its floor, a call draws nothing"
+        );
+        account(&mut big, (FLOOR_BYTES + 6 * CHUNK) as isize, &pool, limit);
+        assert_eq!(pool.load(Ordering::Relaxed), 6 * CHUNK);
+        assert_eq!(big.exceeded, None);
+        account(&mut big, (3 * CHUNK) as isize, &pool, limit);
+        assert_eq!(
+            big.exceeded,
+            Some(Exceeded::Pool),
+            "the call that overfills it"
+        );
+        account(&mut small, 100, &pool, limit);
+        assert_eq!(
+            small.exceeded, None,
+            "a call within its floor is never stopped"
+        );
+        // Freeing gives chunks back, keeping one as slack.
+        let drawn = big.drawn;
+        account(&mut big, -((4 * CHUNK) as isize), &pool, limit);
+        assert!(big.drawn < drawn && big.drawn >= drawn - 4 * CHUNK);
+        assert_eq!(pool.load(Ordering::Relaxed), big.drawn + small.drawn);
+    }
+
+    #[test]
+    fn a_call_draws_on_the_process_pool_and_gives_it_back_when_it_ends() {
+        let call = CallMemory::enter(usize::MAX);
+        let held = vec![1u8; FLOOR_BYTES + 4 * CHUNK];
+        let drawn = CALL.with(|call| call.tracked.get().drawn);
+        assert!(drawn >= 3 * CHUNK, "drawn beyond the floor: {drawn}");
+        drop(held);
+        drop(call);
+        assert_eq!(CALL.with(|call| call.tracked.get().drawn), 0);
+    }
+}
