@@ -25,6 +25,7 @@
 //! each Pod moves once the one before exists as written (what the operator waits for without
 //! checks). CPU seconds are per process, as `/proc` counts them.
 
+#[allow(dead_code)] // each bench uses part of the shared helpers
 mod common;
 
 use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};
