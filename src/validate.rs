@@ -108,6 +108,11 @@ pub fn validate(
     }
 }
 
+/// Said of a child rule without `updateStrategy` (by `validate` and `render`).
+pub const ON_DELETE_BY_DEFAULT: &str = "updateStrategy is not set, so it is OnDelete (as in \
+    Metacontroller): a child that exists is never updated when the hook's output for it changes; \
+    set `updateStrategy: {method: InPlace}` to keep children in line";
+
 /// The checks every kind shares: hooks compile, types resolve, tests pass.
 fn check_controller(
     engine: &ScriptEngine,
@@ -123,6 +128,11 @@ fn check_controller(
         .into_iter()
         .map(|(index, why)| Finding::warning(format!("spec.libraries[{index}]"), why))
         .collect();
+    findings.extend(
+        spec.on_delete_by_default
+            .iter()
+            .map(|path| Finding::warning(path.clone(), ON_DELETE_BY_DEFAULT)),
+    );
     let mut loaded = Vec::new();
     for (hook_kind, hook) in hooks {
         let path = format!("spec.hooks.{hook_kind}");
@@ -386,6 +396,23 @@ mod tests {
             "{}",
             findings[0]
         );
+    }
+
+    #[test]
+    fn an_attachment_left_on_delete_by_default_is_a_warning_naming_it() {
+        let mut object = decorator(inline("#{}"), json!([]));
+        object["spec"]["attachments"] = json!([
+            {"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "v1", "resource": "secrets"},
+        ]);
+        let findings = check(&object, vec![]);
+        let defaulted: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.message.contains("OnDelete"))
+            .collect();
+        assert_eq!(defaulted.len(), 1, "{findings:?}");
+        assert_eq!(defaulted[0].severity, Severity::Warning);
+        assert_eq!(defaulted[0].path, "spec.attachments[1]");
     }
 
     #[test]

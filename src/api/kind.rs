@@ -273,6 +273,20 @@ pub struct ControllerSpec {
     pub reads: Vec<ResourceRef>,
     /// `spec.tests`.
     pub tests: Vec<InlineTest>,
+    /// The child types whose `updateStrategy` is left to its default, `OnDelete`, by path
+    /// (`spec.attachments[0]`): their children are created, then never updated, which surprises
+    /// whoever expected a changed hook output to reach them (`validate` and `render` say so).
+    pub on_delete_by_default: Vec<String>,
+}
+
+/// The paths of the child rules under `field` whose `updateStrategy` is not set.
+pub fn on_delete_by_default(field: &str, unset: impl IntoIterator<Item = bool>) -> Vec<String> {
+    unset
+        .into_iter()
+        .enumerate()
+        .filter(|(_, unset)| *unset)
+        .map(|(index, _)| format!("{field}[{index}]"))
+        .collect()
 }
 
 impl ControllerSpec {
@@ -314,6 +328,8 @@ pub struct CommonSpec<'a> {
     pub service_account_name: Option<&'a str>,
     pub service_account_namespace: Option<&'a str>,
     pub tests: &'a [InlineTest],
+    /// See [`ControllerSpec::on_delete_by_default`].
+    pub on_delete_by_default: Vec<String>,
 }
 
 impl CommonSpec<'_> {
@@ -345,6 +361,7 @@ impl CommonSpec<'_> {
             ),
             reads: self.reads.to_vec(),
             tests: self.tests.to_vec(),
+            on_delete_by_default: self.on_delete_by_default,
         }
     }
 }

@@ -17,7 +17,7 @@ pub use hook::{
 };
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
-    KindName, fields, set_hooks,
+    KindName, fields, on_delete_by_default, set_hooks,
 };
 pub use rules::{ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};

@@ -5,11 +5,12 @@ use super::manifests::{self, to_yaml};
 use super::offline::{OfflineCluster, OfflineController};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir};
 use crate::object::ObjectKey;
-use crate::plan::{Offline, Plan, Planner};
+use crate::plan::{Offline, Plan, Planner, strip_provenance};
 use crate::reads::ReadAccess;
 use crate::resources::ResourceResolver;
 use crate::script::{CallScope, ScriptEngine};
 use crate::store::{MemoryStore, ObjectStore};
+use crate::validate;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -32,6 +33,11 @@ pub struct RenderArgs {
     /// Fixes what scripts see as `now()` (RFC 3339), for output that does not change with time.
     #[arg(long)]
     pub now: Option<jiff::Timestamp>,
+    /// Leaves out the provenance annotations the operator adds to what it applies. They name
+    /// each script's digest, so without them the plans of a hook's Rhai and Lua flavours (or of
+    /// a script before and after a refactoring) can be compared with `diff`.
+    #[arg(long)]
+    pub no_provenance: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -72,7 +78,21 @@ pub fn run(args: RenderArgs) -> ExitCode {
              would replace the others, here each is rendered"
         );
     }
-    let (entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
+    for controller in &cluster.controllers {
+        for path in controller.controller.spec().on_delete_by_default {
+            eprintln!(
+                "warning: {}: {path}: {}",
+                controller.label(),
+                validate::ON_DELETE_BY_DEFAULT
+            );
+        }
+    }
+    let (mut entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
+    if args.no_provenance {
+        for entry in &mut entries {
+            strip_provenance(&mut entry.plan);
+        }
+    }
     let printed = match args.output {
         Format::Yaml => to_yaml(&entries),
         Format::Json => serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n",

@@ -55,7 +55,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
         None => &config_maps,
     };
     let engine = ScriptEngine::new();
-    let (mut checked, mut errors) = (0, 0);
+    let (mut checked, mut errors, mut warnings) = (0, 0, 0);
     for document in &documents {
         let object = &document.value;
         let findings = validate::validate(&engine, &resolver, lookup, object);
@@ -68,7 +68,10 @@ pub fn run(args: ValidateArgs) -> ExitCode {
                     errors += 1;
                     "error"
                 }
-                Severity::Warning => "warning",
+                Severity::Warning => {
+                    warnings += 1;
+                    "warning"
+                }
             };
             println!(
                 "{} (document {}) {}/{}: {severity}: {finding}",
@@ -79,7 +82,11 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             );
         }
     }
-    println!("{checked} checked, {errors} error(s)");
+    // Say what "no errors" covers: a hook that fails on every object still compiles.
+    println!(
+        "{checked} checked, {errors} error(s), {warnings} warning(s): hooks compile, types \
+         resolve and spec.tests pass; no hook ran on your objects (`metascript render` does that)"
+    );
     if errors == 0 {
         ExitCode::SUCCESS
     } else {

@@ -18,7 +18,7 @@ mod writes;
 pub use children::ChildType;
 pub use error::{InvalidSelector, SyncError};
 pub use offline::{Offline, Planner, Role, Step};
-pub use provenance::stamp_provenance;
+pub use provenance::{stamp_provenance, strip_provenance};
 pub use writes::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 
 /// Annotation holding the digest of the desired state last applied to a child, so that a field

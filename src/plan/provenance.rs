@@ -42,3 +42,54 @@ pub fn stamp_provenance(plan: &mut Plan, runner: &HookRunner, hook: HookKind, so
         }
     }
 }
+
+/// Takes the provenance annotations off every object a plan applies (`render --no-provenance`):
+/// they name the script's digest, so plans that are otherwise the same (a hook's Rhai and Lua
+/// flavours, a script before and after a refactoring) differ only there.
+pub fn strip_provenance(plan: &mut Plan) {
+    for child in &mut plan.apply {
+        let annotations = child
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut);
+        if let Some(annotations) = annotations {
+            annotations.remove(PROVENANCE_ANNOTATION);
+            annotations.remove(SOURCE_ANNOTATION);
+            if annotations.is_empty() {
+                child["metadata"]
+                    .as_object_mut()
+                    .map(|metadata| metadata.remove("annotations"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stripping_takes_off_only_the_provenance_annotations() {
+        let mut plan = Plan {
+            apply: vec![
+                json!({"metadata": {"name": "a", "annotations": {
+                    PROVENANCE_ANNOTATION: "DecoratorController/x sync 0123456789ab",
+                    SOURCE_ANNOTATION: "uid@1",
+                    "team": "blue",
+                }}}),
+                json!({"metadata": {"name": "b", "annotations": {
+                    PROVENANCE_ANNOTATION: "DecoratorController/x sync 0123456789ab",
+                }}}),
+            ],
+            ..Plan::default()
+        };
+        strip_provenance(&mut plan);
+        assert_eq!(
+            plan.apply,
+            vec![
+                json!({"metadata": {"name": "a", "annotations": {"team": "blue"}}}),
+                json!({"metadata": {"name": "b"}}),
+            ]
+        );
+    }
+}

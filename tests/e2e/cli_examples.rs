@@ -14,7 +14,12 @@ use std::path::{Path, PathBuf};
 /// The repository root, so paths like `scripts/...` work whatever the test's working directory.
 /// `metascript render -f FILE... --scripts-dir DIR --now NOW -o json`: the raw JSON text.
 fn render_text(files: &[PathBuf], scripts_dir: &Path, now: &str) -> String {
+    render_text_with(files, scripts_dir, now, &[])
+}
+
+fn render_text_with(files: &[PathBuf], scripts_dir: &Path, now: &str, extra: &[&str]) -> String {
     let mut args: Vec<String> = vec!["render".into()];
+    args.extend(extra.iter().map(|arg| arg.to_string()));
     for file in files {
         args.push("-f".into());
         args.push(file.display().to_string());
@@ -35,6 +40,10 @@ fn render_text(files: &[PathBuf], scripts_dir: &Path, now: &str) -> String {
 /// One example rendered with a single controller manifest (`controller.rhai.yaml` or
 /// `controller.lua.yaml`), plus its CRDs when it has any and its `cluster.yaml`.
 fn render_with(example: &str, controller: &str, now: &str) -> String {
+    render_with_flags(example, controller, now, &[])
+}
+
+fn render_with_flags(example: &str, controller: &str, now: &str, extra: &[&str]) -> String {
     let dir = root().join("scripts").join(example);
     let mut files = Vec::new();
     if dir.join("crds.yaml").is_file() {
@@ -42,7 +51,7 @@ fn render_with(example: &str, controller: &str, now: &str) -> String {
     }
     files.push(dir.join("cluster.yaml"));
     files.push(dir.join(controller));
-    render_text(&files, &dir, now)
+    render_text_with(&files, &dir, now, extra)
 }
 
 /// Renders an example with each language's controller twice, checks that all four outputs are
@@ -236,6 +245,40 @@ fn every_example_test_passes_in_both_languages() {
 // ---------------------------------------------------------------------------------------------
 // metascript render, per example
 // ---------------------------------------------------------------------------------------------
+
+/// docs/testing.md's CI recipe: with `--no-provenance`, a hook's Rhai and Lua flavours render
+/// byte for byte the same plan (a CompositeController's revisions name its sync script, so
+/// those examples differ there by design, as docs/testing.md says).
+#[test]
+fn without_provenance_both_languages_render_the_same_text() {
+    for example in [
+        "configmap-propagation",
+        "configmap-transform",
+        "namespace-team",
+        "service-per-pod",
+        "snapshot-schedule",
+    ] {
+        let flags = ["--no-provenance"];
+        let rhai = render_with_flags(
+            example,
+            "controller.rhai.yaml",
+            "2026-01-01T03:00:00Z",
+            &flags,
+        );
+        let lua = render_with_flags(
+            example,
+            "controller.lua.yaml",
+            "2026-01-01T03:00:00Z",
+            &flags,
+        );
+        assert!(
+            !rhai.contains("metascript.dev/provenance"),
+            "{example}: --no-provenance still shows provenance"
+        );
+        assert!(rhai.contains("\"apply\""), "{example}: nothing applied");
+        assert_eq!(rhai, lua, "{example}: Rhai and Lua render different text");
+    }
+}
 
 #[test]
 fn service_per_pod_renders_one_service_per_pod_and_finalizes() {
@@ -653,6 +696,11 @@ spec:
     assert!(
         stdout.contains("DecoratorController/pdb: error: spec.hooks.sync")
             && stdout.contains("line 1"),
+        "{stdout}"
+    );
+    // The summary says what it covered: a hook that fails on every object still compiles.
+    assert!(
+        stdout.contains("1 error(s)") && stdout.contains("no hook ran on your objects"),
         "{stdout}"
     );
 }

@@ -4,7 +4,7 @@
 use crate::api::{
     ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
     HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, UpdateMethod,
-    UpdateStrategy, fields, set_hooks,
+    UpdateStrategy, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
@@ -260,6 +260,12 @@ impl ControllerObject for CompositeController {
             service_account_name: spec.service_account_name.as_deref(),
             service_account_namespace: spec.service_account_namespace.as_deref(),
             tests: &spec.tests,
+            on_delete_by_default: on_delete_by_default(
+                "spec.childResources",
+                spec.child_resources
+                    .iter()
+                    .map(|c| c.update_strategy.is_none()),
+            ),
         }
         .spec(
             std::iter::once(parent)

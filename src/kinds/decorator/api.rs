@@ -3,7 +3,7 @@
 use crate::api::{
     ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
     HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
-    set_hooks,
+    on_delete_by_default, set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use kube::CustomResource;
@@ -95,6 +95,10 @@ impl ControllerObject for DecoratorController {
             service_account_name: spec.service_account_name.as_deref(),
             service_account_namespace: spec.service_account_namespace.as_deref(),
             tests: &spec.tests,
+            on_delete_by_default: on_delete_by_default(
+                "spec.attachments",
+                spec.attachments.iter().map(|a| a.update_strategy.is_none()),
+            ),
         }
         .spec(
             spec.resources

@@ -3,7 +3,7 @@
 use crate::api::{
     ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
     HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
-    set_hooks,
+    on_delete_by_default, set_hooks,
 };
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -92,6 +92,12 @@ impl ControllerObject for MapController {
             service_account_name: spec.service_account_name.as_deref(),
             service_account_namespace: spec.service_account_namespace.as_deref(),
             tests: &spec.tests,
+            on_delete_by_default: on_delete_by_default(
+                "spec.outputResources",
+                spec.output_resources
+                    .iter()
+                    .map(|o| o.update_strategy.is_none()),
+            ),
         }
         .spec(
             std::iter::once(spec.parent_resource.clone())
