@@ -4,9 +4,7 @@
 
 use crate::api::{HookKind, InlineTest, KindName, Language, ResourceRef};
 use crate::cases::{Case, Subject, judge, published};
-use crate::hooks::{
-    ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError, unused_libraries,
-};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError, unused_libraries};
 use crate::kinds::{self, Controller};
 use crate::object;
 use crate::plan::Planner;
@@ -126,14 +124,25 @@ fn check_controller(
     let mut loaded = Vec::new();
     for (hook_kind, hook) in hooks {
         let path = format!("spec.hooks.{hook_kind}");
-        match ControllerHooks::load(engine, name, [(hook_kind, hook)], libraries, config_maps) {
+        match ControllerHooks::load(
+            engine,
+            name,
+            [(hook_kind, hook)],
+            libraries,
+            &spec.endpoint_configs,
+            config_maps,
+        ) {
             Ok(_) => loaded.push((hook_kind, hook)),
             // A ConfigMap applied after its controller is fine: the operator waits for it (and
-            // the ConfigMap itself is checked when it is applied, if it is labelled).
+            // the ConfigMap itself is checked when it is applied, if it is labelled). Webhook
+            // credentials are read by the operator with the controller's own account, so a
+            // check without them (admission never reads Secrets) cannot tell more.
             Err(HookError::Source(error))
                 if matches!(
                     *error,
-                    SourceError::MissingConfigMap { .. } | SourceError::MissingKey { .. }
+                    SourceError::MissingConfigMap { .. }
+                        | SourceError::MissingKey { .. }
+                        | SourceError::MissingCredential { .. }
                 ) =>
             {
                 findings.push(Finding::warning(path, error))
@@ -157,7 +166,14 @@ fn check_controller(
     }
     let (Some(planner), Ok(hooks)) = (
         planner,
-        ControllerHooks::load(engine, name, loaded, libraries, config_maps),
+        ControllerHooks::load(
+            engine,
+            name,
+            loaded,
+            libraries,
+            &spec.endpoint_configs,
+            config_maps,
+        ),
     ) else {
         findings.push(Finding::error(
             "spec.tests",
@@ -177,11 +193,11 @@ fn check_controller(
         // Calling a webhook from here would let anyone who may create a controller make the
         // operator POST a request they wrote to a URL they chose, and read the answer in the
         // refusal (a server-side request forgery); `metascript test` calls it from their machine.
+        // As the spec says: a webhook whose credentials were not at hand did not load.
         let webhook = test_hook(test, kind).is_ok_and(|hook| {
-            subject
-                .hooks
-                .get(hook)
-                .is_some_and(|loaded| matches!(loaded.code, HookCode::Webhook(_)))
+            spec.hooks
+                .iter()
+                .any(|(named, spec)| *named == hook && spec.webhook.is_some())
         });
         if webhook {
             findings.push(Finding::warning(

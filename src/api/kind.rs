@@ -3,7 +3,7 @@
 //! kind declares these once, in its own folder (`crate::kinds`); nothing below that switches on
 //! a kind.
 
-use super::{Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
+use super::{EndpointConfig, Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -273,6 +273,8 @@ pub struct ControllerSpec {
     pub reads: Vec<ResourceRef>,
     /// `spec.tests`.
     pub tests: Vec<InlineTest>,
+    /// `spec.endpointConfigs`: per-host webhook credentials.
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 impl ControllerSpec {
@@ -281,6 +283,23 @@ impl ControllerSpec {
         self.config_map_refs()
             .map(|r| (r.namespace.clone(), r.name.clone()))
             .collect()
+    }
+
+    /// The Secrets its webhooks' credentials are read from (namespace, name).
+    pub fn credential_secrets(&self) -> Vec<(String, String)> {
+        let hooks = self
+            .hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.webhook.as_ref())
+            .flat_map(|webhook| webhook.credentials().secrets());
+        let endpoints = self
+            .endpoint_configs
+            .iter()
+            .flat_map(|endpoint| endpoint.credentials().secrets());
+        let mut secrets: Vec<(String, String)> = hooks.chain(endpoints).collect();
+        secrets.sort();
+        secrets.dedup();
+        secrets
     }
 
     /// Every `configMapRef` of its hooks and libraries.
@@ -314,6 +333,7 @@ pub struct CommonSpec<'a> {
     pub service_account_name: Option<&'a str>,
     pub service_account_namespace: Option<&'a str>,
     pub tests: &'a [InlineTest],
+    pub endpoint_configs: &'a [EndpointConfig],
 }
 
 impl CommonSpec<'_> {
@@ -345,6 +365,7 @@ impl CommonSpec<'_> {
             ),
             reads: self.reads.to_vec(),
             tests: self.tests.to_vec(),
+            endpoint_configs: self.endpoint_configs.to_vec(),
         }
     }
 }

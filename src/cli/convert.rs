@@ -5,7 +5,7 @@
 
 use super::manifests::{self, Document};
 use crate::api::API_VERSION;
-use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+use crate::hooks::{ControllerHooks, HookError, NoConfigMaps, SourceError};
 use crate::kinds::{self, ControllerKind};
 use crate::object;
 use crate::script::ScriptEngine;
@@ -165,15 +165,20 @@ fn convert_kind(
             .map(|path| field(path, "not a field metascript knows (it would be lost)"))
             .collect());
     }
-    // The same checks the operator makes when it loads the hooks (URL, timeout, CA bundle).
-    ControllerHooks::load(
+    // The same checks the operator makes when it loads the hooks (URL, timeout, CA bundle,
+    // credentials), but for the Secrets and ConfigMaps credentials are read from: the operator
+    // reads those with the controller's account when it loads.
+    match ControllerHooks::load_spec(
         &ScriptEngine::new(),
         object::name(object),
-        typed.spec().named_hooks(),
-        &[],
+        &typed.spec(),
         &NoConfigMaps,
-    )
-    .map_err(|error: HookError| vec![ConvertError::Hook(error.to_string())])?;
+    ) {
+        Ok(_) => {}
+        Err(HookError::Source(error))
+            if matches!(*error, SourceError::MissingCredential { .. }) => {}
+        Err(error) => return Err(vec![ConvertError::Hook(error.to_string())]),
+    }
     Ok(Conversion {
         object: written,
         notes,

@@ -108,13 +108,7 @@ pub async fn prepare(
         }
         None => &cached,
     };
-    let loaded = ControllerHooks::load(
-        &context.engine,
-        name,
-        spec.named_hooks(),
-        &spec.libraries,
-        lookup,
-    );
+    let loaded = ControllerHooks::load_spec(&context.engine, name, spec, lookup);
     if let (Err(error), Some(_)) = (&loaded, &previous) {
         tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
     }
