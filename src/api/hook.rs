@@ -451,26 +451,54 @@ impl Credentials<'_> {
             && self.client_tls.is_none()
     }
 
-    /// The Secrets they are read from (namespace, name).
-    pub fn secrets(&self) -> Vec<(String, String)> {
-        let bundle = self
-            .ca_bundle
-            .and_then(|b| b.secret_ref.as_ref())
-            .map(|r| (r.namespace.clone(), r.name.clone()));
-        let authorization = self
-            .authorization
-            .map(|a| (a.secret_ref.namespace.clone(), a.secret_ref.name.clone()));
-        let basic = self
-            .basic_auth
-            .map(|b| (b.secret_ref.namespace.clone(), b.secret_ref.name.clone()));
-        let tls = self
-            .client_tls
-            .map(|c| (c.secret_ref.namespace.clone(), c.secret_ref.name.clone()));
-        [bundle, authorization, basic, tls]
+    /// The objects they are read from, each once.
+    pub fn sources(&self) -> Vec<CredentialSource> {
+        let secret = |r: &SecretRef| CredentialSource::Secret {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        };
+        let bundle = self.ca_bundle.and_then(|bundle| {
+            let reference = |r: &KeyRef| (r.namespace.clone(), r.name.clone());
+            match (&bundle.secret_ref, &bundle.config_map_ref) {
+                (Some(r), _) => {
+                    let (namespace, name) = reference(r);
+                    Some(CredentialSource::Secret { namespace, name })
+                }
+                (None, Some(r)) => {
+                    let (namespace, name) = reference(r);
+                    Some(CredentialSource::ConfigMap { namespace, name })
+                }
+                (None, None) => None,
+            }
+        });
+        let authorization = self.authorization.map(|a| CredentialSource::Secret {
+            namespace: a.secret_ref.namespace.clone(),
+            name: a.secret_ref.name.clone(),
+        });
+        let basic = self.basic_auth.map(|b| secret(&b.secret_ref));
+        let tls = self.client_tls.map(|c| secret(&c.secret_ref));
+        let mut sources: Vec<CredentialSource> = [bundle, authorization, basic, tls]
             .into_iter()
             .flatten()
-            .collect()
+            .collect();
+        sources.sort();
+        sources.dedup();
+        sources
     }
+}
+
+/// An object webhook credentials are read from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CredentialSource {
+    Secret {
+        namespace: String,
+        name: String,
+    },
+    /// Only a `caBundle.configMapRef`.
+    ConfigMap {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// How strictly a webhook's response is read.

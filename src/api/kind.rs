@@ -285,21 +285,21 @@ impl ControllerSpec {
             .collect()
     }
 
-    /// The Secrets its webhooks' credentials are read from (namespace, name).
-    pub fn credential_secrets(&self) -> Vec<(String, String)> {
+    /// The Secrets and ConfigMaps its webhooks' credentials are read from, each once.
+    pub fn credential_sources(&self) -> Vec<super::CredentialSource> {
         let hooks = self
             .hooks
             .iter()
             .filter_map(|(_, hook)| hook.webhook.as_ref())
-            .flat_map(|webhook| webhook.credentials().secrets());
+            .flat_map(|webhook| webhook.credentials().sources());
         let endpoints = self
             .endpoint_configs
             .iter()
-            .flat_map(|endpoint| endpoint.credentials().secrets());
-        let mut secrets: Vec<(String, String)> = hooks.chain(endpoints).collect();
-        secrets.sort();
-        secrets.dedup();
-        secrets
+            .flat_map(|endpoint| endpoint.credentials().sources());
+        let mut sources: Vec<super::CredentialSource> = hooks.chain(endpoints).collect();
+        sources.sort();
+        sources.dedup();
+        sources
     }
 
     /// Every `configMapRef` of its hooks and libraries.

@@ -12,9 +12,9 @@ mod test_case;
 
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    Authorization, BasicAuth, CaBundle, ClientTls, ConfigMapKeyRef, Credentials, EndpointConfig,
-    Etag, Hook, HookVersion, KeyRef, Language, Library, Limits, ResponseMode, ScriptSpec,
-    SecretKeyRef, SecretRef, ServiceReference, Webhook,
+    Authorization, BasicAuth, CaBundle, ClientTls, ConfigMapKeyRef, CredentialSource, Credentials,
+    EndpointConfig, Etag, Hook, HookVersion, KeyRef, Language, Library, Limits, ResponseMode,
+    ScriptSpec, SecretKeyRef, SecretRef, ServiceReference, Webhook,
 };
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,

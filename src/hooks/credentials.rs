@@ -199,7 +199,7 @@ fn ca_bundle(
         (None, None, Some(reference)) => {
             let (namespace, name, key) = (&reference.namespace, &reference.name, key(reference));
             let field = "caBundle.configMapRef";
-            match lookup.value(namespace, name, &key) {
+            match lookup.credential_config_map_value(namespace, name, &key) {
                 Some(Some(pem)) => Ok((field, pem)),
                 Some(None) => Err(unavailable(
                     field,

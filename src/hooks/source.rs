@@ -25,6 +25,18 @@ pub trait ConfigMapLookup {
     fn secret_value(&self, _namespace: &str, _name: &str, _key: &str) -> Option<Option<Vec<u8>>> {
         None
     }
+
+    /// The value of `key` in ConfigMap `namespace/name` for a webhook credential (a
+    /// `caBundle.configMapRef`): as [`ConfigMapLookup::value`], except in the operator, which
+    /// reads it with the controller's account rather than from its own cache.
+    fn credential_config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Option<Option<String>> {
+        self.value(namespace, name, key)
+    }
 }
 
 /// ConfigMap keys served from files in a directory first (a file named like the key replaces
@@ -41,6 +53,17 @@ impl ConfigMapLookup for ScriptsDir<'_> {
 
     fn secret_value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<Vec<u8>>> {
         self.fallback.secret_value(namespace, name, key)
+    }
+
+    // Credentials are never dev-loop files.
+    fn credential_config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Option<Option<String>> {
+        self.fallback
+            .credential_config_map_value(namespace, name, key)
     }
 
     fn local_file(&self, key: &str) -> Option<PathBuf> {
@@ -88,7 +111,7 @@ fn find_object<'a>(
 
 /// The value of one key of a Secret: its `data` (base64), or its `stringData` as a manifest
 /// may give it.
-pub fn secret_data(secret: &serde_json::Value, key: &str) -> Option<Vec<u8>> {
+fn secret_data(secret: &serde_json::Value, key: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
     if let Some(encoded) = secret
         .get("data")
