@@ -804,6 +804,184 @@ mod tests {
         assert!(too_long.contains("at most 30s"), "{too_long}");
     }
 
+    /// Secrets as `render` and `test` read them from files.
+    fn secrets(data: &[(&str, &str, &str)]) -> Vec<Value> {
+        use base64::Engine as _;
+        data.iter()
+            .map(|(name, key, value)| {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+                json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": name, "namespace": "hooks"}, "data": {*key: encoded}})
+            })
+            .collect()
+    }
+
+    fn with(
+        webhook: Webhook,
+        endpoints: &[EndpointConfig],
+        lookup: &dyn ConfigMapLookup,
+    ) -> Result<WebhookEndpoint, String> {
+        WebhookEndpoint::new(
+            "echo",
+            decorator::SYNC,
+            &webhook,
+            HookVersion::V1,
+            endpoints,
+            lookup,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn token_ref(name: &str) -> crate::api::Authorization {
+        crate::api::Authorization {
+            type_: None,
+            secret_ref: crate::api::SecretKeyRef {
+                name: name.into(),
+                namespace: "hooks".into(),
+                key: "token".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn an_endpoint_config_applies_to_its_host_unless_the_hook_has_credentials() {
+        let lookup = secrets(&[
+            ("shared", "token", "shared-token"),
+            ("own", "token", "own-token"),
+        ]);
+        let endpoints = [EndpointConfig {
+            host: "Hooks.Team-A".into(),
+            authorization: Some(token_ref("shared")),
+            ..EndpointConfig::default()
+        }];
+        let header = |webhook: Webhook| {
+            with(webhook, &endpoints, &lookup)
+                .unwrap()
+                .authorization
+                .clone()
+        };
+        // Case aside, and the scheme's default port the same as none.
+        assert_eq!(
+            header(url("http://hooks.team-a:80/sync")).as_deref(),
+            Some("Bearer shared-token")
+        );
+        let service = Webhook {
+            service: Some(ServiceReference {
+                name: "hooks".into(),
+                namespace: "team-a".into(),
+                port: None,
+                protocol: None,
+            }),
+            path: Some("/sync".into()),
+            ..Webhook::default()
+        };
+        assert_eq!(header(service).as_deref(), Some("Bearer shared-token"));
+        assert_eq!(header(url("http://hooks.team-a:8080/sync")), None);
+        assert_eq!(header(url("http://hooks.team-b/sync")), None);
+        let own = Webhook {
+            authorization: Some(token_ref("own")),
+            ..url("http://hooks.team-a/sync")
+        };
+        assert_eq!(header(own).as_deref(), Some("Bearer own-token"));
+        // A mistake in the entry names the entry.
+        let broken = [EndpointConfig {
+            authorization: Some(token_ref("missing")),
+            ..endpoints[0].clone()
+        }];
+        let error = with(url("http://hooks.team-a/sync"), &broken, &lookup).unwrap_err();
+        assert!(
+            error.contains("spec.endpointConfigs[0].authorization.secretRef: Secret hooks/missing"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output_or_errors() {
+        let lookup = secrets(&[("token", "token", "s3cret-value")]);
+        let endpoint = with(
+            Webhook {
+                authorization: Some(token_ref("token")),
+                ..url("http://hooks/sync")
+            },
+            &[],
+            &lookup,
+        )
+        .unwrap();
+        let debug = format!("{endpoint:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("<redacted>"), "{debug}");
+        let error = with(
+            Webhook {
+                basic_auth: Some(crate::api::BasicAuth {
+                    secret_ref: crate::api::SecretRef {
+                        name: "token".into(),
+                        namespace: "hooks".into(),
+                    },
+                    username_key: Some("token".into()),
+                    ..crate::api::BasicAuth::default()
+                }),
+                ..url("http://hooks/sync")
+            },
+            &[],
+            &lookup,
+        )
+        .unwrap_err();
+        assert!(error.contains("has no key \"password\""), "{error}");
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+
+    #[test]
+    fn a_client_certificate_and_a_ca_come_from_secrets_for_https_only() {
+        let cert = crate::admission::generate_serving_cert(&["127.0.0.1".to_string()]).unwrap();
+        let mut lookup = secrets(&[("ca", "ca.crt", &cert.ca_pem)]);
+        lookup.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "client", "namespace": "hooks"},
+            "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem}}));
+        lookup.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "keyless", "namespace": "hooks"},
+            "stringData": {"tls.crt": cert.cert_pem, "tls.key": "not a key"}}));
+        let client_tls = |name: &str| crate::api::ClientTls {
+            secret_ref: crate::api::SecretRef {
+                name: name.into(),
+                namespace: "hooks".into(),
+            },
+            ..crate::api::ClientTls::default()
+        };
+        let bundle = CaBundle {
+            secret_ref: Some(crate::api::KeyRef {
+                name: "ca".into(),
+                namespace: "hooks".into(),
+                key: None,
+            }),
+            ..CaBundle::default()
+        };
+        let webhook = Webhook {
+            ca_bundle: Some(bundle),
+            client_tls: Some(client_tls("client")),
+            ..url("https://127.0.0.1:8443/sync")
+        };
+        let endpoint = with(webhook.clone(), &[], &lookup).unwrap();
+        assert!(endpoint.tls.is_some());
+        let plain = Webhook {
+            url: Some("http://127.0.0.1/sync".into()),
+            ..webhook.clone()
+        };
+        let error = with(plain, &[], &NoConfigMaps).unwrap_err();
+        assert!(
+            error.contains("webhook.caBundle: is only used for https"),
+            "refused before anything is read: {error}"
+        );
+        let keyless = Webhook {
+            client_tls: Some(client_tls("keyless")),
+            ..webhook
+        };
+        let error = with(keyless, &[], &lookup).unwrap_err();
+        assert!(
+            error.contains("webhook.clientTLS.secretRef: key \"tls.key\" holds no PEM private key"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn the_digest_follows_what_is_called() {
         let a = endpoint(url("http://hooks/sync")).unwrap();
