@@ -436,6 +436,26 @@ mod tests {
         );
     }
 
+    /// Validation never reads Secrets: a credential it cannot read is a warning, a mistake in
+    /// the credential fields an error.
+    #[test]
+    fn webhook_credentials_not_at_hand_are_only_warnings() {
+        let token = json!({"secretRef": {"name": "token", "namespace": "hooks", "key": "token"}});
+        let hook = |authorization: Value| json!({"webhook": {"url": "http://hooks/sync", "authorization": authorization}});
+        let findings = check(&decorator(hook(token.clone()), json!([])), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Warning);
+        assert!(
+            findings[0].message.contains("Secret hooks/token"),
+            "{findings:?}"
+        );
+        let mut basic = token;
+        basic["type"] = json!("Basic");
+        let findings = check(&decorator(hook(basic), json!([])), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Error);
+    }
+
     #[test]
     fn a_labelled_config_map_of_scripts_must_compile() {
         let config_map = |labelled: bool| {

@@ -357,7 +357,9 @@ impl WebhookEndpoint {
             HookVersion::V1 => ResponseMode::Loose,
             HookVersion::V2 => ResponseMode::Strict,
         });
-        // Credentials are left out: a rotated token reloads the hook, but re-syncs nothing.
+        // A token or client certificate is left out: it changes nothing the hook decides, so its
+        // rotation re-syncs only what may have failed with the old one (see the registry). The
+        // CA bundle stays, as it always was part of it.
         let digest = hex::encode(sha2::Sha256::digest(
             serde_json::json!({
                 "url": url,
