@@ -19,6 +19,9 @@ pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
 pub const READ_FORBIDDEN: &str = "ReadForbidden";
 /// Asking the API server what the ServiceAccount may read failed.
 pub const READ_CHECK_FAILED: &str = "ReadCheckFailed";
+/// The Secrets or ConfigMaps webhook credentials name could not be read: the API server did not
+/// answer (a missing or forbidden one is a `ScriptError` naming it).
+pub const CREDENTIALS_READ_FAILED: &str = "CredentialsReadFailed";
 /// The Event about a controller that did not load.
 pub const LOAD_FAILED: &str = "LoadFailed";
 
@@ -48,6 +51,7 @@ pub const ALL: &[&str] = &[
     IMPERSONATION_FAILED,
     READ_FORBIDDEN,
     READ_CHECK_FAILED,
+    CREDENTIALS_READ_FAILED,
     LOAD_FAILED,
     INVALID_RESPONSE,
     HOOK_FAILED,

@@ -4,9 +4,7 @@
 
 use crate::api::{HookKind, InlineTest, KindName, Language, ResourceRef};
 use crate::cases::{Case, Subject, judge, published};
-use crate::hooks::{
-    ConfigMapLookup, ControllerHooks, HookCode, HookError, SourceError, unused_libraries,
-};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError, unused_libraries};
 use crate::kinds::{self, Controller};
 use crate::object;
 use crate::plan::Planner;
@@ -136,14 +134,25 @@ fn check_controller(
     let mut loaded = Vec::new();
     for (hook_kind, hook) in hooks {
         let path = format!("spec.hooks.{hook_kind}");
-        match ControllerHooks::load(engine, name, [(hook_kind, hook)], libraries, config_maps) {
+        match ControllerHooks::load(
+            engine,
+            name,
+            [(hook_kind, hook)],
+            libraries,
+            &spec.endpoint_configs,
+            config_maps,
+        ) {
             Ok(_) => loaded.push((hook_kind, hook)),
             // A ConfigMap applied after its controller is fine: the operator waits for it (and
-            // the ConfigMap itself is checked when it is applied, if it is labelled).
+            // the ConfigMap itself is checked when it is applied, if it is labelled). Webhook
+            // credentials are read by the operator with the controller's own account, so a
+            // check without them (admission never reads Secrets) cannot tell more.
             Err(HookError::Source(error))
                 if matches!(
                     *error,
-                    SourceError::MissingConfigMap { .. } | SourceError::MissingKey { .. }
+                    SourceError::MissingConfigMap { .. }
+                        | SourceError::MissingKey { .. }
+                        | SourceError::MissingCredential { .. }
                 ) =>
             {
                 findings.push(Finding::warning(path, error))
@@ -167,7 +176,14 @@ fn check_controller(
     }
     let (Some(planner), Ok(hooks)) = (
         planner,
-        ControllerHooks::load(engine, name, loaded, libraries, config_maps),
+        ControllerHooks::load(
+            engine,
+            name,
+            loaded,
+            libraries,
+            &spec.endpoint_configs,
+            config_maps,
+        ),
     ) else {
         findings.push(Finding::error(
             "spec.tests",
@@ -187,11 +203,11 @@ fn check_controller(
         // Calling a webhook from here would let anyone who may create a controller make the
         // operator POST a request they wrote to a URL they chose, and read the answer in the
         // refusal (a server-side request forgery); `metascript test` calls it from their machine.
+        // As the spec says: a webhook whose credentials were not at hand did not load.
         let webhook = test_hook(test, kind).is_ok_and(|hook| {
-            subject
-                .hooks
-                .get(hook)
-                .is_some_and(|loaded| matches!(loaded.code, HookCode::Webhook(_)))
+            spec.hooks
+                .iter()
+                .any(|(named, spec)| *named == hook && spec.webhook.is_some())
         });
         if webhook {
             findings.push(Finding::warning(
@@ -445,6 +461,26 @@ mod tests {
                 .any(|f| f.severity == Severity::Error && f.path == "spec.hooks.sync"),
             "{findings:?}"
         );
+    }
+
+    /// Validation never reads Secrets: a credential it cannot read is a warning, a mistake in
+    /// the credential fields an error.
+    #[test]
+    fn webhook_credentials_not_at_hand_are_only_warnings() {
+        let token = json!({"secretRef": {"name": "token", "namespace": "hooks", "key": "token"}});
+        let hook = |authorization: Value| json!({"webhook": {"url": "http://hooks/sync", "authorization": authorization}});
+        let findings = check(&decorator(hook(token.clone()), json!([])), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Warning);
+        assert!(
+            findings[0].message.contains("Secret hooks/token"),
+            "{findings:?}"
+        );
+        let mut basic = token;
+        basic["type"] = json!("Basic");
+        let findings = check(&decorator(hook(basic), json!([])), vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Error);
     }
 
     #[test]

@@ -202,6 +202,10 @@ pub struct Limits {
     {
         "rule": "!has(self.path) || has(self.service)",
         "message": "path goes with service; with url, put the path in the url"
+    },
+    {
+        "rule": "!(has(self.authorization) && has(self.basicAuth))",
+        "message": "authorization and basicAuth are exclusive"
     }
 ]))]
 pub struct Webhook {
@@ -235,6 +239,27 @@ pub struct Webhook {
     /// `etag`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etag: Option<Etag>,
+    /// An `Authorization` header from a Secret (exclusive with `basicAuth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// HTTP Basic authentication from a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+    /// A client certificate from a Secret (mutual TLS).
+    #[serde(default, rename = "clientTLS", skip_serializing_if = "Option::is_none")]
+    pub client_tls: Option<ClientTls>,
+}
+
+impl Webhook {
+    /// The hook's own credentials (empty: its host's `endpointConfigs` entry applies).
+    pub fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            ca_bundle: self.ca_bundle.as_ref(),
+            authorization: self.authorization.as_ref(),
+            basic_auth: self.basic_auth.as_ref(),
+            client_tls: self.client_tls.as_ref(),
+        }
+    }
 }
 
 /// ETag use of a webhook (RFC 7232): the hook answers with an `ETag` header, and is asked with
@@ -274,13 +299,207 @@ pub struct ServiceReference {
     pub protocol: Option<String>,
 }
 
-/// Trusted CA certificates for a webhook.
+/// Trusted CA certificates for a webhook: in the manifest, or in a Secret or ConfigMap key.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    // Arithmetic, not a list filter: cheap enough for the API server's cost budget in a list.
+    "rule": "(has(self.inline) ? 1 : 0) + (has(self.secretRef) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) == 1",
+    "message": "a caBundle needs exactly one of inline, secretRef or configMapRef"
+}]))]
 pub struct CaBundle {
     /// One or more PEM certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
-    pub inline: String,
+    pub inline: Option<String>,
+    /// A key of a Secret holding them (default key `ca.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<KeyRef>,
+    /// A key of a ConfigMap holding them (default key `ca.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<KeyRef>,
+}
+
+/// A key of a Secret or ConfigMap, whose default depends on what it holds.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    /// The object's name.
+    pub name: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The key in its `data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// A Secret, by namespace and name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The Secret's namespace.
+    pub namespace: String,
+}
+
+/// A key of a Secret.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The Secret's namespace.
+    pub namespace: String,
+    /// The key in its `data`.
+    pub key: String,
+}
+
+/// An `Authorization: <type> <credential>` header on every call.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct Authorization {
+    /// The scheme, e.g. `Bearer` (the default) or `Token`; not `Basic` (use `basicAuth`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The Secret key holding the credential.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// HTTP Basic authentication, the username and password from one Secret.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct BasicAuth {
+    /// The Secret holding both.
+    pub secret_ref: SecretRef,
+    /// The key of the username (default `username`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username_key: Option<String>,
+    /// The key of the password (default `password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_key: Option<String>,
+}
+
+/// A client certificate presented to the webhook (mutual TLS).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTls {
+    /// The Secret holding the certificate and its key.
+    pub secret_ref: SecretRef,
+    /// The key of the PEM certificate (default `tls.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_key: Option<String>,
+    /// The key of the PEM private key (default `tls.key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_key: Option<String>,
+}
+
+/// How to reach and authenticate to every webhook of a controller on one host, unless a hook
+/// says otherwise (Metacontroller's `endpointConfigs`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.authorization) && has(self.basicAuth))",
+    "message": "authorization and basicAuth are exclusive"
+}]))]
+pub struct EndpointConfig {
+    /// The host, optionally with its port (`hooks.team-a`, `hooks.team-a:8443`), as the
+    /// webhook's URL (or `service` as `name.namespace`) names it; case does not matter, and the
+    /// scheme's default port is the same as none.
+    #[schemars(length(min = 1))]
+    pub host: String,
+    /// The CAs its certificate is checked against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+    /// An `Authorization` header from a Secret (exclusive with `basicAuth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// HTTP Basic authentication from a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+    /// A client certificate from a Secret (mutual TLS).
+    #[serde(default, rename = "clientTLS", skip_serializing_if = "Option::is_none")]
+    pub client_tls: Option<ClientTls>,
+}
+
+impl EndpointConfig {
+    /// This entry's credentials, in the form a hook's own are.
+    pub fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            ca_bundle: self.ca_bundle.as_ref(),
+            authorization: self.authorization.as_ref(),
+            basic_auth: self.basic_auth.as_ref(),
+            client_tls: self.client_tls.as_ref(),
+        }
+    }
+}
+
+/// What a webhook call trusts and presents: its CA bundle, one way to authenticate, and a
+/// client certificate; a hook's own, or its host's `endpointConfigs` entry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Credentials<'a> {
+    pub ca_bundle: Option<&'a CaBundle>,
+    pub authorization: Option<&'a Authorization>,
+    pub basic_auth: Option<&'a BasicAuth>,
+    pub client_tls: Option<&'a ClientTls>,
+}
+
+impl Credentials<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.ca_bundle.is_none()
+            && self.authorization.is_none()
+            && self.basic_auth.is_none()
+            && self.client_tls.is_none()
+    }
+
+    /// The objects they are read from, each once.
+    pub fn sources(&self) -> Vec<CredentialSource> {
+        let secret = |r: &SecretRef| CredentialSource::Secret {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        };
+        let bundle = self.ca_bundle.and_then(|bundle| {
+            let reference = |r: &KeyRef| (r.namespace.clone(), r.name.clone());
+            match (&bundle.secret_ref, &bundle.config_map_ref) {
+                (Some(r), _) => {
+                    let (namespace, name) = reference(r);
+                    Some(CredentialSource::Secret { namespace, name })
+                }
+                (None, Some(r)) => {
+                    let (namespace, name) = reference(r);
+                    Some(CredentialSource::ConfigMap { namespace, name })
+                }
+                (None, None) => None,
+            }
+        });
+        let authorization = self.authorization.map(|a| CredentialSource::Secret {
+            namespace: a.secret_ref.namespace.clone(),
+            name: a.secret_ref.name.clone(),
+        });
+        let basic = self.basic_auth.map(|b| secret(&b.secret_ref));
+        let tls = self.client_tls.map(|c| secret(&c.secret_ref));
+        let mut sources: Vec<CredentialSource> = [bundle, authorization, basic, tls]
+            .into_iter()
+            .flatten()
+            .collect();
+        sources.sort();
+        sources.dedup();
+        sources
+    }
+}
+
+/// An object webhook credentials are read from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CredentialSource {
+    Secret {
+        namespace: String,
+        name: String,
+    },
+    /// Only a `caBundle.configMapRef`.
+    ConfigMap {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// How strictly a webhook's response is read.

@@ -3,7 +3,7 @@
 //! kind declares these once, in its own folder (`crate::kinds`); nothing below that switches on
 //! a kind.
 
-use super::{Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
+use super::{EndpointConfig, Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -277,6 +277,8 @@ pub struct ControllerSpec {
     /// (`spec.attachments[0]`): their children are created, then never updated, which surprises
     /// whoever expected a changed hook output to reach them (`validate` and `render` say so).
     pub on_delete_by_default: Vec<String>,
+    /// `spec.endpointConfigs`: per-host webhook credentials.
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
@@ -295,6 +297,23 @@ impl ControllerSpec {
         self.config_map_refs()
             .map(|r| (r.namespace.clone(), r.name.clone()))
             .collect()
+    }
+
+    /// The Secrets and ConfigMaps its webhooks' credentials are read from, each once.
+    pub fn credential_sources(&self) -> Vec<super::CredentialSource> {
+        let hooks = self
+            .hooks
+            .iter()
+            .filter_map(|(_, hook)| hook.webhook.as_ref())
+            .flat_map(|webhook| webhook.credentials().sources());
+        let endpoints = self
+            .endpoint_configs
+            .iter()
+            .flat_map(|endpoint| endpoint.credentials().sources());
+        let mut sources: Vec<super::CredentialSource> = hooks.chain(endpoints).collect();
+        sources.sort();
+        sources.dedup();
+        sources
     }
 
     /// Every `configMapRef` of its hooks and libraries.
@@ -330,6 +349,7 @@ pub struct CommonSpec<'a> {
     pub tests: &'a [InlineTest],
     /// See [`ControllerSpec::on_delete_by_default`].
     pub on_delete_by_default: Vec<String>,
+    pub endpoint_configs: &'a [EndpointConfig],
 }
 
 impl CommonSpec<'_> {
@@ -362,6 +382,7 @@ impl CommonSpec<'_> {
             reads: self.reads.to_vec(),
             tests: self.tests.to_vec(),
             on_delete_by_default: self.on_delete_by_default,
+            endpoint_configs: self.endpoint_configs.to_vec(),
         }
     }
 }

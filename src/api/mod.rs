@@ -12,8 +12,9 @@ mod test_case;
 
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
-    CaBundle, ConfigMapKeyRef, Etag, Hook, HookVersion, Language, Library, Limits, ResponseMode,
-    ScriptSpec, ServiceReference, Webhook,
+    Authorization, BasicAuth, CaBundle, ClientTls, ConfigMapKeyRef, CredentialSource, Credentials,
+    EndpointConfig, Etag, Hook, HookVersion, KeyRef, Language, Library, Limits, ResponseMode,
+    ScriptSpec, SecretKeyRef, SecretRef, ServiceReference, Webhook,
 };
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,

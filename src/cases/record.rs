@@ -243,6 +243,7 @@ mod tests {
                 "sized",
                 [(crate::kinds::decorator::SYNC, &sync)],
                 &libraries,
+                &[],
                 &NoConfigMaps,
             )
             .unwrap();

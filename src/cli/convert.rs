@@ -4,8 +4,8 @@
 //! (`docs/migrating.md` says why this is a command rather than a mode of the operator).
 
 use super::manifests::{self, Document};
-use crate::api::API_VERSION;
-use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
+use crate::api::{API_VERSION, CredentialSource};
+use crate::hooks::{ControllerHooks, HookError, NoConfigMaps, SourceError};
 use crate::kinds::{self, ControllerKind};
 use crate::object;
 use crate::script::ScriptEngine;
@@ -67,14 +67,6 @@ fn field(path: impl Into<String>, reason: impl Into<String>) -> ConvertError {
     }
 }
 
-/// Webhook fields of newer Metacontroller releases that metascript does not implement: a hook
-/// using one would fail (or call without credentials), so the conversion refuses it.
-const UNSUPPORTED_WEBHOOK_FIELDS: [(&str, &str); 3] = [
-    ("authorization", "a token from a Secret"),
-    ("basicAuth", "basic authentication"),
-    ("clientTLS", "client certificates"),
-];
-
 /// Converts one object: `Ok(None)` for anything that is not a Metacontroller controller (it is
 /// passed through), every problem at once otherwise.
 pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, Vec<ConvertError>> {
@@ -105,13 +97,6 @@ fn convert_kind(
     let mut notes = Vec::new();
     let mut errors = Vec::new();
     let mut spec = object["spec"].as_object().cloned().unwrap_or_default();
-    if spec.remove("endpointConfigs").is_some() {
-        errors.push(field(
-            "spec.endpointConfigs",
-            "per-host credentials and CAs are not supported; put the CA in each hook's \
-             webhook.caBundle.inline",
-        ));
-    }
     match spec.get_mut("hooks").and_then(Value::as_object_mut) {
         Some(hooks) => {
             for (name, hook) in hooks.iter_mut() {
@@ -157,6 +142,27 @@ fn convert_kind(
         .parse(&converted)
         .map_err(|error| vec![field(error.path, error.message)])?;
     let written = typed.to_json();
+    let credentials = typed.spec().credential_sources();
+    if !credentials.is_empty() {
+        // Metacontroller read them with its own account; here the controller's reads them.
+        let objects: Vec<String> = credentials
+            .iter()
+            .map(|source| match source {
+                CredentialSource::Secret { namespace, name } => {
+                    format!("Secret {namespace}/{name}")
+                }
+                CredentialSource::ConfigMap { namespace, name } => {
+                    format!("ConfigMap {namespace}/{name}")
+                }
+            })
+            .collect();
+        notes.push(format!(
+            "webhook credentials kept: the operator reads {} with the controller's \
+             ServiceAccount (spec.serviceAccountName; the operator's own account without one), \
+             which needs get on each",
+            objects.join(", ")
+        ));
+    }
     let mut dropped = Vec::new();
     dropped_fields("spec", &converted["spec"], &written["spec"], &mut dropped);
     if !dropped.is_empty() {
@@ -165,15 +171,20 @@ fn convert_kind(
             .map(|path| field(path, "not a field metascript knows (it would be lost)"))
             .collect());
     }
-    // The same checks the operator makes when it loads the hooks (URL, timeout, CA bundle).
-    ControllerHooks::load(
+    // The same checks the operator makes when it loads the hooks (URL, timeout, CA bundle,
+    // credentials), but for the Secrets and ConfigMaps credentials are read from: the operator
+    // reads those with the controller's account when it loads.
+    match ControllerHooks::load_spec(
         &ScriptEngine::new(),
         object::name(object),
-        typed.spec().named_hooks(),
-        &[],
+        &typed.spec(),
         &NoConfigMaps,
-    )
-    .map_err(|error: HookError| vec![ConvertError::Hook(error.to_string())])?;
+    ) {
+        Ok(_) => {}
+        Err(HookError::Source(error))
+            if matches!(*error, SourceError::MissingCredential { .. }) => {}
+        Err(error) => return Err(vec![ConvertError::Hook(error.to_string())]),
+    }
     Ok(Conversion {
         object: written,
         notes,
@@ -219,24 +230,6 @@ fn convert_hook(
         return Err(errors);
     };
     let webhook_path = format!("{path}.webhook");
-    for (name, what) in UNSUPPORTED_WEBHOOK_FIELDS {
-        if webhook.remove(name).is_some() {
-            errors.push(field(
-                format!("{webhook_path}.{name}"),
-                format!("{what} is not supported by metascript's webhooks"),
-            ));
-        }
-    }
-    if let Some(Value::Object(bundle)) = webhook.get("caBundle") {
-        for source in ["secretRef", "configMapRef"] {
-            if bundle.contains_key(source) {
-                errors.push(field(
-                    format!("{webhook_path}.caBundle.{source}"),
-                    "only caBundle.inline (the PEM itself) is supported",
-                ));
-            }
-        }
-    }
     if webhook.contains_key("url") {
         for ignored in ["service", "path"] {
             if webhook.remove(ignored).is_some() {
@@ -480,14 +473,46 @@ mod tests {
         );
     }
 
+    /// Metacontroller's `examples/webhook-auth` controller (a DecoratorController here, as in
+    /// its `decorator_with_auth` test): every credential field comes over as it is.
+    #[test]
+    fn webhook_credentials_and_endpoint_configs_are_kept() {
+        let endpoint_configs = json!([{
+            "host": "webhook-auth-controller.metacontroller",
+            "caBundle": {"configMapRef": {"name": "webhook-auth-ca", "namespace": "metacontroller", "key": "ca.crt"}},
+            "authorization": {"type": "Bearer", "secretRef": {"name": "webhook-auth-token", "namespace": "metacontroller", "key": "token"}},
+            "clientTLS": {"secretRef": {"name": "webhook-auth-client", "namespace": "metacontroller"}, "certKey": "tls.crt", "privateKeyKey": "tls.key"}
+        }]);
+        let mut object = service_per_pod();
+        object["spec"]["endpointConfigs"] = endpoint_configs.clone();
+        object["spec"]["hooks"] = json!({
+            "sync": {"webhook": {"url": "https://webhook-auth-controller.metacontroller/sync"}},
+            "finalize": {"webhook": {
+                "url": "https://hooks.other/finalize",
+                "caBundle": {"secretRef": {"name": "other-ca", "namespace": "metacontroller"}},
+                "basicAuth": {"secretRef": {"name": "other-basic", "namespace": "metacontroller"}, "usernameKey": "user"}
+            }}
+        });
+        let conversion = convert(&object, &Options::default()).unwrap().unwrap();
+        let spec = &conversion.object["spec"];
+        assert_eq!(spec["endpointConfigs"], endpoint_configs);
+        assert_eq!(spec["hooks"], object["spec"]["hooks"]);
+        assert_eq!(
+            conversion.notes,
+            [
+                "webhook credentials kept: the operator reads Secret metacontroller/other-basic, \
+              Secret metacontroller/other-ca, Secret metacontroller/webhook-auth-client, Secret \
+              metacontroller/webhook-auth-token, ConfigMap metacontroller/webhook-auth-ca with \
+              the controller's ServiceAccount (spec.serviceAccountName; the operator's own \
+              account without one), which needs get on each"
+            ]
+        );
+    }
+
     #[test]
     fn what_metascript_cannot_run_is_refused_with_the_field() {
         let mut object = service_per_pod();
         object["spec"]["hooks"]["sync"]["version"] = json!("v3");
-        object["spec"]["hooks"]["sync"]["webhook"]["authorization"] =
-            json!({"secretRef": {"name": "t", "namespace": "n", "key": "k"}});
-        object["spec"]["hooks"]["finalize"]["webhook"]["caBundle"] =
-            json!({"secretRef": {"name": "ca", "namespace": "n"}});
         object["spec"]["hooks"]["preUpdate"] = json!({"webhook": {"url": "http://x/y"}});
         let errors: Vec<String> = convert(&object, &Options::default())
             .unwrap_err()
@@ -497,11 +522,21 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "spec.hooks.finalize.webhook.caBundle.secretRef: only caBundle.inline (the PEM itself) is supported",
                 "spec.hooks.preUpdate: not a DecoratorController hook",
                 "spec.hooks.sync.version: \"v3\" is not a hook version (v1 or v2)",
-                "spec.hooks.sync.webhook.authorization: a token from a Secret is not supported by metascript's webhooks",
             ]
+        );
+
+        // Credentials are kept, but a mistake in them is still a mistake.
+        let mut object = service_per_pod();
+        object["spec"]["hooks"]["sync"]["webhook"]["authorization"] =
+            json!({"type": "Basic", "secretRef": {"name": "t", "namespace": "n", "key": "k"}});
+        let errors = convert(&object, &Options::default()).unwrap_err();
+        assert!(
+            errors[0]
+                .to_string()
+                .ends_with("webhook.authorization.type: Basic authentication goes in basicAuth"),
+            "{errors:?}"
         );
 
         let mut object = service_per_pod();

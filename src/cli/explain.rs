@@ -464,14 +464,13 @@ async fn dry_run(
         }
         None => &config_maps,
     };
-    let hooks =
-        match ControllerHooks::load(&engine, &name, spec.named_hooks(), &spec.libraries, lookup) {
-            Ok(hooks) => hooks,
-            Err(error) => {
-                out.push_str(&format!("  its hooks do not load: {error}\n"));
-                return Ok(out);
-            }
-        };
+    let hooks = match ControllerHooks::load_spec(&engine, &name, &spec, lookup) {
+        Ok(hooks) => hooks,
+        Err(error) => {
+            out.push_str(&format!("  its hooks do not load: {error}\n"));
+            return Ok(out);
+        }
+    };
     let planner = controller.planner(&snapshot.types)?;
     let cluster = OfflineCluster {
         resolver: snapshot.types.clone(),

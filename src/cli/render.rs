@@ -195,14 +195,8 @@ fn load(
     let controller = &controller.controller;
     let planner = controller.planner(resolver).map_err(|e| e.to_string())?;
     let spec = controller.spec();
-    let hooks = ControllerHooks::load(
-        engine,
-        &controller.name(),
-        spec.named_hooks(),
-        &spec.libraries,
-        config_maps,
-    )
-    .map_err(|e| e.to_string())?;
+    let hooks = ControllerHooks::load_spec(engine, &controller.name(), &spec, config_maps)
+        .map_err(|e| e.to_string())?;
     Ok((planner, hooks))
 }
 

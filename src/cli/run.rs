@@ -29,6 +29,14 @@ pub struct RunArgs {
     /// Seconds between controller status updates (written only when changed).
     #[arg(long, default_value_t = 2.0)]
     pub status_interval: f64,
+    /// Seconds between reads of the Secrets and ConfigMaps webhook credentials name (with each
+    /// controller's account): a rotated one reloads its controller within this time.
+    #[arg(
+        long,
+        default_value_t = 30.0,
+        env = "METASCRIPT_CREDENTIALS_POLL_INTERVAL"
+    )]
+    pub credentials_poll_interval: f64,
     /// Take part in leader election, so only one of several replicas writes (the others keep
     /// warm caches and take over when it stops).
     #[arg(long, env = "METASCRIPT_LEADER_ELECTION")]
@@ -144,6 +152,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     if args.status_interval.is_nan() || args.status_interval <= 0.0 {
         anyhow::bail!("--status-interval must be a positive number of seconds");
     }
+    if !(args.credentials_poll_interval.is_finite() && args.credentials_poll_interval > 0.0) {
+        anyhow::bail!("--credentials-poll-interval must be a positive number of seconds");
+    }
     let metrics_addr: Option<std::net::SocketAddr> = match args.metrics_addr.as_str() {
         "none" | "" => None,
         addr => Some(
@@ -176,6 +187,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval: Duration::from_secs_f64(args.status_interval),
+        credentials_poll_interval: Duration::from_secs_f64(args.credentials_poll_interval),
         controller_selector: args.controller_selector.clone(),
         allow_unimpersonated: args.allow_unimpersonated,
         leader_election: args.leader_election.then(|| LeaseConfig {

@@ -4,6 +4,7 @@
 //! `render` and `metascript test` all go through here, so they run the same engine with the
 //! same limits, and call a webhook the same way.
 
+mod credentials;
 mod response;
 mod runner;
 mod source;
@@ -18,7 +19,9 @@ pub use source::{
 };
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
-use crate::api::{Hook, HookKind, HookVersion, Language, Library, Limits};
+use crate::api::{
+    ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
+};
 use crate::script::{
     CallContext, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError, ScriptOrigin,
     check_library_names,
@@ -142,13 +145,32 @@ pub struct ControllerHooks {
 }
 
 impl ControllerHooks {
+    /// Resolves every hook of a controller's spec, as [`ControllerHooks::load`].
+    pub fn load_spec(
+        engine: &ScriptEngine,
+        controller: &str,
+        spec: &ControllerSpec,
+        config_maps: &dyn ConfigMapLookup,
+    ) -> Result<ControllerHooks, HookError> {
+        ControllerHooks::load(
+            engine,
+            controller,
+            spec.named_hooks(),
+            &spec.libraries,
+            &spec.endpoint_configs,
+            config_maps,
+        )
+    }
+
     /// Resolves every hook (compiling scripts, each with the controller's libraries of its
-    /// language; checking webhooks); the first failure is returned.
+    /// language; checking webhooks and reading their credentials, with `endpoints` for those
+    /// that give none of their own); the first failure is returned.
     pub fn load<'a>(
         engine: &ScriptEngine,
         controller: &str,
         hooks: impl IntoIterator<Item = (HookKind, &'a Hook)>,
         libraries: &[Library],
+        endpoints: &[EndpointConfig],
         config_maps: &dyn ConfigMapLookup,
     ) -> Result<ControllerHooks, HookError> {
         let hooks: Vec<(HookKind, &Hook)> = hooks.into_iter().collect();
@@ -174,6 +196,8 @@ impl ControllerHooks {
                     kind,
                     webhook,
                     hook.version.unwrap_or_default(),
+                    endpoints,
+                    config_maps,
                 )?)),
                 (None, None) => {
                     return Err(SourceError::Empty {

@@ -18,6 +18,25 @@ pub trait ConfigMapLookup {
     fn local_file(&self, _key: &str) -> Option<PathBuf> {
         None
     }
+
+    /// The value of `key` in Secret `namespace/name`, read for the controller (webhook
+    /// credentials): `None` when it cannot be read (missing, or not the controller's to read),
+    /// `Some(None)` when it exists without that key.
+    fn secret_value(&self, _namespace: &str, _name: &str, _key: &str) -> Option<Option<Vec<u8>>> {
+        None
+    }
+
+    /// The value of `key` in ConfigMap `namespace/name` for a webhook credential (a
+    /// `caBundle.configMapRef`): as [`ConfigMapLookup::value`], except in the operator, which
+    /// reads it with the controller's account rather than from its own cache.
+    fn credential_config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Option<Option<String>> {
+        self.value(namespace, name, key)
+    }
 }
 
 /// ConfigMap keys served from files in a directory first (a file named like the key replaces
@@ -30,6 +49,21 @@ pub struct ScriptsDir<'a> {
 impl ConfigMapLookup for ScriptsDir<'_> {
     fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
         self.fallback.value(namespace, name, key)
+    }
+
+    fn secret_value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<Vec<u8>>> {
+        self.fallback.secret_value(namespace, name, key)
+    }
+
+    // Credentials are never dev-loop files.
+    fn credential_config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Option<Option<String>> {
+        self.fallback
+            .credential_config_map_value(namespace, name, key)
     }
 
     fn local_file(&self, key: &str) -> Option<PathBuf> {
@@ -49,16 +83,50 @@ impl ConfigMapLookup for NoConfigMaps {
     }
 }
 
-/// ConfigMaps given as JSON objects (from files).
+/// ConfigMaps and Secrets given as JSON objects (from files, or read from a cluster).
 impl ConfigMapLookup for Vec<serde_json::Value> {
     fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
-        let config_map = self.iter().find(|object| {
-            crate::object::kind(object) == "ConfigMap"
-                && crate::object::name(object) == name
-                && crate::object::namespace(object).unwrap_or("default") == namespace
-        })?;
+        let config_map = find_object(self, "ConfigMap", namespace, name)?;
         Some(config_map_data(config_map, key))
     }
+
+    fn secret_value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<Vec<u8>>> {
+        let secret = find_object(self, "Secret", namespace, name)?;
+        Some(secret_data(secret, key))
+    }
+}
+
+fn find_object<'a>(
+    objects: &'a [serde_json::Value],
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
+    objects.iter().find(|object| {
+        crate::object::kind(object) == kind
+            && crate::object::name(object) == name
+            && crate::object::namespace(object).unwrap_or("default") == namespace
+    })
+}
+
+/// The value of one key of a Secret: its `data` (base64), or its `stringData` as a manifest
+/// may give it.
+fn secret_data(secret: &serde_json::Value, key: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    if let Some(encoded) = secret
+        .get("data")
+        .and_then(|data| data.get(key))
+        .and_then(|v| v.as_str())
+    {
+        return base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok();
+    }
+    secret
+        .get("stringData")?
+        .get(key)?
+        .as_str()
+        .map(|text| text.as_bytes().to_vec())
 }
 
 /// The value of one key of a ConfigMap's `data`.
@@ -102,6 +170,16 @@ pub enum SourceError {
         controller: String,
         hook: HookKind,
         /// e.g. `webhook.timeout`
+        field: String,
+        reason: String,
+    },
+    /// A webhook credential that cannot be read: a Secret, ConfigMap or key missing, or not the
+    /// controller's to read. Checks without the cluster's Secrets only warn of it.
+    #[error("hook {hook} of {controller}: {field}: {reason}")]
+    MissingCredential {
+        controller: String,
+        hook: HookKind,
+        /// e.g. `webhook.authorization.secretRef`
         field: String,
         reason: String,
     },

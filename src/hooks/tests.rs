@@ -32,6 +32,7 @@ fn load(hooks: &[(HookKind, &Hook)], libraries: &[Library]) -> Result<Controller
         "ctl",
         hooks.iter().copied(),
         libraries,
+        &[],
         &NoConfigMaps,
     )
 }

@@ -5,7 +5,9 @@
 
 use super::InvalidResponse;
 use super::SourceError;
-use crate::api::{Etag, HookKind, HookVersion, ResponseMode, Webhook};
+use super::credentials;
+use super::source::ConfigMapLookup;
+use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::Digest;
@@ -15,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use std::time::Instant;
 use ureq::http::Uri;
-use ureq::tls::{Certificate, RootCerts, TlsConfig};
+use ureq::tls::{Certificate, ClientCert, RootCerts, TlsConfig};
 
 /// How long a call waits for its response when `timeout` is not set (Metacontroller's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,26 +49,69 @@ static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
 /// TLS with the crypto provider named explicitly, as the rest of the operator does (the process
 /// installs no default).
 fn tls_config(roots: RootCerts) -> TlsConfig {
+    tls_config_with(roots, None)
+}
+
+fn tls_config_with(roots: RootCerts, client_cert: Option<ClientCert>) -> TlsConfig {
     static PROVIDER: LazyLock<Arc<rustls::crypto::CryptoProvider>> =
         LazyLock::new(|| Arc::new(rustls::crypto::ring::default_provider()));
     TlsConfig::builder()
         .root_certs(roots)
+        .client_cert(client_cert)
         .unversioned_rustls_crypto_provider(PROVIDER.clone())
         .build()
 }
 
+/// The `endpointConfigs` entry for a URL's host, and its index: hosts compare without case, and
+/// the scheme's default port is the same as none.
+fn endpoint_for<'a>(
+    uri: &Uri,
+    endpoints: &'a [EndpointConfig],
+) -> Option<(usize, &'a EndpointConfig)> {
+    let default_port = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri.port_u16().unwrap_or(default_port);
+    endpoints.iter().enumerate().find(|(_, endpoint)| {
+        let wanted = endpoint.host.to_ascii_lowercase();
+        let (wanted_host, wanted_port) = match wanted.rsplit_once(':') {
+            Some((name, port)) => (name.to_string(), port.parse().unwrap_or(default_port)),
+            None => (wanted.clone(), default_port),
+        };
+        wanted_host == host && wanted_port == port
+    })
+}
+
 /// A webhook, resolved and checked.
-#[derive(Debug)]
 pub struct WebhookEndpoint {
     url: String,
     timeout: Duration,
-    /// Only for a `caBundle`; otherwise the client's platform roots apply. The same value (and
-    /// so the same pool key) for every call of this endpoint.
+    /// Only for a `caBundle` or a client certificate; otherwise the client's platform roots
+    /// apply. The same value (and so the same pool key) for every call of this endpoint.
     tls: Option<TlsConfig>,
+    /// The `Authorization` header, from a Secret: never printed.
+    authorization: Option<String>,
     mode: ResponseMode,
     digest: String,
     /// The answers remembered by object, with their ETags (`webhook.etag`).
     etags: Option<Etags>,
+}
+
+/// Everything but the credentials, which must never reach a log.
+impl fmt::Debug for WebhookEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookEndpoint")
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A webhook's last answer per object and its ETag, remembered for a while.
@@ -170,6 +215,8 @@ impl WebhookEndpoint {
         hook: HookKind,
         webhook: &Webhook,
         version: HookVersion,
+        endpoints: &[EndpointConfig],
+        lookup: &dyn ConfigMapLookup,
     ) -> Result<WebhookEndpoint, SourceError> {
         let invalid = |field: &str, reason: String| SourceError::Webhook {
             controller: controller.to_string(),
@@ -245,28 +292,79 @@ impl WebhookEndpoint {
             None => DEFAULT_TIMEOUT,
             Some(text) => parse_timeout(text).map_err(|reason| invalid(".timeout", reason))?,
         };
-        let tls = match &webhook.ca_bundle {
-            None => None,
-            Some(_) if !https => {
-                return Err(invalid(
-                    ".caBundle",
-                    format!("is only used for https, and {url:?} is not"),
-                ));
+        // The hook's own credentials, else its host's `endpointConfigs` entry (no merging).
+        let (credentials, prefix) = match webhook.credentials() {
+            own if !own.is_empty() => (own, String::new()),
+            _ => match endpoint_for(&uri, endpoints) {
+                Some((index, endpoint)) => (
+                    endpoint.credentials(),
+                    format!("spec.endpointConfigs[{index}]"),
+                ),
+                None => (webhook.credentials(), String::new()),
+            },
+        };
+        let field = |name: &str| match prefix.is_empty() {
+            true => format!("webhook.{name}"),
+            false => format!("{prefix}.{name}"),
+        };
+        let refuse = |refusal: credentials::Refusal| match refusal {
+            credentials::Refusal::Invalid {
+                field: name,
+                reason,
+            } => SourceError::Webhook {
+                controller: controller.to_string(),
+                hook,
+                field: field(name),
+                reason,
+            },
+            credentials::Refusal::Unavailable {
+                field: name,
+                reason,
+            } => SourceError::MissingCredential {
+                controller: controller.to_string(),
+                hook,
+                field: field(name),
+                reason,
+            },
+        };
+        credentials::check(&credentials).map_err(refuse)?;
+        // Before anything is read, so a check without Secrets finds it too.
+        for (name, given) in [
+            ("caBundle", credentials.ca_bundle.is_some()),
+            ("clientTLS", credentials.client_tls.is_some()),
+        ] {
+            if given && !https {
+                return Err(refuse(credentials::Refusal::Invalid {
+                    field: name,
+                    reason: format!("is only used for https, and {url:?} is not"),
+                }));
             }
-            Some(bundle) => Some(tls_config(
-                trusted_certificates(&bundle.inline)
-                    .map_err(|reason| invalid(".caBundle.inline", reason))?,
-            )),
+        }
+        let resolved = credentials::resolve(&credentials, lookup).map_err(refuse)?;
+        let tls = match (&resolved.ca_pem, &resolved.client_cert) {
+            (None, None) => None,
+            (ca_pem, client_cert) => {
+                let roots = match ca_pem {
+                    Some((field, pem)) => trusted_certificates(pem).map_err(|reason| {
+                        refuse(credentials::Refusal::Invalid { field, reason })
+                    })?,
+                    None => RootCerts::PlatformVerifier,
+                };
+                Some(tls_config_with(roots, client_cert.clone()))
+            }
         };
         let mode = webhook.response_unmarshall_mode.unwrap_or(match version {
             HookVersion::V1 => ResponseMode::Loose,
             HookVersion::V2 => ResponseMode::Strict,
         });
+        // A token or client certificate is left out: it changes nothing the hook decides, so its
+        // rotation re-syncs only what may have failed with the old one (see the registry). The
+        // CA bundle stays, as it always was part of it.
         let digest = hex::encode(sha2::Sha256::digest(
             serde_json::json!({
                 "url": url,
                 "timeoutNanos": timeout.as_nanos() as u64,
-                "caBundle": webhook.ca_bundle.as_ref().map(|b| &b.inline),
+                "caBundle": resolved.ca_pem.as_ref().map(|(_, pem)| pem),
                 "mode": mode,
             })
             .to_string(),
@@ -275,6 +373,7 @@ impl WebhookEndpoint {
             url,
             timeout,
             tls,
+            authorization: resolved.authorization,
             mode,
             digest,
             etags: webhook.etag.as_ref().and_then(Etags::new),
@@ -311,6 +410,9 @@ impl WebhookEndpoint {
             .header("Accept", "application/json");
         if let Some(tag) = &tag {
             post = post.header("If-None-Match", tag);
+        }
+        if let Some(authorization) = &self.authorization {
+            post = post.header("Authorization", authorization);
         }
         let mut config = post.config().timeout_global(Some(self.timeout));
         if let Some(tls) = &self.tls {
@@ -568,8 +670,15 @@ mod tests {
     use serde_json::json;
 
     fn endpoint(webhook: Webhook) -> Result<WebhookEndpoint, String> {
-        WebhookEndpoint::new("echo", decorator::SYNC, &webhook, HookVersion::V1)
-            .map_err(|e| e.to_string())
+        WebhookEndpoint::new(
+            "echo",
+            decorator::SYNC,
+            &webhook,
+            HookVersion::V1,
+            &[],
+            &NoConfigMaps,
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn url(url: &str) -> Webhook {
@@ -643,8 +752,10 @@ mod tests {
             (
                 Webhook {
                     ca_bundle: Some(CaBundle {
-                        inline: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
-                            .into(),
+                        inline: Some(
+                            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".into(),
+                        ),
+                        ..CaBundle::default()
                     }),
                     ..url("https://hooks/sync")
                 },
@@ -653,7 +764,8 @@ mod tests {
             (
                 Webhook {
                     ca_bundle: Some(CaBundle {
-                        inline: "hello".into(),
+                        inline: Some("hello".into()),
+                        ..CaBundle::default()
                     }),
                     ..url("https://hooks/sync")
                 },
@@ -661,7 +773,10 @@ mod tests {
             ),
             (
                 Webhook {
-                    ca_bundle: Some(CaBundle { inline: "x".into() }),
+                    ca_bundle: Some(CaBundle {
+                        inline: Some("x".into()),
+                        ..CaBundle::default()
+                    }),
                     ..url("http://hooks/sync")
                 },
                 "webhook.caBundle: is only used for https",
@@ -691,6 +806,184 @@ mod tests {
         assert!(too_long.contains("at most 30s"), "{too_long}");
     }
 
+    /// Secrets as `render` and `test` read them from files.
+    fn secrets(data: &[(&str, &str, &str)]) -> Vec<Value> {
+        use base64::Engine as _;
+        data.iter()
+            .map(|(name, key, value)| {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+                json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": name, "namespace": "hooks"}, "data": {*key: encoded}})
+            })
+            .collect()
+    }
+
+    fn with(
+        webhook: Webhook,
+        endpoints: &[EndpointConfig],
+        lookup: &dyn ConfigMapLookup,
+    ) -> Result<WebhookEndpoint, String> {
+        WebhookEndpoint::new(
+            "echo",
+            decorator::SYNC,
+            &webhook,
+            HookVersion::V1,
+            endpoints,
+            lookup,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn token_ref(name: &str) -> crate::api::Authorization {
+        crate::api::Authorization {
+            type_: None,
+            secret_ref: crate::api::SecretKeyRef {
+                name: name.into(),
+                namespace: "hooks".into(),
+                key: "token".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn an_endpoint_config_applies_to_its_host_unless_the_hook_has_credentials() {
+        let lookup = secrets(&[
+            ("shared", "token", "shared-token"),
+            ("own", "token", "own-token"),
+        ]);
+        let endpoints = [EndpointConfig {
+            host: "Hooks.Team-A".into(),
+            authorization: Some(token_ref("shared")),
+            ..EndpointConfig::default()
+        }];
+        let header = |webhook: Webhook| {
+            with(webhook, &endpoints, &lookup)
+                .unwrap()
+                .authorization
+                .clone()
+        };
+        // Case aside, and the scheme's default port the same as none.
+        assert_eq!(
+            header(url("http://hooks.team-a:80/sync")).as_deref(),
+            Some("Bearer shared-token")
+        );
+        let service = Webhook {
+            service: Some(ServiceReference {
+                name: "hooks".into(),
+                namespace: "team-a".into(),
+                port: None,
+                protocol: None,
+            }),
+            path: Some("/sync".into()),
+            ..Webhook::default()
+        };
+        assert_eq!(header(service).as_deref(), Some("Bearer shared-token"));
+        assert_eq!(header(url("http://hooks.team-a:8080/sync")), None);
+        assert_eq!(header(url("http://hooks.team-b/sync")), None);
+        let own = Webhook {
+            authorization: Some(token_ref("own")),
+            ..url("http://hooks.team-a/sync")
+        };
+        assert_eq!(header(own).as_deref(), Some("Bearer own-token"));
+        // A mistake in the entry names the entry.
+        let broken = [EndpointConfig {
+            authorization: Some(token_ref("missing")),
+            ..endpoints[0].clone()
+        }];
+        let error = with(url("http://hooks.team-a/sync"), &broken, &lookup).unwrap_err();
+        assert!(
+            error.contains("spec.endpointConfigs[0].authorization.secretRef: Secret hooks/missing"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output_or_errors() {
+        let lookup = secrets(&[("token", "token", "s3cret-value")]);
+        let endpoint = with(
+            Webhook {
+                authorization: Some(token_ref("token")),
+                ..url("http://hooks/sync")
+            },
+            &[],
+            &lookup,
+        )
+        .unwrap();
+        let debug = format!("{endpoint:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("<redacted>"), "{debug}");
+        let error = with(
+            Webhook {
+                basic_auth: Some(crate::api::BasicAuth {
+                    secret_ref: crate::api::SecretRef {
+                        name: "token".into(),
+                        namespace: "hooks".into(),
+                    },
+                    username_key: Some("token".into()),
+                    ..crate::api::BasicAuth::default()
+                }),
+                ..url("http://hooks/sync")
+            },
+            &[],
+            &lookup,
+        )
+        .unwrap_err();
+        assert!(error.contains("has no key \"password\""), "{error}");
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+
+    #[test]
+    fn a_client_certificate_and_a_ca_come_from_secrets_for_https_only() {
+        let cert = crate::admission::generate_serving_cert(&["127.0.0.1".to_string()]).unwrap();
+        let mut lookup = secrets(&[("ca", "ca.crt", &cert.ca_pem)]);
+        lookup.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "client", "namespace": "hooks"},
+            "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem}}));
+        lookup.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "keyless", "namespace": "hooks"},
+            "stringData": {"tls.crt": cert.cert_pem, "tls.key": "not a key"}}));
+        let client_tls = |name: &str| crate::api::ClientTls {
+            secret_ref: crate::api::SecretRef {
+                name: name.into(),
+                namespace: "hooks".into(),
+            },
+            ..crate::api::ClientTls::default()
+        };
+        let bundle = CaBundle {
+            secret_ref: Some(crate::api::KeyRef {
+                name: "ca".into(),
+                namespace: "hooks".into(),
+                key: None,
+            }),
+            ..CaBundle::default()
+        };
+        let webhook = Webhook {
+            ca_bundle: Some(bundle),
+            client_tls: Some(client_tls("client")),
+            ..url("https://127.0.0.1:8443/sync")
+        };
+        let endpoint = with(webhook.clone(), &[], &lookup).unwrap();
+        assert!(endpoint.tls.is_some());
+        let plain = Webhook {
+            url: Some("http://127.0.0.1/sync".into()),
+            ..webhook.clone()
+        };
+        let error = with(plain, &[], &NoConfigMaps).unwrap_err();
+        assert!(
+            error.contains("webhook.caBundle: is only used for https"),
+            "refused before anything is read: {error}"
+        );
+        let keyless = Webhook {
+            client_tls: Some(client_tls("keyless")),
+            ..webhook
+        };
+        let error = with(keyless, &[], &lookup).unwrap_err();
+        assert!(
+            error.contains("webhook.clientTLS.secretRef: key \"tls.key\" holds no PEM private key"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn the_digest_follows_what_is_called() {
         let a = endpoint(url("http://hooks/sync")).unwrap();
@@ -716,9 +1009,16 @@ mod tests {
                 response_unmarshall_mode: mode,
                 ..url("http://hooks/sync")
             };
-            WebhookEndpoint::new("echo", decorator::SYNC, &webhook, version)
-                .unwrap()
-                .mode
+            WebhookEndpoint::new(
+                "echo",
+                decorator::SYNC,
+                &webhook,
+                version,
+                &[],
+                &NoConfigMaps,
+            )
+            .unwrap()
+            .mode
         };
         assert_eq!(made(HookVersion::V1, None), ResponseMode::Loose);
         assert_eq!(made(HookVersion::V2, None), ResponseMode::Strict);
@@ -841,6 +1141,7 @@ mod tests {
             &ScriptEngine::new(),
             "echo",
             [(decorator::SYNC, &hook)],
+            &[],
             &[],
             &NoConfigMaps,
         )

@@ -30,6 +30,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+/// Credentials rotate rarely, and each poll is a read per Secret per controller that names one.
+pub const DEFAULT_CREDENTIALS_POLL_INTERVAL: Duration = Duration::from_secs(30);
+
 /// One controller may hold half the workers while another has work waiting.
 pub const DEFAULT_CONTROLLER_SHARE: f64 = 0.5;
 
@@ -41,6 +44,9 @@ pub struct OperatorConfig {
     pub scripts_dir: Option<PathBuf>,
     /// How often controller status is brought up to date (written only when it changed).
     pub status_interval: Duration,
+    /// How often the Secrets and ConfigMaps webhook credentials name are read again, so a
+    /// rotation reloads its controller (they are not watched).
+    pub credentials_poll_interval: Duration,
     /// Serve only the controller objects whose labels match this selector (kubectl syntax),
     /// so several operators can share a cluster, or a canary can take a few controllers.
     pub controller_selector: Option<String>,
@@ -76,6 +82,7 @@ impl Default for OperatorConfig {
             workers: 16,
             scripts_dir: None,
             status_interval: Duration::from_secs(2),
+            credentials_poll_interval: DEFAULT_CREDENTIALS_POLL_INTERVAL,
             controller_selector: None,
             leader_election: None,
             allow_unimpersonated: true,

@@ -5,6 +5,7 @@
 use super::apply::Writer;
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
+use super::credentials::CredentialWatch;
 use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
@@ -104,6 +105,8 @@ pub struct Controller<K: Kind> {
     pub health: Health,
     pub resync_period: Option<Duration>,
     pub sources: ScriptSources,
+    /// What its webhook credentials were read from, to notice their rotation.
+    pub credentials: Option<Arc<CredentialWatch>>,
     /// Whom its writes go as.
     pub writer: Writer,
     /// Kept across reloads.

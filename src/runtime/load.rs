@@ -2,6 +2,7 @@
 //! and compiling its hooks, keeping the last good version when a new one fails.
 
 use super::context::Context;
+use super::credentials::{CredentialValues, WithCredentials};
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
 use crate::api::{ControllerSpec, ResourceRef, ScriptStatus, ServiceAccountRef};
@@ -37,13 +38,15 @@ pub struct Prepared {
     pub stale: bool,
 }
 
-/// Resolves and watches every type a controller names, then compiles its hooks. When the new
-/// scripts do not compile but `previous` hooks exist, those keep running and are marked stale.
+/// Resolves and watches every type a controller names, then compiles its hooks, with the
+/// webhook `credentials` its account read. When the new hooks do not load but `previous` hooks
+/// exist, those keep running and are marked stale.
 pub async fn prepare(
     context: &Context,
     name: &str,
     spec: &ControllerSpec,
     previous: Option<Arc<ControllerHooks>>,
+    credentials: &CredentialValues,
 ) -> Result<Prepared, Health> {
     let fail = |reason: &str, message: String| {
         Health::failed(spec.generation, Problem::new(reason, message))
@@ -108,13 +111,11 @@ pub async fn prepare(
         }
         None => &cached,
     };
-    let loaded = ControllerHooks::load(
-        &context.engine,
-        name,
-        spec.named_hooks(),
-        &spec.libraries,
-        lookup,
-    );
+    let lookup = WithCredentials {
+        credentials,
+        fallback: lookup,
+    };
+    let loaded = ControllerHooks::load_spec(&context.engine, name, spec, &lookup);
     if let (Err(error), Some(_)) = (&loaded, &previous) {
         tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
     }

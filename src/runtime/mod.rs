@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod cache;
 pub(crate) mod context;
+mod credentials;
 mod dependencies;
 pub mod discovery;
 mod events;

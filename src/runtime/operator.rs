@@ -158,6 +158,10 @@ impl Operator {
             }));
         }
         tasks.push(tokio::spawn(status_loop(context.clone(), kinds.clone())));
+        tasks.push(tokio::spawn(credentials_loop(
+            context.clone(),
+            kinds.clone(),
+        )));
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
                 let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -418,6 +422,34 @@ async fn status_loop(context: Arc<Context>, kinds: Kinds) {
         }
         for kind in kinds.iter() {
             kind.write_statuses(&context).await;
+        }
+    }
+}
+
+/// Reads again the Secrets and ConfigMaps webhook credentials name, and reloads a controller
+/// whose changed. Only controllers that name some are read; only the leader polls (a standby
+/// reloads every controller when it takes over).
+async fn credentials_loop(context: Arc<Context>, kinds: Kinds) {
+    let mut tick = tokio::time::interval(context.config.credentials_poll_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !context.leadership.is_leader() {
+            continue;
+        }
+        for kind in kinds.iter() {
+            for (id, watch) in kind.credential_watches() {
+                match watch.changed().await {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        tracing::info!(controller = %id, "webhook credentials changed; reloading");
+                        context.queue.add(WorkKey::load(&id));
+                    }
+                    Err(error) => {
+                        tracing::warn!(controller = %id, %error, "cannot read webhook credentials again")
+                    }
+                }
+            }
         }
     }
 }

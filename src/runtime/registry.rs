@@ -5,6 +5,8 @@
 
 use super::cache::ObjectEvent;
 use super::context::{Context, Failure};
+use super::credentials::CredentialValues;
+use super::credentials::CredentialWatch;
 use super::fingerprint::{self, Sweep};
 use super::keys::{ControllerId, Work, WorkKey};
 use super::kind::{self, Controller, Kind, Outcome};
@@ -29,6 +31,8 @@ use std::time::{Duration, Instant};
 struct Unloaded {
     health: Health,
     sources: ScriptSources,
+    /// Its webhook credentials as read for this attempt: a change there retries it at once.
+    credentials: Option<Arc<CredentialWatch>>,
 }
 
 pub struct Registry<K: Kind> {
@@ -95,6 +99,7 @@ impl<K: Kind> Registry<K> {
                 let unloaded = Unloaded {
                     health: Health::failed(generation, problem),
                     sources: ScriptSources::default(),
+                    credentials: None,
                 };
                 return self.not_loaded(context, key, &object, unloaded).await;
             }
@@ -103,29 +108,8 @@ impl<K: Kind> Registry<K> {
         let sources = ScriptSources::of(&spec);
         let previous = self.get(&id.name);
         let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
-        let prepared = match load::prepare(context, &id.name, &spec, previous_hooks).await {
-            Ok(prepared) => prepared,
-            Err(health) => {
-                let unloaded = Unloaded { health, sources };
-                return self.not_loaded(context, key, &object, unloaded).await;
-            }
-        };
-        // When the newest scripts fail, the whole previous version keeps running, planner
-        // included, so a hook added by the broken edit is not half enabled.
-        let (planner, generation) = match &previous {
-            Some(previous) if prepared.stale => (previous.planner.clone(), previous.generation),
-            _ => match K::build(&parsed, &*context.discovery) {
-                Ok(planner) => (Arc::new(planner), spec.generation),
-                Err(error) => {
-                    let health = Health {
-                        ready: Err(Problem::new(reasons::RESOLVE_FAILED, error)),
-                        ..prepared.health
-                    };
-                    let unloaded = Unloaded { health, sources };
-                    return self.not_loaded(context, key, &object, unloaded).await;
-                }
-            },
-        };
+        // The writer before the hooks: webhook credentials are read with it, so a controller
+        // can use only the Secrets its own account may read.
         let writer = match (&spec.service_account, context.config.allow_unimpersonated) {
             (None, false) => Err(Problem::new(
                 reasons::SERVICE_ACCOUNT_REQUIRED,
@@ -141,13 +125,60 @@ impl<K: Kind> Registry<K> {
         let writer = match writer {
             Ok(writer) => writer,
             Err(problem) => {
-                let health = Health {
-                    ready: Err(problem),
-                    ..prepared.health
+                let unloaded = Unloaded {
+                    health: Health::failed(spec.generation, problem),
+                    sources,
+                    credentials: None,
                 };
-                let unloaded = Unloaded { health, sources };
                 return self.not_loaded(context, key, &object, unloaded).await;
             }
+        };
+        let credential_sources = spec.credential_sources();
+        let credentials = match CredentialValues::read(&writer.client, &credential_sources).await {
+            Ok(read) => read,
+            Err(error) => {
+                let problem = Problem::new(reasons::CREDENTIALS_READ_FAILED, error);
+                let unloaded = Unloaded {
+                    health: Health::failed(spec.generation, problem),
+                    sources,
+                    credentials: None,
+                };
+                return self.not_loaded(context, key, &object, unloaded).await;
+            }
+        };
+        let watch =
+            CredentialWatch::new(&writer.client, credential_sources, &credentials).map(Arc::new);
+        let prepared =
+            match load::prepare(context, &id.name, &spec, previous_hooks, &credentials).await {
+                Ok(prepared) => prepared,
+                Err(health) => {
+                    let unloaded = Unloaded {
+                        health,
+                        sources,
+                        credentials: watch,
+                    };
+                    return self.not_loaded(context, key, &object, unloaded).await;
+                }
+            };
+        // When the newest scripts fail, the whole previous version keeps running, planner
+        // included, so a hook added by the broken edit is not half enabled.
+        let (planner, generation) = match &previous {
+            Some(previous) if prepared.stale => (previous.planner.clone(), previous.generation),
+            _ => match K::build(&parsed, &*context.discovery) {
+                Ok(planner) => (Arc::new(planner), spec.generation),
+                Err(error) => {
+                    let health = Health {
+                        ready: Err(Problem::new(reasons::RESOLVE_FAILED, error)),
+                        ..prepared.health
+                    };
+                    let unloaded = Unloaded {
+                        health,
+                        sources,
+                        credentials: watch,
+                    };
+                    return self.not_loaded(context, key, &object, unloaded).await;
+                }
+            },
         };
         let controller = Controller {
             id: id.clone(),
@@ -160,6 +191,7 @@ impl<K: Kind> Registry<K> {
             health: prepared.health,
             resync_period: spec.resync_period,
             sources,
+            credentials: watch,
             outcomes: previous
                 .as_ref()
                 .map(|p| p.outcomes.clone())
@@ -196,6 +228,14 @@ impl<K: Kind> Registry<K> {
             .as_ref()
             .is_some_and(|p| p.sync_requested != controller.sync_requested);
         let changed = changed || requested;
+        // New webhook credentials leave what runs as it was (a token is no part of a hook's
+        // digest), but what failed with the old ones (a 401) should not wait for its backoff.
+        let rotated = !changed
+            && previous.as_ref().is_some_and(|p| {
+                let digest =
+                    |c: &Controller<K>| c.credentials.as_ref().map(|w| w.digest().to_string());
+                digest(p) != digest(&controller)
+            });
         if changed {
             // Before `enqueue_all` below reads the cache.
             controller.queued_all_at = Instant::now();
@@ -228,6 +268,9 @@ impl<K: Kind> Registry<K> {
                 .join(",");
             tracing::info!(controller = %id, %digests, requested, "controller loaded; syncing what it acts on");
             K::enqueue_all(context, &controller, Sweep::Everything);
+        } else if rotated {
+            tracing::info!(controller = %id, "webhook credentials changed; syncing what may have failed with the old ones");
+            K::enqueue_all(context, &controller, Sweep::Changed);
         }
     }
 
@@ -452,6 +495,10 @@ pub trait KindRuntime: Send + Sync {
     /// have changed since their last sync (everything with `--full-resync`).
     fn resync(&self, context: &Context, name: &str);
 
+    /// What each controller's webhook credentials were last read from, to read again: the
+    /// newest spec's when it did not load (a fix there must retry it), else the running one's.
+    fn credential_watches(&self) -> Vec<(ControllerId, Arc<CredentialWatch>)>;
+
     /// The names of the loaded controllers.
     fn names(&self) -> BTreeSet<String>;
 
@@ -551,6 +598,21 @@ impl<K: Kind> KindRuntime for Registry<K> {
             .metrics
             .count_resync_skipped(&controller.id, skipped);
         tracing::debug!(controller = %controller.id, skipped, "resync queued what may have changed");
+    }
+
+    fn credential_watches(&self) -> Vec<(ControllerId, Arc<CredentialWatch>)> {
+        let unloaded = self.unloaded.lock();
+        let loaded = self
+            .loaded
+            .read()
+            .iter()
+            .filter(|(name, _)| !unloaded.contains_key(*name))
+            .filter_map(|(name, c)| Some((Self::id(name), c.credentials.clone()?)))
+            .collect::<Vec<_>>();
+        let newest = unloaded
+            .iter()
+            .filter_map(|(name, u)| Some((Self::id(name), u.credentials.clone()?)));
+        loaded.into_iter().chain(newest).collect()
     }
 
     fn names(&self) -> BTreeSet<String> {

@@ -134,6 +134,13 @@ impl HookServer {
         )
     }
 
+    /// Serves HTTPS as [`Self::start_tls`], the handler seeing the request's headers too.
+    pub fn start_tls_with_headers(
+        handler: impl Fn(&Call) -> Reply + Send + Sync + 'static,
+    ) -> Result<HookServer, HookServerError> {
+        Self::serve(Arc::new(handler), true, true)
+    }
+
     fn serve(
         handler: Arc<Handler>,
         tls: bool,

@@ -32,4 +32,5 @@ mod operator_resync;
 mod operator_workloads;
 mod runtime_cache;
 mod sync_now;
+mod webhook_credentials;
 mod webhook_hooks;

@@ -514,6 +514,7 @@ fn controller_subject(
         &name,
         wanted,
         &controller_spec.libraries,
+        &controller_spec.endpoint_configs,
         config_maps,
     )
     .map_err(|e| e.to_string())?;

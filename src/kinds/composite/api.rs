@@ -2,9 +2,9 @@
 //! `docs/src/api/compositecontroller.md`), with script hooks.
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
-    HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, UpdateMethod,
-    UpdateStrategy, fields, on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
+    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
+    UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
@@ -69,6 +69,10 @@ pub struct CompositeControllerSpec {
     /// it) and by `metascript validate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<InlineTest>,
+    /// Credentials and CA bundles for the webhook hooks on each host, read with the
+    /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 /// The parent type, and which of its objects and fields matter.
@@ -266,6 +270,7 @@ impl ControllerObject for CompositeController {
                     .iter()
                     .map(|c| c.update_strategy.is_none()),
             ),
+            endpoint_configs: &spec.endpoint_configs,
         }
         .spec(
             std::iter::once(parent)

@@ -1,9 +1,9 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
-    HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
-    on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
+    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
+    fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use kube::CustomResource;
@@ -62,6 +62,10 @@ pub struct DecoratorControllerSpec {
     /// it) and by `metascript validate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<InlineTest>,
+    /// Credentials and CA bundles for the webhook hooks on each host, read with the
+    /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -99,6 +103,7 @@ impl ControllerObject for DecoratorController {
                 "spec.attachments",
                 spec.attachments.iter().map(|a| a.update_strategy.is_none()),
             ),
+            endpoint_configs: &spec.endpoint_configs,
         }
         .spec(
             spec.resources

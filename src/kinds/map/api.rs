@@ -1,9 +1,9 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
-    HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef, fields,
-    on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
+    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
+    fields, on_delete_by_default, set_hooks,
 };
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -63,6 +63,10 @@ pub struct MapControllerSpec {
     /// it) and by `metascript validate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<InlineTest>,
+    /// Credentials and CA bundles for the webhook hooks on each host, read with the
+    /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -98,6 +102,7 @@ impl ControllerObject for MapController {
                     .iter()
                     .map(|o| o.update_strategy.is_none()),
             ),
+            endpoint_configs: &spec.endpoint_configs,
         }
         .spec(
             std::iter::once(spec.parent_resource.clone())

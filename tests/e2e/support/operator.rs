@@ -63,6 +63,8 @@ pub(super) fn start(
                     workers: 4,
                     scripts_dir: Some(scripts_dir.clone()),
                     status_interval: Duration::from_millis(200),
+                    // Credential rotation tests wait on its effect, not on this.
+                    credentials_poll_interval: Duration::from_millis(300),
                     controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
                     ..OperatorConfig::default()
                 };
