@@ -4,6 +4,7 @@
 //! compiler emitted code for it (Luau's own statement coverage, level 1).
 
 use super::ScriptOrigin;
+use crate::api::Language;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -31,6 +32,9 @@ impl LineCoverage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScriptCoverage {
     pub origin: ScriptOrigin,
+    /// Kept apart per language: a controller's Rhai and Lua flavours share their origin's name
+    /// (`inline script of DecoratorController x hook sync`) but not their lines.
+    pub language: Language,
     pub lines: LineCoverage,
 }
 
@@ -45,14 +49,16 @@ impl Recorder {
     pub fn record(
         &self,
         origin: &ScriptOrigin,
+        language: Language,
         executable: impl FnOnce() -> BTreeSet<u32>,
         hit: BTreeSet<u32>,
     ) {
         let mut scripts = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
         let entry = scripts
-            .entry(origin.to_string())
+            .entry(format!("{origin} ({language})"))
             .or_insert_with(|| ScriptCoverage {
                 origin: origin.clone(),
+                language,
                 lines: LineCoverage {
                     executable: executable(),
                     hit: BTreeSet::new(),

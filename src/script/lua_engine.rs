@@ -394,7 +394,7 @@ fn record_coverage(recorder: &Recorder, origin: &ScriptOrigin, function: &Functi
             }
         }
     });
-    recorder.record(origin, || executable, hit);
+    recorder.record(origin, Language::Lua, || executable, hit);
 }
 
 /// Ticks `budget` from Luau's interrupt, for one call. Installed per call rather than reading

@@ -662,7 +662,7 @@ impl ScriptEngine {
                     };
                     for (index, (part, hits)) in script.layout.split(&hits).into_iter().enumerate()
                     {
-                        recorder.record(&part.origin, || executable(index), hits);
+                        recorder.record(&part.origin, script.language, || executable(index), hits);
                     }
                     result
                 }

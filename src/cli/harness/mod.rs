@@ -176,8 +176,13 @@ fn coverage_table(scripts: &[ScriptCoverage]) -> String {
                 total => 100.0 * lines.hit_count() as f64 / total as f64,
             };
             let missed: Vec<String> = lines.missed().map(|l| l.to_string()).collect();
+            let name = match &script.origin {
+                ScriptOrigin::File { .. } => script_file(&script.origin),
+                // Inline flavours of one controller share a name: the language tells them apart.
+                other => format!("{} ({})", script_file(other), script.language),
+            };
             (
-                script_file(&script.origin),
+                name,
                 format!("{}/{}", lines.hit_count(), lines.executable.len()),
                 format!("{percent:.1}%"),
                 missed.join(","),

@@ -54,6 +54,30 @@ fn an_untested_branch_is_reported_missed_in_both_languages() {
     }
 }
 
+/// A controller's Rhai and Lua inline flavours share an origin's name; each keeps its own lines,
+/// so one that took only one branch is not covered by the other's.
+#[test]
+fn two_languages_under_one_origin_are_reported_apart() {
+    let engine = ScriptEngine::with_coverage();
+    let shared = ScriptOrigin::Inline {
+        controller: "twin".into(),
+        hook: crate::kinds::decorator::SYNC,
+    };
+    for (language, code, n) in [(Language::Rhai, RHAI, 1), (Language::Lua, LUA, -1)] {
+        let script = engine
+            .compile(&ScriptSource::new(language, code, shared.clone()))
+            .unwrap();
+        engine.call(&script, &json!({"n": n}), &context()).unwrap();
+    }
+    let mut report = engine.coverage();
+    report.sort_by_key(|script| script.language.to_string());
+    let languages: Vec<Language> = report.iter().map(|script| script.language).collect();
+    assert_eq!(languages, [Language::Lua, Language::Rhai]);
+    // Lua took the negative branch, Rhai the positive one: neither is fully covered.
+    assert_eq!(report[0].lines.missed().collect::<Vec<_>>(), vec![4]);
+    assert_eq!(report[1].lines.missed().collect::<Vec<_>>(), vec![6, 7]);
+}
+
 #[test]
 fn an_engine_without_coverage_reports_nothing() {
     let engine = ScriptEngine::new();
@@ -74,6 +98,7 @@ fn lcov_lists_every_executable_line() {
     let text = lcov(
         &[ScriptCoverage {
             origin: origin(Language::Lua),
+            language: Language::Lua,
             lines: lines.clone(),
         }],
         |origin| origin.to_string(),
