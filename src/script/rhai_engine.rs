@@ -665,8 +665,16 @@ fn compile_hint(
                 _ => String::new(),
             }
         }
-        // A script from YAML that stops mid-expression: a line starting with `#{` outside a
-        // block scalar, or less indented than it, is a YAML comment and never reached the engine.
+        // A bracket left open is what makes most scripts end early; say which one.
+        ParseErrorType::UnexpectedEOF | ParseErrorType::MissingToken(..)
+            if ends_at(&source.code, line, column)
+                && let Some((bracket, opened)) = unclosed(&source.code) =>
+        {
+            format!(" (the script ends early: the `{bracket}` on line {opened} is never closed)")
+        }
+        // A script from YAML that stops mid-expression with its brackets balanced: a line
+        // starting with `#{` outside a block scalar, or less indented than it, is a YAML comment
+        // and never reached the engine.
         ParseErrorType::UnexpectedEOF | ParseErrorType::MissingToken(..)
             if from_yaml(&source.origin) && ends_at(&source.code, line, column) =>
         {
@@ -674,6 +682,58 @@ fn compile_hint(
         }
         _ => String::new(),
     }
+}
+
+/// The innermost bracket a script leaves open, and its line: strings, characters and comments
+/// skipped as Rhai reads them (well enough for a hint).
+fn unclosed(code: &str) -> Option<(char, usize)> {
+    let mut open: Vec<(char, usize)> = Vec::new();
+    let mut chars = code.chars().peekable();
+    let mut line = 1;
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '"' | '`' | '\'' => {
+                while let Some(inner) = chars.next() {
+                    match inner {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '\n' => line += 1,
+                        _ if inner == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for inner in chars.by_ref() {
+                    if inner == '\n' {
+                        line += 1;
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut previous = ' ';
+                for inner in chars.by_ref() {
+                    if inner == '\n' {
+                        line += 1;
+                    }
+                    if previous == '*' && inner == '/' {
+                        break;
+                    }
+                    previous = inner;
+                }
+            }
+            '{' | '(' | '[' => open.push((c, line)),
+            '}' | ')' | ']' => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    open.pop()
 }
 
 /// Whether a position is at the end of the code (past its last non-blank text).

@@ -89,6 +89,24 @@ fn a_yaml_script_that_ends_early_says_indent_it() {
 }
 
 #[test]
+fn a_script_that_ends_with_a_bracket_open_names_it_and_its_line() {
+    let code = "let out = #{ labels: #{} };\nif request.object.x == \"}\" {\n  out.labels.a = \"b\";\n// }\n";
+    for error in [
+        ScriptEngine::new().compile(&inline(code)).unwrap_err(),
+        compile(Language::Rhai, code).unwrap_err(),
+    ] {
+        assert!(
+            error
+                .message
+                .ends_with("(the script ends early: the `{` on line 2 is never closed)"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("YAML"), "{}", error.message);
+    }
+}
+
+#[test]
 fn only_rhai_scripts_from_yaml_get_the_empty_response_hint() {
     let engine = ScriptEngine::new();
     let inline_rhai = engine.compile(&inline("let x = 1;")).unwrap();
