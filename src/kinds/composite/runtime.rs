@@ -179,6 +179,12 @@ impl Kind for CompositeKind {
 /// A parent event: queued when the controller has work for the new version or had for the old
 /// one (a deleted parent, too, so it is forgotten), unless it is the event of the controller's
 /// own write or a status change `ignoreStatusChanges` asks to ignore.
+///
+/// The controller's own status write is not ignored: the hook is called with the parent's
+/// status, and hooks keep state there (Metacontroller's daemonjob records completion in status,
+/// then deletes its DaemonSet on the sync that reads it back). Metacontroller syncs again on
+/// that write, so a hook whose answer depends on the status it returned converges the same way
+/// here; one whose status is stable finds nothing to write on that sync.
 fn route_parent(
     context: &Context,
     controller: &Controller<CompositeKind>,
@@ -206,10 +212,16 @@ fn route_parent(
     // next sync sets observedGeneration right.
     let behind =
         !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
-    if !behind && context.applier.own_writes.is_own(&controller.id, event) {
+    if !behind && !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event)
+    {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
+}
+
+/// Whether the event changed an existing object's status.
+fn status_changed(event: &ObjectEvent) -> bool {
+    matches!((&event.old, &event.new), (Some(old), Some(new)) if old.get("status") != new.get("status"))
 }
 
 /// Whether a parent's `status.observedGeneration` is set and behind its generation.
@@ -512,6 +524,37 @@ mod tests {
             !at_least("opaque-2", "opaque-1"),
             "unordered versions must be equal"
         );
+    }
+
+    /// The events after which the controller syncs even when it wrote them: a changed status
+    /// (its own status write), not a finalizer it added, an addition or a deletion.
+    #[test]
+    fn a_status_change_is_told_from_other_changes() {
+        use serde_json::json;
+        let resource = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .unwrap();
+        let event = |old: Option<Value>, new: Option<Value>| ObjectEvent {
+            resource: resource.clone(),
+            old: old.map(Arc::new),
+            new: new.map(Arc::new),
+            listed_at: None,
+        };
+        let parent = json!({"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Complete", "status": "False"}]}});
+        let mut complete = parent.clone();
+        complete["status"]["conditions"][0]["status"] = json!("True");
+        let mut finalizer = parent.clone();
+        finalizer["metadata"]["finalizers"] = json!(["metascript.dev/composite-x"]);
+        let mut first = parent.clone();
+        first.as_object_mut().unwrap().remove("status");
+        assert!(status_changed(&event(Some(parent.clone()), Some(complete))));
+        assert!(status_changed(&event(Some(first), Some(parent.clone()))));
+        assert!(!status_changed(&event(
+            Some(parent.clone()),
+            Some(finalizer)
+        )));
+        assert!(!status_changed(&event(None, Some(parent.clone()))));
+        assert!(!status_changed(&event(Some(parent), None)));
     }
 
     #[test]
