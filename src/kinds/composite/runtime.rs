@@ -21,7 +21,7 @@ use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
-use crate::runtime::routes::only_status_changed;
+use crate::runtime::routes::{only_status_changed, status_changed};
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
@@ -217,11 +217,6 @@ fn route_parent(
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
-}
-
-/// Whether the event changed an existing object's status.
-fn status_changed(event: &ObjectEvent) -> bool {
-    matches!((&event.old, &event.new), (Some(old), Some(new)) if old.get("status") != new.get("status"))
 }
 
 /// Whether a parent's `status.observedGeneration` is set and behind its generation.
@@ -524,37 +519,6 @@ mod tests {
             !at_least("opaque-2", "opaque-1"),
             "unordered versions must be equal"
         );
-    }
-
-    /// The events after which the controller syncs even when it wrote them: a changed status
-    /// (its own status write), not a finalizer it added, an addition or a deletion.
-    #[test]
-    fn a_status_change_is_told_from_other_changes() {
-        use serde_json::json;
-        let resource = crate::resources::StaticResolver::with_builtins()
-            .find_kind("v1", "ConfigMap")
-            .unwrap();
-        let event = |old: Option<Value>, new: Option<Value>| ObjectEvent {
-            resource: resource.clone(),
-            old: old.map(Arc::new),
-            new: new.map(Arc::new),
-            listed_at: None,
-        };
-        let parent = json!({"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Complete", "status": "False"}]}});
-        let mut complete = parent.clone();
-        complete["status"]["conditions"][0]["status"] = json!("True");
-        let mut finalizer = parent.clone();
-        finalizer["metadata"]["finalizers"] = json!(["metascript.dev/composite-x"]);
-        let mut first = parent.clone();
-        first.as_object_mut().unwrap().remove("status");
-        assert!(status_changed(&event(Some(parent.clone()), Some(complete))));
-        assert!(status_changed(&event(Some(first), Some(parent.clone()))));
-        assert!(!status_changed(&event(
-            Some(parent.clone()),
-            Some(finalizer)
-        )));
-        assert!(!status_changed(&event(None, Some(parent.clone()))));
-        assert!(!status_changed(&event(Some(parent), None)));
     }
 
     #[test]
