@@ -209,6 +209,33 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
     }
 }
 
+/// Whether the fields a writer set in `desired` are all in `observed`, allowing for what the API
+/// server and other writers add to lists: like [`is_subset`], except that a list of maps in
+/// `desired` needs its elements, in order, among the elements of the observed list, which may
+/// have others before, between and after them. Admission adds items this way (a Pod's
+/// service-account volume and volume mount, its default tolerations), and server-side apply
+/// would leave them to their owners. Lists of anything else still need the same length.
+///
+/// Used to decide whether a child needs a write: a change in what the hook returns changes the
+/// child's applied digest, so a list the hook shortened is still written.
+pub fn is_applied_subset(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, value)| {
+            have.get(key)
+                .is_some_and(|actual| is_applied_subset(value, actual))
+        }),
+        (Value::Array(want), Value::Array(have)) if want.iter().all(Value::is_object) => {
+            let mut have = have.iter();
+            want.iter()
+                .all(|w| have.by_ref().any(|h| is_applied_subset(w, h)))
+        }
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| is_applied_subset(w, h))
+        }
+        _ => is_subset(desired, observed),
+    }
+}
+
 /// Identifies one object: its type (as `<Kind>.<apiVersion>`), namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -355,6 +382,59 @@ mod tests {
         assert!(!is_subset(&longer, &observed));
         assert!(is_subset(&json!({"n": 1}), &json!({"n": 1.0})));
         assert!(!is_subset(&json!({"n": null}), &json!({})));
+    }
+
+    /// A Pod as a hook returns it (Metacontroller's catset: a downward API volume) and as the API
+    /// server stores it: admission appends the service-account token volume and its mount, and
+    /// default tolerations. The hook's Pod is there; the strict subset says it is not.
+    #[test]
+    fn applied_subset_allows_list_items_that_admission_adds() {
+        let desired = json!({"spec": {
+            "volumes": [{"name": "pod-info", "downwardAPI": {"items": [{"path": "pod_name", "fieldRef": {"fieldPath": "metadata.name"}}]}}],
+            "containers": [{"name": "nginx", "args": ["-g", "daemon off;"], "volumeMounts": [{"name": "www", "mountPath": "/www"}]}],
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}]
+        }});
+        let observed = json!({"spec": {
+            "volumes": [
+                {"name": "pod-info", "downwardAPI": {"defaultMode": 420, "items": [{"path": "pod_name", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}]}},
+                {"name": "kube-api-access-x", "projected": {"sources": []}}
+            ],
+            "containers": [{"name": "nginx", "args": ["-g", "daemon off;"], "volumeMounts": [
+                {"name": "www", "mountPath": "/www"},
+                {"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}
+            ]}],
+            "tolerations": [
+                {"key": "dedicated", "operator": "Exists"},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ]
+        }});
+        assert!(!is_subset(&desired, &observed));
+        assert!(is_applied_subset(&desired, &observed));
+        // Items added before and between the desired ones are skipped as well.
+        let mut before = observed.clone();
+        before["spec"]["volumes"].as_array_mut().unwrap().reverse();
+        before["spec"]["tolerations"]
+            .as_array_mut()
+            .unwrap()
+            .insert(0, json!({"key": "a"}));
+        assert!(is_applied_subset(&desired, &before));
+        // A desired item that is missing or changed is still a difference, and so are the desired
+        // items out of order.
+        let mut changed = observed.clone();
+        changed["spec"]["volumes"][0]["name"] = json!("other");
+        assert!(!is_applied_subset(&desired, &changed));
+        let mut two = desired.clone();
+        two["spec"]["tolerations"] =
+            json!([{"key": "node.kubernetes.io/not-ready"}, {"key": "dedicated"}]);
+        assert!(!is_applied_subset(&two, &observed));
+        two["spec"]["tolerations"] =
+            json!([{"key": "dedicated"}, {"key": "node.kubernetes.io/not-ready"}]);
+        assert!(is_applied_subset(&two, &observed));
+        // Lists of anything but maps keep their exact length: an extra argument is a change.
+        let mut args = observed.clone();
+        args["spec"]["containers"][0]["args"] = json!(["-g", "daemon off;", "-v"]);
+        assert!(!is_applied_subset(&desired, &args));
+        assert!(is_applied_subset(&json!({"n": 1}), &json!({"n": 1.0})));
     }
 
     #[test]

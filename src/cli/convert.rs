@@ -30,6 +30,43 @@ pub struct ConvertArgs {
     /// Sets `spec.serviceAccountNamespace` (default metascript-system).
     #[arg(long, requires = "service_account_name")]
     pub service_account_namespace: Option<String>,
+    /// `FROM=TO`: a webhook whose URL starts with FROM (followed by `/`, `?` or nothing)
+    /// calls TO in its place, e.g. `http://hooks.metacontroller=http://127.0.0.1:8080` to run
+    /// against a hook served locally, or an in-cluster name moved to another. A `service`
+    /// reference is matched as its URL in Metacontroller's form (`http://NAME.NAMESPACE:80/PATH`)
+    /// and, when rewritten, becomes a `url`. Repeatable; the first match applies.
+    #[arg(long = "webhook-url", value_name = "FROM=TO", value_parser = parse_rewrite)]
+    pub webhook_urls: Vec<UrlRewrite>,
+}
+
+/// `--webhook-url FROM=TO`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UrlRewrite {
+    pub from: String,
+    pub to: String,
+}
+
+impl UrlRewrite {
+    /// `url` with this rewrite applied, if it matches: FROM is a prefix ending at a boundary
+    /// (so `http://hooks.ns` takes neither `http://hooks.ns2/sync` nor `http://hooks.ns:8080/`,
+    /// whose port would be kept after TO's).
+    fn apply(&self, url: &str) -> Option<String> {
+        let rest = url.strip_prefix(&self.from)?;
+        let boundary = self.from.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?']);
+        boundary.then(|| format!("{}{rest}", self.to))
+    }
+}
+
+fn parse_rewrite(text: &str) -> Result<UrlRewrite, String> {
+    match text.split_once('=') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() => Ok(UrlRewrite {
+            from: from.to_string(),
+            to: to.to_string(),
+        }),
+        _ => Err(format!(
+            "{text:?}: expected FROM=TO, both URLs (or URL prefixes)"
+        )),
+    }
 }
 
 /// What every conversion is given.
@@ -37,6 +74,7 @@ pub struct ConvertArgs {
 pub struct Options {
     pub service_account_name: Option<String>,
     pub service_account_namespace: Option<String>,
+    pub webhook_urls: Vec<UrlRewrite>,
 }
 
 /// A converted controller, and what the conversion changed beyond the API group.
@@ -105,7 +143,7 @@ fn convert_kind(
                     errors.push(field(path, format!("not a {} hook", kind.name())));
                     continue;
                 }
-                match convert_hook(&path, hook, &mut notes) {
+                match convert_hook(&path, hook, &options.webhook_urls, &mut notes) {
                     Ok(converted) => *hook = converted,
                     Err(problems) => errors.extend(problems),
                 }
@@ -213,6 +251,7 @@ fn metadata(object: &Value) -> Value {
 fn convert_hook(
     path: &str,
     hook: &Value,
+    rewrites: &[UrlRewrite],
     notes: &mut Vec<String>,
 ) -> Result<Value, Vec<ConvertError>> {
     let mut errors = Vec::new();
@@ -239,6 +278,14 @@ fn convert_hook(
             }
         }
     }
+    if let Some(url) = webhook_url(&webhook)
+        && let Some(rewritten) = rewrites.iter().find_map(|rewrite| rewrite.apply(&url))
+    {
+        notes.push(format!("{webhook_path}: {url} rewritten to {rewritten}"));
+        webhook.remove("service");
+        webhook.remove("path");
+        webhook.insert("url".into(), json!(rewritten));
+    }
     // Anything else left in the hook is caught when the result is read back.
     hook.insert("webhook".into(), Value::Object(webhook));
     if errors.is_empty() {
@@ -246,6 +293,25 @@ fn convert_hook(
     } else {
         Err(errors)
     }
+}
+
+/// The URL a Metacontroller webhook calls: its `url`, or its `service` and `path` in
+/// Metacontroller's form (`protocol://name.namespace:port/path`, port 80 and http by default).
+/// `None` when it has neither (the checks after the conversion say so).
+fn webhook_url(webhook: &Map<String, Value>) -> Option<String> {
+    if let Some(url) = webhook.get("url").and_then(Value::as_str) {
+        return Some(url.to_string());
+    }
+    let service = webhook.get("service")?;
+    let text = |field: &str| service.get(field).and_then(Value::as_str);
+    Some(format!(
+        "{}://{}.{}:{}{}",
+        text("protocol").unwrap_or("http"),
+        text("name")?,
+        text("namespace")?,
+        service.get("port").and_then(Value::as_i64).unwrap_or(80),
+        webhook.get("path").and_then(Value::as_str).unwrap_or("")
+    ))
 }
 
 /// Paths of the fields of `given` that `kept` does not have: what reading the object as a
@@ -306,6 +372,7 @@ pub fn run(args: ConvertArgs) -> ExitCode {
     let options = Options {
         service_account_name: args.service_account_name,
         service_account_namespace: args.service_account_namespace,
+        webhook_urls: args.webhook_urls,
     };
     let (mut output, mut converted, mut passed, mut failed) = (String::new(), 0, 0, false);
     for (place, value) in objects(documents) {
@@ -381,7 +448,7 @@ mod tests {
             &service_per_pod(),
             &Options {
                 service_account_name: Some("service-per-pod".into()),
-                service_account_namespace: None,
+                ..Options::default()
             },
         )
         .unwrap()
@@ -507,6 +574,69 @@ mod tests {
               account without one), which needs get on each"
             ]
         );
+    }
+
+    /// Metacontroller's examples call `http://<name>.metacontroller/...`; run beside a local
+    /// plane, the same hooks are served on loopback.
+    #[test]
+    fn webhook_urls_are_rewritten_by_prefix_and_services_become_urls() {
+        let rewrites = vec![
+            parse_rewrite("http://service-per-pod.metacontroller=http://127.0.0.1:8080").unwrap(),
+            parse_rewrite("http://service-per-pod.metacontroller:8080/=https://hooks.example/")
+                .unwrap(),
+        ];
+        let options = Options {
+            webhook_urls: rewrites,
+            ..Options::default()
+        };
+        let conversion = convert(&service_per_pod(), &options).unwrap().unwrap();
+        let hooks = &conversion.object["spec"]["hooks"];
+        assert_eq!(
+            hooks["sync"]["webhook"],
+            json!({"url": "http://127.0.0.1:8080/sync-service-per-pod", "timeout": "10s", "etag": {"enabled": true}})
+        );
+        // The service reference, in Metacontroller's form with its port, matched the second.
+        assert_eq!(
+            hooks["finalize"]["webhook"],
+            json!({"url": "https://hooks.example/finalize"})
+        );
+        assert_eq!(
+            conversion.notes,
+            [
+                "spec.hooks.finalize.webhook: http://service-per-pod.metacontroller:8080/finalize rewritten to https://hooks.example/finalize",
+                "spec.hooks.sync.webhook: http://service-per-pod.metacontroller/sync-service-per-pod rewritten to http://127.0.0.1:8080/sync-service-per-pod",
+            ]
+        );
+
+        // A prefix matches up to a boundary only, and what matches nothing is kept as it is.
+        let rewrite = parse_rewrite("http://hooks.ns=http://127.0.0.1:1").unwrap();
+        assert_eq!(rewrite.apply("http://hooks.ns2/sync"), None);
+        assert_eq!(
+            rewrite.apply("http://hooks.ns:80/sync"),
+            None,
+            "say the port in FROM"
+        );
+        assert_eq!(
+            rewrite.apply("http://hooks.ns").as_deref(),
+            Some("http://127.0.0.1:1")
+        );
+        let untouched = convert(
+            &service_per_pod(),
+            &Options {
+                webhook_urls: vec![rewrite],
+                ..Options::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            untouched.object["spec"]["hooks"]["finalize"]["webhook"]["service"]["name"],
+            "service-per-pod"
+        );
+        assert!(untouched.notes.is_empty());
+        for bad in ["no-equals", "=http://x", "http://x="] {
+            assert!(parse_rewrite(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator: watch the metascript.dev controllers (DecoratorControllers,
-    /// MapControllers) and sync their objects.
+    /// MapControllers, CompositeControllers) and sync their objects.
     Run(Box<run::RunArgs>),
     /// Run hook scripts against recorded requests and check their responses.
     Test(harness::TestArgs),

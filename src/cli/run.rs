@@ -85,7 +85,7 @@ pub struct RunArgs {
     /// redacted; calls deduplicated; at most 50 cases per file.
     #[arg(long, env = "METASCRIPT_RECORD")]
     pub record: Option<PathBuf>,
-    /// Serve only the DecoratorControllers and MapControllers whose labels match this selector
+    /// Serve only the controllers (of every kind) whose labels match this selector
     /// (kubectl syntax, e.g. `team=payments` or `shard notin (b)`), so several operators can
     /// share a cluster or a canary can take a few controllers.
     #[arg(long, env = "METASCRIPT_CONTROLLER_SELECTOR")]

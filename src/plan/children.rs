@@ -257,7 +257,7 @@ pub fn already_applied(desired: &Value, existing: &Value) -> bool {
     if let Some(metadata) = object::metadata_mut(&mut desired) {
         metadata.remove("ownerReferences");
     }
-    object::is_subset(&desired, existing)
+    object::is_applied_subset(&desired, existing)
 }
 
 pub fn deletion(existing: &Value, reason: &'static str) -> Deletion {

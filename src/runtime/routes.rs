@@ -2,6 +2,7 @@
 //! controller: watched types to the controllers they concern, ConfigMaps and dev-loop script
 //! files to the controllers whose hooks they hold.
 
+use super::cache::ObjectEvent;
 use super::kind::Interest;
 use super::load::ScriptSources;
 use crate::resources::ResourceType;
@@ -75,6 +76,15 @@ pub fn only_status_changed(old: &Value, new: &Value) -> bool {
     old.get("status") != new.get("status") && !super::cache::differs_ignoring(old, new, &["status"])
 }
 
+/// Whether the event changed an existing object's status: the event after which a
+/// controller syncs the object again even when the write was its own. The hook is called with
+/// the object's status and may keep state there (Metacontroller's daemonjob records completion
+/// in status and acts on it in the sync that reads it back); Metacontroller syncs again after
+/// its own status writes, and so does metascript. A stable status writes nothing on that sync.
+pub fn status_changed(event: &ObjectEvent) -> bool {
+    matches!((&event.old, &event.new), (Some(old), Some(new)) if old.get("status") != new.get("status"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +137,36 @@ mod tests {
         assert!(only_status_changed(&old, &status_only));
         assert!(!only_status_changed(&old, &spec_change));
         assert!(!only_status_changed(&old, &old));
+    }
+
+    /// The events after which the controller syncs even when it wrote them: a changed status
+    /// (its own status write), not a finalizer it added, an addition or a deletion.
+    #[test]
+    fn a_status_change_is_told_from_other_changes() {
+        use serde_json::json;
+        let resource = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .unwrap();
+        let event = |old: Option<Value>, new: Option<Value>| ObjectEvent {
+            resource: resource.clone(),
+            old: old.map(std::sync::Arc::new),
+            new: new.map(std::sync::Arc::new),
+            listed_at: None,
+        };
+        let parent = json!({"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Complete", "status": "False"}]}});
+        let mut complete = parent.clone();
+        complete["status"]["conditions"][0]["status"] = json!("True");
+        let mut finalizer = parent.clone();
+        finalizer["metadata"]["finalizers"] = json!(["metascript.dev/composite-x"]);
+        let mut first = parent.clone();
+        first.as_object_mut().unwrap().remove("status");
+        assert!(status_changed(&event(Some(parent.clone()), Some(complete))));
+        assert!(status_changed(&event(Some(first), Some(parent.clone()))));
+        assert!(!status_changed(&event(
+            Some(parent.clone()),
+            Some(finalizer)
+        )));
+        assert!(!status_changed(&event(None, Some(parent.clone()))));
+        assert!(!status_changed(&event(Some(parent), None)));
     }
 }

@@ -1117,3 +1117,57 @@ async fn a_parent_without_a_status_subresource_settles_with_no_writes() {
         "status writes through the main resource move the generation"
     );
 }
+
+/// Metacontroller's daemonjob keeps its state in the parent's status: one sync records that the
+/// job finished, the next reads that back and deletes the child. This hook counts its steps the
+/// same way, so each step needs a sync on the controller's own status write.
+const STATUS_STATE_HOOK: &str = r#"
+let parent = request.parent;
+let step = get_path(parent, "status.step", 0);
+if step >= 3 {
+    #{ status: #{ step: step, done: true }, children: [] }
+} else {
+    #{ status: #{ step: step + 1 }, children: [#{
+        apiVersion: "v1", kind: "ConfigMap",
+        metadata: #{ name: "c", labels: parent.spec.selector.matchLabels },
+    }] }
+}
+"#;
+
+#[tokio::test]
+async fn a_hook_that_keeps_state_in_status_syncs_again_on_its_own_status_write() {
+    let mut cluster = Cluster::new().await;
+    let (widgets, _) = install_test_types(&mut cluster, "status-state", true).await;
+    let namespace = test_namespace(&cluster.client, "composite-status-state").await;
+    let name = unique_name("status-state");
+    let mut controller = composite(
+        &name,
+        (&widgets, "widgets"),
+        json!([{"apiVersion": "v1", "resource": "configmaps"}]),
+        json!({"sync": rhai(STATUS_STATE_HOOK)}),
+    );
+    // No periodic resync to make up for a missed step.
+    controller["spec"]["resyncPeriodSeconds"] = json!(3600);
+    cluster.apply(&controller).await;
+    let parent = widget(
+        &widgets,
+        &namespace,
+        "w",
+        json!({"selector": {"matchLabels": {"app": name}}}),
+    );
+    cluster.apply(&parent).await;
+    let done = cluster
+        .wait_for(&parent, "step 3, done", |w| w["status"]["done"] == true)
+        .await;
+    assert_eq!(done["status"]["step"], 3, "{done}");
+    cluster
+        .wait_gone(
+            &config_map(&namespace, "c", json!({}), json!({})),
+            "c deleted",
+        )
+        .await;
+    // Settled: the last status write's sync finds the same status and writes nothing more.
+    let (writes, _) = quiet(&id(&name)).await;
+    let (still, _) = quiet(&id(&name)).await;
+    assert_eq!(writes, still, "no writes once settled");
+}

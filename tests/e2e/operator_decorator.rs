@@ -861,3 +861,37 @@ async fn a_new_error_is_a_new_event_naming_the_controller() {
     .await;
     assert_ne!(first.metadata.name, second.metadata.name);
 }
+
+/// A hook that keeps state in its target's status (as Metacontroller's daemonjob does in a
+/// parent's): each sync counts one step further from the status the last one wrote, so each step
+/// needs a sync on the controller's own status write, as Metacontroller makes one.
+#[tokio::test]
+async fn a_hook_that_keeps_state_in_status_syncs_again_on_its_own_status_write() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "status-state").await;
+    let name = unique_name("status-state");
+    let script = r#"
+        let step = get_path(request.object, "status.replicas", 0);
+        if step >= 3 {
+            #{ status: #{ replicas: step, readyReplicas: step } }
+        } else {
+            #{ status: #{ replicas: step + 1 } }
+        }
+    "#;
+    let mut decorator = controller(&name, json!({"sync": inline("rhai", script)}));
+    // No periodic resync to make up for a missed step.
+    decorator["spec"]["resyncPeriodSeconds"] = json!(3600);
+    apply(&client, &decorator).await;
+    let sts = stateful_set(&namespace, "web", &name, 1);
+    apply(&client, &sts).await;
+    wait_for(&client, &sts, "step 3, ready", |o| {
+        o["status"]["replicas"] == 3 && o["status"]["readyReplicas"] == 3
+    })
+    .await;
+    // Settled: the last status write's sync finds the same status and writes nothing more.
+    let id = metascript::runtime::ControllerId::new(metascript::kinds::decorator::KIND, &name);
+    let (writes, _) = crate::support::operator::quiet(&id).await;
+    let (still, _) = crate::support::operator::quiet(&id).await;
+    assert_eq!(writes, still, "no writes once settled");
+}

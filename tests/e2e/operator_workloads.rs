@@ -1,8 +1,10 @@
 //! The service-per-pod example over a StatefulSet whose Pods really run (the shared plane
 //! schedules them onto simulated Nodes and makes them Ready): every Pod gets its own Service,
 //! the Service has exactly that Pod behind it, and the Services follow the StatefulSet as it is
-//! scaled up and down.
+//! scaled up and down. And Metacontroller's catset, whose Pods admission gives volumes and
+//! tolerations of its own, rolled out without recreating them.
 
+use crate::support::cluster::Cluster;
 use crate::support::operator::{apply, quiet_of};
 use crate::support::watch::watch_until;
 use crate::support::workloads::{cluster_client, cluster_operator};
@@ -251,4 +253,84 @@ async fn a_replaced_pod_changes_only_status_and_nothing_is_written() {
             );
         }
     }
+}
+
+const CATSET_CRDS: &str = include_str!("../../scripts/catset/crds.yaml");
+const CATSET_RHAI: &str = include_str!("../../scripts/catset/sync.rhai");
+
+/// Metacontroller's examples/catset, whose Pod template has a downward API volume, on Pods that
+/// admission completes as in any cluster: a `kube-api-access-*` volume and mount appended after
+/// the hook's, default tolerations. Under `RollingRecreate` a Pod that "differs" is deleted, and
+/// comparing lists by length made every Pod differ: each was deleted as soon as it was created
+/// and none ever became Ready. Now the Pods come up one after another, Ready, and stay.
+#[tokio::test]
+async fn catset_pods_that_admission_adds_volumes_to_are_not_recreated() {
+    let client = cluster_client().await;
+    let operator = &cluster_operator().await.operator;
+    let mut cluster = Cluster::of(client.clone());
+    let group = format!("{}.example.com", unique_name("catset-admitted"));
+    cluster.install(CATSET_CRDS, "CatSet", &group).await;
+    let namespace = test_namespace(&client, "catset-admitted").await;
+    let name = unique_name("catset-admitted");
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "CompositeController",
+            "metadata": {"name": name},
+            "spec": {
+                "parentResource": {"apiVersion": format!("{group}/v1"), "resource": "catsets",
+                                   "revisionHistory": {"fieldPaths": ["spec.template"]}},
+                "childResources": [{"apiVersion": "v1", "resource": "pods", "updateStrategy": {
+                    "method": "RollingRecreate",
+                    "statusChecks": {"conditions": [{"type": "Ready", "status": "True"}]}
+                }}],
+                "resyncPeriodSeconds": 3600,
+                "hooks": {"sync": {"script": {"language": "rhai", "inline": CATSET_RHAI}}}
+            }
+        }),
+    )
+    .await;
+    let catset = json!({
+        "apiVersion": format!("{group}/v1"), "kind": "CatSet",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 2, "serviceName": "web",
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "volumes": [{"name": "pod-info", "downwardAPI": {"items": [
+                        {"path": "pod_name", "fieldRef": {"fieldPath": "metadata.name"}}
+                    ]}}],
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "nginx", "image": "example.invalid/nginx",
+                                    "volumeMounts": [{"name": "pod-info", "mountPath": "/info"}]}]
+                }
+            }
+        }
+    });
+    cluster.apply(&catset).await;
+    cluster
+        .wait_for(&catset, "2 Pods ready", |c| {
+            c["status"]["readyReplicas"] == 2 && c["status"]["replicas"] == 2
+        })
+        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let uids = || async {
+        let list = pods.list(&Default::default()).await.expect("listing Pods");
+        list.items
+            .iter()
+            .map(|p| (p.metadata.name.clone(), p.metadata.uid.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let before = uids().await;
+    let admitted = pods.get("web-0").await.expect("web-0");
+    let volumes = admitted.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    assert!(
+        volumes.is_some_and(|v| v.len() == 2),
+        "admission added the token volume after the hook's: {volumes:?}"
+    );
+    let id = ControllerId::new(metascript::kinds::composite::KIND, &name);
+    quiet_of(operator, &id).await;
+    assert_eq!(uids().await, before, "no Pod was recreated");
 }

@@ -21,7 +21,7 @@ use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
-use crate::runtime::routes::only_status_changed;
+use crate::runtime::routes::{only_status_changed, status_changed};
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
@@ -179,6 +179,12 @@ impl Kind for CompositeKind {
 /// A parent event: queued when the controller has work for the new version or had for the old
 /// one (a deleted parent, too, so it is forgotten), unless it is the event of the controller's
 /// own write or a status change `ignoreStatusChanges` asks to ignore.
+///
+/// The controller's own status write is not ignored: the hook is called with the parent's
+/// status, and hooks keep state there (Metacontroller's daemonjob records completion in status,
+/// then deletes its DaemonSet on the sync that reads it back). Metacontroller syncs again on
+/// that write, so a hook whose answer depends on the status it returned converges the same way
+/// here; one whose status is stable finds nothing to write on that sync.
 fn route_parent(
     context: &Context,
     controller: &Controller<CompositeKind>,
@@ -206,7 +212,8 @@ fn route_parent(
     // next sync sets observedGeneration right.
     let behind =
         !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
-    if !behind && context.applier.own_writes.is_own(&controller.id, event) {
+    if !behind && !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event)
+    {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));

@@ -21,7 +21,7 @@ use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
-use crate::runtime::routes::only_status_changed;
+use crate::runtime::routes::{only_status_changed, status_changed};
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -180,7 +180,7 @@ fn wants(decorator: &Decorator, target: &Value) -> bool {
 
 /// A target event: queued when the controller has work for the new version or had for the old
 /// one (a deleted target, too, so it is forgotten), unless it is the event of the controller's
-/// own write or a status change the rules ignore.
+/// own write (but a status write) or a status change the rules ignore.
 fn route_target(
     context: &Context,
     controller: &Controller<DecoratorKind>,
@@ -201,7 +201,8 @@ fn route_target(
     {
         return;
     }
-    if context.applier.own_writes.is_own(&controller.id, event) {
+    // The controller's own status write is acted on, as in Metacontroller (`status_changed`).
+    if !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event) {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));

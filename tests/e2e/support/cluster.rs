@@ -23,6 +23,15 @@ impl Cluster {
         }
     }
 
+    /// The same view of another plane (the cluster plane of the workload tests), whose operator
+    /// the caller starts.
+    pub fn of(client: kube::Client) -> Cluster {
+        Cluster {
+            client,
+            types: StaticResolver::with_builtins(),
+        }
+    }
+
     /// Installs the CRDs of an example file, giving the parent kind its own group.
     pub async fn install(&mut self, crds_yaml: &str, parent_kind: &str, group: &str) {
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
