@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
     kind = "CompositeController",
     shortname = "cc",
     status = "ControllerStatus",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
     printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
     printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
     kind = "DecoratorController",
     shortname = "dec",
     status = "ControllerStatus",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Targets","type":"integer","jsonPath":".status.targets"}"#,
     printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
     printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
