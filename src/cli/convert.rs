@@ -5,7 +5,7 @@
 
 use super::manifests::{self, Document};
 use crate::api::{API_VERSION, CredentialSource};
-use crate::hooks::{ControllerHooks, HookError, NoConfigMaps, SourceError};
+use crate::hooks::{ControllerHooks, HookError, NoConfigMaps, SourceError, endpoint_host_matches};
 use crate::kinds::{self, ControllerKind};
 use crate::object;
 use crate::script::ScriptEngine;
@@ -135,6 +135,7 @@ fn convert_kind(
     let mut notes = Vec::new();
     let mut errors = Vec::new();
     let mut spec = object["spec"].as_object().cloned().unwrap_or_default();
+    let mut rewritten = Vec::new();
     match spec.get_mut("hooks").and_then(Value::as_object_mut) {
         Some(hooks) => {
             for (name, hook) in hooks.iter_mut() {
@@ -143,7 +144,13 @@ fn convert_kind(
                     errors.push(field(path, format!("not a {} hook", kind.name())));
                     continue;
                 }
-                match convert_hook(&path, hook, &options.webhook_urls, &mut notes) {
+                match convert_hook(
+                    &path,
+                    hook,
+                    &options.webhook_urls,
+                    &mut rewritten,
+                    &mut notes,
+                ) {
                     Ok(converted) => *hook = converted,
                     Err(problems) => errors.extend(problems),
                 }
@@ -161,6 +168,7 @@ fn convert_kind(
             format!("metascript needs at least a {} hook", kind_name.hooks()[0]),
         )),
     }
+    rewrite_endpoint_hosts(&mut spec, &rewritten, &mut notes);
     if let Some(name) = &options.service_account_name {
         spec.insert("serviceAccountName".into(), json!(name));
         if let Some(namespace) = &options.service_account_namespace {
@@ -252,6 +260,7 @@ fn convert_hook(
     path: &str,
     hook: &Value,
     rewrites: &[UrlRewrite],
+    rewritten_urls: &mut Vec<(String, String)>,
     notes: &mut Vec<String>,
 ) -> Result<Value, Vec<ConvertError>> {
     let mut errors = Vec::new();
@@ -285,6 +294,7 @@ fn convert_hook(
         webhook.remove("service");
         webhook.remove("path");
         webhook.insert("url".into(), json!(rewritten));
+        rewritten_urls.push((url, rewritten));
     }
     // Anything else left in the hook is caught when the result is read back.
     hook.insert("webhook".into(), Value::Object(webhook));
@@ -293,6 +303,84 @@ fn convert_hook(
     } else {
         Err(errors)
     }
+}
+
+/// `--webhook-url` moved some hooks (`rewritten`: each URL before and after) to another host: a
+/// `spec.endpointConfigs` entry for the old host would then apply to none of them, and they would
+/// be called without its CA bundle and credentials. Such an entry is given the new host instead
+/// (or copied to it, when hooks still call the old host too), unless an entry for the new host
+/// is already there.
+fn rewrite_endpoint_hosts(
+    spec: &mut Map<String, Value>,
+    rewritten: &[(String, String)],
+    notes: &mut Vec<String>,
+) {
+    if rewritten.is_empty() {
+        return;
+    }
+    let called: Vec<String> = spec
+        .get("hooks")
+        .and_then(Value::as_object)
+        .map(|hooks| {
+            hooks
+                .values()
+                .filter_map(|hook| webhook_url(hook.get("webhook")?.as_object()?))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(Value::Array(entries)) = spec.get_mut("endpointConfigs") else {
+        return;
+    };
+    let hosts: Vec<String> = entries
+        .iter()
+        .filter_map(|entry| Some(entry.get("host")?.as_str()?.to_string()))
+        .collect();
+    let mut result = Vec::with_capacity(entries.len());
+    for (index, entry) in std::mem::take(entries).into_iter().enumerate() {
+        let Some(host) = entry
+            .get("host")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            result.push(entry);
+            continue;
+        };
+        let mut moved_to: Vec<String> = Vec::new();
+        for (from, to) in rewritten {
+            if !endpoint_host_matches(from, &host)
+                || hosts.iter().any(|other| endpoint_host_matches(to, other))
+            {
+                continue;
+            }
+            if let Some(authority) = to
+                .parse::<ureq::http::Uri>()
+                .ok()
+                .and_then(|uri| uri.authority().map(|a| a.as_str().to_string()))
+                && !moved_to.contains(&authority)
+            {
+                moved_to.push(authority);
+            }
+        }
+        let kept =
+            moved_to.is_empty() || called.iter().any(|url| endpoint_host_matches(url, &host));
+        if kept {
+            result.push(entry.clone());
+        }
+        for new_host in &moved_to {
+            let mut copy = entry.clone();
+            copy["host"] = json!(new_host);
+            result.push(copy);
+        }
+        if !moved_to.is_empty() {
+            notes.push(format!(
+                "spec.endpointConfigs[{index}].host: {host} {} {} (--webhook-url moved its hooks \
+                 there)",
+                if kept { "copied to" } else { "rewritten to" },
+                moved_to.join(", ")
+            ));
+        }
+    }
+    *entries = result;
 }
 
 /// The URL a Metacontroller webhook calls: its `url`, or its `service` and `path` in
@@ -574,6 +662,71 @@ mod tests {
               account without one), which needs get on each"
             ]
         );
+    }
+
+    /// `examples/webhook-auth` served on loopback: its `endpointConfigs` entry must follow its
+    /// hooks to the new host, or they are called without its CA bundle, token and client
+    /// certificate (and the TLS handshake fails).
+    #[test]
+    fn an_endpoint_config_follows_its_hooks_to_the_rewritten_host() {
+        let entry = json!({
+            "host": "webhook-auth-controller.metacontroller",
+            "authorization": {"secretRef": {"name": "token", "namespace": "metacontroller", "key": "token"}}
+        });
+        let mut object = catset();
+        object["spec"]["endpointConfigs"] = json!([entry.clone()]);
+        object["spec"]["hooks"] = json!({
+            "sync": {"webhook": {"url": "https://webhook-auth-controller.metacontroller/sync"}},
+            "customize": {"webhook": {"url": "https://webhook-auth-controller.metacontroller/customize"}}
+        });
+        let options = |rewrite: &str| Options {
+            webhook_urls: vec![parse_rewrite(rewrite).unwrap()],
+            ..Options::default()
+        };
+        let moved = convert(
+            &object,
+            &options("https://webhook-auth-controller.metacontroller=https://127.0.0.1:8443"),
+        )
+        .unwrap()
+        .unwrap();
+        let mut expected = entry.clone();
+        expected["host"] = json!("127.0.0.1:8443");
+        assert_eq!(moved.object["spec"]["endpointConfigs"], json!([expected]));
+        assert!(
+            moved.notes.contains(
+                &"spec.endpointConfigs[0].host: webhook-auth-controller.metacontroller rewritten \
+                  to 127.0.0.1:8443 (--webhook-url moved its hooks there)"
+                    .to_string()
+            ),
+            "{:?}",
+            moved.notes
+        );
+
+        // Only sync moved: customize still needs the entry for the old host.
+        let one = convert(
+            &object,
+            &options(
+                "https://webhook-auth-controller.metacontroller/sync=https://localhost:8443/sync",
+            ),
+        )
+        .unwrap()
+        .unwrap();
+        expected["host"] = json!("localhost:8443");
+        assert_eq!(
+            one.object["spec"]["endpointConfigs"],
+            json!([entry.clone(), expected])
+        );
+
+        // Moved to a host that has an entry of its own: that one applies, nothing is copied.
+        let own = json!({"host": "127.0.0.1:8443"});
+        object["spec"]["endpointConfigs"] = json!([entry.clone(), own.clone()]);
+        let kept = convert(
+            &object,
+            &options("https://webhook-auth-controller.metacontroller=https://127.0.0.1:8443"),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(kept.object["spec"]["endpointConfigs"], json!([entry, own]));
     }
 
     /// Metacontroller's examples call `http://<name>.metacontroller/...`; run beside a local

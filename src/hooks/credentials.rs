@@ -237,9 +237,46 @@ fn client_cert(tls: &ClientTls, lookup: &dyn ConfigMapLookup) -> Result<ClientCe
             format!("key {cert_key:?} holds no PEM certificate"),
         ));
     }
-    let key = PrivateKey::from_pem(&read(key_key)?)
+    let key_pem = read(key_key)?;
+    let key = PrivateKey::from_pem(&key_pem)
         .map_err(|_| invalid(field, format!("key {key_key:?} holds no PEM private key")))?;
+    usable_client_cert(&chain, &key_pem).map_err(|reason| {
+        invalid(
+            field,
+            format!("the certificate in key {cert_key:?} and the key in {key_key:?}: {reason}"),
+        )
+    })?;
     Ok(ClientCert::new_with_certs(&chain, key))
+}
+
+/// Refuses a certificate and key that rustls will not present: ureq would panic on them at the
+/// first call (an X.509 v1 certificate, as `openssl x509 -req` signs without `-extfile`, or a
+/// key that is not the certificate's).
+fn usable_client_cert(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|error| error.to_string())?;
+    let chain = chain
+        .iter()
+        .map(|certificate| CertificateDer::from(certificate.der().to_vec()))
+        .collect();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key)
+        .map(drop)
+        .map_err(|error| {
+            let text = error.to_string();
+            if text.contains("UnsupportedCertVersion") {
+                format!(
+                    "{text}: an X.509 v1 certificate cannot be used; sign it as v3 (e.g. with \
+                     `openssl x509 -req -extfile` giving `extendedKeyUsage = clientAuth`)"
+                )
+            } else {
+                text
+            }
+        })
 }
 
 #[cfg(test)]

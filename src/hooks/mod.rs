@@ -17,6 +17,7 @@ pub use source::{
     ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptText, ScriptsDir, SourceError,
     config_map_data, script_language, script_source,
 };
+pub(crate) use webhook::endpoint_host_matches;
 pub use webhook::{WebhookEndpoint, WebhookFailure};
 
 use crate::api::{

@@ -68,20 +68,34 @@ fn endpoint_for<'a>(
     uri: &Uri,
     endpoints: &'a [EndpointConfig],
 ) -> Option<(usize, &'a EndpointConfig)> {
+    endpoints
+        .iter()
+        .enumerate()
+        .find(|(_, endpoint)| host_matches(uri, &endpoint.host))
+}
+
+/// Whether an `endpointConfigs` entry's `host` is the host (and port) of `uri`.
+fn host_matches(uri: &Uri, wanted: &str) -> bool {
     let default_port = match uri.scheme_str() {
         Some("https") => 443,
         _ => 80,
     };
-    let host = uri.host()?.to_ascii_lowercase();
+    let Some(host) = uri.host().map(str::to_ascii_lowercase) else {
+        return false;
+    };
     let port = uri.port_u16().unwrap_or(default_port);
-    endpoints.iter().enumerate().find(|(_, endpoint)| {
-        let wanted = endpoint.host.to_ascii_lowercase();
-        let (wanted_host, wanted_port) = match wanted.rsplit_once(':') {
-            Some((name, port)) => (name.to_string(), port.parse().unwrap_or(default_port)),
-            None => (wanted.clone(), default_port),
-        };
-        wanted_host == host && wanted_port == port
-    })
+    let wanted = wanted.to_ascii_lowercase();
+    let (wanted_host, wanted_port) = match wanted.rsplit_once(':') {
+        Some((name, port)) => (name.to_string(), port.parse().unwrap_or(default_port)),
+        None => (wanted.clone(), default_port),
+    };
+    wanted_host == host && wanted_port == port
+}
+
+/// Whether a `spec.endpointConfigs` entry for `host` applies to a hook calling `url` (as when
+/// the operator loads it); false for a URL that does not parse.
+pub(crate) fn endpoint_host_matches(url: &str, host: &str) -> bool {
+    url.parse::<Uri>().is_ok_and(|uri| host_matches(&uri, host))
 }
 
 /// A webhook, resolved and checked.
@@ -932,6 +946,23 @@ mod tests {
         assert!(!error.contains("s3cret"), "{error}");
     }
 
+    /// `openssl x509 -req` without `-extfile`: an X.509 v1 certificate (and its key).
+    const V1_CLIENT_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBGjCBwQIULaIlQ1US/pk/uyBTx4JMV/+kN0swCgYIKoZIzj0EAwIwDTELMAkG
+A1UEAwwCY2EwIBcNMjYxMTI1MDQxMjU4WhgPMjEyNjExMDEwNDEyNThaMBExDzAN
+BgNVBAMMBmNsaWVudDBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABL+up7c4k7mK
+PsoqUQP0kRVmGG3P2kAs+nkRF9gM6JdRMQyohKbKXZyAXCHSFbddkknEhTEyU024
+9AKwqpqHrPMwCgYIKoZIzj0EAwIDSAAwRQIhAMHpkuL2HOqRRMf0uXbmFnpvd+pf
+j5NuWsBzom0hAd+NAiASKhxKyS0AHr5FmkLpsHxHfvhLogA3/+8j1kY60mdihg==
+-----END CERTIFICATE-----
+";
+    const V1_CLIENT_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgtyIb1Kd2xC+J8CWD
+sBxpu8eZ0cEpZV6WVGTEBFcpHKOhRANCAAS/rqe3OJO5ij7KKlED9JEVZhhtz9pA
+LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
+-----END PRIVATE KEY-----
+";
+
     #[test]
     fn a_client_certificate_and_a_ca_come_from_secrets_for_https_only() {
         let cert = crate::admission::generate_serving_cert(&["127.0.0.1".to_string()]).unwrap();
@@ -975,11 +1006,28 @@ mod tests {
         );
         let keyless = Webhook {
             client_tls: Some(client_tls("keyless")),
-            ..webhook
+            ..webhook.clone()
         };
         let error = with(keyless, &[], &lookup).unwrap_err();
         assert!(
             error.contains("webhook.clientTLS.secretRef: key \"tls.key\" holds no PEM private key"),
+            "{error}"
+        );
+        // Metacontroller's examples/webhook-auth signs its client certificate with `openssl x509
+        // -req` and no extensions: X.509 v1, which rustls will not present (ureq panicked on it
+        // at every call). It is refused when the hook loads, naming the field.
+        lookup.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "v1", "namespace": "hooks"},
+            "stringData": {"tls.crt": V1_CLIENT_CERT, "tls.key": V1_CLIENT_KEY}}));
+        let v1 = Webhook {
+            client_tls: Some(client_tls("v1")),
+            ..webhook
+        };
+        let error = with(v1, &[], &lookup).unwrap_err();
+        assert!(
+            error.contains("webhook.clientTLS.secretRef: the certificate in key \"tls.crt\"")
+                && error.contains("UnsupportedCertVersion")
+                && error.contains("X.509 v1"),
             "{error}"
         );
     }
