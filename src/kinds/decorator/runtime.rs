@@ -64,6 +64,9 @@ struct Watched<'a> {
     version: u64,
     target_ref: &'a ObjRef,
     target: &'a Value,
+    /// The work item's scope: related objects are handed to the hooks only where the
+    /// controller's account may read them.
+    scope: &'a CallScope,
 }
 
 impl Related for Watched<'_> {
@@ -89,6 +92,12 @@ impl Related for Watched<'_> {
             self.id,
             rules,
         ))?;
+        // Before they are indexed: a refused rule relates nothing to the target.
+        crate::plan::admit(
+            self.scope,
+            &self.id.name,
+            &sync::related_scopes(&related, self.target),
+        )?;
         self.state
             .related
             .set(self.target_ref, self.target, related.clone());
@@ -376,7 +385,7 @@ async fn sync_target(
         about: object.clone(),
         failure,
     };
-    let scope = context.scope(&controller.planner.reads);
+    let scope = controller.scope(context, &controller.planner.reads);
     let plan = match plan_target(context, controller, &object, target, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
@@ -442,6 +451,10 @@ async fn plan_target(
             &controller.hooks,
             scope,
             move |context, runner| {
+                if planner.phase(&target_object).runs_hook() {
+                    let reads = sync::observed_scopes(&planner, &target_ref.resource, &target_object);
+                    crate::plan::admit(runner.scope, &id.name, &reads)?;
+                }
                 let related = Watched {
                     context,
                     id: &id,
@@ -449,6 +462,7 @@ async fn plan_target(
                     version,
                     target_ref: &target_ref,
                     target: &target_object,
+                    scope: runner.scope,
                 };
                 sync::sync_target(
                     &planner,

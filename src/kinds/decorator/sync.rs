@@ -8,6 +8,7 @@ use super::plan::{Decorator, Observed, Phase, RelatedRule};
 use crate::api::HookKind;
 use crate::hooks::{HookCode, HookRunner};
 use crate::plan::{Plan, SyncError, stamp_provenance};
+use crate::reads::{ReadScope, ReadVerb};
 use crate::resources::{ResourceResolver, ResourceType};
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -184,4 +185,37 @@ pub fn related_objects(
         );
     }
     related
+}
+
+/// What a target's hook request shows besides related objects, as reads its controller's
+/// account must be allowed: the target (`get` in its namespace) and its attachments (`list` of
+/// each type where the target's children live: its namespace, or every namespace for a
+/// cluster-scoped target).
+pub fn observed_scopes(
+    decorator: &Decorator,
+    target_type: &ResourceType,
+    target: &Value,
+) -> Vec<ReadScope> {
+    let mut scopes = vec![ReadScope::object(target_type, target)];
+    scopes.extend(decorator.attachments.iter().map(|child| {
+        ReadScope::new(ReadVerb::List, &child.resource, target_type.scope_of(target))
+    }));
+    scopes
+}
+
+/// The reads the related rules of a target make: `get` where a rule names its objects, `list`
+/// otherwise, in the rule's namespace, or in every namespace when it names none (hook version
+/// v2, or a cluster-scoped target): a selection across namespaces needs the account to read
+/// the type in all of them, as it would to list them itself.
+pub fn related_scopes(rules: &[(RelatedRule, ResourceType)], target: &Value) -> Vec<ReadScope> {
+    rules
+        .iter()
+        .map(|(rule, resource)| {
+            let verb = match rule.names.is_empty() {
+                true => ReadVerb::List,
+                false => ReadVerb::Get,
+            };
+            ReadScope::new(verb, resource, rule.namespace_for(target))
+        })
+        .collect()
 }
