@@ -952,4 +952,114 @@ mod tests {
             "whole types were never read whole"
         );
     }
+
+    fn limited(allowed: Vec<ReadScope>) -> ReadAccess {
+        access().with_policy(Some(Arc::new(AllowList {
+            account: "ServiceAccount team/app".into(),
+            allowed,
+        })))
+    }
+
+    #[test]
+    fn reads_are_refused_where_the_account_may_not_read_and_the_refusal_is_kept() {
+        let [namespace, service] = types().try_into().unwrap();
+        let reads = limited(vec![
+            ReadScope::new(ReadVerb::Get, &service, Some("shop")),
+            ReadScope::new(ReadVerb::List, &service, Some("shop")),
+        ]);
+        let web = reads
+            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .unwrap();
+        assert_eq!(web["metadata"]["name"], "web");
+        let listed = reads
+            .list(&[json!("v1"), json!("Service"), json!({"namespace": "shop"})])
+            .unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 2);
+        assert_eq!(reads.refusal(), None);
+        // Another namespace, every namespace, another type: refused, never an empty answer.
+        let other = reads
+            .get(&[json!("v1"), json!("Service"), json!("other"), json!("web")])
+            .unwrap_err();
+        assert_eq!(
+            other.to_string(),
+            "ServiceAccount team/app may not get services (core) in namespace other, so its \
+             hooks are not given it; grant the account that read (a Role or ClusterRole), or \
+             leave it out"
+        );
+        let everywhere = reads
+            .list(&[json!("v1"), json!("Service")])
+            .unwrap_err()
+            .to_string();
+        assert!(everywhere.contains("list services (core) in every namespace"), "{everywhere}");
+        let cluster = reads
+            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .unwrap_err()
+            .to_string();
+        assert!(cluster.contains("may not get namespaces (core), so"), "{cluster}");
+        // The first refusal is what the work item fails with.
+        let refusal = reads.refusal().expect("kept");
+        assert_eq!(refusal.reason(), crate::reasons::READ_FORBIDDEN);
+        assert_eq!(refusal.scope().namespace.as_deref(), Some("other"));
+        assert_eq!(refusal.scope().resource, service);
+        // Refused reads are not dependencies.
+        assert_eq!(reads.dependencies().len(), 2);
+        let _ = namespace;
+    }
+
+    #[test]
+    fn without_a_policy_everything_may_be_read() {
+        let reads = access();
+        assert!(!reads.is_limited());
+        let [_, service] = types().try_into().unwrap();
+        let scope = ReadScope::new(ReadVerb::List, &service, None);
+        assert_eq!(reads.check(&scope), Ok(()));
+        assert_eq!(reads.refusal(), None);
+    }
+
+    #[test]
+    fn a_cluster_wide_grant_covers_every_namespace_but_not_the_other_verb() {
+        let [_, service] = types().try_into().unwrap();
+        let reads = limited(vec![ReadScope::new(ReadVerb::List, &service, None)]);
+        let in_shop = ReadScope::new(ReadVerb::List, &service, Some("shop"));
+        assert_eq!(reads.check(&in_shop), Ok(()));
+        let get = ReadScope::new(ReadVerb::Get, &service, Some("shop"));
+        assert!(reads.check(&get).is_err());
+    }
+
+    #[test]
+    fn scopes_ignore_namespaces_of_cluster_scoped_types() {
+        let [namespace, _] = types().try_into().unwrap();
+        let scope = ReadScope::new(ReadVerb::Get, &namespace, Some("shop"));
+        assert_eq!(scope.namespace, None);
+        assert_eq!(scope.to_string(), "get namespaces (core)");
+        let object = service("shop", "web", json!({}));
+        let scope = ReadScope::object(&types()[1], &object);
+        assert_eq!(scope.to_string(), "get services (core) in namespace shop");
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_their_values_found_for_scrubbing() {
+        let mut request = json!({
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "kept"}},
+            "related": {"Secret.v1": {"db": {
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "db", "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"password\":\"aHVudGVyMg==\"}}",
+                    "team": "a"}},
+                "data": {"password": "aHVudGVyMg=="},
+                "stringData": {"token": "s3cr3t-token"}}}}
+        });
+        let mut found = Vec::new();
+        secret_strings(&request, &mut found);
+        assert_eq!(found, ["aHVudGVyMg==", "hunter2", "s3cr3t-token"]);
+        assert_eq!(redact(&mut request), 1);
+        let text = request.to_string();
+        for secret in &found {
+            assert!(!text.contains(secret.as_str()), "{secret} in {text}");
+        }
+        let secret = &request["related"]["Secret.v1"]["db"];
+        assert_eq!(secret["data"]["password"], REDACTED);
+        assert_eq!(secret["metadata"]["annotations"]["team"], "a");
+        assert_eq!(request["object"]["data"]["a"], "kept");
+    }
 }
