@@ -990,12 +990,18 @@ mod tests {
             .list(&[json!("v1"), json!("Service")])
             .unwrap_err()
             .to_string();
-        assert!(everywhere.contains("list services (core) in every namespace"), "{everywhere}");
+        assert!(
+            everywhere.contains("list services (core) in every namespace"),
+            "{everywhere}"
+        );
         let cluster = reads
             .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
             .unwrap_err()
             .to_string();
-        assert!(cluster.contains("may not get namespaces (core), so"), "{cluster}");
+        assert!(
+            cluster.contains("may not get namespaces (core), so"),
+            "{cluster}"
+        );
         // The first refusal is what the work item fails with.
         let refusal = reads.refusal().expect("kept");
         assert_eq!(refusal.reason(), crate::reasons::READ_FORBIDDEN);

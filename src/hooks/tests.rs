@@ -188,7 +188,10 @@ fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
             .call(crate::kinds::decorator::SYNC, &json!({}))
             .unwrap_err();
         let message = error.to_string();
-        assert!(matches!(error, HookError::Refused { .. }), "{language}: {message}");
+        assert!(
+            matches!(error, HookError::Refused { .. }),
+            "{language}: {message}"
+        );
         assert!(
             message.contains("may not get secrets (core) in namespace kube-system"),
             "{language}: {message}"
@@ -216,6 +219,14 @@ fn secret_values_are_scrubbed_from_script_logs() {
         .unwrap();
     let lines = logs.lines();
     assert_eq!(lines.len(), 1);
-    assert!(!lines[0].message.contains("hunter2"), "{}", lines[0].message);
-    assert!(!lines[0].message.contains("aHVudGVyMg=="), "{}", lines[0].message);
+    assert!(
+        !lines[0].message.contains("hunter2"),
+        "{}",
+        lines[0].message
+    );
+    assert!(
+        !lines[0].message.contains("aHVudGVyMg=="),
+        "{}",
+        lines[0].message
+    );
 }

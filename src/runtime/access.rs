@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 /// authorizers other than RBAC, and a watch that is re-listing.
 pub const ACCESS_TTL: Duration = Duration::from_secs(30);
 
+/// How long a refusal is kept: shorter, so a grant the watch has not delivered yet (or that
+/// the API server's authorizer had not seen when asked) is not held against work for long.
+pub const REFUSAL_TTL: Duration = Duration::from_secs(5);
+
+/// How long after an RBAC change refused work is retried: the API server's authorizer learns
+/// of the change through a watch of its own, a moment after ours.
+pub const RBAC_SETTLE: Duration = Duration::from_millis(500);
+
 /// The types whose changes may change an answer.
 pub const RBAC_TYPES: [(&str, &str); 4] = [
     ("rbac.authorization.k8s.io/v1", "roles"),
@@ -28,9 +36,9 @@ pub const RBAC_TYPES: [(&str, &str); 4] = [
 
 /// Whether an object of this type is RBAC: a change to it forgets every answer.
 pub fn is_rbac(resource: &ResourceType) -> bool {
-    RBAC_TYPES
-        .iter()
-        .any(|(api_version, plural)| resource.api_version == *api_version && resource.plural == *plural)
+    RBAC_TYPES.iter().any(|(api_version, plural)| {
+        resource.api_version == *api_version && resource.plural == *plural
+    })
 }
 
 type Key = (ServiceAccountRef, ReadScope);
@@ -76,7 +84,8 @@ impl AccessReviews {
     fn cached(&self, key: &Key) -> Option<bool> {
         let answers = self.answers.lock();
         let (at, allowed) = answers.get(key)?;
-        (at.elapsed() < self.ttl).then_some(*allowed)
+        let ttl = if *allowed { self.ttl } else { REFUSAL_TTL };
+        (at.elapsed() < ttl).then_some(*allowed)
     }
 
     /// Whether `account` may make the read, from the cache or the API server.
@@ -101,7 +110,11 @@ impl AccessReviews {
     }
 
     /// [`AccessReviews::allowed`] as a refusal.
-    pub async fn check(&self, account: &ServiceAccountRef, scope: &ReadScope) -> Result<(), Refusal> {
+    pub async fn check(
+        &self,
+        account: &ServiceAccountRef,
+        scope: &ReadScope,
+    ) -> Result<(), Refusal> {
         match self.allowed(account, scope).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(Refusal::Forbidden {
@@ -145,8 +158,9 @@ impl ReadPolicy for AccountReads {
                 account: describe(&self.account),
                 scope: scope.clone(),
             }),
-            None => tokio::runtime::Handle::current()
-                .block_on(self.reviews.check(&self.account, scope)),
+            None => {
+                tokio::runtime::Handle::current().block_on(self.reviews.check(&self.account, scope))
+            }
         }
     }
 }

@@ -135,7 +135,11 @@ impl<K: Kind> Controller<K> {
 
     /// A scope for one work item's hooks: reading the types in `declared`, as the controller's
     /// account may.
-    pub fn scope(&self, context: &Context, declared: &Arc<[ResourceType]>) -> crate::script::CallScope {
+    pub fn scope(
+        &self,
+        context: &Context,
+        declared: &Arc<[ResourceType]>,
+    ) -> crate::script::CallScope {
         context.scope(declared, self.reads.as_ref())
     }
 

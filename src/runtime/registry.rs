@@ -13,8 +13,8 @@ use super::routes::{Routes, only_status_changed};
 use super::status::{self, Counts, Health, Problem};
 use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
 use crate::object;
-use crate::reasons;
 use crate::reads::{ReadScope, ReadVerb};
+use crate::reasons;
 use crate::resources::ResourceType;
 use crate::store::ObjectStore;
 use futures::future::BoxFuture;
@@ -325,13 +325,18 @@ impl<K: Kind> Registry<K> {
         if let Some(problem) = refused {
             // About the controller, not the object: its author may not read that object's
             // namespace (the object is named in neither).
-            context.metrics.count_failure(&controller.id, failure_reason(&problem));
+            context
+                .metrics
+                .count_failure(&controller.id, failure_reason(&problem));
             let delay = context.queue.retry_later(key.clone());
             tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason = %problem.reason, error = %problem.message, "read refused");
             if let Outcome::Failed { key: failed, .. } = outcome {
                 controller.outcomes.failed(failed);
             }
-            if let Some(object) = context.informers.get(&self.resource, None, &controller.id.name) {
+            if let Some(object) = context
+                .informers
+                .get(&self.resource, None, &controller.id.name)
+            {
                 context
                     .warn(
                         &object,
@@ -677,7 +682,9 @@ impl<K: Kind> KindRuntime for Registry<K> {
     fn rbac_changed(&self, context: &Context) {
         for items in self.refused.lock().values() {
             for (key, _) in items.values() {
-                context.queue.add(key.clone());
+                context
+                    .queue
+                    .add_after(key.clone(), super::access::RBAC_SETTLE);
             }
         }
         for (name, unloaded) in self.unloaded.lock().iter() {
@@ -687,7 +694,9 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .as_ref()
                 .is_err_and(|problem| is_refused_read(&problem.reason))
             {
-                context.queue.add(WorkKey::load(&Self::id(name)));
+                context
+                    .queue
+                    .add_after(WorkKey::load(&Self::id(name)), super::access::RBAC_SETTLE);
             }
         }
     }

@@ -133,7 +133,10 @@ pub fn reads_allowed<'a>(
     let message = match more {
         0 => first.message.clone(),
         1 => format!("{} (and 1 more work item refused a read)", first.message),
-        more => format!("{} (and {more} more work items refused a read)", first.message),
+        more => format!(
+            "{} (and {more} more work items refused a read)",
+            first.message
+        ),
     };
     Err(Problem::new(&first.reason, message))
 }
@@ -294,7 +297,10 @@ mod tests {
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
         // A refused read shows in its own condition, naming what was refused.
-        let refused = Err(Problem::new("ReadForbidden", "may not list secrets in kube-system"));
+        let refused = Err(Problem::new(
+            "ReadForbidden",
+            "may not list secrets in kube-system",
+        ));
         let fourth = changed(Some(&third), &broken, failing, &refused).expect("reads changed");
         assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
         assert_eq!(fourth.conditions[2].status, "False");
@@ -305,7 +311,10 @@ mod tests {
     fn refused_reads_name_the_first_and_count_the_rest() {
         let mut refused = BTreeMap::new();
         assert_eq!(reads_allowed(refused.values()), Ok(()));
-        refused.insert("a", Problem::new("ReadForbidden", "may not list secrets in x"));
+        refused.insert(
+            "a",
+            Problem::new("ReadForbidden", "may not list secrets in x"),
+        );
         refused.insert("b", Problem::new("ReadForbidden", "may not get pods in y"));
         let problem = reads_allowed(refused.values()).unwrap_err();
         assert_eq!(problem.reason, "ReadForbidden");

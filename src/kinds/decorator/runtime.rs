@@ -452,7 +452,8 @@ async fn plan_target(
             scope,
             move |context, runner| {
                 if planner.phase(&target_object).runs_hook() {
-                    let reads = sync::observed_scopes(&planner, &target_ref.resource, &target_object);
+                    let reads =
+                        sync::observed_scopes(&planner, &target_ref.resource, &target_object);
                     crate::plan::admit(runner.scope, &id.name, &reads)?;
                 }
                 let related = Watched {

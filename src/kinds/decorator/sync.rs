@@ -198,7 +198,11 @@ pub fn observed_scopes(
 ) -> Vec<ReadScope> {
     let mut scopes = vec![ReadScope::object(target_type, target)];
     scopes.extend(decorator.attachments.iter().map(|child| {
-        ReadScope::new(ReadVerb::List, &child.resource, target_type.scope_of(target))
+        ReadScope::new(
+            ReadVerb::List,
+            &child.resource,
+            target_type.scope_of(target),
+        )
     }));
     scopes
 }
