@@ -207,6 +207,12 @@ impl Operator {
         &self.context.metrics
     }
 
+    /// SubjectAccessReviews sent so far to check what controllers' accounts may read (the
+    /// rest of the checks were answered from the cache).
+    pub fn access_reviews(&self) -> u64 {
+        self.context.access.reviews()
+    }
+
     /// Write requests made so far by every controller (apply, patch, delete).
     pub fn writes(&self) -> u64 {
         self.context.metrics.writes.get()
