@@ -503,11 +503,14 @@ pub enum Refusal {
         "{account} may not {scope}, so its hooks are not given it; grant the account that read \
          (a Role or ClusterRole), or leave it out"
     )]
-    Forbidden { account: String, scope: ReadScope },
+    Forbidden {
+        account: String,
+        scope: Box<ReadScope>,
+    },
     #[error("cannot check whether {account} may {scope}: {message}")]
     CheckFailed {
         account: String,
-        scope: ReadScope,
+        scope: Box<ReadScope>,
         message: String,
     },
 }
@@ -554,7 +557,7 @@ impl ReadPolicy for AllowList {
         } else {
             Err(Refusal::Forbidden {
                 account: self.account.clone(),
-                scope: scope.clone(),
+                scope: Box::new(scope.clone()),
             })
         }
     }

@@ -119,11 +119,11 @@ impl AccessReviews {
             Ok(true) => Ok(()),
             Ok(false) => Err(Refusal::Forbidden {
                 account: describe(account),
-                scope: scope.clone(),
+                scope: Box::new(scope.clone()),
             }),
             Err(error) => Err(Refusal::CheckFailed {
                 account: describe(account),
-                scope: scope.clone(),
+                scope: Box::new(scope.clone()),
                 message: error.to_string(),
             }),
         }
@@ -156,7 +156,7 @@ impl ReadPolicy for AccountReads {
             Some(true) => Ok(()),
             Some(false) => Err(Refusal::Forbidden {
                 account: describe(&self.account),
-                scope: scope.clone(),
+                scope: Box::new(scope.clone()),
             }),
             None => {
                 tokio::runtime::Handle::current().block_on(self.reviews.check(&self.account, scope))

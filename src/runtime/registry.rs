@@ -32,6 +32,9 @@ struct Unloaded {
     sources: ScriptSources,
 }
 
+/// A controller's work items refused a read, by their description: the key to retry, and why.
+type RefusedWork = BTreeMap<String, (WorkKey, Problem)>;
+
 pub struct Registry<K: Kind> {
     /// The controller objects' type.
     resource: ResourceType,
@@ -42,7 +45,7 @@ pub struct Registry<K: Kind> {
     written_status: Mutex<HashMap<String, ControllerStatus>>,
     /// Per controller, the work items whose last sync was refused a read, and why: its
     /// `ReadsAllowed` condition, and what an RBAC change retries at once.
-    refused: Mutex<HashMap<String, BTreeMap<String, (WorkKey, Problem)>>>,
+    refused: Mutex<HashMap<String, RefusedWork>>,
 }
 
 impl<K: Kind> Registry<K> {
