@@ -1,5 +1,5 @@
-//! metascript: Kubernetes controllers (DecoratorController, MapController) whose hooks are
-//! embedded Rhai and Lua scripts.
+//! metascript: Kubernetes controllers (DecoratorController, MapController, CompositeController)
+//! whose hooks are embedded Rhai and Lua scripts.
 //!
 //! The crate is a stack of layers; a module imports only the layers below it (`layering`, a
 //! test, reads every `use crate::` and fails on an edge that goes up). From the bottom:

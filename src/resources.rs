@@ -79,6 +79,13 @@ pub enum ResolveError {
         api_version: String,
         resource: String,
     },
+    /// The type resolves, but cannot be used the way the controller asks.
+    #[error("{api_version}/{resource} {reason}")]
+    Unsupported {
+        api_version: String,
+        resource: String,
+        reason: String,
+    },
     #[error("discovery of {api_version}/{resource} failed: {message}")]
     Discovery {
         api_version: String,
@@ -154,6 +161,7 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("apps/v1", "statefulsets", "StatefulSet", true),
     ("apps/v1", "daemonsets", "DaemonSet", true),
     ("apps/v1", "replicasets", "ReplicaSet", true),
+    ("apps/v1", "controllerrevisions", "ControllerRevision", true),
     ("batch/v1", "jobs", "Job", true),
     ("batch/v1", "cronjobs", "CronJob", true),
     ("networking.k8s.io/v1", "ingresses", "Ingress", true),
@@ -211,6 +219,7 @@ const WITHOUT_STATUS: &[&str] = &[
     "ClusterRoleBinding",
     "Lease",
     "NetworkPolicy",
+    "ControllerRevision",
 ];
 
 impl StaticResolver {

@@ -25,6 +25,15 @@ pub trait ObjectStore {
             .find(|o| object::name(o) == name)
     }
 
+    /// Objects of a type without a controller (no owner reference with `controller: true`), in
+    /// one namespace or in all: what a parent may adopt. Stores with an index override this.
+    fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.list(resource, namespace)
+            .into_iter()
+            .filter(|object| object::controller_ref(object).is_none())
+            .collect()
+    }
+
     /// Objects of a type whose controller is `owner`. Stores with an owner index override this.
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
         self.list(resource, resource.scope_of(owner))

@@ -415,6 +415,71 @@ mod tests {
         assert_eq!(converted.object["spec"]["hooks"]["sync"]["version"], "v2");
     }
 
+    /// Metacontroller's examples/catset controller (v4.17.2), every field of its API in use.
+    fn catset() -> Value {
+        json!({
+            "apiVersion": "metacontroller.k8s.io/v1alpha1",
+            "kind": "CompositeController",
+            "metadata": {"name": "catset-controller"},
+            "spec": {
+                "generateSelector": false,
+                "resyncPeriodSeconds": 60,
+                "parentResource": {
+                    "apiVersion": "ctl.enisoc.com/v1", "resource": "catsets",
+                    "revisionHistory": {"fieldPaths": ["spec.template"]},
+                    "labelSelector": {"matchLabels": {"team": "web"}},
+                    "ignoreStatusChanges": true
+                },
+                "childResources": [
+                    {"apiVersion": "v1", "resource": "pods", "updateStrategy": {
+                        "method": "RollingRecreate",
+                        "statusChecks": {"conditions": [{"type": "Ready", "status": "True", "reason": "Up"}]}
+                    }},
+                    {"apiVersion": "v1", "resource": "persistentvolumeclaims"}
+                ],
+                "hooks": {
+                    "sync": {"webhook": {"url": "http://catset-controller.metacontroller/sync"}},
+                    "finalize": {"webhook": {"url": "http://catset-controller.metacontroller/sync"}},
+                    "customize": {"webhook": {"url": "http://catset-controller.metacontroller/customize"}}
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn a_composite_controller_keeps_its_spec_and_webhooks_under_metascript_dev() {
+        let conversion = convert(&catset(), &Options::default()).unwrap().unwrap();
+        assert_eq!(conversion.object["kind"], "CompositeController");
+        assert_eq!(conversion.object["apiVersion"], "metascript.dev/v1alpha1");
+        assert_eq!(conversion.object["spec"], catset()["spec"]);
+        assert!(conversion.notes.is_empty(), "{:?}", conversion.notes);
+
+        let mut object = catset();
+        object["spec"]["hooks"]["preUpdateChild"] = json!({"webhook": {"url": "http://x/pre"}});
+        object["spec"]["childResources"][0]["updateStrategy"]["method"] = json!("Rolling");
+        let errors: Vec<String> = convert(&object, &Options::default())
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errors,
+            ["spec.hooks.preUpdateChild: not a CompositeController hook"],
+            "hooks are checked before the spec is read"
+        );
+        object["spec"]["hooks"]
+            .as_object_mut()
+            .unwrap()
+            .remove("preUpdateChild");
+        let errors = convert(&object, &Options::default()).unwrap_err();
+        assert!(
+            errors[0].to_string().starts_with(
+                "spec.childResources[0].updateStrategy.method: unknown variant `Rolling`"
+            ),
+            "{errors:?}"
+        );
+    }
+
     #[test]
     fn what_metascript_cannot_run_is_refused_with_the_field() {
         let mut object = service_per_pod();
@@ -468,10 +533,10 @@ mod tests {
             "{errors:?}"
         );
 
-        let composite = json!({"apiVersion": METACONTROLLER_API_VERSION, "kind": "CompositeController", "metadata": {"name": "c"}, "spec": {}});
+        let controller = json!({"apiVersion": METACONTROLLER_API_VERSION, "kind": "ControllerRevision", "metadata": {"name": "c"}, "spec": {}});
         assert!(matches!(
-            &convert(&composite, &Options::default()).unwrap_err()[..],
-            [ConvertError::UnsupportedKind { kind, .. }] if kind == "CompositeController"
+            &convert(&controller, &Options::default()).unwrap_err()[..],
+            [ConvertError::UnsupportedKind { kind, .. }] if kind == "ControllerRevision"
         ));
     }
 }

@@ -6,6 +6,7 @@
 //! `explain`, `metascript test`, `validate`, admission, the CRDs, editor definitions and the
 //! operator. Adding a kind is a new folder, a line in [`ALL`], its CRD in `crds/` and its docs.
 
+pub mod composite;
 mod crds;
 pub mod decorator;
 pub mod map;
@@ -26,6 +27,7 @@ use std::marker::PhantomData;
 pub static ALL: &[&dyn ControllerKind] = &[
     &Registered::<decorator::DecoratorKind>(PhantomData),
     &Registered::<map::MapKind>(PhantomData),
+    &Registered::<composite::CompositeKind>(PhantomData),
 ];
 
 /// What the generic code knows of a kind of controller.

@@ -203,6 +203,20 @@ pub fn reconcile(
     types: &[ChildType],
     delete_reason: &'static str,
 ) -> (Vec<Value>, Vec<Deletion>) {
+    let desired = desired
+        .into_iter()
+        .map(|(child, index)| (child, types[index].rule.update_method()))
+        .collect();
+    reconcile_each(desired, observed, delete_reason)
+}
+
+/// [`reconcile`], with the update method of each desired child given with it (a rolling
+/// update decides child by child).
+pub fn reconcile_each(
+    desired: Vec<(Value, UpdateMethod)>,
+    observed: &[&Value],
+    delete_reason: &'static str,
+) -> (Vec<Value>, Vec<Deletion>) {
     let observed_by_key: BTreeMap<ObjectKey, &Value> = observed
         .iter()
         .map(|child| (ObjectKey::of(child), *child))
@@ -210,7 +224,7 @@ pub fn reconcile(
     let mut apply = Vec::new();
     let mut delete = Vec::new();
     let mut wanted = BTreeSet::new();
-    for (child, type_index) in desired {
+    for (child, method) in desired {
         let key = ObjectKey::of(&child);
         wanted.insert(key.clone());
         let Some(existing) = observed_by_key.get(&key) else {
@@ -220,7 +234,7 @@ pub fn reconcile(
         if object::is_deleting(existing) || already_applied(&child, existing) {
             continue;
         }
-        match types[type_index].rule.update_method() {
+        match method {
             UpdateMethod::OnDelete => {}
             UpdateMethod::InPlace => apply.push(child),
             UpdateMethod::Recreate => delete.push(deletion(existing, "recreate")),
@@ -238,7 +252,7 @@ pub fn reconcile(
 /// Whether the observed child already has everything desired. Owner references are left out of
 /// the comparison: observed children were selected by their controller reference already, and
 /// other owners may have added theirs.
-fn already_applied(desired: &Value, existing: &Value) -> bool {
+pub fn already_applied(desired: &Value, existing: &Value) -> bool {
     let mut desired = desired.clone();
     if let Some(metadata) = object::metadata_mut(&mut desired) {
         metadata.remove("ownerReferences");

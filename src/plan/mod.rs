@@ -7,8 +7,10 @@
 
 pub mod children;
 mod error;
+pub mod lifecycle;
 mod offline;
 mod provenance;
+pub mod related;
 pub mod response;
 pub mod sanity;
 mod writes;
@@ -17,7 +19,7 @@ pub use children::ChildType;
 pub use error::{InvalidSelector, SyncError};
 pub use offline::{Offline, Planner, Role, Step};
 pub use provenance::stamp_provenance;
-pub use writes::{Deletion, FinalizerChange, Plan, StatusChange};
+pub use writes::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 
 /// Annotation holding the digest of the desired state last applied to a child, so that a field
 /// the hook stops returning is noticed even though the observed object still has it.

@@ -14,6 +14,11 @@ pub struct Plan {
     /// Children to delete.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub delete: Vec<Deletion>,
+    /// Objects whose controller reference changes: orphans adopted, children released. Made
+    /// before anything is applied, so a child is the parent's before the parent's writes
+    /// count on it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Claim>,
     /// JSON merge patch of the parent's or target's metadata (labels and annotations only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata_patch: Option<Value>,
@@ -31,6 +36,7 @@ impl Plan {
     pub fn is_noop(&self) -> bool {
         self.apply.is_empty()
             && self.delete.is_empty()
+            && self.claims.is_empty()
             && self.metadata_patch.is_none()
             && self.status.is_none()
             && self.finalizer.is_none()
@@ -40,6 +46,7 @@ impl Plan {
     pub fn merge(&mut self, other: Plan) {
         self.apply.extend(other.apply);
         self.delete.extend(other.delete);
+        self.claims.extend(other.claims);
         self.metadata_patch = self.metadata_patch.take().or(other.metadata_patch);
         self.status = self.status.take().or(other.status);
         self.finalizer = self.finalizer.take().or(other.finalizer);
@@ -59,6 +66,30 @@ pub struct Deletion {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     pub reason: &'static str,
+}
+
+/// A change to which object controls another, as Kubernetes controllers claim their children:
+/// an orphan matching the parent's selector is adopted, a child that no longer matches is
+/// released (`docs/hook-contract.md`, "Ownership").
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    #[serde(flatten)]
+    pub key: ObjectKey,
+    /// The object's resourceVersion when it was read. The write tests it, so an object that
+    /// changed meanwhile (another controller adopted it, its labels moved) is left for the next
+    /// sync to judge again instead of being overwritten.
+    pub resource_version: String,
+    pub change: ClaimChange,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClaimChange {
+    /// Add this controller reference (`first`: the object has no `ownerReferences` yet).
+    Adopt { reference: Value, first: bool },
+    /// Remove the controller reference at this index of `ownerReferences`.
+    Release { index: usize },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -7,7 +7,7 @@ use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use crate::api::ServiceAccountRef;
 use crate::object;
-use crate::plan::{Deletion, FinalizerChange, Plan, StatusChange};
+use crate::plan::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 use crate::reasons;
 use crate::resources::ResourceType;
 use kube::api::{
@@ -189,6 +189,11 @@ impl Applier {
             written.note(target.object, &new);
             advance(&mut version, new);
         }
+        for claim in &plan.claims {
+            if let Some(new) = self.claim(target, claim).await? {
+                written.versions.push((claim.key.clone(), new));
+            }
+        }
         for child in &plan.apply {
             let new = self.apply_child(target, child).await?;
             written.note(child, &new);
@@ -279,19 +284,67 @@ impl Applier {
         .await
     }
 
-    async fn delete(&self, target: &PlanTarget<'_>, deletion: &Deletion) -> Result<(), ApplyError> {
-        let key = &deletion.key;
-        let Some(resource) = target
+    /// The declared child type of an object named by its key.
+    fn child_type<'t>(
+        target: &'t PlanTarget<'_>,
+        key: &object::ObjectKey,
+    ) -> Result<&'t ResourceType, ApplyError> {
+        target
             .child_types
             .iter()
             .find(|t| t.kind == key.kind && t.api_version == key.api_version)
-        else {
-            return Err(ApplyError::UnknownType {
+            .ok_or_else(|| ApplyError::UnknownType {
                 object: key.to_string(),
                 kind: key.kind.clone(),
                 api_version: key.api_version.clone(),
-            });
+            })
+    }
+
+    /// Adopts or releases one object with a JSON patch that first tests the resourceVersion it
+    /// was judged at, so a concurrent change (another controller adopting it first, its labels
+    /// moving) fails the write instead of being overwritten; the sync is then retried and judges
+    /// the object as it is.
+    async fn claim(
+        &self,
+        target: &PlanTarget<'_>,
+        claim: &Claim,
+    ) -> Result<Option<String>, ApplyError> {
+        let key = &claim.key;
+        let resource = Self::child_type(target, key)?;
+        let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": claim.resource_version});
+        let (action, edit) = match &claim.change {
+            ClaimChange::Adopt {
+                reference,
+                first: true,
+            } => (
+                "adopt",
+                json!({"op": "add", "path": "/metadata/ownerReferences", "value": [reference]}),
+            ),
+            ClaimChange::Adopt { reference, .. } => (
+                "adopt",
+                json!({"op": "add", "path": "/metadata/ownerReferences/-", "value": reference}),
+            ),
+            ClaimChange::Release { index } => (
+                "release",
+                json!({"op": "remove", "path": format!("/metadata/ownerReferences/{index}")}),
+            ),
         };
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([test, edit])).expect("a valid JSON patch");
+        let api = self.api(target, resource, key.namespace.as_deref());
+        let (params, patch) = (self.params(target), Patch::<Value>::Json(patch));
+        let subject = json!({
+            "apiVersion": key.api_version, "kind": key.kind,
+            "metadata": {"name": key.name, "namespace": key.namespace},
+        });
+        let request = api.patch(&key.name, &params, &patch);
+        self.write(action, &subject, target.controller, request)
+            .await
+    }
+
+    async fn delete(&self, target: &PlanTarget<'_>, deletion: &Deletion) -> Result<(), ApplyError> {
+        let key = &deletion.key;
+        let resource = Self::child_type(target, key)?;
         let api = self.api(target, resource, key.namespace.as_deref());
         let params = DeleteParams {
             preconditions: deletion.uid.clone().map(|uid| Preconditions {

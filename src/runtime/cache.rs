@@ -17,7 +17,7 @@ use kube::runtime::watcher::{self, Event};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
@@ -219,6 +219,14 @@ impl ObjectStore for Informers {
         store.list(resource.scope(namespace))
     }
 
+    fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(store) = self.store(resource) else {
+            return Vec::new();
+        };
+        let store = store.read();
+        store.orphans(resource.scope(namespace))
+    }
+
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
         let Some(uid) = object::uid(owner) else {
             // Without a uid there is nothing to look up; match by kind and name instead.
@@ -392,6 +400,9 @@ struct Store {
     objects: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
     /// Controller owner uid → (namespace, name) of the objects it controls.
     by_owner: HashMap<String, HashSet<(String, String)>>,
+    /// Namespace → names of the objects there without a controller (what a parent can adopt
+    /// is looked up here, not by scanning the namespace).
+    orphans: HashMap<String, BTreeSet<String>>,
     len: usize,
 }
 
@@ -419,6 +430,27 @@ impl Store {
         }
     }
 
+    fn orphans(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let names = |namespace: &str, names: &BTreeSet<String>| -> Vec<Arc<Value>> {
+            names
+                .iter()
+                .filter_map(|name| self.get(namespace, name).cloned())
+                .collect()
+        };
+        match namespace {
+            Some(namespace) => self
+                .orphans
+                .get(namespace)
+                .map(|set| names(namespace, set))
+                .unwrap_or_default(),
+            None => self
+                .orphans
+                .iter()
+                .flat_map(|(namespace, set)| names(namespace, set))
+                .collect(),
+        }
+    }
+
     fn controlled_by<'a>(&'a self, uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.by_owner
             .get(uid)
@@ -440,6 +472,7 @@ impl Store {
     fn insert(&mut self, object: Arc<Value>) -> Option<Arc<Value>> {
         let (namespace, name) = key(&object);
         let owner = controller_uid(&object);
+        let orphan = object::controller_ref(&object).is_none();
         let previous = self
             .objects
             .entry(namespace.clone())
@@ -454,6 +487,8 @@ impl Store {
                 .entry(owner)
                 .or_default()
                 .insert((namespace, name));
+        } else if orphan {
+            self.orphans.entry(namespace).or_default().insert(name);
         }
         previous
     }
@@ -470,6 +505,14 @@ impl Store {
     }
 
     fn unindex_owner(&mut self, object: &Value, namespace: &str, name: &str) {
+        if object::controller_ref(object).is_none()
+            && let Some(names) = self.orphans.get_mut(namespace)
+        {
+            names.remove(name);
+            if names.is_empty() {
+                self.orphans.remove(namespace);
+            }
+        }
         let Some(owner) = controller_uid(object) else {
             return;
         };
@@ -650,6 +693,29 @@ mod tests {
         assert_eq!(names(store.controlled_by("owner-2")), ["child"]);
         // A non-controller owner reference is not indexed.
         assert_eq!(store.controlled_by("other").count(), 0);
+    }
+
+    #[test]
+    fn orphans_are_indexed_by_namespace_until_adopted() {
+        let mut store = Store::default();
+        store.insert(config_map("a", "loose", "1", json!({})));
+        store.insert(config_map("b", "elsewhere", "1", json!({})));
+        store.insert(owned("child", "owner-1"));
+        assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
+        assert_eq!(names(store.orphans(None)), ["elsewhere", "loose"]);
+        // Adopted (a controller reference added): no longer an orphan; released: one again.
+        let mut adopted = (*config_map("a", "loose", "2", json!({}))).clone();
+        adopted["metadata"]["ownerReferences"] = json!([{"uid": "owner-1", "controller": true, "kind": "K", "name": "o", "apiVersion": "v1"}]);
+        store.insert(Arc::new(adopted));
+        assert!(store.orphans(Some("a")).is_empty());
+        assert!(
+            !store.orphans.contains_key("a"),
+            "an empty namespace entry is dropped"
+        );
+        store.insert(config_map("a", "loose", "3", json!({})));
+        assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
+        store.remove("a", "loose");
+        assert!(store.orphans(Some("a")).is_empty());
     }
 
     #[test]

@@ -346,7 +346,7 @@ async fn dispatch(
                     for kind in kinds.iter() {
                         kind.rbac_changed(&context);
                     }
-                    continue;
+                    // Controllers may act on RBAC objects too: routed as any other event.
                 }
                 for kind in kinds.iter() {
                     kind.route(&context, &event);

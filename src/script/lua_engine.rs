@@ -17,13 +17,14 @@
 
 use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::coverage::Recorder;
-use super::error::{ScriptError, ScriptErrorKind};
+use super::error::{LimitKind, ScriptError, ScriptErrorKind};
 use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
 use super::lua_convert::{
     ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
 };
+use super::memory;
 use super::suggest::nearest;
 use super::{CallSetup, Code, Layout, MAX_LIBRARIES, Part, Program, ScriptOrigin};
 use crate::api::Language;
@@ -216,7 +217,10 @@ impl LuaState {
         };
         let stopped_at = set_interrupt(&self.lua, setup.budget.clone());
         let lua = &self.lua;
-        let max_memory = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
+        // Luau refuses an allocation beyond this (a memory error the script cannot outrun by one
+        // huge operation): the call's own limit, or what the shared pool has left if less.
+        let own_limit = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
+        let max_memory = memory::allowance(own_limit);
         let converted = &setup.script.program.request;
         let run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
@@ -263,6 +267,16 @@ impl LuaState {
         }
         let value = result.map_err(|error| {
             let (line, mut error) = map_error(&error, setup);
+            if max_memory < own_limit
+                && matches!(
+                    error.kind,
+                    ScriptErrorKind::Limit {
+                        limit: LimitKind::Memory
+                    }
+                )
+            {
+                error = setup.limit_error(LimitKind::ScriptMemory, line);
+            }
             let code = line.map(|line| &setup.script.layout.locate(line).0.code);
             if let (Some(code), Some(own)) = (code, error.line)
                 && let Some(name) = undefined_callee(lua, code, own, &error.message)
@@ -277,6 +291,7 @@ impl LuaState {
                 Some(line) => setup.at_line(error, line),
             }
         })?;
+        setup.check_memory()?;
         let response = from_lua(&self.lua, &self.markers, value).map_err(|e| match e.lua {
             Some(error) => map_error(&error, setup).1,
             None => setup.error(
@@ -877,10 +892,7 @@ fn map_error(error: &mlua::Error, setup: &CallSetup) -> (Option<u32>, ScriptErro
         return (line, setup.limit_error(limit, line));
     }
     if matches!(root(error), mlua::Error::MemoryError(_)) {
-        return (
-            line,
-            setup.limit_error(super::error::LimitKind::Memory, line),
-        );
+        return (line, setup.limit_error(LimitKind::Memory, line));
     }
     (
         line,

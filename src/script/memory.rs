@@ -41,6 +41,13 @@ pub fn pool_used() -> usize {
     POOL_USED.load(Ordering::Relaxed)
 }
 
+/// What a call whose own limit is `limit` may allocate if it starts now: its floor and what the
+/// pool has left, up to its limit.
+pub fn allowance(limit: usize) -> usize {
+    let left = pool_limit().saturating_sub(pool_used());
+    limit.min(FLOOR_BYTES.saturating_add(left))
+}
+
 /// Which memory budget a call exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exceeded {

@@ -454,6 +454,20 @@ impl CallSetup<'_> {
             None,
         )
     }
+
+    /// Fails the call when it went over a memory budget. Checked once the script has returned,
+    /// before its response is converted (which no progress check watches, and which copies
+    /// the response once more), and again after.
+    pub fn check_memory(&self) -> Result<(), ScriptError> {
+        match memory::CallMemory::exceeded() {
+            None => Ok(()),
+            Some(exceeded) => {
+                let limit = limits::memory_limit(exceeded);
+                self.budget.trip(limit);
+                Err(self.limit_error(limit, None))
+            }
+        }
+    }
 }
 
 /// Compiles and runs hook scripts. Cheap to clone; clones share the compile cache.
@@ -661,14 +675,7 @@ impl ScriptEngine {
             Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
         // The response's conversion runs after the script's last progress check.
-        let result = match (result, memory::CallMemory::exceeded()) {
-            (Ok(_), Some(exceeded)) => {
-                let limit = limits::memory_limit(exceeded);
-                setup.budget.trip(limit);
-                Err(setup.limit_error(limit, None))
-            }
-            (result, _) => result,
-        };
+        let result = result.and_then(|response| setup.check_memory().map(|()| response));
         drop(memory);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {

@@ -167,6 +167,7 @@ impl RhaiEngines {
                 }
                 error
             })?;
+        setup.check_memory()?;
         let response = from_dynamic(&value).map_err(|e| {
             setup.error(
                 ScriptErrorKind::Conversion,

@@ -147,9 +147,10 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
     );
     let peak = peak_rss_mib(operator.pid());
     eprintln!("operator peak RSS with the bombs: {peak} MiB");
-    // 128 MiB of scripts, 16 floors of 4 MiB, and the operator's own caches and runtime.
+    // 128 MiB of scripts, 16 floors of 4 MiB, and the operator's own caches and runtime
+    // (measured 233-250 MiB alone; 400 leaves room for a loaded machine).
     assert!(
-        peak < 512,
+        peak < 400,
         "the operator's resident memory peaked at {peak} MiB"
     );
 }

@@ -22,6 +22,7 @@ mod install;
 mod isolation;
 mod json_schema;
 mod leader_election;
+mod operator_composite;
 mod operator_decorator;
 mod operator_events;
 mod operator_map;

@@ -1,23 +1,25 @@
 //! DecoratorController: for every object matching its resource rules, a `sync` hook returns
 //! attachments, labels, annotations and status; `finalize` runs on deletion, `customize` selects
 //! related objects. Its API type and hooks (`api`), its pure planner (`plan`), one target's sync
-//! (`sync`), its face offline (`offline`) and in the operator (`runtime`, `related`).
+//! (`sync`), its face offline (`offline`) and in the operator (`runtime`).
 
 mod api;
 mod offline;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
-mod related;
 mod runtime;
 mod sync;
 
+pub use crate::plan::lifecycle::Phase;
+pub use crate::plan::related::RelatedRule;
+pub use crate::runtime::finalizers::CLEANUP_FINALIZER;
 pub use api::{
     CUSTOMIZE, DecoratorController, DecoratorControllerSpec, DecoratorHooks, FINALIZE, KIND,
     ResourceRule, SYNC,
 };
-pub use plan::{Decorator, Observed, Phase, RelatedRule, finalizer_for};
-pub use runtime::{CLEANUP_FINALIZER, DecoratorKind};
+pub use plan::{Decorator, Observed};
+pub use runtime::DecoratorKind;
 
 /// Label naming the DecoratorController that attached an object.
 pub const DECORATOR_LABEL: &str = "metascript.dev/decorator";

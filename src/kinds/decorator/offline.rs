@@ -2,11 +2,13 @@
 //! `explain`), and a hook's response checked the way the operator would (test cases).
 
 use super::api::{CUSTOMIZE, FINALIZE};
-use super::plan::{Decorator, Observed, Phase};
+use super::plan::{Decorator, Observed};
 use super::sync::{self, Synced};
 use crate::api::{HookKind, HookVersion};
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
+use crate::plan::lifecycle::Phase;
+use crate::plan::related;
 use crate::plan::{Offline, Planner, Role, Step, SyncError};
 use crate::resources::ResourceType;
 use serde_json::Value;
@@ -15,8 +17,8 @@ use std::sync::Arc;
 impl Decorator {
     /// Syncs a target offline: the types of its related rules resolve without being watched.
     fn sync_with(&self, offline: &Offline, target: &Value) -> Result<Option<Synced>, SyncError> {
-        let related = sync::Unwatched {
-            decorator: self,
+        let related = related::Unwatched {
+            controller: &self.name,
             resolver: offline.resolver,
         };
         sync::sync_target(self, offline.runner, offline.store, target, &related)

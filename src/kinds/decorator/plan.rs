@@ -3,14 +3,14 @@
 
 use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, KIND, ResourceRule};
-use crate::api::{HookVersion, ResourceRef};
+use crate::api::HookVersion;
 use crate::object;
 use crate::plan::children::{self, ChildType};
+use crate::plan::lifecycle::{self, Phase, finalizer_for};
+use crate::plan::related::{self, RelatedRule};
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::{FinalizerChange, Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::selector::LabelSelector;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -30,26 +30,6 @@ pub struct Decorator {
     /// The finalizer this controller puts on targets when it has a finalize hook (computed
     /// once: it is checked on every target event).
     finalizer: String,
-}
-
-/// Which hook, if any, a target needs now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Selected and alive: call `sync`.
-    Sync,
-    /// Deleted or opted out while holding our finalizer: call `finalize`.
-    Finalize,
-    /// Holds our finalizer but the controller has no finalize hook any more: just release it.
-    Release,
-    /// Nothing to do.
-    Idle,
-}
-
-impl Phase {
-    /// Whether a target in this phase runs a hook (and so needs its related objects).
-    pub fn runs_hook(self) -> bool {
-        matches!(self, Phase::Sync | Phase::Finalize)
-    }
 }
 
 /// What was observed for one target when its hook is called.
@@ -81,7 +61,7 @@ impl Decorator {
             has_finalize: spec.hooks.finalize.is_some(),
             has_customize: spec.hooks.customize.is_some(),
             reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
-            finalizer: finalizer_for(&kube::ResourceExt::name_any(controller)),
+            finalizer: finalizer_for(KIND, &kube::ResourceExt::name_any(controller)),
         })
     }
 
@@ -108,16 +88,8 @@ impl Decorator {
     }
 
     pub fn phase(&self, target: &Value) -> Phase {
-        let holds_finalizer = object::has_finalizer(target, self.finalizer());
-        if self.selects(target) && !object::is_deleting(target) {
-            Phase::Sync
-        } else if holds_finalizer && self.has_finalize {
-            Phase::Finalize
-        } else if holds_finalizer {
-            Phase::Release
-        } else {
-            Phase::Idle
-        }
+        let holding = object::has_finalizer(target, self.finalizer());
+        Phase::of(target, self.selects(target), holding, self.has_finalize)
     }
 
     /// Whether `child` is an attachment of this decorator on `target`: controlled by the target
@@ -130,10 +102,7 @@ impl Decorator {
     }
 
     pub fn customize_request(&self, target: &Value) -> Value {
-        object::fields([
-            ("controller", self.controller_json.clone()),
-            ("parent", target.clone()),
-        ])
+        related::customize_request(&self.controller_json, target)
     }
 
     /// Reads a customize response: the related resource rules it asks for, read the way the
@@ -143,28 +112,7 @@ impl Decorator {
         response: &Value,
         version: HookVersion,
     ) -> Result<Vec<RelatedRule>, InvalidResponse> {
-        let fields = response::fields(response)?;
-        response::list(fields, "relatedResources")?
-            .iter()
-            .enumerate()
-            .map(|(index, item)| {
-                let mut rule: RelatedRule =
-                    serde_json::from_value(item.clone()).map_err(|error| {
-                        InvalidResponse::new(
-                            format!("relatedResources[{index}]"),
-                            error.to_string(),
-                        )
-                    })?;
-                if rule.api_version.is_empty() || rule.resource.is_empty() {
-                    return Err(InvalidResponse::new(
-                        format!("relatedResources[{index}]"),
-                        "apiVersion and resource are required",
-                    ));
-                }
-                rule.version = version;
-                Ok(rule)
-            })
-            .collect()
+        related::related_rules(response, version)
     }
 
     /// Groups related objects for the request the same way as attachments.
@@ -254,94 +202,17 @@ impl Decorator {
                 &response::string_updates(fields, "annotations")?,
             ),
             status: status_change(target, fields.get("status"))?,
-            finalizer: None,
             resync_after_seconds: response::resync_after(fields)?,
+            ..Plan::default()
         };
-        let holds_finalizer = object::has_finalizer(target, self.finalizer());
-        plan.finalizer = match phase {
-            Phase::Finalize => match fields.get("finalized") {
-                Some(Value::Bool(true)) if holds_finalizer => {
-                    Some(FinalizerChange::Remove(self.finalizer.clone()))
-                }
-                None | Some(Value::Null) | Some(Value::Bool(_)) => None,
-                Some(other) => {
-                    return Err(InvalidResponse::new(
-                        "finalized",
-                        format!("expected a boolean, got {}", json_type(other)),
-                    ));
-                }
-            },
-            _ if self.has_finalize && !holds_finalizer => {
-                Some(FinalizerChange::Add(self.finalizer.clone()))
-            }
-            _ if !self.has_finalize && holds_finalizer => {
-                Some(FinalizerChange::Remove(self.finalizer.clone()))
-            }
-            _ => None,
-        };
+        plan.finalizer = lifecycle::finalizer_change(
+            phase,
+            fields,
+            self.finalizer(),
+            object::has_finalizer(target, self.finalizer()),
+            self.has_finalize,
+        )?;
         Ok(plan)
-    }
-}
-
-/// The finalizer of the DecoratorController with this name. Finalizer names are qualified
-/// names, whose name part is at most 63 characters; longer controller names are digested.
-pub fn finalizer_for(controller: &str) -> String {
-    let mut name = format!("decorator-{controller}");
-    if name.len() > 63 {
-        name = format!("decorator-{}", object::short_digest(controller));
-    }
-    format!("metascript.dev/{name}")
-}
-
-/// One entry of a customize response's `relatedResources`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RelatedRule {
-    pub api_version: String,
-    pub resource: String,
-    #[serde(default)]
-    pub label_selector: Option<LabelSelector>,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub names: Vec<String>,
-    /// The version of the customize hook that asked for it, which decides where an unset
-    /// `namespace` looks.
-    #[serde(skip)]
-    pub version: HookVersion,
-}
-
-impl RelatedRule {
-    pub fn resource_ref(&self) -> ResourceRef {
-        ResourceRef {
-            api_version: self.api_version.clone(),
-            resource: self.resource.clone(),
-        }
-    }
-
-    /// The namespace this rule looks in: the one given, else (`v1`) a namespaced target's own,
-    /// else all.
-    pub fn namespace_for<'a>(&'a self, target: &'a Value) -> Option<&'a str> {
-        let given = self.namespace.as_deref().filter(|ns| !ns.is_empty());
-        match self.version {
-            HookVersion::V1 => given.or_else(|| object::namespace(target)),
-            HookVersion::V2 => given,
-        }
-    }
-
-    /// Whether `candidate` (of this rule's type) is related to `target` under this rule.
-    pub fn selects(&self, target: &Value, candidate: &Value) -> bool {
-        let namespace_ok = match (self.namespace_for(target), object::namespace(candidate)) {
-            (Some(wanted), Some(actual)) => wanted == actual,
-            (Some(_), None) => true, // cluster-scoped related objects have no namespace
-            (None, _) => true,
-        };
-        namespace_ok
-            && (self.names.is_empty() || self.names.iter().any(|n| n == object::name(candidate)))
-            && self
-                .label_selector
-                .as_ref()
-                .is_none_or(|selector| selector.matches(&object::labels(candidate)))
     }
 }
 

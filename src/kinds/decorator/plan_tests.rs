@@ -2,8 +2,9 @@
 
 use super::DECORATOR_LABEL;
 use super::api::DecoratorController;
-use super::plan::{Decorator, Observed, Phase};
+use super::plan::{Decorator, Observed};
 use crate::api::HookVersion;
+use crate::plan::lifecycle::Phase;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
 use crate::resources::StaticResolver;
 use serde_json::{Value, json};

@@ -4,31 +4,29 @@
 
 use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, KIND};
-use super::plan::{Decorator, Phase, RelatedRule, finalizer_for};
-use super::related::RelatedIndex;
-use super::sync::{self, Related, RelatedRules};
+use super::plan::Decorator;
+use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
-use crate::plan::{FinalizerChange, Plan, SyncError};
+use crate::plan::Plan;
+use crate::plan::lifecycle::{Phase, finalizer_for};
+use crate::plan::related as related_plan;
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::apply::{PlanTarget, Writer, Written};
+use crate::runtime::apply::{PlanTarget, Written};
 use crate::runtime::cache::ObjectEvent;
 use crate::runtime::context::{Context, Failure};
+use crate::runtime::finalizers;
 use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
+use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::routes::only_status_changed;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The finalizer the operator keeps on a DecoratorController with a finalize hook, so that
-/// deleting the controller first releases every target it holds a finalizer on.
-pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
 
 pub struct DecoratorKind;
 
@@ -37,72 +35,6 @@ pub struct DecoratorKind;
 pub struct DecoratorState {
     related: RelatedIndex,
     customized: CustomizeCache,
-}
-
-/// The customize hook's answers per target, kept while the target (its uid and
-/// resourceVersion) and the controller (its version) are the ones it answered for.
-#[derive(Default)]
-struct CustomizeCache(parking_lot::Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
-
-impl CustomizeCache {
-    /// What an answer is kept for: the target as it is, and the controller as it runs.
-    fn key(target: &Value, version: u64) -> String {
-        format!(
-            "{}@{}#{version}",
-            object::uid(target).unwrap_or_default(),
-            object::str_at(target, "/metadata/resourceVersion").unwrap_or_default()
-        )
-    }
-}
-
-/// A target's related rules in the operator: its customize answer kept while it holds, and the
-/// rules' types resolved, watched and indexed, so their objects' changes re-sync the target.
-struct Watched<'a> {
-    context: &'a Context,
-    id: &'a ControllerId,
-    state: &'a DecoratorState,
-    version: u64,
-    target_ref: &'a ObjRef,
-    target: &'a Value,
-    /// The work item's scope: related objects are handed to the hooks only where the
-    /// controller's account may read them.
-    scope: &'a CallScope,
-}
-
-impl Related for Watched<'_> {
-    fn cached(&self) -> Option<Vec<RelatedRule>> {
-        let key = CustomizeCache::key(self.target, self.version);
-        let kept = self.state.customized.0.lock();
-        let (kept_for, rules) = kept.get(self.target_ref)?;
-        (*kept_for == key).then(|| rules.clone())
-    }
-
-    fn keep(&self, rules: &[RelatedRule]) {
-        let key = CustomizeCache::key(self.target, self.version);
-        self.state
-            .customized
-            .0
-            .lock()
-            .insert(self.target_ref.clone(), (key, rules.to_vec()));
-    }
-
-    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
-        let related = tokio::runtime::Handle::current().block_on(watch_related(
-            self.context,
-            self.id,
-            rules,
-        ))?;
-        // Before they are indexed: a refused rule relates nothing to the target.
-        crate::plan::admit(
-            self.scope,
-            &self.id.name,
-            &sync::related_scopes(&related, self.target),
-        )?;
-        self.state
-            .related
-            .set(self.target_ref, self.target, related.clone());
-        Ok(related)
-    }
 }
 
 impl Kind for DecoratorKind {
@@ -134,18 +66,8 @@ impl Kind for DecoratorKind {
         object: &Value,
         _first: bool,
     ) {
-        // A standby adds it when it takes over (it reloads every controller then).
-        let leading = context.leadership.is_leader();
-        if leading
-            && controller.planner.has_finalize
-            && !object::has_finalizer(object, CLEANUP_FINALIZER)
-        {
-            let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
-            if let Err(failure) = edit_own_finalizer(context, &controller.id, object, add).await {
-                tracing::warn!(controller = %controller.id, error = %failure.message, "cannot add the cleanup finalizer");
-                context.queue.retry_later(WorkKey::load(&controller.id));
-            }
-        }
+        let has_finalize = controller.planner.has_finalize;
+        finalizers::keep_cleanup_finalizer(context, &controller.id, object, has_finalize).await;
     }
 
     /// Removes the controller's finalizer from every object of its target types, then its own
@@ -157,47 +79,19 @@ impl Kind for DecoratorKind {
     ) -> Result<(), Failure> {
         let controller: DecoratorController = serde_json::from_value(object.clone())
             .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
-        let finalizer = finalizer_for(&id.name);
         let account = ServiceAccountRef::from_spec(
             controller.spec.service_account_name.as_deref(),
             controller.spec.service_account_namespace.as_deref(),
         );
-        let writer = context
-            .identities
-            .writer(&context.client, account.as_ref())
-            .map_err(|e| Failure::new(reasons::IMPERSONATION_FAILED, e))?;
-        for rule in &controller.spec.resources {
-            let resolved = context
-                .discovery
-                .resolve(&rule.resource_ref())
-                .await
-                .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
-            context
-                .informers
-                .ensure(&resolved)
-                .await
-                .map_err(|e| Failure::new(reasons::WATCH_FAILED, e))?;
-            let resource = &resolved.resource;
-            for target in ObjectStore::list(&*context.informers, resource, None) {
-                if !object::has_finalizer(&target, &finalizer) {
-                    continue;
-                }
-                let plan = Plan {
-                    finalizer: Some(FinalizerChange::Remove(finalizer.clone())),
-                    ..Plan::default()
-                };
-                let plan_target = PlanTarget {
-                    object: &target,
-                    resource,
-                    child_types: &[],
-                    controller: id,
-                    writer: &writer,
-                };
-                context.applier.execute(&plan_target, &plan).await?;
-            }
-        }
-        let remove = FinalizerChange::Remove(CLEANUP_FINALIZER.into());
-        edit_own_finalizer(context, id, object, remove).await
+        let types: Vec<ResourceRef> = controller
+            .spec
+            .resources
+            .iter()
+            .map(|rule| rule.resource_ref())
+            .collect();
+        let finalizer = finalizer_for(KIND, &id.name);
+        finalizers::release_finalizers(context, id, object, account.as_ref(), &types, &finalizer)
+            .await
     }
 
     /// Every object the controller has work for: selected ones and those holding its
@@ -358,7 +252,7 @@ fn seen(
     }
     if decorator.has_customize {
         let rules = controller.state.related.rules_of(target_ref);
-        for related in sync::related_objects(store, target, &rules) {
+        for related in related_plan::related_objects(store, target, &rules) {
             seen.object(&related);
         }
     }
@@ -377,7 +271,7 @@ async fn sync_target(
         .filter(|object| controller.planner.phase(object) != Phase::Idle);
     let Some(object) = object else {
         controller.state.related.remove(target);
-        controller.state.customized.0.lock().remove(target);
+        controller.state.customized.remove(target);
         return Outcome::Forgotten(target.clone());
     };
     let failed = |failure: Failure| Outcome::Failed {
@@ -459,7 +353,8 @@ async fn plan_target(
                 let related = Watched {
                     context,
                     id: &id,
-                    state: &state,
+                    index: &state.related,
+                    customized: &state.customized,
                     version,
                     target_ref: &target_ref,
                     target: &target_object,
@@ -485,70 +380,4 @@ async fn plan_target(
             .await;
     }
     Ok(planned?.map(|synced| synced.plan))
-}
-
-/// Resolves the type of each related rule and makes sure it is watched, so the rules can be
-/// evaluated against the cache.
-async fn watch_related(
-    context: &Context,
-    id: &ControllerId,
-    rules: Vec<RelatedRule>,
-) -> Result<RelatedRules, SyncError> {
-    let mut related = Vec::with_capacity(rules.len());
-    for rule in rules {
-        let resolved = context
-            .discovery
-            .resolve(&rule.resource_ref())
-            .await
-            .map_err(|source| SyncError::Resolve {
-                controller: id.name.clone(),
-                source,
-            })?;
-        context
-            .informers
-            .ensure(&resolved)
-            .await
-            .map_err(|error| SyncError::Watch {
-                controller: id.name.clone(),
-                message: error.to_string(),
-            })?;
-        related.push((rule, resolved.resource));
-    }
-    Ok(related)
-}
-
-/// Adds or removes the cleanup finalizer on a DecoratorController object.
-async fn edit_own_finalizer(
-    context: &Context,
-    id: &ControllerId,
-    object: &Value,
-    change: FinalizerChange,
-) -> Result<(), Failure> {
-    let reference = ResourceRef {
-        api_version: object::api_version(object).to_string(),
-        resource: KIND.plural().to_string(),
-    };
-    let resolved = context
-        .discovery
-        .resolve(&reference)
-        .await
-        .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
-    let plan = Plan {
-        finalizer: Some(change),
-        ..Plan::default()
-    };
-    // The controller object is the operator's own business, not the controller's.
-    let writer = Writer {
-        client: context.client.clone(),
-        identity: None,
-    };
-    let target = PlanTarget {
-        object,
-        resource: &resolved.resource,
-        child_types: &[],
-        controller: id,
-        writer: &writer,
-    };
-    context.applier.execute(&target, &plan).await?;
-    Ok(())
 }

@@ -4,33 +4,17 @@
 //! all three do exactly the same thing.
 
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
-use super::plan::{Decorator, Observed, Phase, RelatedRule};
+use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
-use crate::hooks::{HookCode, HookRunner};
+use crate::hooks::HookRunner;
+use crate::plan::lifecycle::Phase;
+use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
 use crate::reads::{ReadScope, ReadVerb};
-use crate::resources::{ResourceResolver, ResourceType};
+use crate::resources::ResourceType;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// The related resource rules a target's customize hook returned, each with its resolved type.
-pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
-
-/// Where a target's sync gets the types of its customize hook's rules, and the rules
-/// themselves when an earlier answer still holds.
-pub trait Related {
-    /// The rules a customize call returned for the target as it is now, if kept.
-    fn cached(&self) -> Option<Vec<RelatedRule>> {
-        None
-    }
-
-    /// Keeps a customize call's rules for later syncs of the target as it is now.
-    fn keep(&self, _rules: &[RelatedRule]) {}
-
-    /// The rules' types (the operator also starts watching them).
-    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError>;
-}
 
 /// What one target's sync decided.
 pub struct Synced {
@@ -61,7 +45,12 @@ pub fn sync_target(
         Phase::Finalize => FINALIZE,
     };
     let related = match decorator.has_customize {
-        true => related.resolve(customize(decorator, runner, target, related)?)?,
+        true => related.resolve(related::customize(
+            runner,
+            CUSTOMIZE,
+            &decorator.customize_request(target),
+            related,
+        )?)?,
         false => Vec::new(),
     };
     let related_objects = related_objects(store, target, &related);
@@ -88,72 +77,6 @@ pub fn sync_target(
     }))
 }
 
-/// The related resource rules of a target: kept from an earlier call, or the customize hook's
-/// answer, validated. An answer is kept when it followed from the target alone: the call read
-/// nothing else (no clock, randomness or `get`/`list`). A webhook's answer is kept too, as
-/// Metacontroller keeps it: until the target or the controller changes.
-fn customize(
-    decorator: &Decorator,
-    runner: &HookRunner,
-    target: &Value,
-    related: &dyn Related,
-) -> Result<Vec<RelatedRule>, SyncError> {
-    if let Some(rules) = related.cached() {
-        return Ok(rules);
-    }
-    let reads_before = runner.scope.reads.as_ref().map(|r| r.count());
-    let response = runner.call(CUSTOMIZE, &decorator.customize_request(target))?;
-    let rules = decorator
-        .related_rules(&response, runner.hooks.version(CUSTOMIZE))
-        .map_err(|error| runner.hooks.invalid_response(CUSTOMIZE, error))?;
-    let webhook = runner
-        .hooks
-        .get(CUSTOMIZE)
-        .is_some_and(|hook| matches!(hook.code, HookCode::Webhook(_)));
-    let pure = match runner.scope.purity.impurity() {
-        None => true,
-        Some(_) => webhook,
-    };
-    let read_nothing = runner.scope.reads.as_ref().map(|r| r.count()) == reads_before;
-    if pure && read_nothing {
-        related.keep(&rules);
-    }
-    Ok(rules)
-}
-
-/// Related rules offline: their types resolve without being watched, nothing is kept.
-pub struct Unwatched<'a> {
-    pub decorator: &'a Decorator,
-    pub resolver: &'a dyn ResourceResolver,
-}
-
-impl Related for Unwatched<'_> {
-    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
-        resolve_related(self.decorator, self.resolver, rules)
-    }
-}
-
-/// Resolves the type of each related resource rule (offline: no watch to start).
-pub fn resolve_related(
-    decorator: &Decorator,
-    resolver: &dyn ResourceResolver,
-    rules: Vec<RelatedRule>,
-) -> Result<RelatedRules, SyncError> {
-    rules
-        .into_iter()
-        .map(|rule| {
-            let resource =
-                resolver
-                    .resolve(&rule.resource_ref())
-                    .map_err(|source| SyncError::Resolve {
-                        controller: decorator.name.clone(),
-                        source,
-                    })?;
-            Ok((rule, resource))
-        })
-        .collect()
-}
-
 /// The attachments a target's request shows: its children of the attachment types that this
 /// controller owns.
 pub fn observed_attachments(
@@ -169,28 +92,10 @@ pub fn observed_attachments(
         .collect()
 }
 
-/// The related objects a target's rules select.
-pub fn related_objects(
-    store: &dyn ObjectStore,
-    target: &Value,
-    rules: &[(RelatedRule, ResourceType)],
-) -> Vec<Arc<Value>> {
-    let mut related = Vec::new();
-    for (rule, resource) in rules {
-        related.extend(
-            store
-                .list(resource, resource.scope(rule.namespace_for(target)))
-                .into_iter()
-                .filter(|candidate| rule.selects(target, candidate)),
-        );
-    }
-    related
-}
-
 /// What a target's hook request shows besides related objects, as reads its controller's
 /// account must be allowed: the target (`get` in its namespace) and its attachments (`list` of
 /// each type where the target's children live: its namespace, or every namespace for a
-/// cluster-scoped target).
+/// cluster-scoped target). Related objects are checked by [`crate::plan::related`].
 pub fn observed_scopes(
     decorator: &Decorator,
     target_type: &ResourceType,
@@ -205,21 +110,4 @@ pub fn observed_scopes(
         )
     }));
     scopes
-}
-
-/// The reads the related rules of a target make: `get` where a rule names its objects, `list`
-/// otherwise, in the rule's namespace, or in every namespace when it names none (hook version
-/// v2, or a cluster-scoped target): a selection across namespaces needs the account to read
-/// the type in all of them, as it would to list them itself.
-pub fn related_scopes(rules: &[(RelatedRule, ResourceType)], target: &Value) -> Vec<ReadScope> {
-    rules
-        .iter()
-        .map(|(rule, resource)| {
-            let verb = match rule.names.is_empty() {
-                true => ReadVerb::List,
-                false => ReadVerb::Get,
-            };
-            ReadScope::new(verb, resource, rule.namespace_for(target))
-        })
-        .collect()
 }

@@ -92,22 +92,15 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), String> {
 pub fn api_for(client: &kube::Client, object: &Value) -> Api<DynamicObject> {
     let api_version = metascript::object::api_version(object);
     let kind = metascript::object::kind(object);
-    let resource = match (api_version, kind) {
-        ("metascript.dev/v1alpha1", "DecoratorController") => metascript::resources::ResourceType {
+    let resource = match metascript::kinds::of(object) {
+        Some(controller_kind) => metascript::resources::ResourceType {
             api_version: api_version.into(),
             kind: kind.into(),
-            plural: "decoratorcontrollers".into(),
+            plural: controller_kind.name().plural().into(),
             namespaced: false,
             has_status: true,
         },
-        ("metascript.dev/v1alpha1", "MapController") => metascript::resources::ResourceType {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: "mapcontrollers".into(),
-            namespaced: false,
-            has_status: true,
-        },
-        _ => StaticResolver::with_builtins()
+        None => StaticResolver::with_builtins()
             .find_kind(api_version, kind)
             .unwrap_or_else(|| panic!("no API known for {kind}.{api_version}")),
     };

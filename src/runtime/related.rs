@@ -1,15 +1,89 @@
-//! Which targets of a DecoratorController relate to which objects: the rules each target's
-//! customize hook returned, indexed by the type and namespace they look in, so an event of a
-//! related object finds the targets it may concern without scanning them all.
+//! Which objects a controller syncs relate to which others: the rules each object's customize
+//! hook returned, indexed by the type and namespace they look in, so an event of a related
+//! object finds the objects it may concern without scanning them all; and making sure the
+//! types those rules name are watched before a sync reads them. Shared by every kind with a
+//! customize hook.
 
-use super::plan::RelatedRule;
-use super::sync::RelatedRules;
+use super::context::Context;
+use super::keys::{ControllerId, ObjRef};
 use crate::object;
+use crate::plan::SyncError;
+use crate::plan::related::{Related, RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
-use crate::runtime::keys::ObjRef;
-use parking_lot::RwLock;
+use crate::script::CallScope;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+
+/// The customize hook's answers per object, kept while the object (its uid and
+/// resourceVersion) and the controller (its version) are the ones it answered for.
+#[derive(Debug, Default)]
+pub struct CustomizeCache(Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
+
+impl CustomizeCache {
+    /// What an answer is kept for: the object as it is, and the controller as it runs.
+    fn key(target: &Value, version: u64) -> String {
+        format!(
+            "{}@{}#{version}",
+            object::uid(target).unwrap_or_default(),
+            object::str_at(target, "/metadata/resourceVersion").unwrap_or_default()
+        )
+    }
+
+    pub fn remove(&self, target: &ObjRef) {
+        self.0.lock().remove(target);
+    }
+}
+
+/// An object's related rules in the operator: its customize answer kept while it holds, and the
+/// rules' types resolved, watched and indexed, so their objects' changes re-sync the object.
+pub struct Watched<'a> {
+    pub context: &'a Context,
+    pub id: &'a ControllerId,
+    pub index: &'a RelatedIndex,
+    pub customized: &'a CustomizeCache,
+    /// The controller's version (its answers are kept for it only).
+    pub version: u64,
+    pub target_ref: &'a ObjRef,
+    pub target: &'a Value,
+    /// The work item's scope: related objects are handed to the hooks only where the
+    /// controller's account may read them.
+    pub scope: &'a CallScope,
+}
+
+impl Related for Watched<'_> {
+    fn cached(&self) -> Option<Vec<RelatedRule>> {
+        let key = CustomizeCache::key(self.target, self.version);
+        let kept = self.customized.0.lock();
+        let (kept_for, rules) = kept.get(self.target_ref)?;
+        (*kept_for == key).then(|| rules.clone())
+    }
+
+    fn keep(&self, rules: &[RelatedRule]) {
+        let key = CustomizeCache::key(self.target, self.version);
+        self.customized
+            .0
+            .lock()
+            .insert(self.target_ref.clone(), (key, rules.to_vec()));
+    }
+
+    fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
+        let related = tokio::runtime::Handle::current().block_on(watch_related(
+            self.context,
+            self.id,
+            rules,
+        ))?;
+        // Before they are indexed: a refused rule relates nothing to the object.
+        crate::plan::admit(
+            self.scope,
+            &self.id.name,
+            &crate::plan::related::related_scopes(&related, self.target),
+        )?;
+        self.index
+            .set(self.target_ref, self.target, related.clone());
+        Ok(related)
+    }
+}
 
 /// A related type and the namespace its rules look in (none: every namespace, or a
 /// cluster-scoped type).
@@ -95,6 +169,36 @@ impl RelatedIndex {
             })
             .collect()
     }
+}
+
+/// Resolves the type of each related rule and makes sure it is watched, so the rules can be
+/// evaluated against the cache.
+pub async fn watch_related(
+    context: &Context,
+    id: &ControllerId,
+    rules: Vec<RelatedRule>,
+) -> Result<RelatedRules, SyncError> {
+    let mut related = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let resolved = context
+            .discovery
+            .resolve(&rule.resource_ref())
+            .await
+            .map_err(|source| SyncError::Resolve {
+                controller: id.name.clone(),
+                source,
+            })?;
+        context
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|error| SyncError::Watch {
+                controller: id.name.clone(),
+                message: error.to_string(),
+            })?;
+        related.push((rule, resolved.resource));
+    }
+    Ok(related)
 }
 
 impl Inner {

@@ -1,0 +1,23 @@
+//! CompositeController: a parent resource owns children through controller references and its
+//! selector; the `sync` hook returns the parent's status and its desired children, which roll
+//! out by each child type's update strategy; `finalize` runs on deletion, `customize` selects
+//! related objects. Its API type and hooks (`api`), its pure planner (`plan`) and rolling updates
+//! (`rolling`), one parent's sync (`sync`), its face offline (`offline`) and in the operator
+//! (`runtime`).
+
+mod api;
+mod offline;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
+mod rolling;
+mod runtime;
+mod sync;
+
+pub use api::{
+    CUSTOMIZE, CompositeChildRule, CompositeController, CompositeControllerSpec, CompositeHooks,
+    CompositeUpdateMethod, FINALIZE, KIND, ParentResourceRule, SYNC,
+};
+pub use plan::{CONTROLLER_UID_LABEL, Composite, Observed};
+pub use rolling::{REVISION_LABEL, UPDATED};
+pub use runtime::CompositeKind;

@@ -1,0 +1,122 @@
+//! The finalizers a controller with a finalize hook leaves on the objects it syncs, and the one
+//! the operator keeps on such a controller object so that deleting the controller first releases
+//! them (otherwise nothing would ever remove them, and those objects could not be deleted).
+//! Shared by every kind with a finalize hook.
+
+use super::apply::{PlanTarget, Writer};
+use super::context::{Context, Failure};
+use super::keys::ControllerId;
+use crate::api::{ResourceRef, ServiceAccountRef};
+use crate::object;
+use crate::plan::{FinalizerChange, Plan};
+use crate::reasons;
+use crate::store::ObjectStore;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The finalizer the operator keeps on a controller object with a finalize hook, so that
+/// deleting the controller first releases every object it holds a finalizer on.
+pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
+
+/// Adds the cleanup finalizer to a controller object that has a finalize hook (leader only: a
+/// standby adds it when it takes over, since it reloads every controller then). A failure is
+/// retried through the controller's load.
+pub async fn keep_cleanup_finalizer(
+    context: &Arc<Context>,
+    id: &ControllerId,
+    object: &Value,
+    has_finalize: bool,
+) {
+    let leading = context.leadership.is_leader();
+    if leading && has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
+        let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
+        if let Err(failure) = edit_own_finalizer(context, id, object, add).await {
+            tracing::warn!(controller = %id, error = %failure.message, "cannot add the cleanup finalizer");
+            context.queue.retry_later(super::keys::WorkKey::load(id));
+        }
+    }
+}
+
+/// Removes `finalizer` from every object of the `types` a deleted controller synced, as the
+/// controller's ServiceAccount, then the cleanup finalizer from the controller object itself.
+pub async fn release_finalizers(
+    context: &Context,
+    id: &ControllerId,
+    object: &Value,
+    account: Option<&ServiceAccountRef>,
+    types: &[ResourceRef],
+    finalizer: &str,
+) -> Result<(), Failure> {
+    let writer = context
+        .identities
+        .writer(&context.client, account)
+        .map_err(|e| Failure::new(reasons::IMPERSONATION_FAILED, e))?;
+    for reference in types {
+        let resolved = context
+            .discovery
+            .resolve(reference)
+            .await
+            .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
+        context
+            .informers
+            .ensure(&resolved)
+            .await
+            .map_err(|e| Failure::new(reasons::WATCH_FAILED, e))?;
+        let resource = &resolved.resource;
+        for held in ObjectStore::list(&*context.informers, resource, None) {
+            if !object::has_finalizer(&held, finalizer) {
+                continue;
+            }
+            let plan = Plan {
+                finalizer: Some(FinalizerChange::Remove(finalizer.to_string())),
+                ..Plan::default()
+            };
+            let target = PlanTarget {
+                object: &held,
+                resource,
+                child_types: &[],
+                controller: id,
+                writer: &writer,
+            };
+            context.applier.execute(&target, &plan).await?;
+        }
+    }
+    let remove = FinalizerChange::Remove(CLEANUP_FINALIZER.into());
+    edit_own_finalizer(context, id, object, remove).await
+}
+
+/// Adds or removes a finalizer on a controller object.
+async fn edit_own_finalizer(
+    context: &Context,
+    id: &ControllerId,
+    object: &Value,
+    change: FinalizerChange,
+) -> Result<(), Failure> {
+    let reference = ResourceRef {
+        api_version: object::api_version(object).to_string(),
+        resource: id.kind.plural().to_string(),
+    };
+    let resolved = context
+        .discovery
+        .resolve(&reference)
+        .await
+        .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
+    let plan = Plan {
+        finalizer: Some(change),
+        ..Plan::default()
+    };
+    // The controller object is the operator's own business, not the controller's.
+    let writer = Writer {
+        client: context.client.clone(),
+        identity: None,
+    };
+    let target = PlanTarget {
+        object,
+        resource: &resolved.resource,
+        child_types: &[],
+        controller: id,
+        writer: &writer,
+    };
+    context.applier.execute(&target, &plan).await?;
+    Ok(())
+}
