@@ -571,8 +571,8 @@ fn related_rules_select_by_namespace_names_and_labels() {
 /// What a target's hooks are handed, as reads its controller's account must be allowed.
 #[test]
 fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
-    use super::plan::RelatedRule;
-    use super::sync::{observed_scopes, related_scopes};
+    use super::sync::observed_scopes;
+    use crate::plan::related::{RelatedRule, related_scopes};
     let decorator = decorator(false, "InPlace");
     let resolver = StaticResolver::with_builtins();
     let target_type = resolver.find_kind("apps/v1", "StatefulSet").unwrap();
