@@ -7,6 +7,7 @@
 //! cargo run --release --example bench_decorator -- --targets 1000 --language rhai
 //! cargo run --release --example bench_decorator -- --targets 1000 --hook webhook
 //! cargo run --release --example bench_decorator -- --targets 1000 --reads
+//! cargo run --release --example bench_decorator -- --targets 1000 --account
 //! ```
 //!
 //! `--hook webhook` runs the same controller with its hooks as webhooks, answered over loopback
@@ -36,6 +37,12 @@
 //! `bench.metascript.dev/namespace-tier` label, so each target holds one dependency. One more
 //! phase runs after 5: the bench Namespace is relabelled, until every target shows the new value
 //! (a fan-out of N re-syncs through the dependency index); it must take exactly N syncs.
+//!
+//! `--account` measures the cost of least privilege: the controller names a ServiceAccount
+//! (`serviceAccountName`) that a Role in the bench namespace lets do exactly what the example
+//! needs, so its writes are impersonated and every object its hooks are handed is checked
+//! against what the account may read (SubjectAccessReviews, cached). The number of reviews
+//! sent is reported; compare with a run without `--account` at the same load.
 //!
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own watches); the apiserver's and etcd's are shown for
@@ -77,6 +84,7 @@ struct Args {
     skip_live: bool,
     /// One tracked `get` of the target's Namespace per call, and the Namespace fan-out phase.
     reads: bool,
+    account: bool,
     /// Resyncs run every hook (`metascript run --full-resync`).
     full_resync: bool,
 }
@@ -89,6 +97,7 @@ fn parse_args() -> anyhow::Result<Args> {
         workers: 16,
         skip_live: false,
         reads: false,
+        account: false,
         full_resync: false,
     };
     let mut it = std::env::args().skip(1);
@@ -104,10 +113,11 @@ fn parse_args() -> anyhow::Result<Args> {
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--skip-live" => args.skip_live = true,
             "--reads" => args.reads = true,
+            "--account" => args.account = true,
             "--full-resync" => args.full_resync = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--full-resync]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--account] [--full-resync]"
                 );
                 std::process::exit(0);
             }
@@ -126,6 +136,10 @@ fn parse_args() -> anyhow::Result<Args> {
     anyhow::ensure!(
         !(args.reads && args.hook == "webhook"),
         "--reads needs script hooks (a webhook reads nothing through the operator)"
+    );
+    anyhow::ensure!(
+        !(args.reads && args.account),
+        "--reads and --account measure different costs; give one"
     );
     Ok(args)
 }
@@ -284,6 +298,45 @@ impl Example {
     }
 }
 
+/// The ServiceAccount of `--account`.
+const BENCH_ACCOUNT: &str = "service-per-pod";
+
+/// The account `--account` names, with a Role letting it do what the example does to its
+/// targets in `namespace`, and read what its hooks are handed (docs/security.md).
+async fn create_account(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+    let params = PatchParams::apply("bench").force();
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": BENCH_ACCOUNT, "namespace": namespace}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": BENCH_ACCOUNT, "namespace": namespace},
+        "rules": [
+            {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": ["apps"], "resources": ["statefulsets/finalizers"], "verbs": ["update"]},
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}
+        ]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": BENCH_ACCOUNT, "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": BENCH_ACCOUNT},
+               "subjects": [{"kind": "ServiceAccount", "name": BENCH_ACCOUNT, "namespace": namespace}]}),
+    ];
+    for object in objects {
+        let (api_version, kind) = (
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+        );
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let plural = format!("{}s", kind.to_lowercase());
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, kind),
+            &plural,
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        api.patch(name, &params, &Patch::Apply(&object)).await?;
+    }
+    Ok(())
+}
+
 /// The example as a webhook service on loopback: `/sync` sets the marker label to `true`, as the
 /// script does, and `/v2/sync` to `v2`, as the edited script does.
 fn start_webhook() -> anyhow::Result<HookServer> {
@@ -437,10 +490,21 @@ async fn main() -> anyhow::Result<()> {
         None if args.reads => format!("{language} + 1 tracked get per call (--reads)"),
         None => language.to_string(),
     };
-    let controller = match &webhook {
+    let hooks = match args.account {
+        true => format!(
+            "{hooks}, as ServiceAccount {namespace}/{BENCH_ACCOUNT} (--account)",
+            namespace = "bench"
+        ),
+        false => hooks,
+    };
+    let mut controller = match &webhook {
         Some(server) => example.with_webhook(&server.url("/sync")),
         None => example.controller.clone(),
     };
+    if args.account {
+        controller["spec"]["serviceAccountName"] = BENCH_ACCOUNT.into();
+        controller["spec"]["serviceAccountNamespace"] = "bench".into();
+    }
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |what: &str, value: String, note: String| {
         println!("  {what}: {value} {note}");
@@ -463,6 +527,9 @@ async fn main() -> anyhow::Result<()> {
     install_crds(&client).await?;
     let namespace = "bench";
     create_namespace(&client, namespace).await?;
+    if args.account {
+        create_account(&client, namespace).await?;
+    }
     if webhook.is_none() {
         create_namespace(&client, &example.config_map.0).await?;
         example
@@ -547,6 +614,13 @@ async fn main() -> anyhow::Result<()> {
         Some(count) if args.reads => format!("; metascript_dependencies {count}"),
         _ => String::new(),
     };
+    let dependencies_held = match args.account {
+        true => format!(
+            "{dependencies_held}; {} SubjectAccessReviews",
+            operator.access_reviews()
+        ),
+        false => dependencies_held,
+    };
     row(
         "converge (operator start to all Services + labels)",
         secs(converged),
@@ -597,7 +671,19 @@ async fn main() -> anyhow::Result<()> {
                 .patch(
                     &example.name,
                     &PatchParams::apply("bench").force(),
-                    &Patch::Apply(&example.with_webhook(&server.url("/v2/sync"))),
+                    &Patch::Apply(&{
+                        let mut edited = example.with_webhook(&server.url("/v2/sync"));
+                        edited["spec"]["serviceAccountName"] =
+                            controller["spec"]["serviceAccountName"].clone();
+                        edited["spec"]["serviceAccountNamespace"] =
+                            controller["spec"]["serviceAccountNamespace"].clone();
+                        if edited["spec"]["serviceAccountName"].is_null() {
+                            let spec = edited["spec"].as_object_mut().expect("a spec");
+                            spec.remove("serviceAccountName");
+                            spec.remove("serviceAccountNamespace");
+                        }
+                        edited
+                    }),
                 )
                 .await?;
         }

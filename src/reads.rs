@@ -131,6 +131,9 @@ pub enum ReadError {
     },
     #[error("reads are not available here: {0}")]
     Unavailable(String),
+    /// The controller's ServiceAccount may not read this (see [`ReadPolicy`]).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error("{0}")]
     Argument(String),
 }
@@ -141,6 +144,12 @@ pub struct ReadAccess {
     store: Arc<dyn ObjectStore + Send + Sync>,
     declared: Arc<[ResourceType]>,
     recorded: Arc<Mutex<Recorded>>,
+    /// Whose reads these are: `None` reads with the operator's access (a controller without a
+    /// ServiceAccount, `render`, tests).
+    policy: Option<Arc<dyn ReadPolicy>>,
+    /// The first read the policy refused in this work item: the work fails with it, whatever
+    /// a script did with the error its helper got.
+    refused: Arc<Mutex<Option<Refusal>>>,
 }
 
 #[derive(Debug, Default)]
@@ -174,7 +183,47 @@ impl ReadAccess {
             store,
             declared: declared.into(),
             recorded: Arc::default(),
+            policy: None,
+            refused: Arc::default(),
         }
+    }
+
+    /// Reads limited to what `policy` allows (a controller's ServiceAccount).
+    pub fn with_policy(mut self, policy: Option<Arc<dyn ReadPolicy>>) -> ReadAccess {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether reads are limited by a policy (a controller with a ServiceAccount).
+    pub fn is_limited(&self) -> bool {
+        self.policy.is_some()
+    }
+
+    /// Asks the policy whether a read may be handed to a hook; a refusal is kept (see
+    /// [`ReadAccess::refusal`]). Everything is allowed without a policy.
+    pub fn check(&self, scope: &ReadScope) -> Result<(), Refusal> {
+        let Some(policy) = &self.policy else {
+            return Ok(());
+        };
+        policy.check(scope).inspect_err(|refusal| {
+            let mut refused = self.refused.lock();
+            if refused.is_none() {
+                *refused = Some(refusal.clone());
+            }
+        })
+    }
+
+    /// [`ReadAccess::check`] of several scopes, in order, stopping at the first refusal.
+    pub fn check_all<'a>(
+        &self,
+        scopes: impl IntoIterator<Item = &'a ReadScope>,
+    ) -> Result<(), Refusal> {
+        scopes.into_iter().try_for_each(|scope| self.check(scope))
+    }
+
+    /// The first read refused so far in this work item.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refused.lock().clone()
     }
 
     /// What was read so far, deduplicated, in the order first read (bounded, see
@@ -312,6 +361,7 @@ impl ReadAccess {
                 resource.group_key()
             )));
         }
+        self.check(&ReadScope::new(ReadVerb::Get, resource, namespace))?;
         let found = self.read(Dependency::Object {
             resource: resource.clone(),
             namespace: resource.scope(namespace).map(str::to_string),
@@ -369,12 +419,229 @@ impl ReadAccess {
                 }
             }
         }
+        self.check(&ReadScope::new(
+            ReadVerb::List,
+            resource,
+            namespace.as_deref(),
+        ))?;
         let found = self.read(Dependency::List {
             resource: resource.clone(),
             namespace: resource.scope(namespace.as_deref()).map(str::to_string),
             filter,
         });
         Ok(Value::Array(found.iter().map(|o| (**o).clone()).collect()))
+    }
+}
+
+/// How a read reaches the API, as RBAC sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReadVerb {
+    Get,
+    List,
+}
+
+impl ReadVerb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadVerb::Get => "get",
+            ReadVerb::List => "list",
+        }
+    }
+}
+
+/// One read as RBAC authorizes it: a verb on a type, in one namespace or in all of them
+/// (`None`; always `None` for cluster-scoped types). Names are not part of it: reads are
+/// checked per type and namespace, so a Role limited to `resourceNames` does not allow them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReadScope {
+    pub verb: ReadVerb,
+    pub resource: ResourceType,
+    pub namespace: Option<String>,
+}
+
+impl ReadScope {
+    /// A read of `resource` in `namespace` (ignored for cluster-scoped types; `None` for a
+    /// namespaced type: every namespace).
+    pub fn new(verb: ReadVerb, resource: &ResourceType, namespace: Option<&str>) -> ReadScope {
+        ReadScope {
+            verb,
+            namespace: resource.scope(namespace).map(str::to_string),
+            resource: resource.clone(),
+        }
+    }
+
+    /// A read of an object: `get` of its type in its namespace.
+    pub fn object(resource: &ResourceType, object: &Value) -> ReadScope {
+        ReadScope::new(ReadVerb::Get, resource, resource.scope_of(object))
+    }
+}
+
+impl fmt::Display for ReadScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = match self.resource.group() {
+            "" => "core".to_string(),
+            group => group.to_string(),
+        };
+        write!(
+            f,
+            "{} {} ({group})",
+            self.verb.as_str(),
+            self.resource.plural
+        )?;
+        match (&self.namespace, self.resource.namespaced) {
+            (Some(namespace), _) => write!(f, " in namespace {namespace}"),
+            (None, true) => f.write_str(" in every namespace"),
+            (None, false) => Ok(()),
+        }
+    }
+}
+
+/// A read a controller's hooks may not be handed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "{account} may not {scope}, so its hooks are not given it; grant the account that read \
+         (a Role or ClusterRole), or leave it out"
+    )]
+    Forbidden {
+        account: String,
+        scope: Box<ReadScope>,
+    },
+    #[error("cannot check whether {account} may {scope}: {message}")]
+    CheckFailed {
+        account: String,
+        scope: Box<ReadScope>,
+        message: String,
+    },
+}
+
+impl Refusal {
+    /// The reason Events and conditions give for it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Forbidden { .. } => crate::reasons::READ_FORBIDDEN,
+            Refusal::CheckFailed { .. } => crate::reasons::READ_CHECK_FAILED,
+        }
+    }
+
+    pub fn scope(&self) -> &ReadScope {
+        match self {
+            Refusal::Forbidden { scope, .. } | Refusal::CheckFailed { scope, .. } => scope,
+        }
+    }
+}
+
+/// Whose reads a controller's hooks get: the operator reads everything through its caches, and
+/// hands a hook an object only when the controller's ServiceAccount may read it itself (the
+/// runtime answers with SubjectAccessReviews; tests with a fixed list).
+pub trait ReadPolicy: Send + Sync {
+    fn check(&self, scope: &ReadScope) -> Result<(), Refusal>;
+}
+
+/// The reads a [`ReadPolicy`] of fixed answers allows (tests, offline tools).
+#[derive(Debug, Default)]
+pub struct AllowList {
+    pub account: String,
+    pub allowed: Vec<ReadScope>,
+}
+
+impl ReadPolicy for AllowList {
+    fn check(&self, scope: &ReadScope) -> Result<(), Refusal> {
+        let covered = self.allowed.iter().any(|allowed| {
+            allowed.verb == scope.verb
+                && allowed.resource == scope.resource
+                && (allowed.namespace.is_none() || allowed.namespace == scope.namespace)
+        });
+        if covered {
+            Ok(())
+        } else {
+            Err(Refusal::Forbidden {
+                account: self.account.clone(),
+                scope: Box::new(scope.clone()),
+            })
+        }
+    }
+}
+
+/// The types whose contents are secret: never written to a recording, `explain` or a log, and
+/// handed to a hook only when the controller's account may read them (like every type).
+pub fn is_sensitive(api_version: &str, kind: &str) -> bool {
+    api_version == "v1" && kind == "Secret"
+}
+
+/// What replaces a secret value: base64 of `REDACTED`, so a script decoding a recorded
+/// Secret still can.
+pub const REDACTED: &str = "UkVEQUNURUQ=";
+
+/// Replaces the values of every sensitive object's `data` and `stringData` in a JSON tree (a
+/// hook request or response) with [`REDACTED`], keeping the keys, and drops the
+/// last-applied-configuration annotation that would repeat them. Returns how many objects it
+/// redacted.
+pub fn redact(value: &mut Value) -> usize {
+    match value {
+        Value::Object(map) => {
+            let sensitive = matches!(
+                (map.get("apiVersion"), map.get("kind")),
+                (Some(Value::String(v)), Some(Value::String(k))) if is_sensitive(v, k)
+            );
+            if sensitive {
+                for field in ["data", "stringData"] {
+                    if let Some(Value::Object(data)) = map.get_mut(field) {
+                        for value in data.values_mut() {
+                            *value = Value::String(REDACTED.into());
+                        }
+                    }
+                }
+                if let Some(Value::Object(annotations)) = map
+                    .get_mut("metadata")
+                    .and_then(|m| m.get_mut("annotations"))
+                {
+                    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+                1
+            } else {
+                map.values_mut().map(redact).sum()
+            }
+        }
+        Value::Array(items) => items.iter_mut().map(redact).sum(),
+        _ => 0,
+    }
+}
+
+/// The secret strings in a JSON tree: every value of a sensitive object's `data` (base64,
+/// and decoded when it is text) and `stringData`, for scrubbing them from log lines.
+pub fn secret_strings(value: &Value, into: &mut Vec<String>) {
+    use base64::Engine as _;
+    match value {
+        Value::Object(map) => {
+            let sensitive = matches!(
+                (map.get("apiVersion"), map.get("kind")),
+                (Some(Value::String(v)), Some(Value::String(k))) if is_sensitive(v, k)
+            );
+            if !sensitive {
+                return map.values().for_each(|v| secret_strings(v, into));
+            }
+            for field in ["data", "stringData"] {
+                let Some(Value::Object(data)) = map.get(field) else {
+                    continue;
+                };
+                for value in data.values().filter_map(Value::as_str) {
+                    // Short values would scrub ordinary words out of log lines.
+                    if value.len() >= 4 {
+                        into.push(value.to_string());
+                    }
+                    if field == "data"
+                        && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(value)
+                        && let Ok(text) = String::from_utf8(bytes)
+                        && text.len() >= 4
+                    {
+                        into.push(text);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| secret_strings(v, into)),
+        _ => {}
     }
 }
 
@@ -687,5 +954,121 @@ mod tests {
             None,
             "whole types were never read whole"
         );
+    }
+
+    fn limited(allowed: Vec<ReadScope>) -> ReadAccess {
+        access().with_policy(Some(Arc::new(AllowList {
+            account: "ServiceAccount team/app".into(),
+            allowed,
+        })))
+    }
+
+    #[test]
+    fn reads_are_refused_where_the_account_may_not_read_and_the_refusal_is_kept() {
+        let [namespace, service] = types().try_into().unwrap();
+        let reads = limited(vec![
+            ReadScope::new(ReadVerb::Get, &service, Some("shop")),
+            ReadScope::new(ReadVerb::List, &service, Some("shop")),
+        ]);
+        let web = reads
+            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .unwrap();
+        assert_eq!(web["metadata"]["name"], "web");
+        let listed = reads
+            .list(&[json!("v1"), json!("Service"), json!({"namespace": "shop"})])
+            .unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 2);
+        assert_eq!(reads.refusal(), None);
+        // Another namespace, every namespace, another type: refused, never an empty answer.
+        let other = reads
+            .get(&[json!("v1"), json!("Service"), json!("other"), json!("web")])
+            .unwrap_err();
+        assert_eq!(
+            other.to_string(),
+            "ServiceAccount team/app may not get services (core) in namespace other, so its \
+             hooks are not given it; grant the account that read (a Role or ClusterRole), or \
+             leave it out"
+        );
+        let everywhere = reads
+            .list(&[json!("v1"), json!("Service")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            everywhere.contains("list services (core) in every namespace"),
+            "{everywhere}"
+        );
+        let cluster = reads
+            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            cluster.contains("may not get namespaces (core), so"),
+            "{cluster}"
+        );
+        // The first refusal is what the work item fails with.
+        let refusal = reads.refusal().expect("kept");
+        assert_eq!(refusal.reason(), crate::reasons::READ_FORBIDDEN);
+        assert_eq!(refusal.scope().namespace.as_deref(), Some("other"));
+        assert_eq!(refusal.scope().resource, service);
+        // Refused reads are not dependencies.
+        assert_eq!(reads.dependencies().len(), 2);
+        let _ = namespace;
+    }
+
+    #[test]
+    fn without_a_policy_everything_may_be_read() {
+        let reads = access();
+        assert!(!reads.is_limited());
+        let [_, service] = types().try_into().unwrap();
+        let scope = ReadScope::new(ReadVerb::List, &service, None);
+        assert_eq!(reads.check(&scope), Ok(()));
+        assert_eq!(reads.refusal(), None);
+    }
+
+    #[test]
+    fn a_cluster_wide_grant_covers_every_namespace_but_not_the_other_verb() {
+        let [_, service] = types().try_into().unwrap();
+        let reads = limited(vec![ReadScope::new(ReadVerb::List, &service, None)]);
+        let in_shop = ReadScope::new(ReadVerb::List, &service, Some("shop"));
+        assert_eq!(reads.check(&in_shop), Ok(()));
+        let get = ReadScope::new(ReadVerb::Get, &service, Some("shop"));
+        assert!(reads.check(&get).is_err());
+    }
+
+    #[test]
+    fn scopes_ignore_namespaces_of_cluster_scoped_types() {
+        let [namespace, _] = types().try_into().unwrap();
+        let scope = ReadScope::new(ReadVerb::Get, &namespace, Some("shop"));
+        assert_eq!(scope.namespace, None);
+        assert_eq!(scope.to_string(), "get namespaces (core)");
+        let object = service("shop", "web", json!({}));
+        let scope = ReadScope::object(&types()[1], &object);
+        assert_eq!(scope.to_string(), "get services (core) in namespace shop");
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_their_values_found_for_scrubbing() {
+        let mut request = json!({
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "kept"}},
+            "related": {"Secret.v1": {"db": {
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "db", "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"password\":\"aHVudGVyMg==\"}}",
+                    "team": "a"}},
+                "data": {"password": "aHVudGVyMg=="},
+                "stringData": {"token": "s3cr3t-token"}}}}
+        });
+        let mut found = Vec::new();
+        secret_strings(&request, &mut found);
+        assert_eq!(found, ["aHVudGVyMg==", "hunter2", "s3cr3t-token"]);
+        assert_eq!(redact(&mut request), 1);
+        let text = request.to_string();
+        for secret in &found {
+            assert!(!text.contains(secret.as_str()), "{secret} in {text}");
+        }
+        let secret = &request["related"]["Secret.v1"]["db"];
+        assert_eq!(secret["data"]["password"], REDACTED);
+        assert_eq!(secret["metadata"]["annotations"]["team"], "a");
+        assert_eq!(request["object"]["data"]["a"], "kept");
     }
 }

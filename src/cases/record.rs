@@ -16,8 +16,8 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-/// What a redacted Secret value reads (base64 of `REDACTED`, so a script decoding it still can).
-pub const REDACTED: &str = "UkVEQUNURUQ=";
+/// What a redacted Secret value reads.
+pub use crate::reads::REDACTED;
 /// Cases kept per file.
 pub const MAX_CASES: usize = 50;
 /// Requests larger than this (serialized) are not recorded.
@@ -169,30 +169,11 @@ fn case_subject(hook: HookKind, request: &Value) -> String {
 }
 
 /// A copy with the values of every Secret's `data` and `stringData` replaced, wherever in the
-/// request or response the Secret is.
+/// request or response the Secret is (see [`crate::reads::redact`]).
 pub fn redact(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let is_secret = map.get("kind").and_then(Value::as_str) == Some("Secret")
-                && map.get("apiVersion").and_then(Value::as_str) == Some("v1");
-            let mut copy = serde_json::Map::with_capacity(map.len());
-            for (key, field) in map {
-                let redacted = match (is_secret, key.as_str(), field) {
-                    (true, "data" | "stringData", Value::Object(entries)) => Value::Object(
-                        entries
-                            .keys()
-                            .map(|k| (k.clone(), Value::String(REDACTED.into())))
-                            .collect(),
-                    ),
-                    _ => redact(field),
-                };
-                copy.insert(key.clone(), redacted);
-            }
-            Value::Object(copy)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
-        other => other.clone(),
-    }
+    let mut copy = value.clone();
+    crate::reads::redact(&mut copy);
+    copy
 }
 
 #[cfg(test)]

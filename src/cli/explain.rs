@@ -479,14 +479,15 @@ async fn dry_run(
     };
     let calls: Mutex<Vec<String>> = Mutex::default();
     let observe = |call: &HookCall| {
+        // Secrets are shown with their keys only, whoever runs explain.
         let response = match call.response {
-            Ok(response) => to_yaml(response),
+            Ok(response) => to_yaml(&crate::cases::record::redact(response)),
             Err(error) => format!("error: {error}\n"),
         };
         calls.lock().push(format!(
             "  {} hook request:\n{}  response:\n{}",
             call.hook,
-            indent(&to_yaml(call.request)),
+            indent(&to_yaml(&crate::cases::record::redact(call.request))),
             indent(&response)
         ));
     };

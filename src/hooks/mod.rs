@@ -108,6 +108,14 @@ pub enum HookError {
     Response(Box<RejectedResponse>),
     #[error("{controller} has no {hook} hook")]
     Missing { controller: String, hook: HookKind },
+    /// The hook read (`get`, `list`) what the controller's ServiceAccount may not: the call
+    /// fails, even when the script caught its helper's error.
+    #[error("{controller}: hook {hook}: {refusal}")]
+    Refused {
+        controller: String,
+        hook: HookKind,
+        refusal: crate::reads::Refusal,
+    },
 }
 
 impl From<SourceError> for HookError {

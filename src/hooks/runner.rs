@@ -31,6 +31,18 @@ impl HookRunner<'_> {
     pub fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
         let result = self.hooks.call(self.engine, kind, request, self.scope);
+        // A refused read fails the call whatever the script made of its helper's error.
+        let refusal = self.scope.reads.as_ref().and_then(|reads| reads.refusal());
+        let result = match (result, refusal) {
+            (Ok(_), Some(refusal)) | (Err(HookError::Script(_)), Some(refusal)) => {
+                Err(HookError::Refused {
+                    controller: self.hooks.controller.clone(),
+                    hook: kind,
+                    refusal,
+                })
+            }
+            (result, _) => result,
+        };
         if let Some(observe) = self.observer {
             observe(&HookCall {
                 hook: kind,

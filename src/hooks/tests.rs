@@ -145,3 +145,89 @@ fn library_problems_name_the_library() {
         assert!(error.to_string().contains(expected), "{error}");
     }
 }
+
+/// A store with a Secret in `kube-system`, read by an account that may read only `team`.
+fn limited_reads() -> crate::reads::ReadAccess {
+    use crate::reads::{AllowList, ReadAccess, ReadScope, ReadVerb};
+    let resolver = crate::resources::StaticResolver::with_builtins();
+    let secret = resolver.find_kind("v1", "Secret").unwrap();
+    let store = crate::store::MemoryStore::new([json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "kube-system", "name": "top-secret"},
+        "data": {"password": "aHVudGVyMg=="}})]);
+    ReadAccess::new(std::sync::Arc::new(store), vec![secret.clone()]).with_policy(Some(
+        std::sync::Arc::new(AllowList {
+            account: "ServiceAccount team/app".into(),
+            allowed: vec![ReadScope::new(ReadVerb::Get, &secret, Some("team"))],
+        }),
+    ))
+}
+
+#[test]
+fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
+    let engine = ScriptEngine::new();
+    let rhai = r#"
+        let secret = ();
+        try { secret = get("v1", "Secret", "kube-system", "top-secret"); } catch (e) { }
+        #{ labels: #{ got: `${secret}` } }
+    "#;
+    let lua = r#"
+        local ok, secret = pcall(get, "v1", "Secret", "kube-system", "top-secret")
+        return { labels = { got = tostring(secret) } }
+    "#;
+    for (language, code) in [(Language::Rhai, rhai), (Language::Lua, lua)] {
+        let hook = script_hook(language, code);
+        let hooks = load(&[(crate::kinds::decorator::SYNC, &hook)], &[]).unwrap();
+        let scope = CallScope::reading(limited_reads());
+        let runner = crate::hooks::HookRunner {
+            engine: &engine,
+            hooks: &hooks,
+            observer: None,
+            scope: &scope,
+        };
+        let error = runner
+            .call(crate::kinds::decorator::SYNC, &json!({}))
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, HookError::Refused { .. }),
+            "{language}: {message}"
+        );
+        assert!(
+            message.contains("may not get secrets (core) in namespace kube-system"),
+            "{language}: {message}"
+        );
+    }
+}
+
+#[test]
+fn secret_values_are_scrubbed_from_script_logs() {
+    let engine = ScriptEngine::new();
+    let hook = script_hook(
+        Language::Rhai,
+        r#"let p = request.secret.data.password; log("info", `password ${p} ${base64_decode(p)}`); #{}"#,
+    );
+    let hooks = load(&[(crate::kinds::decorator::SYNC, &hook)], &[]).unwrap();
+    let logs = crate::script::LogSink::new();
+    let scope = CallScope {
+        logs: Some(logs.clone()),
+        ..CallScope::default()
+    };
+    let request = json!({"secret": {"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db"}, "data": {"password": "aHVudGVyMg=="}}});
+    hooks
+        .call(&engine, crate::kinds::decorator::SYNC, &request, &scope)
+        .unwrap();
+    let lines = logs.lines();
+    assert_eq!(lines.len(), 1);
+    assert!(
+        !lines[0].message.contains("hunter2"),
+        "{}",
+        lines[0].message
+    );
+    assert!(
+        !lines[0].message.contains("aHVudGVyMg=="),
+        "{}",
+        lines[0].message
+    );
+}

@@ -22,6 +22,12 @@ pub enum SyncError {
     Watch { controller: String, message: String },
     #[error(transparent)]
     Selector(#[from] InvalidSelector),
+    /// The work would hand a hook what the controller's ServiceAccount may not read.
+    #[error("{controller}: {refusal}")]
+    Refused {
+        controller: String,
+        refusal: crate::reads::Refusal,
+    },
 }
 
 impl SyncError {
@@ -30,12 +36,23 @@ impl SyncError {
         match self {
             SyncError::Hook(HookError::Response(_)) => reasons::INVALID_RESPONSE,
             SyncError::Hook(HookError::Script(_) | HookError::Webhook(_)) => reasons::HOOK_FAILED,
+            SyncError::Hook(HookError::Refused { refusal, .. })
+            | SyncError::Refused { refusal, .. } => refusal.reason(),
             SyncError::Hook(HookError::Source(_) | HookError::Missing { .. }) => {
                 reasons::SCRIPT_UNAVAILABLE
             }
             SyncError::Resolve { .. } => reasons::RESOLVE_FAILED,
             SyncError::Watch { .. } => reasons::WATCH_FAILED,
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
+        }
+    }
+
+    /// The read refused, when that is why the work failed.
+    pub fn refusal(&self) -> Option<&crate::reads::Refusal> {
+        match self {
+            SyncError::Hook(HookError::Refused { refusal, .. })
+            | SyncError::Refused { refusal, .. } => Some(refusal),
+            _ => None,
         }
     }
 

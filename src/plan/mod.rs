@@ -30,3 +30,23 @@ pub const PROVENANCE_ANNOTATION: &str = "metascript.dev/provenance";
 /// What a child or output was computed from: the target's (or input's) `<uid>@<resourceVersion>`
 /// when it was last written.
 pub const SOURCE_ANNOTATION: &str = "metascript.dev/source";
+
+/// Hands a hook nothing its controller's account may not read: checks every read a work item
+/// is about to show its hooks (`scopes`) against the scope's read policy (without one, a
+/// controller reading with the operator's access, everything passes). Called on the blocking
+/// thread the hooks run on, before the first hook call.
+pub fn admit<'a>(
+    scope: &crate::script::CallScope,
+    controller: &str,
+    scopes: impl IntoIterator<Item = &'a crate::reads::ReadScope>,
+) -> Result<(), SyncError> {
+    let Some(reads) = &scope.reads else {
+        return Ok(());
+    };
+    reads
+        .check_all(scopes)
+        .map_err(|refusal| SyncError::Refused {
+            controller: controller.to_string(),
+            refusal,
+        })
+}

@@ -201,3 +201,24 @@ pub fn related_objects(
     }
     related
 }
+
+/// The reads the related rules of an object make: `get` where a rule names its objects, `list`
+/// otherwise, in the rule's namespace, or in every namespace when it names none (hook version
+/// v2, or a cluster-scoped object): a selection across namespaces needs the account to read
+/// the type in all of them, as it would to list them itself.
+pub fn related_scopes(
+    rules: &[(RelatedRule, ResourceType)],
+    target: &Value,
+) -> Vec<crate::reads::ReadScope> {
+    use crate::reads::{ReadScope, ReadVerb};
+    rules
+        .iter()
+        .map(|(rule, resource)| {
+            let verb = match rule.names.is_empty() {
+                true => ReadVerb::List,
+                false => ReadVerb::Get,
+            };
+            ReadScope::new(verb, resource, rule.namespace_for(target))
+        })
+        .collect()
+}

@@ -2,6 +2,7 @@
 //! script engine, the applier, metrics, Events and the work queue. It knows no
 //! kind of controller.
 
+use super::access::AccessReviews;
 use super::apply::{Applier, ApplyError, Writer};
 use super::cache::Informers;
 use super::dependencies::DependencyIndex;
@@ -17,7 +18,7 @@ use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
 use crate::plan::SyncError;
-use crate::reads::ReadAccess;
+use crate::reads::{ReadAccess, ReadPolicy};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::script::{CallScope, EventSink, ScriptEngine};
@@ -153,6 +154,8 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
     pub config_map_type: ResourceType,
+    /// What controllers' ServiceAccounts may read (SubjectAccessReviews, cached).
+    pub access: Arc<AccessReviews>,
 }
 
 /// Clients that impersonate the ServiceAccounts controllers name, one per account (each with
@@ -264,10 +267,17 @@ impl Context {
     }
 
     /// A scope for one work item's hooks: reads from the watch caches, limited to the types
-    /// the controller declares. Give it to every hook call of the work item, then
+    /// the controller declares and to what its account may read (`policy`; everything the
+    /// operator reads without one). Give it to every hook call of the work item, then
     /// [`Context::record_reads`].
-    pub fn scope(&self, declared: &Arc<[ResourceType]>) -> CallScope {
-        CallScope::reading(ReadAccess::new(self.informers.clone(), declared.clone()))
+    pub fn scope(
+        &self,
+        declared: &Arc<[ResourceType]>,
+        policy: Option<&Arc<dyn ReadPolicy>>,
+    ) -> CallScope {
+        CallScope::reading(
+            ReadAccess::new(self.informers.clone(), declared.clone()).with_policy(policy.cloned()),
+        )
     }
 
     /// What the reads of a work item's last run return now, as [`ReadAccess::seen_digest`] had

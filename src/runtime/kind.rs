@@ -13,6 +13,7 @@ use super::status::{Health, SyncOutcomes};
 use crate::api::{ControllerObject, KindName};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
+use crate::reads::ReadPolicy;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
@@ -109,6 +110,9 @@ pub struct Controller<K: Kind> {
     pub credentials: Option<Arc<CredentialWatch>>,
     /// Whom its writes go as.
     pub writer: Writer,
+    /// What its hooks may be handed: what its ServiceAccount may read (`None`: a controller
+    /// without one reads with the operator's access, as `--allow-unimpersonated` allows).
+    pub reads: Option<Arc<dyn ReadPolicy>>,
     /// Kept across reloads.
     pub outcomes: Arc<SyncOutcomes<K::OutcomeKey>>,
     pub state: Arc<K::State>,
@@ -130,6 +134,16 @@ impl<K: Kind> Controller<K> {
             || event
                 .listed_at
                 .is_none_or(|listed| listed > self.queued_all_at)
+    }
+
+    /// A scope for one work item's hooks: reading the types in `declared`, as the controller's
+    /// account may.
+    pub fn scope(
+        &self,
+        context: &Context,
+        declared: &Arc<[ResourceType]>,
+    ) -> crate::script::CallScope {
+        context.scope(declared, self.reads.as_ref())
     }
 
     /// Queues one work item of this controller.

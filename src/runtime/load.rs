@@ -5,8 +5,9 @@ use super::context::Context;
 use super::credentials::{CredentialValues, WithCredentials};
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
-use crate::api::{ControllerSpec, ResourceRef, ScriptStatus, ServiceAccountRef};
+use crate::api::{ControllerSpec, ResourceRef, ScriptStatus};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, ScriptsDir};
+use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,15 +79,15 @@ pub async fn prepare(
                 .resolve(reference)
                 .await
                 .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?;
-            match may_list(&context.client, account, &resolved.resource).await {
+            let scope = ReadScope::new(ReadVerb::List, &resolved.resource, None);
+            match context.access.allowed(account, &scope).await {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(fail(
                         reasons::READ_FORBIDDEN,
                         format!(
                             "spec.reads names {}, but the controller's ServiceAccount {} may not \
-                             list it cluster-wide; hooks read with the operator's access, so \
-                             the account must be allowed to read what its scripts read",
+                             list it cluster-wide; hooks read only what the account may read",
                             resolved.resource.group_key(),
                             account.username()
                         ),
@@ -186,39 +187,6 @@ pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
         .iter()
         .map(|hook| (hook.kind.to_string(), hook.digest().to_string()))
         .collect()
-}
-
-/// Whether a ServiceAccount may list a type in every namespace, asked with a
-/// SubjectAccessReview (the API server's own answer, aggregated roles included).
-async fn may_list(
-    client: &kube::Client,
-    account: &ServiceAccountRef,
-    resource: &crate::resources::ResourceType,
-) -> Result<bool, kube::Error> {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-    };
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(account.username()),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{}", account.namespace),
-                "system:authenticated".into(),
-            ]),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some("list".into()),
-                group: Some(resource.group().to_string()),
-                resource: Some(resource.plural.clone()),
-                ..ResourceAttributes::default()
-            }),
-            ..SubjectAccessReviewSpec::default()
-        },
-        ..SubjectAccessReview::default()
-    };
-    let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
-    let answer = api.create(&Default::default(), &review).await?;
-    Ok(answer.status.is_some_and(|status| status.allowed))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! `crate::kinds`) and `registry` what the runtime does for every kind (load, reload, remove,
 //! status, failures); `operator` owns a registry per kind it is started with and drives them.
 
+pub(crate) mod access;
 pub mod apply;
 pub mod cache;
 pub(crate) mod context;

@@ -2,6 +2,7 @@
 //! queue, and the loops that resync controllers and report their status. It owns a registry per
 //! kind of controller it is started with (`crate::kinds::runtime()` names them all).
 
+use super::access::{AccessReviews, RBAC_TYPES, is_rbac};
 use super::apply::Applier;
 use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, Identities, OperatorConfig};
@@ -103,7 +104,7 @@ impl Operator {
             leadership,
             recorder: config.record_dir.clone().map(Recorder::new),
             metrics,
-            client,
+            client: client.clone(),
             discovery,
             informers,
             engine: ScriptEngine::new().with_max_children(config.max_children),
@@ -117,7 +118,9 @@ impl Operator {
             dependencies: Default::default(),
             config: config.clone(),
             config_map_type,
+            access: Arc::new(AccessReviews::new(client.clone())),
         });
+        watch_rbac(&context).await;
         let kinds: Kinds = own_types
             .iter()
             .map(|(kind, resolved)| (kind.registry)(resolved.resource.clone()))
@@ -206,6 +209,12 @@ impl Operator {
     /// (in total, or per controller).
     pub fn metrics(&self) -> &Metrics {
         &self.context.metrics
+    }
+
+    /// SubjectAccessReviews sent so far to check what controllers' accounts may read (the
+    /// rest of the checks were answered from the cache).
+    pub fn access_reviews(&self) -> u64 {
+        self.context.access.reviews()
     }
 
     /// Write requests made so far by every controller (apply, patch, delete).
@@ -301,6 +310,29 @@ async fn resolve_own_type(
     }
 }
 
+/// Watches Roles, ClusterRoles and their bindings, so a change forgets every cached answer about
+/// what controllers' accounts may read, and retries what was refused. Without the watch (the
+/// operator may not list them) answers still expire (see [`super::access::ACCESS_TTL`]).
+async fn watch_rbac(context: &Context) {
+    for (api_version, plural) in RBAC_TYPES {
+        let reference = ResourceRef {
+            api_version: api_version.into(),
+            resource: plural.into(),
+        };
+        let watched = match context.discovery.resolve(&reference).await {
+            Ok(resolved) => context
+                .informers
+                .ensure(&resolved)
+                .await
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = watched {
+            tracing::warn!(resource = plural, %error, "cannot watch RBAC; what controllers may read is re-checked only when cached answers expire");
+        }
+    }
+}
+
 /// Routes every watch event to the work it causes, and the events held back during a write
 /// (see [`OwnWrites`]) to the controller that wrote.
 async fn dispatch(
@@ -312,6 +344,14 @@ async fn dispatch(
     loop {
         tokio::select! {
             Some(event) = events.recv() => {
+                if is_rbac(&event.resource) {
+                    // What controllers' accounts may read may have changed.
+                    context.access.rbac_changed();
+                    for kind in kinds.iter() {
+                        kind.rbac_changed(&context);
+                    }
+                    // Controllers may act on RBAC objects too: routed as any other event.
+                }
                 for kind in kinds.iter() {
                     kind.route(&context, &event);
                 }

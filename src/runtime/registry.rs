@@ -15,6 +15,7 @@ use super::routes::{Routes, only_status_changed};
 use super::status::{self, Counts, Health, Problem};
 use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
 use crate::object;
+use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::store::ObjectStore;
@@ -22,7 +23,7 @@ use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,9 @@ struct Unloaded {
     credentials: Option<Arc<CredentialWatch>>,
 }
 
+/// A controller's work items refused a read, by their description: the key to retry, and why.
+type RefusedWork = BTreeMap<String, (WorkKey, Problem)>;
+
 pub struct Registry<K: Kind> {
     /// The controller objects' type.
     resource: ResourceType,
@@ -43,6 +47,9 @@ pub struct Registry<K: Kind> {
     routes: RwLock<Routes>,
     /// The status last written per controller, so unchanged status is never rewritten.
     written_status: Mutex<HashMap<String, ControllerStatus>>,
+    /// Per controller, the work items whose last sync was refused a read, and why: its
+    /// `ReadsAllowed` condition, and what an RBAC change retries at once.
+    refused: Mutex<HashMap<String, RefusedWork>>,
 }
 
 impl<K: Kind> Registry<K> {
@@ -53,6 +60,7 @@ impl<K: Kind> Registry<K> {
             unloaded: Mutex::default(),
             routes: RwLock::default(),
             written_status: Mutex::default(),
+            refused: Mutex::default(),
         }
     }
 
@@ -180,10 +188,36 @@ impl<K: Kind> Registry<K> {
                 }
             },
         };
+        // Hooks are handed only what the controller's account may read; the types it acts on
+        // that are cluster-scoped are checked now, the rest per namespace when used.
+        let reads = writer
+            .identity
+            .as_ref()
+            .map(|account| context.access.policy(account));
+        let checked = match &writer.identity {
+            Some(account) => check_static_reads(context, account, &K::interest(&planner)).await,
+            None => Ok(()),
+        };
+        match checked {
+            Ok(()) => {}
+            Err(problem) => {
+                let health = Health {
+                    ready: Err(problem),
+                    ..prepared.health
+                };
+                let unloaded = Unloaded {
+                    health,
+                    sources,
+                    credentials: watch,
+                };
+                return self.not_loaded(context, key, &object, unloaded).await;
+            }
+        };
         let controller = Controller {
             id: id.clone(),
             reference: super::events::reference(&object),
             writer,
+            reads,
             generation,
             version: fingerprint::controller_version(generation, &load::digests(&prepared.hooks)),
             planner,
@@ -302,6 +336,7 @@ impl<K: Kind> Registry<K> {
         let removed = self.loaded.write().remove(&id.name);
         let unloaded = self.unloaded.lock().remove(&id.name);
         self.written_status.lock().remove(&id.name);
+        self.refused.lock().remove(&id.name);
         context.dependencies.remove_controller(id);
         context.metrics.forget(id);
         if removed.is_some() || unloaded.is_some() {
@@ -330,7 +365,41 @@ impl<K: Kind> Registry<K> {
             context.queue.forget(key);
             return;
         };
-        match K::sync(context, &controller, &key.work).await {
+        let outcome = K::sync(context, &controller, &key.work).await;
+        let refused = match &outcome {
+            Outcome::Failed { failure, .. } => is_refused_read(failure.reason)
+                .then(|| Problem::new(failure.reason, &failure.message)),
+            _ => None,
+        };
+        self.note_refused(&controller.id.name, key, refused.clone());
+        if let Some(problem) = refused {
+            // About the controller, not the object: its author may not read that object's
+            // namespace (the object is named in neither).
+            context
+                .metrics
+                .count_failure(&controller.id, failure_reason(&problem));
+            let delay = context.queue.retry_later(key.clone());
+            tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason = %problem.reason, error = %problem.message, "read refused");
+            if let Outcome::Failed { key: failed, .. } = outcome {
+                controller.outcomes.failed(failed);
+            }
+            if let Some(object) = context
+                .informers
+                .get(&self.resource, None, &controller.id.name)
+            {
+                context
+                    .warn(
+                        &object,
+                        None,
+                        &problem.reason,
+                        kind::name::<K>().action(),
+                        &problem.message,
+                    )
+                    .await;
+            }
+            return;
+        }
+        match outcome {
             Outcome::Done => context.queue.forget(key),
             Outcome::Synced {
                 key: synced,
@@ -385,6 +454,36 @@ impl<K: Kind> Registry<K> {
         }
     }
 
+    /// Remembers whether a work item's last sync was refused a read.
+    fn note_refused(&self, controller: &str, key: &WorkKey, problem: Option<Problem>) {
+        let mut refused = self.refused.lock();
+        match problem {
+            Some(problem) => {
+                refused
+                    .entry(controller.to_string())
+                    .or_default()
+                    .insert(key.work.to_string(), (key.clone(), problem));
+            }
+            None => {
+                if let Some(items) = refused.get_mut(controller) {
+                    items.remove(&key.work.to_string());
+                    if items.is_empty() {
+                        refused.remove(controller);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A controller's `ReadsAllowed` condition.
+    fn reads_allowed(&self, controller: &str) -> Result<(), Problem> {
+        let refused = self.refused.lock();
+        match refused.get(controller) {
+            Some(items) => status::reads_allowed(items.values().map(|(_, problem)| problem)),
+            None => Ok(()),
+        }
+    }
+
     /// Brings every controller's status up to date (and what its kind reports besides),
     /// writing only what changed.
     async fn write_statuses(&self, context: &Arc<Context>) {
@@ -408,12 +507,21 @@ impl<K: Kind> Registry<K> {
             context
                 .metrics
                 .set_ready(&Self::id(&name), health.ready.is_ok());
-            self.write_status(context, &name, &health, counts).await;
+            let reads = self.reads_allowed(&name);
+            self.write_status(context, &name, &health, counts, &reads)
+                .await;
         }
     }
 
     /// Writes a controller's status when it differs from what was last written.
-    async fn write_status(&self, context: &Context, name: &str, health: &Health, counts: Counts) {
+    async fn write_status(
+        &self,
+        context: &Context,
+        name: &str,
+        health: &Health,
+        counts: Counts,
+        reads: &Result<(), Problem>,
+    ) {
         if !context.leadership.is_leader() {
             return;
         }
@@ -423,7 +531,7 @@ impl<K: Kind> Registry<K> {
             .get(name)
             .cloned()
             .or_else(|| self.current_status(context, name));
-        let Some(status) = status::changed(previous.as_ref(), health, counts) else {
+        let Some(status) = status::changed(previous.as_ref(), health, counts, reads) else {
             return;
         };
         let api: Api<DynamicObject> =
@@ -507,6 +615,10 @@ pub trait KindRuntime: Send + Sync {
 
     /// Whether a controller has been loaded, found unloadable, or is gone.
     fn settled(&self, context: &Context, name: &str) -> bool;
+
+    /// A Role, ClusterRole or binding changed: work refused a read, and controllers that did
+    /// not load for one, are tried again now.
+    fn rbac_changed(&self, context: &Context);
 
     /// This replica just became the leader: everything a standby skipped is done now (every
     /// controller reloaded, so its load-time writes happen, and everything resynced).
@@ -636,6 +748,28 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .is_none_or(|object| object::is_deleting(&object))
     }
 
+    fn rbac_changed(&self, context: &Context) {
+        for items in self.refused.lock().values() {
+            for (key, _) in items.values() {
+                context
+                    .queue
+                    .add_after(key.clone(), super::access::RBAC_SETTLE);
+            }
+        }
+        for (name, unloaded) in self.unloaded.lock().iter() {
+            if unloaded
+                .health
+                .ready
+                .as_ref()
+                .is_err_and(|problem| is_refused_read(&problem.reason))
+            {
+                context
+                    .queue
+                    .add_after(WorkKey::load(&Self::id(name)), super::access::RBAC_SETTLE);
+            }
+        }
+    }
+
     fn take_over(&self, context: &Context) {
         for object in ObjectStore::list(&*context.informers, &self.resource, None) {
             context
@@ -646,4 +780,36 @@ impl<K: Kind> KindRuntime for Registry<K> {
             K::enqueue_all(context, &controller, Sweep::Everything);
         }
     }
+}
+
+/// Whether a failure is a read the controller's account may not make (or that could not be
+/// checked).
+fn is_refused_read(reason: &str) -> bool {
+    reason == reasons::READ_FORBIDDEN || reason == reasons::READ_CHECK_FAILED
+}
+
+/// The static reason of a refused read, for the failure metric.
+fn failure_reason(problem: &Problem) -> &'static str {
+    if problem.reason == reasons::READ_CHECK_FAILED {
+        reasons::READ_CHECK_FAILED
+    } else {
+        reasons::READ_FORBIDDEN
+    }
+}
+
+/// Checks at load what can be checked before any object is seen: that the account may list
+/// every cluster-scoped type the controller acts on (namespaced types are checked per
+/// namespace, when a work item hands their objects to a hook).
+async fn check_static_reads(
+    context: &Context,
+    account: &crate::api::ServiceAccountRef,
+    interest: &kind::Interest,
+) -> Result<(), Problem> {
+    for resource in interest.types.iter().filter(|t| !t.namespaced) {
+        let scope = ReadScope::new(ReadVerb::List, resource, None);
+        if let Err(refusal) = context.access.check(account, &scope).await {
+            return Err(Problem::new(refusal.reason(), refusal));
+        }
+    }
+    Ok(())
 }

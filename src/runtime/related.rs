@@ -10,6 +10,7 @@ use crate::object;
 use crate::plan::SyncError;
 use crate::plan::related::{Related, RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
+use crate::script::CallScope;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -45,6 +46,9 @@ pub struct Watched<'a> {
     pub version: u64,
     pub target_ref: &'a ObjRef,
     pub target: &'a Value,
+    /// The work item's scope: related objects are handed to the hooks only where the
+    /// controller's account may read them.
+    pub scope: &'a CallScope,
 }
 
 impl Related for Watched<'_> {
@@ -69,6 +73,12 @@ impl Related for Watched<'_> {
             self.id,
             rules,
         ))?;
+        // Before they are indexed: a refused rule relates nothing to the object.
+        crate::plan::admit(
+            self.scope,
+            &self.id.name,
+            &crate::plan::related::related_scopes(&related, self.target),
+        )?;
         self.index
             .set(self.target_ref, self.target, related.clone());
         Ok(related)

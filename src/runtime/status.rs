@@ -121,11 +121,32 @@ impl Health {
     }
 }
 
+/// The `ReadsAllowed` condition from the problems of the work items whose last sync was
+/// refused a read: the first named, the rest counted.
+pub fn reads_allowed<'a>(
+    mut refused: impl ExactSizeIterator<Item = &'a Problem>,
+) -> Result<(), Problem> {
+    let more = refused.len().saturating_sub(1);
+    let Some(first) = refused.next() else {
+        return Ok(());
+    };
+    let message = match more {
+        0 => first.message.clone(),
+        1 => format!("{} (and 1 more work item refused a read)", first.message),
+        more => format!(
+            "{} (and {more} more work items refused a read)",
+            first.message
+        ),
+    };
+    Err(Problem::new(&first.reason, message))
+}
+
 /// The status to write, carrying over transition times of conditions that did not change.
 pub fn status(
     previous: Option<&ControllerStatus>,
     health: &Health,
     counts: Counts,
+    reads: &Result<(), Problem>,
 ) -> ControllerStatus {
     let now = jiff::Timestamp::now().to_string();
     let condition = |kind: &str, state: &Result<(), Problem>| {
@@ -155,6 +176,7 @@ pub fn status(
         conditions: vec![
             condition("Ready", &health.ready),
             condition("ScriptsLoaded", &health.scripts_loaded),
+            condition("ReadsAllowed", reads),
         ],
         targets: counts.targets,
         synced: counts.synced,
@@ -169,8 +191,9 @@ pub fn changed(
     previous: Option<&ControllerStatus>,
     health: &Health,
     counts: Counts,
+    reads: &Result<(), Problem>,
 ) -> Option<ControllerStatus> {
-    let status = status(previous, health, counts);
+    let status = status(previous, health, counts, reads);
     (previous != Some(&status)).then_some(status)
 }
 
@@ -230,10 +253,10 @@ mod tests {
             synced: 1,
             failing: 0,
         };
-        let first = status(None, &health, one);
+        let first = status(None, &health, one, &Ok(()));
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let second = status(Some(&earlier), &health, one);
+        let second = status(Some(&earlier), &health, one, &Ok(()));
         assert_eq!(
             second.conditions[0].last_transition_time.as_deref(),
             Some("2020-01-01T00:00:00Z")
@@ -256,22 +279,48 @@ mod tests {
             synced: 2,
             failing: 0,
         };
-        let first = changed(None, &health, counts).expect("nothing written yet");
-        assert_eq!(changed(Some(&first), &health, counts), None);
+        let first = changed(None, &health, counts, &Ok(())).expect("nothing written yet");
+        assert_eq!(changed(Some(&first), &health, counts, &Ok(())), None);
         let failing = Counts {
             failing: 1,
             synced: 1,
             ..counts
         };
-        let second = changed(Some(&first), &health, failing).expect("the counts changed");
+        let second = changed(Some(&first), &health, failing, &Ok(())).expect("the counts changed");
         assert_eq!(second.failing, 1);
         // A new problem flips Ready and stamps a new transition time.
         let broken = Health {
             ready: Err(Problem::new("ScriptError", "line 2")),
             ..health.clone()
         };
-        let third = changed(Some(&second), &broken, failing).expect("Ready changed");
+        let third = changed(Some(&second), &broken, failing, &Ok(())).expect("Ready changed");
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
+        // A refused read shows in its own condition, naming what was refused.
+        let refused = Err(Problem::new(
+            "ReadForbidden",
+            "may not list secrets in kube-system",
+        ));
+        let fourth = changed(Some(&third), &broken, failing, &refused).expect("reads changed");
+        assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
+        assert_eq!(fourth.conditions[2].status, "False");
+        assert!(fourth.conditions[2].message.contains("kube-system"));
+    }
+
+    #[test]
+    fn refused_reads_name_the_first_and_count_the_rest() {
+        let mut refused = BTreeMap::new();
+        assert_eq!(reads_allowed(refused.values()), Ok(()));
+        refused.insert(
+            "a",
+            Problem::new("ReadForbidden", "may not list secrets in x"),
+        );
+        refused.insert("b", Problem::new("ReadForbidden", "may not get pods in y"));
+        let problem = reads_allowed(refused.values()).unwrap_err();
+        assert_eq!(problem.reason, "ReadForbidden");
+        assert_eq!(
+            problem.message,
+            "may not list secrets in x (and 1 more work item refused a read)"
+        );
     }
 }

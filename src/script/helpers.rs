@@ -23,6 +23,9 @@ pub(crate) struct HelperEnv {
     pub now: jiff::Timestamp,
     /// The call's services: its log, reads, Events and purity.
     pub scope: super::CallScope,
+    /// The values of the Secrets the call was handed (its request, its reads): scrubbed from
+    /// its log lines, whoever may read the Secret.
+    pub secrets: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 impl HelperEnv {
@@ -38,7 +41,15 @@ impl HelperEnv {
         self.scope.purity.taint(source);
     }
 
-    pub fn log(&self, line: LogLine) {
+    pub fn log(&self, mut line: LogLine) {
+        let secrets = self.secrets.lock();
+        if !secrets.is_empty() {
+            line.message = scrub(&line.message, &secrets);
+            for value in line.fields.values_mut() {
+                scrub_value(value, &secrets);
+            }
+        }
+        drop(secrets);
         LogTarget {
             controller: &self.controller,
             hook: self.hook,
@@ -46,6 +57,22 @@ impl HelperEnv {
             sink: self.scope.logs.as_ref(),
         }
         .emit(line);
+    }
+}
+
+/// A log line's text with every secret value in it replaced.
+fn scrub(text: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(text.to_string(), |text, secret| {
+        text.replace(secret.as_str(), crate::reads::REDACTED)
+    })
+}
+
+fn scrub_value(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(text) => *text = scrub(text, secrets),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, secrets)),
+        _ => {}
     }
 }
 
@@ -473,15 +500,19 @@ fn reads(env: &HelperEnv) -> Result<&crate::reads::ReadAccess, HelperError> {
 }
 
 fn get(env: &HelperEnv, args: &[Value]) -> HelperResult {
-    reads(env)?
+    let found = reads(env)?
         .get(args)
-        .map_err(|e| HelperError(e.to_string()))
+        .map_err(|e| HelperError(e.to_string()))?;
+    crate::reads::secret_strings(&found, &mut env.secrets.lock());
+    Ok(found)
 }
 
 fn list(env: &HelperEnv, args: &[Value]) -> HelperResult {
-    reads(env)?
+    let found = reads(env)?
         .list(args)
-        .map_err(|e| HelperError(e.to_string()))
+        .map_err(|e| HelperError(e.to_string()))?;
+    crate::reads::secret_strings(&found, &mut env.secrets.lock());
+    Ok(found)
 }
 
 fn event(env: &HelperEnv, args: &[Value]) -> HelperResult {
@@ -597,6 +628,7 @@ mod tests {
                 logs: Some(super::super::LogSink::new()),
                 ..Default::default()
             },
+            secrets: Default::default(),
         }
     }
 

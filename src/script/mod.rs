@@ -640,6 +640,11 @@ impl ScriptEngine {
                 language: script.language,
                 now: call.scope.clock.unwrap_or_else(jiff::Timestamp::now),
                 scope: call.scope.clone(),
+                secrets: {
+                    let mut secrets = Vec::new();
+                    crate::reads::secret_strings(request, &mut secrets);
+                    Arc::new(parking_lot::Mutex::new(secrets))
+                },
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,

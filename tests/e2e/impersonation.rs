@@ -15,14 +15,18 @@ async fn writes_go_as_the_service_account_and_a_forbidden_one_stops_the_sync() {
     let namespace = test_namespace(&client, "impersonation").await;
     let name = unique_name("impersonation");
     // An account that may manage Services here (and, to create them owned by a ConfigMap,
-    // update ConfigMap finalizers), and nothing else.
+    // update ConfigMap finalizers), read what its hooks are handed, and nothing else.
     apply(&client, &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "limited", "namespace": namespace}})).await;
     apply(&client, &json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "services", "namespace": namespace},
         "rules": [
             {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"]}
+            {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"]},
+            // What its hooks are handed (targets, observed attachments): only what the account
+            // may read. Reading RoleBindings does not let it write one.
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": ["get", "list", "watch"]}
         ]
     }))
     .await;

@@ -30,6 +30,7 @@ mod operator_quiet;
 mod operator_reads;
 mod operator_resync;
 mod operator_workloads;
+mod read_access;
 mod runtime_cache;
 mod sync_now;
 mod webhook_credentials;

@@ -402,7 +402,7 @@ async fn sync_parent(
             fingerprint: None,
         };
     }
-    let scope = context.scope(&controller.planner.reads);
+    let scope = controller.scope(context, &controller.planner.reads);
     let plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
@@ -478,6 +478,11 @@ async fn plan_parent(
             &controller.hooks,
             scope,
             move |context, runner| {
+                // Nothing its account may not read reaches its hooks.
+                if planner.phase(&parent).runs_hook() {
+                    let reads = sync::observed_scopes(&planner, &parent);
+                    crate::plan::admit(runner.scope, &id.name, &reads)?;
+                }
                 // The customize hook's types are resolved and watched before sync reads them
                 // from the caches, and indexed so their changes re-sync this parent.
                 let related = Watched {
@@ -488,6 +493,7 @@ async fn plan_parent(
                     version,
                     target_ref: &key,
                     target: &parent,
+                    scope: runner.scope,
                 };
                 sync::sync_parent(&planner, runner, &*context.informers, &parent, &related)
             },

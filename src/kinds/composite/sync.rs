@@ -204,3 +204,20 @@ fn rollout<'a>(
         old,
     })
 }
+
+/// What a parent's hook requests show besides related objects, as reads its controller's
+/// account must be allowed: the parent (`get` in its namespace) and its children (`list` of
+/// each child type in its scope: its namespace, or every namespace for a cluster-scoped
+/// parent). Related objects are checked by [`crate::plan::related`].
+pub fn observed_scopes(composite: &Composite, parent: &Value) -> Vec<crate::reads::ReadScope> {
+    use crate::reads::{ReadScope, ReadVerb};
+    let scope = composite.parent.scope_of(parent);
+    let mut scopes = vec![ReadScope::object(&composite.parent, parent)];
+    scopes.extend(
+        composite
+            .children
+            .iter()
+            .map(|child| ReadScope::new(ReadVerb::List, &child.resource, scope)),
+    );
+    scopes
+}

@@ -567,3 +567,54 @@ fn related_rules_select_by_namespace_names_and_labels() {
         .unwrap_err();
     assert!(error.to_string().contains("relatedResources[0]"), "{error}");
 }
+
+/// What a target's hooks are handed, as reads its controller's account must be allowed.
+#[test]
+fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
+    use super::sync::observed_scopes;
+    use crate::plan::related::{RelatedRule, related_scopes};
+    let decorator = decorator(false, "InPlace");
+    let resolver = StaticResolver::with_builtins();
+    let target_type = resolver.find_kind("apps/v1", "StatefulSet").unwrap();
+    let shown = |scopes: Vec<crate::reads::ReadScope>| {
+        scopes.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown(observed_scopes(&decorator, &target_type, &target())),
+        [
+            "get statefulsets (apps) in namespace prod",
+            "list services (core) in namespace prod",
+            "list configmaps (core) in namespace prod",
+        ]
+    );
+    let secret = resolver.find_kind("v1", "Secret").unwrap();
+    let rule = |rule: Value, version: HookVersion| {
+        let mut rule: RelatedRule = serde_json::from_value(rule).unwrap();
+        rule.version = version;
+        (rule, secret.clone())
+    };
+    let rules = [
+        rule(
+            json!({"apiVersion": "v1", "resource": "secrets", "namespace": "kube-system", "names": ["top-secret"]}),
+            HookVersion::V1,
+        ),
+        // v1: no namespace is the target's.
+        rule(
+            json!({"apiVersion": "v1", "resource": "secrets"}),
+            HookVersion::V1,
+        ),
+        // v2: no namespace is every namespace.
+        rule(
+            json!({"apiVersion": "v1", "resource": "secrets"}),
+            HookVersion::V2,
+        ),
+    ];
+    assert_eq!(
+        shown(related_scopes(&rules, &target())),
+        [
+            "get secrets (core) in namespace kube-system",
+            "list secrets (core) in namespace prod",
+            "list secrets (core) in every namespace",
+        ]
+    );
+}

@@ -280,7 +280,7 @@ async fn sync_target(
         about: object.clone(),
         failure,
     };
-    let scope = context.scope(&controller.planner.reads);
+    let scope = controller.scope(context, &controller.planner.reads);
     let plan = match plan_target(context, controller, &object, target, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
@@ -346,6 +346,11 @@ async fn plan_target(
             &controller.hooks,
             scope,
             move |context, runner| {
+                if planner.phase(&target_object).runs_hook() {
+                    let reads =
+                        sync::observed_scopes(&planner, &target_ref.resource, &target_object);
+                    crate::plan::admit(runner.scope, &id.name, &reads)?;
+                }
                 let related = Watched {
                     context,
                     id: &id,
@@ -354,6 +359,7 @@ async fn plan_target(
                     version,
                     target_ref: &target_ref,
                     target: &target_object,
+                    scope: runner.scope,
                 };
                 sync::sync_target(
                     &planner,

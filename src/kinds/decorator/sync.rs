@@ -10,6 +10,8 @@ use crate::hooks::HookRunner;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
+use crate::reads::{ReadScope, ReadVerb};
+use crate::resources::ResourceType;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
@@ -88,4 +90,24 @@ pub fn observed_attachments(
         .flat_map(|child| store.controlled_by(&child.resource, target))
         .filter(|child| decorator.owns(target, child))
         .collect()
+}
+
+/// What a target's hook request shows besides related objects, as reads its controller's
+/// account must be allowed: the target (`get` in its namespace) and its attachments (`list` of
+/// each type where the target's children live: its namespace, or every namespace for a
+/// cluster-scoped target). Related objects are checked by [`crate::plan::related`].
+pub fn observed_scopes(
+    decorator: &Decorator,
+    target_type: &ResourceType,
+    target: &Value,
+) -> Vec<ReadScope> {
+    let mut scopes = vec![ReadScope::object(target_type, target)];
+    scopes.extend(decorator.attachments.iter().map(|child| {
+        ReadScope::new(
+            ReadVerb::List,
+            &child.resource,
+            target_type.scope_of(target),
+        )
+    }));
+    scopes
 }

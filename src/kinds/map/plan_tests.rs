@@ -264,3 +264,37 @@ fn status_aggregates_inputs_outputs_and_true_conditions_and_is_quiet_when_unchan
         ))
     );
 }
+
+/// What a parent's map calls are handed, as reads its controller's account must be allowed:
+/// in the parent's namespace, or in every namespace for a cluster-scoped parent.
+#[test]
+fn the_reads_a_parent_hands_its_hooks_follow_its_scope() {
+    let shown = |mapper: &Mapper, parent: &Value| {
+        super::sync::observed_scopes(mapper, parent)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    let parent = schedule(json!({}));
+    assert_eq!(
+        shown(&mapper("Namespaced", false), &parent),
+        [
+            "get snapshotschedules (example.com) in namespace prod",
+            "list persistentvolumeclaims (core) in namespace prod",
+            "list configmaps (core) in namespace prod",
+        ]
+    );
+    let mut cluster_parent = parent.clone();
+    cluster_parent["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    assert_eq!(
+        shown(&mapper("Cluster", false), &cluster_parent),
+        [
+            "get snapshotschedules (example.com)",
+            "list persistentvolumeclaims (core) in every namespace",
+            "list configmaps (core) in every namespace",
+        ]
+    );
+}

@@ -420,7 +420,7 @@ async fn sync_pair(
         }
     };
     // The map or tombstone hook's reads are what this pair depends on.
-    let scope = context.scope(&mapper.reads);
+    let scope = controller.scope(context, &mapper.reads);
     let mut seen = None;
     let result = match input.filter(|_| selected) {
         Some(input) => {
@@ -434,6 +434,8 @@ async fn sync_pair(
                     &controller.hooks,
                     &scope,
                     move |_, runner| {
+                        let reads = sync::observed_scopes(&mapper, &parent);
+                        crate::plan::admit(runner.scope, &mapper.name, &reads)?;
                         let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
                         sync::map_input(&mapper, runner, &parent, &input, &observed)
                     },
@@ -470,7 +472,7 @@ async fn sync_group(
         controller.enqueue(context, Work::Pair { parent, input });
         return Outcome::Done;
     }
-    let scope = context.scope(&controller.planner.reads);
+    let scope = controller.scope(context, &controller.planner.reads);
     let result = settle_detached(context, controller, &parent, group, &scope).await;
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
     context.record_reads(&key, &scope);
@@ -537,6 +539,8 @@ async fn settle_detached(
             &controller.hooks,
             scope,
             move |_, runner| {
+                let reads = sync::observed_scopes(&mapper, &parent);
+                crate::plan::admit(runner.scope, &mapper.name, &reads)?;
                 let observed: Vec<&Value> = detached.iter().map(Arc::as_ref).collect();
                 sync::plan_detached(&mapper, runner, &parent, map_key, &observed).result
             },

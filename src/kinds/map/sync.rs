@@ -9,6 +9,7 @@ use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object;
 use crate::plan::{InvalidSelector, Plan, StatusChange, SyncError, stamp_provenance};
+use crate::reads::{ReadScope, ReadVerb};
 use crate::selector::LabelSelector;
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -203,4 +204,21 @@ pub fn plan_detached(
         input: None,
         result,
     }
+}
+
+/// What a parent's map and tombstone requests show, as reads its controller's account must be
+/// allowed: the parent (`get`), its inputs and outputs (`list` of each type in the parent's
+/// namespace, or in every namespace for a cluster-scoped parent: a selection across namespaces
+/// needs the account to read the type in all of them, as it would to list them itself).
+pub fn observed_scopes(mapper: &Mapper, parent: &Value) -> Vec<ReadScope> {
+    let namespace = mapper.parent.scope_of(parent);
+    let mut scopes = vec![ReadScope::object(&mapper.parent, parent)];
+    scopes.extend(
+        mapper
+            .inputs
+            .iter()
+            .chain(mapper.outputs.iter().map(|output| &output.resource))
+            .map(|resource| ReadScope::new(ReadVerb::List, resource, namespace)),
+    );
+    scopes
 }

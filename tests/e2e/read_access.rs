@@ -1,0 +1,313 @@
+//! Least privilege for reads: a controller with a ServiceAccount is handed, by the operator's
+//! caches, only objects its account may read itself, whatever its hooks ask for (customize
+//! answers) or its rules select (targets across namespaces), scripts and webhooks alike; a
+//! refusal is reported on the controller, and RBAC granted later takes effect without a
+//! restart.
+
+use crate::support::operator::{apply, get, operator, wait_for};
+use crate::support::{client, eventually, test_namespace, unique_name};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use metascript::testing::{HookServer, Reply};
+use serde_json::{Value, json};
+
+/// A ServiceAccount in `namespace` that may read and write ConfigMaps there, and nothing else.
+async fn config_map_account(client: &kube::Client, namespace: &str, account: &str) {
+    apply(client, &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}})).await;
+    apply(client, &json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": account, "namespace": namespace},
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"]}
+        ]
+    }))
+    .await;
+    bind(client, namespace, account, namespace, account).await;
+}
+
+/// Binds Role `role` in `namespace` to the account.
+async fn bind(
+    client: &kube::Client,
+    namespace: &str,
+    role: &str,
+    account_namespace: &str,
+    account: &str,
+) {
+    apply(client, &json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": format!("{role}-{account}"), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}]
+    }))
+    .await;
+}
+
+fn decorator(name: &str) -> Value {
+    json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController", "metadata": {"name": name}})
+}
+
+fn condition<'a>(controller: &'a Value, kind: &str) -> Option<&'a Value> {
+    controller["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// Waits for the controller's `ReadsAllowed` condition to have `status`, returning it.
+async fn reads_allowed(client: &kube::Client, name: &str, status: &str) -> Value {
+    let controller = wait_for(
+        client,
+        &decorator(name),
+        &format!("{name}: ReadsAllowed={status}"),
+        |c| condition(c, "ReadsAllowed").is_some_and(|c| c["status"] == status),
+    )
+    .await;
+    condition(&controller, "ReadsAllowed").cloned().unwrap()
+}
+
+/// The Warning the operator published about the controller object with `reason`.
+async fn controller_event(client: &kube::Client, name: &str, reason: &str) -> Event {
+    let events: Api<Event> = Api::all(client.clone());
+    eventually(&format!("a {reason} Event on {name}"), || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref())
+                        == Some("DecoratorController")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+    })
+    .await
+}
+
+/// The report's exfiltration: a customize hook asks for a Secret in another namespace, and the
+/// sync hook would copy its password into a ConfigMap its account may write. The Secret is
+/// never handed over while the account may not read it; once a Role lets it, the same
+/// controller syncs, without a restart.
+#[tokio::test]
+async fn a_customize_hook_gets_no_secret_its_account_may_not_read_until_rbac_allows_it() {
+    let client = client().await;
+    operator().await;
+    let team = test_namespace(&client, "reads-team").await;
+    let victim = test_namespace(&client, "reads-victim").await;
+    config_map_account(&client, &team, "author").await;
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "top-secret", "namespace": victim},
+            "stringData": {"password": "hunter2-do-not-leak"}
+        }),
+    )
+    .await;
+    let name = unique_name("reads-exfiltrate");
+    let customize = format!(
+        r#"return {{ relatedResources = {{ {{ apiVersion = "v1", resource = "secrets", namespace = "{victim}", names = {{ "top-secret" }} }} }} }}"#
+    );
+    let sync = r#"
+        local loot = "none"
+        for _, secret in pairs(request.related["Secret.v1"]) do
+            loot = base64_decode(secret.data.password)
+        end
+        return { attachments = { {
+            apiVersion = "v1", kind = "ConfigMap",
+            metadata = { name = name(request.object) .. "-loot" },
+            data = { loot = loot },
+        } } }
+    "#;
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "serviceAccountName": "author",
+            "serviceAccountNamespace": team,
+            "hooks": {
+                "customize": {"script": {"language": "lua", "inline": customize}},
+                "sync": {"script": {"language": "lua", "inline": sync}}
+            }
+        }
+    }))
+    .await;
+    let target = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "innocent", "namespace": team, "labels": {"decorate": name}}});
+    apply(&client, &target).await;
+
+    let refused = reads_allowed(&client, &name, "False").await;
+    assert_eq!(refused["reason"], "ReadForbidden", "{refused}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    for part in [
+        format!("ServiceAccount {team}/author"),
+        format!("may not get secrets (core) in namespace {victim}"),
+    ] {
+        assert!(
+            message.contains(&part),
+            "the condition names {part:?}: {message}"
+        );
+    }
+    let event = controller_event(&client, &name, "ReadForbidden").await;
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains(&format!("secrets (core) in namespace {victim}")),
+        "{note}"
+    );
+    let loot = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "innocent-loot", "namespace": team}});
+    assert!(
+        get(&client, &loot).await.is_none(),
+        "the sync hook never ran with the Secret"
+    );
+    let controller = get(&client, &decorator(&name)).await.unwrap();
+    assert_eq!(controller["status"]["failing"], 1, "{controller}");
+
+    // The victim's owner lets the account read its Secrets: the refused target is retried on
+    // the RBAC change (not after its backoff), and its hook now gets the Secret.
+    apply(&client, &json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "read-secrets", "namespace": victim},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    }))
+    .await;
+    bind(&client, &victim, "read-secrets", &team, "author").await;
+    let copied = wait_for(
+        &client,
+        &loot,
+        "the hook's attachment, once RBAC allows",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copied["data"]["loot"], "hunter2-do-not-leak");
+    reads_allowed(&client, &name, "True").await;
+}
+
+/// A selection across namespaces is refused where the account may not read, never filtered: a
+/// target in a namespace the account cannot read is not synced (the controller says which
+/// namespace), the others are; and the webhook serving the hooks never receives an object of
+/// that namespace, neither as a target nor as a related object of a customize answer that
+/// spans every namespace.
+#[tokio::test]
+async fn a_webhook_never_receives_an_object_its_account_may_not_read() {
+    let client = client().await;
+    operator().await;
+    let team = test_namespace(&client, "reads-hook-team").await;
+    let other = test_namespace(&client, "reads-hook-other").await;
+    config_map_account(&client, &team, "author").await;
+    let name = unique_name("reads-webhook");
+    let (team_ns, other_ns) = (team.clone(), other.clone());
+    let server = HookServer::start(move |path, request| match path {
+        // Targets labelled `across` ask for every labelled ConfigMap in every namespace.
+        "/customize" => {
+            let across = request["parent"]["metadata"]["labels"]["across"] == "yes";
+            let rules = if across {
+                json!([{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"related": "yes"}}}])
+            } else {
+                json!([{"apiVersion": "v1", "resource": "configmaps", "namespace": team_ns, "labelSelector": {"matchLabels": {"related": "yes"}}}])
+            };
+            Reply::json(&json!({"relatedResources": rules}))
+        }
+        _ => Reply::json(&json!({"labels": {"reads.test/seen": "yes"}})),
+    })
+    .expect("hook server");
+    let hooks = json!({
+        "customize": {"webhook": {"url": server.url("/customize")}, "version": "v2"},
+        "sync": {"webhook": {"url": server.url("/sync")}, "version": "v2"}
+    });
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "serviceAccountName": "author",
+            "serviceAccountNamespace": team,
+            "hooks": hooks
+        }
+    }))
+    .await;
+    let config_map = |namespace: &str, cm: &str, labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": namespace, "labels": labels}});
+    apply(
+        &client,
+        &config_map(&team, "related", json!({"related": "yes"})),
+    )
+    .await;
+    apply(
+        &client,
+        &config_map(&other_ns, "related", json!({"related": "yes"})),
+    )
+    .await;
+    apply(
+        &client,
+        &config_map(&team, "mine", json!({"decorate": name})),
+    )
+    .await;
+    apply(
+        &client,
+        &config_map(&other_ns, "theirs", json!({"decorate": name})),
+    )
+    .await;
+
+    // Its own target syncs, with what it may read related to it.
+    wait_for(
+        &client,
+        &config_map(&team, "mine", json!({})),
+        "the target the account may read synced",
+        |cm| cm["metadata"]["labels"]["reads.test/seen"] == "yes",
+    )
+    .await;
+    let refused = reads_allowed(&client, &name, "False").await;
+    assert_eq!(refused["reason"], "ReadForbidden", "{refused}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "may not get configmaps (core) in namespace {other}"
+        )),
+        "refused, naming the namespace: {message}"
+    );
+
+    // A customize answer spanning every namespace is refused as a whole, not filtered.
+    apply(
+        &client,
+        &config_map(&team, "across", json!({"decorate": name, "across": "yes"})),
+    )
+    .await;
+    eventually(
+        "the refused selection across namespaces reported",
+        || async {
+            let controller = get(&client, &decorator(&name)).await?;
+            let message = condition(&controller, "ReadsAllowed")?["message"]
+                .as_str()?
+                .to_string();
+            (controller["status"]["failing"] == 2).then_some(message)
+        },
+    )
+    .await;
+    let event = controller_event(&client, &name, "ReadForbidden").await;
+    assert!(event.note.is_some_and(|n| n.contains("ServiceAccount")));
+
+    let sent = server.requests("/sync");
+    assert!(!sent.is_empty());
+    for request in sent.iter().chain(server.requests("/customize").iter()) {
+        let text = request.to_string();
+        assert!(
+            !text.contains(&format!("\"namespace\":\"{other}\"")),
+            "a webhook request holds an object of {other}: {text}"
+        );
+    }
+    let synced: Vec<&str> = sent
+        .iter()
+        .filter_map(|r| r["object"]["metadata"]["name"].as_str())
+        .collect();
+    assert!(synced.iter().all(|n| *n == "mine"), "{synced:?}");
+    let related = &sent.last().unwrap()["related"]["ConfigMap.v1"];
+    assert_eq!(
+        related
+            .as_object()
+            .map(|r| r.keys().cloned().collect::<Vec<_>>()),
+        Some(vec![format!("{team}/related")]),
+        "{related}"
+    );
+}
