@@ -109,7 +109,8 @@ pub fn validate(
 /// Said of a child rule without `updateStrategy` (by `validate` and `render`).
 pub const ON_DELETE_BY_DEFAULT: &str = "updateStrategy is not set, so it is OnDelete (as in \
     Metacontroller): a child that exists is never updated when the hook's output for it changes; \
-    set `updateStrategy: {method: InPlace}` to keep children in line";
+    set `updateStrategy: {method: InPlace}` to keep children in line, or `{method: OnDelete}` to \
+    say that is meant";
 
 /// The checks every kind shares: hooks compile, types resolve, tests pass.
 fn check_controller(
