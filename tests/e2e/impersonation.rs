@@ -1,7 +1,9 @@
 //! Least privilege: a controller's writes go as its ServiceAccount, so a script can do only
 //! what RBAC grants that account, whatever the operator itself may do.
 
-use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, operator, wait_for};
+use crate::support::operator::{
+    OWN_OPERATOR_LABEL, apply, get, operator, wait_for, wait_for_condition,
+};
 use crate::support::process::OperatorProcess;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
@@ -152,21 +154,7 @@ async fn an_operator_that_requires_impersonation_refuses_a_controller_without_an
     let target = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target", "namespace": namespace, "labels": {"decorate": name}}});
     apply(&client, &target).await;
     let controller = json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController", "metadata": {"name": name}});
-    let status = wait_for(&client, &controller, "a Ready=False condition", |c| {
-        c["status"]["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "False")
-            })
-    })
-    .await;
-    let ready = status["status"]["conditions"]
-        .as_array()
-        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or_default();
+    let ready = wait_for_condition(&client, &controller, "Ready", "False").await;
     assert_eq!(ready["reason"], "ServiceAccountRequired", "{ready}");
     assert!(
         ready["message"]

@@ -3,7 +3,7 @@
 //! wrong credentials fail the sync without touching anything, a rotated Secret is used without
 //! a restart, and a controller cannot use a Secret its ServiceAccount may not read.
 
-use crate::support::operator::{apply, get, operator, wait_for};
+use crate::support::operator::{apply, get, operator, wait_for, wait_for_condition};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use base64::Engine as _;
 use k8s_openapi::api::events::v1::Event;
@@ -299,21 +299,7 @@ async fn a_controller_cannot_use_a_secret_its_account_may_not_read() {
     let object = target(&namespace, &name);
     apply(&client, &object).await;
     let controller = json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController", "metadata": {"name": name}});
-    let refused = wait_for(&client, &controller, "a Ready=False condition", |c| {
-        c["status"]["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "False")
-            })
-    })
-    .await;
-    let ready = refused["status"]["conditions"]
-        .as_array()
-        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or_default();
+    let ready = wait_for_condition(&client, &controller, "Ready", "False").await;
     assert_eq!(ready["reason"], "ScriptError", "{ready}");
     let message = ready["message"].as_str().unwrap_or_default();
     let secret_name = format!("Secret {namespace}/hook-token");

@@ -155,6 +155,25 @@ pub async fn wait_for(
     .await
 }
 
+/// Waits until the object has a condition of `kind` with `status`, returning that condition.
+pub async fn wait_for_condition(
+    client: &kube::Client,
+    like: &Value,
+    kind: &str,
+    status: &str,
+) -> Value {
+    let condition = |object: &Value| {
+        object["status"]["conditions"]
+            .as_array()
+            .and_then(|conditions| conditions.iter().find(|c| c["type"] == kind))
+            .filter(|c| c["status"] == status)
+            .cloned()
+    };
+    let what = format!("a {kind}={status} condition");
+    let object = wait_for(client, like, &what, |o| condition(o).is_some()).await;
+    condition(&object).expect("the condition just seen")
+}
+
 /// Waits until the controller has had nothing to do for two seconds; returns its (writes,
 /// syncs). Polled: "nothing happens" has no event to wait for.
 pub async fn quiet(controller: &ControllerId) -> (u64, u64) {
