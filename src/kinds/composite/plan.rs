@@ -8,7 +8,7 @@ use crate::api::{HookVersion, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
-use crate::plan::related::{self, RelatedRule};
+use crate::plan::related;
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::{Claim, ClaimChange, FinalizerChange, InvalidSelector, Plan, StatusChange};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -253,16 +253,6 @@ impl Composite {
 
     pub fn customize_request(&self, parent: &Value) -> Value {
         related::customize_request(&self.controller_json, parent)
-    }
-
-    /// Reads a customize response: the related resource rules it asks for, read the way the
-    /// customize hook's `version` means them.
-    pub fn related_rules(
-        &self,
-        response: &Value,
-        version: HookVersion,
-    ) -> Result<Vec<RelatedRule>, InvalidResponse> {
-        related::related_rules(response, version)
     }
 
     /// The sync or finalize request about `parent` (a revision's parent for an older revision),

@@ -67,7 +67,7 @@ impl Planner for Decorator {
         response: &Value,
     ) -> Result<(), InvalidResponse> {
         if hook == CUSTOMIZE {
-            return self.related_rules(response, HookVersion::V1).map(drop);
+            return related::related_rules(response, HookVersion::V1).map(drop);
         }
         let phase = if hook == FINALIZE {
             Phase::Finalize

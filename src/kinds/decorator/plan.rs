@@ -7,7 +7,7 @@ use crate::api::HookVersion;
 use crate::object;
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
-use crate::plan::related::{self, RelatedRule};
+use crate::plan::related;
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::{FinalizerChange, Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -103,16 +103,6 @@ impl Decorator {
 
     pub fn customize_request(&self, target: &Value) -> Value {
         related::customize_request(&self.controller_json, target)
-    }
-
-    /// Reads a customize response: the related resource rules it asks for, read the way the
-    /// customize hook's `version` means them.
-    pub fn related_rules(
-        &self,
-        response: &Value,
-        version: HookVersion,
-    ) -> Result<Vec<RelatedRule>, InvalidResponse> {
-        related::related_rules(response, version)
     }
 
     /// Groups related objects for the request the same way as attachments.

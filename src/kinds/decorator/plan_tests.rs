@@ -5,6 +5,7 @@ use super::api::DecoratorController;
 use super::plan::{Decorator, Observed};
 use crate::api::HookVersion;
 use crate::plan::lifecycle::Phase;
+use crate::plan::related::related_rules;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
 use crate::resources::StaticResolver;
 use serde_json::{Value, json};
@@ -121,14 +122,13 @@ fn v2_requests_key_every_namespaced_object_by_namespace_and_name() {
 /// A v1 rule without a namespace looks in the target's; a v2 one in every namespace.
 #[test]
 fn v2_related_rules_without_a_namespace_look_in_every_namespace() {
-    let decorator = decorator(false, "InPlace");
     let target = target();
     let response = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps"}]});
     let elsewhere = json!({"metadata": {"name": "c", "namespace": "shared"}});
-    let v1 = decorator.related_rules(&response, HookVersion::V1).unwrap();
+    let v1 = related_rules(&response, HookVersion::V1).unwrap();
     assert_eq!(v1[0].namespace_for(&target), Some("prod"));
     assert!(!v1[0].selects(&target, &elsewhere));
-    let v2 = decorator.related_rules(&response, HookVersion::V2).unwrap();
+    let v2 = related_rules(&response, HookVersion::V2).unwrap();
     assert_eq!(v2[0].namespace_for(&target), None);
     assert!(v2[0].selects(&target, &elsewhere));
 }
@@ -542,10 +542,8 @@ fn only_this_decorators_attachments_are_its_own() {
 
 #[test]
 fn related_rules_select_by_namespace_names_and_labels() {
-    let decorator = decorator(false, "InPlace");
     let target = target();
-    let rules = decorator
-        .related_rules(&json!({"relatedResources": [
+    let rules = related_rules(&json!({"relatedResources": [
             {"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"share": "yes"}}},
             {"apiVersion": "v1", "resource": "secrets", "namespace": "shared", "names": ["tls"]}
         ]}), HookVersion::V1)
@@ -559,12 +557,11 @@ fn related_rules_select_by_namespace_names_and_labels() {
     assert!(!rules[1].selects(&target, &secret("shared", "other")));
     assert!(!rules[1].selects(&target, &secret("prod", "tls")));
 
-    let error = decorator
-        .related_rules(
-            &json!({"relatedResources": [{"apiVersion": "v1"}]}),
-            HookVersion::V1,
-        )
-        .unwrap_err();
+    let error = related_rules(
+        &json!({"relatedResources": [{"apiVersion": "v1"}]}),
+        HookVersion::V1,
+    )
+    .unwrap_err();
     assert!(error.to_string().contains("relatedResources[0]"), "{error}");
 }
 
