@@ -41,6 +41,10 @@ pub const FORBIDDEN: &str = "Forbidden";
 /// A write failed otherwise.
 pub const APPLY_FAILED: &str = "ApplyFailed";
 
+// Metacontroller's names, for controllers that keep them (`spec.compatibility`).
+/// Any sync that failed, under `eventReasons: Metacontroller`.
+pub const METACONTROLLER_SYNC_ERROR: &str = "SyncError";
+
 /// Every reason above, for docs and tests.
 pub const ALL: &[&str] = &[
     INVALID_SPEC,
@@ -60,6 +64,7 @@ pub const ALL: &[&str] = &[
     SYNC_FAILED,
     FORBIDDEN,
     APPLY_FAILED,
+    METACONTROLLER_SYNC_ERROR,
 ];
 
 #[cfg(test)]

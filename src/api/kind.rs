@@ -3,7 +3,9 @@
 //! kind declares these once, in its own folder (`crate::kinds`); nothing below that switches on
 //! a kind.
 
-use super::{EndpointConfig, Hook, InlineTest, Library, ResourceRef, ServiceAccountRef};
+use super::{
+    Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, ServiceAccountRef,
+};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -279,6 +281,8 @@ pub struct ControllerSpec {
     pub on_delete_by_default: Vec<String>,
     /// `spec.endpointConfigs`: per-host webhook credentials.
     pub endpoint_configs: Vec<EndpointConfig>,
+    /// `spec.compatibility`, or its defaults.
+    pub compatibility: Compatibility,
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
@@ -350,6 +354,7 @@ pub struct CommonSpec<'a> {
     /// See [`ControllerSpec::on_delete_by_default`].
     pub on_delete_by_default: Vec<String>,
     pub endpoint_configs: &'a [EndpointConfig],
+    pub compatibility: Option<&'a Compatibility>,
 }
 
 impl CommonSpec<'_> {
@@ -383,6 +388,7 @@ impl CommonSpec<'_> {
             tests: self.tests.to_vec(),
             on_delete_by_default: self.on_delete_by_default,
             endpoint_configs: self.endpoint_configs.to_vec(),
+            compatibility: self.compatibility.cloned().unwrap_or_default(),
         }
     }
 }

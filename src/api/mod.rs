@@ -3,6 +3,7 @@
 //! what a kind of controller is ([`KindInfo`], [`HookKind`], [`ControllerSpec`]). Each kind's
 //! own custom resource is in its folder under `crate::kinds`.
 
+mod compatibility;
 mod event;
 mod hook;
 mod kind;
@@ -10,6 +11,7 @@ mod rules;
 mod status;
 mod test_case;
 
+pub use compatibility::{Compatibility, EventReasons};
 pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
 pub use hook::{
     Authorization, BasicAuth, CaBundle, ClientTls, ConfigMapKeyRef, CredentialSource, Credentials,

@@ -175,6 +175,12 @@ fn convert_kind(
             spec.insert("serviceAccountNamespace".into(), json!(namespace));
         }
     }
+    // Alerts and scripts written for Metacontroller wait for its `SyncError` Events
+    // (docs/migrating.md says how to move to metascript's reasons).
+    spec.insert(
+        "compatibility".into(),
+        json!({"eventReasons": "Metacontroller"}),
+    );
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -550,6 +556,7 @@ mod tests {
         let mut expected = service_per_pod()["spec"].clone();
         expected["hooks"]["sync"] = json!({"version": "v1", "webhook": {"url": "http://service-per-pod.metacontroller/sync-service-per-pod", "timeout": "10s", "etag": {"enabled": true}}});
         expected["serviceAccountName"] = json!("service-per-pod");
+        expected["compatibility"] = json!({"eventReasons": "Metacontroller"});
         assert_eq!(object["spec"], expected);
         assert!(object.get("status").is_none());
         assert!(conversion.notes.is_empty(), "{:?}", conversion.notes);
@@ -599,7 +606,9 @@ mod tests {
         let conversion = convert(&catset(), &Options::default()).unwrap().unwrap();
         assert_eq!(conversion.object["kind"], "CompositeController");
         assert_eq!(conversion.object["apiVersion"], "metascript.dev/v1alpha1");
-        assert_eq!(conversion.object["spec"], catset()["spec"]);
+        let mut expected = catset()["spec"].clone();
+        expected["compatibility"] = json!({"eventReasons": "Metacontroller"});
+        assert_eq!(conversion.object["spec"], expected);
         assert!(conversion.notes.is_empty(), "{:?}", conversion.notes);
 
         let mut object = catset();

@@ -10,7 +10,7 @@ use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
 use super::status::{Health, SyncOutcomes};
-use crate::api::{ControllerObject, KindName};
+use crate::api::{ControllerObject, EventReasons, KindName};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
 use crate::reads::ReadPolicy;
@@ -105,6 +105,8 @@ pub struct Controller<K: Kind> {
     pub hooks: Arc<ControllerHooks>,
     pub health: Health,
     pub resync_period: Option<Duration>,
+    /// Whose reasons its sync failure Events use (`spec.compatibility.eventReasons`).
+    pub event_reasons: EventReasons,
     pub sources: ScriptSources,
     /// What its webhook credentials were read from, to notice their rotation.
     pub credentials: Option<Arc<CredentialWatch>>,

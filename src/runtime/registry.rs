@@ -224,6 +224,7 @@ impl<K: Kind> Registry<K> {
             hooks: prepared.hooks,
             health: prepared.health,
             resync_period: spec.resync_period,
+            event_reasons: spec.compatibility.event_reasons,
             sources,
             credentials: watch,
             outcomes: previous
@@ -441,6 +442,7 @@ impl<K: Kind> Registry<K> {
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);
+                let (reason, message) = controller.event_reasons.sync_failure(reason, &message);
                 context
                     .warn(
                         &about,

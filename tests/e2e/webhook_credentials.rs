@@ -139,6 +139,28 @@ async fn a_bearer_token_is_sent_refused_credentials_touch_nothing_and_rotation_n
     );
     assert!(get(&client, &child).await.is_some(), "nothing deleted");
 
+    // Moved from Metacontroller, it keeps Metacontroller's Event reason for the same failure.
+    let hook = json!({"sync": {"webhook": {
+        "url": server.url("/sync"),
+        "authorization": {"secretRef": {"name": "hook-token", "namespace": namespace, "key": "token"}}
+    }}});
+    apply(
+        &client,
+        &decorator(
+            &name,
+            json!({
+                "hooks": hook, "compatibility": {"eventReasons": "Metacontroller"}
+            }),
+        ),
+    )
+    .await;
+    let failed = event_on(&client, &namespace, "target", "SyncError").await;
+    let note = failed.note.unwrap_or_default();
+    assert!(
+        note.starts_with("HookFailed: ") && note.contains("HTTP 401"),
+        "{note}"
+    );
+
     // The Secret catches up: the operator reads it again and syncs, without a restart or any
     // change to the target.
     apply(

@@ -2,9 +2,9 @@
 //! `docs/src/api/compositecontroller.md`), with script hooks.
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
-    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
-    UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
+    EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
+    ResourceRef, UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
@@ -73,6 +73,10 @@ pub struct CompositeControllerSpec {
     /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoint_configs: Vec<EndpointConfig>,
+    /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
+    /// it); see `docs/migrating.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<Compatibility>,
 }
 
 /// The parent type, and which of its objects and fields matter.
@@ -271,6 +275,7 @@ impl ControllerObject for CompositeController {
                     .map(|c| c.update_strategy.is_none()),
             ),
             endpoint_configs: &spec.endpoint_configs,
+            compatibility: spec.compatibility.as_ref(),
         }
         .spec(
             std::iter::once(parent)

@@ -1,9 +1,9 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
-    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
-    fields, on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
+    EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
+    ResourceRef, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use kube::CustomResource;
@@ -66,6 +66,10 @@ pub struct DecoratorControllerSpec {
     /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoint_configs: Vec<EndpointConfig>,
+    /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
+    /// it); see `docs/migrating.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<Compatibility>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -104,6 +108,7 @@ impl ControllerObject for DecoratorController {
                 spec.attachments.iter().map(|a| a.update_strategy.is_none()),
             ),
             endpoint_configs: &spec.endpoint_configs,
+            compatibility: spec.compatibility.as_ref(),
         }
         .spec(
             spec.resources

@@ -1,9 +1,9 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
 use crate::api::{
-    ChildRule, CommonSpec, ControllerObject, ControllerSpec, ControllerStatus, EndpointConfig,
-    Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library, ResourceRef,
-    fields, on_delete_by_default, set_hooks,
+    ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
+    EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
+    ResourceRef, fields, on_delete_by_default, set_hooks,
 };
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -67,6 +67,10 @@ pub struct MapControllerSpec {
     /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoint_configs: Vec<EndpointConfig>,
+    /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
+    /// it); see `docs/migrating.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<Compatibility>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -103,6 +107,7 @@ impl ControllerObject for MapController {
                     .map(|o| o.update_strategy.is_none()),
             ),
             endpoint_configs: &spec.endpoint_configs,
+            compatibility: spec.compatibility.as_ref(),
         }
         .spec(
             std::iter::once(spec.parent_resource.clone())
