@@ -8,6 +8,7 @@
 //! cargo run --release --example bench_decorator -- --targets 1000 --hook webhook
 //! cargo run --release --example bench_decorator -- --targets 1000 --reads
 //! cargo run --release --example bench_decorator -- --targets 1000 --account
+//! cargo run --release --example bench_decorator -- --targets 1000 --customize
 //! ```
 //!
 //! `--hook webhook` runs the same controller with its hooks as webhooks, answered over loopback
@@ -43,6 +44,16 @@
 //! needs, so its writes are impersonated and every object its hooks are handed is checked
 //! against what the account may read (SubjectAccessReviews, cached). The number of reviews
 //! sent is reported; compare with a run without `--account` at the same load.
+//!
+//! `--customize` (scripts only) measures the customize hook and the cache of its answers: the
+//! controller also has a `customize` script (in the sync's language) naming one related
+//! ConfigMap in the target's namespace, so every sync request carries `related`. The answer is
+//! kept per target until the target or the controller changes: each phase reports customize
+//! calls beside syncs. Converge needs one call per target; a resync needs none (with
+//! `--full-resync` every target syncs again, and each sync's customize answer comes from the
+//! cache: without it there would be one call per sync); a script edit changes the controller,
+//! so every target's answer is asked again. Compare its rows with a run without `--customize`
+//! at the same load for what customizing costs.
 //!
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own watches); the apiserver's and etcd's are shown for
@@ -87,6 +98,8 @@ struct Args {
     account: bool,
     /// Resyncs run every hook (`metascript run --full-resync`).
     full_resync: bool,
+    /// A customize hook naming one related ConfigMap per target.
+    customize: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -99,6 +112,7 @@ fn parse_args() -> anyhow::Result<Args> {
         reads: false,
         account: false,
         full_resync: false,
+        customize: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -115,9 +129,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--reads" => args.reads = true,
             "--account" => args.account = true,
             "--full-resync" => args.full_resync = true,
+            "--customize" => args.customize = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--account] [--full-resync]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--account] [--full-resync] [--customize]"
                 );
                 std::process::exit(0);
             }
@@ -136,6 +151,10 @@ fn parse_args() -> anyhow::Result<Args> {
     anyhow::ensure!(
         !(args.reads && args.hook == "webhook"),
         "--reads needs script hooks (a webhook reads nothing through the operator)"
+    );
+    anyhow::ensure!(
+        !(args.customize && args.hook == "webhook"),
+        "--customize runs a customize script; it needs script hooks"
     );
     anyhow::ensure!(
         !(args.reads && args.account),
@@ -298,6 +317,23 @@ impl Example {
     }
 }
 
+/// With `--customize`: the ConfigMap each target's customize answer names, in its namespace.
+const SETTINGS: &str = "bench-settings";
+
+/// The customize hook of `--customize`: one related ConfigMap by name, in the target's
+/// namespace (a rule without `namespace`).
+fn customize_hook(language: &str) -> Value {
+    let code = match language {
+        "rhai" => format!(
+            r#"#{{ relatedResources: [#{{ apiVersion: "v1", resource: "configmaps", names: ["{SETTINGS}"] }}] }}"#
+        ),
+        _ => format!(
+            r#"return {{ relatedResources = {{ {{ apiVersion = "v1", resource = "configmaps", names = {{ "{SETTINGS}" }} }} }} }}"#
+        ),
+    };
+    json!({"script": {"language": language, "inline": code}})
+}
+
 /// The ServiceAccount of `--account`.
 const BENCH_ACCOUNT: &str = "service-per-pod";
 
@@ -380,11 +416,27 @@ fn label_counter(
 
 /// The operator's `metascript_dependencies` gauge, summed over controllers (None if unset).
 fn dependencies(operator: &Operator) -> Option<i64> {
+    metric_sum(operator, "metascript_dependencies{", "")
+}
+
+/// Calls of the customize hook so far (answers taken from the cache are not calls).
+fn customize_calls(operator: &Operator) -> i64 {
+    metric_sum(
+        operator,
+        "metascript_hook_duration_seconds_count{",
+        r#"hook="customize""#,
+    )
+    .unwrap_or(0)
+}
+
+/// The sum of the operator's samples whose line starts with `prefix` and contains `label`
+/// (None if there are none).
+fn metric_sum(operator: &Operator, prefix: &str, label: &str) -> Option<i64> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &operator.metrics().registry()).ok()?;
     let values: Vec<i64> = text
         .lines()
-        .filter(|line| line.starts_with("metascript_dependencies{"))
+        .filter(|line| line.starts_with(prefix) && line.contains(label))
         .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
         .collect();
     (!values.is_empty()).then(|| values.iter().sum())
@@ -505,6 +557,9 @@ async fn main() -> anyhow::Result<()> {
         controller["spec"]["serviceAccountName"] = BENCH_ACCOUNT.into();
         controller["spec"]["serviceAccountNamespace"] = "bench".into();
     }
+    if args.customize {
+        controller["spec"]["hooks"]["customize"] = customize_hook(language);
+    }
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |what: &str, value: String, note: String| {
         println!("  {what}: {value} {note}");
@@ -529,6 +584,18 @@ async fn main() -> anyhow::Result<()> {
     create_namespace(&client, namespace).await?;
     if args.account {
         create_account(&client, namespace).await?;
+    }
+    if args.customize {
+        Api::<ConfigMap>::namespaced(client.clone(), namespace)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": SETTINGS, "namespace": namespace},
+                    "data": {"tier": "gold"}
+                }))?,
+            )
+            .await?;
     }
     if webhook.is_none() {
         create_namespace(&client, &example.config_map.0).await?;
@@ -608,6 +675,13 @@ async fn main() -> anyhow::Result<()> {
     let all_marked = marked.reached(n, "the marker labels").await?;
     let converged = all_services.max(all_marked) - started;
     let writes_to_converge = operator.writes();
+    let id = ControllerId::new(metascript::kinds::decorator::KIND, &example.name);
+    let customize_calls = || customize_calls(&operator);
+    let customized = |calls: i64| match args.customize {
+        true => format!("; {calls} customize calls"),
+        false => String::new(),
+    };
+    let customized_to_converge = customized(customize_calls());
     let cpu_converge = cpu.since(&cpu_before);
     let operator_cpu_converge = cpu.operator_since(&cpu_before);
     let dependencies_held = match dependencies(&operator) {
@@ -625,7 +699,7 @@ async fn main() -> anyhow::Result<()> {
         "converge (operator start to all Services + labels)",
         secs(converged),
         format!(
-            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; operator CPU {operator_cpu_converge:.2} s; {cpu_converge}{dependencies_held})",
+            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; operator CPU {operator_cpu_converge:.2} s; {cpu_converge}{dependencies_held}{customized_to_converge})",
             per_item(converged, n, "target"),
             secs(all_services - started),
             secs(all_marked - started),
@@ -638,9 +712,9 @@ async fn main() -> anyhow::Result<()> {
     let quiet = OperatorConfig::default().status_interval * 2;
     settle(&operator, quiet, PHASE_TIMEOUT).await?;
     let idle = idle_cpu(&cpu, Duration::from_secs(1)).await;
-    let id = ControllerId::new(metascript::kinds::decorator::KIND, &example.name);
     let skipped_before = operator.metrics().resync_skipped_of(&id);
     let (before, syncs_before) = (operator.writes(), operator.syncs());
+    let customize_before = customize_calls();
     let cpu_before = cpu.now();
     let started = Instant::now();
     operator.resync_all();
@@ -650,9 +724,10 @@ async fn main() -> anyhow::Result<()> {
         "resync of the converged cluster",
         format!("{resync_writes} writes"),
         format!(
-            "({} syncs, {} targets skipped; queue drained in {}; operator CPU {:.2} s incl. the 1 s quiet wait, which alone costs {idle:.2} s idle; {})",
+            "({} syncs, {} targets skipped{}; queue drained in {}; operator CPU {:.2} s incl. the 1 s quiet wait, which alone costs {idle:.2} s idle; {})",
             operator.syncs() - syncs_before,
             operator.metrics().resync_skipped_of(&id) - skipped_before,
+            customized(customize_calls() - customize_before),
             secs(drained - started),
             cpu.operator_since(&cpu_before),
             cpu.since(&cpu_before)
@@ -663,6 +738,7 @@ async fn main() -> anyhow::Result<()> {
     // version's path (a changed webhook answer alone re-runs nothing, as in Metacontroller).
     let mut relabelled = marker_counter(&client, namespace, "v2");
     let before = operator.writes();
+    let customize_before = customize_calls();
     let cpu_before = cpu.now();
     let started = Instant::now();
     match &webhook {
@@ -709,9 +785,10 @@ async fn main() -> anyhow::Result<()> {
         },
         secs(edit),
         format!(
-            "({}; {} writes; {})",
+            "({}; {} writes{}; {})",
             per_item(edit, n, "target"),
             operator.writes() - before,
+            customized(customize_calls() - customize_before),
             cpu.since(&cpu_before)
         ),
     );

@@ -15,18 +15,43 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-/// The customize hook's answers per object, kept while the object (its uid and
-/// resourceVersion) and the controller (its version) are the ones it answered for.
+/// The customize hook's answers per object, kept while the object (its uid, metadata and spec)
+/// and the controller (its version) are the ones it answered for. Its status is no part of it,
+/// as in Metacontroller (whose cache goes by generation): a status the object's own controller
+/// updates all the time would otherwise ask the hook again at every sync.
 #[derive(Debug, Default)]
 pub struct CustomizeCache(Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
 
+/// Fields of an object that change without anything a customize hook answers about changing.
+const NOT_ASKED_ABOUT: [&str; 3] = ["status", "resourceVersion", "managedFields"];
+
 impl CustomizeCache {
-    /// What an answer is kept for: the object as it is, and the controller as it runs.
+    /// What an answer is kept for: the object as it is (less its status and the server's
+    /// bookkeeping), and the controller as it runs.
     fn key(target: &Value, version: u64) -> String {
+        let content: serde_json::Map<String, Value> = target
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(field, _)| !NOT_ASKED_ABOUT.contains(&field.as_str()))
+            .map(|(field, value)| {
+                let value = match (field.as_str(), value) {
+                    ("metadata", Value::Object(metadata)) => Value::Object(
+                        metadata
+                            .iter()
+                            .filter(|(field, _)| !NOT_ASKED_ABOUT.contains(&field.as_str()))
+                            .map(|(field, value)| (field.clone(), value.clone()))
+                            .collect(),
+                    ),
+                    _ => value.clone(),
+                };
+                (field.clone(), value)
+            })
+            .collect();
         format!(
-            "{}@{}#{version}",
+            "{}#{version}#{}",
             object::uid(target).unwrap_or_default(),
-            object::str_at(target, "/metadata/resourceVersion").unwrap_or_default()
+            object::value_digest(&Value::Object(content))
         )
     }
 
@@ -226,6 +251,55 @@ mod tests {
         crate::resources::StaticResolver::with_builtins()
             .find_kind("v1", "ConfigMap")
             .expect("ConfigMap is built in")
+    }
+
+    #[test]
+    fn a_customize_answer_outlives_status_changes_but_not_metadata_spec_or_controller_changes() {
+        let target = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "7",
+                         "managedFields": [{"manager": "kubectl"}], "labels": {"a": "1"}},
+            "spec": {"replicas": 1},
+            "status": {"replicas": 0}
+        });
+        let key = |object: &Value| CustomizeCache::key(object, 1);
+        let changed = |pointer: &str, value: Value| {
+            let mut object = target.clone();
+            *object.pointer_mut(pointer).expect("a field of the target") = value;
+            object
+        };
+        for (same, why) in [
+            (changed("/status/replicas", json!(1)), "status"),
+            (
+                changed("/metadata/resourceVersion", json!("8")),
+                "resourceVersion",
+            ),
+            (
+                changed("/metadata/managedFields", json!([])),
+                "managedFields",
+            ),
+        ] {
+            assert_eq!(key(&same), key(&target), "a change of {why} asks again");
+        }
+        for (other, why) in [
+            (changed("/metadata/labels/a", json!("2")), "a label"),
+            (changed("/spec/replicas", json!(2)), "the spec"),
+            (
+                changed("/metadata/uid", json!("u-2")),
+                "the uid (a new object)",
+            ),
+        ] {
+            assert_ne!(
+                key(&other),
+                key(&target),
+                "a change of {why} keeps the answer"
+            );
+        }
+        assert_ne!(
+            CustomizeCache::key(&target, 2),
+            key(&target),
+            "a new controller version"
+        );
     }
 
     #[test]
