@@ -12,26 +12,32 @@
 //! `--nodes N` simulates N Nodes (hundreds are fine); `--lean` starts only etcd, kube-apiserver
 //! and the garbage-collector and namespace controllers (quicker and lighter; no Pods ever).
 //!
+//! `--install-crds` installs the metascript CRDs (and waits until they are served) before the
+//! plane counts as ready, so an operator can start against it at once.
+//!
 //! `--kubeconfig PATH` also writes the admin kubeconfig to PATH once the plane is ready (and
 //! removes it on exit), so a script can wait for that file instead of parsing the output; this
-//! is what `hack/demo.sh` does.
+//! is what `hack/demo.sh` and `hack/run-local.sh` do.
 
 use std::path::{Path, PathBuf};
 
-use metascript::testing::{ControlPlane, Flavor, kubectl};
+use metascript::testing::{ControlPlane, Flavor, install_crds, kubectl};
 
-const USAGE: &str = "usage: control-plane [--lean | --nodes N] [--kubeconfig PATH]";
+const USAGE: &str =
+    "usage: control-plane [--lean | --nodes N] [--install-crds] [--kubeconfig PATH]";
 
 struct Args {
     flavor: Flavor,
     /// `--kubeconfig PATH`, if given.
     kubeconfig: Option<PathBuf>,
+    install_crds: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = std::env::args().skip(1);
     let mut kubeconfig = None;
     let mut lean = false;
+    let mut install_crds = false;
     let mut nodes = None;
     while let Some(arg) = args.next() {
         // `--flag value` and `--flag=value` alike.
@@ -55,6 +61,7 @@ fn parse_args() -> anyhow::Result<Args> {
                 nodes = Some(n);
             }
             "--lean" if inline.is_none() => lean = true,
+            "--install-crds" if inline.is_none() => install_crds = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -69,7 +76,11 @@ fn parse_args() -> anyhow::Result<Args> {
             nodes: nodes.unwrap_or(Flavor::DEFAULT_NODES),
         },
     };
-    Ok(Args { flavor, kubeconfig })
+    Ok(Args {
+        flavor,
+        kubeconfig,
+        install_crds,
+    })
 }
 
 /// Copies the kubeconfig under a temporary name and renames it into place, so whoever waits for
@@ -115,6 +126,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let client = plane.client().await?;
     let version = client.apiserver_version().await?;
+    if args.install_crds {
+        install_crds(&client).await?;
+    }
 
     let what = match args.flavor {
         Flavor::Lean => "lean: garbage collector and namespace controllers only".to_string(),
@@ -124,9 +138,14 @@ async fn main() -> anyhow::Result<()> {
         ),
     };
     println!(
-        "Kubernetes {} is up at {} ({what}; started in {:.1?}).",
+        "Kubernetes {} is up at {} ({what}{}; started in {:.1?}).",
         version.git_version,
         plane.server(),
+        if args.install_crds {
+            "; metascript CRDs installed"
+        } else {
+            ""
+        },
         started.elapsed()
     );
     let kubeconfig = match &kubeconfig_copy {

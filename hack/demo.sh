@@ -26,29 +26,14 @@ root=$PWD
 timeout=${DEMO_TIMEOUT:-120}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/metascript-demo.XXXXXX")
-plane_pid=""
 operator_pid=""
 step="starting"
+# shellcheck source=hack/local-plane.sh
+source hack/local-plane.sh
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { # echo a command, then run it
     printf '$ %s\n' "$*"
     "$@"
-}
-
-stop() { # pid name: SIGTERM, wait up to 20 s, then SIGKILL
-    local pid=$1 name=$2
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 200); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "demo: $name did not stop on SIGTERM; killing it" >&2
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
 }
 
 cleanup() {
@@ -103,44 +88,20 @@ wait_for() {
 
 now_ms() { date +%s%3N; }
 
-command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs)"
-
 step="building the control-plane binaries"
 say "Building the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kubectl; cached)"
-if ! bin=$(METASCRIPT_BUILD_KUBECTL=1 hack/control-plane/build.sh | tail -n 1); then
-    fail "hack/control-plane/build.sh failed (it needs Go: https://go.dev/dl/)"
-fi
+build_control_plane
 [[ -x "$bin/kubectl" ]] || fail "no kubectl in $bin after hack/control-plane/build.sh"
-export METASCRIPT_CONTROL_PLANE_BIN="$bin"
 kubectl() { "$bin/kubectl" "$@"; }
 
 step="building metascript"
-say "Building metascript (release)"
-cargo build --release --quiet --bin metascript --example control-plane
-target="${CARGO_TARGET_DIR:-$root/target}/release"
-metascript="$target/metascript"
+say "Building metascript (${METASCRIPT_PROFILE:-release})"
+build_metascript
 
 step="starting the control plane"
-say "Starting a local control plane: every controller, kube-scheduler, 3 simulated Nodes"
-export KUBECONFIG="$work/kubeconfig"
-"$target/examples/control-plane" --kubeconfig "$KUBECONFIG" \
-    </dev/null >"$work/control-plane.log" 2>&1 &
-plane_pid=$!
-deadline=$((SECONDS + timeout))
-until [[ -s "$KUBECONFIG" ]]; do
-    kill -0 "$plane_pid" 2>/dev/null || fail "the control plane exited during startup"
-    ((SECONDS < deadline)) || fail "the control plane did not start within ${timeout}s"
-    sleep 0.2
-done
-grep -m1 '^Kubernetes' "$work/control-plane.log" || true
+say "Starting a local control plane: every controller, kube-scheduler, 3 simulated Nodes, the metascript CRDs"
+start_control_plane
 echo "KUBECONFIG=$KUBECONFIG"
-
-step="installing the CRDs"
-say "Installing the metascript CRDs"
-"$metascript" crds >"$work/crds.yaml"
-run kubectl apply -f "$work/crds.yaml"
-run kubectl wait --for=condition=Established --timeout="${timeout}s" \
-    crd/decoratorcontrollers.metascript.dev crd/mapcontrollers.metascript.dev
 
 step="starting the operator"
 say "Running the operator: metascript run (log: operator.log)"

@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # THE test command (README, CI). Integration tests under tests/ start a real control plane from
 # the binaries `hack/control-plane/build.sh` caches; they fail (never skip) without them. The chart
-# tests (tests/e2e/chart.rs) need the helm `hack/tools/build-helm.sh` caches, the same way.
+# tests (tests/e2e/chart.rs) need the helm `hack/tools/build-helm.sh` caches, the same way. Both
+# are built below when the environment does not name them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# On a fresh machine (Rust and Go only) build what the integration tests run; each build is
+# cached in ~/.cache/metascript and instant afterwards. `.ci/run` builds them first and says so.
+if [[ -z "${METASCRIPT_CONTROL_PLANE_BIN:-}" ]]; then
+    METASCRIPT_CONTROL_PLANE_BIN="$(hack/control-plane/build.sh </dev/null | tail -n 1)"
+    export METASCRIPT_CONTROL_PLANE_BIN
+fi
+if [[ -z "${METASCRIPT_HELM:-}" ]]; then
+    METASCRIPT_HELM="$(hack/tools/build-helm.sh </dev/null | tail -n 1)"
+    export METASCRIPT_HELM
+fi
 
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings

@@ -380,8 +380,8 @@ pub(super) enum NoCluster {
 }
 
 const HINT: &str = "Point metascript at a cluster with --kubeconfig FILE (or KUBECONFIG=FILE), \
-or start a local control plane from a metascript checkout:\n  \
-hack/control-plane/build.sh && cargo run --example control-plane   # prints export KUBECONFIG=...";
+or, from a metascript checkout, run the operator against a local control plane it starts:\n  \
+bash hack/run-local.sh [FLAGS OF metascript run]   # prints the KUBECONFIG it uses";
 
 /// The reason `Config::infer` failed, found again the way it looked: the kubeconfig when there is
 /// one, else the pod's service account when in a pod, else nothing at all.

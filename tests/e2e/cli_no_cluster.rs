@@ -40,7 +40,7 @@ fn run_without_any_cluster_says_so_once_and_how_to_get_one() {
         "KUBECONFIG",
         "KUBERNETES_SERVICE_HOST",
         &home_config.display().to_string(),
-        "cargo run --example control-plane",
+        "bash hack/run-local.sh",
     ] {
         assert!(text.contains(wanted), "{wanted:?} missing from:\n{text}");
     }
