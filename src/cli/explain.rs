@@ -4,8 +4,8 @@
 
 use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
-use crate::api::SYNC_REQUESTED_ANNOTATION;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookRunner, ScriptsDir};
+use crate::api::{SYNC_REQUESTED_ANNOTATION, ScriptStatus};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookError, HookRunner, ScriptsDir};
 use crate::kinds;
 use crate::object;
 use crate::plan::{Offline, PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
@@ -105,7 +105,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
             "  sync last requested: {at} ({SYNC_REQUESTED_ANNOTATION})\n"
         ));
     }
-    out.push_str(&written_by(&client, &snapshot, &object).await?);
+    out.push_str(&written_by(&client, &snapshot, &object, args.scripts_dir.as_ref()).await?);
     out.push_str(&managed_by);
     let acting = acting_on(&snapshot, &resource, &object);
     if acting.is_empty() {
@@ -128,6 +128,14 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
 }
 
 impl Snapshot {
+    /// The controller named `<kind>/<name>` (as provenance names it).
+    fn controller(&self, named: &str) -> Option<&OfflineController> {
+        let (kind, name) = named.split_once('/')?;
+        self.controllers
+            .iter()
+            .find(|c| c.kind.name().as_str() == kind && c.controller.name() == name)
+    }
+
     /// A served type by kind, plural or singular (case-insensitive), optionally `.group`.
     fn find(&self, wanted: &str) -> Option<(ResourceType, kube::api::ApiResource)> {
         let wanted = wanted.to_lowercase();
@@ -224,6 +232,7 @@ async fn written_by(
     client: &kube::Client,
     snapshot: &Snapshot,
     object: &Value,
+    scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
     let annotation = |key: &str| {
         object
@@ -245,17 +254,22 @@ async fn written_by(
     out.push_str(&format!(
         "  controller {controller}, hook {hook}, script {script}\n"
     ));
-    let current = current_digest(snapshot, controller, hook);
-    out.push_str(&match current {
-        Some(digest) if digest.starts_with(script) => {
-            "  that is the script running now\n".to_string()
-        }
-        Some(digest) => format!(
-            "  the script running now is {} (this object has not needed a write since)\n",
-            &digest[..digest.len().min(12)]
-        ),
-        None => "  the controller reports no such hook now\n".to_string(),
-    });
+    let in_cluster = match snapshot.controller(controller) {
+        Some(named) => load_hooks(&ScriptEngine::new(), client, named, scripts_dir)
+            .await?
+            .ok()
+            .and_then(|hooks| {
+                let loaded = hooks.iter().find(|loaded| loaded.kind.as_str() == hook)?;
+                Some(loaded.digest().to_string())
+            }),
+        None => None,
+    };
+    let reported = reported_digest(snapshot, controller, hook);
+    out.push_str(&script_now(
+        script,
+        in_cluster.as_deref(),
+        reported.as_ref(),
+    ));
     if let Some(source) = annotation(SOURCE_ANNOTATION)
         && let Some((uid, version)) = source.split_once('@')
     {
@@ -282,16 +296,46 @@ async fn written_by(
     Ok(out)
 }
 
-/// The digest `status.scripts.<hook>` of a controller named `<kind>/<name>` reports.
-fn current_digest(snapshot: &Snapshot, controller: &str, hook: &str) -> Option<String> {
-    let (kind, name) = controller.split_once('/')?;
-    let status = snapshot
-        .controllers
-        .iter()
-        .find(|c| c.kind.name().as_str() == kind && c.controller.name() == name)?
-        .controller
-        .status()?;
-    Some(status.scripts.get(hook)?.digest.clone())
+/// What `status.scripts.<hook>` of a controller named `<kind>/<name>` reports running.
+fn reported_digest(snapshot: &Snapshot, controller: &str, hook: &str) -> Option<ScriptStatus> {
+    let status = snapshot.controller(controller)?.controller.status()?;
+    status.scripts.get(hook).cloned()
+}
+
+/// How the script that wrote an object (`wrote`, a digest prefix) stands against the one the
+/// cluster holds now (`in_cluster`, loaded from its ConfigMap or inline field) and the one the
+/// operator last reported running (its status, written every status interval, so it can lag
+/// behind an edit the operator already runs).
+fn script_now(wrote: &str, in_cluster: Option<&str>, reported: Option<&ScriptStatus>) -> String {
+    let short = |digest: &str| digest[..digest.len().min(12)].to_string();
+    match (in_cluster, reported) {
+        (Some(now), _) if now.starts_with(wrote) => {
+            "  that is the script in the cluster now\n".to_string()
+        }
+        (Some(now), Some(running)) if running.digest == now => format!(
+            "  the script running now is {} (this object has not needed a write since)\n",
+            short(now)
+        ),
+        (Some(now), Some(running)) => format!(
+            "  the cluster now holds script {}; the operator's status still reports {} (it is \
+             written every status interval), and this object has not been written since\n",
+            short(now),
+            short(&running.digest)
+        ),
+        (Some(now), None) => format!(
+            "  the cluster now holds script {} (the operator reports none running)\n",
+            short(now)
+        ),
+        (None, Some(running)) if running.digest.starts_with(wrote) => {
+            "  that is the script the operator reports running (its source does not load here)\n"
+                .to_string()
+        }
+        (None, Some(running)) => format!(
+            "  the operator reports script {} running (its source does not load here)\n",
+            short(&running.digest)
+        ),
+        (None, None) => "  the controller has no such hook now\n".to_string(),
+    }
 }
 
 /// The object's controller owner, read from the cluster.
@@ -411,7 +455,7 @@ async fn dry_run(
     scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<String> {
     let controller = &acting.controller;
-    let (name, spec) = (controller.name(), controller.spec());
+    let spec = controller.spec();
     let namespace = object::namespace(object);
     let mut out = format!("\n{}:\n", acting.label());
     if let Some(at) = object::annotation(&acting.object, SYNC_REQUESTED_ANNOTATION) {
@@ -440,31 +484,8 @@ async fn dry_run(
                 .filter(|o| object::uid(o).is_none() || object::uid(o) != object::uid(object)),
         );
     }
-    let mut config_maps: Vec<Value> = Vec::new();
-    for reference in spec.config_map_refs() {
-        if let Some(config_map) = Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
-            .get_opt(&reference.name)
-            .await?
-        {
-            let mut value = serde_json::to_value(config_map)?;
-            value["apiVersion"] = "v1".into();
-            value["kind"] = "ConfigMap".into();
-            config_maps.push(value);
-        }
-    }
     let engine = ScriptEngine::new();
-    let local;
-    let lookup: &dyn ConfigMapLookup = match scripts_dir {
-        Some(dir) => {
-            local = ScriptsDir {
-                dir: dir.clone(),
-                fallback: &config_maps,
-            };
-            &local
-        }
-        None => &config_maps,
-    };
-    let hooks = match ControllerHooks::load_spec(&engine, &name, &spec, lookup) {
+    let hooks = match load_hooks(&engine, client, acting, scripts_dir).await? {
         Ok(hooks) => hooks,
         Err(error) => {
             out.push_str(&format!("  its hooks do not load: {error}\n"));
@@ -536,6 +557,95 @@ async fn dry_run(
     Ok(out)
 }
 
+/// A controller's hooks as the cluster (or `--scripts-dir`) holds them now: the outer error is
+/// the cluster's, the inner one why they do not load.
+async fn load_hooks(
+    engine: &ScriptEngine,
+    client: &kube::Client,
+    controller: &OfflineController,
+    scripts_dir: Option<&PathBuf>,
+) -> anyhow::Result<Result<ControllerHooks, HookError>> {
+    let (name, spec) = (controller.controller.name(), controller.controller.spec());
+    let mut config_maps: Vec<Value> = Vec::new();
+    for reference in spec.config_map_refs() {
+        if let Some(config_map) = Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
+            .get_opt(&reference.name)
+            .await?
+        {
+            let mut value = serde_json::to_value(config_map)?;
+            value["apiVersion"] = "v1".into();
+            value["kind"] = "ConfigMap".into();
+            config_maps.push(value);
+        }
+    }
+    let local;
+    let lookup: &dyn ConfigMapLookup = match scripts_dir {
+        Some(dir) => {
+            local = ScriptsDir {
+                dir: dir.clone(),
+                fallback: &config_maps,
+            };
+            &local
+        }
+        None => &config_maps,
+    };
+    Ok(ControllerHooks::load_spec(engine, &name, &spec, lookup))
+}
+
 fn indent(text: &str) -> String {
     text.lines().map(|line| format!("    {line}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(digest: &str) -> ScriptStatus {
+        ScriptStatus {
+            digest: digest.into(),
+            source: "inline".into(),
+            stale: false,
+        }
+    }
+
+    #[test]
+    fn the_script_in_the_cluster_is_named_before_the_status_catches_up() {
+        // The operator already wrote with the edited script; its status still names the old.
+        let lagging = running("aaaa000000000000");
+        assert_eq!(
+            script_now("bbbb0000", Some("bbbb000000000000"), Some(&lagging)),
+            "  that is the script in the cluster now\n"
+        );
+        // The object was written by the old script; the new one runs and has not needed it.
+        let caught_up = running("bbbb000000000000");
+        assert!(
+            script_now("aaaa0000", Some("bbbb000000000000"), Some(&caught_up)).contains(
+                "the script running now is bbbb00000000 (this object has not needed a write since)"
+            )
+        );
+        // Edited, not yet reported: neither is called running. (A source that does not load is
+        // not "in the cluster": the status is all there is, below.)
+        let text = script_now("aaaa0000", Some("cccc000000000000"), Some(&lagging));
+        assert!(
+            text.contains("the cluster now holds script cccc00000000"),
+            "{text}"
+        );
+        assert!(text.contains("status still reports aaaa00000000"), "{text}");
+    }
+
+    #[test]
+    fn without_the_source_the_status_is_what_there_is() {
+        let reported = running("aaaa000000000000");
+        assert!(
+            script_now("aaaa0000", None, Some(&reported)).contains("the operator reports running")
+        );
+        assert!(
+            script_now("bbbb0000", None, Some(&reported))
+                .contains("reports script aaaa00000000 running")
+        );
+        assert_eq!(
+            script_now("aaaa0000", None, None),
+            "  the controller has no such hook now\n"
+        );
+    }
 }

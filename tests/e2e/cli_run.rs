@@ -223,11 +223,33 @@ async fn explain_names_the_controller_the_script_revision_and_the_dry_run() {
     for part in [
         "Written by metascript:",
         &format!("controller decorator/{name}, hook sync"),
-        "that is the script running now",
+        "that is the script in the cluster now",
         "computed from uid",
         // The label write came after the Service was computed, so the target moved on.
         &format!("(ConfigMap.v1 {namespace}/web has changed since"),
     ] {
         assert!(text.contains(part), "{part:?} in:\n{text}");
     }
+
+    // Right after an edit reaches the object, the edited script is named as the one in the
+    // cluster whether or not the operator's status (written every status interval) says so yet.
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"sync": {"script": {"language": "lua", "inline": hook.replace("port = 80", "port = 81")}}}
+        }
+    }))
+    .await;
+    wait_for(&client, &service, "the edited attachment", |o| {
+        o["spec"]["ports"][0]["port"] == 81
+    })
+    .await;
+    let text = explain("services/web-svc");
+    assert!(
+        text.contains("that is the script in the cluster now"),
+        "the edited script:\n{text}"
+    );
 }
