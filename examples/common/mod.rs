@@ -1,6 +1,10 @@
 //! What the scale benchmarks share: logging, namespaces, counting objects by watch, waiting for
-//! the operator to settle, reading process memory and CPU time, and formatting.
+//! the operator to settle, reading process memory and CPU time and the apiserver's own account of
+//! its work, and formatting.
 
+mod apiserver;
+
+pub use apiserver::ApiserverCounts;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
@@ -20,6 +24,19 @@ use tokio::sync::watch;
 pub const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
 /// How often a phase that is still waiting prints its progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Waits until the operator says it is ready (every controller that existed at its start
+/// loaded, their types' caches filled), and says when.
+pub async fn ready(flag: &std::sync::atomic::AtomicBool) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + PHASE_TIMEOUT;
+    // An in-process flag, read often: the start-up it times takes about a second.
+    let mut tick = tokio::time::interval(Duration::from_millis(5));
+    while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::ensure!(Instant::now() < deadline, "the operator never became ready");
+        tick.tick().await;
+    }
+    Ok(Instant::now())
+}
 
 /// Logs to stderr at `warn`, without kube's noise about failed readiness probes while the
 /// plane starts (real failures reach the benchmark as errors anyway).
