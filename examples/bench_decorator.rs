@@ -61,9 +61,10 @@
 
 mod common;
 
+use common::apiserver::ApiserverCounts;
 use common::{
-    ApiserverCounts, Counter, CpuClock, PHASE_TIMEOUT, create_namespace, idle_cpu, init_tracing,
-    memory, per_item, ready, secs, settle,
+    Counter, CpuClock, PHASE_TIMEOUT, create_namespace, idle_cpu, init_tracing, memory, per_item,
+    ready, secs, settle,
 };
 use std::time::{Duration, Instant};
 

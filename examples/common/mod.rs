@@ -2,9 +2,8 @@
 //! the operator to settle, reading process memory and CPU time and the apiserver's own account of
 //! its work, and formatting.
 
-mod apiserver;
+pub mod apiserver;
 
-pub use apiserver::ApiserverCounts;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
