@@ -1,10 +1,12 @@
 //! The `metascript` command line.
 
+mod cluster;
 mod convert;
 mod explain;
 pub(crate) mod harness;
 mod manifests;
 mod offline;
+mod pass;
 mod render;
 mod run;
 mod validate;
