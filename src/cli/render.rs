@@ -5,7 +5,6 @@ use super::manifests::{self, to_yaml};
 use super::offline::OfflineCluster;
 use super::pass::{self, Pass, Synced};
 use crate::plan::{Plan, strip_provenance};
-use crate::validate;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,14 +70,8 @@ pub fn run(args: RenderArgs) -> ExitCode {
              would replace the others, here each is rendered"
         );
     }
-    for controller in &cluster.controllers {
-        for path in controller.controller.spec().on_delete_by_default {
-            eprintln!(
-                "warning: {}: {path}: {}",
-                controller.label(),
-                validate::ON_DELETE_BY_DEFAULT
-            );
-        }
+    for warning in cluster.controllers.iter().flat_map(|c| c.warnings()) {
+        eprintln!("warning: {warning}");
     }
     let (mut entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
     if args.no_provenance {
