@@ -415,3 +415,38 @@ async fn diff_previews_map_and_composite_controllers_before_they_are_applied() {
 
     assert_eq!(versions(&cluster.client, &namespace).await, before);
 }
+
+/// A webhook hook is called as the operator would call it, with the target as the cluster
+/// holds it, and its answer is compared like a script's.
+#[tokio::test]
+async fn diff_calls_a_webhook_hook_with_the_live_target() {
+    use metascript::testing::{HookServer, Reply};
+    let client = client().await;
+    let namespace = test_namespace(&client, "cli-diff-webhook").await;
+    let name = unique_name("diff-webhook");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let reader = read_only_kubeconfig(&client, dir.path()).await;
+    let server = HookServer::start(|_, request| {
+        let data = request["object"]["data"]["value"].clone();
+        Reply::json(&json!({"labels": {"copied": data}}))
+    })
+    .expect("hook server");
+    let target = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": namespace, "labels": {"decorate": name}},
+        "data": {"value": "v1"}});
+    apply(&client, &target).await;
+    let mut controller = decorator(&name, Value::Null);
+    controller["spec"]["hooks"]["sync"] = json!({"webhook": {"url": server.url("/sync")}});
+    let file = write(dir.path(), "webhook.yaml", &controller);
+
+    let output = diff(&reader, &[&file], &["--exit-code", "-o", "json"]);
+    let report = json_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    assert_eq!(
+        report["entries"][0]["changes"][0]["fields"],
+        json!([{"path": "metadata.labels.copied", "after": "v1"}])
+    );
+    let requests = server.requests("/sync");
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(requests[0]["object"]["data"]["value"], "v1");
+}
