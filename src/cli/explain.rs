@@ -2,22 +2,22 @@
 //! version of what, what went wrong last, and what the hook would answer now (a dry run through
 //! the same sync code as `render`, against the objects in the cluster).
 
+use super::cluster::{self, ServedTypes, api, value};
 use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
+use super::pass;
 use crate::api::{SYNC_REQUESTED_ANNOTATION, ScriptStatus};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookCall, HookError, HookRunner, ScriptsDir};
-use crate::kinds;
+use crate::hooks::{HookCall, HookRunner};
 use crate::object;
 use crate::plan::{Offline, PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
 use crate::reads::ReadAccess;
-use crate::resources::{ResourceResolver, ResourceType, StaticResolver};
+use crate::resources::{ResourceResolver, ResourceType};
 use crate::script::{CallScope, ScriptEngine};
 use crate::store::MemoryStore;
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -66,22 +66,23 @@ pub fn run(args: ExplainArgs) -> ExitCode {
 
 /// Everything `explain` reads from the cluster.
 struct Snapshot {
-    types: StaticResolver,
-    resources: Vec<(ResourceType, kube::api::ApiResource)>,
+    served: ServedTypes,
     /// Every controller of every kind.
     controllers: Vec<OfflineController>,
 }
 
 async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
-    let kube =
-        super::run::kube_config_for(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let client = kube::Client::try_from(kube)?;
+    let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let (kind, name) = args
         .object
         .split_once('/')
         .with_context(|| format!("{:?}: expected KIND/NAME", args.object))?;
-    let snapshot = snapshot(&client).await?;
-    let (resource, api_resource) = snapshot.find(kind).with_context(|| {
+    let served = ServedTypes::discover(&client).await?;
+    let snapshot = Snapshot {
+        controllers: served.controllers(&client).await?,
+        served,
+    };
+    let (resource, api_resource) = snapshot.served.find(kind).with_context(|| {
         format!("no kind, plural or singular {kind:?} is served by the cluster")
     })?;
     let namespace = resource.namespaced.then_some(args.namespace.as_str());
@@ -127,105 +128,6 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     Ok(out)
 }
 
-impl Snapshot {
-    /// The controller named `<kind>/<name>` (as provenance names it).
-    fn controller(&self, named: &str) -> Option<&OfflineController> {
-        let (kind, name) = named.split_once('/')?;
-        self.controllers
-            .iter()
-            .find(|c| c.kind.name().as_str() == kind && c.controller.name() == name)
-    }
-
-    /// A served type by kind, plural or singular (case-insensitive), optionally `.group`.
-    fn find(&self, wanted: &str) -> Option<(ResourceType, kube::api::ApiResource)> {
-        let wanted = wanted.to_lowercase();
-        let (name, group) = match wanted.split_once('.') {
-            Some((name, group)) => (name.to_string(), Some(group.to_string())),
-            None => (wanted.clone(), None),
-        };
-        self.resources
-            .iter()
-            .find(|(resource, api)| {
-                let names = [
-                    resource.kind.to_lowercase(),
-                    api.plural.clone(),
-                    api.plural.trim_end_matches('s').to_string(),
-                ];
-                names.contains(&name) && group.as_ref().is_none_or(|g| api.group == *g)
-            })
-            .cloned()
-    }
-}
-
-async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
-    let discovery = kube::discovery::Discovery::new(client.clone())
-        .run()
-        .await
-        .context("discovering the cluster's types")?;
-    let mut types = StaticResolver::with_builtins();
-    let mut resources = Vec::new();
-    for group in discovery.groups() {
-        // The preferred version first, so a bare kind finds it.
-        for (api, capabilities) in group.recommended_resources() {
-            let resolved = crate::runtime::discovery::resolved_type(api.clone(), &capabilities);
-            types.insert(resolved.resource.clone());
-            resources.push((resolved.resource, api));
-        }
-    }
-    let mut controllers = Vec::new();
-    for kind in kinds::ALL.iter().copied() {
-        let Some((_, api_resource)) = resources.iter().find(|(resource, _)| {
-            resource.api_version == crate::api::API_VERSION
-                && resource.kind == kind.name().object_kind()
-        }) else {
-            continue;
-        };
-        let listed = Api::<DynamicObject>::all_with(client.clone(), api_resource)
-            .list(&ListParams::default())
-            .await
-            .map(|list| list.items)
-            .unwrap_or_default();
-        for object in listed {
-            let object = value(object, api_resource);
-            if let Ok(controller) = kind.parse(&object) {
-                controllers.push(OfflineController {
-                    kind,
-                    controller,
-                    object,
-                });
-            }
-        }
-    }
-    Ok(Snapshot {
-        types,
-        resources,
-        controllers,
-    })
-}
-
-fn api(
-    client: &kube::Client,
-    resource: &kube::api::ApiResource,
-    namespace: Option<&str>,
-) -> Api<DynamicObject> {
-    match namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
-        None => Api::all_with(client.clone(), resource),
-    }
-}
-
-/// An object as hooks see it: plain JSON with apiVersion and kind, without managedFields (the
-/// operator's caches drop them too).
-fn value(object: DynamicObject, api: &kube::api::ApiResource) -> Value {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
-    value["apiVersion"] = api.api_version.clone().into();
-    value["kind"] = api.kind.clone().into();
-    if let Some(metadata) = object::metadata_mut(&mut value) {
-        metadata.remove("managedFields");
-    }
-    value
-}
-
 /// The provenance a child or output carries, checked against the controller's current script
 /// and the source's current version.
 async fn written_by(
@@ -255,13 +157,7 @@ async fn written_by(
         "  controller {controller}, hook {hook}, script {script}\n"
     ));
     let in_cluster = match snapshot.controller(controller) {
-        Some(named) => load_hooks(&ScriptEngine::new(), client, named, scripts_dir)
-            .await?
-            .ok()
-            .and_then(|hooks| {
-                let loaded = hooks.iter().find(|loaded| loaded.kind.as_str() == hook)?;
-                Some(loaded.digest().to_string())
-            }),
+        Some(named) => hook_digest(client, snapshot, named, hook, scripts_dir).await?,
         None => None,
     };
     let reported = reported_digest(snapshot, controller, hook);
@@ -294,6 +190,39 @@ async fn written_by(
         }
     }
     Ok(out)
+}
+
+impl Snapshot {
+    /// The controller named `<kind>/<name>` (as provenance names it).
+    fn controller(&self, named: &str) -> Option<&OfflineController> {
+        let (kind, name) = named.split_once('/')?;
+        self.controllers
+            .iter()
+            .find(|c| c.kind.name().as_str() == kind && c.controller.name() == name)
+    }
+}
+
+/// The digest of a controller's `hook` as the cluster (or `--scripts-dir`) holds it now, when
+/// its hooks load.
+async fn hook_digest(
+    client: &kube::Client,
+    snapshot: &Snapshot,
+    controller: &OfflineController,
+    hook: &str,
+    scripts_dir: Option<&PathBuf>,
+) -> anyhow::Result<Option<String>> {
+    let sources = cluster::hook_sources(client, &controller.controller.spec()).await?;
+    let lookup = pass::with_scripts_dir(scripts_dir.cloned(), &sources);
+    let loaded = pass::load(
+        &ScriptEngine::new(),
+        controller,
+        &snapshot.served.types,
+        lookup.as_ref(),
+    );
+    Ok(loaded.ok().and_then(|(_, hooks)| {
+        let loaded = hooks.iter().find(|loaded| loaded.kind.as_str() == hook)?;
+        Some(loaded.digest().to_string())
+    }))
 }
 
 /// What `status.scripts.<hook>` of a controller named `<kind>/<name>` reports running.
@@ -355,6 +284,7 @@ async fn owner(
         return Ok(None);
     };
     let Some((resource, api_resource)) = snapshot
+        .served
         .resources
         .iter()
         .find(|(r, _)| r.kind == kind && r.api_version == api_version)
@@ -394,7 +324,7 @@ fn acting_on<'a>(
         .iter()
         .filter(|c| {
             c.controller
-                .planner(&snapshot.types)
+                .planner(&snapshot.served.types)
                 .is_ok_and(|planner| planner.acts_on(resource, object))
         })
         .collect()
@@ -466,35 +396,32 @@ async fn dry_run(
     // The objects the hook may see: of the controller's types, in the object's namespace.
     let mut objects = vec![object.clone()];
     for reference in &spec.types {
-        let Ok(resource) = snapshot.types.resolve(reference) else {
+        let Ok(resource) = snapshot.served.types.resolve(reference) else {
             continue;
         };
-        let Some((_, api_resource)) = snapshot.resources.iter().find(|(r, _)| *r == resource)
-        else {
+        if snapshot.served.api_resource(&resource).is_none() {
             continue;
-        };
-        let listed = api(client, api_resource, resource.scope(namespace))
-            .list(&ListParams::default())
-            .await?;
+        }
+        let listed = snapshot.served.list(client, &resource, namespace).await?;
         objects.extend(
             listed
-                .items
                 .into_iter()
-                .map(|o| value(o, api_resource))
                 .filter(|o| object::uid(o).is_none() || object::uid(o) != object::uid(object)),
         );
     }
+    let sources = cluster::hook_sources(client, &spec).await?;
+    let lookup = pass::with_scripts_dir(scripts_dir.cloned(), &sources);
     let engine = ScriptEngine::new();
-    let hooks = match load_hooks(&engine, client, acting, scripts_dir).await? {
-        Ok(hooks) => hooks,
-        Err(error) => {
-            out.push_str(&format!("  its hooks do not load: {error}\n"));
-            return Ok(out);
-        }
-    };
-    let planner = controller.planner(&snapshot.types)?;
+    let (planner, hooks) =
+        match pass::load(&engine, acting, &snapshot.served.types, lookup.as_ref()) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                out.push_str(&format!("  it cannot run: {error}\n"));
+                return Ok(out);
+            }
+        };
     let cluster = OfflineCluster {
-        resolver: snapshot.types.clone(),
+        resolver: snapshot.served.types.clone(),
         objects,
         ..OfflineCluster::default()
     };
@@ -527,7 +454,7 @@ async fn dry_run(
     let offline = Offline {
         runner: &runner,
         store: &cluster,
-        resolver: &snapshot.types,
+        resolver: &snapshot.served.types,
     };
     for role in planner.explain(&offline, object) {
         out.push_str(&format!("  {}\n", role.summary));
@@ -555,41 +482,6 @@ async fn dry_run(
         }
     }
     Ok(out)
-}
-
-/// A controller's hooks as the cluster (or `--scripts-dir`) holds them now: the outer error is
-/// the cluster's, the inner one why they do not load.
-async fn load_hooks(
-    engine: &ScriptEngine,
-    client: &kube::Client,
-    controller: &OfflineController,
-    scripts_dir: Option<&PathBuf>,
-) -> anyhow::Result<Result<ControllerHooks, HookError>> {
-    let (name, spec) = (controller.controller.name(), controller.controller.spec());
-    let mut config_maps: Vec<Value> = Vec::new();
-    for reference in spec.config_map_refs() {
-        if let Some(config_map) = Api::<ConfigMap>::namespaced(client.clone(), &reference.namespace)
-            .get_opt(&reference.name)
-            .await?
-        {
-            let mut value = serde_json::to_value(config_map)?;
-            value["apiVersion"] = "v1".into();
-            value["kind"] = "ConfigMap".into();
-            config_maps.push(value);
-        }
-    }
-    let local;
-    let lookup: &dyn ConfigMapLookup = match scripts_dir {
-        Some(dir) => {
-            local = ScriptsDir {
-                dir: dir.clone(),
-                fallback: &config_maps,
-            };
-            &local
-        }
-        None => &config_maps,
-    };
-    Ok(ControllerHooks::load_spec(engine, &name, &spec, lookup))
 }
 
 fn indent(text: &str) -> String {

@@ -1,10 +1,13 @@
 //! The `metascript` command line.
 
+mod cluster;
 mod convert;
+mod diff;
 mod explain;
 pub(crate) mod harness;
 mod manifests;
 mod offline;
+mod pass;
 mod render;
 mod run;
 mod validate;
@@ -35,6 +38,10 @@ pub enum Command {
     /// Check controllers and labelled ConfigMaps of scripts as the admission webhook would:
     /// scripts compile, types resolve, `spec.tests` pass.
     Validate(validate::ValidateArgs),
+    /// Show what a controller revision would change in a cluster before it is applied: objects
+    /// created, changed (field by field) and deleted, labels, annotations and status of its
+    /// targets and parents, hook errors. Reads the cluster, writes nothing.
+    Diff(diff::DiffArgs),
     /// Explain an object in a cluster: which controller manages it, from which script revision
     /// and which version of what, its recent failures, and what its hook would answer now.
     Explain(explain::ExplainArgs),
@@ -89,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Test(args) => harness::run(args),
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Completions { shell } => {

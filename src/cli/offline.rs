@@ -37,6 +37,23 @@ impl OfflineController {
             self.controller.name()
         )
     }
+
+    /// What to warn about before running it: child types left to `OnDelete` by default, whose
+    /// children a changed hook output never reaches.
+    pub fn warnings(&self) -> Vec<String> {
+        self.controller
+            .spec()
+            .on_delete_by_default
+            .into_iter()
+            .map(|path| {
+                format!(
+                    "{}: {path}: {}",
+                    self.label(),
+                    crate::validate::ON_DELETE_BY_DEFAULT
+                )
+            })
+            .collect()
+    }
 }
 
 #[derive(Default)]

@@ -2,21 +2,13 @@
 //! operator would do.
 
 use super::manifests::{self, to_yaml};
-use super::offline::{OfflineCluster, OfflineController};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir};
-use crate::object::ObjectKey;
-use crate::plan::{Offline, Plan, Planner, strip_provenance};
-use crate::reads::ReadAccess;
-use crate::resources::ResourceResolver;
-use crate::script::{CallScope, ScriptEngine};
-use crate::store::{MemoryStore, ObjectStore};
-use crate::validate;
+use super::offline::OfflineCluster;
+use super::pass::{self, Pass, Synced};
+use crate::plan::{Plan, strip_provenance};
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct RenderArgs {
@@ -78,14 +70,8 @@ pub fn run(args: RenderArgs) -> ExitCode {
              would replace the others, here each is rendered"
         );
     }
-    for controller in &cluster.controllers {
-        for path in controller.controller.spec().on_delete_by_default {
-            eprintln!(
-                "warning: {}: {path}: {}",
-                controller.label(),
-                validate::ON_DELETE_BY_DEFAULT
-            );
-        }
+    for warning in cluster.controllers.iter().flat_map(|c| c.warnings()) {
+        eprintln!("warning: {warning}");
     }
     let (mut entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
     if args.no_provenance {
@@ -115,89 +101,30 @@ fn render(
     scripts_dir: Option<PathBuf>,
     now: Option<jiff::Timestamp>,
 ) -> (Vec<Entry>, Vec<String>) {
-    let engine = ScriptEngine::new();
-    let local;
-    let config_maps: &dyn ConfigMapLookup = match scripts_dir {
-        Some(dir) => {
-            local = ScriptsDir {
-                dir,
-                fallback: &cluster.objects,
-            };
-            &local
-        }
-        None => &cluster.objects,
+    let config_maps = pass::with_scripts_dir(scripts_dir, &cluster.objects);
+    let pass = Pass {
+        objects: &cluster.objects,
+        store: cluster,
+        resolver: &cluster.resolver,
+        config_maps: config_maps.as_ref(),
+        clock: Some(now.unwrap_or_else(jiff::Timestamp::now)),
     };
-    let clock = Some(now.unwrap_or_else(jiff::Timestamp::now));
+    let (synced, mut errors) = pass.run(&cluster.controllers);
     let mut entries = Vec::new();
-    let mut errors = Vec::new();
-    let mut sorted: Vec<&Value> = cluster.objects.iter().collect();
-    // What the hooks' `get` and `list` see: the manifests.
-    let store: Arc<dyn ObjectStore + Send + Sync> =
-        Arc::new(MemoryStore::new(cluster.objects.iter().cloned()));
-    sorted.sort_by_key(|o| ObjectKey::of(o));
-    for controller in &cluster.controllers {
-        let label = controller.label();
-        let (planner, hooks) = match load(&engine, controller, &cluster.resolver, config_maps) {
-            Ok(loaded) => loaded,
-            Err(message) => {
-                errors.push(format!("{label}: {message}"));
-                continue;
-            }
-        };
-        // No Events: render shows what would be written, and Events are not part of it.
-        let scope = CallScope {
-            clock,
-            ..CallScope::reading(ReadAccess::new(store.clone(), planner.reads()))
-        };
-        let runner = HookRunner {
-            engine: &engine,
-            hooks: &hooks,
-            observer: None,
-            scope: &scope,
-        };
-        let offline = Offline {
-            runner: &runner,
-            store: cluster,
-            resolver: &cluster.resolver,
-        };
-        for object in &sorted {
-            for step in planner.sync_offline(&offline, object) {
-                match step.result {
-                    Ok(plan) => entries.push(Entry {
-                        controller: label.clone(),
-                        object: step.object.to_string(),
-                        detail: step.detail.into_iter().collect(),
-                        hook: step.hook.map(|h| h.as_str()),
-                        plan,
-                    }),
-                    Err(error) => {
-                        let detail: String = step
-                            .detail
-                            .iter()
-                            .map(|(name, value)| format!(", {name} {value}"))
-                            .collect();
-                        errors.push(format!("{label}: {}{detail}: {error}", step.object));
-                    }
-                }
-            }
+    for Synced { controller, step } in synced {
+        let subject = step.subject();
+        match step.result {
+            Ok(plan) => entries.push(Entry {
+                controller,
+                object: step.object.to_string(),
+                detail: step.detail.into_iter().collect(),
+                hook: step.hook.map(|h| h.as_str()),
+                plan,
+            }),
+            Err(error) => errors.push(format!("{controller}: {subject}: {error}")),
         }
     }
     (entries, errors)
-}
-
-/// A controller's planner and compiled hooks, or why it cannot run.
-fn load(
-    engine: &ScriptEngine,
-    controller: &OfflineController,
-    resolver: &dyn ResourceResolver,
-    config_maps: &dyn ConfigMapLookup,
-) -> Result<(Box<dyn Planner>, ControllerHooks), String> {
-    let controller = &controller.controller;
-    let planner = controller.planner(resolver).map_err(|e| e.to_string())?;
-    let spec = controller.spec();
-    let hooks = ControllerHooks::load_spec(engine, &controller.name(), &spec, config_maps)
-        .map_err(|e| e.to_string())?;
-    Ok((planner, hooks))
 }
 
 /// Controllers given more than once under the same kind and name.

@@ -39,6 +39,30 @@ pub trait ConfigMapLookup {
     }
 }
 
+/// A borrowed lookup looks up the same.
+impl<T: ConfigMapLookup + ?Sized> ConfigMapLookup for &T {
+    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
+        (**self).value(namespace, name, key)
+    }
+
+    fn local_file(&self, key: &str) -> Option<PathBuf> {
+        (**self).local_file(key)
+    }
+
+    fn secret_value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<Vec<u8>>> {
+        (**self).secret_value(namespace, name, key)
+    }
+
+    fn credential_config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Option<Option<String>> {
+        (**self).credential_config_map_value(namespace, name, key)
+    }
+}
+
 /// ConfigMap keys served from files in a directory first (a file named like the key replaces
 /// it in every ConfigMap), then from another lookup.
 pub struct ScriptsDir<'a> {

@@ -6,6 +6,7 @@
 //! nothing here talks to Kubernetes or knows a kind.
 
 pub mod children;
+pub mod diff;
 mod error;
 pub mod lifecycle;
 mod offline;

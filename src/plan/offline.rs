@@ -31,6 +31,19 @@ pub struct Step {
     pub result: Result<Plan, SyncError>,
 }
 
+impl Step {
+    /// The object and what else identifies the work, as messages name it
+    /// (`ConfigMap.v1 ns/a, input ConfigMap.v1 ns/b`).
+    pub fn subject(&self) -> String {
+        let detail: String = self
+            .detail
+            .iter()
+            .map(|(name, value)| format!(", {name} {value}"))
+            .collect();
+        format!("{}{detail}", self.object)
+    }
+}
+
 /// How a controller acts on an object, for `explain`: what the object is to it (e.g. `target,
 /// phase Sync`), and what a sync would write now (`None`: nothing to show).
 pub struct Role {

@@ -10,6 +10,7 @@ mod support;
 mod admission;
 mod build_script;
 mod chart;
+mod cli_diff;
 mod cli_examples;
 mod cli_no_cluster;
 mod cli_run;
