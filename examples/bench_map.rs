@@ -28,6 +28,7 @@
 #[allow(dead_code)]
 mod common;
 
+use common::apiserver::ApiserverCounts;
 use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -487,6 +488,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let converge_cpu = cpu.now();
+    let converge_api = ApiserverCounts::scrape(&client).await?;
     controllers
         .patch(
             CONTROLLER,
@@ -506,6 +508,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let all_outputs = tenths[9];
     let all_outputs_cpu = cpu.since(&converge_cpu);
+    let all_outputs_api = ApiserverCounts::scrape(&client).await?.since(&converge_api);
     let status_done = parent_counts(&templates, n, n, timeout).await? - started;
     let settled = settle(&operator, Duration::from_secs(4), timeout).await?;
     let (syncs, writes) = (operator.syncs(), operator.writes());
@@ -513,7 +516,7 @@ async fn main() -> anyhow::Result<()> {
         "MapController applied → all N outputs exist",
         secs(all_outputs),
         format!(
-            "({}; {all_outputs_cpu})",
+            "({}; {all_outputs_cpu}; {all_outputs_api})",
             per_item(all_outputs, n, "object")
         ),
     );
@@ -649,6 +652,7 @@ async fn main() -> anyhow::Result<()> {
             // and its events cost the API server here as they do while the operator runs).
             let mut written = OutputCount::start(&client, namespace);
             let before = cpu.now();
+            let api_before = ApiserverCounts::scrape(&client).await?;
             let started = Instant::now();
             write_all(&outputs_api(&client, namespace), objects, in_flight, how).await?;
             let took = written
@@ -658,7 +662,12 @@ async fn main() -> anyhow::Result<()> {
             row(
                 what,
                 secs(took),
-                format!("({}; {})", per_item(took, n, "object"), cpu.since(&before)),
+                format!(
+                    "({}; {}; {})",
+                    per_item(took, n, "object"),
+                    cpu.since(&before),
+                    ApiserverCounts::scrape(&client).await?.since(&api_before)
+                ),
             );
             if matches!(how, Write::Apply) {
                 row(
