@@ -7,8 +7,12 @@
 use crate::api::ServiceAccountRef;
 use crate::reads::{ReadPolicy, ReadScope, Refusal};
 use crate::resources::ResourceType;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -43,11 +47,55 @@ pub fn is_rbac(resource: &ResourceType) -> bool {
 
 type Key = (ServiceAccountRef, ReadScope);
 
+/// The API server's answer to one review (shared by everyone who asked while it was asked).
+type Answer = Result<bool, Arc<kube::Error>>;
+
+/// Questions being asked now, so that many workers missing the cache at once (every worker at
+/// start-up) send one question, not one each.
+struct InFlight<K, T: Clone> {
+    asked: Mutex<HashMap<K, Shared<BoxFuture<'static, T>>>>,
+}
+
+impl<K: Eq + Hash + Clone, T: Clone + Send + Sync + 'static> InFlight<K, T> {
+    fn new() -> Self {
+        InFlight {
+            asked: Mutex::default(),
+        }
+    }
+
+    /// The answer to `key`: the one being asked now, or `ask()`'s (which then runs once for
+    /// everyone asking meanwhile).
+    async fn join<F>(&self, key: K, ask: impl FnOnce() -> F) -> T
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let answer = self
+            .asked
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(|| ask().boxed().shared())
+            .clone();
+        let result = answer.clone().await;
+        let mut asked = self.asked.lock();
+        // Only this question: a later one for the same key may have started since.
+        if asked.get(&key).is_some_and(|now| now.ptr_eq(&answer)) {
+            asked.remove(&key);
+        }
+        result
+    }
+
+    /// Forgets the questions being asked: whoever asks next asks again.
+    fn forget(&self) {
+        self.asked.lock().clear();
+    }
+}
+
 /// Answers to "may this account read that", shared by every controller.
 pub struct AccessReviews {
     client: kube::Client,
     ttl: Duration,
     answers: Mutex<HashMap<Key, (Instant, bool)>>,
+    asking: InFlight<Key, Answer>,
     /// Bumped by every RBAC change: an answer asked before it is not kept.
     generation: AtomicU64,
     /// SubjectAccessReviews sent so far (the cost of the checks; the rest are cache hits).
@@ -60,6 +108,7 @@ impl AccessReviews {
             client,
             ttl: ACCESS_TTL,
             answers: Mutex::default(),
+            asking: InFlight::new(),
             generation: AtomicU64::new(0),
             reviews: AtomicU64::new(0),
         }
@@ -69,6 +118,8 @@ impl AccessReviews {
     pub fn rbac_changed(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.answers.lock().clear();
+        // A question asked before the change may get the old answer.
+        self.asking.forget();
     }
 
     /// How many RBAC changes were seen: a change of it tells the runtime to retry refused work.
@@ -89,18 +140,21 @@ impl AccessReviews {
     }
 
     /// Whether `account` may make the read, from the cache or the API server.
-    pub async fn allowed(
-        &self,
-        account: &ServiceAccountRef,
-        scope: &ReadScope,
-    ) -> Result<bool, kube::Error> {
+    pub async fn allowed(&self, account: &ServiceAccountRef, scope: &ReadScope) -> Answer {
         let key = (account.clone(), scope.clone());
         if let Some(allowed) = self.cached(&key) {
             return Ok(allowed);
         }
         let generation = self.generation();
-        self.reviews.fetch_add(1, Ordering::Relaxed);
-        let allowed = review(&self.client, account, scope).await?;
+        let allowed = self
+            .asking
+            .join(key.clone(), || {
+                self.reviews.fetch_add(1, Ordering::Relaxed);
+                let (client, account, scope) =
+                    (self.client.clone(), account.clone(), scope.clone());
+                async move { review(&client, &account, &scope).await.map_err(Arc::new) }
+            })
+            .await?;
         // An answer asked across an RBAC change may be the old one: used, not kept.
         let mut answers = self.answers.lock();
         if self.generation() == generation {
@@ -197,4 +251,60 @@ async fn review(
     let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
     let answer = api.create(&Default::default(), &review).await?;
     Ok(answer.status.is_some_and(|status| status.allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[tokio::test]
+    async fn questions_asked_at_once_are_asked_once_and_later_ones_again() {
+        let in_flight: Arc<InFlight<&str, u32>> = Arc::new(InFlight::new());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let (answer, answered) = tokio::sync::oneshot::channel::<u32>();
+        let answered = answered.shared();
+        let joined = Arc::new(AtomicUsize::new(0));
+        let waiting: Vec<_> = (0..16)
+            .map(|_| {
+                let (in_flight, asked, answered, joined) = (
+                    in_flight.clone(),
+                    asked.clone(),
+                    answered.clone(),
+                    joined.clone(),
+                );
+                tokio::spawn(async move {
+                    let answer = in_flight.join("key", || {
+                        asked.fetch_add(1, Ordering::SeqCst);
+                        async move { answered.await.unwrap() }
+                    });
+                    joined.fetch_add(1, Ordering::SeqCst);
+                    answer.await
+                })
+            })
+            .collect();
+        // Every asker is waiting on its answer before the question is answered (`join` finds
+        // or asks the question when first polled, after `joined` counts it).
+        while joined.load(Ordering::SeqCst) < 16 {
+            tokio::task::yield_now().await;
+        }
+        tokio::task::yield_now().await;
+        answer.send(7).unwrap();
+        for task in waiting {
+            assert_eq!(task.await.unwrap(), 7);
+        }
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            1,
+            "one question for sixteen askers"
+        );
+        // Answered and gone: the next asker asks again.
+        let again = in_flight
+            .join("key", || {
+                asked.fetch_add(1, Ordering::SeqCst);
+                async { 8 }
+            })
+            .await;
+        assert_eq!((again, asked.load(Ordering::SeqCst)), (8, 2));
+    }
 }
