@@ -682,6 +682,12 @@ async fn main() -> anyhow::Result<()> {
     let up = ready(&ready_flag).await?;
     let cpu_up = cpu.now();
     let api_up = ApiserverCounts::scrape(&client).await?;
+    let start_up = format!(
+        "(operator CPU {:.2} s; {}; {})",
+        cpu_up[0] - cpu_before[0],
+        cpu.between(&cpu_before, &cpu_up),
+        api_up.since(&api_before)
+    );
     let all_services = services.reached(n, "the Services").await?;
     let all_marked = marked.reached(n, "the marker labels").await?;
     let converged = all_services.max(all_marked) - started;
@@ -721,12 +727,7 @@ async fn main() -> anyhow::Result<()> {
     row(
         "  start-up (operator start to every controller loaded, caches filled)",
         secs(up - started),
-        format!(
-            "(operator CPU {:.2} s; {}; {})",
-            cpu.operator_since(&cpu_before),
-            cpu.since(&cpu_before),
-            api_up.since(&api_before)
-        ),
+        start_up,
     );
     row(
         "  sync (loaded to all Services + labels)",

@@ -114,8 +114,11 @@ impl ApiserverCounts {
         sorted.sort_by(|(_, a), (_, b)| {
             (b.seconds + b.bytes / 1e6).total_cmp(&(a.seconds + a.bytes / 1e6))
         });
+        // `+ 0.0`: an empty float sum is -0.0, printed "-0".
         let mut out = format!(
-            "apiserver: {total_requests:.0} requests, {total_events:.0} watch events sent; "
+            "apiserver: {:.0} requests, {:.0} watch events sent; ",
+            total_requests + 0.0,
+            total_events + 0.0
         );
         let parts: Vec<String> = sorted
             .iter()

@@ -269,7 +269,11 @@ impl CpuClock {
 
     /// "operator 1.2, apiserver 8.0, ..." CPU seconds since `since`.
     pub fn since(&self, since: &[f64]) -> String {
-        let now = self.now();
+        self.between(since, &self.now())
+    }
+
+    /// "operator 1.2, apiserver 8.0, ..." CPU seconds from `since` to `now` (two readings).
+    pub fn between(&self, since: &[f64], now: &[f64]) -> String {
         let parts: Vec<String> = self
             .processes
             .iter()
