@@ -206,19 +206,20 @@ impl Applier {
             let api = self.api(target, target.resource, object::namespace(target.object));
             let (params, patch) = (self.params(target), Patch::Merge(patch));
             let request = api.patch(object::name(target.object), &params, &patch);
-            let new = self
-                .write(
+            let new = unless_gone(
+                self.write(
                     "patch metadata of",
                     target.object,
                     target.controller,
                     request,
                 )
-                .await?;
+                .await,
+            )?;
             written.note(target.object, &new);
             advance(&mut version, new);
         }
         if let Some(status) = &plan.status {
-            let new = self.write_status(target, status).await?;
+            let new = unless_gone(self.write_status(target, status).await)?;
             written.note(target.object, &new);
             advance(&mut version, new);
         }
@@ -465,5 +466,48 @@ impl Applier {
         let request = api.patch(object::name(target.object), &params, &patch);
         self.write(action, target.object, target.controller, request)
             .await
+    }
+}
+
+/// A patch of the target or parent itself that finds it gone (deleted while its sync ran) has
+/// nothing left to do, and is no failure: its deletion reaches the controller through the watch.
+fn unless_gone(written: Result<Option<String>, ApplyError>) -> Result<Option<String>, ApplyError> {
+    match written {
+        Err(ApplyError::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => Ok(None),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16) -> Result<Option<String>, ApplyError> {
+        Err(ApplyError::Api {
+            action: "patch status of",
+            object: "SecureSecretPropagation.v1 p".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("refused", "NotFound")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        })
+    }
+
+    #[test]
+    fn a_patch_of_an_object_deleted_meanwhile_is_no_failure_but_others_are() {
+        assert!(matches!(unless_gone(refused(404)), Ok(None)));
+        assert_eq!(
+            unless_gone(refused(409)).unwrap_err().reason(),
+            reasons::APPLY_FAILED
+        );
+        assert_eq!(
+            unless_gone(refused(403)).unwrap_err().reason(),
+            reasons::FORBIDDEN
+        );
+        assert_eq!(unless_gone(Ok(Some("7".into()))).unwrap(), Some("7".into()));
     }
 }
