@@ -9,6 +9,7 @@ const LAYERS: &[&str] = &[
     "reasons",
     "version",
     "selector",
+    "yaml",
     "api",
     "resources",
     "store",

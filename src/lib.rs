@@ -7,6 +7,7 @@
 //! | layer | what it is |
 //! |---|---|
 //! | `object`, `reasons`, `version`, `selector` | JSON object helpers, Event reasons, build info, selectors |
+//! | `yaml` | YAML documents as JSON values, and where each value (and each character of an inline script) is in the file |
 //! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
 //! | `resources` | resource types and how they resolve |
 //! | `store` | reading observed objects (caches, manifests, test cases) |
@@ -26,6 +27,7 @@ pub mod object;
 pub mod reasons;
 pub mod selector;
 pub mod version;
+pub mod yaml;
 
 pub mod api;
 pub mod resources;
