@@ -21,6 +21,7 @@ const LAYERS: &[&str] = &[
     "runtime",
     "kinds",
     "validate",
+    "lsp",
     "admission",
     "cli",
     "testing",

@@ -19,6 +19,7 @@
 //! | `runtime` | the operator, whatever the kind: watches, queue, apply, registries |
 //! | `kinds` | one folder per kind (API type, planner, sync, offline, runtime) and their list |
 //! | `validate` | checking a controller before it runs (`validate`, admission) |
+//! | `lsp` | the language server for editors (`metascript lsp`) |
 //! | `admission` | the validating webhook |
 //! | `cli` | the `metascript` command line |
 //! | `testing` | a local control plane for tests (feature `testing`) |
@@ -45,6 +46,8 @@ pub mod runtime;
 pub mod kinds;
 
 pub mod validate;
+
+pub mod lsp;
 
 pub mod admission;
 pub mod cli;

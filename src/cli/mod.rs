@@ -58,6 +58,9 @@ pub enum Command {
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
     },
+    /// Serve editors: a language server over standard input and output for hook scripts, in
+    /// `.rhai`/`.lua` files and inline in controller manifests (docs/editors.md).
+    Lsp,
     /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
     Completions {
         #[arg(value_enum)]
@@ -91,6 +94,13 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Lsp => match crate::lsp::serve_stdio() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(
