@@ -94,7 +94,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Convert(args) => convert::run(args),
-        Command::Lsp => match crate::lsp::serve_stdio() {
+        Command::Lsp => match crate::lsp::serve_stdio(&harness::LensRunner) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("error: {error}");

@@ -105,6 +105,27 @@ pub fn script_file(
     }]
 }
 
+/// Where a place in a script is in an open file: a manifest holding the script, or the script's
+/// own file.
+pub fn spot_range(text: &str, file: &Path, manifest: bool, spot: &ScriptSpot) -> Option<Range> {
+    if manifest {
+        let parsed = Manifest::parse(text).ok()?;
+        return in_script(&parsed, &parsed.scripts(), spot);
+    }
+    let ScriptOrigin::File { path } = &spot.origin else {
+        return None;
+    };
+    if path != file && path.canonicalize().ok() != file.canonicalize().ok() {
+        return None;
+    }
+    let line = spot.line.unwrap_or(1).saturating_sub(1);
+    let line_text = text.lines().nth(line as usize).unwrap_or_default();
+    let column = spot
+        .column
+        .map_or_else(|| first_non_blank(line_text), |c| c.saturating_sub(1));
+    Some(word_at(line_text, Position { line, column }))
+}
+
 /// Where a finding goes: at its place in a script of this file when it has one, else at the
 /// field it names.
 fn place(manifest: &Manifest, scripts: &[Script], document: usize, finding: Finding) -> Problem {
@@ -198,7 +219,7 @@ fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<Problem> {
 
 /// A script error's message without the source excerpt under it (`12 | code` and a caret):
 /// the editor shows the place itself.
-fn without_excerpt(message: &str) -> String {
+pub fn without_excerpt(message: &str) -> String {
     let kept: Vec<&str> = message
         .lines()
         .filter(|line| {

@@ -7,8 +7,10 @@
 //! compile, types resolve, `spec.tests` pass) put where they are (`diagnose`); completion and
 //! hover come from the helper table `metascript definitions` writes, the hooks' request and
 //! response fields and the OpenAPI schemas of the types a controller names (`complete`,
-//! `schema`). `docs/editors.md` says how to set editors up.
+//! `schema`). A code lens runs the `*.test.yaml` cases of the script it is on and shows their
+//! failures as problems (`cases`). `docs/editors.md` says how to set editors up.
 
+mod cases;
 mod complete;
 mod diagnose;
 mod schema;
@@ -16,4 +18,5 @@ mod scripts;
 mod server;
 mod workspace;
 
+pub use cases::{CaseOutcome, CaseRunner};
 pub use server::{ServerError, serve, serve_stdio};

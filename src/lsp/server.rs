@@ -2,6 +2,7 @@
 //! files, and each request answered from them. Edits arriving together are checked once, after
 //! the last of them, so a burst of keystrokes costs one check.
 
+use super::cases::{self, CaseRunner};
 use super::complete::{self, LibraryFunction, ObjectSchemas, Setting};
 use super::diagnose::{self, Checks, Problem};
 use super::schema::{NoSchemas, RequestSchemas};
@@ -17,10 +18,13 @@ use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, DidSaveTextDocument,
     Notification as _, PublishDiagnostics,
 };
-use lsp_types::request::{Completion, GotoDefinition, HoverRequest, Request as _};
+use lsp_types::request::{
+    CodeLensRequest, Completion, ExecuteCommand, GotoDefinition, HoverRequest, Request as _,
+};
 use lsp_types::{
-    CompletionItem, CompletionItemKind, CompletionOptions, CompletionParams, Diagnostic,
-    DiagnosticSeverity, GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents,
+    CodeLens, CodeLensOptions, CodeLensParams, Command, CompletionItem, CompletionItemKind,
+    CompletionOptions, CompletionParams, Diagnostic, DiagnosticSeverity, ExecuteCommandOptions,
+    ExecuteCommandParams, GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents,
     HoverParams, HoverProviderCapability, InitializeParams, Location, MarkupContent, MarkupKind,
     OneOf, Position, PublishDiagnosticsParams, Range, ServerCapabilities, ServerInfo,
     TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
@@ -28,6 +32,7 @@ use lsp_types::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::str::FromStr;
 
 /// A failure of the connection itself (the editor went away, or spoke something else).
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +45,15 @@ pub enum ServerError {
     Closed(String),
 }
 
-/// Serves the editor on standard input and output until it says `exit`.
-pub fn serve_stdio() -> Result<(), ServerError> {
+/// The command a code lens runs: the cases of a test file (arguments: the file's URI, the test
+/// file's path, and the 0-based line of the lens).
+pub const RUN_TESTS: &str = "metascript.runTests";
+
+/// Serves the editor on standard input and output until it says `exit`; `runner` runs test
+/// files for the code lenses.
+pub fn serve_stdio(runner: &dyn CaseRunner) -> Result<(), ServerError> {
     let (connection, threads) = Connection::stdio();
-    serve(&connection)?;
+    serve(&connection, runner)?;
     drop(connection);
     threads
         .join()
@@ -51,7 +61,7 @@ pub fn serve_stdio() -> Result<(), ServerError> {
 }
 
 /// Serves one editor over a connection: the handshake, then every message until `shutdown`.
-pub fn serve(connection: &Connection) -> Result<(), ServerError> {
+pub fn serve(connection: &Connection, runner: &dyn CaseRunner) -> Result<(), ServerError> {
     let (id, params) = connection.initialize_start()?;
     let params: InitializeParams = serde_json::from_value(params)?;
     let initialized = serde_json::json!({
@@ -67,6 +77,7 @@ pub fn serve(connection: &Connection) -> Result<(), ServerError> {
         workspace: Workspace::scan(workspace_root(&params).as_deref()),
         files: BTreeMap::new(),
         changed: BTreeSet::new(),
+        runner,
     };
     loop {
         let Ok(message) = connection.receiver.recv() else {
@@ -102,6 +113,13 @@ fn capabilities() -> ServerCapabilities {
         }),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
+        code_lens_provider: Some(CodeLensOptions {
+            resolve_provider: Some(false),
+        }),
+        execute_command_provider: Some(ExecuteCommandOptions {
+            commands: vec![RUN_TESTS.into()],
+            ..ExecuteCommandOptions::default()
+        }),
         ..ServerCapabilities::default()
     }
 }
@@ -148,17 +166,20 @@ struct OpenFile {
     kind: FileKind,
     text: String,
     version: i32,
+    /// The failures of the last test run from a code lens, until the next edit.
+    failed_cases: Vec<Problem>,
 }
 
-struct Server {
+struct Server<'a> {
     engine: ScriptEngine,
     workspace: Workspace,
     files: BTreeMap<Uri, OpenFile>,
     /// Files edited since their problems were last published.
     changed: BTreeSet<Uri>,
+    runner: &'a dyn CaseRunner,
 }
 
-impl Server {
+impl Server<'_> {
     fn handle(&mut self, connection: &Connection, message: Message) -> Result<Flow, ServerError> {
         match message {
             Message::Request(request) => {
@@ -193,6 +214,7 @@ impl Server {
                         kind: FileKind::of(&document.uri),
                         text: document.text,
                         version: document.version,
+                        failed_cases: Vec::new(),
                     },
                 );
                 self.changed.insert(document.uri);
@@ -208,6 +230,7 @@ impl Server {
                 ) {
                     file.text = change.text;
                     file.version = params.text_document.version;
+                    file.failed_cases.clear();
                     self.changed.insert(uri);
                 }
             }
@@ -248,7 +271,11 @@ impl Server {
                 "checked"
             );
             let lines = Lines::new(&file.text);
-            let diagnostics = problems.iter().map(|p| diagnostic(&lines, p)).collect();
+            let diagnostics = problems
+                .iter()
+                .chain(&file.failed_cases)
+                .map(|p| diagnostic(&lines, p))
+                .collect();
             publish(connection, uri.clone(), diagnostics, Some(file.version))?;
         }
         Ok(())
@@ -272,9 +299,17 @@ impl Server {
         }
     }
 
-    fn respond(&self, request: Request) -> Response {
+    fn respond(&mut self, request: Request) -> Response {
         let id = request.id.clone();
         let result = match request.method.as_str() {
+            CodeLensRequest::METHOD => parse::<CodeLensParams>(request)
+                .map(|params| serde_json::to_value(self.code_lenses(&params.text_document.uri))),
+            ExecuteCommand::METHOD => {
+                parse::<ExecuteCommandParams>(request).map(|params| match self.run_tests(&params) {
+                    Ok(summary) => serde_json::to_value(summary),
+                    Err(problem) => Ok(serde_json::Value::String(problem)),
+                })
+            }
             Completion::METHOD => parse::<CompletionParams>(request).map(|params| {
                 let at = params.text_document_position;
                 serde_json::to_value(self.completion(&at.text_document.uri, at.position))
@@ -303,6 +338,122 @@ impl Server {
                 error.to_string(),
             ),
         }
+    }
+
+    /// A lens on each script that test files beside it run: as a `script`, at the top of a
+    /// script file; as a `controller`, on the `inline` of the hook they call.
+    fn code_lenses(&self, uri: &Uri) -> Option<Vec<CodeLens>> {
+        let file = self.files.get(uri)?;
+        let path = file_path(uri)?;
+        let targets = cases::targets(&path);
+        let mut places: Vec<(u32, &cases::TestTarget)> = Vec::new();
+        match file.kind {
+            FileKind::Script(_) => {
+                places.extend(targets.iter().filter(|t| !t.controller).map(|t| (0, t)))
+            }
+            FileKind::Manifest => {
+                let manifest = Manifest::parse(&file.text).ok()?;
+                for script in manifest.scripts() {
+                    let (Some(hook), Some(node)) =
+                        (script.hook, manifest.node(script.document, &script.path))
+                    else {
+                        continue;
+                    };
+                    let line = node.key.map_or(node.value.start.line, |key| key.start.line);
+                    places.extend(targets.iter().filter(|t| t.runs(hook)).map(|t| (line, t)));
+                }
+            }
+            FileKind::Other => {}
+        }
+        let lenses = places
+            .into_iter()
+            .map(|(line, target)| {
+                let name = target
+                    .test_file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let at = Position { line, character: 0 };
+                CodeLens {
+                    range: Range { start: at, end: at },
+                    command: Some(Command {
+                        title: format!("run {} case(s) of {name}", target.cases),
+                        command: RUN_TESTS.into(),
+                        arguments: Some(vec![
+                            serde_json::json!(uri.as_str()),
+                            serde_json::json!(target.test_file),
+                            serde_json::json!(line),
+                        ]),
+                    }),
+                    data: None,
+                }
+            })
+            .collect();
+        Some(lenses)
+    }
+
+    /// Runs a test file's cases for a lens; each failure becomes a problem of the file (where in
+    /// the script it failed, or on the lens's line), published with its other problems until
+    /// the next edit. Returns `N passed, M failed`.
+    fn run_tests(&mut self, params: &ExecuteCommandParams) -> Result<String, String> {
+        if params.command != RUN_TESTS {
+            return Err(format!("no command {}", params.command));
+        }
+        let (Some(uri), Some(test_file), Some(line)) = (
+            params.arguments.first().and_then(|a| a.as_str()),
+            params.arguments.get(1).and_then(|a| a.as_str()),
+            params.arguments.get(2).and_then(|a| a.as_u64()),
+        ) else {
+            return Err(format!(
+                "{RUN_TESTS} takes a file URI, a test file and a line"
+            ));
+        };
+        let uri = Uri::from_str(uri).map_err(|e| format!("{uri}: {e}"))?;
+        let path = file_path(&uri).ok_or_else(|| format!("{} is not a file", uri.as_str()))?;
+        let test_file = PathBuf::from(test_file);
+        let outcomes = self.runner.run(&test_file)?;
+        let file = self
+            .files
+            .get_mut(&uri)
+            .ok_or_else(|| format!("{} is not open", uri.as_str()))?;
+        let name = test_file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let at = yaml::Position {
+            line: line as u32,
+            column: 0,
+        };
+        let fallback = yaml::Range { start: at, end: at };
+        file.failed_cases = outcomes
+            .iter()
+            .filter_map(|outcome| {
+                let failure = outcome.failure.as_ref()?;
+                let range = outcome
+                    .spot
+                    .as_ref()
+                    .and_then(|spot| {
+                        let manifest = file.kind == FileKind::Manifest;
+                        diagnose::spot_range(&file.text, &path, manifest, spot)
+                    })
+                    .unwrap_or(fallback);
+                Some(Problem {
+                    range,
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} :: {}: {}",
+                        name.as_deref().unwrap_or_default(),
+                        outcome.name,
+                        diagnose::without_excerpt(failure)
+                    ),
+                })
+            })
+            .collect();
+        let failed = file.failed_cases.len();
+        self.changed.insert(uri);
+        Ok(format!(
+            "{} passed, {failed} failed",
+            outcomes.len() - failed
+        ))
     }
 
     /// The script at a place in an open file, and what completion knows of it.
@@ -614,7 +765,6 @@ pub(super) fn file_path(uri: &Uri) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use std::path::Path;
-    use std::str::FromStr;
 
     #[test]
     fn positions_convert_between_characters_and_utf16() {

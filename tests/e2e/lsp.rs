@@ -1,6 +1,7 @@
 //! `metascript lsp` driven as editors drive it: a client over the process's stdio through a whole
 //! session (initialize, open a manifest, edit it, diagnostics, completion, hover, definition,
-//! shutdown), and Neovim's own LSP client, headless, against the same binary.
+//! shutdown), a code lens running a script's test cases, and Neovim's own LSP client, headless,
+//! against the same binary.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -266,6 +267,59 @@ fn a_client_over_stdio_gets_diagnostics_completion_and_hover_at_yaml_positions()
     client.notify("exit", Value::Null);
     let status = client.child.wait().unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "let n = 1;\n#{ labels: #{ size: lable(n) } }\n";
+    std::fs::write(dir.path().join("sync.rhai"), script).unwrap();
+    std::fs::write(
+        dir.path().join("sync.test.yaml"),
+        "script: sync.rhai\ncases:\n- name: labels it\n  request: {object: {apiVersion: v1, \
+         kind: ConfigMap, metadata: {name: a}}}\n  expect: {labels: {size: \"1\"}}\n",
+    )
+    .unwrap();
+    let uri = format!("file://{}", dir.path().join("sync.rhai").display());
+    let mut client = Client::start();
+    client.request(
+        "initialize",
+        json!({"processId": null, "rootUri": format!("file://{}", dir.path().display()),
+               "capabilities": {}}),
+    );
+    client.notify("initialized", json!({}));
+    client.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "rhai", "version": 1, "text": script}}),
+    );
+    // It compiles: a misspelled helper is only found when a case runs it.
+    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    let lenses = client.request(
+        "textDocument/codeLens",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    let lenses = lenses.as_array().unwrap();
+    assert_eq!(lenses.len(), 1, "{lenses:?}");
+    let command = &lenses[0]["command"];
+    assert_eq!(command["title"], "run 1 case(s) of sync.test.yaml");
+    let summary = client.request(
+        "workspace/executeCommand",
+        json!({"command": command["command"], "arguments": command["arguments"]}),
+    );
+    assert_eq!(summary, "0 passed, 1 failed");
+    let diagnostics = client.diagnostics(&uri, 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let failure = &diagnostics[0];
+    assert_eq!(failure["range"]["start"]["line"], 1, "{failure}");
+    let message = failure["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("sync.test.yaml :: labels it: "),
+        "{message}"
+    );
+    assert!(message.contains("did you mean `label`"), "{message}");
+    assert_eq!(client.request("shutdown", Value::Null), Value::Null);
+    client.notify("exit", Value::Null);
+    assert!(client.child.wait().unwrap().success());
 }
 
 /// Neovim's built-in LSP client, headless: it starts the server, opens a manifest whose hook
