@@ -14,7 +14,7 @@ mod cases;
 mod complete;
 mod diagnose;
 mod schema;
-mod scripts;
+pub mod scripts;
 mod server;
 mod workspace;
 

@@ -192,7 +192,15 @@ impl Server<'_> {
                     .send(Message::Response(response))
                     .map_err(|error| ServerError::Closed(error.to_string()))?;
             }
-            Message::Notification(notification) => self.notified(connection, notification)?,
+            Message::Notification(notification) => {
+                match self.notified(connection, notification) {
+                    // One notification the server cannot read is no reason to stop serving.
+                    Err(ServerError::Json(error)) => {
+                        tracing::warn!(%error, "ignored a notification that does not parse")
+                    }
+                    other => other?,
+                }
+            }
             Message::Response(_) => {}
         }
         Ok(Flow::Continue)
