@@ -7,6 +7,7 @@
 //! | layer | what it is |
 //! |---|---|
 //! | `object`, `reasons`, `version`, `selector` | JSON object helpers, Event reasons, build info, selectors |
+//! | `yaml` | YAML documents as JSON values, and where each value (and each character of an inline script) is in the file |
 //! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
 //! | `resources` | resource types and how they resolve |
 //! | `store` | reading observed objects (caches, manifests, test cases) |
@@ -18,6 +19,7 @@
 //! | `runtime` | the operator, whatever the kind: watches, queue, apply, registries |
 //! | `kinds` | one folder per kind (API type, planner, sync, offline, runtime) and their list |
 //! | `validate` | checking a controller before it runs (`validate`, admission) |
+//! | `lsp` | the language server for editors (`metascript lsp`) |
 //! | `admission` | the validating webhook |
 //! | `cli` | the `metascript` command line |
 //! | `testing` | a local control plane for tests (feature `testing`) |
@@ -26,6 +28,7 @@ pub mod object;
 pub mod reasons;
 pub mod selector;
 pub mod version;
+pub mod yaml;
 
 pub mod api;
 pub mod resources;
@@ -43,6 +46,8 @@ pub mod runtime;
 pub mod kinds;
 
 pub mod validate;
+
+pub mod lsp;
 
 pub mod admission;
 pub mod cli;

@@ -4,12 +4,14 @@
 
 use crate::api::{HookKind, InlineTest, KindName, Language, ResourceRef};
 use crate::cases::{Case, Subject, judge, published};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, SourceError, unused_libraries};
+use crate::hooks::{
+    ConfigMapLookup, ControllerHooks, HookError, HookOrigin, SourceError, unused_libraries,
+};
 use crate::kinds::{self, Controller};
 use crate::object;
 use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver};
-use crate::script::{CallScope, ScriptEngine, ScriptOrigin, ScriptSource};
+use crate::script::{CallScope, ScriptEngine, ScriptError, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
 
@@ -32,6 +34,54 @@ pub struct Finding {
     /// A field path, e.g. `spec.hooks.sync` or `spec.tests[1] (adds a label)`.
     pub path: String,
     pub message: String,
+    /// Where in a script the problem is, when it is about one (a compile error, a test that
+    /// failed with a script error or a response the hook may not give): what an editor marks.
+    pub script: Option<ScriptSpot>,
+}
+
+/// A place in a script: its origin, and a line and column there or a name it uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptSpot {
+    pub origin: ScriptOrigin,
+    /// 1-based, as the engine reported it.
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// A name in the script the problem is about when no line is known: the response field a
+    /// rejected response got wrong (`lables`), which the script spells where it sets it.
+    pub name: Option<String>,
+}
+
+impl ScriptSpot {
+    pub fn of_script_error(error: &ScriptError) -> ScriptSpot {
+        ScriptSpot {
+            origin: (*error.origin).clone(),
+            line: error.line,
+            column: error.column,
+            name: None,
+        }
+    }
+
+    /// The place in a script a hook failure is about, when it is about one.
+    pub fn of(error: &HookError) -> Option<ScriptSpot> {
+        match error {
+            HookError::Script(error) => Some(ScriptSpot::of_script_error(error)),
+            HookError::Response(rejected) => {
+                let HookOrigin::Script(origin) = &rejected.origin else {
+                    return None;
+                };
+                // `labels.app`, `attachments[2]`: the response field is the first step;
+                // `(response)` is the response as a whole.
+                let field = rejected.source.path.split(['.', '[']).next()?;
+                Some(ScriptSpot {
+                    origin: origin.clone(),
+                    line: None,
+                    column: None,
+                    name: (!field.is_empty() && !field.starts_with('(')).then(|| field.to_string()),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Finding {
@@ -46,6 +96,7 @@ impl Finding {
             severity: Severity::Error,
             path: path.into(),
             message: message.to_string(),
+            script: None,
         }
     }
 
@@ -54,7 +105,13 @@ impl Finding {
             severity: Severity::Warning,
             path: path.into(),
             message: message.to_string(),
+            script: None,
         }
+    }
+
+    fn in_script(mut self, spot: Option<ScriptSpot>) -> Finding {
+        self.script = spot;
+        self
     }
 }
 
@@ -158,7 +215,10 @@ fn check_controller(
             {
                 findings.push(Finding::warning(path, error))
             }
-            Err(error) => findings.push(Finding::error(path, error)),
+            Err(error) => {
+                let spot = ScriptSpot::of(&error);
+                findings.push(Finding::error(path, error).in_script(spot))
+            }
         }
     }
     let planner = match planner {
@@ -220,7 +280,9 @@ fn check_controller(
         }
         match run_test(engine, &mut subject, test, kind) {
             Ok(None) => {}
-            Ok(Some(failure)) => findings.push(Finding::error(path, failure)),
+            Ok(Some((failure, spot))) => {
+                findings.push(Finding::error(path, failure).in_script(spot))
+            }
             Err(problem) => findings.push(Finding::error(path, problem)),
         }
     }
@@ -237,14 +299,14 @@ fn test_hook(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
     }
 }
 
-/// Runs one inline test: `Ok(None)` when it passes, `Ok(Some(why))` when it fails, `Err` when
-/// it cannot run.
+/// Runs one inline test: `Ok(None)` when it passes, `Ok(Some((why, where)))` when it fails
+/// (where in the script, when the hook failed there), `Err` when it cannot run.
 fn run_test(
     engine: &ScriptEngine,
     subject: &mut Subject,
     test: &InlineTest,
     kind: KindName,
-) -> Result<Option<String>, String> {
+) -> Result<Option<(String, Option<ScriptSpot>)>, String> {
     let hook = test_hook(test, kind)?;
     if subject.hooks.get(hook).is_none() {
         return Err(format!("the controller has no {hook} hook that loaded"));
@@ -279,7 +341,8 @@ fn run_test(
     };
     let result = subject.call(engine, &test.request, &scope);
     let events = published(&result, &scope.events);
-    Ok(judge(&case, &result, &reads.dependencies(), &events))
+    let spot = result.as_ref().err().and_then(ScriptSpot::of);
+    Ok(judge(&case, &result, &reads.dependencies(), &events).map(|failure| (failure, spot)))
 }
 
 /// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.
@@ -307,7 +370,8 @@ fn validate_scripts(engine: &ScriptEngine, config_map: &Value) -> Vec<Finding> {
                 },
             );
             let error = engine.compile(&source).err()?;
-            Some(Finding::error(format!("data.{key}"), error))
+            let spot = ScriptSpot::of_script_error(&error);
+            Some(Finding::error(format!("data.{key}"), error).in_script(Some(spot)))
         })
         .collect()
 }
@@ -357,6 +421,47 @@ mod tests {
         assert_eq!(findings[0].path, "spec.hooks.sync");
         assert!(findings[0].message.contains("line 1"), "{}", findings[0]);
         assert!(check(&decorator(inline(LABELLER), json!([])), vec![]).is_empty());
+    }
+
+    #[test]
+    fn findings_about_a_script_say_where_in_it() {
+        let origin = ScriptOrigin::Inline {
+            controller: "labeller".into(),
+            hook: crate::kinds::decorator::SYNC,
+        };
+        let findings = check(
+            &decorator(inline("let x = 1;\nlet y = ;"), json!([])),
+            vec![],
+        );
+        let spot = findings[0]
+            .script
+            .as_ref()
+            .expect("a compile error's place");
+        assert_eq!((&spot.origin, spot.line), (&origin, Some(2)));
+        // A test that fails on a runtime error: its line; a misspelled response field: its name.
+        let tests = json!([{"name": "runs", "request": request(), "expect": {}}]);
+        let findings = check(
+            &decorator(inline("let x = 1;\nlabl(x)"), tests.clone()),
+            vec![],
+        );
+        let spot = findings[0]
+            .script
+            .as_ref()
+            .expect("a runtime error's place");
+        assert_eq!(spot.line, Some(2), "{findings:?}");
+        let findings = check(&decorator(inline("#{ lables: #{} }"), tests), vec![]);
+        let spot = findings[0]
+            .script
+            .as_ref()
+            .expect("a rejected field's place");
+        assert_eq!(spot.name.as_deref(), Some("lables"), "{findings:?}");
+        assert_eq!(spot.line, None);
+        // A finding that is not about a script has no place in one.
+        let failing = json!([{"name": "labels it", "request": request(), "expect": {"labels": {"seen": "no"}}}]);
+        assert_eq!(
+            check(&decorator(inline(LABELLER), failing), vec![])[0].script,
+            None
+        );
     }
 
     #[test]

@@ -166,6 +166,7 @@ impl Reviewer {
                 severity: Severity::Error,
                 path: "(webhook)".into(),
                 message: format!("validation failed: {error}"),
+                script: None,
             }]
         })
     }
@@ -220,6 +221,7 @@ mod tests {
             severity,
             path: path.into(),
             message: "why".into(),
+            script: None,
         };
         let warned = respond(allowed(), &[finding(Severity::Warning, "spec")]);
         assert!(warned.allowed);

@@ -25,6 +25,10 @@ pub struct KindInfo {
     pub action: &'static str,
     /// Its hooks. The first is required, and is the one a test case without `hook:` calls.
     pub hooks: &'static [HookKind],
+    /// Which request fields hold an object of a type the controller's spec names, and where
+    /// (`("object", "spec.resources")`: the first rule's type): what editors complete below
+    /// `request.object`.
+    pub request_types: &'static [(&'static str, &'static str)],
 }
 
 /// One kind of controller. Compared by its short name.
@@ -54,6 +58,11 @@ impl KindName {
 
     pub fn hooks(self) -> &'static [HookKind] {
         self.0.hooks
+    }
+
+    /// See [`KindInfo::request_types`].
+    pub fn request_types(self) -> &'static [(&'static str, &'static str)] {
+        self.0.request_types
     }
 
     /// The hook of this kind with this name.

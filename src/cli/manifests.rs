@@ -31,21 +31,13 @@ pub struct Document {
     pub value: Value,
 }
 
-/// Parses every document of a YAML (or JSON) text; empty documents are skipped.
-///
-/// Numbers are read as kubectl reads them (YAML 1.1): `0755` is octal, 493, as in a volume's
-/// `defaultMode`. Read as YAML 1.2 it would be 755, which `convert` would then print for an
-/// object it promises to pass through unchanged, and the API server refuses.
+/// Parses every document of a YAML (or JSON) text, as [`crate::yaml::parse_documents`]; the
+/// error names the file.
 pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
-    let options = serde_saphyr::options! { legacy_octal_numbers: true };
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|error| {
-            ManifestError::Yaml {
-                path: path.to_path_buf(),
-                message: error.to_string(),
-            }
-        })?;
-    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+    crate::yaml::parse_documents(text).map_err(|error| ManifestError::Yaml {
+        path: path.to_path_buf(),
+        message: error.message,
+    })
 }
 
 pub fn read_file(path: &Path) -> Result<String, ManifestError> {
@@ -158,32 +150,4 @@ fn is_manifest(path: &Path) -> bool {
 pub fn to_yaml(value: &impl serde::Serialize) -> String {
     serde_saphyr::to_string(value)
         .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Metacontroller's update-strategy example mounts its hook with `defaultMode: 0755`:
-    /// kubectl reads it as octal, and so must `convert`, which prints the object again.
-    #[test]
-    fn numbers_are_read_as_kubectl_reads_them() {
-        let text = "kind: Deployment\nspec:\n  defaultMode: 0755\n  replicas: 10\n  \
-                    mode: 0o644\n  hex: 0x1F\n  quoted: \"0755\"\n  enabled: true\n---\n";
-        let documents = parse_documents(Path::new("d.yaml"), text).unwrap();
-        assert_eq!(
-            documents,
-            [json!({"kind": "Deployment", "spec": {
-                "defaultMode": 493, "replicas": 10, "mode": 420, "hex": 31,
-                "quoted": "0755", "enabled": true
-            }})]
-        );
-        // What is printed reads back the same.
-        let printed = to_yaml(&documents[0]);
-        assert_eq!(
-            parse_documents(Path::new("d.yaml"), &printed).unwrap(),
-            documents
-        );
-    }
 }

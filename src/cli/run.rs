@@ -431,7 +431,7 @@ async fn shutdown_signal() {
     let _ = interrupt.await;
 }
 
-fn init_logging(filter: &str, json: bool) {
+pub(super) fn init_logging(filter: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

@@ -5,7 +5,7 @@
 
 use super::helper_docs::{HelperDoc, Type, helper_doc};
 use super::helpers::{HELPERS, Helper};
-use crate::api::{Field, HookKind};
+use crate::api::{Field, HookKind, Language};
 use std::fmt::Write as _;
 
 /// Every field of `request`, in first-seen order: its type, what it is, and the hooks whose
@@ -27,6 +27,53 @@ fn request_fields(hooks: &[HookKind]) -> Vec<(&'static Field, String)> {
     fields
         .into_iter()
         .map(|(field, by)| (field, by.join(", ")))
+        .collect()
+}
+
+/// A helper as an editor shows it (completion, hover): the same table the definitions files
+/// are written from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperInfo {
+    pub name: &'static str,
+    /// `get_path(obj: any, path: string|(string|integer)[], default?: any): any?` in Lua's
+    /// notation, or with Rhai's type names.
+    pub signature: String,
+    pub summary: &'static str,
+}
+
+/// Every helper, documented in the notation of `language`.
+pub fn helper_infos(language: Language) -> Vec<HelperInfo> {
+    HELPERS
+        .iter()
+        .map(|helper| {
+            let doc = helper_doc(helper.name);
+            let type_name = |ty: Type| match language {
+                Language::Lua => ty.lua(),
+                Language::Rhai => match ty.rhai() {
+                    "?" => "any",
+                    name => name,
+                },
+            };
+            let params: Vec<String> = doc
+                .map(|doc| &doc.params[..helper.max_args.min(doc.params.len())])
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, param)| {
+                    let optional = if i >= helper.min_args { "?" } else { "" };
+                    format!("{}{optional}: {}", param.name, type_name(param.ty))
+                })
+                .collect();
+            let returns = doc.map_or("any".to_string(), |doc| {
+                let nullable = if doc.nullable { "?" } else { "" };
+                format!("{}{nullable}", type_name(doc.returns))
+            });
+            HelperInfo {
+                name: helper.name,
+                signature: format!("{}({}): {returns}", helper.name, params.join(", ")),
+                summary: doc.map_or("", |doc| doc.summary),
+            }
+        })
         .collect()
 }
 
@@ -183,6 +230,21 @@ mod tests {
                 doc.name
             );
         }
+    }
+
+    #[test]
+    fn helper_infos_give_every_helper_a_signature_in_each_language() {
+        let lua = helper_infos(Language::Lua);
+        assert_eq!(lua.len(), HELPERS.len());
+        let get_path = lua.iter().find(|h| h.name == "get_path").unwrap();
+        assert_eq!(
+            get_path.signature,
+            "get_path(obj: any, path: string|(string|integer)[], default?: any): any?"
+        );
+        assert!(get_path.summary.contains("optional read"));
+        let rhai = helper_infos(Language::Rhai);
+        let label = rhai.iter().find(|h| h.name == "label").unwrap();
+        assert_eq!(label.signature, "label(obj: any, key: String): String?");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(crate) mod suggest;
 
 pub use crate::api::{EventType, ScriptEvent};
 pub use coverage::{LineCoverage, ScriptCoverage, lcov};
+pub use definitions::{HelperInfo, helper_infos};
 pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use events::{EventSink, MAX_EVENTS_PER_SYNC};
 pub use limits::{
@@ -728,7 +729,7 @@ impl ScriptEngine {
 }
 
 /// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).
-const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
+pub const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
     `#{`) is a comment unless it is inside a block scalar (`inline: |`) and indented at least as \
     far as the block's first line: if the script's map literal became a YAML comment, indent it";
 

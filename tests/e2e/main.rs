@@ -23,6 +23,7 @@ mod install;
 mod isolation;
 mod json_schema;
 mod leader_election;
+mod lsp;
 mod operator_composite;
 mod operator_decorator;
 mod operator_events;

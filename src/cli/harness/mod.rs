@@ -11,6 +11,7 @@ use crate::script::{
     CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
     check_library_names, lcov,
 };
+use crate::validate::ScriptSpot;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,7 +49,35 @@ pub struct UnusableTest {
 struct Outcome {
     name: String,
     failure: Option<String>,
+    /// Where in a script the hook failed, when it did.
+    spot: Option<ScriptSpot>,
     time: Duration,
+}
+
+/// The harness as the language server runs it: one test file's cases, for a code lens.
+pub struct LensRunner;
+
+impl crate::lsp::CaseRunner for LensRunner {
+    fn run(&self, test_file: &Path) -> Result<Vec<crate::lsp::CaseOutcome>, String> {
+        let args = TestArgs {
+            paths: vec![test_file.to_path_buf()],
+            filter: None,
+            junit: None,
+            update: false,
+            coverage: false,
+            lcov: None,
+        };
+        let outcomes =
+            run_file(&ScriptEngine::new(), test_file, &args).map_err(|e| e.to_string())?;
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| crate::lsp::CaseOutcome {
+                name: outcome.name,
+                failure: outcome.failure,
+                spot: outcome.spot,
+            })
+            .collect())
+    }
 }
 
 pub fn run(args: TestArgs) -> ExitCode {
@@ -276,6 +305,7 @@ fn run_file(
             };
             let result = subject.call(engine, &request, &scope);
             let events = published(&result, &scope.events);
+            let spot = result.as_ref().err().and_then(ScriptSpot::of);
             let time = started.elapsed();
             // Every subject is held to the same expectation: the first one writes it.
             if args.update
@@ -306,6 +336,7 @@ fn run_file(
             outcomes.push(Outcome {
                 name,
                 failure,
+                spot,
                 time,
             });
         }

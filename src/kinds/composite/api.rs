@@ -302,6 +302,7 @@ static INFO: KindInfo = KindInfo {
         HookKind(&FINALIZE_HOOK),
         HookKind(&CUSTOMIZE_HOOK),
     ],
+    request_types: &[("parent", "spec.parentResource")],
 };
 
 /// The CompositeController kind.

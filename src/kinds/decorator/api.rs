@@ -179,6 +179,7 @@ static INFO: KindInfo = KindInfo {
         HookKind(&FINALIZE_HOOK),
         HookKind(&CUSTOMIZE_HOOK),
     ],
+    request_types: &[("object", "spec.resources"), ("parent", "spec.resources")],
 };
 
 /// The DecoratorController kind.

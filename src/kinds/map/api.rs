@@ -129,6 +129,10 @@ static INFO: KindInfo = KindInfo {
     action: "Map",
     // The statics themselves, not the consts below: those would make the initializers a cycle.
     hooks: &[HookKind(&MAP_HOOK), HookKind(&TOMBSTONE_HOOK)],
+    request_types: &[
+        ("parent", "spec.parentResource"),
+        ("input", "spec.inputResources"),
+    ],
 };
 
 /// The MapController kind.

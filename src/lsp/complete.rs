@@ -1,0 +1,473 @@
+//! Completion and hover inside a script: what is being written at the cursor (a name, a member
+//! of `request.…`, a key of a map), and what fits there: the helpers (the table `metascript
+//! definitions` writes), the library functions, the hook's request and response fields, and below
+//! `request.object` (or `parent`, `input`, …) the fields of the object's type by its schema.
+
+use super::diagnose::is_word;
+use crate::api::{HookKind, Language};
+use crate::script::helper_infos;
+
+/// One completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub label: String,
+    pub kind: ItemKind,
+    /// A signature or type, shown beside the label.
+    pub detail: String,
+    /// Markdown.
+    pub documentation: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemKind {
+    Function,
+    Variable,
+    Field,
+}
+
+/// A field of an object's schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaField {
+    pub name: String,
+    /// `string`, `integer`, `object`, `array of object`, …
+    pub type_name: String,
+    pub description: String,
+}
+
+/// The fields of the objects a request holds, by their types' schemas.
+pub trait ObjectSchemas {
+    /// The fields at `path` below `request.<field>`, e.g. `("object", ["spec"])`.
+    fn fields(&self, field: &str, path: &[String]) -> Vec<SchemaField>;
+}
+
+/// A function a library defines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LibraryFunction {
+    pub library: String,
+    pub name: String,
+    /// The line that defines it, trimmed.
+    pub signature: String,
+    /// 1-based, in the library's text.
+    pub line: u32,
+    pub column: u32,
+}
+
+/// The functions a library defines: Rhai's `fn name(…)`; Lua's `function M.name(…)`,
+/// `function name(…)` and `name = function(…)`.
+pub fn library_functions(language: Language, library: &str, text: &str) -> Vec<LibraryFunction> {
+    let mut functions = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = (line.len() - trimmed.len()) as u32;
+        let name_and_start = match language {
+            Language::Rhai => trimmed
+                .strip_prefix("private ")
+                .unwrap_or(trimmed)
+                .strip_prefix("fn ")
+                .map(|rest| (rest, trimmed.len() - rest.len())),
+            Language::Lua => trimmed
+                .strip_prefix("local ")
+                .unwrap_or(trimmed)
+                .strip_prefix("function ")
+                .map(|rest| {
+                    // `function M.name(`: the name is after the last `.` or `:`.
+                    let head = rest.split('(').next().unwrap_or_default();
+                    let last = head.rfind(['.', ':']).map_or(0, |at| at + 1);
+                    (&rest[last..], trimmed.len() - rest.len() + last)
+                })
+                .or_else(|| {
+                    // `name = function(`, in a table constructor or as an assignment.
+                    let (head, tail) = trimmed.split_once('=')?;
+                    tail.trim_start().starts_with("function").then_some(())?;
+                    let head = head.trim_end();
+                    let last = head.rfind('.').map_or(0, |at| at + 1);
+                    Some((&trimmed[last..head.len()], last))
+                }),
+        };
+        let Some((rest, start)) = name_and_start else {
+            continue;
+        };
+        let name: String = rest.chars().take_while(|c| is_word(*c)).collect();
+        if name.is_empty() {
+            continue;
+        }
+        functions.push(LibraryFunction {
+            library: library.to_string(),
+            name,
+            signature: trimmed
+                .trim_end()
+                .trim_end_matches('{')
+                .trim_end()
+                .to_string(),
+            line: index as u32 + 1,
+            column: indent + start as u32 + 1,
+        });
+    }
+    functions
+}
+
+/// What completion and hover know of a script.
+pub struct Setting<'a> {
+    pub language: Language,
+    /// The hook it is; all hooks when it is not known (a script file).
+    pub hooks: Vec<HookKind>,
+    pub libraries: Vec<LibraryFunction>,
+    pub schemas: &'a dyn ObjectSchemas,
+}
+
+/// What is being written at a place in a script.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    /// The names before the word, from `request.object.` (`["request", "object"]`).
+    pub chain: Vec<String>,
+    /// The word up to the cursor.
+    pub prefix: String,
+    /// Whether the word is a key of a map literal (`#{ la` in Rhai, `{ la` in Lua).
+    pub key: bool,
+}
+
+/// The chain of names before the word that starts at `start`: empty when the word is not a
+/// member, one empty name when it is a member of something that is not a plain name (`f().x`).
+fn chain_before(chars: &[char], start: usize) -> Vec<String> {
+    let mut chain = Vec::new();
+    let mut at = start;
+    while at > 0 && chars[at - 1] == '.' {
+        at -= 1;
+        // Rhai's `?.`.
+        if at > 0 && chars[at - 1] == '?' {
+            at -= 1;
+        }
+        let end = at;
+        while at > 0 && is_word(chars[at - 1]) {
+            at -= 1;
+        }
+        let name: String = chars[at..end].iter().collect();
+        if name.is_empty() {
+            chain.insert(0, String::new());
+            break;
+        }
+        chain.insert(0, name);
+    }
+    chain
+}
+
+/// Reads the place `offset` (in characters) of `code`.
+pub fn cursor(language: Language, code: &str, offset: usize) -> Cursor {
+    let chars: Vec<char> = code.chars().collect();
+    let offset = offset.min(chars.len());
+    let mut start = offset;
+    while start > 0 && is_word(chars[start - 1]) {
+        start -= 1;
+    }
+    let chain = chain_before(&chars, start);
+    let key = chain.is_empty() && in_map_key(language, &chars[..start]);
+    Cursor {
+        chain,
+        prefix: chars[start..offset].iter().collect(),
+        key,
+    }
+}
+
+/// Whether the text ends where a map literal's key goes: after its `{` or a `,`, with the
+/// innermost open bracket a map's (`#{` in Rhai; any `{` in Lua, whose tables are maps).
+fn in_map_key(language: Language, before: &[char]) -> bool {
+    let last = before.iter().rposition(|c| !c.is_whitespace());
+    let Some(last) = last else {
+        return false;
+    };
+    if !matches!(before[last], '{' | ',') {
+        return false;
+    }
+    let mut depth = 0;
+    for at in (0..=last).rev() {
+        match before[at] {
+            ')' | ']' | '}' => depth += 1,
+            '(' | '[' if depth == 0 => return false,
+            '{' if depth == 0 => {
+                return language == Language::Lua || (at > 0 && before[at - 1] == '#');
+            }
+            '(' | '[' | '{' => depth -= 1,
+            _ => {}
+        }
+    }
+    false
+}
+
+type Fields = &'static [crate::api::Field];
+
+/// The request (or response) fields of some hooks, each once, with the hooks that have it.
+fn fields_of(
+    hooks: &[HookKind],
+    fields: fn(&'static crate::api::HookContract) -> Fields,
+) -> Vec<(&'static crate::api::Field, Vec<HookKind>)> {
+    let mut found: Vec<(&'static crate::api::Field, Vec<HookKind>)> = Vec::new();
+    for hook in hooks {
+        for field in fields(hook.contract()) {
+            match found.iter_mut().find(|(known, _)| known.name == field.name) {
+                Some((_, by)) => by.push(*hook),
+                None => found.push((field, vec![*hook])),
+            }
+        }
+    }
+    found
+}
+
+fn hook_names(hooks: &[HookKind]) -> String {
+    let names: Vec<String> = hooks
+        .iter()
+        .map(|hook| format!("{} {hook}", hook.kind().as_str()))
+        .collect();
+    names.join(", ")
+}
+
+const REQUEST_DOC: &str = "The hook's request (strict: reading a field it lacks is an error; \
+    `get_path` reads one that may be missing).";
+
+/// What fits at the cursor.
+pub fn complete(setting: &Setting, cursor: &Cursor) -> Vec<Item> {
+    match cursor.chain.as_slice() {
+        [] if cursor.key => fields_of(&setting.hooks, |contract| contract.response)
+            .into_iter()
+            .map(|(field, hooks)| Item {
+                label: field.name.to_string(),
+                kind: ItemKind::Field,
+                detail: format!("response: {}", field.lua_type),
+                documentation: format!("{} (response of {})", field.doc, hook_names(&hooks)),
+            })
+            .collect(),
+        [] => {
+            let mut items: Vec<Item> = helper_infos(setting.language)
+                .into_iter()
+                .map(|helper| Item {
+                    label: helper.name.to_string(),
+                    kind: ItemKind::Function,
+                    detail: helper.signature,
+                    documentation: helper.summary.to_string(),
+                })
+                .collect();
+            items.push(Item {
+                label: "request".into(),
+                kind: ItemKind::Variable,
+                detail: "the hook's request".into(),
+                documentation: REQUEST_DOC.into(),
+            });
+            // A Rhai library's functions are called by name; a Lua library is a global.
+            match setting.language {
+                Language::Rhai => items.extend(setting.libraries.iter().map(library_item)),
+                Language::Lua => {
+                    let mut names: Vec<&str> = setting
+                        .libraries
+                        .iter()
+                        .map(|f| f.library.as_str())
+                        .collect();
+                    names.dedup();
+                    items.extend(names.into_iter().map(|name| Item {
+                        label: name.to_string(),
+                        kind: ItemKind::Variable,
+                        detail: "library".into(),
+                        documentation: format!("The library {name} (spec.libraries)."),
+                    }));
+                }
+            }
+            items
+        }
+        [request] if request == "request" => fields_of(&setting.hooks, |contract| contract.request)
+            .into_iter()
+            .map(|(field, hooks)| Item {
+                label: field.name.to_string(),
+                kind: ItemKind::Field,
+                detail: field.lua_type.to_string(),
+                documentation: format!("{} ({})", field.doc, hook_names(&hooks)),
+            })
+            .collect(),
+        [request, field, path @ ..] if request == "request" => setting
+            .schemas
+            .fields(field, path)
+            .into_iter()
+            .map(|field| Item {
+                label: field.name,
+                kind: ItemKind::Field,
+                detail: field.type_name,
+                documentation: field.description,
+            })
+            .collect(),
+        [library] if setting.language == Language::Lua => setting
+            .libraries
+            .iter()
+            .filter(|function| &function.library == library)
+            .map(library_item)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn library_item(function: &LibraryFunction) -> Item {
+    Item {
+        label: function.name.clone(),
+        kind: ItemKind::Function,
+        detail: function.signature.clone(),
+        documentation: format!("Defined in library {}.", function.library),
+    }
+}
+
+/// The word at `offset` (around it, not only before it), and its cursor.
+pub fn word_at(language: Language, code: &str, offset: usize) -> Option<(Cursor, String)> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut end = offset.min(chars.len());
+    while end < chars.len() && is_word(chars[end]) {
+        end += 1;
+    }
+    let here = cursor(language, code, end);
+    (!here.prefix.is_empty()).then(|| {
+        let word = here.prefix.clone();
+        (here, word)
+    })
+}
+
+/// Markdown about the word at the cursor.
+pub fn hover(setting: &Setting, cursor: &Cursor, word: &str) -> Option<String> {
+    let item = complete(setting, cursor)
+        .into_iter()
+        .find(|item| item.label == word)?;
+    let fence = match setting.language {
+        Language::Rhai => "rhai",
+        Language::Lua => "lua",
+    };
+    Some(match item.kind {
+        ItemKind::Function => format!("```{fence}\n{}\n```\n{}", item.detail, item.documentation),
+        ItemKind::Variable | ItemKind::Field => {
+            format!("`{word}`: `{}`\n\n{}", item.detail, item.documentation)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::decorator::SYNC;
+
+    struct PodSpec;
+
+    impl ObjectSchemas for PodSpec {
+        fn fields(&self, field: &str, path: &[String]) -> Vec<SchemaField> {
+            match (field, path) {
+                ("object", [spec]) if spec == "spec" => vec![SchemaField {
+                    name: "containers".into(),
+                    type_name: "array of object".into(),
+                    description: "List of containers.".into(),
+                }],
+                _ => Vec::new(),
+            }
+        }
+    }
+
+    fn setting(language: Language) -> Setting<'static> {
+        Setting {
+            language,
+            hooks: vec![SYNC],
+            libraries: library_functions(language, "util", "fn tag(x) {\n  x\n}\nfn other() {}"),
+            schemas: &PodSpec,
+        }
+    }
+
+    fn labels(items: &[Item]) -> Vec<&str> {
+        items.iter().map(|item| item.label.as_str()).collect()
+    }
+
+    #[test]
+    fn the_cursor_knows_chains_prefixes_and_map_keys() {
+        let rhai = Language::Rhai;
+        let code = "let o = request.object.spec.co";
+        assert_eq!(
+            cursor(rhai, code, code.len()),
+            Cursor {
+                chain: vec!["request".into(), "object".into(), "spec".into()],
+                prefix: "co".into(),
+                key: false
+            }
+        );
+        assert_eq!(cursor(rhai, "request?.", 9).chain, ["request"]);
+        assert_eq!(cursor(rhai, "f().", 4).chain, [""]);
+        assert!(cursor(rhai, "#{ labels: #{}, an", 18).key);
+        assert!(cursor(rhai, "#{\n  ", 5).key);
+        assert!(!cursor(rhai, "if x { la", 9).key, "a block is not a map");
+        assert!(!cursor(rhai, "f(#{}, a", 8).key, "an argument is not a key");
+        assert!(cursor(Language::Lua, "return { labels = {}, an", 24).key);
+    }
+
+    #[test]
+    fn completion_offers_what_fits_the_cursor() {
+        let rhai = setting(Language::Rhai);
+        let names = complete(&rhai, &cursor(Language::Rhai, "get_", 4));
+        let get_path = names.iter().find(|i| i.label == "get_path").unwrap();
+        assert_eq!(get_path.kind, ItemKind::Function);
+        assert!(get_path.detail.starts_with("get_path(obj: any"));
+        assert!(labels(&names).contains(&"request"));
+        assert!(
+            labels(&names).contains(&"tag"),
+            "library functions: {:?}",
+            labels(&names)
+        );
+        let request = complete(&rhai, &cursor(Language::Rhai, "request.", 8));
+        assert_eq!(
+            labels(&request),
+            [
+                "controller",
+                "object",
+                "attachments",
+                "related",
+                "finalizing"
+            ]
+        );
+        let keys = complete(&rhai, &cursor(Language::Rhai, "#{ ", 3));
+        assert!(labels(&keys).contains(&"labels") && labels(&keys).contains(&"attachments"));
+        let spec = complete(&rhai, &cursor(Language::Rhai, "request.object.spec.", 20));
+        assert_eq!(labels(&spec), ["containers"]);
+        // In Lua a library is a global whose functions are its members.
+        let lua = Setting {
+            libraries: library_functions(
+                Language::Lua,
+                "util",
+                "local M = {}\nfunction M.tag(x) return x end\nM.other = function() end\nreturn M",
+            ),
+            ..setting(Language::Lua)
+        };
+        assert!(labels(&complete(&lua, &cursor(Language::Lua, "u", 1))).contains(&"util"));
+        assert_eq!(
+            labels(&complete(&lua, &cursor(Language::Lua, "util.", 5))),
+            ["tag", "other"]
+        );
+    }
+
+    #[test]
+    fn hover_documents_helpers_and_fields() {
+        let rhai = setting(Language::Rhai);
+        let code = "let n = get_path(request.object, \"x\");";
+        let (here, word) = word_at(Language::Rhai, code, 10).unwrap();
+        let text = hover(&rhai, &here, &word).unwrap();
+        assert!(text.starts_with("```rhai\nget_path(obj: any"), "{text}");
+        let (here, word) = word_at(Language::Rhai, code, 27).unwrap();
+        assert_eq!(word, "object");
+        let text = hover(&rhai, &here, &word).unwrap();
+        assert!(text.contains("decorator sync"), "{text}");
+        assert!(word_at(Language::Rhai, "  ", 1).is_none());
+    }
+
+    #[test]
+    fn library_functions_are_found_with_their_place() {
+        let rhai = library_functions(Language::Rhai, "util", "// x\n  fn tag(x) {\n  x\n}");
+        assert_eq!(rhai.len(), 1);
+        assert_eq!((rhai[0].line, rhai[0].column), (2, 6));
+        assert_eq!(rhai[0].signature, "fn tag(x)");
+        let lua = library_functions(
+            Language::Lua,
+            "util",
+            "local function helper() end\nfunction M.tag(x) end\n  M.other = function() end",
+        );
+        let found: Vec<(&str, u32, u32)> = lua
+            .iter()
+            .map(|f| (f.name.as_str(), f.line, f.column))
+            .collect();
+        assert_eq!(found, [("helper", 1, 16), ("tag", 2, 12), ("other", 3, 5)]);
+    }
+}

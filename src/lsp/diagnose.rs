@@ -1,0 +1,405 @@
+//! Problems in an open file, at their places in it: a manifest is checked by [`validate`] (the
+//! checks of `metascript validate` and admission: scripts compile, types resolve, `spec.tests`
+//! pass), and each finding is put where it is, inside an inline script when it is about one; a
+//! script file is compiled. Also the YAML comment that swallowed a Rhai map literal, where it is.
+
+use super::scripts::{Manifest, Script};
+use crate::api::Language;
+use crate::object;
+use crate::resources::StaticResolver;
+use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT};
+use crate::validate::{self, Finding, ScriptSpot, Severity};
+use crate::yaml::{Position, Range};
+use serde_json::Value;
+use std::path::Path;
+
+/// One problem, where it is in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub range: Range,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// What checks read besides the file: the types and ConfigMaps of the workspace.
+pub struct Checks<'a> {
+    pub engine: &'a ScriptEngine,
+    /// Built-in types and the workspace's CustomResourceDefinitions.
+    pub resolver: &'a StaticResolver,
+    /// The workspace's ConfigMaps.
+    pub config_maps: &'a [Value],
+}
+
+/// The problems of a manifest.
+pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
+    let manifest = match Manifest::parse(text) {
+        Ok(manifest) => manifest,
+        Err(unreadable) => {
+            return vec![Problem {
+                range: Range {
+                    start: unreadable.at,
+                    end: unreadable.at,
+                },
+                severity: Severity::Error,
+                message: unreadable.message,
+            }];
+        }
+    };
+    let scripts = manifest.scripts();
+    // The file's own types and ConfigMaps come first: they are what the user is editing.
+    let mut resolver = checks.resolver.clone();
+    let mut config_maps: Vec<Value> = Vec::new();
+    for (_, value) in &manifest.documents {
+        match object::kind(value) {
+            "CustomResourceDefinition" => {
+                resolver.add_crd(value);
+            }
+            "ConfigMap" => config_maps.push(value.clone()),
+            _ => {}
+        }
+    }
+    config_maps.extend(checks.config_maps.iter().cloned());
+    let mut problems = Vec::new();
+    for (document, (_, value)) in manifest.documents.iter().enumerate() {
+        for finding in validate::validate(checks.engine, &resolver, &config_maps, value) {
+            problems.push(place(&manifest, &scripts, document, finding));
+        }
+    }
+    problems.extend(comment_traps(&manifest, &scripts));
+    problems
+}
+
+/// The problems of a script file: it compiles.
+pub fn script_file(
+    engine: &ScriptEngine,
+    path: &Path,
+    language: Language,
+    text: &str,
+) -> Vec<Problem> {
+    let source = ScriptSource::new(
+        language,
+        text,
+        ScriptOrigin::File {
+            path: path.to_path_buf(),
+        },
+    );
+    let Err(error) = engine.compile(&source) else {
+        return Vec::new();
+    };
+    let line = error.line.unwrap_or(1).saturating_sub(1);
+    let line_text = text.lines().nth(line as usize).unwrap_or_default();
+    let start = match error.column {
+        Some(column) => column.saturating_sub(1),
+        None => first_non_blank(line_text),
+    };
+    vec![Problem {
+        range: word_at(
+            line_text,
+            Position {
+                line,
+                column: start,
+            },
+        ),
+        severity: Severity::Error,
+        message: without_excerpt(&error.to_string()),
+    }]
+}
+
+/// Where a place in a script is in an open file: a manifest holding the script, or the script's
+/// own file.
+pub fn spot_range(text: &str, file: &Path, manifest: bool, spot: &ScriptSpot) -> Option<Range> {
+    if manifest {
+        let parsed = Manifest::parse(text).ok()?;
+        return in_script(&parsed, &parsed.scripts(), spot);
+    }
+    let ScriptOrigin::File { path } = &spot.origin else {
+        return None;
+    };
+    if path != file && path.canonicalize().ok() != file.canonicalize().ok() {
+        return None;
+    }
+    let line = spot.line.unwrap_or(1).saturating_sub(1);
+    let line_text = text.lines().nth(line as usize).unwrap_or_default();
+    let column = spot
+        .column
+        .map_or_else(|| first_non_blank(line_text), |c| c.saturating_sub(1));
+    Some(word_at(line_text, Position { line, column }))
+}
+
+/// Where a finding goes: at its place in a script of this file when it has one, else at the
+/// field it names.
+fn place(manifest: &Manifest, scripts: &[Script], document: usize, finding: Finding) -> Problem {
+    let range = finding
+        .script
+        .as_ref()
+        .and_then(|spot| in_script(manifest, scripts, spot))
+        .or_else(|| at_field(manifest, document, &finding.path))
+        .unwrap_or_default();
+    Problem {
+        range,
+        severity: finding.severity,
+        message: without_excerpt(&finding.to_string()),
+    }
+}
+
+/// The range a spot in a script of this file is at.
+fn in_script(manifest: &Manifest, scripts: &[Script], spot: &ScriptSpot) -> Option<Range> {
+    let script = manifest.script_of(scripts, &spot.origin)?;
+    let node = manifest.node(script.document, &script.path)?;
+    let text = manifest.text(script);
+    let (line, column) = match (spot.line, &spot.name) {
+        (Some(line), _) => (line, spot.column),
+        (None, Some(name)) => match find_word(text, name) {
+            Some((line, column)) => (line, Some(column)),
+            None => (1, None),
+        },
+        (None, None) => (1, None),
+    };
+    let at = manifest.index.file_position(node, line, column)?;
+    let line_text = manifest.index.line_text(at.line);
+    Some(match column {
+        Some(_) => word_at(&line_text, at),
+        None => Range {
+            start: at,
+            end: Position {
+                line: at.line,
+                column: line_text.trim_end().chars().count() as u32,
+            },
+        },
+    })
+}
+
+/// The range of the field a finding names (`spec.hooks.sync`, `spec.tests[1] (its name)`):
+/// its key, or the first line of its value.
+fn at_field(manifest: &Manifest, document: usize, path: &str) -> Option<Range> {
+    let path = path.split(" (").next().unwrap_or(path);
+    let node = manifest
+        .node(document, path)
+        .or_else(|| manifest.node(document, ""))?;
+    Some(
+        node.key.unwrap_or(Range {
+            start: node.value.start,
+            end: Position {
+                line: node.value.start.line,
+                column: manifest
+                    .index
+                    .line_text(node.value.start.line)
+                    .trim_end()
+                    .chars()
+                    .count() as u32,
+            },
+        }),
+    )
+}
+
+/// A `#{` line that YAML read as a comment after a Rhai script: the script lost it.
+fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for script in scripts.iter().filter(|s| s.language == Language::Rhai) {
+        let Some(node) = manifest.node(script.document, &script.path) else {
+            continue;
+        };
+        let (number, _) = manifest.documents[script.document];
+        let document = &manifest.index.documents()[number];
+        for comment in document.comments_after(node) {
+            if comment.text.starts_with('{') {
+                problems.push(Problem {
+                    range: comment.range,
+                    severity: Severity::Warning,
+                    message: format!(
+                        "this `#{{` is a YAML comment, not part of the script above it: \
+                         {YAML_COMMENT_HINT}"
+                    ),
+                });
+            }
+        }
+    }
+    problems
+}
+
+/// A script error's message without the source excerpt under it (`12 | code` and a caret):
+/// the editor shows the place itself.
+pub fn without_excerpt(message: &str) -> String {
+    let kept: Vec<&str> = message
+        .lines()
+        .filter(|line| {
+            let trimmed = line.trim_start();
+            let after_number = trimmed
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start();
+            !(after_number.starts_with("| ") || after_number == "|")
+        })
+        .collect();
+    kept.join("\n")
+}
+
+/// The 1-based line and column of the first use of `name` as a whole word in `text`.
+fn find_word(text: &str, name: &str) -> Option<(u32, u32)> {
+    for (index, line) in text.lines().enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        let wanted: Vec<char> = name.chars().collect();
+        for start in 0..chars.len() {
+            let end = start + wanted.len();
+            if end <= chars.len()
+                && chars[start..end] == wanted[..]
+                && (start == 0 || !is_word(chars[start - 1]))
+                && chars.get(end).is_none_or(|c| !is_word(*c))
+            {
+                return Some((index as u32 + 1, start as u32 + 1));
+            }
+        }
+    }
+    None
+}
+
+pub(super) fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+fn first_non_blank(line: &str) -> u32 {
+    line.chars().take_while(|c| c.is_whitespace()).count() as u32
+}
+
+/// The word that starts at `at` (one character when none does).
+fn word_at(line: &str, at: Position) -> Range {
+    let length = line
+        .chars()
+        .skip(at.column as usize)
+        .take_while(|c| is_word(*c))
+        .count()
+        .max(1) as u32;
+    Range {
+        start: at,
+        end: Position {
+            line: at.line,
+            column: at.column + length,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Vec<Problem> {
+        let engine = ScriptEngine::new();
+        let resolver = StaticResolver::with_builtins();
+        manifest(
+            &Checks {
+                engine: &engine,
+                resolver: &resolver,
+                config_maps: &[],
+            },
+            text,
+        )
+    }
+
+    fn at(line: u32, column: u32) -> Position {
+        Position { line, column }
+    }
+
+    fn decorator(sync: &str, tests: &str) -> String {
+        format!(
+            "\
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {{name: labeller}}
+spec:
+  resources: [{{apiVersion: v1, resource: configmaps}}]
+  hooks:
+    sync:
+      script:
+        language: rhai
+        inline: |
+{sync}
+  tests:{tests}
+"
+        )
+    }
+
+    #[test]
+    fn a_syntax_error_is_at_its_place_in_the_yaml() {
+        let problems = check(&decorator(
+            "          let x = 1;\n          let y = ;",
+            " []",
+        ));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].severity, Severity::Error);
+        // Rhai reports the `;` at line 2, column 9 of the script: line 11, column 18 here.
+        assert_eq!(problems[0].range.start, at(11, 18), "{problems:?}");
+        assert!(problems[0].message.contains("line 2"), "{problems:?}");
+        assert!(
+            !problems[0].message.contains(" | "),
+            "no excerpt: {problems:?}"
+        );
+    }
+
+    #[test]
+    fn failing_tests_point_into_the_script_or_at_the_test() {
+        let request =
+            "{object: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: n}}}";
+        let tests = format!("\n  - name: runs\n    request: {request}\n    expect: {{}}");
+        // A misspelled response field: where the script sets it.
+        let problems = check(&decorator("          #{ lables: #{} }", &tests));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].range.start, at(10, 13), "{problems:?}");
+        assert_eq!(problems[0].range.end, at(10, 19), "{problems:?}");
+        assert!(
+            problems[0].message.starts_with("spec.tests[0] (runs)"),
+            "{problems:?}"
+        );
+        // An unknown helper: the line that calls it.
+        let problems = check(&decorator(
+            "          let x = 1;\n          labl(x)",
+            &tests,
+        ));
+        assert_eq!(problems[0].range.start.line, 11, "{problems:?}");
+        assert!(
+            problems[0].message.contains("did you mean `label`"),
+            "{problems:?}"
+        );
+        // A test whose expectation fails: the test.
+        let failing = format!(
+            "\n  - name: expects\n    request: {request}\n    expect: {{labels: {{a: b}}}}"
+        );
+        let problems = check(&decorator("          #{}", &failing));
+        assert_eq!(problems[0].range.start, at(12, 4), "{problems:?}");
+    }
+
+    #[test]
+    fn a_map_literal_lost_to_a_yaml_comment_is_flagged_where_it_is() {
+        let problems = check(&decorator(
+            "          let x = 1;\n        #{ labels: #{} }",
+            " []",
+        ));
+        let trap = problems
+            .iter()
+            .find(|p| p.message.contains("is a YAML comment"))
+            .unwrap_or_else(|| panic!("{problems:?}"));
+        assert_eq!(trap.severity, Severity::Warning);
+        assert_eq!(trap.range.start, at(11, 8));
+    }
+
+    #[test]
+    fn invalid_yaml_is_one_problem_where_the_parser_stopped() {
+        let problems = check("apiVersion: v1\nkind: [\n");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].message.contains("invalid YAML"));
+    }
+
+    #[test]
+    fn a_script_file_that_does_not_compile_is_marked_at_the_error() {
+        let engine = ScriptEngine::new();
+        let problems = script_file(
+            &engine,
+            Path::new("sync.rhai"),
+            Language::Rhai,
+            "let x = 1;\nlet = 2;",
+        );
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].range.start.line, 1, "{problems:?}");
+        let problems = script_file(&engine, Path::new("sync.lua"), Language::Lua, "return {\n");
+        assert_eq!(problems.len(), 1);
+        assert!(script_file(&engine, Path::new("ok.lua"), Language::Lua, "return {}").is_empty());
+    }
+}
