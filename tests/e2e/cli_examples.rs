@@ -699,6 +699,11 @@ spec:
             && stdout.contains("line 1"),
         "{stdout}"
     );
+    // The script's line 1, column 9 is the file's line 13, column 19 (the block's indentation).
+    assert!(
+        stdout.contains(&format!("{path}:13:19 (document")),
+        "the place in the file: {stdout}"
+    );
     // The summary says what it covered: a hook that fails on every object still compiles.
     assert!(
         stdout.contains("1 error(s)") && stdout.contains("no hook ran on your objects"),
