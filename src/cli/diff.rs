@@ -6,7 +6,7 @@
 use super::cluster::{self, ServedTypes};
 use super::manifests::{self, to_yaml};
 use super::offline::OfflineCluster;
-use super::pass::{self, Pass, Synced};
+use super::pass::{self, Pass, Synced, WorkId};
 use crate::object::{self, ObjectKey};
 use crate::plan::diff::{Action, ObjectChange, changes};
 use crate::resources::{ResourceResolver, ResourceType};
@@ -73,13 +73,8 @@ struct Report {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Entry {
-    controller: String,
-    object: String,
-    /// What else identifies the work (`input`, `mapKey`).
     #[serde(flatten)]
-    detail: BTreeMap<&'static str, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hook: Option<&'static str>,
+    work: WorkId,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     changes: Vec<ObjectChange>,
     /// Why the sync fails (it would then write nothing).
@@ -293,10 +288,7 @@ fn report(synced: Vec<Synced>, failed: Vec<String>, objects: &[Value]) -> Report
             continue;
         }
         report.entries.push(Entry {
-            controller,
-            object: step.object.to_string(),
-            detail: step.detail.into_iter().collect(),
-            hook: step.hook.map(|h| h.as_str()),
+            work: WorkId::of(controller, &step),
             changes,
             error,
         });
@@ -312,18 +304,19 @@ fn text(report: &Report) -> String {
         out.push_str(&format!("{failed}\n  cannot run\n\n"));
     }
     for entry in &report.entries {
-        let detail: String = entry
+        let work = &entry.work;
+        let detail: String = work
             .detail
             .iter()
             .map(|(name, value)| format!(", {name} {value}"))
             .collect();
-        let hook = entry
+        let hook = work
             .hook
             .map(|hook| format!(" ({hook})"))
             .unwrap_or_default();
         out.push_str(&format!(
             "{} {}{detail}{hook}:\n",
-            entry.controller, entry.object
+            work.controller, work.object
         ));
         if let Some(error) = &entry.error {
             out.push_str(&format!("  the sync fails: {error}\n"));
@@ -454,7 +447,11 @@ mod tests {
                 ..Summary::default()
             }
         );
-        let listed: Vec<&str> = report.entries.iter().map(|e| e.object.as_str()).collect();
+        let listed: Vec<&str> = report
+            .entries
+            .iter()
+            .map(|e| e.work.object.as_str())
+            .collect();
         assert_eq!(
             listed,
             ["ConfigMap.v1 ns/changed", "ConfigMap.v1 ns/failing"]

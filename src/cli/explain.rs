@@ -7,9 +7,9 @@ use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
 use super::pass;
 use crate::api::{SYNC_REQUESTED_ANNOTATION, ScriptStatus};
-use crate::hooks::{HookCall, HookRunner};
+use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
-use crate::plan::{Offline, PROVENANCE_ANNOTATION, SOURCE_ANNOTATION};
+use crate::plan::{Offline, PROVENANCE_ANNOTATION, Planner, SOURCE_ANNOTATION};
 use crate::reads::ReadAccess;
 use crate::resources::{ResourceResolver, ResourceType};
 use crate::script::{CallScope, ScriptEngine};
@@ -202,6 +202,25 @@ impl Snapshot {
     }
 }
 
+/// A controller as the cluster (or `--scripts-dir`) holds its hooks now: its planner and
+/// compiled hooks, or why it cannot run (the outer error is the cluster's).
+async fn load_now(
+    engine: &ScriptEngine,
+    client: &kube::Client,
+    snapshot: &Snapshot,
+    controller: &OfflineController,
+    scripts_dir: Option<&PathBuf>,
+) -> anyhow::Result<Result<(Box<dyn Planner>, ControllerHooks), String>> {
+    let sources = cluster::hook_sources(client, &controller.controller.spec()).await?;
+    let lookup = pass::with_scripts_dir(scripts_dir.cloned(), &sources);
+    Ok(pass::load(
+        engine,
+        controller,
+        &snapshot.served.types,
+        lookup.as_ref(),
+    ))
+}
+
 /// The digest of a controller's `hook` as the cluster (or `--scripts-dir`) holds it now, when
 /// its hooks load.
 async fn hook_digest(
@@ -211,14 +230,8 @@ async fn hook_digest(
     hook: &str,
     scripts_dir: Option<&PathBuf>,
 ) -> anyhow::Result<Option<String>> {
-    let sources = cluster::hook_sources(client, &controller.controller.spec()).await?;
-    let lookup = pass::with_scripts_dir(scripts_dir.cloned(), &sources);
-    let loaded = pass::load(
-        &ScriptEngine::new(),
-        controller,
-        &snapshot.served.types,
-        lookup.as_ref(),
-    );
+    let engine = ScriptEngine::new();
+    let loaded = load_now(&engine, client, snapshot, controller, scripts_dir).await?;
     Ok(loaded.ok().and_then(|(_, hooks)| {
         let loaded = hooks.iter().find(|loaded| loaded.kind.as_str() == hook)?;
         Some(loaded.digest().to_string())
@@ -409,17 +422,14 @@ async fn dry_run(
                 .filter(|o| object::uid(o).is_none() || object::uid(o) != object::uid(object)),
         );
     }
-    let sources = cluster::hook_sources(client, &spec).await?;
-    let lookup = pass::with_scripts_dir(scripts_dir.cloned(), &sources);
     let engine = ScriptEngine::new();
-    let (planner, hooks) =
-        match pass::load(&engine, acting, &snapshot.served.types, lookup.as_ref()) {
-            Ok(loaded) => loaded,
-            Err(error) => {
-                out.push_str(&format!("  it cannot run: {error}\n"));
-                return Ok(out);
-            }
-        };
+    let (planner, hooks) = match load_now(&engine, client, snapshot, acting, scripts_dir).await? {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            out.push_str(&format!("  it cannot run: {error}\n"));
+            return Ok(out);
+        }
+    };
     let cluster = OfflineCluster {
         resolver: snapshot.served.types.clone(),
         objects,

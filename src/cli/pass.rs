@@ -27,6 +27,30 @@ pub struct Pass<'a> {
     pub clock: Option<jiff::Timestamp>,
 }
 
+/// Which piece of a controller's work an entry of `render` or `diff` is about, as printed.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkId {
+    pub controller: String,
+    pub object: String,
+    /// What else identifies the work (`input`, `mapKey`).
+    #[serde(flatten)]
+    pub detail: std::collections::BTreeMap<&'static str, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<&'static str>,
+}
+
+impl WorkId {
+    pub fn of(controller: String, step: &Step) -> WorkId {
+        WorkId {
+            controller,
+            object: step.object.to_string(),
+            detail: step.detail.iter().cloned().collect(),
+            hook: step.hook.map(|h| h.as_str()),
+        }
+    }
+}
+
 /// One piece of a controller's work and what it planned.
 pub struct Synced {
     /// `DecoratorController/<name>`.

@@ -3,7 +3,7 @@
 
 use super::manifests::{self, to_yaml};
 use super::offline::OfflineCluster;
-use super::pass::{self, Pass, Synced};
+use super::pass::{self, Pass, Synced, WorkId};
 use crate::plan::{Plan, strip_provenance};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -42,13 +42,8 @@ pub enum Format {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Entry {
-    controller: String,
-    object: String,
-    /// What else identifies the work (`input`, `mapKey`).
     #[serde(flatten)]
-    detail: BTreeMap<&'static str, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hook: Option<&'static str>,
+    work: WorkId,
     #[serde(flatten)]
     plan: Plan,
 }
@@ -113,15 +108,10 @@ fn render(
     let mut entries = Vec::new();
     for Synced { controller, step } in synced {
         let subject = step.subject();
+        let work = WorkId::of(controller, &step);
         match step.result {
-            Ok(plan) => entries.push(Entry {
-                controller,
-                object: step.object.to_string(),
-                detail: step.detail.into_iter().collect(),
-                hook: step.hook.map(|h| h.as_str()),
-                plan,
-            }),
-            Err(error) => errors.push(format!("{controller}: {subject}: {error}")),
+            Ok(plan) => entries.push(Entry { work, plan }),
+            Err(error) => errors.push(format!("{}: {subject}: {error}", work.controller)),
         }
     }
     (entries, errors)
