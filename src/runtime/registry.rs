@@ -170,49 +170,40 @@ impl<K: Kind> Registry<K> {
             };
         // When the newest scripts fail, the whole previous version keeps running, planner
         // included, so a hook added by the broken edit is not half enabled.
-        let (planner, generation) = match &previous {
-            Some(previous) if prepared.stale => (previous.planner.clone(), previous.generation),
-            _ => match K::build(&parsed, &*context.discovery) {
-                Ok(planner) => (Arc::new(planner), spec.generation),
-                Err(error) => {
-                    let health = Health {
-                        ready: Err(Problem::new(reasons::RESOLVE_FAILED, error)),
-                        ..prepared.health
-                    };
-                    let unloaded = Unloaded {
-                        health,
-                        sources,
-                        credentials: watch,
-                    };
-                    return self.not_loaded(context, key, &object, unloaded).await;
-                }
-            },
+        let built = match &previous {
+            Some(previous) if prepared.stale => Ok((previous.planner.clone(), previous.generation)),
+            _ => K::build(&parsed, &*context.discovery)
+                .map(|planner| (Arc::new(planner), spec.generation))
+                .map_err(|error| Problem::new(reasons::RESOLVE_FAILED, error)),
         };
         // Hooks are handed only what the controller's account may read; the types it acts on
         // that are cluster-scoped are checked now, the rest per namespace when used.
-        let reads = writer
-            .identity
-            .as_ref()
-            .map(|account| context.access.policy(account));
-        let checked = match &writer.identity {
-            Some(account) => check_static_reads(context, account, &K::interest(&planner)).await,
-            None => Ok(()),
+        let checked = match (built, &writer.identity) {
+            (Ok(built), Some(account)) => {
+                check_static_reads(context, account, &K::interest(&built.0))
+                    .await
+                    .map(|()| built)
+            }
+            (built, _) => built,
         };
-        match checked {
-            Ok(()) => {}
+        let (planner, generation) = match checked {
+            Ok(built) => built,
             Err(problem) => {
-                let health = Health {
-                    ready: Err(problem),
-                    ..prepared.health
-                };
                 let unloaded = Unloaded {
-                    health,
+                    health: Health {
+                        ready: Err(problem),
+                        ..prepared.health
+                    },
                     sources,
                     credentials: watch,
                 };
                 return self.not_loaded(context, key, &object, unloaded).await;
             }
         };
+        let reads = writer
+            .identity
+            .as_ref()
+            .map(|account| context.access.policy(account));
         let controller = Controller {
             id: id.clone(),
             reference: super::events::reference(&object),
