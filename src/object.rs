@@ -276,7 +276,7 @@ pub fn short_digest(text: &str) -> String {
 
 /// `short_digest` of a value's compact JSON text, hashed as it is written rather than built as a
 /// string first (this runs once per desired object per sync).
-pub fn value_digest(value: &Value) -> String {
+pub fn value_digest(value: &(impl serde::Serialize + ?Sized)) -> String {
     use sha2::{Digest, Sha256};
     struct Hashing(Sha256);
     impl std::io::Write for Hashing {

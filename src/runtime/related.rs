@@ -25,33 +25,52 @@ pub struct CustomizeCache(Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
 /// Fields of an object that change without anything a customize hook answers about changing.
 const NOT_ASKED_ABOUT: [&str; 3] = ["status", "resourceVersion", "managedFields"];
 
+/// An object as a customize answer depends on it: without [`NOT_ASKED_ABOUT`] at its top level
+/// or in its metadata. Serialized as it is read, so keying an answer copies nothing.
+struct AskedAbout<'a> {
+    object: &'a Value,
+    /// Whether `object` is the whole object (its `metadata` is filtered too).
+    top: bool,
+}
+
+impl serde::Serialize for AskedAbout<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let Value::Object(fields) = self.object else {
+            return self.object.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for (field, value) in fields {
+            if NOT_ASKED_ABOUT.contains(&field.as_str()) {
+                continue;
+            }
+            match self.top && field == "metadata" {
+                true => map.serialize_entry(
+                    field,
+                    &AskedAbout {
+                        object: value,
+                        top: false,
+                    },
+                )?,
+                false => map.serialize_entry(field, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
 impl CustomizeCache {
     /// What an answer is kept for: the object as it is (less its status and the server's
     /// bookkeeping), and the controller as it runs.
     fn key(target: &Value, version: u64) -> String {
-        let content: serde_json::Map<String, Value> = target
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(field, _)| !NOT_ASKED_ABOUT.contains(&field.as_str()))
-            .map(|(field, value)| {
-                let value = match (field.as_str(), value) {
-                    ("metadata", Value::Object(metadata)) => Value::Object(
-                        metadata
-                            .iter()
-                            .filter(|(field, _)| !NOT_ASKED_ABOUT.contains(&field.as_str()))
-                            .map(|(field, value)| (field.clone(), value.clone()))
-                            .collect(),
-                    ),
-                    _ => value.clone(),
-                };
-                (field.clone(), value)
-            })
-            .collect();
+        let asked = AskedAbout {
+            object: target,
+            top: true,
+        };
         format!(
             "{}#{version}#{}",
             object::uid(target).unwrap_or_default(),
-            object::value_digest(&Value::Object(content))
+            object::value_digest(&asked)
         )
     }
 
