@@ -2,12 +2,11 @@
 //! what RBAC grants that account, whatever the operator itself may do.
 
 use crate::support::operator::{
-    OWN_OPERATOR_LABEL, apply, get, operator, wait_for, wait_for_condition,
+    OWN_OPERATOR_LABEL, apply, get, operator, regarding_name, wait_for, wait_for_condition,
+    wait_for_event,
 };
 use crate::support::process::OperatorProcess;
-use crate::support::{client, eventually, test_namespace, unique_name};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
+use crate::support::{client, test_namespace, unique_name};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -98,18 +97,8 @@ async fn writes_go_as_the_service_account_and_a_forbidden_one_stops_the_sync() {
         "applied by the controller's field manager: {created}"
     );
 
-    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    let forbidden = eventually("a Forbidden event on the greedy target", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("Forbidden")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("greedy")
-            })
+    let forbidden = wait_for_event(&client, Some(&namespace), "Forbidden", |e| {
+        regarding_name(e) == Some("greedy")
     })
     .await;
     let note = forbidden.note.unwrap_or_default();

@@ -1,7 +1,7 @@
 //! DecoratorController end to end against a real kube-apiserver: sync, update strategies,
 //! finalize, customize, hot reload of inline, ConfigMap and local scripts, and failure safety.
 
-use crate::support::operator::{apply, get, operator, wait_for};
+use crate::support::operator::{apply, get, operator, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
 use serde_json::{Value, json};
@@ -402,18 +402,7 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
             .is_some(),
         "a failing hook must not delete attachments"
     );
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(client.clone(), &namespace);
-    let event = eventually("a HookFailed event", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("HookFailed"))
-    })
-    .await;
+    let event = wait_for_event(&client, Some(&namespace), "HookFailed", |_| true).await;
     let note = event.note.unwrap_or_default();
     assert!(note.contains("no capacity for web"), "{note}");
     assert!(note.contains("line 1"), "{note}");
@@ -427,13 +416,10 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
         ),
     )
     .await;
-    eventually("the invalid response reported", || async {
-        let events = events.list(&Default::default()).await.ok()?;
-        events.items.into_iter().find(|e| {
-            e.note
-                .as_deref()
-                .is_some_and(|n| n.contains("attachments: expected a list"))
-        })
+    wait_for_event(&client, Some(&namespace), "InvalidResponse", |e| {
+        e.note
+            .as_deref()
+            .is_some_and(|n| n.contains("attachments: expected a list"))
     })
     .await;
     assert!(

@@ -4,10 +4,9 @@
 //! refusal is reported on the controller, and RBAC granted later takes effect without a
 //! restart.
 
-use crate::support::operator::{apply, get, operator, wait_for};
+use crate::support::operator::{apply, get, operator, regarding_name, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use metascript::testing::{HookServer, Reply};
 use serde_json::{Value, json};
 
@@ -68,20 +67,9 @@ async fn reads_allowed(client: &kube::Client, name: &str, status: &str) -> Value
 
 /// The Warning the operator published about the controller object with `reason`.
 async fn controller_event(client: &kube::Client, name: &str, reason: &str) -> Event {
-    let events: Api<Event> = Api::all(client.clone());
-    eventually(&format!("a {reason} Event on {name}"), || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref())
-                        == Some("DecoratorController")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-            })
+    wait_for_event(client, None, reason, |e| {
+        e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("DecoratorController")
+            && regarding_name(e) == Some(name)
     })
     .await
 }

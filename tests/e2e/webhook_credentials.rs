@@ -3,11 +3,12 @@
 //! wrong credentials fail the sync without touching anything, a rotated Secret is used without
 //! a restart, and a controller cannot use a Secret its ServiceAccount may not read.
 
-use crate::support::operator::{apply, get, operator, wait_for, wait_for_condition};
-use crate::support::{client, eventually, test_namespace, unique_name};
+use crate::support::operator::{
+    apply, get, operator, regarding_name, wait_for, wait_for_condition, wait_for_event,
+};
+use crate::support::{client, test_namespace, unique_name};
 use base64::Engine as _;
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use metascript::testing::{Call, HookServer, Reply};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -66,18 +67,8 @@ fn server_expecting(expected: Arc<Mutex<(String, String)>>) -> HookServer {
 }
 
 async fn event_on(client: &kube::Client, namespace: &str, object: &str, reason: &str) -> Event {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    eventually(&format!("a {reason} event on {object}"), || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object)
-            })
+    wait_for_event(client, Some(namespace), reason, |e| {
+        regarding_name(e) == Some(object)
     })
     .await
 }

@@ -4,7 +4,7 @@
 
 use crate::support::cli::{metascript, stdout_of};
 use crate::support::cluster::Cluster;
-use crate::support::operator::{api_for, apply, get, operator, wait_for};
+use crate::support::operator::{api_for, apply, get, operator, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams};
@@ -107,19 +107,9 @@ async fn operator_metrics() -> &'static metascript::runtime::metrics::Metrics {
 
 /// Waits for an Event in the namespace with this reason whose note contains `text`.
 async fn event(client: &kube::Client, namespace: &str, reason: &str, text: &str) -> String {
-    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace);
-    eventually(&format!("a {reason} Event saying {text:?}"), || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .filter_map(|e| e.note)
-            .find(|note| note.contains(text))
-    })
-    .await
+    let contains = |e: &Event| e.note.as_deref().is_some_and(|note| note.contains(text));
+    let found = wait_for_event(client, Some(namespace), reason, contains).await;
+    found.note.unwrap_or_default()
 }
 
 #[tokio::test]

@@ -174,6 +174,34 @@ pub async fn wait_for_condition(
     condition(&object).expect("the condition just seen")
 }
 
+/// Waits for an Event with `reason` (in `namespace`, or anywhere) that `matches`, and returns it.
+pub async fn wait_for_event(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    reason: &str,
+    matches: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    eventually(&format!("a {reason} Event"), || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason) && matches(e))
+    })
+    .await
+}
+
+/// The name of the object an Event is about.
+pub fn regarding_name(event: &k8s_openapi::api::events::v1::Event) -> Option<&str> {
+    event.regarding.as_ref()?.name.as_deref()
+}
+
 /// Waits until the controller has had nothing to do for two seconds; returns its (writes,
 /// syncs). Polled: "nothing happens" has no event to wait for.
 pub async fn quiet(controller: &ControllerId) -> (u64, u64) {
