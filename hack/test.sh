@@ -19,6 +19,10 @@ fi
 
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
+# tests/e2e/run_local.rs runs hack/run-local.sh on the binaries of this build: the operator and
+# the control-plane example as a program (`cargo test` builds examples only as test harnesses).
+# Same features as the test build, so this links one more binary and compiles nothing else.
+cargo build --bin metascript --example control-plane
 cargo test --all-targets
 # Nothing changed, so a second build compiles nothing (build.rs watches only files that exist).
 bash hack/check-fresh-build.sh

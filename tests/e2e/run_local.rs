@@ -34,8 +34,9 @@ async fn run_local_starts_a_plane_runs_the_operator_and_cleans_up() {
     let mut child = Command::new("bash")
         .arg(format!("{root}/hack/run-local.sh"))
         .args(["--metrics-addr", "none", "--log", "warn"])
-        // The binaries `cargo test --all-targets` built (a cargo build here would unify other
-        // features and rebuild), a lean plane, no kubectl.
+        // The binaries of this build: `hack/test.sh` builds the control-plane example as a
+        // program before the tests (a cargo build from here would wait on the lock `cargo
+        // test` holds). A lean plane, no kubectl.
         .env("METASCRIPT_BIN_DIR", bin_dir)
         .env("METASCRIPT_BUILD_KUBECTL", "0")
         .env("METASCRIPT_PLANE_ARGS", "--lean")
