@@ -61,6 +61,14 @@ impl ScriptSpot {
         }
     }
 
+    /// The place in a script a sync failure is about, when it is about one.
+    pub fn of_sync(error: &crate::plan::SyncError) -> Option<ScriptSpot> {
+        match error {
+            crate::plan::SyncError::Hook(error) => ScriptSpot::of(error),
+            _ => None,
+        }
+    }
+
     /// The place in a script a hook failure is about, when it is about one.
     pub fn of(error: &HookError) -> Option<ScriptSpot> {
         match error {

@@ -7,8 +7,9 @@ use super::cluster::{self, ServedTypes};
 use super::manifests::{self, to_yaml};
 use super::offline::OfflineCluster;
 use super::pass::{self, Pass, Synced, WorkId};
+use super::places::Places;
 use crate::object::{self, ObjectKey};
-use crate::plan::diff::{Action, ObjectChange, changes};
+use crate::plan::diff::{ObjectChange, Summary, changes, describe};
 use crate::resources::{ResourceResolver, ResourceType};
 use crate::store::ObjectStore;
 use anyhow::Context as _;
@@ -82,20 +83,6 @@ struct Entry {
     error: Option<String>,
 }
 
-#[derive(Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Summary {
-    /// Pieces of work synced (targets, parents, map pairs).
-    evaluated: usize,
-    create: usize,
-    update: usize,
-    delete: usize,
-    /// Controller references added or removed.
-    claim: usize,
-    /// Syncs that fail, and controllers that cannot run.
-    errors: usize,
-}
-
 impl Report {
     fn has_changes(&self) -> bool {
         self.entries.iter().any(|entry| !entry.changes.is_empty())
@@ -134,7 +121,9 @@ pub fn run(args: DiffArgs) -> ExitCode {
 }
 
 async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
-    let given = OfflineCluster::from_documents(manifests::load_objects(&args.files)?)?;
+    let documents = manifests::load_objects(&args.files)?;
+    let paths = manifests::paths(&documents);
+    let given = OfflineCluster::from_documents(documents)?;
     if given.controllers.is_empty() {
         anyhow::bail!("no metascript.dev controller in the files given");
     }
@@ -192,7 +181,7 @@ async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
         let (synced, failed) = pass.run(&given.controllers);
         let missing = store.missing.into_inner();
         if missing.is_empty() {
-            return Ok(report(synced, failed, &live.objects));
+            return Ok(report(synced, failed, &live.objects, &paths));
         }
         for resource in missing {
             live.fetch(&client, &served, resource).await?;
@@ -253,8 +242,15 @@ impl ObjectStore for Recording<'_> {
     }
 }
 
-/// Each sync's plan compared with the objects it writes to.
-fn report(synced: Vec<Synced>, failed: Vec<String>, objects: &[Value]) -> Report {
+/// Each sync's plan compared with the objects it writes to; a failure about a line of a script
+/// in the manifest `paths` names its place there.
+fn report(
+    synced: Vec<Synced>,
+    failed: Vec<String>,
+    objects: &[Value],
+    paths: &[PathBuf],
+) -> Report {
+    let mut places = Places::default();
     let by_key: BTreeMap<ObjectKey, &Value> =
         objects.iter().map(|o| (ObjectKey::of(o), o)).collect();
     let mut report = Report {
@@ -266,24 +262,17 @@ fn report(synced: Vec<Synced>, failed: Vec<String>, objects: &[Value]) -> Report
         ..Report::default()
     };
     for Synced { controller, step } in synced {
-        report.summary.evaluated += 1;
         let (changes, error) = match &step.result {
             Ok(plan) => {
                 let subject = by_key.get(&step.object).copied().unwrap_or(&Value::Null);
                 (changes(plan, subject, |key| by_key.get(key).copied()), None)
             }
-            Err(error) => (Vec::new(), Some(error.to_string())),
+            Err(error) => (
+                Vec::new(),
+                Some(places.failure(paths.iter().map(PathBuf::as_path), error)),
+            ),
         };
-        for change in &changes {
-            let count = match change.action {
-                Action::Create => &mut report.summary.create,
-                Action::Update => &mut report.summary.update,
-                Action::Delete => &mut report.summary.delete,
-                Action::Adopt | Action::Release => &mut report.summary.claim,
-            };
-            *count += 1;
-        }
-        report.summary.errors += usize::from(error.is_some());
+        report.summary.add(&changes, error.is_some());
         if changes.is_empty() && error.is_none() {
             continue;
         }
@@ -358,32 +347,7 @@ fn text(report: &Report) -> String {
 }
 
 fn object_change(change: &ObjectChange) -> String {
-    let (sign, word) = match change.action {
-        Action::Create => ('+', "create"),
-        Action::Update => ('~', "change"),
-        Action::Delete => ('-', "delete"),
-        Action::Adopt => ('~', "adopt"),
-        Action::Release => ('~', "release"),
-    };
-    let note = change
-        .note
-        .as_ref()
-        .map(|note| format!(": {note}"))
-        .unwrap_or_default();
-    let mut out = format!("  {sign} {} ({word}){note}\n", change.key);
-    for field in &change.fields {
-        let show = |value: &Option<Value>| {
-            value
-                .as_ref()
-                .map_or_else(|| "(absent)".to_string(), Value::to_string)
-        };
-        out.push_str(&format!(
-            "      {}: {} -> {}\n",
-            field.path,
-            show(&field.before),
-            show(&field.after)
-        ));
-    }
+    let mut out = describe(change);
     if let Some(created) = &change.object {
         out.extend(
             to_yaml(created)
@@ -437,6 +401,7 @@ mod tests {
             ],
             Vec::new(),
             &[target("same"), target("changed"), target("failing")],
+            &[],
         );
         assert_eq!(
             report.summary,
@@ -473,7 +438,12 @@ mod tests {
 
     #[test]
     fn nothing_to_change_says_so() {
-        let report = report(vec![synced("same", Ok(Plan::default()))], Vec::new(), &[]);
+        let report = report(
+            vec![synced("same", Ok(Plan::default()))],
+            Vec::new(),
+            &[],
+            &[],
+        );
         assert!(!report.has_changes());
         assert_eq!(text(&report), "no changes (1 evaluated)\n");
     }

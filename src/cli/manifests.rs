@@ -58,6 +58,17 @@ pub const STDIN: &str = "-";
 /// Loads Kubernetes objects from files and directories (recursively: `*.yaml`, `*.yml`,
 /// `*.json`, skipping `*.test.yaml` harness files), and from standard input for `-`, in a
 /// stable order.
+/// The files the documents came from, each once, in order.
+pub fn paths(documents: &[Document]) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for document in documents {
+        if paths.last() != Some(&document.path) {
+            paths.push(document.path.clone());
+        }
+    }
+    paths
+}
+
 pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Document>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {

@@ -8,6 +8,7 @@ pub(crate) mod harness;
 mod manifests;
 mod offline;
 mod pass;
+mod places;
 mod render;
 mod run;
 mod validate;

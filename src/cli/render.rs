@@ -4,6 +4,7 @@
 use super::manifests::{self, to_yaml};
 use super::offline::OfflineCluster;
 use super::pass::{self, Pass, Synced, WorkId};
+use super::places::Places;
 use crate::plan::{Plan, strip_provenance};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -49,10 +50,13 @@ struct Entry {
 }
 
 pub fn run(args: RenderArgs) -> ExitCode {
+    let mut paths = Vec::new();
     let cluster = match manifests::load_objects(&args.files)
         .map_err(|e| e.to_string())
-        .and_then(|docs| OfflineCluster::from_documents(docs).map_err(|e| e.to_string()))
-    {
+        .and_then(|docs| {
+            paths = manifests::paths(&docs);
+            OfflineCluster::from_documents(docs).map_err(|e| e.to_string())
+        }) {
         Ok(cluster) => cluster,
         Err(message) => {
             eprintln!("error: {message}");
@@ -68,7 +72,7 @@ pub fn run(args: RenderArgs) -> ExitCode {
     for warning in cluster.controllers.iter().flat_map(|c| c.warnings()) {
         eprintln!("warning: {warning}");
     }
-    let (mut entries, errors) = render(&cluster, args.scripts_dir.clone(), args.now);
+    let (mut entries, errors) = render(&cluster, &paths, args.scripts_dir.clone(), args.now);
     if args.no_provenance {
         for entry in &mut entries {
             strip_provenance(&mut entry.plan);
@@ -90,9 +94,10 @@ pub fn run(args: RenderArgs) -> ExitCode {
 }
 
 /// Every controller's sync pass over the cluster, in a stable order: the plans, and the errors
-/// of the syncs that failed (which plan nothing).
+/// of the syncs that failed (which plan nothing), at their places in the manifest `paths`.
 fn render(
     cluster: &OfflineCluster,
+    paths: &[PathBuf],
     scripts_dir: Option<PathBuf>,
     now: Option<jiff::Timestamp>,
 ) -> (Vec<Entry>, Vec<String>) {
@@ -106,12 +111,22 @@ fn render(
     };
     let (synced, mut errors) = pass.run(&cluster.controllers);
     let mut entries = Vec::new();
+    let mut places = Places::default();
     for Synced { controller, step } in synced {
         let subject = step.subject();
         let work = WorkId::of(controller, &step);
         match step.result {
             Ok(plan) => entries.push(Entry { work, plan }),
-            Err(error) => errors.push(format!("{}: {subject}: {error}", work.controller)),
+            Err(error) => {
+                // The place first, where terminals and editors look for it.
+                let what = format!("{}: {subject}: {error}", work.controller);
+                errors.push(
+                    match places.locate(paths.iter().map(PathBuf::as_path), &error) {
+                        Some(place) => format!("{place}: {what}"),
+                        None => what,
+                    },
+                );
+            }
         }
     }
     (entries, errors)

@@ -1,16 +1,14 @@
 //! `metascript validate`: the admission webhook's checks, offline, over manifest files.
 
 use super::manifests;
+use super::places::Places;
 use crate::hooks::{ConfigMapLookup, ScriptsDir};
-use crate::lsp::scripts::{Manifest, Script};
 use crate::object;
 use crate::resources::StaticResolver;
 use crate::script::ScriptEngine;
-use crate::validate::{self, ScriptSpot, Severity};
-use crate::yaml::Position;
+use crate::validate::{self, Severity};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -58,7 +56,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
         None => &config_maps,
     };
     let engine = ScriptEngine::new();
-    let mut files = Files::default();
+    let mut places = Places::default();
     let (mut checked, mut errors, mut warnings) = (0, 0, 0);
     for document in &documents {
         let object = &document.value;
@@ -79,19 +77,12 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             };
             // A script's line is also given as the file's (`FILE:LINE:COLUMN`, which terminals
             // and editors open), with the script's own line in the message.
-            let place = match finding
+            let path = document.path.as_path();
+            let place = finding
                 .script
                 .as_ref()
-                .and_then(|spot| files.position(&document.path, spot))
-            {
-                Some(at) => format!(
-                    "{}:{}:{}",
-                    document.path.display(),
-                    at.line + 1,
-                    at.column + 1
-                ),
-                None => document.path.display().to_string(),
-            };
+                .and_then(|spot| places.find([path], spot))
+                .unwrap_or_else(|| path.display().to_string());
             println!(
                 "{place} (document {}) {}/{}: {severity}: {finding}",
                 document.index,
@@ -109,29 +100,5 @@ pub fn run(args: ValidateArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
-}
-
-/// The manifest files read again for the places of their scripts, each once.
-#[derive(Default)]
-struct Files(HashMap<PathBuf, Option<(Manifest, Vec<Script>)>>);
-
-impl Files {
-    /// Where in `path` the place a finding names in one of its scripts is (0-based).
-    fn position(&mut self, path: &Path, spot: &ScriptSpot) -> Option<Position> {
-        let line = spot.line?;
-        let (manifest, scripts) = self
-            .0
-            .entry(path.to_path_buf())
-            .or_insert_with(|| {
-                let text = std::fs::read_to_string(path).ok()?;
-                let manifest = Manifest::parse(&text).ok()?;
-                let scripts = manifest.scripts();
-                Some((manifest, scripts))
-            })
-            .as_ref()?;
-        let script = manifest.script_of(scripts, &spot.origin)?;
-        let node = manifest.node(script.document, &script.path)?;
-        manifest.index.file_position(node, line, spot.column)
     }
 }

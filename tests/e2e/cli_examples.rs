@@ -709,4 +709,20 @@ spec:
         stdout.contains("1 error(s)") && stdout.contains("no hook ran on your objects"),
         "{stdout}"
     );
+
+    // A hook that fails when it runs is named at its place in the file by render too.
+    let failing = std::fs::read_to_string(&manifests).unwrap().replace(
+        "let d = ;",
+        "let d = request.object.metadata.name.bogus_fn();",
+    );
+    std::fs::write(&manifests, failing).unwrap();
+    let output = metascript(["render", "-f", &path]);
+    assert_eq!(output.status.code(), Some(1), "render must fail");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: {path}:13:48: DecoratorController/pdb: Deployment.apps/v1 shop/web: "
+        )) && stderr.contains("line 1, column 38"),
+        "the file's place first, the script's in the message: {stderr}"
+    );
 }
