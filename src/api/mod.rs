@@ -7,6 +7,7 @@ mod compatibility;
 mod event;
 mod hook;
 mod kind;
+mod rollout;
 mod rules;
 mod status;
 mod test_case;
@@ -21,6 +22,10 @@ pub use hook::{
 pub use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
     KindName, fields, on_delete_by_default, set_hooks,
+};
+pub use rollout::{
+    ABORT_ANNOTATION, CanaryCounts, CanaryStep, DEFAULT_STEP_INTERVAL_SECONDS, HaltedRevision,
+    PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport,
 };
 pub use rules::{ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};

@@ -61,6 +61,70 @@ const BOOKKEEPING: [&str; 3] = [
     SOURCE_ANNOTATION,
 ];
 
+/// How many changes of each kind a set of plans would make, and how many of them failed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Pieces of work synced (targets, parents, map pairs).
+    pub evaluated: usize,
+    pub create: usize,
+    pub update: usize,
+    pub delete: usize,
+    /// Controller references added or removed.
+    pub claim: usize,
+    /// Syncs that fail, and controllers that cannot run.
+    pub errors: usize,
+}
+
+impl Summary {
+    /// Counts one piece of work: the changes its plan makes, or its failure.
+    pub fn add(&mut self, changes: &[ObjectChange], failed: bool) {
+        self.evaluated += 1;
+        self.errors += usize::from(failed);
+        for change in changes {
+            let count = match change.action {
+                Action::Create => &mut self.create,
+                Action::Update => &mut self.update,
+                Action::Delete => &mut self.delete,
+                Action::Adopt | Action::Release => &mut self.claim,
+            };
+            *count += 1;
+        }
+    }
+}
+
+/// One change as `metascript diff` prints it: the object with `+` (create), `~` (update, its
+/// fields below, before and after), `-` (delete), each line indented and ending in a newline.
+pub fn describe(change: &ObjectChange) -> String {
+    let (sign, word) = match change.action {
+        Action::Create => ('+', "create"),
+        Action::Update => ('~', "change"),
+        Action::Delete => ('-', "delete"),
+        Action::Adopt => ('~', "adopt"),
+        Action::Release => ('~', "release"),
+    };
+    let note = change
+        .note
+        .as_ref()
+        .map(|note| format!(": {note}"))
+        .unwrap_or_default();
+    let mut out = format!("  {sign} {} ({word}){note}\n", change.key);
+    for field in &change.fields {
+        let show = |value: &Option<Value>| {
+            value
+                .as_ref()
+                .map_or_else(|| "(absent)".to_string(), Value::to_string)
+        };
+        out.push_str(&format!(
+            "      {}: {} -> {}\n",
+            field.path,
+            show(&field.before),
+            show(&field.after)
+        ));
+    }
+    out
+}
+
 /// The changes carrying out `plan` would make, given the object it is about (`subject`, a
 /// target or parent, as observed) and the observed objects by key. In the order the operator
 /// writes: claims, children applied, children deleted, then the subject itself.

@@ -13,6 +13,7 @@ mod offline;
 mod provenance;
 pub mod related;
 pub mod response;
+pub mod rollout;
 pub mod sanity;
 mod writes;
 

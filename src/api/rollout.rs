@@ -1,0 +1,185 @@
+//! `spec.rollout` and `status.rollout`: how a new revision of a controller (its spec or the
+//! scripts it runs) reaches the objects it acts on, and where that stands.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// On a controller: promotes the candidate revision named by the value (`metascript rollout
+/// promote`), whatever its strategy still waits for.
+pub const PROMOTE_ANNOTATION: &str = "metascript.dev/promote";
+/// On a controller: stops rolling out the candidate revision named by the value (`metascript
+/// rollout abort`); the serving revision keeps serving every object.
+pub const ABORT_ANNOTATION: &str = "metascript.dev/abort";
+
+/// `spec.rollout`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.strategy != 'Canary' || size(self.steps) > 0",
+        "message": "a Canary rollout needs at least one step"
+    },
+    {
+        "rule": "self.strategy == 'Canary' || size(self.steps) == 0",
+        "message": "steps belong to the Canary strategy"
+    }
+]))]
+pub struct Rollout {
+    /// `Immediate` (the default: a new revision serves every object at once), `Shadow` (it is
+    /// evaluated on every object without writing, until promoted) or `Canary` (it serves a
+    /// growing share of the objects, step by step, and rolls back on errors).
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    /// Canary: the shares the new revision serves, in order; after the last one it serves
+    /// everything.
+    #[serde(default)]
+    #[schemars(length(max = 20))]
+    pub steps: Vec<CanaryStep>,
+    /// Canary: the most work items the new revision may be failing on at once; one more rolls
+    /// it back. Default 0.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub max_errors: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum RolloutStrategy {
+    #[default]
+    Immediate,
+    Shadow,
+    Canary,
+}
+
+impl RolloutStrategy {
+    /// Whether a new revision waits before it serves everything.
+    pub fn stages(self) -> bool {
+        self != RolloutStrategy::Immediate
+    }
+}
+
+/// One step of a canary: a share of the work items (`percent` or `count`), chosen by a stable
+/// hash, so a step's items are among the next step's.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.percent) != has(self.count)",
+    "message": "a step needs exactly one of percent or count"
+}]))]
+pub struct CanaryStep {
+    /// The share of the work items, 1 to 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub percent: Option<u32>,
+    /// The number of work items (of those the controller has when the step starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub count: Option<u32>,
+    /// How long the step runs before the next one starts; default 60.
+    #[serde(
+        default = "default_interval",
+        skip_serializing_if = "is_default_interval"
+    )]
+    #[schemars(range(min = 0))]
+    pub interval_seconds: u32,
+}
+
+pub const DEFAULT_STEP_INTERVAL_SECONDS: u32 = 60;
+
+fn default_interval() -> u32 {
+    DEFAULT_STEP_INTERVAL_SECONDS
+}
+
+fn is_default_interval(seconds: &u32) -> bool {
+    *seconds == DEFAULT_STEP_INTERVAL_SECONDS
+}
+
+/// `status.rollout`: the revision serving, and the one being rolled out.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    pub strategy: RolloutStrategy,
+    /// The revision serving every object outside the canary's share.
+    pub serving: String,
+    /// The revision being rolled out, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<String>,
+    /// Canary: the step running (from 0) and when it started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<String>,
+    /// Canary: the work items the candidate serves now, and how many of them are failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryCounts>,
+    /// Shadow: what the candidate would do, evaluated on every object without writing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowReport>,
+    /// The last revision that was rolled back or aborted, and why: it does not serve until it
+    /// is promoted or the controller changes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<HaltedRevision>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryCounts {
+    #[schemars(with = "i64")]
+    pub serving: u64,
+    #[schemars(with = "i64")]
+    pub failing: u64,
+}
+
+/// What a shadow evaluation found, in `metascript diff`'s terms.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowReport {
+    /// When the evaluation ended (RFC 3339).
+    pub evaluated_at: String,
+    /// The work items evaluated.
+    #[schemars(with = "i64")]
+    pub evaluated: u64,
+    /// Objects the candidate would create, change, delete, and adopt or release.
+    #[schemars(with = "i64")]
+    pub would_create: u64,
+    #[schemars(with = "i64")]
+    pub would_update: u64,
+    #[schemars(with = "i64")]
+    pub would_delete: u64,
+    #[serde(default)]
+    #[schemars(with = "i64")]
+    pub would_claim: u64,
+    /// Work items whose hooks failed.
+    #[schemars(with = "i64")]
+    pub errors: u64,
+    /// A few of the changes and errors, as `metascript diff` prints them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HaltedRevision {
+    pub revision: String,
+    /// `RolledBack` (its errors passed `maxErrors`) or `Aborted` (asked to stop).
+    pub reason: String,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_defaults_to_a_minute_and_the_strategy_to_immediate() {
+        let rollout: Rollout =
+            serde_json::from_value(serde_json::json!({"steps": [{"percent": 10}]})).unwrap();
+        assert_eq!(rollout.strategy, RolloutStrategy::Immediate);
+        assert_eq!(rollout.steps[0].interval_seconds, 60);
+        assert!(!rollout.strategy.stages());
+        assert!(RolloutStrategy::Canary.stages() && RolloutStrategy::Shadow.stages());
+        assert_eq!(
+            serde_json::to_value(&rollout.steps[0]).unwrap(),
+            serde_json::json!({"percent": 10})
+        );
+    }
+}

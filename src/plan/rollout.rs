@@ -1,0 +1,245 @@
+//! Staged rollouts of a controller revision, the pure part: what a revision is, which work
+//! items a canary step hands the candidate, and when a step ends, the next starts or the
+//! candidate is rolled back. The operator (`crate::runtime::rollout`) keeps the state and acts.
+
+use crate::api::{CanaryStep, Rollout};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Hex digits of a revision name: short enough to type in `metascript rollout promote`.
+const REVISION_DIGITS: usize = 10;
+
+/// A controller revision: a digest of its spec (less `rollout`, which says how revisions move,
+/// not what one does) and of every hook's digest (which covers scripts kept in ConfigMaps and
+/// the libraries they load). Two loads of the same revision give the same name, on any replica.
+pub fn revision(spec: &Value, hook_digests: &BTreeMap<String, String>) -> String {
+    let mut spec = spec.clone();
+    if let Some(fields) = spec.as_object_mut() {
+        fields.remove("rollout");
+    }
+    let text = serde_json::to_string(&(&spec, hook_digests)).expect("JSON values serialize");
+    hex::encode(Sha256::digest(text.as_bytes()))[..REVISION_DIGITS].to_string()
+}
+
+/// Where a work item falls on the canary's scale: a stable hash of what it is about (a target,
+/// a parent, a map input's group), the same in every replica and every run.
+pub fn position(unit: &str) -> u64 {
+    let digest = Sha256::digest(unit.as_bytes());
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes of a sha256"))
+}
+
+/// The work items a candidate revision serves: those whose [`position`] is below a bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Nothing,
+    Below(u64),
+    Everything,
+}
+
+impl Share {
+    pub fn serves(self, unit: &str) -> bool {
+        match self {
+            Share::Nothing => false,
+            Share::Below(bound) => position(unit) < bound,
+            Share::Everything => true,
+        }
+    }
+
+    /// The share a step gives the candidate. `positions` are those of the work items the
+    /// controller has now; a `count` step takes that many of the lowest, so that (as with
+    /// `percent`) each step's items are among the next's.
+    pub fn of_step(step: &CanaryStep, positions: impl IntoIterator<Item = u64>) -> Share {
+        if let Some(count) = step.count {
+            let mut positions: Vec<u64> = positions.into_iter().collect();
+            positions.sort_unstable();
+            return match positions.get(count as usize) {
+                None => Share::Everything,
+                Some(_) if count == 0 => Share::Nothing,
+                Some(&first_left_out) => Share::Below(first_left_out),
+            };
+        }
+        match step.percent.unwrap_or(0).min(100) {
+            0 => Share::Nothing,
+            100 => Share::Everything,
+            percent => Share::Below(((u128::from(percent) << 64) / 100) as u64),
+        }
+    }
+}
+
+/// What a canary does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CanaryNext {
+    /// The step goes on for this long (at most), unless errors pass `maxErrors` first.
+    Wait(Duration),
+    /// The step with this index starts.
+    Step(usize),
+    /// The last step ran its course: the candidate serves everything.
+    Promote,
+    /// Too many of the candidate's work items fail: why.
+    RollBack(String),
+}
+
+/// The canary's next move, `running` into step `step` with `failing` of the candidate's work
+/// items failing now. Errors are judged first: a step never ends while it is over budget.
+pub fn canary_next(rollout: &Rollout, step: usize, running: Duration, failing: u64) -> CanaryNext {
+    if failing > u64::from(rollout.max_errors) {
+        return CanaryNext::RollBack(format!(
+            "{failing} work item{} failing under the candidate revision, more than maxErrors \
+             ({}) allows",
+            if failing == 1 { " is" } else { "s are" },
+            rollout.max_errors
+        ));
+    }
+    let Some(current) = rollout.steps.get(step) else {
+        return CanaryNext::Promote;
+    };
+    let interval = Duration::from_secs(current.interval_seconds.into());
+    if running < interval {
+        return CanaryNext::Wait(interval - running);
+    }
+    if step + 1 < rollout.steps.len() {
+        CanaryNext::Step(step + 1)
+    } else {
+        CanaryNext::Promote
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RolloutStrategy;
+    use serde_json::json;
+
+    fn digests(sync: &str) -> BTreeMap<String, String> {
+        [("sync".to_string(), sync.to_string())].into()
+    }
+
+    #[test]
+    fn a_revision_changes_with_the_spec_or_a_script_but_not_with_the_rollout() {
+        let spec = json!({"resources": [{"apiVersion": "v1", "resource": "configmaps"}]});
+        let first = revision(&spec, &digests("aaa"));
+        assert_eq!(first.len(), REVISION_DIGITS);
+        assert_eq!(first, revision(&spec, &digests("aaa")), "stable");
+        assert_ne!(first, revision(&spec, &digests("bbb")), "a script edit");
+        let other = json!({"resources": [{"apiVersion": "v1", "resource": "secrets"}]});
+        assert_ne!(first, revision(&other, &digests("aaa")), "a spec edit");
+        let mut staged = spec.clone();
+        staged["rollout"] = json!({"strategy": "Canary", "steps": [{"percent": 10}]});
+        assert_eq!(
+            first,
+            revision(&staged, &digests("aaa")),
+            "rollout settings"
+        );
+    }
+
+    fn units(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("ConfigMap.v1 ns/target-{i}"))
+            .collect()
+    }
+
+    fn served(share: Share, units: &[String]) -> Vec<String> {
+        units
+            .iter()
+            .filter(|unit| share.serves(unit))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_percent_step_serves_about_that_share_and_grows_into_the_next() {
+        let all = units(2000);
+        let step = |percent| CanaryStep {
+            percent: Some(percent),
+            ..CanaryStep::default()
+        };
+        let ten = served(Share::of_step(&step(10), []), &all);
+        let fifty = served(Share::of_step(&step(50), []), &all);
+        assert!((150..250).contains(&ten.len()), "{} of 2000", ten.len());
+        assert!(
+            (900..1100).contains(&fifty.len()),
+            "{} of 2000",
+            fifty.len()
+        );
+        assert!(
+            ten.iter().all(|unit| fifty.contains(unit)),
+            "10% within 50%"
+        );
+        assert_eq!(Share::of_step(&step(100), []), Share::Everything);
+        assert_eq!(served(Share::of_step(&step(100), []), &all).len(), 2000);
+    }
+
+    #[test]
+    fn a_count_step_serves_exactly_that_many_of_the_items_there_are() {
+        let all = units(200);
+        let positions = || all.iter().map(|unit| position(unit));
+        let step = |count| CanaryStep {
+            count: Some(count),
+            ..CanaryStep::default()
+        };
+        let five = served(Share::of_step(&step(5), positions()), &all);
+        let twenty = served(Share::of_step(&step(20), positions()), &all);
+        assert_eq!(five.len(), 5);
+        assert_eq!(twenty.len(), 20);
+        assert!(five.iter().all(|unit| twenty.contains(unit)));
+        assert_eq!(Share::of_step(&step(200), positions()), Share::Everything);
+        assert_eq!(Share::of_step(&step(500), positions()), Share::Everything);
+    }
+
+    fn canary(max_errors: u32) -> Rollout {
+        Rollout {
+            strategy: RolloutStrategy::Canary,
+            steps: vec![
+                CanaryStep {
+                    percent: Some(10),
+                    count: None,
+                    interval_seconds: 30,
+                },
+                CanaryStep {
+                    percent: Some(50),
+                    count: None,
+                    interval_seconds: 0,
+                },
+            ],
+            max_errors,
+        }
+    }
+
+    #[test]
+    fn a_step_waits_out_its_interval_then_the_next_starts_and_the_last_promotes() {
+        let rollout = canary(0);
+        assert_eq!(
+            canary_next(&rollout, 0, Duration::from_secs(10), 0),
+            CanaryNext::Wait(Duration::from_secs(20))
+        );
+        assert_eq!(
+            canary_next(&rollout, 0, Duration::from_secs(30), 0),
+            CanaryNext::Step(1)
+        );
+        assert_eq!(
+            canary_next(&rollout, 1, Duration::ZERO, 0),
+            CanaryNext::Promote
+        );
+        assert_eq!(
+            canary_next(&rollout, 7, Duration::ZERO, 0),
+            CanaryNext::Promote
+        );
+    }
+
+    #[test]
+    fn errors_beyond_the_budget_roll_back_even_when_the_step_is_over() {
+        let next = canary_next(&canary(0), 0, Duration::from_secs(60), 1);
+        let CanaryNext::RollBack(why) = next else {
+            panic!("{next:?}");
+        };
+        assert!(why.contains("1 work item is failing"), "{why}");
+        assert!(why.contains("maxErrors (0)"), "{why}");
+        assert_eq!(
+            canary_next(&canary(2), 0, Duration::from_secs(60), 2),
+            CanaryNext::Step(1),
+            "within the budget"
+        );
+    }
+}
