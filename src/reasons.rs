@@ -41,6 +41,23 @@ pub const FORBIDDEN: &str = "Forbidden";
 /// A write failed otherwise.
 pub const APPLY_FAILED: &str = "ApplyFailed";
 
+// Rolling out a revision (`spec.rollout`): Events on the controller, its `Rollout` condition.
+/// A new revision became the candidate beside the serving one.
+pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+/// A canary's next step started: the candidate serves a larger share.
+pub const CANARY_STEP: &str = "CanaryStep";
+/// The candidate serves every object now (its last step ended, or it was promoted).
+pub const PROMOTED: &str = "Promoted";
+/// The candidate failed on more work items than `maxErrors` allows: the serving revision serves
+/// them again.
+pub const ROLLED_BACK: &str = "RolledBack";
+/// The candidate was aborted (`metascript.dev/abort`).
+pub const ABORTED: &str = "Aborted";
+/// Condition: a shadow candidate is evaluated without writing.
+pub const SHADOWING: &str = "Shadowing";
+/// Condition: a canary candidate serves a share of the work items.
+pub const CANARY_IN_PROGRESS: &str = "CanaryInProgress";
+
 // Metacontroller's names, for controllers that keep them (`spec.compatibility`).
 /// Any sync that failed, under `eventReasons: Metacontroller`.
 pub const METACONTROLLER_SYNC_ERROR: &str = "SyncError";
@@ -64,6 +81,13 @@ pub const ALL: &[&str] = &[
     SYNC_FAILED,
     FORBIDDEN,
     APPLY_FAILED,
+    ROLLOUT_STARTED,
+    CANARY_STEP,
+    PROMOTED,
+    ROLLED_BACK,
+    ABORTED,
+    SHADOWING,
+    CANARY_IN_PROGRESS,
     METACONTROLLER_SYNC_ERROR,
 ];
 

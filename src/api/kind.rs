@@ -4,7 +4,8 @@
 //! a kind.
 
 use super::{
-    Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, ServiceAccountRef,
+    Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, Rollout,
+    ServiceAccountRef,
 };
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -292,6 +293,8 @@ pub struct ControllerSpec {
     pub endpoint_configs: Vec<EndpointConfig>,
     /// `spec.compatibility`, or its defaults.
     pub compatibility: Compatibility,
+    /// `spec.rollout`, or its defaults (`Immediate`).
+    pub rollout: Rollout,
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
@@ -364,6 +367,7 @@ pub struct CommonSpec<'a> {
     pub on_delete_by_default: Vec<String>,
     pub endpoint_configs: &'a [EndpointConfig],
     pub compatibility: Option<&'a Compatibility>,
+    pub rollout: Option<&'a Rollout>,
 }
 
 impl CommonSpec<'_> {
@@ -398,6 +402,7 @@ impl CommonSpec<'_> {
             on_delete_by_default: self.on_delete_by_default,
             endpoint_configs: self.endpoint_configs.to_vec(),
             compatibility: self.compatibility.cloned().unwrap_or_default(),
+            rollout: self.rollout.cloned().unwrap_or_default(),
         }
     }
 }

@@ -97,15 +97,17 @@ fn is_default_interval(seconds: &u32) -> bool {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
+    /// The strategy of the newest revision's `spec.rollout`.
     pub strategy: RolloutStrategy,
     /// The revision serving every object outside the canary's share.
     pub serving: String,
     /// The revision being rolled out, when one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<String>,
-    /// Canary: the step running (from 0) and when it started (RFC 3339).
+    /// Canary: the step running (from 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
+    /// Canary: when the step started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_started_at: Option<String>,
     /// Canary: the work items the candidate serves now, and how many of them are failing.
@@ -123,8 +125,10 @@ pub struct RolloutStatus {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct CanaryCounts {
+    /// The work items the candidate revision serves.
     #[schemars(with = "i64")]
     pub serving: u64,
+    /// Of those, how many failed on their last sync.
     #[schemars(with = "i64")]
     pub failing: u64,
 }
@@ -138,13 +142,17 @@ pub struct ShadowReport {
     /// The work items evaluated.
     #[schemars(with = "i64")]
     pub evaluated: u64,
-    /// Objects the candidate would create, change, delete, and adopt or release.
+    /// Objects the candidate would create.
     #[schemars(with = "i64")]
     pub would_create: u64,
+    /// Objects it would change (children, outputs, and targets' or parents' labels, status
+    /// and finalizers).
     #[schemars(with = "i64")]
     pub would_update: u64,
+    /// Objects it would delete.
     #[schemars(with = "i64")]
     pub would_delete: u64,
+    /// Objects it would adopt or release.
     #[serde(default)]
     #[schemars(with = "i64")]
     pub would_claim: u64,
@@ -159,9 +167,11 @@ pub struct ShadowReport {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct HaltedRevision {
+    /// The revision held back.
     pub revision: String,
     /// `RolledBack` (its errors passed `maxErrors`) or `Aborted` (asked to stop).
     pub reason: String,
+    /// Why, for people.
     pub message: String,
 }
 

@@ -31,6 +31,9 @@ pub struct ControllerStatus {
     /// The script each hook runs, by hook name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scripts: BTreeMap<String, ScriptStatus>,
+    /// With a staged `spec.rollout`: the revision serving and the one being rolled out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::RolloutStatus>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

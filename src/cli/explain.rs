@@ -6,7 +6,7 @@ use super::cluster::{self, ServedTypes, api, value};
 use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
 use super::pass;
-use crate::api::{SYNC_REQUESTED_ANNOTATION, ScriptStatus};
+use crate::api::{RolloutStatus, SYNC_REQUESTED_ANNOTATION, ScriptStatus};
 use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
 use crate::plan::{Offline, PROVENANCE_ANNOTATION, Planner, SOURCE_ANNOTATION};
@@ -161,11 +161,23 @@ async fn written_by(
         None => None,
     };
     let reported = reported_digest(snapshot, controller, hook);
-    out.push_str(&script_now(
-        script,
-        in_cluster.as_deref(),
-        reported.as_ref(),
-    ));
+    let rollout = snapshot
+        .controller(controller)
+        .and_then(|named| named.controller.status())
+        .and_then(|status| status.rollout.as_ref());
+    match rollout.filter(|rollout| rollout.candidate.is_some()) {
+        Some(rollout) => out.push_str(&revision_now(
+            script,
+            in_cluster.as_deref(),
+            reported.as_ref(),
+            rollout,
+        )),
+        None => out.push_str(&script_now(
+            script,
+            in_cluster.as_deref(),
+            reported.as_ref(),
+        )),
+    }
     if let Some(source) = annotation(SOURCE_ANNOTATION)
         && let Some((uid, version)) = source.split_once('@')
     {
@@ -277,6 +289,43 @@ fn script_now(wrote: &str, in_cluster: Option<&str>, reported: Option<&ScriptSta
             short(&running.digest)
         ),
         (None, None) => "  the controller has no such hook now\n".to_string(),
+    }
+}
+
+/// During a staged rollout, which revision wrote the object: the serving one (whose scripts
+/// the status reports) or the candidate (whose scripts the cluster holds now). A canary's
+/// candidate writes only the objects of its share; a shadow writes none.
+fn revision_now(
+    wrote: &str,
+    in_cluster: Option<&str>,
+    reported: Option<&ScriptStatus>,
+    rollout: &RolloutStatus,
+) -> String {
+    let candidate = rollout.candidate.as_deref().unwrap_or_default();
+    let by_serving = reported.is_some_and(|running| running.digest.starts_with(wrote));
+    let by_candidate = in_cluster.is_some_and(|now| now.starts_with(wrote));
+    let strategy = rollout.strategy;
+    match (by_serving, by_candidate) {
+        (true, true) => format!(
+            "  both revision {} (serving) and candidate revision {candidate} ({strategy:?}) run \
+             this script\n",
+            rollout.serving
+        ),
+        (true, false) => format!(
+            "  that is serving revision {}'s script: candidate revision {candidate} \
+             ({strategy:?}) has not written this object\n",
+            rollout.serving
+        ),
+        (false, true) => format!(
+            "  that is candidate revision {candidate}'s script ({strategy:?}): it serves this \
+             object; revision {} serves the rest\n",
+            rollout.serving
+        ),
+        (false, false) => format!(
+            "  neither serving revision {} nor candidate revision {candidate} ({strategy:?}) runs \
+             this script now; this object has not been written since\n",
+            rollout.serving
+        ),
     }
 }
 
@@ -549,5 +598,46 @@ mod tests {
             script_now("aaaa0000", None, None),
             "  the controller has no such hook now\n"
         );
+    }
+    #[test]
+    fn during_a_rollout_the_revision_that_wrote_an_object_is_named() {
+        let serving = ScriptStatus {
+            digest: "aaaa000000000000".into(),
+            ..ScriptStatus::default()
+        };
+        let rollout = RolloutStatus {
+            strategy: crate::api::RolloutStrategy::Canary,
+            serving: "rev-serving".into(),
+            candidate: Some("rev-new".into()),
+            ..RolloutStatus::default()
+        };
+        let by_candidate = revision_now(
+            "bbbb0000",
+            Some("bbbb000000000000"),
+            Some(&serving),
+            &rollout,
+        );
+        assert!(
+            by_candidate
+                .contains("candidate revision rev-new's script (Canary): it serves this object"),
+            "{by_candidate}"
+        );
+        let by_serving = revision_now(
+            "aaaa0000",
+            Some("bbbb000000000000"),
+            Some(&serving),
+            &rollout,
+        );
+        assert!(
+            by_serving.contains("serving revision rev-serving's script"),
+            "{by_serving}"
+        );
+        let neither = revision_now(
+            "cccc0000",
+            Some("bbbb000000000000"),
+            Some(&serving),
+            &rollout,
+        );
+        assert!(neither.contains("neither"), "{neither}");
     }
 }

@@ -10,6 +10,7 @@ mod offline;
 mod pass;
 mod places;
 mod render;
+mod rollout;
 mod run;
 mod validate;
 
@@ -43,6 +44,9 @@ pub enum Command {
     /// created, changed (field by field) and deleted, labels, annotations and status of its
     /// targets and parents, hook errors. Reads the cluster, writes nothing.
     Diff(diff::DiffArgs),
+    /// A controller's staged rollout (`spec.rollout`): `status` shows where it stands,
+    /// `promote` serves the candidate revision everywhere, `abort` stops it.
+    Rollout(rollout::RolloutArgs),
     /// Explain an object in a cluster: which controller manages it, from which script revision
     /// and which version of what, its recent failures, and what its hook would answer now.
     Explain(explain::ExplainArgs),
@@ -107,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Rollout(args) => rollout::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Lsp { log } => {
             run::init_logging(&log, false);

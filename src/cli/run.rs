@@ -204,6 +204,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         script_memory: usize::try_from(args.script_memory).unwrap_or(usize::MAX),
         max_children: args.max_children,
         controller_share: args.controller_share,
+        namespace: own_namespace(),
         metrics,
         ready,
     };
@@ -310,7 +311,8 @@ fn parse_share(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The namespace the operator runs in, for its Lease.
+/// The namespace the operator runs in, for its Lease and the snapshots of revisions its staged
+/// rollouts serve.
 fn own_namespace() -> String {
     const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
     std::env::var("POD_NAMESPACE")
@@ -318,7 +320,7 @@ fn own_namespace() -> String {
         .or_else(|| std::fs::read_to_string(SERVICE_ACCOUNT).ok())
         .map(|namespace| namespace.trim().to_string())
         .filter(|namespace| !namespace.is_empty())
-        .unwrap_or_else(|| "metascript-system".into())
+        .unwrap_or_else(|| crate::runtime::DEFAULT_NAMESPACE.into())
 }
 
 /// This replica's name in the election: the pod (or host) name and the process, so two

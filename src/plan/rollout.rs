@@ -2,7 +2,7 @@
 //! items a canary step hands the candidate, and when a step ends, the next starts or the
 //! candidate is rolled back. The operator (`crate::runtime::rollout`) keeps the state and acts.
 
-use crate::api::{CanaryStep, Rollout};
+use crate::api::{CanaryStep, HaltedRevision, Rollout, RolloutStrategy};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -67,6 +67,67 @@ impl Share {
         }
     }
 }
+
+/// What loading the newest revision of a controller does with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// It serves every work item.
+    Serve,
+    /// It becomes the candidate beside the serving revision.
+    Stage,
+    /// It does not run: the serving revision keeps serving everything.
+    Hold(HaltedRevision),
+}
+
+/// Where things stand when a controller's newest revision is loaded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Revisions<'a> {
+    pub newest: &'a str,
+    /// The revision serving now, if one is known (none: the controller's first).
+    pub serving: Option<&'a str>,
+    /// The last revision rolled back or aborted.
+    pub halted: Option<&'a HaltedRevision>,
+    /// The controller's `metascript.dev/promote` and `metascript.dev/abort` annotations.
+    pub promote: Option<&'a str>,
+    pub abort: Option<&'a str>,
+    /// A revision the operator itself decided to promote (its canary's last step ended).
+    pub promoting: Option<&'a str>,
+}
+
+/// Whether the newest revision serves, is staged, or is held back. A controller's first revision
+/// serves at once (there is nothing to compare it with); so does any revision under
+/// `Immediate`, one asked for by name in `metascript.dev/promote`, and one that is already
+/// serving. An abort or a rollback of exactly this revision holds it until it is promoted or
+/// the controller changes again.
+pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
+    let newest = Some(revisions.newest);
+    let promoted = revisions.promote == newest || revisions.promoting == newest;
+    if !strategy.stages() || revisions.serving.is_none() || revisions.serving == newest || promoted
+    {
+        return Placement::Serve;
+    }
+    if revisions.abort == newest {
+        return Placement::Hold(HaltedRevision {
+            revision: revisions.newest.to_string(),
+            reason: ABORTED.to_string(),
+            message: format!(
+                "revision {} was aborted by the {} annotation; the serving revision serves every \
+                 object",
+                revisions.newest,
+                crate::api::ABORT_ANNOTATION
+            ),
+        });
+    }
+    match revisions.halted {
+        Some(halted) if halted.revision == revisions.newest => Placement::Hold(halted.clone()),
+        _ => Placement::Stage,
+    }
+}
+
+/// `status.rollout.halted.reason` of a revision asked to stop.
+pub const ABORTED: &str = crate::reasons::ABORTED;
+/// `status.rollout.halted.reason` of a canary whose errors passed `maxErrors`.
+pub const ROLLED_BACK: &str = crate::reasons::ROLLED_BACK;
 
 /// What a canary does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,5 +302,91 @@ mod tests {
             CanaryNext::Step(1),
             "within the budget"
         );
+    }
+
+    #[test]
+    fn the_newest_revision_serves_stages_or_is_held() {
+        let canary = RolloutStrategy::Canary;
+        let at = |serving| Revisions {
+            newest: "new",
+            serving,
+            ..Revisions::default()
+        };
+        assert_eq!(
+            place(canary, at(None)),
+            Placement::Serve,
+            "a first revision"
+        );
+        assert_eq!(
+            place(canary, at(Some("new"))),
+            Placement::Serve,
+            "already serving"
+        );
+        assert_eq!(place(canary, at(Some("old"))), Placement::Stage);
+        assert_eq!(
+            place(RolloutStrategy::Immediate, at(Some("old"))),
+            Placement::Serve
+        );
+        assert_eq!(
+            place(RolloutStrategy::Shadow, at(Some("old"))),
+            Placement::Stage
+        );
+        let promoted = Revisions {
+            promote: Some("new"),
+            ..at(Some("old"))
+        };
+        assert_eq!(place(canary, promoted), Placement::Serve);
+        let stale_promotion = Revisions {
+            promote: Some("older"),
+            ..at(Some("old"))
+        };
+        assert_eq!(place(canary, stale_promotion), Placement::Stage);
+        let last_step = Revisions {
+            promoting: Some("new"),
+            ..at(Some("old"))
+        };
+        assert_eq!(place(canary, last_step), Placement::Serve);
+    }
+
+    #[test]
+    fn an_aborted_or_rolled_back_revision_is_held_until_promoted_or_replaced() {
+        let canary = RolloutStrategy::Canary;
+        let aborted = Revisions {
+            newest: "new",
+            serving: Some("old"),
+            abort: Some("new"),
+            ..Revisions::default()
+        };
+        let Placement::Hold(halted) = place(canary, aborted) else {
+            panic!("held");
+        };
+        assert_eq!(halted.reason, ABORTED);
+        assert!(
+            halted.message.contains("metascript.dev/abort"),
+            "{}",
+            halted.message
+        );
+        let rolled_back = HaltedRevision {
+            revision: "new".into(),
+            reason: ROLLED_BACK.into(),
+            message: "3 work items are failing".into(),
+        };
+        let held = Revisions {
+            newest: "new",
+            serving: Some("old"),
+            halted: Some(&rolled_back),
+            ..Revisions::default()
+        };
+        assert_eq!(place(canary, held), Placement::Hold(rolled_back.clone()));
+        let next_edit = Revisions {
+            newest: "newer",
+            ..held
+        };
+        assert_eq!(place(canary, next_edit), Placement::Stage);
+        let forced = Revisions {
+            promote: Some("new"),
+            ..held
+        };
+        assert_eq!(place(canary, forced), Placement::Serve);
     }
 }

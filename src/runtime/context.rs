@@ -34,6 +34,9 @@ use std::time::Duration;
 /// Credentials rotate rarely, and each poll is a read per Secret per controller that names one.
 pub const DEFAULT_CREDENTIALS_POLL_INTERVAL: Duration = Duration::from_secs(30);
 
+/// The operator's namespace when it runs outside a pod and none is given.
+pub const DEFAULT_NAMESPACE: &str = "metascript-system";
+
 /// One controller may hold half the workers while another has work waiting.
 pub const DEFAULT_CONTROLLER_SHARE: f64 = 0.5;
 
@@ -70,6 +73,9 @@ pub struct OperatorConfig {
     pub max_children: usize,
     /// The share of the workers one controller may hold while another has work waiting.
     pub controller_share: f64,
+    /// The namespace the operator runs in: where it keeps the snapshots of the revisions its
+    /// staged rollouts serve (`apps/v1` ControllerRevisions).
+    pub namespace: String,
     /// Where the operator counts (shared, so an endpoint can serve them before it starts).
     pub metrics: Metrics,
     /// Set once every controller that existed at start has been loaded (or found unloadable):
@@ -92,6 +98,7 @@ impl Default for OperatorConfig {
             script_memory: crate::script::memory::DEFAULT_SCRIPT_MEMORY,
             max_children: crate::script::DEFAULT_MAX_CHILDREN,
             controller_share: DEFAULT_CONTROLLER_SHARE,
+            namespace: DEFAULT_NAMESPACE.to_string(),
             metrics: Metrics::default(),
             ready: Arc::default(),
         }
@@ -329,6 +336,12 @@ impl Context {
         note: &str,
     ) {
         self.publish(EventType::Warning, about, related, reason, action, note)
+            .await;
+    }
+
+    /// Publishes a Normal Event about an object (a leader only).
+    pub async fn note(&self, about: &Value, reason: &str, action: &str, note: &str) {
+        self.publish(EventType::Normal, about, None, reason, action, note)
             .await;
     }
 

@@ -90,6 +90,12 @@ pub struct Group {
     pub key: String,
 }
 
+impl fmt::Display for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, key {}", self.parent, self.key)
+    }
+}
+
 /// What a work item does for its controller. Kinds choose which of these their work is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Work {
@@ -109,7 +115,7 @@ impl fmt::Display for Work {
             Work::Load => f.write_str("load"),
             Work::Object(object) => write!(f, "{object}"),
             Work::Pair { parent, input } => write!(f, "{parent}, input {input}"),
-            Work::Group(group) => write!(f, "{}, key {}", group.parent, group.key),
+            Work::Group(group) => group.fmt(f),
         }
     }
 }

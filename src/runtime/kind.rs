@@ -9,8 +9,9 @@ use super::credentials::CredentialWatch;
 use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
+use super::rollout::CandidateShare;
 use super::status::{Health, SyncOutcomes};
-use crate::api::{ControllerObject, EventReasons, KindName};
+use crate::api::{ControllerObject, EventReasons, KindName, Rollout};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
 use crate::reads::ReadPolicy;
@@ -29,8 +30,9 @@ pub trait Kind: Sized + Send + Sync + 'static {
     type Planner: Planner + Clone;
     /// What a controller remembers across reloads (indexes, bindings).
     type State: Default + Send + Sync + 'static;
-    /// What the status counts are kept by: a target, a (parent, map key) group.
-    type OutcomeKey: Clone + Eq + Hash + Send + Sync + 'static;
+    /// What the status counts are kept by: a target, a (parent, map key) group. Its text is
+    /// what a canary rollout picks its share by.
+    type OutcomeKey: Clone + Eq + Hash + std::fmt::Display + Send + Sync + 'static;
 
     /// Builds the planner; every type the spec names has been resolved already.
     fn build(
@@ -65,6 +67,11 @@ pub trait Kind: Sized + Send + Sync + 'static {
     /// Queues the work one watch event causes (of a type `interest` named, or any type).
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent);
 
+    /// What a work item is about, as its outcome is kept: the unit a canary rollout serves
+    /// from one revision or the other. `None`: work either revision may do (the serving one
+    /// does it), such as a map parent's fan-out to its pairs.
+    fn rollout_unit(work: &Work) -> Option<Self::OutcomeKey>;
+
     /// Runs one work item (never `Work::Load`).
     fn sync(
         context: &Arc<Context>,
@@ -95,6 +102,16 @@ pub struct Interest {
 /// One loaded controller: the version running and what it remembers.
 pub struct Controller<K: Kind> {
     pub id: ControllerId,
+    /// The controller object this version was loaded from (for a revision restored from its
+    /// snapshot, as it was then).
+    pub object: Arc<Value>,
+    /// Its revision ([`crate::plan::rollout::revision`]): what it runs, apart from how it
+    /// rolls out.
+    pub revision: String,
+    /// Its `spec.rollout`.
+    pub rollout: Rollout,
+    /// Set on a candidate revision: the share of work items it serves, which is all it queues.
+    pub share: Option<Arc<CandidateShare>>,
     /// The controller object, as Events about its targets name it.
     pub reference: ObjectReference,
     pub generation: Option<i64>,
@@ -148,8 +165,14 @@ impl<K: Kind> Controller<K> {
         context.scope(declared, self.reads.as_ref())
     }
 
-    /// Queues one work item of this controller.
+    /// Queues one work item of this controller (of a candidate revision, only one of its
+    /// share).
     pub fn enqueue(&self, context: &Context, work: Work) {
+        if let Some(share) = &self.share
+            && !K::rollout_unit(&work).is_some_and(|unit| share.serves(&unit.to_string()))
+        {
+            return;
+        }
         context.queue.add(WorkKey::new(&self.id, work));
     }
 }

@@ -40,14 +40,16 @@ pub struct Prepared {
 }
 
 /// Resolves and watches every type a controller names, then compiles its hooks, with the
-/// webhook `credentials` its account read. When the new hooks do not load but `previous` hooks
-/// exist, those keep running and are marked stale.
+/// webhook `credentials` its account read; scripts come from `pinned` when given (a revision's
+/// snapshot), else from the ConfigMaps (or the dev loop's files). When the new hooks do not
+/// load but `previous` hooks exist, those keep running and are marked stale.
 pub async fn prepare(
     context: &Context,
     name: &str,
     spec: &ControllerSpec,
     previous: Option<Arc<ControllerHooks>>,
     credentials: &CredentialValues,
+    pinned: Option<&(dyn ConfigMapLookup + Sync)>,
 ) -> Result<Prepared, Health> {
     let fail = |reason: &str, message: String| {
         Health::failed(spec.generation, Problem::new(reason, message))
@@ -102,15 +104,16 @@ pub async fn prepare(
         config_maps: &context.config_map_type,
     };
     let local;
-    let lookup: &dyn ConfigMapLookup = match &context.config.scripts_dir {
-        Some(dir) => {
+    let lookup: &dyn ConfigMapLookup = match (pinned, &context.config.scripts_dir) {
+        (Some(pinned), _) => pinned,
+        (None, Some(dir)) => {
             local = ScriptsDir {
                 dir: dir.clone(),
                 fallback: &cached,
             };
             &local
         }
-        None => &cached,
+        (None, None) => &cached,
     };
     let lookup = WithCredentials {
         credentials,

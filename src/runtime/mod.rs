@@ -25,11 +25,12 @@ mod own_writes;
 pub mod queue;
 mod registry;
 pub(crate) mod related;
+pub(crate) mod rollout;
 pub(crate) mod routes;
 mod scripts;
 pub mod status;
 
-pub use context::{DEFAULT_CONTROLLER_SHARE, OperatorConfig};
+pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};
 pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};

@@ -11,10 +11,16 @@ use super::fingerprint::{self, Sweep};
 use super::keys::{ControllerId, Work, WorkKey};
 use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
+use super::rollout::{self, Advance, Rollouts};
 use super::routes::{Routes, only_status_changed};
-use super::status::{self, Counts, Health, Problem};
-use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
+use super::status::{self, Counts, Health, Problem, RolloutReport};
+use crate::api::{
+    ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
+    SYNC_REQUESTED_ANNOTATION,
+};
+use crate::hooks::ConfigMapLookup;
 use crate::object;
+use crate::plan::rollout::{Placement, Revisions};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use crate::resources::ResourceType;
@@ -50,6 +56,8 @@ pub struct Registry<K: Kind> {
     /// Per controller, the work items whose last sync was refused a read, and why: its
     /// `ReadsAllowed` condition, and what an RBAC change retries at once.
     refused: Mutex<HashMap<String, RefusedWork>>,
+    /// Staged rollouts: candidate revisions beside the serving ones in `loaded`.
+    rollouts: Rollouts<K>,
 }
 
 impl<K: Kind> Registry<K> {
@@ -61,6 +69,7 @@ impl<K: Kind> Registry<K> {
             routes: RwLock::default(),
             written_status: Mutex::default(),
             refused: Mutex::default(),
+            rollouts: Rollouts::default(),
         }
     }
 
@@ -96,7 +105,39 @@ impl<K: Kind> Registry<K> {
             }
             return;
         }
-        let parsed: K::Object = match serde_json::from_value((*object).clone()) {
+        let previous = self.get(&id.name);
+        let newest = match self
+            .version(context, id, &object, previous.as_ref(), None)
+            .await
+        {
+            Ok(newest) => newest,
+            Err(unloaded) => return self.not_loaded(context, key, &object, *unloaded).await,
+        };
+        if !newest.rollout.strategy.stages() {
+            // Every revision serves at once; a rollout that was staged ends here.
+            let dropped = self.rollouts.forget(&id.name);
+            self.install(context, key, &object, newest, previous).await;
+            if dropped.is_some() {
+                self.resync_serving(context, &id.name);
+            }
+            return;
+        }
+        self.place(context, key, &object, newest, previous).await;
+    }
+
+    /// Reads a controller object as a version ready to run: its writer and webhook
+    /// credentials, its hooks compiled (the previous version's kept when the newest do not
+    /// compile), its planner built and its account's static reads checked. `pinned`: the
+    /// scripts of a revision's snapshot, read instead of the ConfigMaps and dev-loop files.
+    async fn version(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        previous: Option<&Arc<Controller<K>>>,
+        pinned: Option<&(dyn ConfigMapLookup + Sync)>,
+    ) -> Result<Controller<K>, Box<Unloaded>> {
+        let parsed: K::Object = match serde_json::from_value((**object).clone()) {
             Ok(parsed) => parsed,
             Err(error) => {
                 let generation = object
@@ -104,18 +145,16 @@ impl<K: Kind> Registry<K> {
                     .and_then(Value::as_i64);
                 let problem =
                     Problem::new(reasons::INVALID_SPEC, format!("unreadable spec: {error}"));
-                let unloaded = Unloaded {
+                return Err(Box::new(Unloaded {
                     health: Health::failed(generation, problem),
                     sources: ScriptSources::default(),
                     credentials: None,
-                };
-                return self.not_loaded(context, key, &object, unloaded).await;
+                }));
             }
         };
         let spec = parsed.spec();
         let sources = ScriptSources::of(&spec);
-        let previous = self.get(&id.name);
-        let previous_hooks = previous.as_ref().map(|p| p.hooks.clone());
+        let previous_hooks = previous.map(|p| p.hooks.clone());
         // The writer before the hooks: webhook credentials are read with it, so a controller
         // can use only the Secrets its own account may read.
         let writer = match (&spec.service_account, context.config.allow_unimpersonated) {
@@ -133,12 +172,11 @@ impl<K: Kind> Registry<K> {
         let writer = match writer {
             Ok(writer) => writer,
             Err(problem) => {
-                let unloaded = Unloaded {
+                return Err(Box::new(Unloaded {
                     health: Health::failed(spec.generation, problem),
                     sources,
                     credentials: None,
-                };
-                return self.not_loaded(context, key, &object, unloaded).await;
+                }));
             }
         };
         let credential_sources = spec.credential_sources();
@@ -146,33 +184,43 @@ impl<K: Kind> Registry<K> {
             Ok(read) => read,
             Err(error) => {
                 let problem = Problem::new(reasons::CREDENTIALS_READ_FAILED, error);
-                let unloaded = Unloaded {
+                return Err(Box::new(Unloaded {
                     health: Health::failed(spec.generation, problem),
                     sources,
                     credentials: None,
-                };
-                return self.not_loaded(context, key, &object, unloaded).await;
+                }));
             }
         };
         let watch =
             CredentialWatch::new(&writer.client, credential_sources, &credentials).map(Arc::new);
-        let prepared =
-            match load::prepare(context, &id.name, &spec, previous_hooks, &credentials).await {
-                Ok(prepared) => prepared,
-                Err(health) => {
-                    let unloaded = Unloaded {
-                        health,
-                        sources,
-                        credentials: watch,
-                    };
-                    return self.not_loaded(context, key, &object, unloaded).await;
-                }
-            };
+        let prepared = match load::prepare(
+            context,
+            &id.name,
+            &spec,
+            previous_hooks,
+            &credentials,
+            pinned,
+        )
+        .await
+        {
+            Ok(prepared) => prepared,
+            Err(health) => {
+                return Err(Box::new(Unloaded {
+                    health,
+                    sources,
+                    credentials: watch,
+                }));
+            }
+        };
         // When the newest scripts fail, the whole previous version keeps running, planner
         // included, so a hook added by the broken edit is not half enabled.
-        let built = match &previous {
-            Some(previous) if prepared.stale => Ok((previous.planner.clone(), previous.generation)),
-            _ => K::build(&parsed, &*context.discovery)
+        let stale = match previous {
+            Some(previous) if prepared.stale => Some(previous),
+            _ => None,
+        };
+        let built = match stale {
+            Some(previous) => Ok((previous.planner.clone(), previous.generation)),
+            None => K::build(&parsed, &*context.discovery)
                 .map(|planner| (Arc::new(planner), spec.generation))
                 .map_err(|error| Problem::new(reasons::RESOLVE_FAILED, error)),
         };
@@ -189,28 +237,43 @@ impl<K: Kind> Registry<K> {
         let (planner, generation) = match checked {
             Ok(built) => built,
             Err(problem) => {
-                let unloaded = Unloaded {
+                return Err(Box::new(Unloaded {
                     health: Health {
                         ready: Err(problem),
                         ..prepared.health
                     },
                     sources,
                     credentials: watch,
-                };
-                return self.not_loaded(context, key, &object, unloaded).await;
+                }));
             }
+        };
+        let digests = load::digests(&prepared.hooks);
+        // A version whose newest scripts failed runs what ran before: the same revision.
+        let revision = match stale {
+            Some(previous) => previous.revision.clone(),
+            None => crate::plan::rollout::revision(
+                &serde_json::to_value(&parsed)
+                    .ok()
+                    .and_then(|value| value.get("spec").cloned())
+                    .unwrap_or_default(),
+                &digests,
+            ),
         };
         let reads = writer
             .identity
             .as_ref()
             .map(|account| context.access.policy(account));
-        let controller = Controller {
+        Ok(Controller {
             id: id.clone(),
-            reference: super::events::reference(&object),
+            object: object.clone(),
+            revision,
+            rollout: spec.rollout.clone(),
+            share: None,
+            reference: super::events::reference(object),
             writer,
             reads,
             generation,
-            version: fingerprint::controller_version(generation, &load::digests(&prepared.hooks)),
+            version: fingerprint::controller_version(generation, &digests),
             planner,
             hooks: prepared.hooks,
             health: prepared.health,
@@ -218,22 +281,190 @@ impl<K: Kind> Registry<K> {
             event_reasons: spec.compatibility.event_reasons,
             sources,
             credentials: watch,
-            outcomes: previous
-                .as_ref()
-                .map(|p| p.outcomes.clone())
-                .unwrap_or_default(),
-            state: previous
-                .as_ref()
-                .map(|p| p.state.clone())
-                .unwrap_or_default(),
-            queued_all_at: previous
-                .as_ref()
-                .map_or_else(Instant::now, |p| p.queued_all_at),
-            sync_requested: object::annotation(&object, SYNC_REQUESTED_ANNOTATION)
+            outcomes: previous.map(|p| p.outcomes.clone()).unwrap_or_default(),
+            state: previous.map(|p| p.state.clone()).unwrap_or_default(),
+            queued_all_at: previous.map_or_else(Instant::now, |p| p.queued_all_at),
+            sync_requested: object::annotation(object, SYNC_REQUESTED_ANNOTATION)
                 .map(str::to_string),
+        })
+    }
+
+    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
+    /// serving one, or is held back ([`crate::plan::rollout::place`]). After a restart the
+    /// serving revision is restored from its snapshot, as the controller's status names it.
+    async fn place(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Arc<Value>,
+        mut newest: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) {
+        let id = &key.controller;
+        let name = id.name.as_str();
+        let restored = match (&previous, rollout::rollout_status(object)) {
+            (None, Some(status)) if status.serving != newest.revision => {
+                self.restore(context, id, object, &status.serving).await
+            }
+            _ => None,
         };
-        self.install(context, key, &object, controller, previous)
-            .await;
+        let serving = previous.as_deref().or(restored.as_ref());
+        if let Some(serving) = serving {
+            // The candidate and the serving revision count the same work items.
+            newest.outcomes = serving.outcomes.clone();
+            newest.state = serving.state.clone();
+        }
+        let (halted, promoting) = self.rollouts.revisions_of(name, object, &newest.revision);
+        let placement = crate::plan::rollout::place(
+            newest.rollout.strategy,
+            Revisions {
+                newest: &newest.revision,
+                serving: serving.map(|s| s.revision.as_str()),
+                halted: halted.as_ref(),
+                promote: object::annotation(object, PROMOTE_ANNOTATION),
+                abort: object::annotation(object, ABORT_ANNOTATION),
+                promoting: promoting.as_deref(),
+            },
+        );
+        // After a restart the serving revision runs again, from its snapshot, unless the
+        // newest one serves anyway.
+        let restored = restored.filter(|_| placement != Placement::Serve);
+        match placement {
+            Placement::Serve => {
+                let dropped = self.rollouts.serve(name, &newest.revision);
+                let promoted = dropped
+                    .as_ref()
+                    .is_some_and(|candidate| candidate.revision() == newest.revision);
+                let revision = newest.revision.clone();
+                self.install(context, key, object, newest, previous).await;
+                if dropped.is_some() {
+                    self.resync_serving(context, name);
+                }
+                if promoted {
+                    let note = format!("revision {revision} serves every object");
+                    context
+                        .note(object, reasons::PROMOTED, "Rollout", &note)
+                        .await;
+                }
+                if let Some(serving) = self.get(name) {
+                    self.rollouts.save(context, &serving).await;
+                }
+            }
+            Placement::Stage => {
+                // Staged first, so that the restored revision's work items of the candidate's
+                // share go to the candidate.
+                let (candidate, started) = self.rollouts.stage(name, newest, object);
+                if let Some(restored) = restored {
+                    tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
+                    self.install(context, key, object, restored, None).await;
+                }
+                let serving = self.get(name).expect("a serving revision to stage beside");
+                self.rollouts.save(context, &serving).await;
+                self.unloaded.lock().remove(name);
+                self.rebuild_routes();
+                context.queue.forget(key);
+                if started {
+                    let note = format!(
+                        "revision {} is rolled out ({:?}) beside revision {}, which serves the \
+                         rest",
+                        candidate.revision(),
+                        candidate.controller.rollout.strategy,
+                        serving.revision
+                    );
+                    tracing::info!(controller = %id, candidate = %candidate.revision(), serving = %serving.revision, "rollout started");
+                    context
+                        .note(object, reasons::ROLLOUT_STARTED, "Rollout", &note)
+                        .await;
+                    // Whatever an earlier candidate served goes back to the serving revision.
+                    self.resync_serving(context, name);
+                }
+                if candidate.serves_any() {
+                    K::enqueue_all(context, &candidate.controller, Sweep::Changed);
+                }
+            }
+            Placement::Hold(halted) => {
+                let dropped = self.rollouts.hold(name, halted.clone());
+                if let Some(restored) = restored {
+                    tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
+                    self.install(context, key, object, restored, None).await;
+                }
+                self.unloaded.lock().remove(name);
+                self.rebuild_routes();
+                context.queue.forget(key);
+                if let Some(dropped) = dropped {
+                    tracing::warn!(controller = %id, candidate = %dropped.revision(), reason = %halted.reason, message = %halted.message, "rollout halted");
+                    context
+                        .warn(object, None, &halted.reason, "Rollout", &halted.message)
+                        .await;
+                    self.resync_serving(context, name);
+                }
+            }
+        }
+    }
+
+    /// The serving revision of a staged rollout, from the snapshot the status names (after a
+    /// restart): `None` when it is gone, and then the newest revision serves.
+    async fn restore(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        revision: &str,
+    ) -> Option<Controller<K>> {
+        let snapshot = match rollout::load_snapshot(context, id, object, revision).await {
+            Ok(Some(snapshot)) => snapshot,
+            Ok(None) => {
+                let note = format!(
+                    "the snapshot of serving revision {revision} is gone \
+                     (ControllerRevision {}/{}): the newest revision serves every object",
+                    context.config.namespace,
+                    rollout::snapshot_name(id, revision)
+                );
+                tracing::warn!(controller = %id, revision, "{note}");
+                context
+                    .warn(object, None, reasons::LOAD_FAILED, "Rollout", &note)
+                    .await;
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(controller = %id, revision, %error, "cannot read the serving revision's snapshot; the newest revision serves");
+                return None;
+            }
+        };
+        let kept = Arc::new(snapshot.controller.clone());
+        match self
+            .version(context, id, &kept, None, Some(&snapshot))
+            .await
+        {
+            Ok(mut serving) => {
+                // It is the same controller object: Events name it as it is now.
+                serving.reference = super::events::reference(object);
+                serving.sync_requested =
+                    object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
+                // Its snapshot was saved under this name, whatever its spec hashes to now.
+                serving.revision = revision.to_string();
+                self.rollouts.saved(&id.name, revision);
+                Some(serving)
+            }
+            Err(unloaded) => {
+                let message = unloaded
+                    .health
+                    .ready
+                    .err()
+                    .map_or_else(String::new, |problem| problem.message);
+                tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
+                None
+            }
+        }
+    }
+
+    /// Queues the serving revision's work items whose last sync it did not make (a candidate's
+    /// share, after the candidate is gone), and those that failed: their fingerprints are not
+    /// its own.
+    fn resync_serving(&self, context: &Context, name: &str) {
+        if let Some(serving) = self.get(name) {
+            K::enqueue_all(context, &serving, Sweep::Changed);
+        }
     }
 
     /// Makes a freshly loaded version current; re-syncs everything when what runs changed.
@@ -329,6 +560,7 @@ impl<K: Kind> Registry<K> {
         let unloaded = self.unloaded.lock().remove(&id.name);
         self.written_status.lock().remove(&id.name);
         self.refused.lock().remove(&id.name);
+        self.rollouts.forget(&id.name);
         context.dependencies.remove_controller(id);
         context.metrics.forget(id);
         if removed.is_some() || unloaded.is_some() {
@@ -337,11 +569,29 @@ impl<K: Kind> Registry<K> {
         }
     }
 
+    /// Routes an event to a controller's serving revision, and to a candidate revision that
+    /// serves a share (whose selection may differ; it queues only work of its share).
+    fn route_to(&self, context: &Context, name: &str, event: &ObjectEvent) {
+        if let Some(controller) = self.get(name) {
+            K::route(context, &controller, event);
+        }
+        if let Some(candidate) = self.rollouts.candidate(name)
+            && candidate.serves_any()
+        {
+            K::route(context, &candidate.controller, event);
+        }
+    }
+
     fn rebuild_routes(&self) {
         let mut routes = Routes::default();
         for (name, controller) in self.loaded.read().iter() {
             let interest = K::interest(&controller.planner);
             routes.add(name, Some(&interest), &controller.sources);
+            if let Some(candidate) = self.rollouts.candidate(name) {
+                let candidate = &candidate.controller;
+                let interest = K::interest(&candidate.planner);
+                routes.add(name, Some(&interest), &candidate.sources);
+            }
         }
         // A controller that did not load still reloads when a script source of its changes.
         for (name, unloaded) in self.unloaded.lock().iter() {
@@ -357,7 +607,19 @@ impl<K: Kind> Registry<K> {
             context.queue.forget(key);
             return;
         };
+        // A canary candidate syncs the work items of its share; the serving revision the rest.
+        let unit = K::rollout_unit(&key.work).map(|unit| unit.to_string());
+        let candidate = self
+            .rollouts
+            .candidate(&key.controller.name)
+            .filter(|candidate| unit.as_deref().is_some_and(|unit| candidate.serves(unit)));
+        let controller = candidate
+            .as_ref()
+            .map_or(controller, |candidate| candidate.controller.clone());
         let outcome = K::sync(context, &controller, &key.work).await;
+        if let (Some(candidate), Some(unit)) = (&candidate, unit) {
+            candidate.record(unit, matches!(outcome, Outcome::Failed { .. }));
+        }
         let refused = match &outcome {
             Outcome::Failed { failure, .. } => is_refused_read(failure.reason)
                 .then(|| Problem::new(failure.reason, &failure.message)),
@@ -483,26 +745,64 @@ impl<K: Kind> Registry<K> {
         let loaded = self.all();
         for controller in &loaded {
             K::report(context, controller).await;
+            if context.leadership.is_leader() {
+                self.advance_rollout(context, controller).await;
+            }
         }
-        let mut reports: HashMap<String, (Health, Counts)> = loaded
+        let mut reports: HashMap<String, (Health, Counts, Option<RolloutReport>)> = loaded
             .iter()
-            .map(|c| (c.id.name.clone(), (c.health.clone(), c.outcomes.counts())))
+            .map(|c| {
+                let rollout = self.rollouts.report(&c.id.name, c);
+                (
+                    c.id.name.clone(),
+                    (c.health.clone(), c.outcomes.counts(), rollout),
+                )
+            })
             .collect();
         // The newest spec's problem wins over the health of a version still running.
         for (name, unloaded) in self.unloaded.lock().iter() {
-            let counts = reports.get(name).map(|(_, counts)| *counts);
-            reports.insert(
-                name.clone(),
-                (unloaded.health.clone(), counts.unwrap_or_default()),
-            );
+            let (counts, rollout) = reports
+                .remove(name)
+                .map(|(_, counts, rollout)| (counts, rollout))
+                .unwrap_or_default();
+            reports.insert(name.clone(), (unloaded.health.clone(), counts, rollout));
         }
-        for (name, (health, counts)) in reports {
+        for (name, (health, counts, rollout)) in reports {
             context
                 .metrics
                 .set_ready(&Self::id(&name), health.ready.is_ok());
             let reads = self.reads_allowed(&name);
-            self.write_status(context, &name, &health, counts, &reads)
+            self.write_status(context, &name, &health, counts, &reads, rollout.as_ref())
                 .await;
+        }
+    }
+
+    /// A turn of a controller's staged rollout: a canary's next step starts, or its candidate
+    /// is promoted or rolled back (by loading the controller again); a shadow is evaluated
+    /// again when due. A snapshot that could not be saved is tried again.
+    async fn advance_rollout(&self, context: &Arc<Context>, serving: &Arc<Controller<K>>) {
+        let name = &serving.id.name;
+        let Some(candidate) = self.rollouts.candidate(name) else {
+            return;
+        };
+        self.rollouts.save(context, serving).await;
+        match self.rollouts.advance(context, name) {
+            Advance::Nothing => {}
+            Advance::Stepped => {
+                K::enqueue_all(context, &candidate.controller, Sweep::Changed);
+                if let Some(object) = context.informers.get(&self.resource, None, name) {
+                    let note = format!(
+                        "revision {} serves a larger share of the work items (step {} of {})",
+                        candidate.revision(),
+                        candidate.step() + 1,
+                        candidate.controller.rollout.steps.len()
+                    );
+                    context
+                        .note(&object, reasons::CANARY_STEP, "Rollout", &note)
+                        .await;
+                }
+            }
+            Advance::Reload => context.queue.add(WorkKey::load(&serving.id)),
         }
     }
 
@@ -514,6 +814,7 @@ impl<K: Kind> Registry<K> {
         health: &Health,
         counts: Counts,
         reads: &Result<(), Problem>,
+        rollout: Option<&RolloutReport>,
     ) {
         if !context.leadership.is_leader() {
             return;
@@ -524,7 +825,8 @@ impl<K: Kind> Registry<K> {
             .get(name)
             .cloned()
             .or_else(|| self.current_status(context, name));
-        let Some(status) = status::changed(previous.as_ref(), health, counts, reads) else {
+        let Some(status) = status::changed(previous.as_ref(), health, counts, reads, rollout)
+        else {
             return;
         };
         let api: Api<DynamicObject> =
@@ -645,9 +947,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             }
         }
         for name in routes.for_type(&event.resource) {
-            if let Some(controller) = self.get(name) {
-                K::route(context, &controller, event);
-            }
+            self.route_to(context, name, event);
         }
     }
 
@@ -663,9 +963,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
     }
 
     fn redeliver(&self, context: &Context, name: &str, event: &ObjectEvent) {
-        if let Some(controller) = self.get(name) {
-            K::route(context, &controller, event);
-        }
+        self.route_to(context, name, event);
     }
 
     fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()> {

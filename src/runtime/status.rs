@@ -1,7 +1,7 @@
 //! The status each controller object reports: generation seen, conditions, target counts and
 //! the digests of the scripts running.
 
-use crate::api::{Condition, ControllerStatus, ScriptStatus};
+use crate::api::{Condition, ControllerStatus, RolloutStatus, ScriptStatus};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -49,6 +49,14 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
 
     pub fn forget(&self, key: &K) {
         self.outcomes().remove(key);
+    }
+
+    /// Every key with an outcome.
+    pub fn keys(&self) -> Vec<K>
+    where
+        K: Clone,
+    {
+        self.outcomes().keys().cloned().collect()
     }
 
     /// The fingerprint of the last sync, when it succeeded and was pure.
@@ -141,12 +149,21 @@ pub fn reads_allowed<'a>(
     Err(Problem::new(&first.reason, message))
 }
 
+/// A staged rollout as the controller's status reports it: `status.rollout`, and the `Rollout`
+/// condition (False while a candidate revision is staged, or after one was rolled back).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RolloutReport {
+    pub status: RolloutStatus,
+    pub condition: Result<(), Problem>,
+}
+
 /// The status to write, carrying over transition times of conditions that did not change.
 pub fn status(
     previous: Option<&ControllerStatus>,
     health: &Health,
     counts: Counts,
     reads: &Result<(), Problem>,
+    rollout: Option<&RolloutReport>,
 ) -> ControllerStatus {
     let now = jiff::Timestamp::now().to_string();
     let condition = |kind: &str, state: &Result<(), Problem>| {
@@ -171,17 +188,22 @@ pub fn status(
             observed_generation: health.generation,
         }
     };
+    let mut conditions = vec![
+        condition("Ready", &health.ready),
+        condition("ScriptsLoaded", &health.scripts_loaded),
+        condition("ReadsAllowed", reads),
+    ];
+    if let Some(rollout) = rollout {
+        conditions.push(condition("Rollout", &rollout.condition));
+    }
     ControllerStatus {
         observed_generation: health.generation,
-        conditions: vec![
-            condition("Ready", &health.ready),
-            condition("ScriptsLoaded", &health.scripts_loaded),
-            condition("ReadsAllowed", reads),
-        ],
+        conditions,
         targets: counts.targets,
         synced: counts.synced,
         failing: counts.failing,
         scripts: health.scripts.clone(),
+        rollout: rollout.map(|rollout| rollout.status.clone()),
     }
 }
 
@@ -192,8 +214,9 @@ pub fn changed(
     health: &Health,
     counts: Counts,
     reads: &Result<(), Problem>,
+    rollout: Option<&RolloutReport>,
 ) -> Option<ControllerStatus> {
-    let status = status(previous, health, counts, reads);
+    let status = status(previous, health, counts, reads, rollout);
     (previous != Some(&status)).then_some(status)
 }
 
@@ -253,10 +276,10 @@ mod tests {
             synced: 1,
             failing: 0,
         };
-        let first = status(None, &health, one, &Ok(()));
+        let first = status(None, &health, one, &Ok(()), None);
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let second = status(Some(&earlier), &health, one, &Ok(()));
+        let second = status(Some(&earlier), &health, one, &Ok(()), None);
         assert_eq!(
             second.conditions[0].last_transition_time.as_deref(),
             Some("2020-01-01T00:00:00Z")
@@ -279,21 +302,22 @@ mod tests {
             synced: 2,
             failing: 0,
         };
-        let first = changed(None, &health, counts, &Ok(())).expect("nothing written yet");
-        assert_eq!(changed(Some(&first), &health, counts, &Ok(())), None);
+        let first = changed(None, &health, counts, &Ok(()), None).expect("nothing written yet");
+        assert_eq!(changed(Some(&first), &health, counts, &Ok(()), None), None);
         let failing = Counts {
             failing: 1,
             synced: 1,
             ..counts
         };
-        let second = changed(Some(&first), &health, failing, &Ok(())).expect("the counts changed");
+        let second =
+            changed(Some(&first), &health, failing, &Ok(()), None).expect("the counts changed");
         assert_eq!(second.failing, 1);
         // A new problem flips Ready and stamps a new transition time.
         let broken = Health {
             ready: Err(Problem::new("ScriptError", "line 2")),
             ..health.clone()
         };
-        let third = changed(Some(&second), &broken, failing, &Ok(())).expect("Ready changed");
+        let third = changed(Some(&second), &broken, failing, &Ok(()), None).expect("Ready changed");
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
         // A refused read shows in its own condition, naming what was refused.
@@ -301,7 +325,8 @@ mod tests {
             "ReadForbidden",
             "may not list secrets in kube-system",
         ));
-        let fourth = changed(Some(&third), &broken, failing, &refused).expect("reads changed");
+        let fourth =
+            changed(Some(&third), &broken, failing, &refused, None).expect("reads changed");
         assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
         assert_eq!(fourth.conditions[2].status, "False");
         assert!(fourth.conditions[2].message.contains("kube-system"));

@@ -33,6 +33,7 @@ mod operator_reads;
 mod operator_resync;
 mod operator_workloads;
 mod read_access;
+mod rollout;
 mod run_local;
 mod runtime_cache;
 mod sync_now;

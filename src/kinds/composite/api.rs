@@ -4,7 +4,7 @@
 use crate::api::{
     ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
     EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
-    ResourceRef, UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
+    ResourceRef, Rollout, UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
@@ -77,6 +77,11 @@ pub struct CompositeControllerSpec {
     /// it); see `docs/migrating.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compatibility: Option<Compatibility>,
+    /// How a new revision of this controller (its spec or the scripts it runs) reaches the
+    /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
+    /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
 }
 
 /// The parent type, and which of its objects and fields matter.
@@ -276,6 +281,7 @@ impl ControllerObject for CompositeController {
             ),
             endpoint_configs: &spec.endpoint_configs,
             compatibility: spec.compatibility.as_ref(),
+            rollout: spec.rollout.as_ref(),
         }
         .spec(
             std::iter::once(parent)

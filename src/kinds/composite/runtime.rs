@@ -162,6 +162,13 @@ impl Kind for CompositeKind {
         }
     }
 
+    fn rollout_unit(work: &Work) -> Option<ObjRef> {
+        match work {
+            Work::Object(object) => Some(object.clone()),
+            _ => None,
+        }
+    }
+
     async fn sync(
         context: &Arc<Context>,
         controller: &Arc<Controller<Self>>,

@@ -3,7 +3,7 @@
 use crate::api::{
     ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
     EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
-    ResourceRef, fields, on_delete_by_default, set_hooks,
+    ResourceRef, Rollout, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use kube::CustomResource;
@@ -70,6 +70,11 @@ pub struct DecoratorControllerSpec {
     /// it); see `docs/migrating.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compatibility: Option<Compatibility>,
+    /// How a new revision of this controller (its spec or the scripts it runs) reaches the
+    /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
+    /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -109,6 +114,7 @@ impl ControllerObject for DecoratorController {
             ),
             endpoint_configs: &spec.endpoint_configs,
             compatibility: spec.compatibility.as_ref(),
+            rollout: spec.rollout.as_ref(),
         }
         .spec(
             spec.resources

@@ -3,7 +3,7 @@
 use crate::api::{
     ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
     EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
-    ResourceRef, fields, on_delete_by_default, set_hooks,
+    ResourceRef, Rollout, fields, on_delete_by_default, set_hooks,
 };
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -71,6 +71,11 @@ pub struct MapControllerSpec {
     /// it); see `docs/migrating.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compatibility: Option<Compatibility>,
+    /// How a new revision of this controller (its spec or the scripts it runs) reaches the
+    /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
+    /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -108,6 +113,7 @@ impl ControllerObject for MapController {
             ),
             endpoint_configs: &spec.endpoint_configs,
             compatibility: spec.compatibility.as_ref(),
+            rollout: spec.rollout.as_ref(),
         }
         .spec(
             std::iter::once(spec.parent_resource.clone())

@@ -122,6 +122,18 @@ impl Kind for MapKind {
         }
     }
 
+    /// A pair is its input's group; a parent's fan-out is either revision's.
+    fn rollout_unit(work: &Work) -> Option<Group> {
+        match work {
+            Work::Pair { parent, input } => Some(Group {
+                parent: parent.clone(),
+                key: Mapper::map_key(&identity(input)),
+            }),
+            Work::Group(group) => Some(group.clone()),
+            Work::Object(_) | Work::Load => None,
+        }
+    }
+
     async fn sync(
         context: &Arc<Context>,
         controller: &Arc<Controller<Self>>,

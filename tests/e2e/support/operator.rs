@@ -84,10 +84,22 @@ pub(super) fn start(
     receiver.recv().map_err(|e| e.to_string())?
 }
 
+/// The CRDs, and the namespace an operator keeps its rollout snapshots in (its own, as
+/// outside a pod: `metascript-system`).
 pub async fn install_crds(client: &kube::Client) -> Result<(), String> {
     metascript::testing::install_crds(client)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": metascript::runtime::DEFAULT_NAMESPACE}
+    }))
+    .expect("a namespace");
+    match namespaces.create(&Default::default(), &namespace).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// An API for any object of the types the tests use, from its apiVersion and kind.

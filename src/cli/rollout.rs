@@ -1,0 +1,310 @@
+//! `metascript rollout status|promote|abort KIND/NAME`: where a controller's staged rollout
+//! stands, and the two decisions a person makes about it. Promotion and abort are the
+//! controller's `metascript.dev/promote` and `metascript.dev/abort` annotations, which the
+//! operator acts on; this only writes them.
+
+use super::cluster::{self, value};
+use crate::api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, RolloutStatus};
+use crate::kinds::ControllerKind;
+use crate::object;
+use anyhow::Context as _;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct RolloutArgs {
+    #[command(subcommand)]
+    pub action: RolloutAction,
+    /// Kubeconfig to use; without it, $KUBECONFIG, ~/.kube/config or the in-cluster config.
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use instead of the current one.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RolloutAction {
+    /// Where the rollout stands: the revision serving, the candidate and its step, a shadow's
+    /// findings, a revision held back and why.
+    Status {
+        /// The controller, as KIND/NAME (`dec/web`, `mapcontroller/m`, `cc/x`).
+        controller: String,
+        /// Print `status.rollout` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the candidate revision (or the one held back) everywhere now, whatever its
+    /// strategy still waits for.
+    Promote {
+        controller: String,
+        /// The revision to promote; default: the candidate, else the revision held back.
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Stop rolling out the candidate: the serving revision serves every object again, until
+    /// the controller changes or the revision is promoted.
+    Abort {
+        controller: String,
+        /// The revision to abort; default: the candidate.
+        #[arg(long)]
+        revision: Option<String>,
+    },
+}
+
+pub fn run(args: RolloutArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(rollout(&args)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
+    let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let named = match &args.action {
+        RolloutAction::Status { controller, .. }
+        | RolloutAction::Promote { controller, .. }
+        | RolloutAction::Abort { controller, .. } => controller,
+    };
+    let (kind, name) = controller_named(named)?;
+    let resource = ApiResource {
+        group: crate::api::GROUP.to_string(),
+        version: "v1alpha1".to_string(),
+        api_version: crate::api::API_VERSION.to_string(),
+        kind: kind.name().object_kind().to_string(),
+        plural: kind.name().plural().to_string(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let found = api
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("{} {name} not found", kind.name().object_kind()))?;
+    let object = value(found, &resource);
+    let label = format!("{}/{name}", kind.name().object_kind());
+    let status = crate::runtime::rollout::rollout_status(&object);
+    match &args.action {
+        RolloutAction::Status { json, .. } => {
+            if *json {
+                return Ok(serde_json::to_string_pretty(&status)? + "\n");
+            }
+            Ok(describe(&label, &object, status.as_ref()))
+        }
+        RolloutAction::Promote { revision, .. } => {
+            let revision = match revision {
+                Some(revision) => revision.clone(),
+                None => status
+                    .as_ref()
+                    .and_then(|s| {
+                        s.candidate
+                            .clone()
+                            .or_else(|| s.halted.as_ref().map(|h| h.revision.clone()))
+                    })
+                    .with_context(|| {
+                        format!("{label} has no candidate revision and none held back to promote")
+                    })?,
+            };
+            annotate(&api, name, PROMOTE_ANNOTATION, &revision).await?;
+            Ok(format!(
+                "{label}: revision {revision} promoted ({PROMOTE_ANNOTATION}); the operator \
+                 serves it everywhere at once\n"
+            ))
+        }
+        RolloutAction::Abort { revision, .. } => {
+            let revision = match revision {
+                Some(revision) => revision.clone(),
+                None => status
+                    .as_ref()
+                    .and_then(|s| s.candidate.clone())
+                    .with_context(|| format!("{label} has no candidate revision to abort"))?,
+            };
+            annotate(&api, name, ABORT_ANNOTATION, &revision).await?;
+            Ok(format!(
+                "{label}: revision {revision} aborted ({ABORT_ANNOTATION}); the serving revision \
+                 serves every object\n"
+            ))
+        }
+    }
+}
+
+/// The kind and name of `KIND/NAME`, KIND being a kind's name in any of its spellings.
+fn controller_named(text: &str) -> anyhow::Result<(&'static dyn ControllerKind, &str)> {
+    let (kind, name) = text
+        .split_once('/')
+        .filter(|(_, name)| !name.is_empty())
+        .with_context(|| format!("{text:?}: expected KIND/NAME, e.g. dec/service-per-pod"))?;
+    let wanted = kind.to_ascii_lowercase();
+    let found = crate::kinds::ALL.iter().copied().find(|candidate| {
+        let names = candidate.name();
+        [
+            names.as_str(),
+            names.short_name(),
+            names.plural(),
+            &names.object_kind().to_ascii_lowercase(),
+        ]
+        .iter()
+        .any(|spelling| *spelling == wanted)
+    });
+    let kind = found.with_context(|| {
+        format!("{kind:?} is not a metascript controller kind (dec, mapc or cc)")
+    })?;
+    Ok((kind, name))
+}
+
+/// Sets one annotation on a controller, as the CLI's own field manager.
+async fn annotate(
+    api: &Api<DynamicObject>,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> anyhow::Result<()> {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    let params = PatchParams {
+        field_manager: Some("metascript-cli".to_string()),
+        ..PatchParams::default()
+    };
+    api.patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("setting {key} on {name}"))?;
+    Ok(())
+}
+
+/// The status as people read it.
+fn describe(label: &str, object: &Value, status: Option<&RolloutStatus>) -> String {
+    let mut out = format!("{label}\n");
+    let Some(status) = status else {
+        out.push_str(
+            "  no staged rollout: every revision serves at once (spec.rollout.strategy \
+             Immediate)\n",
+        );
+        return out;
+    };
+    out.push_str(&format!("  strategy: {:?}\n", status.strategy));
+    out.push_str(&format!("  serving: revision {}\n", status.serving));
+    if let Some(candidate) = &status.candidate {
+        out.push_str(&format!("  candidate: revision {candidate}"));
+        if let (Some(step), Some(started)) = (status.step, &status.step_started_at) {
+            let steps = object
+                .pointer("/spec/rollout/steps")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            out.push_str(&format!(", step {} of {steps} since {started}", step + 1));
+        }
+        if let Some(canary) = &status.canary {
+            out.push_str(&format!(
+                "; serves {} work item(s), {} failing",
+                canary.serving, canary.failing
+            ));
+        }
+        out.push('\n');
+    }
+    if let Some(shadow) = &status.shadow {
+        out.push_str(&format!(
+            "  shadow evaluation at {}: {} evaluated, {} to create, {} to change, {} to delete, \
+             {} to adopt or release, {} error(s)\n",
+            shadow.evaluated_at,
+            shadow.evaluated,
+            shadow.would_create,
+            shadow.would_update,
+            shadow.would_delete,
+            shadow.would_claim,
+            shadow.errors
+        ));
+        for example in &shadow.examples {
+            out.extend(example.lines().map(|line| format!("    {line}\n")));
+        }
+    }
+    if let Some(halted) = &status.halted {
+        out.push_str(&format!(
+            "  held back: revision {} ({}): {}\n",
+            halted.revision, halted.reason, halted.message
+        ));
+    }
+    let condition = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Rollout");
+    if let Some(condition) = condition {
+        out.push_str(&format!(
+            "  condition Rollout: {} {}{}\n",
+            object::str_at(condition, "/status").unwrap_or_default(),
+            object::str_at(condition, "/reason").unwrap_or_default(),
+            object::str_at(condition, "/message")
+                .filter(|m| !m.is_empty())
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_controller_is_named_by_any_spelling_of_its_kind() {
+        for text in [
+            "dec/web",
+            "decorator/web",
+            "DecoratorController/web",
+            "decoratorcontrollers/web",
+        ] {
+            let (kind, name) = controller_named(text).unwrap();
+            assert_eq!(kind.name().object_kind(), "DecoratorController", "{text}");
+            assert_eq!(name, "web");
+        }
+        assert_eq!(
+            controller_named("cc/x").unwrap().0.name().object_kind(),
+            "CompositeController"
+        );
+        let error = controller_named("deployment/x").err().unwrap().to_string();
+        assert!(
+            error.contains("not a metascript controller kind"),
+            "{error}"
+        );
+        assert!(controller_named("dec").is_err());
+        assert!(controller_named("dec/").is_err());
+    }
+
+    #[test]
+    fn the_status_says_what_serves_and_what_waits() {
+        let status: RolloutStatus = serde_json::from_value(json!({
+            "strategy": "Canary", "serving": "aaa", "candidate": "bbb", "step": 0,
+            "stepStartedAt": "2026-01-01T00:00:00Z", "canary": {"serving": 20, "failing": 1}
+        }))
+        .unwrap();
+        let object = json!({
+            "spec": {"rollout": {"steps": [{"percent": 10}, {"percent": 50}]}},
+            "status": {"conditions": [{"type": "Rollout", "status": "False", "reason": "CanaryInProgress", "message": "m"}]}
+        });
+        let text = describe("DecoratorController/web", &object, Some(&status));
+        assert!(text.contains("serving: revision aaa"), "{text}");
+        assert!(
+            text.contains("candidate: revision bbb, step 1 of 2 since 2026-01-01T00:00:00Z; serves 20 work item(s), 1 failing"),
+            "{text}"
+        );
+        assert!(
+            text.contains("condition Rollout: False CanaryInProgress: m"),
+            "{text}"
+        );
+        let none = describe("DecoratorController/web", &object, None);
+        assert!(none.contains("no staged rollout"), "{none}");
+    }
+}

@@ -1,0 +1,805 @@
+//! Staged rollouts in the operator (`spec.rollout`): a controller's candidate revision beside
+//! the one serving, the share of work items the candidate serves (Canary) or its evaluation on
+//! every object without writing (Shadow), its progress step by step, and the snapshot of the
+//! serving revision that lets a restarted replica, or a new leader, go on serving it while the
+//! controller object already holds the candidate. The decisions are pure
+//! ([`crate::plan::rollout`]); the registry loads and installs revisions.
+
+use super::context::Context;
+use super::keys::ControllerId;
+use super::kind::{Controller, Kind};
+use super::status::{Problem, RolloutReport};
+use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
+use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
+use crate::object::{self, ObjectKey};
+use crate::plan::diff::{Summary, changes, describe};
+use crate::plan::rollout::{self as plan, CanaryNext, Share};
+use crate::plan::{Offline, Planner};
+use crate::reasons;
+use crate::resources::ResourceType;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a shadow revision is evaluated again over every object, while it waits: the
+/// objects and what the serving revision wrote keep changing.
+pub const SHADOW_REFRESH: Duration = Duration::from_secs(60);
+/// The changes and errors a shadow report shows, and how long each may be.
+const SHADOW_EXAMPLES: usize = 5;
+const EXAMPLE_BYTES: usize = 1500;
+
+/// The share of work items a candidate serves, changed in place as its canary steps on.
+#[derive(Debug)]
+pub struct CandidateShare(RwLock<Share>);
+
+impl CandidateShare {
+    fn new(share: Share) -> CandidateShare {
+        CandidateShare(RwLock::new(share))
+    }
+
+    pub fn serves(&self, unit: &str) -> bool {
+        self.0.read().serves(unit)
+    }
+
+    fn get(&self) -> Share {
+        *self.0.read()
+    }
+
+    fn set(&self, share: Share) {
+        *self.0.write() = share;
+    }
+}
+
+/// A revision being rolled out, beside the one serving.
+pub struct Candidate<K: Kind> {
+    pub controller: Arc<Controller<K>>,
+    share: Arc<CandidateShare>,
+    progress: Mutex<Progress>,
+}
+
+struct Progress {
+    /// Canary: the step running and when it started (monotonic for its interval, the wall
+    /// clock for status, which a new leader resumes from).
+    step: usize,
+    started: Instant,
+    started_at: jiff::Timestamp,
+    /// The candidate's work items whose last sync failed.
+    failing: HashSet<String>,
+    /// Shadow: the last evaluation, when the next is due, and whether one is running.
+    shadow: Option<ShadowReport>,
+    shadow_due: Instant,
+    evaluating: bool,
+}
+
+impl<K: Kind> Candidate<K> {
+    pub fn revision(&self) -> &str {
+        &self.controller.revision
+    }
+
+    fn strategy(&self) -> RolloutStrategy {
+        self.controller.rollout.strategy
+    }
+
+    /// The canary step running (from 0).
+    pub fn step(&self) -> usize {
+        self.progress.lock().step
+    }
+
+    /// Whether it serves this work item (by its rollout unit).
+    pub fn serves(&self, unit: &str) -> bool {
+        self.share.serves(unit)
+    }
+
+    /// Whether it serves any work item at all (a shadow serves none).
+    pub fn serves_any(&self) -> bool {
+        self.share.get() != Share::Nothing
+    }
+
+    /// How one of its work items ended.
+    pub fn record(&self, unit: String, failed: bool) {
+        let mut progress = self.progress.lock();
+        if failed {
+            progress.failing.insert(unit);
+        } else {
+            progress.failing.remove(&unit);
+        }
+    }
+
+    /// The share of step `step` over the work items the controller has now.
+    fn share_of_step(&self, step: usize) -> Share {
+        let rollout = &self.controller.rollout;
+        match rollout.steps.get(step) {
+            Some(step) => Share::of_step(
+                step,
+                self.controller
+                    .outcomes
+                    .keys()
+                    .iter()
+                    .map(|unit| plan::position(&unit.to_string())),
+            ),
+            None => Share::Everything,
+        }
+    }
+
+    /// Starts step `step` at `started_at`.
+    fn start_step(&self, step: usize, started_at: jiff::Timestamp) {
+        let share = self.share_of_step(step);
+        let mut progress = self.progress.lock();
+        progress.step = step;
+        progress.started_at = started_at;
+        let ago = jiff::Timestamp::now()
+            .duration_since(started_at)
+            .unsigned_abs();
+        progress.started = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
+        drop(progress);
+        self.share.set(share);
+    }
+}
+
+/// What a controller's rollout remembers across its reloads.
+struct Track<K: Kind> {
+    candidate: Option<Arc<Candidate<K>>>,
+    halted: Option<HaltedRevision>,
+    /// The revision of the newest spec loaded.
+    newest: String,
+    /// A revision to serve at the next load: its canary ran its last step.
+    promoting: Option<String>,
+    /// The serving revision whose snapshot is saved.
+    saved: Option<String>,
+}
+
+impl<K: Kind> Default for Track<K> {
+    fn default() -> Self {
+        Track {
+            candidate: None,
+            halted: None,
+            newest: String::new(),
+            promoting: None,
+            saved: None,
+        }
+    }
+}
+
+/// The rollouts of one kind's controllers, by controller name.
+pub struct Rollouts<K: Kind> {
+    tracks: Mutex<HashMap<String, Track<K>>>,
+}
+
+impl<K: Kind> Default for Rollouts<K> {
+    fn default() -> Self {
+        Rollouts {
+            tracks: Mutex::default(),
+        }
+    }
+}
+
+/// What a step of the status loop asks the registry to do for a controller.
+pub enum Advance {
+    Nothing,
+    /// The candidate's share grew: queue the work items it serves now.
+    Stepped,
+    /// Load the controller again: the candidate is to be promoted or held back.
+    Reload,
+}
+
+impl<K: Kind> Rollouts<K> {
+    pub fn candidate(&self, name: &str) -> Option<Arc<Candidate<K>>> {
+        self.tracks.lock().get(name)?.candidate.clone()
+    }
+
+    /// The placement inputs of a controller whose newest revision is `newest`: remembered, or
+    /// (the first time this replica sees it) as its status says.
+    pub fn revisions_of(
+        &self,
+        name: &str,
+        object: &Value,
+        newest: &str,
+    ) -> (Option<HaltedRevision>, Option<String>) {
+        let mut tracks = self.tracks.lock();
+        let track = tracks.entry(name.to_string()).or_insert_with(|| Track {
+            halted: rollout_status(object).and_then(|status| status.halted),
+            ..Track::default()
+        });
+        track.newest = newest.to_string();
+        (track.halted.clone(), track.promoting.clone())
+    }
+
+    /// Forgets a controller's rollout (a controller removed, or back to `Immediate`); returns
+    /// the candidate it had.
+    pub fn forget(&self, name: &str) -> Option<Arc<Candidate<K>>> {
+        self.tracks.lock().remove(name)?.candidate
+    }
+
+    /// The newest revision serves: no candidate any more. Returns the one dropped.
+    pub fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
+        let mut tracks = self.tracks.lock();
+        let track = tracks.entry(name.to_string()).or_default();
+        track.promoting = None;
+        if track
+            .halted
+            .as_ref()
+            .is_some_and(|halted| halted.revision == revision)
+        {
+            track.halted = None;
+        }
+        track.candidate.take()
+    }
+
+    /// The newest revision is held back. Returns the candidate dropped.
+    pub fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
+        let mut tracks = self.tracks.lock();
+        let track = tracks.entry(name.to_string()).or_default();
+        track.halted = Some(halted);
+        track.candidate.take()
+    }
+
+    /// Makes `controller` the candidate, or keeps the one of the same revision (its progress
+    /// with it). A new candidate starts where the controller's status says one of its revision
+    /// was (a restart, a new leader), else at its first step; so does a kept one whose status
+    /// is ahead of this replica (a later step, or the same one started earlier: a standby that
+    /// takes over). Returns it, and whether it is new.
+    pub fn stage(
+        &self,
+        name: &str,
+        mut controller: Controller<K>,
+        object: &Value,
+    ) -> (Arc<Candidate<K>>, bool) {
+        let recorded = rollout_status(object)
+            .filter(|status| status.candidate.as_deref() == Some(controller.revision.as_str()));
+        let resume = recorded.as_ref().and_then(|status| {
+            let started_at = status.step_started_at.as_deref()?.parse().ok()?;
+            Some((status.step? as usize, started_at))
+        });
+        let mut tracks = self.tracks.lock();
+        let track = tracks.entry(name.to_string()).or_default();
+        if let Some(kept) = &track.candidate
+            && kept.revision() == controller.revision
+        {
+            let behind = resume.is_some_and(|(step, started_at)| {
+                let progress = kept.progress.lock();
+                (step, std::cmp::Reverse(started_at))
+                    > (progress.step, std::cmp::Reverse(progress.started_at))
+            });
+            if let (true, Some((step, started_at))) = (behind, resume) {
+                kept.start_step(step, started_at);
+            }
+            return (kept.clone(), false);
+        }
+        let share = Arc::new(CandidateShare::new(Share::Nothing));
+        controller.share = Some(share.clone());
+        let candidate = Arc::new(Candidate {
+            controller: Arc::new(controller),
+            share,
+            progress: Mutex::new(Progress {
+                step: 0,
+                started: Instant::now(),
+                started_at: jiff::Timestamp::now(),
+                failing: HashSet::new(),
+                shadow: recorded.and_then(|status| status.shadow),
+                shadow_due: Instant::now(),
+                evaluating: false,
+            }),
+        });
+        if candidate.strategy() == RolloutStrategy::Canary {
+            let (step, started_at) = resume.unwrap_or((0, jiff::Timestamp::now()));
+            candidate.start_step(step, started_at);
+        }
+        track.candidate = Some(candidate.clone());
+        (candidate, true)
+    }
+
+    /// One turn of the status loop for a controller's candidate (the leader's): a canary steps
+    /// on, is promoted or rolled back; a shadow is evaluated again when due.
+    pub fn advance(&self, context: &Arc<Context>, name: &str) -> Advance {
+        let Some(candidate) = self.candidate(name) else {
+            return Advance::Nothing;
+        };
+        match candidate.strategy() {
+            RolloutStrategy::Canary => {
+                let (step, running, failing) = {
+                    let progress = candidate.progress.lock();
+                    let failing = progress.failing.len() as u64;
+                    (progress.step, progress.started.elapsed(), failing)
+                };
+                match plan::canary_next(&candidate.controller.rollout, step, running, failing) {
+                    CanaryNext::Wait(_) => Advance::Nothing,
+                    CanaryNext::Step(next) => {
+                        candidate.start_step(next, jiff::Timestamp::now());
+                        Advance::Stepped
+                    }
+                    CanaryNext::Promote => {
+                        if let Some(track) = self.tracks.lock().get_mut(name) {
+                            track.promoting = Some(candidate.revision().to_string());
+                        }
+                        Advance::Reload
+                    }
+                    CanaryNext::RollBack(why) => {
+                        if let Some(track) = self.tracks.lock().get_mut(name) {
+                            track.halted = Some(HaltedRevision {
+                                revision: candidate.revision().to_string(),
+                                reason: plan::ROLLED_BACK.to_string(),
+                                message: format!(
+                                    "revision {} was rolled back: {why}",
+                                    candidate.revision()
+                                ),
+                            });
+                        }
+                        Advance::Reload
+                    }
+                }
+            }
+            RolloutStrategy::Shadow => {
+                let due = {
+                    let mut progress = candidate.progress.lock();
+                    let due = !progress.evaluating && progress.shadow_due <= Instant::now();
+                    progress.evaluating |= due;
+                    due
+                };
+                if due {
+                    let context = context.clone();
+                    tokio::spawn(async move {
+                        let report = shadow_pass(&context, &candidate.controller).await;
+                        let mut progress = candidate.progress.lock();
+                        progress.shadow = Some(report);
+                        progress.evaluating = false;
+                        progress.shadow_due = Instant::now() + SHADOW_REFRESH;
+                    });
+                }
+                Advance::Nothing
+            }
+            RolloutStrategy::Immediate => Advance::Nothing,
+        }
+    }
+
+    /// `status.rollout` and the `Rollout` condition of a controller whose serving version is
+    /// `serving`; none for one that rolls out `Immediate` with nothing held back.
+    pub fn report(&self, name: &str, serving: &Controller<K>) -> Option<RolloutReport> {
+        let tracks = self.tracks.lock();
+        let track = tracks.get(name)?;
+        // A candidate just rolled back or aborted is gone as soon as the controller reloads.
+        let candidate = track.candidate.as_ref().filter(|candidate| {
+            track
+                .halted
+                .as_ref()
+                .is_none_or(|halted| halted.revision != candidate.revision())
+        });
+        let strategy = candidate.map_or(serving.rollout.strategy, |c| c.strategy());
+        let halted = track
+            .halted
+            .clone()
+            .filter(|halted| halted.revision == track.newest);
+        if !strategy.stages() && halted.is_none() {
+            return None;
+        }
+        let mut status = RolloutStatus {
+            strategy,
+            serving: serving.revision.clone(),
+            halted: halted.clone(),
+            ..RolloutStatus::default()
+        };
+        let mut condition = Ok(());
+        if let Some(candidate) = candidate {
+            let progress = candidate.progress.lock();
+            status.candidate = Some(candidate.revision().to_string());
+            status.shadow = progress.shadow.clone();
+            if strategy == RolloutStrategy::Canary {
+                status.step = Some(progress.step as u32);
+                status.step_started_at = Some(progress.started_at.to_string());
+                let serving_units = serving
+                    .outcomes
+                    .keys()
+                    .iter()
+                    .filter(|unit| candidate.serves(&unit.to_string()))
+                    .count() as u64;
+                status.canary = Some(CanaryCounts {
+                    serving: serving_units,
+                    failing: progress.failing.len() as u64,
+                });
+                condition = Err(Problem::new(
+                    reasons::CANARY_IN_PROGRESS,
+                    format!(
+                        "revision {} serves {serving_units} work item(s) at step {} of {}; {} \
+                         serves the rest",
+                        candidate.revision(),
+                        progress.step + 1,
+                        candidate.controller.rollout.steps.len(),
+                        serving.revision
+                    ),
+                ));
+            } else {
+                condition = Err(Problem::new(
+                    reasons::SHADOWING,
+                    format!(
+                        "revision {} is evaluated without writing until it is promoted; {} \
+                         serves every object",
+                        candidate.revision(),
+                        serving.revision
+                    ),
+                ));
+            }
+        } else if let Some(halted) = &halted {
+            condition = Err(Problem::new(&halted.reason, &halted.message));
+        }
+        Some(RolloutReport { status, condition })
+    }
+
+    /// Whether the serving revision's snapshot is yet to be saved.
+    fn unsaved(&self, name: &str, revision: &str) -> bool {
+        self.tracks
+            .lock()
+            .get(name)
+            .is_none_or(|track| track.saved.as_deref() != Some(revision))
+    }
+
+    /// Notes that the serving revision's snapshot is saved.
+    pub fn saved(&self, name: &str, revision: &str) {
+        self.tracks
+            .lock()
+            .entry(name.to_string())
+            .or_default()
+            .saved = Some(revision.to_string());
+    }
+
+    /// Saves the serving revision's snapshot when it is not yet (the leader's: it is a write),
+    /// and deletes the controller's other snapshots. A failure is logged and tried again at
+    /// the next load or status turn.
+    pub async fn save(&self, context: &Context, serving: &Controller<K>) {
+        if !context.leadership.is_leader() || !self.unsaved(&serving.id.name, &serving.revision) {
+            return;
+        }
+        match save_snapshot(context, serving).await {
+            Ok(()) => self.saved(&serving.id.name, &serving.revision),
+            Err(error) => {
+                tracing::warn!(controller = %serving.id, revision = %serving.revision, %error, "cannot save the serving revision's snapshot; a restart now would serve the newest revision everywhere")
+            }
+        }
+    }
+}
+
+/// `status.rollout` as the controller object carries it.
+pub fn rollout_status(object: &Value) -> Option<RolloutStatus> {
+    serde_json::from_value(object.pointer("/status/rollout")?.clone()).ok()
+}
+
+/// The serving revision's snapshot: where it is kept, and what it holds.
+const KIND_LABEL: &str = "metascript.dev/controller-kind";
+const NAME_LABEL: &str = "metascript.dev/controller";
+const REVISION_LABEL: &str = "metascript.dev/revision";
+
+/// A controller revision as it was loaded: the controller object (its spec) and the code of
+/// every script and library it read from a ConfigMap key (or a dev-loop file), by
+/// `namespace/name/key`, so that it runs the same when those change.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+pub struct Snapshot {
+    pub controller: Value,
+    #[serde(default)]
+    pub scripts: BTreeMap<String, String>,
+}
+
+impl ConfigMapLookup for Snapshot {
+    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
+        Some(self.scripts.get(&script_key(namespace, name, key)).cloned())
+    }
+}
+
+fn script_key(namespace: &str, name: &str, key: &str) -> String {
+    format!("{namespace}/{name}/{key}")
+}
+
+/// A label value for a controller name (at most 63 characters).
+fn name_label(name: &str) -> String {
+    if name.len() <= 63 {
+        name.to_string()
+    } else {
+        object::short_digest(name)
+    }
+}
+
+/// The snapshot's name: `<kind>-<controller>-<revision>`, shortened to fit.
+pub fn snapshot_name(id: &ControllerId, revision: &str) -> String {
+    let name = if id.name.len() + revision.len() + 12 <= 253 {
+        id.name.clone()
+    } else {
+        object::short_digest(&id.name)
+    };
+    format!("{}-{name}-{revision}", id.kind.as_str())
+}
+
+fn snapshots(context: &Context) -> Api<ControllerRevision> {
+    Api::namespaced(context.client.clone(), &context.config.namespace)
+}
+
+/// What a serving version snapshots: its object, and the code of the scripts it took from
+/// ConfigMap keys.
+fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
+    let mut scripts = BTreeMap::new();
+    let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
+        .map(|parsed| crate::api::ControllerObject::spec(&parsed))
+        .unwrap_or_default();
+    for (hook, declared) in &spec.hooks {
+        let (Some(reference), Some(loaded)) = (
+            declared
+                .script
+                .as_ref()
+                .and_then(|s| s.config_map_ref.as_ref()),
+            serving.hooks.get(*hook),
+        ) else {
+            continue;
+        };
+        if let HookCode::Script { script, .. } = &loaded.code {
+            scripts.insert(
+                script_key(&reference.namespace, &reference.name, &reference.key),
+                script.code().to_string(),
+            );
+        }
+    }
+    let compiled: Vec<_> = serving
+        .hooks
+        .iter()
+        .filter_map(|hook| match &hook.code {
+            HookCode::Script { script, .. } => Some(script.clone()),
+            HookCode::Webhook(_) => None,
+        })
+        .collect();
+    for library in &spec.libraries {
+        let Some(reference) = &library.config_map_ref else {
+            continue;
+        };
+        let code = compiled.iter().find_map(|script| {
+            script
+                .libraries()
+                .find(|loaded| loaded.name == library.name)
+                .map(|loaded| loaded.code.to_string())
+        });
+        if let Some(code) = code {
+            scripts.insert(
+                script_key(&reference.namespace, &reference.name, &reference.key),
+                code,
+            );
+        }
+    }
+    let object = &serving.object;
+    Snapshot {
+        controller: json!({
+            "apiVersion": object::api_version(object),
+            "kind": object::kind(object),
+            "metadata": {
+                "name": object::name(object),
+                "uid": object::uid(object),
+                "generation": object.pointer("/metadata/generation"),
+                "annotations": object.pointer("/metadata/annotations"),
+            },
+            "spec": object.get("spec"),
+        }),
+        scripts,
+    }
+}
+
+async fn save_snapshot<K: Kind>(
+    context: &Context,
+    serving: &Controller<K>,
+) -> Result<(), kube::Error> {
+    let id = &serving.id;
+    let object = &serving.object;
+    let data = serde_json::to_value(snapshot_of(serving)).expect("a snapshot serializes");
+    let revision = ControllerRevision {
+        metadata: kube::api::ObjectMeta {
+            name: Some(snapshot_name(id, &serving.revision)),
+            namespace: Some(context.config.namespace.clone()),
+            labels: Some(
+                [
+                    (KIND_LABEL.to_string(), id.kind.as_str().to_string()),
+                    (NAME_LABEL.to_string(), name_label(&id.name)),
+                    (REVISION_LABEL.to_string(), serving.revision.clone()),
+                ]
+                .into(),
+            ),
+            // Deleted with the controller by the garbage collector.
+            owner_references: Some(vec![
+                serde_json::from_value(object::owner_reference(object))
+                    .expect("an owner reference"),
+            ]),
+            ..Default::default()
+        },
+        revision: serving.generation.unwrap_or(1),
+        data: Some(RawExtension(data)),
+    };
+    let api = snapshots(context);
+    match api.create(&PostParams::default(), &revision).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => return Err(error),
+    }
+    let selector = format!(
+        "{KIND_LABEL}={},{NAME_LABEL}={}",
+        id.kind.as_str(),
+        name_label(&id.name)
+    );
+    for old in api.list(&ListParams::default().labels(&selector)).await? {
+        let name = kube::ResourceExt::name_any(&old);
+        if kube::ResourceExt::labels(&old).get(REVISION_LABEL) != Some(&serving.revision) {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The snapshot of a controller's revision, when it is kept and belongs to this very
+/// controller object (not an earlier one of the same name).
+pub async fn load_snapshot(
+    context: &Context,
+    id: &ControllerId,
+    object: &Value,
+    revision: &str,
+) -> Result<Option<Snapshot>, kube::Error> {
+    let Some(kept) = snapshots(context)
+        .get_opt(&snapshot_name(id, revision))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let owned = kept
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| Some(owner.uid.as_str()) == object::uid(object));
+    Ok(kept
+        .data
+        .filter(|_| owned)
+        .and_then(|data| serde_json::from_value(data.0).ok()))
+}
+
+/// Evaluates a candidate on every object it acts on, as `metascript diff` does: its hooks run
+/// (with its budgets and its account's reads) and each plan is compared with the caches;
+/// nothing is written, no Event published, no read recorded.
+async fn shadow_pass<K: Kind>(
+    context: &Arc<Context>,
+    candidate: &Arc<Controller<K>>,
+) -> ShadowReport {
+    let types = K::interest(&candidate.planner).types;
+    let subjects: Vec<(ResourceType, Arc<Value>)> = types
+        .iter()
+        .flat_map(|resource| {
+            crate::store::ObjectStore::list(&*context.informers, resource, None)
+                .into_iter()
+                .filter(|object| candidate.planner.acts_on(resource, object))
+                .map(|object| (resource.clone(), object))
+        })
+        .collect();
+    let (context, candidate) = (context.clone(), candidate.clone());
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let by_kind: HashMap<(String, String), &ResourceType> = types
+            .iter()
+            .map(|t| ((t.api_version.clone(), t.kind.clone()), t))
+            .collect();
+        let lookup = |key: &ObjectKey| {
+            let resource = by_kind.get(&(key.api_version.clone(), key.kind.clone()))?;
+            context
+                .informers
+                .get(resource, key.namespace.as_deref(), &key.name)
+        };
+        let mut summary = Summary::default();
+        let mut examples = Vec::new();
+        for (_, subject) in subjects {
+            let scope = candidate.scope(&context, &candidate.planner.reads());
+            let runner = HookRunner {
+                engine: &context.engine,
+                hooks: &candidate.hooks,
+                observer: None,
+                scope: &scope,
+            };
+            let offline = Offline {
+                runner: &runner,
+                store: &*context.informers,
+                resolver: &*context.discovery,
+            };
+            for step in candidate.planner.sync_offline(&offline, &subject) {
+                let (found, error) = match &step.result {
+                    Ok(plan) => {
+                        let observed: HashMap<ObjectKey, Arc<Value>> = plan
+                            .apply
+                            .iter()
+                            .map(ObjectKey::of)
+                            .chain(plan.delete.iter().map(|d| d.key.clone()))
+                            .filter_map(|key| Some((key.clone(), lookup(&key)?)))
+                            .collect();
+                        let found = changes(plan, &subject, |key| {
+                            observed.get(key).map(|object| &**object)
+                        });
+                        (found, None)
+                    }
+                    Err(error) => (Vec::new(), Some(error.to_string())),
+                };
+                summary.add(&found, error.is_some());
+                if examples.len() < SHADOW_EXAMPLES && (!found.is_empty() || error.is_some()) {
+                    let mut example = format!("{}:\n", step.subject());
+                    if let Some(error) = &error {
+                        example.push_str(&format!("  the sync fails: {error}\n"));
+                    }
+                    for change in &found {
+                        example.push_str(&describe(change));
+                    }
+                    examples.push(truncate(example, EXAMPLE_BYTES));
+                }
+            }
+        }
+        (summary, examples)
+    })
+    .await;
+    let (summary, examples) = evaluated.unwrap_or_else(|error| {
+        let mut failed = Summary::default();
+        failed.add(&[], true);
+        (failed, vec![format!("the evaluation stopped: {error}")])
+    });
+    ShadowReport {
+        evaluated_at: jiff::Timestamp::now().to_string(),
+        evaluated: summary.evaluated as u64,
+        would_create: summary.create as u64,
+        would_update: summary.update as u64,
+        would_delete: summary.delete as u64,
+        would_claim: summary.claim as u64,
+        errors: summary.errors as u64,
+        examples,
+    }
+}
+
+/// At most `bytes` of `text`, cut at a character boundary, saying it was cut.
+fn truncate(mut text: String, bytes: usize) -> String {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str("…\n");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_names_fit_and_stay_apart() {
+        let id = ControllerId::new(crate::kinds::decorator::KIND, "service-per-pod");
+        assert_eq!(
+            snapshot_name(&id, "0123456789"),
+            "decorator-service-per-pod-0123456789"
+        );
+        let long = ControllerId::new(crate::kinds::decorator::KIND, "x".repeat(250));
+        assert!(snapshot_name(&long, "0123456789").len() <= 253);
+        assert_eq!(name_label(&"y".repeat(80)).len(), 32);
+    }
+
+    #[test]
+    fn a_snapshot_answers_for_the_configmap_keys_it_holds_only() {
+        let snapshot = Snapshot {
+            controller: Value::Null,
+            scripts: [("ns/hooks/sync.rhai".to_string(), "#{}".to_string())].into(),
+        };
+        assert_eq!(
+            snapshot.value("ns", "hooks", "sync.rhai"),
+            Some(Some("#{}".into()))
+        );
+        assert_eq!(snapshot.value("ns", "hooks", "other.rhai"), Some(None));
+    }
+
+    #[test]
+    fn long_examples_are_cut_at_a_character() {
+        assert_eq!(truncate("short".into(), 10), "short");
+        let cut = truncate("é".repeat(10), 5);
+        assert_eq!(cut, "éé…\n");
+    }
+}

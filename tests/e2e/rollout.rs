@@ -1,0 +1,620 @@
+//! Staged rollouts (`spec.rollout`), in Rhai and Lua: a shadow revision writes nothing and
+//! reports exactly what it would do; a canary of 10% of 200 targets writes to those and no
+//! others; a canary whose hook fails rolls back, and the targets it served get the serving
+//! revision's output again; promotion (annotation or `metascript rollout promote`) finishes a
+//! rollout; a leader failover and a replica that starts from nothing both go on with a
+//! rollout where it was.
+
+use crate::support::cli::{metascript, stdout_of};
+use crate::support::operator::{
+    OWN_OPERATOR_LABEL, apply, get, operator, regarding_name, wait_for, wait_for_condition,
+    wait_for_event,
+};
+use crate::support::process::OperatorProcess;
+use crate::support::{client, eventually, plane, test_namespace, unique_name};
+use futures::StreamExt as _;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+use metascript::api::{CanaryStep, PROMOTE_ANNOTATION};
+use metascript::plan::rollout::Share;
+use metascript::resources::StaticResolver;
+use metascript::runtime::ObjRef;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A DecoratorController labelling ConfigMaps `rollout: <name>` with `rev: <revision>`; it fails
+/// on the targets named in `failing`.
+fn controller(
+    name: &str,
+    language: &str,
+    revision: &str,
+    failing: &[&str],
+    rollout: Value,
+) -> Value {
+    let script = match language {
+        "rhai" => format!(
+            "let failing = {failing:?};\n\
+             if failing.contains(name(request.object)) {{ throw \"revision {revision} fails here\"; }}\n\
+             #{{ labels: #{{ rev: \"{revision}\" }} }}"
+        ),
+        _ => {
+            let failing: Vec<String> = failing.iter().map(|n| format!("[{n:?}] = true")).collect();
+            format!(
+                "local failing = {{ {} }}\n\
+                 if failing[request.object.metadata.name] then error(\"revision {revision} fails here\") end\n\
+                 return {{ labels = {{ rev = \"{revision}\" }} }}",
+                failing.join(", ")
+            )
+        }
+    };
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps",
+                           "labelSelector": {"matchLabels": {"rollout": name}}}],
+            "hooks": {"sync": {"script": {"language": language, "inline": script}}},
+            "rollout": rollout,
+        }
+    })
+}
+
+fn target_names(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("t-{i:03}")).collect()
+}
+
+/// Creates the targets, a few at a time.
+async fn create_targets(
+    client: &kube::Client,
+    namespace: &str,
+    controller: &str,
+    names: &[String],
+) {
+    futures::stream::iter(names.iter().map(|name| {
+        let target = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"rollout": controller}}});
+        async move { apply(client, &target).await }
+    }))
+    .buffer_unordered(8)
+    .collect::<Vec<()>>()
+    .await;
+}
+
+/// Each target's `rev` label and resourceVersion.
+async fn targets(
+    client: &kube::Client,
+    namespace: &str,
+    controller: &str,
+) -> BTreeMap<String, (String, String)> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default().labels(&format!("rollout={controller}")))
+        .await
+        .expect("listing the targets")
+        .items
+        .into_iter()
+        .map(|target| {
+            let rev = target
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get("rev"))
+                .cloned()
+                .unwrap_or_default();
+            (
+                target.metadata.name.unwrap_or_default(),
+                (rev, target.metadata.resource_version.unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every target's `rev` is what `expected` says for it.
+async fn wait_for_revs(
+    client: &kube::Client,
+    namespace: &str,
+    controller: &str,
+    what: &str,
+    expected: impl Fn(&str) -> &'static str,
+) -> BTreeMap<String, (String, String)> {
+    eventually(what, || async {
+        let now = targets(client, namespace, controller).await;
+        now.iter()
+            .all(|(name, (rev, _))| rev == expected(name))
+            .then_some(now)
+    })
+    .await
+}
+
+/// The targets a canary step of `percent` serves: as the operator picks them, by a stable hash
+/// of the work item (`ConfigMap.v1 <namespace>/<name>`).
+fn canary_share(namespace: &str, names: &[String], percent: u32) -> BTreeSet<String> {
+    let config_maps = StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .expect("ConfigMap is built in");
+    let step = CanaryStep {
+        percent: Some(percent),
+        ..CanaryStep::default()
+    };
+    let share = Share::of_step(&step, []);
+    names
+        .iter()
+        .filter(|name| {
+            let unit = ObjRef {
+                resource: config_maps.clone(),
+                namespace: Some(namespace.to_string()),
+                name: name.to_string(),
+            };
+            share.serves(&unit.to_string())
+        })
+        .cloned()
+        .collect()
+}
+
+fn rollout_of(object: &Value) -> &Value {
+    &object["status"]["rollout"]
+}
+
+async fn kubeconfig_arg() -> String {
+    plane().await.kubeconfig_path().display().to_string()
+}
+
+async fn shadow_reports_exactly_and_writes_nothing(language: &str) {
+    // The shared operator installs the CRDs and the namespace snapshots are kept in.
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-shadow").await;
+    let name = unique_name(&format!("shadow-{language}"));
+    let shadow = json!({"strategy": "Shadow"});
+    apply(
+        &client,
+        &controller(&name, language, "v1", &[], shadow.clone()),
+    )
+    .await;
+    let mut names = target_names(10);
+    names.extend(["bad-a".to_string(), "bad-b".to_string()]);
+    create_targets(&client, &namespace, &name, &names).await;
+    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    let first = wait_for(
+        &client,
+        &controller(&name, language, "v1", &[], shadow.clone()),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+    let serving = rollout_of(&first)["serving"].as_str().unwrap().to_string();
+
+    // The new revision labels v2 and fails on the bad targets: evaluated, never written.
+    let candidate = controller(&name, language, "v2", &["bad-a", "bad-b"], shadow.clone());
+    apply(&client, &candidate).await;
+    let evaluated = wait_for(
+        &client,
+        &candidate,
+        "a shadow evaluation of every target",
+        |o| rollout_of(o)["shadow"]["evaluated"] == 12,
+    )
+    .await;
+    let rollout = rollout_of(&evaluated);
+    assert_eq!(rollout["serving"], serving.as_str(), "{rollout}");
+    let candidate_revision = rollout["candidate"]
+        .as_str()
+        .expect("a candidate")
+        .to_string();
+    assert_ne!(candidate_revision, serving);
+    let shadow_report = &rollout["shadow"];
+    assert_eq!(shadow_report["wouldUpdate"], 10, "{shadow_report}");
+    assert_eq!(shadow_report["errors"], 2, "{shadow_report}");
+    assert_eq!(shadow_report["wouldCreate"], 0, "{shadow_report}");
+    assert_eq!(shadow_report["wouldDelete"], 0, "{shadow_report}");
+    let examples = shadow_report["examples"].to_string();
+    assert!(
+        examples.contains(r#"metadata.labels.rev: \"v1\" -> \"v2\""#)
+            && examples.contains("fails here"),
+        "examples show a change and an error: {examples}"
+    );
+    let condition = wait_for_condition(&client, &candidate, "Rollout", "False").await;
+    assert_eq!(condition["reason"], "Shadowing", "{condition}");
+    assert_eq!(
+        targets(&client, &namespace, &name).await,
+        before,
+        "a shadow revision writes nothing"
+    );
+    let status = stdout_of(
+        &metascript([
+            "rollout",
+            "status",
+            &format!("dec/{name}"),
+            "--kubeconfig",
+            &kubeconfig_arg().await,
+        ]),
+        "rollout status",
+    );
+    assert!(
+        status.contains(&format!("candidate: revision {candidate_revision}"))
+            && status.contains("12 evaluated, 0 to create, 10 to change, 0 to delete"),
+        "{status}"
+    );
+
+    // Promoted: it serves every target (and fails where it fails).
+    let promoted = stdout_of(
+        &metascript([
+            "rollout",
+            "promote",
+            &format!("dec/{name}"),
+            "--kubeconfig",
+            &kubeconfig_arg().await,
+        ]),
+        "rollout promote",
+    );
+    assert!(promoted.contains(&candidate_revision), "{promoted}");
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "the good targets at v2",
+        |target| {
+            if target.starts_with("bad") {
+                "v1"
+            } else {
+                "v2"
+            }
+        },
+    )
+    .await;
+    let done = wait_for(&client, &candidate, "the candidate serving", |o| {
+        rollout_of(o)["serving"] == candidate_revision.as_str()
+            && rollout_of(o)["candidate"].is_null()
+    })
+    .await;
+    assert!(
+        rollout_of(&done)["shadow"].is_null(),
+        "{}",
+        rollout_of(&done)
+    );
+    wait_for_condition(&client, &candidate, "Rollout", "True").await;
+}
+
+#[tokio::test]
+async fn a_shadow_revision_reports_exactly_and_writes_nothing_rhai() {
+    shadow_reports_exactly_and_writes_nothing("rhai").await;
+}
+
+#[tokio::test]
+async fn a_shadow_revision_reports_exactly_and_writes_nothing_lua() {
+    shadow_reports_exactly_and_writes_nothing("lua").await;
+}
+
+async fn canary_writes_only_its_share(language: &str) {
+    // The shared operator installs the CRDs and the namespace snapshots are kept in.
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-canary").await;
+    let name = unique_name(&format!("canary-{language}"));
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 10, "intervalSeconds": 3600}]});
+    apply(
+        &client,
+        &controller(&name, language, "v1", &[], canary.clone()),
+    )
+    .await;
+    let names = target_names(200);
+    create_targets(&client, &namespace, &name, &names).await;
+    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    wait_for(
+        &client,
+        &controller(&name, language, "v1", &[], canary.clone()),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+
+    let share = canary_share(&namespace, &names, 10);
+    assert!(
+        (8..40).contains(&share.len()),
+        "10% of 200: {}",
+        share.len()
+    );
+    let candidate = controller(&name, language, "v2", &[], canary.clone());
+    apply(&client, &candidate).await;
+    let in_share = |target: &str| if share.contains(target) { "v2" } else { "v1" };
+    let after = wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "the canary's share at v2",
+        in_share,
+    )
+    .await;
+    let status = wait_for(&client, &candidate, "the canary's counts", |o| {
+        rollout_of(o)["canary"]["serving"] == share.len()
+    })
+    .await;
+    assert_eq!(rollout_of(&status)["step"], 0);
+    assert_eq!(rollout_of(&status)["canary"]["failing"], 0);
+    for (target, (_, version)) in &after {
+        if !share.contains(target) {
+            assert_eq!(
+                &before[target].1, version,
+                "{target} outside the canary was not written"
+            );
+        }
+    }
+    wait_for_event(&client, None, "RolloutStarted", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+
+    // Promoted by annotation: every target.
+    let revision = rollout_of(&status)["candidate"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut promoted = candidate.clone();
+    promoted["metadata"]["annotations"] = json!({PROMOTE_ANNOTATION: revision});
+    apply(&client, &promoted).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
+    wait_for_event(&client, None, "Promoted", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_canary_of_ten_percent_writes_only_to_those_targets_rhai() {
+    canary_writes_only_its_share("rhai").await;
+}
+
+#[tokio::test]
+async fn a_canary_of_ten_percent_writes_only_to_those_targets_lua() {
+    canary_writes_only_its_share("lua").await;
+}
+
+async fn failing_canary_rolls_back(language: &str) {
+    // The shared operator installs the CRDs and the namespace snapshots are kept in.
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-back").await;
+    let name = unique_name(&format!("rollback-{language}"));
+    let canary = json!({"strategy": "Canary", "maxErrors": 0,
+                        "steps": [{"percent": 50, "intervalSeconds": 3600}]});
+    apply(
+        &client,
+        &controller(&name, language, "v1", &[], canary.clone()),
+    )
+    .await;
+    let names = target_names(24);
+    create_targets(&client, &namespace, &name, &names).await;
+    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    wait_for(
+        &client,
+        &controller(&name, language, "v1", &[], canary.clone()),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+
+    // The new revision fails on one target of its share.
+    let share = canary_share(&namespace, &names, 50);
+    let failing = share.iter().next().expect("a target in the share").clone();
+    let candidate = controller(&name, language, "v2", &[failing.as_str()], canary.clone());
+    apply(&client, &candidate).await;
+    let held = wait_for(&client, &candidate, "the rollback in status", |o| {
+        rollout_of(o)["halted"]["reason"] == "RolledBack" && rollout_of(o)["candidate"].is_null()
+    })
+    .await;
+    let rollout = rollout_of(&held);
+    assert!(rollout["candidate"].is_null(), "{rollout}");
+    assert!(
+        rollout["halted"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("maxErrors (0)"),
+        "{rollout}"
+    );
+    let condition = wait_for_condition(&client, &candidate, "Rollout", "False").await;
+    assert_eq!(condition["reason"], "RolledBack", "{condition}");
+    wait_for_event(&client, None, "RolledBack", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+    // What the candidate served is the serving revision's again; nothing else was touched.
+    let after = wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "every target at v1 again",
+        |_| "v1",
+    )
+    .await;
+    for (target, (_, version)) in &after {
+        if !share.contains(target) {
+            assert_eq!(
+                &before[target].1, version,
+                "{target} outside the canary was not written"
+            );
+        }
+    }
+    // Held back: a later look finds it still so (the newest spec is the rolled-back one).
+    let again = get(&client, &candidate).await.expect("the controller");
+    assert_eq!(
+        rollout_of(&again)["halted"]["revision"],
+        rollout["halted"]["revision"]
+    );
+}
+
+#[tokio::test]
+async fn a_failing_canary_rolls_back_and_nothing_else_changes_rhai() {
+    failing_canary_rolls_back("rhai").await;
+}
+
+#[tokio::test]
+async fn a_failing_canary_rolls_back_and_nothing_else_changes_lua() {
+    failing_canary_rolls_back("lua").await;
+}
+
+/// Short, so failovers are quick.
+const LEASE_SECONDS: u64 = 5;
+
+async fn replica(instance: &str, namespace: &str, lease: &str) -> OperatorProcess {
+    let duration = format!("{LEASE_SECONDS}s");
+    let replica = OperatorProcess::start(
+        instance,
+        &[
+            "--leader-election",
+            "--leader-election-namespace",
+            namespace,
+            "--leader-election-id",
+            lease,
+            "--lease-duration",
+            &duration,
+            "--status-interval",
+            "0.3",
+        ],
+    )
+    .await;
+    eventually("a replica's /readyz answers 200", || async {
+        replica
+            .get("/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    replica
+}
+
+fn leads(replica: &OperatorProcess) -> bool {
+    replica.metric("metascript_leader") == Some(1.0)
+}
+
+fn syncs(replica: &OperatorProcess, controller: &str) -> f64 {
+    replica
+        .metric(&format!(
+            "metascript_syncs_total{{kind=\"decorator\",controller=\"{controller}\"}}"
+        ))
+        .unwrap_or(0.0)
+}
+
+/// After a leader change: the new leader has synced every target again (taking over syncs
+/// everything) and written none, and the rollout is where it was.
+async fn rollout_held_through_failover(
+    client: &kube::Client,
+    leader: &OperatorProcess,
+    controller: &Value,
+    namespace: &str,
+    targets_before: &BTreeMap<String, (String, String)>,
+    candidate: &str,
+) {
+    let name = metascript::object::name(controller);
+    eventually("the new leader leads", || async {
+        leads(leader).then_some(())
+    })
+    .await;
+    eventually("the new leader synced every target", || async {
+        (syncs(leader, name) >= targets_before.len() as f64).then_some(())
+    })
+    .await;
+    assert_eq!(
+        &targets(client, namespace, name).await,
+        targets_before,
+        "the new leader serves each target from the revision that served it"
+    );
+    let status = get(client, controller).await.expect("the controller");
+    assert_eq!(
+        rollout_of(&status)["candidate"],
+        candidate,
+        "{}",
+        rollout_of(&status)
+    );
+    assert_eq!(rollout_of(&status)["step"], 0);
+}
+
+#[tokio::test]
+async fn a_rollout_goes_on_through_a_failover_and_a_restart() {
+    // The shared operator installs the CRDs and the namespace snapshots are kept in.
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-failover").await;
+    let name = unique_name("rollout-failover");
+    let lease = unique_name("lease");
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 30, "intervalSeconds": 3600}]});
+    let own = |mut controller: Value| {
+        controller["metadata"]["labels"] = json!({OWN_OPERATOR_LABEL: name});
+        controller
+    };
+    let mut a = replica(&name, &namespace, &lease).await;
+    let mut b = replica(&name, &namespace, &lease).await;
+    apply(
+        &client,
+        &own(controller(&name, "rhai", "v1", &[], canary.clone())),
+    )
+    .await;
+    let names = target_names(30);
+    create_targets(&client, &namespace, &name, &names).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    wait_for(
+        &client,
+        &own(controller(&name, "rhai", "v1", &[], canary.clone())),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+    let share = canary_share(&namespace, &names, 30);
+    let candidate = own(controller(&name, "rhai", "v2", &[], canary.clone()));
+    apply(&client, &candidate).await;
+    let in_share = |target: &str| if share.contains(target) { "v2" } else { "v1" };
+    let before = wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "the canary's share at v2",
+        in_share,
+    )
+    .await;
+    let status = wait_for(&client, &candidate, "the candidate in status", |o| {
+        rollout_of(o)["candidate"].is_string() && rollout_of(o)["step"] == 0
+    })
+    .await;
+    let revision = rollout_of(&status)["candidate"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The serving revision is kept where a restarted replica finds it.
+    let snapshots: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        metascript::runtime::DEFAULT_NAMESPACE,
+        &kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::ControllerRevision>(&()),
+    );
+    let kept = snapshots
+        .list(&ListParams::default().labels(&format!("metascript.dev/controller={name}")))
+        .await
+        .expect("listing snapshots");
+    assert_eq!(kept.items.len(), 1, "one snapshot: the serving revision's");
+
+    // The leader dies: the warm standby goes on.
+    let (dead, standby) = if leads(&a) {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    dead.signal(libc::SIGKILL);
+    rollout_held_through_failover(&client, standby, &candidate, &namespace, &before, &revision)
+        .await;
+
+    // A replica started now knows the serving revision only from its snapshot; the standby dies.
+    let fresh = replica(&name, &namespace, &lease).await;
+    standby.signal(libc::SIGKILL);
+    rollout_held_through_failover(&client, &fresh, &candidate, &namespace, &before, &revision)
+        .await;
+
+    // Promoted from the command line: the restarted replica serves the candidate everywhere.
+    stdout_of(
+        &metascript([
+            "rollout",
+            "promote",
+            &format!("dec/{name}"),
+            "--kubeconfig",
+            &kubeconfig_arg().await,
+        ]),
+        "rollout promote",
+    );
+    wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
+}
