@@ -115,7 +115,10 @@ async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
                             .or_else(|| s.halted.as_ref().map(|h| h.revision.clone()))
                     })
                     .with_context(|| {
-                        format!("{label} has no candidate revision and none held back to promote")
+                        format!(
+                            "{label} reports no candidate revision and none held back to \
+                             promote (the operator reports a new one within its status interval)"
+                        )
                     })?,
             };
             annotate(&api, name, PROMOTE_ANNOTATION, &revision).await?;
@@ -130,7 +133,12 @@ async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
                 None => status
                     .as_ref()
                     .and_then(|s| s.candidate.clone())
-                    .with_context(|| format!("{label} has no candidate revision to abort"))?,
+                    .with_context(|| {
+                        format!(
+                            "{label} reports no candidate revision to abort (the operator \
+                             reports a new one within its status interval)"
+                        )
+                    })?,
             };
             annotate(&api, name, ABORT_ANNOTATION, &revision).await?;
             Ok(format!(

@@ -608,16 +608,18 @@ impl<K: Kind> Registry<K> {
             return;
         };
         // A canary candidate syncs the work items of its share; the serving revision the rest.
-        let unit = K::rollout_unit(&key.work).map(|unit| unit.to_string());
-        let candidate = self
+        let by_candidate = self
             .rollouts
             .candidate(&key.controller.name)
-            .filter(|candidate| unit.as_deref().is_some_and(|unit| candidate.serves(unit)));
-        let controller = candidate
+            .and_then(|candidate| {
+                let unit = K::rollout_unit(&key.work)?.to_string();
+                candidate.serves(&unit).then_some((candidate, unit))
+            });
+        let controller = by_candidate
             .as_ref()
-            .map_or(controller, |candidate| candidate.controller.clone());
+            .map_or(controller, |(candidate, _)| candidate.controller.clone());
         let outcome = K::sync(context, &controller, &key.work).await;
-        if let (Some(candidate), Some(unit)) = (&candidate, unit) {
+        if let Some((candidate, unit)) = by_candidate {
             candidate.record(unit, matches!(outcome, Outcome::Failed { .. }));
         }
         let refused = match &outcome {

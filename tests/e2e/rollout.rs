@@ -618,3 +618,290 @@ async fn a_rollout_goes_on_through_a_failover_and_a_restart() {
     );
     wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
 }
+
+/// A canary whose steps run their course is promoted on its own, step by step.
+#[tokio::test]
+async fn a_canary_steps_on_and_is_promoted_when_its_last_step_ends() {
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-steps").await;
+    let name = unique_name("steps");
+    let canary = json!({"strategy": "Canary", "steps": [
+        {"percent": 20, "intervalSeconds": 1}, {"count": 15, "intervalSeconds": 1}
+    ]});
+    apply(
+        &client,
+        &controller(&name, "lua", "v1", &[], canary.clone()),
+    )
+    .await;
+    create_targets(&client, &namespace, &name, &target_names(20)).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    wait_for(
+        &client,
+        &controller(&name, "lua", "v1", &[], canary.clone()),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+    let candidate = controller(&name, "lua", "v2", &[], canary);
+    apply(&client, &candidate).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
+    let step = wait_for_event(&client, None, "CanaryStep", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+    assert!(
+        step.note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("step 2 of 2"),
+        "{:?}",
+        step.note
+    );
+    wait_for_event(&client, None, "Promoted", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+    let done = wait_for(&client, &candidate, "the candidate serving", |o| {
+        rollout_of(o)["candidate"].is_null()
+    })
+    .await;
+    assert_eq!(rollout_of(&done)["strategy"], "Canary");
+    wait_for_condition(&client, &candidate, "Rollout", "True").await;
+}
+
+/// An aborted canary hands its share back to the serving revision and stays held back until
+/// the controller changes again.
+#[tokio::test]
+async fn an_aborted_canary_gives_its_share_back_until_the_next_edit() {
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-abort").await;
+    let name = unique_name("abort");
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 50, "intervalSeconds": 3600}]});
+    apply(
+        &client,
+        &controller(&name, "rhai", "v1", &[], canary.clone()),
+    )
+    .await;
+    let names = target_names(16);
+    create_targets(&client, &namespace, &name, &names).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
+    wait_for(
+        &client,
+        &controller(&name, "rhai", "v1", &[], canary.clone()),
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+    let share = canary_share(&namespace, &names, 50);
+    apply(
+        &client,
+        &controller(&name, "rhai", "v2", &[], canary.clone()),
+    )
+    .await;
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "the canary's share at v2",
+        |target| {
+            if share.contains(target) { "v2" } else { "v1" }
+        },
+    )
+    .await;
+    wait_for(
+        &client,
+        &controller(&name, "rhai", "v2", &[], canary.clone()),
+        "the candidate in status",
+        |o| rollout_of(o)["candidate"].is_string(),
+    )
+    .await;
+    let aborted = stdout_of(
+        &metascript([
+            "rollout",
+            "abort",
+            &format!("decorator/{name}"),
+            "--kubeconfig",
+            &kubeconfig_arg().await,
+        ]),
+        "rollout abort",
+    );
+    assert!(aborted.contains("aborted"), "{aborted}");
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "every target at v1 again",
+        |_| "v1",
+    )
+    .await;
+    let held = controller(&name, "rhai", "v2", &[], canary.clone());
+    let status = wait_for(&client, &held, "the abort in status", |o| {
+        rollout_of(o)["halted"]["reason"] == "Aborted"
+    })
+    .await;
+    assert!(
+        rollout_of(&status)["candidate"].is_null(),
+        "{}",
+        rollout_of(&status)
+    );
+    let condition = wait_for_condition(&client, &held, "Rollout", "False").await;
+    assert_eq!(condition["reason"], "Aborted", "{condition}");
+    wait_for_event(&client, None, "Aborted", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+
+    // The next edit is a new candidate.
+    apply(&client, &controller(&name, "rhai", "v3", &[], canary)).await;
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "the canary's share at v3",
+        |target| {
+            if share.contains(target) { "v3" } else { "v1" }
+        },
+    )
+    .await;
+}
+
+/// A MapController's canary serves (parent, input) pairs: one parent's outputs come from both
+/// revisions, each from the revision its input's pair is served by.
+#[tokio::test]
+async fn a_map_canary_serves_a_share_of_one_parents_inputs() {
+    use crate::support::cluster::Cluster;
+    use crate::support::transform::{TRANSFORM_CRDS, config_map, map_controller};
+    use metascript::kinds::map::MAP_KEY_LABEL;
+    operator().await;
+    let mut cluster = Cluster::new().await;
+    let group = format!("{}.example.com", unique_name("map-canary"));
+    cluster
+        .install(TRANSFORM_CRDS, "ConfigTemplate", &group)
+        .await;
+    let namespace = test_namespace(&cluster.client, "map-canary").await;
+    let name = unique_name("map-canary");
+    let controller = |version: &str| {
+        let map = format!(
+            "return {{ outputs = {{ {{ apiVersion = \"v1\", kind = \"ConfigMap\", metadata = {{ name = name(request.input) .. \"-out\" }}, data = {{ version = \"{version}\" }} }} }} }}"
+        );
+        let mut controller = map_controller(
+            &name,
+            (&format!("{group}/v1"), "configtemplates"),
+            "configmaps",
+            ("v1", "configmaps"),
+            json!({"map": {"script": {"language": "lua", "inline": map}}}),
+        );
+        controller["spec"]["rollout"] =
+            json!({"strategy": "Canary", "steps": [{"percent": 50, "intervalSeconds": 3600}]});
+        controller
+    };
+    cluster.apply(&controller("one")).await;
+    let parent = json!({
+        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "t", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"in": name}}}
+    });
+    cluster.apply(&parent).await;
+    let sources: Vec<String> = (0..20).map(|i| format!("in-{i:02}")).collect();
+    for source in &sources {
+        cluster
+            .apply(&config_map(
+                &namespace,
+                source,
+                json!({"in": name}),
+                json!({}),
+            ))
+            .await;
+    }
+    let outputs = || async {
+        let listed = cluster
+            .list(&config_map(&namespace, "x", json!({}), json!({})))
+            .await;
+        listed
+            .into_iter()
+            .filter(|o| metascript::object::name(o).ends_with("-out"))
+            .map(|o| {
+                (
+                    metascript::object::name(&o).to_string(),
+                    (
+                        o["data"]["version"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        metascript::object::label(&o, MAP_KEY_LABEL)
+                            .unwrap_or_default()
+                            .to_string(),
+                        o["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                )
+            })
+            .collect::<BTreeMap<String, (String, String, String)>>()
+    };
+    let before = eventually("every output at version one", || async {
+        let now = outputs().await;
+        (now.len() == 20 && now.values().all(|(v, _, _)| v == "one")).then_some(now)
+    })
+    .await;
+    cluster
+        .wait_for(&controller("one"), "the serving revision in status", |o| {
+            rollout_of(o)["serving"].is_string()
+        })
+        .await;
+    // The pairs the candidate serves: by the parent and each input's map key.
+    let parent_ref = ObjRef {
+        resource: metascript::resources::ResourceType {
+            api_version: format!("{group}/v1"),
+            kind: "ConfigTemplate".into(),
+            plural: "configtemplates".into(),
+            namespaced: true,
+            has_status: true,
+        },
+        namespace: Some(namespace.clone()),
+        name: "t".into(),
+    };
+    let share = Share::of_step(
+        &CanaryStep {
+            percent: Some(50),
+            ..CanaryStep::default()
+        },
+        [],
+    );
+    let served: BTreeSet<String> = before
+        .iter()
+        .filter(|(_, (_, key, _))| share.serves(&format!("{parent_ref}, key {key}")))
+        .map(|(output, _)| output.clone())
+        .collect();
+    assert!(
+        (3..18).contains(&served.len()),
+        "about half of 20: {}",
+        served.len()
+    );
+
+    cluster.apply(&controller("two")).await;
+    let after = eventually("the canary's pairs at version two", || async {
+        let now = outputs().await;
+        now.iter()
+            .all(|(output, (v, _, _))| {
+                v == if served.contains(output) {
+                    "two"
+                } else {
+                    "one"
+                }
+            })
+            .then_some(now)
+    })
+    .await;
+    for (output, (_, _, version)) in &after {
+        if !served.contains(output) {
+            assert_eq!(
+                &before[output].2, version,
+                "{output} outside the canary was not written"
+            );
+        }
+    }
+}
