@@ -38,7 +38,7 @@ pub struct Rollout {
     /// Canary: the most work items the new revision may be failing on at once; one more rolls
     /// it back. Default 0.
     #[serde(default)]
-    #[schemars(range(min = 0))]
+    #[schemars(with = "i32", range(min = 0))]
     pub max_errors: u32,
 }
 
@@ -68,18 +68,18 @@ impl RolloutStrategy {
 pub struct CanaryStep {
     /// The share of the work items, 1 to 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(with = "Option<i32>", range(min = 1, max = 100))]
     pub percent: Option<u32>,
     /// The number of work items (of those the controller has when the step starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(with = "Option<i32>", range(min = 1))]
     pub count: Option<u32>,
     /// How long the step runs before the next one starts; default 60.
     #[serde(
         default = "default_interval",
         skip_serializing_if = "is_default_interval"
     )]
-    #[schemars(range(min = 0))]
+    #[schemars(with = "i32", range(min = 0))]
     pub interval_seconds: u32,
 }
 
@@ -106,6 +106,7 @@ pub struct RolloutStatus {
     pub candidate: Option<String>,
     /// Canary: the step running (from 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
     pub step: Option<u32>,
     /// Canary: when the step started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -905,3 +905,40 @@ async fn a_map_canary_serves_a_share_of_one_parents_inputs() {
         }
     }
 }
+
+/// The API server refuses a rollout it could not carry out, with the reason.
+#[tokio::test]
+async fn the_api_server_refuses_a_canary_without_steps_and_a_step_without_a_share() {
+    operator().await;
+    let client = client().await;
+    let name = unique_name("bad-rollout");
+    for (rollout, reason) in [
+        (
+            json!({"strategy": "Canary"}),
+            "a Canary rollout needs at least one step",
+        ),
+        (
+            json!({"strategy": "Shadow", "steps": [{"percent": 10}]}),
+            "steps belong to the Canary strategy",
+        ),
+        (
+            json!({"strategy": "Canary", "steps": [{"intervalSeconds": 10}]}),
+            "a step needs exactly one of percent or count",
+        ),
+        (
+            json!({"strategy": "Canary", "steps": [{"percent": 150}]}),
+            "should be less than or equal to 100",
+        ),
+    ] {
+        let object = controller(&name, "lua", "v1", &[], rollout.clone());
+        let refused = crate::support::operator::api_for(&client, &object)
+            .patch(
+                &name,
+                &kube::api::PatchParams::apply("metascript-tests"),
+                &kube::api::Patch::Apply(&object),
+            )
+            .await
+            .expect_err(&format!("{rollout} is refused"));
+        assert!(refused.to_string().contains(reason), "{rollout}: {refused}");
+    }
+}
