@@ -197,6 +197,12 @@ fn check_controller(
             .iter()
             .map(|path| Finding::warning(path.clone(), ON_DELETE_BY_DEFAULT)),
     );
+    findings.extend(
+        spec.rollout
+            .problems()
+            .into_iter()
+            .map(|(path, problem)| Finding::error(path, problem)),
+    );
     let mut loaded = Vec::new();
     for (hook_kind, hook) in hooks {
         let path = format!("spec.hooks.{hook_kind}");

@@ -42,6 +42,36 @@ pub struct Rollout {
     pub max_errors: u32,
 }
 
+impl Rollout {
+    /// What the CRD's validation rules refuse, by path under `spec.rollout` (for `validate`
+    /// and admission, which see objects the API server has not checked).
+    pub fn problems(&self) -> Vec<(String, &'static str)> {
+        let mut problems = Vec::new();
+        match (self.strategy, self.steps.is_empty()) {
+            (RolloutStrategy::Canary, true) => problems.push((
+                "spec.rollout.steps".to_string(),
+                "a Canary rollout needs at least one step",
+            )),
+            (RolloutStrategy::Immediate | RolloutStrategy::Shadow, false) => problems.push((
+                "spec.rollout.steps".to_string(),
+                "steps belong to the Canary strategy",
+            )),
+            _ => {}
+        }
+        for (index, step) in self.steps.iter().enumerate() {
+            let path = format!("spec.rollout.steps[{index}]");
+            if step.percent.is_some() == step.count.is_some() {
+                problems.push((path, "a step needs exactly one of percent or count"));
+            } else if step.percent.is_some_and(|p| !(1..=100).contains(&p)) {
+                problems.push((path, "percent is 1 to 100"));
+            } else if step.count == Some(0) {
+                problems.push((path, "count is at least 1"));
+            }
+        }
+        problems
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 pub enum RolloutStrategy {
     #[default]
@@ -179,6 +209,28 @@ pub struct HaltedRevision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn problems_are_what_the_crd_refuses() {
+        let rollout = |value| serde_json::from_value::<Rollout>(value).unwrap().problems();
+        assert_eq!(rollout(serde_json::json!({})), vec![]);
+        assert_eq!(
+            rollout(serde_json::json!({"strategy": "Canary", "steps": [{"count": 3}]})),
+            vec![]
+        );
+        assert_eq!(
+            rollout(serde_json::json!({"strategy": "Canary"})),
+            vec![(
+                "spec.rollout.steps".to_string(),
+                "a Canary rollout needs at least one step"
+            )]
+        );
+        let problems = rollout(serde_json::json!({"strategy": "Shadow",
+            "steps": [{"percent": 10, "count": 2}, {"percent": 0}]}));
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(problems[1].0, "spec.rollout.steps[0]");
+        assert_eq!(problems[2].1, "percent is 1 to 100");
+    }
 
     #[test]
     fn a_step_defaults_to_a_minute_and_the_strategy_to_immediate() {
