@@ -304,7 +304,16 @@ impl<K: Kind> Registry<K> {
         let name = id.name.as_str();
         let restored = match (&previous, rollout::rollout_status(object)) {
             (None, Some(status)) if status.serving != newest.revision => {
-                self.restore(context, id, object, &status.serving).await
+                match self.restore(context, id, object, &status.serving).await {
+                    Ok(restored) => restored,
+                    // Nothing runs until the serving revision is known: serving the newest
+                    // everywhere because an API call failed would undo the rollout.
+                    Err(error) => {
+                        tracing::warn!(controller = %id, revision = %status.serving, %error, "cannot read the serving revision's snapshot; loading again later");
+                        context.queue.retry_later(key.clone());
+                        return;
+                    }
+                }
             }
             _ => None,
         };
@@ -403,17 +412,18 @@ impl<K: Kind> Registry<K> {
     }
 
     /// The serving revision of a staged rollout, from the snapshot the status names (after a
-    /// restart): `None` when it is gone, and then the newest revision serves.
+    /// restart): `None` when it is gone or does not load, and then the newest revision serves;
+    /// an error when the snapshot could not be read.
     async fn restore(
         &self,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
         revision: &str,
-    ) -> Option<Controller<K>> {
-        let snapshot = match rollout::load_snapshot(context, id, object, revision).await {
-            Ok(Some(snapshot)) => snapshot,
-            Ok(None) => {
+    ) -> Result<Option<Controller<K>>, kube::Error> {
+        let snapshot = match rollout::load_snapshot(context, id, object, revision).await? {
+            Some(snapshot) => snapshot,
+            None => {
                 let note = format!(
                     "the snapshot of serving revision {revision} is gone \
                      (ControllerRevision {}/{}): the newest revision serves every object",
@@ -424,11 +434,7 @@ impl<K: Kind> Registry<K> {
                 context
                     .warn(object, None, reasons::LOAD_FAILED, "Rollout", &note)
                     .await;
-                return None;
-            }
-            Err(error) => {
-                tracing::warn!(controller = %id, revision, %error, "cannot read the serving revision's snapshot; the newest revision serves");
-                return None;
+                return Ok(None);
             }
         };
         let kept = Arc::new(snapshot.controller.clone());
@@ -444,7 +450,7 @@ impl<K: Kind> Registry<K> {
                 // Its snapshot was saved under this name, whatever its spec hashes to now.
                 serving.revision = revision.to_string();
                 self.rollouts.saved(&id.name, revision);
-                Some(serving)
+                Ok(Some(serving))
             }
             Err(unloaded) => {
                 let message = unloaded
@@ -453,7 +459,7 @@ impl<K: Kind> Registry<K> {
                     .err()
                     .map_or_else(String::new, |problem| problem.message);
                 tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
-                None
+                Ok(None)
             }
         }
     }
