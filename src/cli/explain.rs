@@ -21,7 +21,6 @@ use kube::api::ListParams;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
@@ -44,26 +43,6 @@ pub struct ExplainArgs {
     pub scripts_dir: Option<PathBuf>,
 }
 
-pub fn run(args: ExplainArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(explain(&args)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// Everything `explain` reads from the cluster.
 struct Snapshot {
     served: ServedTypes,
@@ -71,7 +50,7 @@ struct Snapshot {
     controllers: Vec<OfflineController>,
 }
 
-async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
+pub async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let (kind, name) = args
         .object

@@ -101,6 +101,28 @@ impl From<DefinitionsLanguage> for crate::api::Language {
     }
 }
 
+/// Runs a command that talks to a cluster and prints a text: the text on success, else the
+/// error (with its causes) on standard error and exit status 1.
+fn print_async(command: impl std::future::Future<Output = anyhow::Result<String>>) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the command line; the process exit code follows the command's own conventions.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -110,8 +132,8 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Diff(args) => diff::run(args),
-        Command::Explain(args) => explain::run(args),
-        Command::Rollout(args) => rollout::run(args),
+        Command::Explain(args) => print_async(explain::explain(&args)),
+        Command::Rollout(args) => print_async(rollout::rollout(&args)),
         Command::Convert(args) => convert::run(args),
         Command::Lsp { log } => {
             run::init_logging(&log, false);

@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct RolloutArgs {
@@ -54,27 +53,7 @@ pub enum RolloutAction {
     },
 }
 
-pub fn run(args: RolloutArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(rollout(&args)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
+pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let named = match &args.action {
         RolloutAction::Status { controller, .. }

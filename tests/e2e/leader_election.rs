@@ -3,7 +3,7 @@
 //! over at once when the leader stops on SIGTERM.
 
 use crate::support::operator::{OWN_OPERATOR_LABEL, apply, wait_for};
-use crate::support::process::OperatorProcess;
+use crate::support::process::{self, OperatorProcess, leads};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -11,37 +11,9 @@ use std::time::{Duration, Instant};
 /// Short, so the test is quick; the failover bound scales with it.
 const LEASE_SECONDS: u64 = 5;
 
-/// Starts a replica serving the controllers labelled for `instance`, electing through the lease
-/// `lease` in `namespace`.
+/// Starts a replica electing through the lease `lease` in `namespace`.
 async fn replica(instance: &str, namespace: &str, lease: &str) -> OperatorProcess {
-    let duration = format!("{LEASE_SECONDS}s");
-    let replica = OperatorProcess::start(
-        instance,
-        &[
-            "--leader-election",
-            "--leader-election-namespace",
-            namespace,
-            "--leader-election-id",
-            lease,
-            "--lease-duration",
-            &duration,
-        ],
-    )
-    .await;
-    eventually("a replica's /readyz answers 200", || async {
-        replica
-            .get("/readyz")
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    replica
-}
-
-fn leads(replica: &OperatorProcess) -> Option<bool> {
-    replica
-        .metric("metascript_leader")
-        .map(|value| value == 1.0)
+    process::replica(instance, namespace, lease, LEASE_SECONDS, &[]).await
 }
 
 /// Waits until exactly one of `replicas` leads, and returns its index.

@@ -10,7 +10,7 @@ use crate::support::operator::{
     OWN_OPERATOR_LABEL, apply, get, operator, regarding_name, wait_for, wait_for_condition,
     wait_for_event,
 };
-use crate::support::process::OperatorProcess;
+use crate::support::process::{self, OperatorProcess};
 use crate::support::{client, eventually, plane, test_namespace, unique_name};
 use futures::StreamExt as _;
 use kube::Api;
@@ -126,6 +126,25 @@ async fn wait_for_revs(
     .await
 }
 
+/// Waits until the targets in `share` are at `version` and the others still at v1.
+async fn wait_for_share(
+    client: &kube::Client,
+    namespace: &str,
+    controller: &str,
+    share: &BTreeSet<String>,
+    version: &'static str,
+) -> BTreeMap<String, (String, String)> {
+    let what = format!("the canary's share at {version}");
+    wait_for_revs(client, namespace, controller, &what, |target| {
+        if share.contains(target) {
+            version
+        } else {
+            "v1"
+        }
+    })
+    .await
+}
+
 /// The targets a canary step of `percent` serves: as the operator picks them, by a stable hash
 /// of the work item (`ConfigMap.v1 <namespace>/<name>`).
 fn canary_share(namespace: &str, names: &[String], percent: u32) -> BTreeSet<String> {
@@ -151,6 +170,42 @@ fn canary_share(namespace: &str, names: &[String], percent: u32) -> BTreeSet<Str
         .collect()
 }
 
+/// The shared operator (which installs the CRDs, and the namespace snapshots are kept in), a
+/// client, a namespace for the test and a name for its controller.
+async fn setup(test: &str, controller: &str) -> (kube::Client, String, String) {
+    operator().await;
+    let client = client().await;
+    let namespace = test_namespace(&client, test).await;
+    (client, namespace, unique_name(controller))
+}
+
+/// Starts a controller at `v1` over new targets named `names` (with `own`, labelled for an
+/// operator of its own) and waits until every target is at v1 and the status names the
+/// revision serving. Returns the targets then, and that revision.
+async fn serve_v1(
+    client: &kube::Client,
+    namespace: &str,
+    controller_v1: &Value,
+    names: &[String],
+) -> (BTreeMap<String, (String, String)>, String) {
+    let name = metascript::object::name(controller_v1);
+    apply(client, controller_v1).await;
+    create_targets(client, namespace, name, names).await;
+    let before = wait_for_revs(client, namespace, name, "every target at v1", |_| "v1").await;
+    let serving = wait_for(
+        client,
+        controller_v1,
+        "the serving revision in status",
+        |o| rollout_of(o)["serving"].is_string(),
+    )
+    .await;
+    let serving = rollout_of(&serving)["serving"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (before, serving)
+}
+
 fn rollout_of(object: &Value) -> &Value {
     &object["status"]["rollout"]
 }
@@ -160,29 +215,17 @@ async fn kubeconfig_arg() -> String {
 }
 
 async fn shadow_reports_exactly_and_writes_nothing(language: &str) {
-    // The shared operator installs the CRDs and the namespace snapshots are kept in.
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-shadow").await;
-    let name = unique_name(&format!("shadow-{language}"));
+    let (client, namespace, name) = setup("rollout-shadow", &format!("shadow-{language}")).await;
     let shadow = json!({"strategy": "Shadow"});
-    apply(
-        &client,
-        &controller(&name, language, "v1", &[], shadow.clone()),
-    )
-    .await;
     let mut names = target_names(10);
     names.extend(["bad-a".to_string(), "bad-b".to_string()]);
-    create_targets(&client, &namespace, &name, &names).await;
-    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    let first = wait_for(
+    let (before, serving) = serve_v1(
         &client,
+        &namespace,
         &controller(&name, language, "v1", &[], shadow.clone()),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
-    let serving = rollout_of(&first)["serving"].as_str().unwrap().to_string();
 
     // The new revision labels v2 and fails on the bad targets: evaluated, never written.
     let candidate = controller(&name, language, "v2", &["bad-a", "bad-b"], shadow.clone());
@@ -285,25 +328,14 @@ async fn a_shadow_revision_reports_exactly_and_writes_nothing_lua() {
 }
 
 async fn canary_writes_only_its_share(language: &str) {
-    // The shared operator installs the CRDs and the namespace snapshots are kept in.
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-canary").await;
-    let name = unique_name(&format!("canary-{language}"));
+    let (client, namespace, name) = setup("rollout-canary", &format!("canary-{language}")).await;
     let canary = json!({"strategy": "Canary", "steps": [{"percent": 10, "intervalSeconds": 3600}]});
-    apply(
-        &client,
-        &controller(&name, language, "v1", &[], canary.clone()),
-    )
-    .await;
     let names = target_names(200);
-    create_targets(&client, &namespace, &name, &names).await;
-    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    wait_for(
+    let (before, _) = serve_v1(
         &client,
+        &namespace,
         &controller(&name, language, "v1", &[], canary.clone()),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
 
@@ -315,15 +347,7 @@ async fn canary_writes_only_its_share(language: &str) {
     );
     let candidate = controller(&name, language, "v2", &[], canary.clone());
     apply(&client, &candidate).await;
-    let in_share = |target: &str| if share.contains(target) { "v2" } else { "v1" };
-    let after = wait_for_revs(
-        &client,
-        &namespace,
-        &name,
-        "the canary's share at v2",
-        in_share,
-    )
-    .await;
+    let after = wait_for_share(&client, &namespace, &name, &share, "v2").await;
     let status = wait_for(&client, &candidate, "the canary's counts", |o| {
         rollout_of(o)["canary"]["serving"] == share.len()
     })
@@ -369,26 +393,15 @@ async fn a_canary_of_ten_percent_writes_only_to_those_targets_lua() {
 }
 
 async fn failing_canary_rolls_back(language: &str) {
-    // The shared operator installs the CRDs and the namespace snapshots are kept in.
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-back").await;
-    let name = unique_name(&format!("rollback-{language}"));
+    let (client, namespace, name) = setup("rollout-back", &format!("rollback-{language}")).await;
     let canary = json!({"strategy": "Canary", "maxErrors": 0,
                         "steps": [{"percent": 50, "intervalSeconds": 3600}]});
-    apply(
-        &client,
-        &controller(&name, language, "v1", &[], canary.clone()),
-    )
-    .await;
     let names = target_names(24);
-    create_targets(&client, &namespace, &name, &names).await;
-    let before = wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    wait_for(
+    let (before, _) = serve_v1(
         &client,
+        &namespace,
         &controller(&name, language, "v1", &[], canary.clone()),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
 
@@ -455,34 +468,12 @@ async fn a_failing_canary_rolls_back_and_nothing_else_changes_lua() {
 const LEASE_SECONDS: u64 = 5;
 
 async fn replica(instance: &str, namespace: &str, lease: &str) -> OperatorProcess {
-    let duration = format!("{LEASE_SECONDS}s");
-    let replica = OperatorProcess::start(
-        instance,
-        &[
-            "--leader-election",
-            "--leader-election-namespace",
-            namespace,
-            "--leader-election-id",
-            lease,
-            "--lease-duration",
-            &duration,
-            "--status-interval",
-            "0.3",
-        ],
-    )
-    .await;
-    eventually("a replica's /readyz answers 200", || async {
-        replica
-            .get("/readyz")
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    replica
+    let extra = ["--status-interval", "0.3"];
+    process::replica(instance, namespace, lease, LEASE_SECONDS, &extra).await
 }
 
 fn leads(replica: &OperatorProcess) -> bool {
-    replica.metric("metascript_leader") == Some(1.0)
+    process::leads(replica) == Some(true)
 }
 
 fn syncs(replica: &OperatorProcess, controller: &str) -> f64 {
@@ -529,11 +520,7 @@ async fn rollout_held_through_failover(
 
 #[tokio::test]
 async fn a_rollout_goes_on_through_a_failover_and_a_restart() {
-    // The shared operator installs the CRDs and the namespace snapshots are kept in.
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-failover").await;
-    let name = unique_name("rollout-failover");
+    let (client, namespace, name) = setup("rollout-failover", "rollout-failover").await;
     let lease = unique_name("lease");
     let canary = json!({"strategy": "Canary", "steps": [{"percent": 30, "intervalSeconds": 3600}]});
     let own = |mut controller: Value| {
@@ -542,33 +529,18 @@ async fn a_rollout_goes_on_through_a_failover_and_a_restart() {
     };
     let mut a = replica(&name, &namespace, &lease).await;
     let mut b = replica(&name, &namespace, &lease).await;
-    apply(
-        &client,
-        &own(controller(&name, "rhai", "v1", &[], canary.clone())),
-    )
-    .await;
     let names = target_names(30);
-    create_targets(&client, &namespace, &name, &names).await;
-    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    wait_for(
+    serve_v1(
         &client,
+        &namespace,
         &own(controller(&name, "rhai", "v1", &[], canary.clone())),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
     let share = canary_share(&namespace, &names, 30);
     let candidate = own(controller(&name, "rhai", "v2", &[], canary.clone()));
     apply(&client, &candidate).await;
-    let in_share = |target: &str| if share.contains(target) { "v2" } else { "v1" };
-    let before = wait_for_revs(
-        &client,
-        &namespace,
-        &name,
-        "the canary's share at v2",
-        in_share,
-    )
-    .await;
+    let before = wait_for_share(&client, &namespace, &name, &share, "v2").await;
     let status = wait_for(&client, &candidate, "the candidate in status", |o| {
         rollout_of(o)["candidate"].is_string() && rollout_of(o)["step"] == 0
     })
@@ -622,25 +594,16 @@ async fn a_rollout_goes_on_through_a_failover_and_a_restart() {
 /// A canary whose steps run their course is promoted on its own, step by step.
 #[tokio::test]
 async fn a_canary_steps_on_and_is_promoted_when_its_last_step_ends() {
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-steps").await;
-    let name = unique_name("steps");
+    let (client, namespace, name) = setup("rollout-steps", "steps").await;
     let canary = json!({"strategy": "Canary", "steps": [
         {"percent": 20, "intervalSeconds": 1}, {"count": 15, "intervalSeconds": 1}
     ]});
-    apply(
+    let names = target_names(20);
+    serve_v1(
         &client,
+        &namespace,
         &controller(&name, "lua", "v1", &[], canary.clone()),
-    )
-    .await;
-    create_targets(&client, &namespace, &name, &target_names(20)).await;
-    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    wait_for(
-        &client,
-        &controller(&name, "lua", "v1", &[], canary.clone()),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
     let candidate = controller(&name, "lua", "v2", &[], canary);
@@ -674,24 +637,14 @@ async fn a_canary_steps_on_and_is_promoted_when_its_last_step_ends() {
 /// the controller changes again.
 #[tokio::test]
 async fn an_aborted_canary_gives_its_share_back_until_the_next_edit() {
-    operator().await;
-    let client = client().await;
-    let namespace = test_namespace(&client, "rollout-abort").await;
-    let name = unique_name("abort");
+    let (client, namespace, name) = setup("rollout-abort", "abort").await;
     let canary = json!({"strategy": "Canary", "steps": [{"percent": 50, "intervalSeconds": 3600}]});
-    apply(
-        &client,
-        &controller(&name, "rhai", "v1", &[], canary.clone()),
-    )
-    .await;
     let names = target_names(16);
-    create_targets(&client, &namespace, &name, &names).await;
-    wait_for_revs(&client, &namespace, &name, "every target at v1", |_| "v1").await;
-    wait_for(
+    serve_v1(
         &client,
+        &namespace,
         &controller(&name, "rhai", "v1", &[], canary.clone()),
-        "the serving revision in status",
-        |o| rollout_of(o)["serving"].is_string(),
+        &names,
     )
     .await;
     let share = canary_share(&namespace, &names, 50);
@@ -700,16 +653,7 @@ async fn an_aborted_canary_gives_its_share_back_until_the_next_edit() {
         &controller(&name, "rhai", "v2", &[], canary.clone()),
     )
     .await;
-    wait_for_revs(
-        &client,
-        &namespace,
-        &name,
-        "the canary's share at v2",
-        |target| {
-            if share.contains(target) { "v2" } else { "v1" }
-        },
-    )
-    .await;
+    wait_for_share(&client, &namespace, &name, &share, "v2").await;
     wait_for(
         &client,
         &controller(&name, "rhai", "v2", &[], canary.clone()),
@@ -755,16 +699,7 @@ async fn an_aborted_canary_gives_its_share_back_until_the_next_edit() {
 
     // The next edit is a new candidate.
     apply(&client, &controller(&name, "rhai", "v3", &[], canary)).await;
-    wait_for_revs(
-        &client,
-        &namespace,
-        &name,
-        "the canary's share at v3",
-        |target| {
-            if share.contains(target) { "v3" } else { "v1" }
-        },
-    )
-    .await;
+    wait_for_share(&client, &namespace, &name, &share, "v3").await;
 }
 
 /// A MapController's canary serves (parent, input) pairs: one parent's outputs come from both

@@ -84,6 +84,45 @@ impl Drop for OperatorProcess {
     }
 }
 
+/// Starts a replica serving the controllers labelled for `instance`, electing through the lease
+/// `lease` in `namespace` (`lease_seconds` long), with `extra` arguments; returns once it is
+/// ready.
+pub async fn replica(
+    instance: &str,
+    namespace: &str,
+    lease: &str,
+    lease_seconds: u64,
+    extra: &[&str],
+) -> OperatorProcess {
+    let duration = format!("{lease_seconds}s");
+    let mut args = vec![
+        "--leader-election",
+        "--leader-election-namespace",
+        namespace,
+        "--leader-election-id",
+        lease,
+        "--lease-duration",
+        &duration,
+    ];
+    args.extend_from_slice(extra);
+    let replica = OperatorProcess::start(instance, &args).await;
+    super::eventually("a replica's /readyz answers 200", || async {
+        replica
+            .get("/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    replica
+}
+
+/// Whether a replica leads (`None`: its metrics do not answer).
+pub fn leads(replica: &OperatorProcess) -> Option<bool> {
+    replica
+        .metric("metascript_leader")
+        .map(|value| value == 1.0)
+}
+
 /// A plain HTTP/1.0 GET to a `metascript run` endpoint on a local port: (status code, body).
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
