@@ -9,6 +9,7 @@ use super::credentials::CredentialWatch;
 use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
+use super::shard::Sharded;
 use super::status::{Health, SyncOutcomes};
 use crate::api::{ControllerObject, EventReasons, KindName};
 use crate::hooks::ControllerHooks;
@@ -29,8 +30,9 @@ pub trait Kind: Sized + Send + Sync + 'static {
     type Planner: Planner + Clone;
     /// What a controller remembers across reloads (indexes, bindings).
     type State: Default + Send + Sync + 'static;
-    /// What the status counts are kept by: a target, a (parent, map key) group.
-    type OutcomeKey: Clone + Eq + Hash + Send + Sync + 'static;
+    /// What the status counts are kept by: a target, a (parent, map key) group. Sharded,
+    /// the replica owning its item keeps it.
+    type OutcomeKey: Clone + Eq + Hash + Send + Sync + Sharded + 'static;
 
     /// Builds the planner; every type the spec names has been resolved already.
     fn build(
@@ -64,6 +66,12 @@ pub trait Kind: Sized + Send + Sync + 'static {
 
     /// Queues the work one watch event causes (of a type `interest` named, or any type).
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent);
+
+    /// Whether a work item only queues other work and writes nothing of its own (a map parent
+    /// fanning out into its pairs): sharded, every replica runs it and keeps what it owns.
+    fn fans_out(_work: &Work) -> bool {
+        false
+    }
 
     /// Runs one work item (never `Work::Load`).
     fn sync(

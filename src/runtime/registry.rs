@@ -12,6 +12,7 @@ use super::keys::{ControllerId, Work, WorkKey};
 use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::routes::{Routes, only_status_changed};
+use super::shard::{Item, Sharded};
 use super::status::{self, Counts, Health, Problem};
 use crate::api::{ControllerObject, ControllerStatus, KindName, SYNC_REQUESTED_ANNOTATION};
 use crate::object;
@@ -85,9 +86,10 @@ impl<K: Kind> Registry<K> {
         };
         if object::is_deleting(&object) {
             // Stop syncing first, so no sync redoes what is being released. Releasing is the
-            // leader's (a standby that takes over reloads every controller).
+            // leader's, or the controller's owner's (a replica that takes over reloads every
+            // controller).
             self.remove(context, id);
-            if !context.leadership.is_leader() {
+            if !context.authority.may_write() {
                 return;
             }
             if let Err(failure) = K::release(context, id, &object).await {
@@ -486,7 +488,10 @@ impl<K: Kind> Registry<K> {
         }
         let mut reports: HashMap<String, (Health, Counts)> = loaded
             .iter()
-            .map(|c| (c.id.name.clone(), (c.health.clone(), c.outcomes.counts())))
+            .map(|c| {
+                let counts = context.authority.total(&c.id, c.outcomes.counts());
+                (c.id.name.clone(), (c.health.clone(), counts))
+            })
             .collect();
         // The newest spec's problem wins over the health of a version still running.
         for (name, unloaded) in self.unloaded.lock().iter() {
@@ -515,7 +520,10 @@ impl<K: Kind> Registry<K> {
         counts: Counts,
         reads: &Result<(), Problem>,
     ) {
-        if !context.leadership.is_leader() {
+        if !context
+            .authority
+            .may_write_for(&Item::controller(&Self::id(name)))
+        {
             return;
         }
         let previous = self
@@ -587,6 +595,9 @@ pub trait KindRuntime: Send + Sync {
 
     fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()>;
 
+    /// Whether a work item only queues other work (see [`Kind::fans_out`]).
+    fn fans_out(&self, work: &Work) -> bool;
+
     fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()>;
 
     /// The controllers that resync periodically, with their periods.
@@ -613,9 +624,11 @@ pub trait KindRuntime: Send + Sync {
     /// not load for one, are tried again now.
     fn rbac_changed(&self, context: &Context);
 
-    /// This replica just became the leader: everything a standby skipped is done now (every
-    /// controller reloaded, so its load-time writes happen, and everything resynced).
-    fn take_over(&self, context: &Context);
+    /// This replica just became the leader, or (sharded) the members changed: everything it
+    /// skipped is done now (every controller reloaded, so its load-time writes happen, and
+    /// what `sweep` picks resynced). Outcomes of items another replica owns now are
+    /// forgotten, so they are neither counted here nor skipped if they come back.
+    fn take_over(&self, context: &Context, sweep: Sweep);
 }
 
 impl<K: Kind> KindRuntime for Registry<K> {
@@ -675,6 +688,10 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 _ => self.sync(context, key).await,
             }
         })
+    }
+
+    fn fans_out(&self, work: &Work) -> bool {
+        K::fans_out(work)
     }
 
     fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()> {
@@ -763,14 +780,18 @@ impl<K: Kind> KindRuntime for Registry<K> {
         }
     }
 
-    fn take_over(&self, context: &Context) {
+    fn take_over(&self, context: &Context, sweep: Sweep) {
         for object in ObjectStore::list(&*context.informers, &self.resource, None) {
             context
                 .queue
                 .add(WorkKey::load(&Self::id(object::name(&object))));
         }
         for controller in self.all() {
-            K::enqueue_all(context, &controller, Sweep::Everything);
+            let id = &controller.id;
+            controller
+                .outcomes
+                .forget_where(|key| !context.authority.assigned(&key.item(id)));
+            K::enqueue_all(context, &controller, sweep);
         }
     }
 }

@@ -75,11 +75,24 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
 }
 
 /// How many objects a controller acts on, and how their last syncs went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub targets: u64,
     pub synced: u64,
     pub failing: u64,
+}
+
+/// Counts of disjoint sets of work items (replicas' shares) add up.
+impl std::ops::Add for Counts {
+    type Output = Counts;
+
+    fn add(self, other: Counts) -> Counts {
+        Counts {
+            targets: self.targets + other.targets,
+            synced: self.synced + other.synced,
+            failing: self.failing + other.failing,
+        }
+    }
 }
 
 /// Why a condition is False: a PascalCase reason and a message for people.

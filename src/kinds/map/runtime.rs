@@ -18,6 +18,7 @@ use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::routes::only_status_changed;
+use crate::runtime::shard::{self, Item};
 use crate::script::{CallScope, EventSink};
 use crate::store::ObjectStore;
 use serde_json::{Value, json};
@@ -120,6 +121,11 @@ impl Kind for MapKind {
         if mapper.outputs.iter().any(|o| o.resource == event.resource) {
             route_output(context, controller, event, object);
         }
+    }
+
+    /// A parent's own item fans out into its pairs, which are spread over the replicas.
+    fn fans_out(work: &Work) -> bool {
+        matches!(work, Work::Object(_))
     }
 
     async fn sync(
@@ -266,6 +272,14 @@ fn sync_parent(
     let mapper = &controller.planner;
     let fan_out = match MapFanOut::read(mapper, &*context.informers, &parent) {
         Ok(fan_out) => fan_out,
+        // Every replica fans out; the failure is the parent's owner's to count and report.
+        Err(_)
+            if !context
+                .authority
+                .assigned(&Item::object(&controller.id, parent_ref)) =>
+        {
+            return Outcome::Done;
+        }
         // Counted as a failing group of the parent until its selector is fixed.
         Err(error) => {
             return Outcome::Failed {
@@ -599,12 +613,17 @@ async fn finish(
 }
 
 /// Aggregates a parent's status from the cache and writes it when it changed. Runs in the
-/// status loop rather than the work queue, so the counts never wait behind a long queue.
+/// status loop rather than the work queue, so the counts never wait behind a long queue;
+/// sharded, on the replica that owns the parent.
 async fn write_parent_status(
     context: &Context,
     controller: &Controller<MapKind>,
     parent_ref: &ObjRef,
 ) {
+    let item = Item::object(&controller.id, parent_ref);
+    if !context.authority.assigned(&item) {
+        return;
+    }
     let Some(parent) = context.get(parent_ref) else {
         return;
     };
@@ -626,7 +645,8 @@ async fn write_parent_status(
         controller: &controller.id,
         writer: &controller.writer,
     };
-    if let Err(error) = context.applier.execute(&target, &plan).await {
+    let written = shard::acting_for(item, context.applier.execute(&target, &plan)).await;
+    if let Err(error) = written {
         tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");
         controller.state.status_changed(parent_ref);
     }
