@@ -35,6 +35,7 @@ mod operator_workloads;
 mod read_access;
 mod run_local;
 mod runtime_cache;
+mod sharding;
 mod sync_now;
 mod webhook_credentials;
 mod webhook_hooks;

@@ -1,0 +1,360 @@
+//! Sharding: `metascript run --shards auto` replicas share the targets of a
+//! DecoratorController, each syncing its share. The API server's audit log (every request names
+//! its replica in the User-Agent) says who wrote what, so the test checks what no metric could:
+//! every target written once on the first pass, a frozen replica silent from its lease's lapse
+//! until it has waited its way back in, and no target ever written by one replica after another
+//! took it over.
+//!
+//! One walk through the life of a group, since starting replicas is the slow part: three
+//! replicas converge, a script edit, a replica frozen (SIGSTOP) past its lease and thawed,
+//! one killed (SIGKILL), and a fourth joining while the targets keep changing. The hook mirrors
+//! a `generation` ConfigMap it reads into a label, so one write of the test re-syncs every
+//! target; and it stamps a random annotation, so every sync writes (a replica that may not
+//! write shows).
+
+use crate::support::audit::{AuditedWrite, operator_writes};
+use crate::support::operator::{OWN_OPERATOR_LABEL, apply, install_crds};
+use crate::support::process::OperatorProcess;
+use crate::support::watch::watch_until;
+use crate::support::{client, eventually, test_namespace, unique_name};
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// Short, so the test is quick; every bound below scales with it.
+const LEASE_SECONDS: u64 = 5;
+/// How long a replica that joins beside others waits before writing: half the lease (how long
+/// a view of the members is used) plus the margin (a fifth of the lease, at least 1 s).
+const WARM_UP: Duration = Duration::from_millis(3_500);
+/// Enough that a quarter of a fair share is over four standard deviations of how rendezvous
+/// hashing splits them (so the split check does not flake), few enough to stay quick.
+const TARGETS: usize = 600;
+
+/// One replica of the group, ready.
+async fn replica(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
+    let lease = format!("{LEASE_SECONDS}s");
+    let replica = OperatorProcess::start(
+        instance,
+        &[
+            "--shards",
+            "auto",
+            "--shard-namespace",
+            namespace,
+            "--shard-group",
+            group,
+            "--lease-duration",
+            &lease,
+        ],
+    )
+    .await;
+    eventually("a replica's /readyz answers 200", || async {
+        replica
+            .get("/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    replica
+}
+
+/// Waits until every replica sees all of them and may write.
+async fn settled(replicas: &[&OperatorProcess]) {
+    eventually("every replica sees the others and may write", || async {
+        replicas
+            .iter()
+            .all(|r| {
+                r.metric("metascript_shard_members") == Some(replicas.len() as f64)
+                    && r.metric("metascript_shard_writable") == Some(1.0)
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// Script work items each replica ran for the controller.
+fn syncs(replicas: &[&OperatorProcess], controller: &str) -> Vec<f64> {
+    let sample =
+        format!("metascript_syncs_total{{kind=\"decorator\",controller=\"{controller}\"}}");
+    replicas
+        .iter()
+        .map(|r| r.metric(&sample).expect("the metrics endpoint answers"))
+        .collect()
+}
+
+fn controller(name: &str, instance: &str, targets: &str, labels: &str) -> Value {
+    let lua = format!(
+        "local generation = get('v1', 'ConfigMap', request.object.metadata.namespace, 'generation')\n\
+         return {{\n\
+           labels = {{ {labels} }},\n\
+           annotations = {{ stamp = tostring(math.random()) .. '-' .. tostring(os.clock()) }},\n\
+         }}"
+    );
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: instance}},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"shard-test": targets}}}],
+            "reads": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"script": {"language": "lua", "inline": lua}}}
+        }
+    })
+}
+
+async fn set_generation(client: &kube::Client, namespace: &str, generation: u32) {
+    apply(
+        client,
+        &json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "generation", "namespace": namespace},
+            "data": {"gen": generation.to_string()}
+        }),
+    )
+    .await;
+}
+
+/// Waits until every target carries `label` = `value`.
+async fn labelled(api: &Api<ConfigMap>, group: &str, label: &str, value: &str, what: &str) {
+    let selector = format!("shard-test={group}");
+    watch_until(api.clone(), Some(&selector), what, |targets| {
+        targets.len() == TARGETS
+            && targets.iter().all(|target| {
+                let labels = target.metadata.labels.as_ref();
+                labels.and_then(|l| l.get(label)).map(String::as_str) == Some(value)
+            })
+    })
+    .await;
+}
+
+async fn mirrored(api: &Api<ConfigMap>, group: &str, generation: u32, what: &str) {
+    labelled(api, group, "seen", &generation.to_string(), what).await;
+}
+
+/// The targets whose writers, in the order the API server received their writes, go back to a
+/// replica after another: a target written by two replicas at once.
+fn interleaved(writes: &[&AuditedWrite]) -> Vec<String> {
+    let mut writers: BTreeMap<(&str, &str), Vec<i32>> = BTreeMap::new();
+    for write in writes {
+        let runs = writers
+            .entry((&write.field_manager, &write.name))
+            .or_default();
+        if runs.last() != Some(&write.pid) {
+            runs.push(write.pid);
+        }
+    }
+    writers
+        .into_iter()
+        .filter(|(_, runs)| {
+            let mut distinct = runs.clone();
+            distinct.sort();
+            distinct.dedup();
+            distinct.len() < runs.len()
+        })
+        .map(|((manager, name), runs)| format!("{manager} {name}: {runs:?}"))
+        .collect()
+}
+
+fn since(writes: &[AuditedWrite], from: jiff::Timestamp) -> Vec<&AuditedWrite> {
+    writes.iter().filter(|w| w.received >= from).collect()
+}
+
+/// Each replica's share of `total` items is within a quarter of an even split.
+fn even(shares: &[f64], total: usize, what: &str) {
+    let fair = total as f64 / shares.len() as f64;
+    for share in shares {
+        assert!(
+            (*share - fair).abs() <= fair / 4.0,
+            "{what}: shares {shares:?} of {total}, fair {fair}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once() {
+    let client = client().await;
+    install_crds(&client).await.expect("installing the CRDs");
+    let namespace = test_namespace(&client, "sharding").await;
+    let instance = unique_name("sharding");
+    let group = unique_name("shards");
+    let name = instance.clone();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+
+    let (a, mut b, c) = tokio::join!(
+        replica(&instance, &namespace, &group),
+        replica(&instance, &namespace, &group),
+        replica(&instance, &namespace, &group)
+    );
+    settled(&[&a, &b, &c]).await;
+    set_generation(&client, &namespace, 1).await;
+    futures::stream::iter(0..TARGETS)
+        .for_each_concurrent(10, |i| {
+            let (client, namespace, group) = (&client, &namespace, &group);
+            async move {
+                apply(client, &json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("target-{i}"), "namespace": namespace, "labels": {"shard-test": group}}
+                }))
+                .await;
+            }
+        })
+        .await;
+    let mirror = "seen = generation.data.gen";
+    apply(&client, &controller(&name, &instance, &group, mirror)).await;
+
+    // Three replicas converge: each target synced once, by one replica, each a third of them.
+    mirrored(&api, &group, 1, "every target synced").await;
+    let first = eventually("every sync counted", || async {
+        let first = syncs(&[&a, &b, &c], &name);
+        (first.iter().sum::<f64>() >= TARGETS as f64).then_some(first)
+    })
+    .await;
+    assert_eq!(
+        first.iter().sum::<f64>(),
+        TARGETS as f64,
+        "each target synced once: {first:?}"
+    );
+    even(&first, TARGETS, "the first sync");
+    let mut per_target: BTreeMap<String, usize> = BTreeMap::new();
+    for write in operator_writes(&namespace).await {
+        *per_target.entry(write.name).or_default() += 1;
+    }
+    assert_eq!(per_target.len(), TARGETS);
+    assert!(
+        per_target.values().all(|n| *n == 1),
+        "each target written once"
+    );
+
+    // A script edit re-syncs every target once, across the replicas.
+    let edited = "seen = generation.data.gen, edited = 'yes'";
+    apply(&client, &controller(&name, &instance, &group, edited)).await;
+    labelled(&api, &group, "edited", "yes", "every target edited").await;
+    let resynced = eventually("the edit synced everywhere", || async {
+        let total = syncs(&[&a, &b, &c], &name).iter().sum::<f64>() - TARGETS as f64;
+        (total >= TARGETS as f64).then_some(total)
+    })
+    .await;
+    assert_eq!(
+        resynced, TARGETS as f64,
+        "the edit re-synced each target once"
+    );
+
+    // Frozen past its lease: the others take its targets; thawed, it writes nothing until it
+    // has joined again and waited out every view that gave its targets away.
+    let all = operator_writes(&namespace).await.len();
+    let stopped = jiff::Timestamp::now();
+    c.signal(libc::SIGSTOP);
+    set_generation(&client, &namespace, 2).await;
+    mirrored(
+        &api,
+        &group,
+        2,
+        "the frozen replica's targets synced by the others",
+    )
+    .await;
+    let thawed = jiff::Timestamp::now();
+    c.signal(libc::SIGCONT);
+    settled(&[&a, &b, &c]).await;
+    let writes = eventually("the thawed replica writes its targets again", || async {
+        let writes = operator_writes(&namespace).await;
+        let back = since(&writes, thawed).iter().any(|w| w.pid == c.pid());
+        back.then_some(writes)
+    })
+    .await;
+    assert!(writes.len() > all);
+    let silent_until = thawed + jiff::SignedDuration::try_from(WARM_UP).unwrap();
+    let early: Vec<String> = since(&writes, stopped)
+        .iter()
+        .filter(|w| w.pid == c.pid() && w.received < silent_until)
+        .map(|w| format!("{} at {}", w.name, w.received))
+        .collect();
+    assert!(
+        early.is_empty(),
+        "the frozen replica wrote before it could own anything: {early:?}"
+    );
+    let clashes = interleaved(&since(&writes, stopped));
+    assert!(
+        clashes.is_empty(),
+        "targets written by two replicas at once: {clashes:?}"
+    );
+
+    // Killed without a word: its targets converge on the others within the lease plus 10 s.
+    let killed = Instant::now();
+    b.signal(libc::SIGKILL);
+    let _ = b.exit_status().await;
+    set_generation(&client, &namespace, 3).await;
+    mirrored(
+        &api,
+        &group,
+        3,
+        "the killed replica's targets synced by the others",
+    )
+    .await;
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_secs(LEASE_SECONDS + 10),
+        "the killed replica's targets converged after {took:?}, lease {LEASE_SECONDS} s"
+    );
+    settled(&[&a, &c]).await;
+
+    // A fourth joins while the targets keep changing: it takes about a third, and no target is
+    // written by one replica after another started.
+    let joined = jiff::Timestamp::now();
+    let d = replica(&instance, &namespace, &group).await;
+    let mut generation = 3;
+    loop {
+        generation += 1;
+        let writable = d.metric("metascript_shard_writable") == Some(1.0);
+        set_generation(&client, &namespace, generation).await;
+        mirrored(
+            &api,
+            &group,
+            generation,
+            "the targets synced while a replica joins",
+        )
+        .await;
+        if writable {
+            break;
+        }
+    }
+    settled(&[&a, &c, &d]).await;
+    let last_round = jiff::Timestamp::now();
+    generation += 1;
+    set_generation(&client, &namespace, generation).await;
+    mirrored(
+        &api,
+        &group,
+        generation,
+        "the targets synced after the join",
+    )
+    .await;
+    let writes = eventually("every target written in the last round", || async {
+        let writes = operator_writes(&namespace).await;
+        let written: HashSet<&str> = since(&writes, last_round)
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect();
+        (written.len() == TARGETS).then_some(writes)
+    })
+    .await;
+    let clashes = interleaved(&since(&writes, joined));
+    assert!(
+        clashes.is_empty(),
+        "targets written by two replicas at once: {clashes:?}"
+    );
+    let mut last_writer: BTreeMap<&str, i32> = BTreeMap::new();
+    for write in since(&writes, last_round) {
+        last_writer.insert(&write.name, write.pid);
+    }
+    let owned: Vec<f64> = [&a, &c, &d]
+        .iter()
+        .map(|r| last_writer.values().filter(|pid| **pid == r.pid()).count() as f64)
+        .collect();
+    assert_eq!(
+        owned.iter().sum::<f64>(),
+        TARGETS as f64,
+        "every target has one writer"
+    );
+    even(&owned, TARGETS, "after the join");
+}
