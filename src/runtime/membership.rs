@@ -191,7 +191,7 @@ impl Membership {
     /// deleted, so the others take this replica's items at their next list instead of after
     /// it expires.
     pub async fn leave(&self) -> Result<(), MembershipError> {
-        self.shards.lost();
+        self.shards.stop();
         let name = self.config().lease_name();
         match self.api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {

@@ -309,13 +309,20 @@ impl Shards {
 
     /// This replica's Lease is gone (deleted, or never created): writes stop at once.
     pub fn lost(&self) {
-        let mut state = self.state.lock();
-        if state.fence.take().is_some() {
+        if self.stop() {
             tracing::warn!(identity = %self.config.identity, "this replica's Lease is gone; writes stop");
         }
+    }
+
+    /// Stops every write at once (the replica leaves, or lost its Lease); whether it was a
+    /// member.
+    pub fn stop(&self) -> bool {
+        let mut state = self.state.lock();
+        let was_member = state.fence.take().is_some();
         state.joining = None;
         state.writable_from = None;
         self.publish_writable(&state);
+        was_member
     }
 
     /// A list of the members, sent then, with what each reported.

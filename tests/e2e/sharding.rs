@@ -7,17 +7,19 @@
 //!
 //! One walk through the life of a group, since starting replicas is the slow part: three
 //! replicas converge, a script edit, a replica frozen (SIGSTOP) past its lease and thawed,
-//! one killed (SIGKILL), and a fourth joining while the targets keep changing. The hook mirrors
+//! one killed (SIGKILL), a fourth joining while the targets keep changing, and one leaving as
+//! in a rollout (SIGTERM). The hook mirrors
 //! a `generation` ConfigMap it reads into a label, so one write of the test re-syncs every
 //! target; and it stamps a random annotation, so every sync writes (a replica that may not
 //! write shows).
 
 use crate::support::audit::{AuditedWrite, operator_writes};
-use crate::support::operator::{OWN_OPERATOR_LABEL, apply, install_crds};
+use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, install_crds};
 use crate::support::process::OperatorProcess;
 use crate::support::watch::watch_until;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use futures::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::{Value, json};
@@ -216,6 +218,13 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "each target synced once: {first:?}"
     );
     even(&first, TARGETS, "the first sync");
+    let controller_object = controller(&name, &instance, &group, "");
+    eventually("the status counts every replica's targets", || async {
+        let object = get(&client, &controller_object).await?;
+        let status = &object["status"];
+        (status["targets"] == TARGETS && status["synced"] == TARGETS).then_some(())
+    })
+    .await;
     let mut per_target: BTreeMap<String, usize> = BTreeMap::new();
     for write in operator_writes(&namespace).await {
         *per_target.entry(write.name).or_default() += 1;
@@ -301,7 +310,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     // A fourth joins while the targets keep changing: it takes about a third, and no target is
     // written by one replica after another started.
     let joined = jiff::Timestamp::now();
-    let d = replica(&instance, &namespace, &group).await;
+    let mut d = replica(&instance, &namespace, &group).await;
     let mut generation = 3;
     loop {
         generation += 1;
@@ -357,4 +366,34 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "every target has one writer"
     );
     even(&owned, TARGETS, "after the join");
+
+    // Stopped as in a rollout (SIGTERM): it leaves, deleting its Lease, so the others take its
+    // targets at their next look instead of after the lease runs out.
+    d.signal(libc::SIGTERM);
+    let status = d.exit_status().await;
+    assert!(status.success(), "the replica exited with {status}");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let holders: Vec<String> = leases
+        .list(&Default::default())
+        .await
+        .expect("listing the leases")
+        .items
+        .into_iter()
+        .filter_map(|lease| lease.spec?.holder_identity)
+        .collect();
+    let d_pid = format!("_{}", d.pid());
+    assert!(
+        !holders.iter().any(|holder| holder.ends_with(&d_pid)),
+        "the stopped replica's Lease is gone: {holders:?}"
+    );
+    settled(&[&a, &c]).await;
+    generation += 1;
+    set_generation(&client, &namespace, generation).await;
+    mirrored(
+        &api,
+        &group,
+        generation,
+        "the targets synced after a replica left",
+    )
+    .await;
 }
