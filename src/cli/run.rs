@@ -179,7 +179,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     }
     let group = &args.shard_group;
     let valid_group = !group.is_empty()
-        && group.len() <= 40
+        && group.len() <= 63
         && group.starts_with(|c: char| c.is_ascii_lowercase())
         && group
             .chars()
@@ -187,7 +187,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     if !valid_group {
         anyhow::bail!(
             "--shard-group {group:?}: lowercase letters, digits and '-', starting with a letter, \
-             at most 40 characters (it names Leases and is a label value)"
+             at most 63 characters (it names Leases and is a label value)"
         );
     }
     let metrics_addr: Option<std::net::SocketAddr> = match args.metrics_addr.as_str() {
