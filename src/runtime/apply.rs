@@ -43,14 +43,15 @@ pub enum ApplyError {
 
 impl ApplyError {
     /// A short PascalCase reason for Events and metrics: `Forbidden` when RBAC refused the
-    /// write (the API's message names the verb, the resource and the identity), else
-    /// `ApplyFailed`.
+    /// write (the API's message names the verb, the resource and the identity), `HandedOver`
+    /// when this replica may no longer write it, else `ApplyFailed`.
     pub fn reason(&self) -> &'static str {
         match self {
             ApplyError::Api {
                 source: kube::Error::Api(status),
                 ..
             } if status.code == 403 => reasons::FORBIDDEN,
+            ApplyError::NotWriter { .. } => reasons::HANDED_OVER,
             _ => reasons::APPLY_FAILED,
         }
     }
@@ -132,6 +133,7 @@ impl Applier {
         if self.authority.may_write() {
             Ok(())
         } else {
+            self.metrics.shard_refused_writes.inc();
             Err(ApplyError::NotWriter {
                 action,
                 object: subject.to_string(),
