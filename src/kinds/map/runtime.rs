@@ -9,7 +9,7 @@ use super::plan::Mapper;
 use super::sync::{self, MapFanOut};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
-use crate::plan::{Plan, SyncError};
+use crate::plan::{InvalidSelector, Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
 use crate::runtime::cache::ObjectEvent;
@@ -472,7 +472,9 @@ async fn sync_pair(
 }
 
 /// An output group whose input is unknown: mapped again if a selected input has its key,
-/// otherwise detached.
+/// otherwise detached. The input is looked up in the cache when this replica has not bound it
+/// (it has not mapped that pair yet: after a start, a takeover or a handover of the group),
+/// so live outputs are never taken for detached ones.
 async fn sync_group(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
@@ -481,7 +483,21 @@ async fn sync_group(
     let Some(parent) = context.get(&group.parent) else {
         return Outcome::Forgotten(group.clone());
     };
-    if let Some(input) = controller.state.input_of(group) {
+    let input = match controller.state.input_of(group) {
+        Some(input) => Some(input),
+        None => match selected_input(context, controller, &parent, &group.key) {
+            Ok(input) => input,
+            // An unreadable selector detaches nothing.
+            Err(error) => {
+                return Outcome::Failed {
+                    key: group.clone(),
+                    about: parent,
+                    failure: SyncError::from(error).into(),
+                };
+            }
+        },
+    };
+    if let Some(input) = input {
         let parent = group.parent.clone();
         controller.enqueue(context, Work::Pair { parent, input });
         return Outcome::Done;
@@ -492,6 +508,25 @@ async fn sync_group(
     context.record_reads(&key, &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
     finish(context, controller, parent, group.clone(), None, result).await
+}
+
+/// The input of a parent's selection whose map key is `key`, as the cache has it now.
+fn selected_input(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent: &Value,
+    key: &str,
+) -> Result<Option<ObjRef>, InvalidSelector> {
+    let mapper = &controller.planner;
+    let fan_out = MapFanOut::read(mapper, &*context.informers, parent)?;
+    let input = fan_out
+        .inputs
+        .iter()
+        .find(|input| Mapper::map_key(input) == key);
+    Ok(input.and_then(|input| {
+        let input_type = mapper.inputs.iter().find(|t| t.describes(input))?;
+        Some(ObjRef::of(input_type, input))
+    }))
 }
 
 /// A map hook's Events are about the parent: the object users `kubectl describe` for the
