@@ -14,8 +14,12 @@
 //! write shows).
 
 use crate::support::audit::{AuditedWrite, operator_writes};
+use crate::support::cluster::Cluster;
 use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, install_crds};
 use crate::support::process::OperatorProcess;
+use crate::support::transform::{
+    TRANSFORM_LUA, config_map, install_transform, transform_controller,
+};
 use crate::support::watch::watch_until;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use futures::StreamExt as _;
@@ -396,4 +400,76 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "the targets synced after a replica left",
     )
     .await;
+}
+
+/// A MapController sharded: every replica fans the parent out, each maps the pairs it owns,
+/// and the parent's owner aggregates its status from what all of them wrote.
+#[tokio::test]
+async fn map_pairs_spread_over_the_replicas_and_the_parent_counts_them_all() {
+    const INPUTS: usize = 60;
+    let mut cluster = Cluster::new().await;
+    let client = cluster.client.clone();
+    let namespace = test_namespace(&client, "sharding-map").await;
+    let group = install_transform(&mut cluster, "sharding-map").await;
+    let instance = unique_name("sharding-map");
+    let shard_group = unique_name("shards");
+    let (a, b) = tokio::join!(
+        replica(&instance, &namespace, &shard_group),
+        replica(&instance, &namespace, &shard_group)
+    );
+    settled(&[&a, &b]).await;
+    for i in 0..INPUTS {
+        let source = config_map(
+            &namespace,
+            &format!("source-{i}"),
+            json!({"render": "yes"}),
+            json!({"k": i.to_string()}),
+        );
+        cluster.apply(&source).await;
+    }
+    let mut controller = transform_controller(&instance, &group, TRANSFORM_LUA);
+    controller["metadata"]["labels"] = json!({OWN_OPERATOR_LABEL: instance});
+    cluster.apply(&controller).await;
+    let template = json!({
+        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "t", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
+    });
+    cluster.apply(&template).await;
+    cluster
+        .wait_for(&template, "every input rendered and counted", |t| {
+            t["status"]["inputs"]["configmaps"]["total"] == INPUTS
+                && t["status"]["outputs"]["configmaps"]["total"] == INPUTS
+        })
+        .await;
+
+    let sample = format!("metascript_syncs_total{{kind=\"map\",controller=\"{instance}\"}}");
+    let syncs: Vec<f64> = [&a, &b]
+        .iter()
+        .map(|r| r.metric(&sample).expect("the metrics endpoint answers"))
+        .collect();
+    assert_eq!(
+        syncs.iter().sum::<f64>(),
+        INPUTS as f64,
+        "each pair mapped once: {syncs:?}"
+    );
+    assert!(
+        syncs.iter().all(|s| *s > 0.0),
+        "both replicas map pairs: {syncs:?}"
+    );
+    let mut writers: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for write in operator_writes(&namespace).await {
+        writers.entry(write.name).or_default().push(write.pid);
+    }
+    assert_eq!(
+        writers.len(),
+        INPUTS,
+        "only outputs are written: {writers:?}"
+    );
+    assert!(
+        writers
+            .iter()
+            .all(|(name, pids)| name.ends_with("-rendered") && pids.len() == 1),
+        "each output written once, by one replica: {writers:?}"
+    );
 }
