@@ -15,15 +15,17 @@
 //! end state on the last ConfigMap:
 //! 1. **converge**: the controller is applied to replicas already running (every one a member
 //!    and writable): until every ConfigMap carries its label;
-//! 2. **script edit**: the script sets another value: until every ConfigMap shows it.
+//! 2. **resync**: a sync of everything is requested (`metascript.dev/sync-requested-at`): until
+//!    every target has been synced again, which writes nothing;
+//! 3. **script edit**: the script sets another value: until every ConfigMap shows it.
 //!
 //! Each phase reports per replica: CPU seconds (`/proc/<pid>/stat`), syncs and writes (its
 //! `/metrics`), and resident memory after it (`VmRSS`, and the peak `VmHWM`). With the most
 //! replicas, two more phases time the rebalancing, until the replicas' `metascript_owned_items`
 //! add up to every target again:
-//! 3. **join**: one more replica starts (from its start: it loads, waits out the warm-up, and
+//! 4. **join**: one more replica starts (from its start: it loads, waits out the warm-up, and
 //!    syncs the share it takes);
-//! 4. **kill**: a replica is killed (SIGKILL): the others wait for its lease to run out, then
+//! 5. **kill**: a replica is killed (SIGKILL): the others wait for its lease to run out, then
 //!    sync its share.
 
 // Shared with the other benchmarks, which use the rest of it.
@@ -227,10 +229,13 @@ impl Snapshot {
     }
 }
 
-fn decorator(name: &str, group: &str, value: &str) -> serde_json::Value {
+fn decorator(name: &str, group: &str, value: &str, requested: &str) -> serde_json::Value {
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name, "labels": {"bench-group": group}},
+        "metadata": {
+            "name": name, "labels": {"bench-group": group},
+            "annotations": {metascript::api::SYNC_REQUESTED_ANNOTATION: requested}
+        },
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"bench": "yes"}}}],
             "hooks": {"sync": {"script": {"language": "lua", "inline": format!("return {{ labels = {{ ['{name}'] = '{value}' }} }}")}}}
@@ -332,7 +337,11 @@ async fn main() -> anyhow::Result<()> {
             idle.join(", ")
         );
 
-        for (phase, value) in [("converge", "v1"), ("script edit", "v2")] {
+        for (phase, value, requested) in [
+            ("converge", "v1", "never"),
+            ("resync", "v1", "now"),
+            ("script edit", "v2", "now"),
+        ] {
             let all: Vec<&Replica> = replicas.iter().collect();
             let mut counter = labelled(&client, &name, value);
             let before = Snapshot::take(&all, &name);
@@ -341,12 +350,12 @@ async fn main() -> anyhow::Result<()> {
                 .patch(
                     &name,
                     &apply,
-                    &Patch::Apply(decorator(&name, &group, value)),
+                    &Patch::Apply(decorator(&name, &group, value, requested)),
                 )
                 .await?;
-            let done = counter.reached(n, phase).await?;
-            // The last writes are counted once their replicas' queues drained.
-            until("the syncs to be counted", Duration::from_secs(60), || {
+            counter.reached(n, phase).await?;
+            // A resync changes no label: it is done once every target was synced again.
+            let done = until("every target synced", Duration::from_secs(900), || {
                 Snapshot::take(&all, &name).syncs.iter().sum::<f64>()
                     >= before.syncs.iter().sum::<f64>() + n as f64
             })

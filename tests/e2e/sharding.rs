@@ -1,17 +1,17 @@
-//! Sharding: `metascript run --shards auto` replicas share the targets of a
-//! DecoratorController, each syncing its share. The API server's audit log (every request names
-//! its replica in the User-Agent) says who wrote what, so the test checks what no metric could:
-//! every target written once on the first pass, a frozen replica silent from its lease's lapse
-//! until it has waited its way back in, and no target ever written by one replica after another
-//! took it over.
+//! Sharding: `metascript run --shards auto` replicas share the targets of DecoratorControllers,
+//! each syncing its share. The API server's audit log (every request names its replica in the
+//! User-Agent) says who wrote what, so the tests check what no metric could: every target
+//! written once on the first pass, a frozen replica silent from its lease's lapse until it has
+//! waited its way back in, and no target ever written by one replica after another took it over.
 //!
 //! One walk through the life of a group, since starting replicas is the slow part: three
 //! replicas converge, a script edit, a replica frozen (SIGSTOP) past its lease and thawed,
 //! one killed (SIGKILL), a fourth joining while the targets keep changing, and one leaving as
-//! in a rollout (SIGTERM). The hook mirrors
-//! a `generation` ConfigMap it reads into a label, so one write of the test re-syncs every
-//! target; and it stamps a random annotation, so every sync writes (a replica that may not
-//! write shows).
+//! in a rollout (SIGTERM). The hooks mirror a `generation` ConfigMap they read into a label, so
+//! one write of the test re-syncs every target. One controller does only that, over 600
+//! targets (a pure hook: a replica that keeps a target never re-runs it for nothing); another,
+//! over 60 more, also stamps a random annotation, so every one of its syncs writes (a replica
+//! that may not write, but would, shows).
 
 use crate::support::audit::{AuditedWrite, operator_writes};
 use crate::support::cluster::Cluster;
@@ -35,9 +35,12 @@ const LEASE_SECONDS: u64 = 5;
 /// How long a replica that joins beside others waits before writing: half the lease (how long
 /// a view of the members is used) plus the margin (a fifth of the lease, at least 1 s).
 const WARM_UP: Duration = Duration::from_millis(3_500);
-/// Enough that a quarter of a fair share is over four standard deviations of how rendezvous
-/// hashing splits them (so the split check does not flake), few enough to stay quick.
+/// The mirrored targets: enough that a quarter of a fair share is over four standard
+/// deviations of how rendezvous hashing splits them (so the split check does not flake), few
+/// enough to stay quick.
 const TARGETS: usize = 600;
+/// The stamped targets.
+const STAMPED: usize = 60;
 
 /// One replica of the group, ready.
 async fn replica(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
@@ -90,13 +93,17 @@ fn syncs(replicas: &[&OperatorProcess], controller: &str) -> Vec<f64> {
         .collect()
 }
 
-fn controller(name: &str, instance: &str, targets: &str, labels: &str) -> Value {
+/// A controller over the ConfigMaps labelled `shard-test: <targets>`, mirroring the generation
+/// into `seen` (and `extra` labels), and stamping them when `stamp`.
+fn controller(name: &str, instance: &str, targets: &str, extra: &str, stamp: bool) -> Value {
+    let stamp = if stamp {
+        "annotations = { stamp = tostring(math.random()) .. '-' .. tostring(os.clock()) },"
+    } else {
+        ""
+    };
     let lua = format!(
         "local generation = get('v1', 'ConfigMap', request.object.metadata.namespace, 'generation')\n\
-         return {{\n\
-           labels = {{ {labels} }},\n\
-           annotations = {{ stamp = tostring(math.random()) .. '-' .. tostring(os.clock()) }},\n\
-         }}"
+         return {{ labels = {{ seen = generation.data.gen{extra} }}, {stamp} }}"
     );
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
@@ -121,21 +128,36 @@ async fn set_generation(client: &kube::Client, namespace: &str, generation: u32)
     .await;
 }
 
-/// Waits until every target carries `label` = `value`.
-async fn labelled(api: &Api<ConfigMap>, group: &str, label: &str, value: &str, what: &str) {
-    let selector = format!("shard-test={group}");
-    watch_until(api.clone(), Some(&selector), what, |targets| {
-        targets.len() == TARGETS
-            && targets.iter().all(|target| {
-                let labels = target.metadata.labels.as_ref();
+/// Creates `count` ConfigMaps labelled `shard-test: <targets>`, ten at a time.
+async fn create_targets(client: &kube::Client, namespace: &str, targets: &str, count: usize) {
+    futures::stream::iter(0..count)
+        .for_each_concurrent(10, |i| async move {
+            apply(
+                client,
+                &json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("{targets}-{i}"), "namespace": namespace, "labels": {"shard-test": targets}}
+                }),
+            )
+            .await;
+        })
+        .await;
+}
+
+/// Waits until every one of the `count` targets labelled `shard-test: <targets>` carries
+/// `label` = `value`.
+async fn labelled(api: &Api<ConfigMap>, targets: (&str, usize), label: &str, value: &str) {
+    let (targets, count) = targets;
+    let selector = format!("shard-test={targets}");
+    let what = format!("{count} targets of {targets} with {label}={value}");
+    watch_until(api.clone(), Some(&selector), &what, |objects| {
+        objects.len() == count
+            && objects.iter().all(|object| {
+                let labels = object.metadata.labels.as_ref();
                 labels.and_then(|l| l.get(label)).map(String::as_str) == Some(value)
             })
     })
     .await;
-}
-
-async fn mirrored(api: &Api<ConfigMap>, group: &str, generation: u32, what: &str) {
-    labelled(api, group, "seen", &generation.to_string(), what).await;
 }
 
 /// The targets whose writers, in the order the API server received their writes, go back to a
@@ -184,8 +206,16 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     let namespace = test_namespace(&client, "sharding").await;
     let instance = unique_name("sharding");
     let group = unique_name("shards");
-    let name = instance.clone();
+    let (mirror, stamp) = (format!("{instance}-mirror"), format!("{instance}-stamp"));
+    let mirror_manager = format!("metascript.dev/decorator-{mirror}");
+    let stamped = format!("{mirror}ed");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let (api_of, mirrored, stamped_ones) = (&api, mirror.as_str(), stamped.as_str());
+    let generation_is = move |generation: u32| async move {
+        let value = generation.to_string();
+        labelled(api_of, (mirrored, TARGETS), "seen", &value).await;
+        labelled(api_of, (stamped_ones, STAMPED), "seen", &value).await;
+    };
 
     let (a, mut b, c) = tokio::join!(
         replica(&instance, &namespace, &group),
@@ -194,25 +224,15 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     );
     settled(&[&a, &b, &c]).await;
     set_generation(&client, &namespace, 1).await;
-    futures::stream::iter(0..TARGETS)
-        .for_each_concurrent(10, |i| {
-            let (client, namespace, group) = (&client, &namespace, &group);
-            async move {
-                apply(client, &json!({
-                    "apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": format!("target-{i}"), "namespace": namespace, "labels": {"shard-test": group}}
-                }))
-                .await;
-            }
-        })
-        .await;
-    let mirror = "seen = generation.data.gen";
-    apply(&client, &controller(&name, &instance, &group, mirror)).await;
+    create_targets(&client, &namespace, &mirror, TARGETS).await;
+    create_targets(&client, &namespace, &stamped, STAMPED).await;
+    apply(&client, &controller(&mirror, &instance, &mirror, "", false)).await;
+    apply(&client, &controller(&stamp, &instance, &stamped, "", true)).await;
 
     // Three replicas converge: each target synced once, by one replica, each a third of them.
-    mirrored(&api, &group, 1, "every target synced").await;
+    generation_is(1).await;
     let first = eventually("every sync counted", || async {
-        let first = syncs(&[&a, &b, &c], &name);
+        let first = syncs(&[&a, &b, &c], &mirror);
         (first.iter().sum::<f64>() >= TARGETS as f64).then_some(first)
     })
     .await;
@@ -222,29 +242,35 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "each target synced once: {first:?}"
     );
     even(&first, TARGETS, "the first sync");
-    let controller_object = controller(&name, &instance, &group, "");
+    let status_of = controller(&mirror, &instance, &mirror, "", false);
     eventually("the status counts every replica's targets", || async {
-        let object = get(&client, &controller_object).await?;
+        let object = get(&client, &status_of).await?;
         let status = &object["status"];
         (status["targets"] == TARGETS && status["synced"] == TARGETS).then_some(())
     })
     .await;
-    let mut per_target: BTreeMap<String, usize> = BTreeMap::new();
+    let mut per_target: BTreeMap<(String, String), usize> = BTreeMap::new();
     for write in operator_writes(&namespace).await {
-        *per_target.entry(write.name).or_default() += 1;
+        *per_target
+            .entry((write.field_manager, write.name))
+            .or_default() += 1;
     }
-    assert_eq!(per_target.len(), TARGETS);
+    assert_eq!(per_target.len(), TARGETS + STAMPED);
     assert!(
         per_target.values().all(|n| *n == 1),
         "each target written once"
     );
 
     // A script edit re-syncs every target once, across the replicas.
-    let edited = "seen = generation.data.gen, edited = 'yes'";
-    apply(&client, &controller(&name, &instance, &group, edited)).await;
-    labelled(&api, &group, "edited", "yes", "every target edited").await;
+    let edited = ", edited = 'yes'";
+    apply(
+        &client,
+        &controller(&mirror, &instance, &mirror, edited, false),
+    )
+    .await;
+    labelled(&api, (&mirror, TARGETS), "edited", "yes").await;
     let resynced = eventually("the edit synced everywhere", || async {
-        let total = syncs(&[&a, &b, &c], &name).iter().sum::<f64>() - TARGETS as f64;
+        let total = syncs(&[&a, &b, &c], &mirror).iter().sum::<f64>() - TARGETS as f64;
         (total >= TARGETS as f64).then_some(total)
     })
     .await;
@@ -259,13 +285,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     let stopped = jiff::Timestamp::now();
     c.signal(libc::SIGSTOP);
     set_generation(&client, &namespace, 2).await;
-    mirrored(
-        &api,
-        &group,
-        2,
-        "the frozen replica's targets synced by the others",
-    )
-    .await;
+    generation_is(2).await;
     let thawed = jiff::Timestamp::now();
     c.signal(libc::SIGCONT);
     settled(&[&a, &b, &c]).await;
@@ -297,13 +317,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     b.signal(libc::SIGKILL);
     let _ = b.exit_status().await;
     set_generation(&client, &namespace, 3).await;
-    mirrored(
-        &api,
-        &group,
-        3,
-        "the killed replica's targets synced by the others",
-    )
-    .await;
+    generation_is(3).await;
     let took = killed.elapsed();
     assert!(
         took < Duration::from_secs(LEASE_SECONDS + 10),
@@ -320,13 +334,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         generation += 1;
         let writable = d.metric("metascript_shard_writable") == Some(1.0);
         set_generation(&client, &namespace, generation).await;
-        mirrored(
-            &api,
-            &group,
-            generation,
-            "the targets synced while a replica joins",
-        )
-        .await;
+        generation_is(generation).await;
         if writable {
             break;
         }
@@ -335,17 +343,12 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     let last_round = jiff::Timestamp::now();
     generation += 1;
     set_generation(&client, &namespace, generation).await;
-    mirrored(
-        &api,
-        &group,
-        generation,
-        "the targets synced after the join",
-    )
-    .await;
-    let writes = eventually("every target written in the last round", || async {
+    generation_is(generation).await;
+    let writes = eventually("every target mirrored in the last round", || async {
         let writes = operator_writes(&namespace).await;
         let written: HashSet<&str> = since(&writes, last_round)
             .iter()
+            .filter(|w| w.field_manager == mirror_manager)
             .map(|w| w.name.as_str())
             .collect();
         (written.len() == TARGETS).then_some(writes)
@@ -358,7 +361,9 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     );
     let mut last_writer: BTreeMap<&str, i32> = BTreeMap::new();
     for write in since(&writes, last_round) {
-        last_writer.insert(&write.name, write.pid);
+        if write.field_manager == mirror_manager {
+            last_writer.insert(&write.name, write.pid);
+        }
     }
     let owned: Vec<f64> = [&a, &c, &d]
         .iter()
@@ -393,13 +398,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     settled(&[&a, &c]).await;
     generation += 1;
     set_generation(&client, &namespace, generation).await;
-    mirrored(
-        &api,
-        &group,
-        generation,
-        "the targets synced after a replica left",
-    )
-    .await;
+    generation_is(generation).await;
 }
 
 /// A MapController sharded: every replica fans the parent out, each maps the pairs it owns,
