@@ -191,16 +191,23 @@ async fn settled(replicas: &[&Replica]) -> anyhow::Result<Instant> {
     .await
 }
 
-/// What each replica did during a phase, as one table row per replica.
+/// What each replica did during a phase, as one table row per replica, and the plane's CPU.
 struct Snapshot {
     cpu: Vec<f64>,
     syncs: Vec<f64>,
     writes: Vec<f64>,
+    plane: Vec<(&'static str, f64)>,
 }
 
 impl Snapshot {
-    fn take(replicas: &[&Replica], controller: &str) -> Snapshot {
+    fn take(replicas: &[&Replica], controller: &str, plane: &ControlPlane) -> Snapshot {
         Snapshot {
+            plane: plane
+                .pids()
+                .into_iter()
+                .filter(|(name, _)| matches!(*name, "kube-apiserver" | "etcd"))
+                .map(|(name, pid)| (name, cpu_seconds(&pid.to_string()).unwrap_or(f64::NAN)))
+                .collect(),
             cpu: replicas.iter().map(|r| r.cpu()).collect(),
             syncs: replicas
                 .iter()
@@ -226,6 +233,17 @@ impl Snapshot {
                 after.writes[i] - self.writes[i],
             );
         }
+        let plane: Vec<String> = self
+            .plane
+            .iter()
+            .zip(&after.plane)
+            .map(|((name, before), (_, after))| format!("{name} {:.2}", after - before))
+            .collect();
+        println!(
+            "| {} | {phase}: the plane's CPU s | | {} | | | | | |",
+            replicas.len(),
+            plane.join(", ")
+        );
     }
 }
 
@@ -344,7 +362,7 @@ async fn main() -> anyhow::Result<()> {
         ] {
             let all: Vec<&Replica> = replicas.iter().collect();
             let mut counter = labelled(&client, &name, value);
-            let before = Snapshot::take(&all, &name);
+            let before = Snapshot::take(&all, &name, &plane);
             let started = Instant::now();
             controllers
                 .patch(
@@ -356,11 +374,19 @@ async fn main() -> anyhow::Result<()> {
             counter.reached(n, phase).await?;
             // A resync changes no label: it is done once every target was synced again.
             let done = until("every target synced", Duration::from_secs(900), || {
-                Snapshot::take(&all, &name).syncs.iter().sum::<f64>()
+                Snapshot::take(&all, &name, &plane)
+                    .syncs
+                    .iter()
+                    .sum::<f64>()
                     >= before.syncs.iter().sum::<f64>() + n as f64
             })
             .await?;
-            before.report(&Snapshot::take(&all, &name), &all, phase, done - started);
+            before.report(
+                &Snapshot::take(&all, &name, &plane),
+                &all,
+                phase,
+                done - started,
+            );
         }
 
         if count == largest {
