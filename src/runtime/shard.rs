@@ -212,7 +212,9 @@ impl Member {
 fn owner<'a>(members: &'a [Member], item: &Item) -> Option<&'a Member> {
     members
         .iter()
-        .max_by(|a, b| (a.score(item), &a.identity).cmp(&(b.score(item), &b.identity)))
+        .map(|member| ((member.score(item), &member.identity), member))
+        .max_by(|(a, _), (b, _)| a.cmp(b))
+        .map(|(_, member)| member)
 }
 
 /// What one replica tells the others in its Lease: its counts per controller, which the

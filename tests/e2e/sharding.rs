@@ -229,19 +229,41 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     apply(&client, &controller(&mirror, &instance, &mirror, "", false)).await;
     apply(&client, &controller(&stamp, &instance, &stamped, "", true)).await;
 
-    // Three replicas converge: each target synced once, by one replica, each a third of them.
+    // Three replicas converge: each target written once, by one replica, each a third of them.
     generation_is(1).await;
-    let first = eventually("every sync counted", || async {
-        let first = syncs(&[&a, &b, &c], &mirror);
-        (first.iter().sum::<f64>() >= TARGETS as f64).then_some(first)
-    })
-    .await;
-    assert_eq!(
-        first.iter().sum::<f64>(),
-        TARGETS as f64,
-        "each target synced once: {first:?}"
+    let writes = operator_writes(&namespace).await;
+    let mut per_target: BTreeMap<(&str, &str), Vec<i32>> = BTreeMap::new();
+    for write in &writes {
+        per_target
+            .entry((&write.field_manager, &write.name))
+            .or_default()
+            .push(write.pid);
+    }
+    assert_eq!(per_target.len(), TARGETS + STAMPED);
+    assert!(
+        per_target.values().all(|writers| writers.len() == 1),
+        "each target written once"
     );
+    let first: Vec<f64> = [&a, &b, &c]
+        .iter()
+        .map(|r| {
+            per_target
+                .iter()
+                .filter(|((manager, _), writers)| {
+                    *manager == mirror_manager && writers.as_slice() == [r.pid()]
+                })
+                .count() as f64
+        })
+        .collect();
     even(&first, TARGETS, "the first sync");
+    let synced = syncs(&[&a, &b, &c], &mirror);
+    assert!(
+        synced
+            .iter()
+            .zip(&first)
+            .all(|(synced, wrote)| synced >= wrote),
+        "each replica synced what it wrote: {synced:?}, {first:?}"
+    );
     let status_of = controller(&mirror, &instance, &mirror, "", false);
     eventually("the status counts every replica's targets", || async {
         let object = get(&client, &status_of).await?;
@@ -249,19 +271,10 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         (status["targets"] == TARGETS && status["synced"] == TARGETS).then_some(())
     })
     .await;
-    let mut per_target: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for write in operator_writes(&namespace).await {
-        *per_target
-            .entry((write.field_manager, write.name))
-            .or_default() += 1;
-    }
-    assert_eq!(per_target.len(), TARGETS + STAMPED);
-    assert!(
-        per_target.values().all(|n| *n == 1),
-        "each target written once"
-    );
 
-    // A script edit re-syncs every target once, across the replicas.
+    // A script edit re-syncs every target once, across the replicas: each is written once
+    // more, by the replica that wrote it first.
+    let edited_at = jiff::Timestamp::now();
     let edited = ", edited = 'yes'";
     apply(
         &client,
@@ -269,15 +282,23 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     )
     .await;
     labelled(&api, (&mirror, TARGETS), "edited", "yes").await;
-    let resynced = eventually("the edit synced everywhere", || async {
-        let total = syncs(&[&a, &b, &c], &mirror).iter().sum::<f64>() - TARGETS as f64;
-        (total >= TARGETS as f64).then_some(total)
-    })
-    .await;
-    assert_eq!(
-        resynced, TARGETS as f64,
-        "the edit re-synced each target once"
-    );
+    let writes = operator_writes(&namespace).await;
+    let mut edit_writers: BTreeMap<(&str, &str), Vec<i32>> = BTreeMap::new();
+    for write in since(&writes, edited_at) {
+        if write.field_manager == mirror_manager {
+            edit_writers
+                .entry((&write.field_manager, &write.name))
+                .or_default()
+                .push(write.pid);
+        }
+    }
+    assert_eq!(edit_writers.len(), TARGETS, "every target re-synced");
+    for (target, writers) in &edit_writers {
+        assert_eq!(
+            writers, &per_target[target],
+            "{target:?} written once, by its owner"
+        );
+    }
 
     // Frozen past its lease: the others take its targets; thawed, it writes nothing until it
     // has joined again and waited out every view that gave its targets away.
@@ -442,20 +463,6 @@ async fn map_pairs_spread_over_the_replicas_and_the_parent_counts_them_all() {
         })
         .await;
 
-    let sample = format!("metascript_syncs_total{{kind=\"map\",controller=\"{instance}\"}}");
-    let syncs: Vec<f64> = [&a, &b]
-        .iter()
-        .map(|r| r.metric(&sample).expect("the metrics endpoint answers"))
-        .collect();
-    assert_eq!(
-        syncs.iter().sum::<f64>(),
-        INPUTS as f64,
-        "each pair mapped once: {syncs:?}"
-    );
-    assert!(
-        syncs.iter().all(|s| *s > 0.0),
-        "both replicas map pairs: {syncs:?}"
-    );
     let mut writers: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for write in operator_writes(&namespace).await {
         writers.entry(write.name).or_default().push(write.pid);
@@ -471,4 +478,11 @@ async fn map_pairs_spread_over_the_replicas_and_the_parent_counts_them_all() {
             .all(|(name, pids)| name.ends_with("-rendered") && pids.len() == 1),
         "each output written once, by one replica: {writers:?}"
     );
+    for replica in [&a, &b] {
+        let wrote = writers
+            .values()
+            .filter(|pids| pids[0] == replica.pid())
+            .count();
+        assert!(wrote > 0, "both replicas map pairs: {writers:?}");
+    }
 }
