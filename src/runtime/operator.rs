@@ -288,12 +288,6 @@ impl Operator {
         self.context.leadership.is_leader()
     }
 
-    /// Sharded: whether this replica may write its items now (a member, warmed up, its view
-    /// of the members fresh).
-    pub fn is_writable(&self) -> bool {
-        self.context.metrics.shard_writable.get() == 1
-    }
-
     /// Stops every task, then gives up the lease (after the last write), so a standby takes
     /// over at once, or (sharded) the other replicas take this one's items at once.
     pub async fn shutdown(mut self) {
