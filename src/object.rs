@@ -268,6 +268,13 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// The digest naming an object by its identity alone (API group, kind, namespace, name), so
+/// it is the same whether it is computed from the object or from a reference to it (a
+/// MapController's map key; the work item a replica owns).
+pub fn identity_digest(group: &str, kind: &str, namespace: &str, name: &str) -> String {
+    short_digest(&format!("{group}/{kind}/{namespace}/{name}"))
+}
+
 /// A short, label-safe digest of a string (hex, 32 characters).
 pub fn short_digest(text: &str) -> String {
     use sha2::{Digest, Sha256};

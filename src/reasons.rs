@@ -40,6 +40,10 @@ pub const SYNC_FAILED: &str = "SyncFailed";
 pub const FORBIDDEN: &str = "Forbidden";
 /// A write failed otherwise.
 pub const APPLY_FAILED: &str = "ApplyFailed";
+/// A write was not sent: this replica stopped being the one that may write the object while its
+/// sync ran (sharded, the object moved to another replica, or this replica's lease lapsed; or
+/// it lost the leader election). Whoever may write it now syncs it.
+pub const HANDED_OVER: &str = "HandedOver";
 
 // Rolling out a revision (`spec.rollout`): Events on the controller, its `Rollout` condition.
 /// A new revision became the candidate beside the serving one.
@@ -81,6 +85,7 @@ pub const ALL: &[&str] = &[
     SYNC_FAILED,
     FORBIDDEN,
     APPLY_FAILED,
+    HANDED_OVER,
     ROLLOUT_STARTED,
     CANARY_STEP,
     PROMOTED,

@@ -294,7 +294,7 @@ fn short_name(component: &str) -> &'static str {
     }
 }
 
-fn cpu_seconds(pid: &str) -> Option<f64> {
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces; utime and
     // stime are fields 14 and 15 of the line, so 12 and 13 after it.

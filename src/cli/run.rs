@@ -2,7 +2,7 @@
 
 use crate::admission::AdmissionConfig;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::{LeaseConfig, Operator, OperatorConfig};
+use crate::runtime::{LeaseConfig, Operator, OperatorConfig, ShardConfig};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,9 +53,24 @@ pub struct RunArgs {
     )]
     pub leader_election_id: String,
     /// How long a lease stays valid after its last renewal: the longest a failover waits for a
-    /// leader that died without releasing it (e.g. `15s`, `1m`; whole seconds, at least 3).
-    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    /// leader that died without releasing it or, sharded, before a dead replica's objects move
+    /// to the others (e.g. `15s`, `1m`; whole seconds, at least 3).
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration, env = "METASCRIPT_LEASE_DURATION")]
     pub lease_duration: Duration,
+    /// `auto`: every replica is active, and each object is synced and written by one of the
+    /// live replicas, chosen by consistent hashing (membership through a Lease per replica;
+    /// docs/operations.md, "Sharding"). `off`: this replica writes everything (alone, or the
+    /// elected one with --leader-election).
+    #[arg(long, value_enum, default_value_t = Sharding::Off, env = "METASCRIPT_SHARDS", conflicts_with = "leader_election")]
+    pub shards: Sharding,
+    /// The namespace of the replicas' shard Leases; default: the pod's namespace (POD_NAMESPACE,
+    /// or the service account's), else metascript-system.
+    #[arg(long, env = "METASCRIPT_SHARD_NAMESPACE")]
+    pub shard_namespace: Option<String>,
+    /// Replicas with the same shard group share the work (their Leases carry it as a label,
+    /// and are named after it).
+    #[arg(long, default_value = "metascript", env = "METASCRIPT_SHARD_GROUP")]
+    pub shard_group: String,
     /// Whether a controller without `spec.serviceAccountName` may write as the operator itself.
     /// Say false in a shared cluster: then every controller writes as (and can do only what RBAC
     /// grants) a ServiceAccount of its own.
@@ -125,6 +140,13 @@ pub struct RunArgs {
     pub log_json: bool,
 }
 
+/// How the work is shared between replicas (`--shards`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sharding {
+    Off,
+    Auto,
+}
+
 pub fn run(args: RunArgs) -> ExitCode {
     init_logging(&args.log, args.log_json);
     let runtime = match tokio::runtime::Runtime::new() {
@@ -154,6 +176,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     }
     if !(args.credentials_poll_interval.is_finite() && args.credentials_poll_interval > 0.0) {
         anyhow::bail!("--credentials-poll-interval must be a positive number of seconds");
+    }
+    let group = &args.shard_group;
+    let valid_group = !group.is_empty()
+        && group.len() <= 63
+        && group.starts_with(|c: char| c.is_ascii_lowercase())
+        && group
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid_group {
+        anyhow::bail!(
+            "--shard-group {group:?}: lowercase letters, digits and '-', starting with a letter, \
+             at most 63 characters (it names Leases and is a label value)"
+        );
     }
     let metrics_addr: Option<std::net::SocketAddr> = match args.metrics_addr.as_str() {
         "none" | "" => None,
@@ -196,6 +231,12 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(own_namespace),
             name: args.leader_election_id.clone(),
+            identity: identity(),
+            duration: args.lease_duration,
+        }),
+        shards: (args.shards == Sharding::Auto).then(|| ShardConfig {
+            namespace: args.shard_namespace.clone().unwrap_or_else(own_namespace),
+            group: args.shard_group.clone(),
             identity: identity(),
             duration: args.lease_duration,
         }),
@@ -311,8 +352,8 @@ fn parse_share(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The namespace the operator runs in, for its Lease and the snapshots of revisions its staged
-/// rollouts serve.
+/// The namespace the operator runs in, for its Leases and the snapshots of revisions its
+/// staged rollouts serve.
 fn own_namespace() -> String {
     const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
     std::env::var("POD_NAMESPACE")
@@ -323,8 +364,8 @@ fn own_namespace() -> String {
         .unwrap_or_else(|| crate::runtime::DEFAULT_NAMESPACE.into())
 }
 
-/// This replica's name in the election: the pod (or host) name and the process, so two
-/// processes on one host never share an identity.
+/// This replica's name in the election or among the shards: the pod (or host) name and the
+/// process, so two processes on one host never share an identity.
 fn identity() -> String {
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))

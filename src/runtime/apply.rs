@@ -1,8 +1,8 @@
 //! Carrying out a plan against the API: server-side apply for children, preconditioned deletes,
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
+use super::authority::Authority;
 use super::keys::ControllerId;
-use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use crate::api::ServiceAccountRef;
@@ -25,8 +25,11 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
-    #[error("{action} {object}: this replica is not the leader (it lost or never held the lease)")]
-    NotLeader {
+    #[error(
+        "{action} {object}: this replica may not write it now (it is not the leader, or another \
+         replica owns it, or its lease lapsed)"
+    )]
+    NotWriter {
         action: &'static str,
         object: String,
     },
@@ -40,14 +43,15 @@ pub enum ApplyError {
 
 impl ApplyError {
     /// A short PascalCase reason for Events and metrics: `Forbidden` when RBAC refused the
-    /// write (the API's message names the verb, the resource and the identity), else
-    /// `ApplyFailed`.
+    /// write (the API's message names the verb, the resource and the identity), `HandedOver`
+    /// when this replica may no longer write it, else `ApplyFailed`.
     pub fn reason(&self) -> &'static str {
         match self {
             ApplyError::Api {
                 source: kube::Error::Api(status),
                 ..
             } if status.code == 403 => reasons::FORBIDDEN,
+            ApplyError::NotWriter { .. } => reasons::HANDED_OVER,
             _ => reasons::APPLY_FAILED,
         }
     }
@@ -73,7 +77,7 @@ impl std::fmt::Debug for Writer {
 #[derive(Clone)]
 pub struct Applier {
     metrics: Metrics,
-    leadership: Arc<Leadership>,
+    authority: Arc<Authority>,
     pub own_writes: Arc<OwnWrites>,
 }
 
@@ -114,21 +118,23 @@ pub struct PlanTarget<'a> {
 impl Applier {
     /// Every write request is counted in `metrics`, per controller, so "nothing changed" can be
     /// checked as "nothing written".
-    /// Writes only while `leadership` says this replica leads: checked before every request,
-    /// so a leader whose lease lapsed stops in the middle of a plan.
-    pub fn new(metrics: Metrics, leadership: Arc<Leadership>, own_writes: OwnWrites) -> Applier {
+    /// Writes only while `authority` allows (the leader; sharded, the owner of the item the
+    /// work acts for): checked before every request, so a replica whose lease lapsed or whose
+    /// item moved stops in the middle of a plan.
+    pub fn new(metrics: Metrics, authority: Arc<Authority>, own_writes: OwnWrites) -> Applier {
         Applier {
             metrics,
-            leadership,
+            authority,
             own_writes: Arc::new(own_writes),
         }
     }
 
     fn may_write(&self, action: &'static str, subject: impl ToString) -> Result<(), ApplyError> {
-        if self.leadership.is_leader() {
+        if self.authority.may_write() {
             Ok(())
         } else {
-            Err(ApplyError::NotLeader {
+            self.metrics.shard_refused_writes.inc();
+            Err(ApplyError::NotWriter {
                 action,
                 object: subject.to_string(),
             })

@@ -4,6 +4,7 @@
 
 use super::access::AccessReviews;
 use super::apply::{Applier, ApplyError, Writer};
+use super::authority::Authority;
 use super::cache::Informers;
 use super::dependencies::DependencyIndex;
 use super::discovery::Discovery;
@@ -12,6 +13,7 @@ use super::keys::{ControllerId, ObjRef, Work, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
+use super::shard::ShardConfig;
 use crate::api::EventType;
 use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
@@ -55,8 +57,11 @@ pub struct OperatorConfig {
     /// so several operators can share a cluster, or a canary can take a few controllers.
     pub controller_selector: Option<String>,
     /// Take part in leader election through this lease; only the leader writes. None: run
-    /// alone (one replica, or a laptop).
+    /// alone (one replica, or a laptop), or sharded.
     pub leader_election: Option<LeaseConfig>,
+    /// Share the work with the other live replicas of this group, each writing its own items
+    /// ([`super::shard`]). Exclusive with `leader_election`.
+    pub shards: Option<ShardConfig>,
     /// Whether a controller without `serviceAccountName` may write as the operator itself.
     /// Shared clusters should say no: then every controller can do only what its own account
     /// may.
@@ -92,6 +97,7 @@ impl Default for OperatorConfig {
             credentials_poll_interval: DEFAULT_CREDENTIALS_POLL_INTERVAL,
             controller_selector: None,
             leader_election: None,
+            shards: None,
             allow_unimpersonated: true,
             record_dir: None,
             full_resync: false,
@@ -156,8 +162,10 @@ pub struct Context {
     /// What each work item's hooks read, to re-queue it when that changes.
     pub dependencies: DependencyIndex,
     pub config: OperatorConfig,
-    /// Whether this replica may write now.
+    /// Whether this replica leads (always, unless it takes part in leader election).
     pub leadership: Arc<Leadership>,
+    /// Whether this replica may write now, and what (sharded, the items it owns).
+    pub authority: Arc<Authority>,
     pub recorder: Option<Recorder>,
     /// ConfigMaps, as discovery resolved them: where `configMapRef` scripts live.
     pub config_map_type: ResourceType,
@@ -326,7 +334,8 @@ impl Context {
     }
 
     /// Publishes a Warning Event about an object, naming the controller it concerns as the
-    /// related object (a leader only: Events are writes too); failures are only logged.
+    /// related object (only when this replica may write for the work running: Events are
+    /// writes too); failures are only logged.
     pub async fn warn(
         &self,
         about: &Value,
@@ -379,7 +388,7 @@ impl Context {
         action: &str,
         note: &str,
     ) {
-        if !self.leadership.is_leader() {
+        if !self.authority.may_write() {
             return;
         }
         let published = self

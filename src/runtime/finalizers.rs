@@ -18,17 +18,20 @@ use std::sync::Arc;
 /// deleting the controller first releases every object it holds a finalizer on.
 pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
 
-/// Adds the cleanup finalizer to a controller object that has a finalize hook (leader only: a
-/// standby adds it when it takes over, since it reloads every controller then). A failure is
-/// retried through the controller's load.
+/// Adds the cleanup finalizer to a controller object that has a finalize hook (the replica
+/// that may write for the controller only: a standby or a new owner adds it when it takes
+/// over, since it reloads every controller then). A failure is retried through the
+/// controller's load.
 pub async fn keep_cleanup_finalizer(
     context: &Arc<Context>,
     id: &ControllerId,
     object: &Value,
     has_finalize: bool,
 ) {
-    let leading = context.leadership.is_leader();
-    if leading && has_finalize && !object::has_finalizer(object, CLEANUP_FINALIZER) {
+    if context.authority.may_write()
+        && has_finalize
+        && !object::has_finalizer(object, CLEANUP_FINALIZER)
+    {
         let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
         if let Err(failure) = edit_own_finalizer(context, id, object, add).await {
             tracing::warn!(controller = %id, error = %failure.message, "cannot add the cleanup finalizer");

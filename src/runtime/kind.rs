@@ -10,6 +10,7 @@ use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
 use super::rollout::CandidateShare;
+use super::shard::Sharded;
 use super::status::{Health, SyncOutcomes};
 use crate::api::{ControllerObject, EventReasons, KindName, Rollout};
 use crate::hooks::ControllerHooks;
@@ -31,8 +32,8 @@ pub trait Kind: Sized + Send + Sync + 'static {
     /// What a controller remembers across reloads (indexes, bindings).
     type State: Default + Send + Sync + 'static;
     /// What the status counts are kept by: a target, a (parent, map key) group. Its text is
-    /// what a canary rollout picks its share by.
-    type OutcomeKey: Clone + Eq + Hash + std::fmt::Display + Send + Sync + 'static;
+    /// what a canary rollout picks its share by; sharded, the replica owning its item keeps it.
+    type OutcomeKey: Clone + Eq + Hash + std::fmt::Display + Send + Sync + Sharded + 'static;
 
     /// Builds the planner; every type the spec names has been resolved already.
     fn build(
@@ -71,6 +72,13 @@ pub trait Kind: Sized + Send + Sync + 'static {
     /// from one revision or the other. `None`: work either revision may do (the serving one
     /// does it), such as a map parent's fan-out to its pairs.
     fn rollout_unit(work: &Work) -> Option<Self::OutcomeKey>;
+
+    /// Whether a work item only queues other work and writes nothing of its own (a map parent
+    /// fanning out into its pairs): work no unit is about. Sharded, every replica runs it and
+    /// keeps what it owns.
+    fn fans_out(work: &Work) -> bool {
+        *work != Work::Load && Self::rollout_unit(work).is_none()
+    }
 
     /// Runs one work item (never `Work::Load`).
     fn sync(

@@ -100,6 +100,18 @@ pub struct Metrics {
     /// Work items a resync did not queue: nothing their last (pure) sync saw had changed.
     pub resync_skipped: Family<ControllerLabels, Counter>,
     pub build_info: Family<BuildLabels, Gauge>,
+    /// Sharded (`--shards auto`): the live replicas this one sees.
+    pub shard_members: Gauge,
+    /// Sharded: 1 while this replica may write its items (a member, warmed up, its view of
+    /// the members fresh), else 0.
+    pub shard_writable: Gauge,
+    /// Sharded: changes of the members this replica saw (each hands items over).
+    pub shard_handovers: Counter,
+    /// Sharded: writes this replica refused to send because it did not own their item then
+    /// (or its lease had lapsed).
+    pub shard_refused_writes: Counter,
+    /// Sharded: work items of the controller this replica owns and has synced.
+    pub owned_items: Family<ControllerLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -122,6 +134,11 @@ impl Default for Metrics {
             controller_ready: Family::default(),
             dependencies: Family::default(),
             resync_skipped: Family::default(),
+            shard_members: Gauge::default(),
+            shard_writable: Gauge::default(),
+            shard_handovers: Counter::default(),
+            shard_refused_writes: Counter::default(),
+            owned_items: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -222,6 +239,33 @@ impl Metrics {
             "leader",
             "1 while this replica is the leader (the one that writes), else 0",
             self.leader.clone(),
+        );
+        registry.register(
+            "owned_items",
+            "Sharded: work items of the controller this replica owns and has synced",
+            self.owned_items.clone(),
+        );
+        registry.register(
+            "shard_members",
+            "Sharded: the live replicas this one sees",
+            self.shard_members.clone(),
+        );
+        registry.register(
+            "shard_writable",
+            "Sharded: 1 while this replica may write its items (a member, warmed up, its view \
+             of the members fresh)",
+            self.shard_writable.clone(),
+        );
+        registry.register(
+            "shard_handovers",
+            "Sharded: changes of the members this replica saw, each handing items over",
+            self.shard_handovers.clone(),
+        );
+        registry.register(
+            "shard_refused_writes",
+            "Sharded: writes not sent because this replica did not own their item then, or its \
+             lease had lapsed",
+            self.shard_refused_writes.clone(),
         );
         registry
     }
@@ -332,6 +376,7 @@ impl Metrics {
         self.controller_ready.remove(&labels);
         self.dependencies.remove(&labels);
         self.resync_skipped.remove(&labels);
+        self.owned_items.remove(&labels);
         for hook in controller.kind.hooks() {
             let labels = HookLabels {
                 kind: controller.kind.as_str(),

@@ -1,12 +1,15 @@
 //! The operator: watches, queues, apply, whatever the kind of controller.
 //!
 //! `keys` names objects, controllers and work; `context` holds the services every kind shares;
+//! `authority` says whether this replica may write (alone, elected, or sharded: `shard` and
+//! `membership`);
 //! `kind` is what a kind of controller contributes (each kind implements it in its folder under
 //! `crate::kinds`) and `registry` what the runtime does for every kind (load, reload, remove,
 //! status, failures); `operator` owns a registry per kind it is started with and drives them.
 
 pub(crate) mod access;
 pub mod apply;
+pub(crate) mod authority;
 pub mod cache;
 pub(crate) mod context;
 mod credentials;
@@ -19,6 +22,7 @@ pub(crate) mod keys;
 pub(crate) mod kind;
 mod leader;
 mod load;
+mod membership;
 pub mod metrics;
 mod operator;
 mod own_writes;
@@ -28,6 +32,7 @@ pub(crate) mod related;
 pub(crate) mod rollout;
 pub(crate) mod routes;
 mod scripts;
+pub(crate) mod shard;
 pub mod status;
 
 pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig};
@@ -35,3 +40,4 @@ pub use keys::{ControllerId, ObjRef, Work, WorkKey};
 pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};
 pub use registry::{KindEntry, KindRuntime};
+pub use shard::ShardConfig;

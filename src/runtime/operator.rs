@@ -4,17 +4,21 @@
 
 use super::access::{AccessReviews, RBAC_TYPES, is_rbac};
 use super::apply::Applier;
+use super::authority::Authority;
 use super::cache::{Informers, ObjectEvent};
 use super::context::{Context, Identities, OperatorConfig};
 use super::discovery::{Discovery, ResolvedType};
 use super::events::Events;
-use super::keys::{ControllerId, Work, WorkKey};
+use super::fingerprint::Sweep;
+use super::keys::{ControllerId, WorkKey};
 use super::leader::{Elector, Leadership};
+use super::membership::Membership;
 use super::metrics::Metrics;
 use super::own_writes::{OwnWrites, Redelivery};
 use super::queue::WorkQueue;
 use super::registry::{KindEntry, KindRuntime};
 use super::scripts;
+use super::shard::{self, Admit, Item, Shards};
 use crate::api::{API_VERSION, KindName, ResourceRef};
 use crate::cases::record::Recorder;
 use crate::script::ScriptEngine;
@@ -53,6 +57,7 @@ pub struct Operator {
     kinds: Kinds,
     tasks: Vec<JoinHandle<()>>,
     elector: Option<Arc<Elector>>,
+    membership: Option<Arc<Membership>>,
     _scripts_watcher: Option<scripts::ScriptsWatcher>,
 }
 
@@ -65,6 +70,7 @@ impl Operator {
         config: OperatorConfig,
         kinds: &[KindEntry],
     ) -> Result<Operator, StartError> {
+        let kube = with_user_agent(kube, &config);
         let client = kube::Client::try_from(kube.clone())
             .map_err(|error| StartError::Client(error.to_string()))?;
         let discovery = Discovery::new(client.clone());
@@ -95,13 +101,25 @@ impl Operator {
             .leader_election
             .clone()
             .map(|lease| Arc::new(Elector::new(client.clone(), lease)));
+        let shards = config
+            .shards
+            .clone()
+            .map(|shards| Arc::new(Shards::new(shards, metrics.clone())));
+        let membership = shards
+            .as_ref()
+            .map(|shards| Arc::new(Membership::new(client.clone(), shards.clone())));
+        let authority = Arc::new(Authority {
+            leadership: leadership.clone(),
+            shards,
+        });
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let context = Arc::new(Context {
             events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
-            applier: Applier::new(metrics.clone(), leadership.clone(), own_writes),
+            applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
             identities: Identities::new(kube),
             leadership,
+            authority,
             recorder: config.record_dir.clone().map(Recorder::new),
             metrics,
             client: client.clone(),
@@ -160,6 +178,14 @@ impl Operator {
                 elector.run(&context.leadership).await
             }));
         }
+        if let Some(membership) = &membership {
+            let membership = membership.clone();
+            tasks.push(tokio::spawn(async move { membership.run().await }));
+            tasks.push(tokio::spawn(take_over_on_reassignment(
+                context.clone(),
+                kinds.clone(),
+            )));
+        }
         tasks.push(tokio::spawn(status_loop(context.clone(), kinds.clone())));
         tasks.push(tokio::spawn(credentials_loop(
             context.clone(),
@@ -194,6 +220,7 @@ impl Operator {
                 .leader_election
                 .as_ref()
                 .map(|lease| lease.name.as_str()),
+            shard_group = config.shards.as_ref().map(|shards| shards.group.as_str()),
             "operator started"
         );
         Ok(Operator {
@@ -201,6 +228,7 @@ impl Operator {
             kinds,
             tasks,
             elector,
+            membership,
             _scripts_watcher: scripts_watcher,
         })
     }
@@ -261,7 +289,7 @@ impl Operator {
     }
 
     /// Stops every task, then gives up the lease (after the last write), so a standby takes
-    /// over at once.
+    /// over at once, or (sharded) the other replicas take this one's items at once.
     pub async fn shutdown(mut self) {
         self.context.queue.shut_down();
         for task in self.tasks.drain(..) {
@@ -273,6 +301,11 @@ impl Operator {
         {
             tracing::warn!(%error, "cannot release the lease; a standby takes over when it expires");
         }
+        if let Some(membership) = &self.membership
+            && let Err(error) = membership.leave().await
+        {
+            tracing::warn!(%error, "cannot delete this replica's shard lease; the others take its items when it expires");
+        }
     }
 }
 
@@ -283,6 +316,26 @@ impl Drop for Operator {
             task.abort();
         }
     }
+}
+
+/// Names the operator, and the replica when there are several, in the User-Agent of every
+/// request (its own and those it makes as controllers' accounts), so the API server's audit
+/// log says which replica wrote what.
+fn with_user_agent(mut kube: kube::Config, config: &OperatorConfig) -> kube::Config {
+    let identity = config
+        .shards
+        .as_ref()
+        .map(|shards| &shards.identity)
+        .or(config.leader_election.as_ref().map(|lease| &lease.identity));
+    let agent = match identity {
+        Some(identity) => format!("metascript/{} ({identity})", crate::version::VERSION),
+        None => format!("metascript/{}", crate::version::VERSION),
+    };
+    match http::HeaderValue::from_str(&agent) {
+        Ok(value) => kube.headers.push((http::header::USER_AGENT, value)),
+        Err(error) => tracing::warn!(%error, agent, "cannot name this replica in the User-Agent"),
+    }
+    kube
 }
 
 /// Resolves one kind's controller type. CRDs just created take a moment to appear in
@@ -371,14 +424,18 @@ async fn dispatch(
 }
 
 /// Runs work items. A standby only loads controllers (so its caches are warm and its scripts
-/// compiled when it takes over) and skips the rest, which taking over redoes.
+/// compiled when it takes over) and skips the rest, which taking over redoes. Sharded, a
+/// replica runs the items it owns (the others' are skipped; its own wait while it may not
+/// write yet), and each runs acting for its item: every write it makes is checked against
+/// that item's owner.
 async fn work(context: Arc<Context>, kinds: Kinds) {
     while let Some(key) = context.queue.next().await {
-        let runs = key.work == Work::Load || context.leadership.is_leader();
-        if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind)
-            && runs
-        {
-            kind.work(&context, &key).await;
+        if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) {
+            match context.authority.admit(&key, kind.fans_out(&key.work)) {
+                Admit::Run => shard::acting_for(Item::of(&key), kind.work(&context, &key)).await,
+                Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
+                Admit::Skip => {}
+            }
         }
         context.queue.done(&key);
     }
@@ -412,8 +469,22 @@ async fn take_over_on_election(context: Arc<Context>, kinds: Kinds) {
         if *changes.borrow_and_update() {
             tracing::info!("leading: syncing everything");
             for kind in kinds.iter() {
-                kind.take_over(&context);
+                kind.take_over(&context, Sweep::Everything);
             }
+        }
+    }
+}
+
+/// Sharded: when the members change, each replica syncs the items it gained (it has no
+/// outcome for them, so a sweep of what changed picks them) and forgets those it lost.
+async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
+    let Some(shards) = context.authority.shards.clone() else {
+        return;
+    };
+    let mut changes = shards.subscribe();
+    while changes.changed().await.is_ok() {
+        for kind in kinds.iter() {
+            kind.take_over(&context, Sweep::Changed);
         }
     }
 }
@@ -462,6 +533,18 @@ async fn status_loop(context: Arc<Context>, kinds: Kinds) {
         }
         for kind in kinds.iter() {
             kind.write_statuses(&context).await;
+        }
+        if let Some(shards) = &context.authority.shards {
+            let loaded: std::collections::HashSet<String> = kinds
+                .iter()
+                .flat_map(|kind| {
+                    let kind_name = kind.kind();
+                    kind.names()
+                        .into_iter()
+                        .map(move |name| ControllerId::new(kind_name, name).to_string_short())
+                })
+                .collect();
+            shards.retain_report(|controller| loaded.contains(controller));
         }
     }
 }

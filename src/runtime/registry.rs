@@ -13,6 +13,7 @@ use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::rollout::{self, Advance, Rollouts};
 use super::routes::{Routes, only_status_changed};
+use super::shard::{self, Item, Sharded};
 use super::status::{self, Counts, Health, Problem, RolloutReport};
 use crate::api::{
     ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
@@ -94,9 +95,10 @@ impl<K: Kind> Registry<K> {
         };
         if object::is_deleting(&object) {
             // Stop syncing first, so no sync redoes what is being released. Releasing is the
-            // leader's (a standby that takes over reloads every controller).
+            // leader's, or the controller's owner's (a replica that takes over reloads every
+            // controller).
             self.remove(context, id);
-            if !context.leadership.is_leader() {
+            if !context.authority.may_write() {
                 return;
             }
             if let Err(failure) = K::release(context, id, &object).await {
@@ -751,22 +753,29 @@ impl<K: Kind> Registry<K> {
     /// writing only what changed.
     async fn write_statuses(&self, context: &Arc<Context>) {
         let loaded = self.all();
+        let mut reports: HashMap<String, (Health, Counts, Option<RolloutReport>)> = HashMap::new();
         for controller in &loaded {
             K::report(context, controller).await;
-            if context.leadership.is_leader() {
-                self.advance_rollout(context, controller).await;
+            let name = &controller.id.name;
+            let (candidate_serving, candidate_failing) =
+                self.rollouts.candidate_counts(name, controller);
+            let own = Counts {
+                candidate_serving,
+                candidate_failing,
+                ..controller.outcomes.counts()
+            };
+            let counts = context.authority.total(&controller.id, own);
+            // The replica writing the controller's status drives its rollout.
+            if context
+                .authority
+                .may_write_for(&Item::controller(&controller.id))
+            {
+                self.advance_rollout(context, controller, counts.candidate_failing)
+                    .await;
             }
+            let rollout = self.rollouts.report(name, controller, counts);
+            reports.insert(name.clone(), (controller.health.clone(), counts, rollout));
         }
-        let mut reports: HashMap<String, (Health, Counts, Option<RolloutReport>)> = loaded
-            .iter()
-            .map(|c| {
-                let rollout = self.rollouts.report(&c.id.name, c);
-                (
-                    c.id.name.clone(),
-                    (c.health.clone(), c.outcomes.counts(), rollout),
-                )
-            })
-            .collect();
         // The newest spec's problem wins over the health of a version still running.
         for (name, unloaded) in self.unloaded.lock().iter() {
             let (counts, rollout) = reports
@@ -788,13 +797,19 @@ impl<K: Kind> Registry<K> {
     /// A turn of a controller's staged rollout: a canary's next step starts, or its candidate
     /// is promoted or rolled back (by loading the controller again); a shadow is evaluated
     /// again when due. A snapshot that could not be saved is tried again.
-    async fn advance_rollout(&self, context: &Arc<Context>, serving: &Arc<Controller<K>>) {
+    async fn advance_rollout(
+        &self,
+        context: &Arc<Context>,
+        serving: &Arc<Controller<K>>,
+        failing: u64,
+    ) {
         let name = &serving.id.name;
         let Some(candidate) = self.rollouts.candidate(name) else {
             return;
         };
         self.rollouts.save(context, serving).await;
-        match self.rollouts.advance(context, name) {
+        let owner = Item::controller(&serving.id);
+        match self.rollouts.advance(context, name, failing) {
             Advance::Nothing => {}
             Advance::Stepped => {
                 K::enqueue_all(context, &candidate.controller, Sweep::Changed);
@@ -805,9 +820,8 @@ impl<K: Kind> Registry<K> {
                         candidate.step() + 1,
                         candidate.controller.rollout.steps.len()
                     );
-                    context
-                        .note(&object, reasons::CANARY_STEP, "Rollout", &note)
-                        .await;
+                    let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
+                    shard::acting_for(owner, published).await;
                 }
             }
             Advance::Reload => context.queue.add(WorkKey::load(&serving.id)),
@@ -824,7 +838,10 @@ impl<K: Kind> Registry<K> {
         reads: &Result<(), Problem>,
         rollout: Option<&RolloutReport>,
     ) {
-        if !context.leadership.is_leader() {
+        if !context
+            .authority
+            .may_write_for(&Item::controller(&Self::id(name)))
+        {
             return;
         }
         let previous = self
@@ -897,6 +914,9 @@ pub trait KindRuntime: Send + Sync {
 
     fn work<'a>(&'a self, context: &'a Arc<Context>, key: &'a WorkKey) -> BoxFuture<'a, ()>;
 
+    /// Whether a work item only queues other work (see [`Kind::fans_out`]).
+    fn fans_out(&self, work: &Work) -> bool;
+
     fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()>;
 
     /// The controllers that resync periodically, with their periods.
@@ -923,9 +943,11 @@ pub trait KindRuntime: Send + Sync {
     /// not load for one, are tried again now.
     fn rbac_changed(&self, context: &Context);
 
-    /// This replica just became the leader: everything a standby skipped is done now (every
-    /// controller reloaded, so its load-time writes happen, and everything resynced).
-    fn take_over(&self, context: &Context);
+    /// This replica just became the leader, or (sharded) the members changed: everything it
+    /// skipped is done now (every controller reloaded, so its load-time writes happen, and
+    /// what `sweep` picks resynced). Outcomes of items another replica owns now are
+    /// forgotten, so they are neither counted here nor skipped if they come back.
+    fn take_over(&self, context: &Context, sweep: Sweep);
 }
 
 impl<K: Kind> KindRuntime for Registry<K> {
@@ -938,12 +960,22 @@ impl<K: Kind> KindRuntime for Registry<K> {
             return;
         };
         if event.resource == self.resource {
-            // A controller object's own status (which the operator writes) never reloads it.
+            // A controller object's own status (which the operator writes) never reloads it,
+            // but may say where its rollout went on another replica.
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
+            let name = object::name(object);
             if !status_only {
-                context
-                    .queue
-                    .add(WorkKey::load(&Self::id(object::name(object))));
+                context.queue.add(WorkKey::load(&Self::id(name)));
+                return;
+            }
+            match self.rollouts.follow(name, object) {
+                Advance::Nothing => {}
+                Advance::Stepped => {
+                    if let Some(candidate) = self.rollouts.candidate(name) {
+                        K::enqueue_all(context, &candidate.controller, Sweep::Changed);
+                    }
+                }
+                Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
             }
             return;
         }
@@ -981,6 +1013,10 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 _ => self.sync(context, key).await,
             }
         })
+    }
+
+    fn fans_out(&self, work: &Work) -> bool {
+        K::fans_out(work)
     }
 
     fn write_statuses<'a>(&'a self, context: &'a Arc<Context>) -> BoxFuture<'a, ()> {
@@ -1069,14 +1105,18 @@ impl<K: Kind> KindRuntime for Registry<K> {
         }
     }
 
-    fn take_over(&self, context: &Context) {
+    fn take_over(&self, context: &Context, sweep: Sweep) {
         for object in ObjectStore::list(&*context.informers, &self.resource, None) {
             context
                 .queue
                 .add(WorkKey::load(&Self::id(object::name(&object))));
         }
         for controller in self.all() {
-            K::enqueue_all(context, &controller, Sweep::Everything);
+            let id = &controller.id;
+            controller
+                .outcomes
+                .forget_where(|key| !context.authority.assigned(&key.item(id)));
+            K::enqueue_all(context, &controller, sweep);
         }
     }
 }

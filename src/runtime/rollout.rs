@@ -8,7 +8,8 @@
 use super::context::Context;
 use super::keys::ControllerId;
 use super::kind::{Controller, Kind};
-use super::status::{Problem, RolloutReport};
+use super::shard::Item;
+use super::status::{Counts, Problem, RolloutReport};
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
 use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
 use crate::object::{self, ObjectKey};
@@ -293,18 +294,35 @@ impl<K: Kind> Rollouts<K> {
         (candidate, true)
     }
 
-    /// One turn of the status loop for a controller's candidate (the leader's): a canary steps
-    /// on, is promoted or rolled back; a shadow is evaluated again when due.
-    pub fn advance(&self, context: &Arc<Context>, name: &str) -> Advance {
+    /// This replica's part of a controller's canary: the work items (of those it keeps
+    /// outcomes of) the candidate serves, and how many of them failed on their last sync.
+    pub fn candidate_counts(&self, name: &str, serving: &Controller<K>) -> (u64, u64) {
+        let Some(candidate) = self.candidate(name).filter(|c| c.serves_any()) else {
+            return (0, 0);
+        };
+        let served = serving
+            .outcomes
+            .keys()
+            .iter()
+            .filter(|unit| candidate.serves(&unit.to_string()))
+            .count() as u64;
+        let failing = candidate.progress.lock().failing.len() as u64;
+        (served, failing)
+    }
+
+    /// One turn of the status loop for a controller's candidate (on the replica that writes
+    /// the controller's status): a canary steps on, is promoted, or is rolled back when
+    /// `failing` of its work items (on every replica) fail; a shadow is evaluated again when
+    /// due.
+    pub fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance {
         let Some(candidate) = self.candidate(name) else {
             return Advance::Nothing;
         };
         match candidate.strategy() {
             RolloutStrategy::Canary => {
-                let (step, running, failing) = {
+                let (step, running) = {
                     let progress = candidate.progress.lock();
-                    let failing = progress.failing.len() as u64;
-                    (progress.step, progress.started.elapsed(), failing)
+                    (progress.step, progress.started.elapsed())
                 };
                 match plan::canary_next(&candidate.controller.rollout, step, running, failing) {
                     CanaryNext::Wait(_) => Advance::Nothing,
@@ -356,9 +374,53 @@ impl<K: Kind> Rollouts<K> {
         }
     }
 
+    /// Follows what the replica driving a controller's rollout recorded in its status (when
+    /// sharded, every replica serves a candidate's work items it owns): a later step, a
+    /// rollback of the candidate, or its promotion.
+    pub fn follow(&self, name: &str, object: &Value) -> Advance {
+        let (Some(status), Some(candidate)) = (rollout_status(object), self.candidate(name)) else {
+            return Advance::Nothing;
+        };
+        let revision = candidate.revision().to_string();
+        if status.serving == revision {
+            if let Some(track) = self.tracks.lock().get_mut(name) {
+                track.promoting = Some(revision);
+            }
+            return Advance::Reload;
+        }
+        if let Some(halted) = status.halted.filter(|halted| halted.revision == revision) {
+            if let Some(track) = self.tracks.lock().get_mut(name) {
+                track.halted = Some(halted);
+            }
+            return Advance::Reload;
+        }
+        let recorded = status.step.zip(
+            status
+                .step_started_at
+                .as_deref()
+                .and_then(|at| at.parse::<jiff::Timestamp>().ok()),
+        );
+        match recorded {
+            Some((step, started_at))
+                if status.candidate.as_deref() == Some(revision.as_str())
+                    && step as usize > candidate.step() =>
+            {
+                candidate.start_step(step as usize, started_at);
+                Advance::Stepped
+            }
+            _ => Advance::Nothing,
+        }
+    }
+
     /// `status.rollout` and the `Rollout` condition of a controller whose serving version is
-    /// `serving`; none for one that rolls out `Immediate` with nothing held back.
-    pub fn report(&self, name: &str, serving: &Controller<K>) -> Option<RolloutReport> {
+    /// `serving` and whose counts (on every replica) are `counts`; none for one that rolls out
+    /// `Immediate` with nothing held back.
+    pub fn report(
+        &self,
+        name: &str,
+        serving: &Controller<K>,
+        counts: Counts,
+    ) -> Option<RolloutReport> {
         let tracks = self.tracks.lock();
         let track = tracks.get(name)?;
         // A candidate just rolled back or aborted is gone as soon as the controller reloads.
@@ -390,15 +452,10 @@ impl<K: Kind> Rollouts<K> {
             if strategy == RolloutStrategy::Canary {
                 status.step = Some(progress.step as u32);
                 status.step_started_at = Some(progress.started_at.to_string());
-                let serving_units = serving
-                    .outcomes
-                    .keys()
-                    .iter()
-                    .filter(|unit| candidate.serves(&unit.to_string()))
-                    .count() as u64;
+                let serving_units = counts.candidate_serving;
                 status.canary = Some(CanaryCounts {
                     serving: serving_units,
-                    failing: progress.failing.len() as u64,
+                    failing: counts.candidate_failing,
                 });
                 condition = Err(Problem::new(
                     reasons::CANARY_IN_PROGRESS,
@@ -445,11 +502,15 @@ impl<K: Kind> Rollouts<K> {
             .saved = Some(revision.to_string());
     }
 
-    /// Saves the serving revision's snapshot when it is not yet (the leader's: it is a write),
+    /// Saves the serving revision's snapshot when it is not yet (by the replica that writes the
+    /// controller's status: it is a write),
     /// and deletes the controller's other snapshots. A failure is logged and tried again at
     /// the next load or status turn.
     pub async fn save(&self, context: &Context, serving: &Controller<K>) {
-        if !context.leadership.is_leader() || !self.unsaved(&serving.id.name, &serving.revision) {
+        let owner = Item::controller(&serving.id);
+        if !context.authority.may_write_for(&owner)
+            || !self.unsaved(&serving.id.name, &serving.revision)
+        {
             return;
         }
         match save_snapshot(context, serving).await {

@@ -78,16 +78,39 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
             targets,
             synced: targets - failing,
             failing,
+            ..Counts::default()
         }
     }
 }
 
 /// How many objects a controller acts on, and how their last syncs went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub targets: u64,
     pub synced: u64,
     pub failing: u64,
+    /// During a canary rollout: of `targets`, those the candidate revision serves, and how many
+    /// of these failed on their last sync (what its `maxErrors` is judged by, summed over the
+    /// replicas when sharded).
+    #[serde(default)]
+    pub candidate_serving: u64,
+    #[serde(default)]
+    pub candidate_failing: u64,
+}
+
+/// Counts of disjoint sets of work items (replicas' shares) add up.
+impl std::ops::Add for Counts {
+    type Output = Counts;
+
+    fn add(self, other: Counts) -> Counts {
+        Counts {
+            targets: self.targets + other.targets,
+            synced: self.synced + other.synced,
+            failing: self.failing + other.failing,
+            candidate_serving: self.candidate_serving + other.candidate_serving,
+            candidate_failing: self.candidate_failing + other.candidate_failing,
+        }
+    }
 }
 
 /// Why a condition is False: a PascalCase reason and a message for people.
@@ -235,6 +258,7 @@ mod tests {
             targets,
             synced,
             failing,
+            ..Counts::default()
         };
         assert_eq!(outcomes.counts(), counts(3, 1, 2));
         outcomes.forget(&"a");
@@ -275,6 +299,7 @@ mod tests {
             targets: 1,
             synced: 1,
             failing: 0,
+            ..Counts::default()
         };
         let first = status(None, &health, one, &Ok(()), None);
         let mut earlier = first.clone();
@@ -301,6 +326,7 @@ mod tests {
             targets: 2,
             synced: 2,
             failing: 0,
+            ..Counts::default()
         };
         let first = changed(None, &health, counts, &Ok(()), None).expect("nothing written yet");
         assert_eq!(changed(Some(&first), &health, counts, &Ok(()), None), None);

@@ -201,6 +201,19 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ControlPlaneE
     move |error| ControlPlaneError::Io { context, error }
 }
 
+/// What the API server audits: writes of ConfigMaps only (the tests' usual targets), at the
+/// Metadata level, once each (when the response is complete), so the log stays small.
+pub const AUDIT_POLICY: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources: [{group: \"\", resources: [configmaps]}]
+- level: None
+";
+
 /// The kubectl `hack/control-plane/build.sh` builds beside the plane's binaries (in
 /// `METASCRIPT_CONTROL_PLANE_BIN`, else the default directory), when it is there.
 pub fn kubectl() -> Option<PathBuf> {
@@ -385,6 +398,8 @@ impl ControlPlane {
             .await?;
 
         let p = |path: &Path| path.display().to_string();
+        let audit_policy = dir.join("audit-policy.yaml");
+        write_private(&audit_policy, AUDIT_POLICY.as_bytes())?;
         plane.spawn(
             "kube-apiserver",
             bins,
@@ -409,6 +424,9 @@ impl ControlPlane {
                 // service would only log errors.
                 "--endpoint-reconciler-type=none".into(),
                 "--profiling=false".into(),
+                format!("--audit-policy-file={}", p(&audit_policy)),
+                format!("--audit-log-path={}", p(&plane.audit_log())),
+                "--audit-log-format=json".into(),
             ]
             .into_iter()
             .chain(match flavor {
@@ -628,6 +646,13 @@ impl ControlPlane {
     /// The plane's private directory: logs (`<component>.log`), certificates, etcd data.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The API server's audit log: one JSON event per write of a ConfigMap (create, update,
+    /// patch, delete), naming who sent it (user and User-Agent) and when it was received, so a
+    /// test can tell which operator replica wrote what (see [`AUDIT_POLICY`]).
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("audit.log")
     }
 
     /// A client authenticated as cluster admin.

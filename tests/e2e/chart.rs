@@ -225,7 +225,7 @@ async fn the_api_server_accepts_the_rendered_chart() {
             &[
                 "impersonation.allowUnimpersonated=true",
                 "controllerSelector=shard=b",
-                "leaderElection.leaseDuration=30s",
+                "sharding.leaseDuration=30s",
                 "replicas=3",
                 "metrics.port=9091",
                 "crds.install=false",
@@ -236,7 +236,7 @@ async fn the_api_server_accepts_the_rendered_chart() {
             other.as_str(),
             &[
                 "replicas=1",
-                "leaderElection.enabled=false",
+                "sharding.enabled=false",
                 "admission.enabled=false",
                 "metrics.service.enabled=false",
                 "crds.install=false",
@@ -297,7 +297,7 @@ fn another_release_name_renames_everything_consistently() {
     }
     let args = deployment_args(&objects);
     assert_eq!(flag(&args, "--controller-selector"), Some("shard=b"));
-    assert_eq!(flag(&args, "--leader-election-id"), Some(base));
+    assert_eq!(flag(&args, "--shard-group"), Some(base));
     let secret = format!("{base}-webhook-tls");
     assert_eq!(
         flag(&args, "--webhook-secret"),
@@ -351,6 +351,7 @@ fn values_change_what_they_say() {
     let args = deployment_args(&defaults);
     for absent in [
         "--leader-election-id",
+        "--shard-group",
         "--webhook-secret",
         "--controller-selector",
         "--lease-duration",
@@ -358,15 +359,39 @@ fn values_change_what_they_say() {
         assert_eq!(flag(&args, absent), None, "{absent} in {args:?}");
     }
 
-    // One replica without leader election: no Lease role, no disruption budget (it would block
-    // every drain), no election flag.
+    assert!(args.contains(&"--shards=auto".to_owned()), "{args:?}");
+
+    // Leader election instead of sharding: its flag, its lease duration, the same Lease role.
+    let elected = rendered(
+        RELEASE,
+        NAMESPACE,
+        &[
+            "sharding.enabled=false",
+            "leaderElection.enabled=true",
+            "leaderElection.leaseDuration=30s",
+        ],
+    );
+    let elected_args = deployment_args(&elected);
+    assert!(elected_args.contains(&"--leader-election".to_owned()));
+    assert!(!elected_args.contains(&"--shards=auto".to_owned()));
+    assert_eq!(flag(&elected_args, "--lease-duration"), Some("30s"));
+    assert!(
+        find(&elected, "Role")
+            .iter()
+            .any(|r| name(r) == "metascript-leader-election")
+    );
+
+    // One replica alone: no Lease role, no disruption budget (it would block every drain), no
+    // sharding or election flag.
     let single = rendered(
         RELEASE,
         NAMESPACE,
-        &["replicas=1", "leaderElection.enabled=false"],
+        &["replicas=1", "sharding.enabled=false"],
     );
     assert_eq!(the(&single, "Deployment")["spec"]["replicas"], 1);
-    assert!(!deployment_args(&single).contains(&"--leader-election".to_owned()));
+    let single_args = deployment_args(&single);
+    assert!(!single_args.contains(&"--leader-election".to_owned()));
+    assert!(!single_args.contains(&"--shards=auto".to_owned()));
     assert!(find(&single, "PodDisruptionBudget").is_empty());
     assert!(
         find(&single, "Role")
@@ -504,7 +529,10 @@ fn misspelt_and_unsafe_values_are_refused() {
     let error = template(RELEASE, NAMESPACE, &["admission.failurePolicy=Sometimes"])
         .expect_err("a failure policy the API server does not know");
     assert!(error.contains("failurePolicy"), "{error}");
-    let error = template(RELEASE, NAMESPACE, &["leaderElection.enabled=false"])
-        .expect_err("two replicas without an election");
-    assert!(error.contains("leaderElection.enabled"), "{error}");
+    let error = template(RELEASE, NAMESPACE, &["sharding.enabled=false"])
+        .expect_err("two replicas neither sharded nor electing a leader");
+    assert!(error.contains("sharding.enabled"), "{error}");
+    let error = template(RELEASE, NAMESPACE, &["leaderElection.enabled=true"])
+        .expect_err("sharded and electing a leader at once");
+    assert!(error.contains("exclude each other"), "{error}");
 }

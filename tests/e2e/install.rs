@@ -11,6 +11,7 @@ use crate::support::process::{free_port, http_get, metric};
 use crate::support::{WAIT, client, plane};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use kube::api::ListParams;
 use metascript::testing::BIN_DIR_ENV;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -73,8 +74,8 @@ async fn the_api_server_accepts_the_rendered_install() {
     }
 }
 
-/// Two replicas that hand over to each other, probed on the health port, hardened, with a
-/// disruption budget and a metrics Service that cover them.
+/// Two sharded replicas that hand over to each other, probed on the health port, hardened, with
+/// a disruption budget and a metrics Service that cover them.
 #[test]
 fn the_rendered_deployment_is_highly_available_and_hardened() {
     let (_, objects) = render();
@@ -94,7 +95,7 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
     let spec = &deployment["spec"];
     assert_eq!(spec["replicas"], 2, "replicas");
     assert_eq!(spec["strategy"]["type"], "RollingUpdate", "strategy");
-    // Otherwise a rollout may stop the standby before its replacement is ready.
+    // Otherwise a rollout may stop a replica before its replacement is ready to take over.
     assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
     let pod_labels = &spec["template"]["metadata"]["labels"];
     assert!(
@@ -115,7 +116,7 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
 
     let args = strings(&container["args"]);
     assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
-    assert!(args.iter().any(|a| a == "--leader-election"), "{args:?}");
+    assert!(args.iter().any(|a| a == "--shards=auto"), "{args:?}");
     let port = metrics_port(&args);
     let port_name = container["ports"]
         .as_array()
@@ -263,7 +264,8 @@ fn service_named<'a>(wanted: &str, objects: &'a [Value]) -> &'a Value {
 }
 
 /// The install's ServiceAccount and RBAC are enough for the operator started with the
-/// Deployment's arguments and environment: it starts, becomes ready and wins the election.
+/// Deployment's arguments and environment: it starts, becomes ready and joins the shards (alone,
+/// it may write at once).
 ///
 /// Without the broad wildcard role: that is the part users narrow to their controllers' types
 /// (docs/operations.md), so the operator's own needs (its types, discovery, the Lease) must not
@@ -418,28 +420,32 @@ async fn the_installed_rbac_runs_the_operator_as_the_deployment_starts_it() {
             );
         }
         let ready = http_get(port, "/readyz").is_some_and(|(code, _)| code == 200);
-        if ready && metric(port, "metascript_leader") == Some(1.0) {
+        if ready && metric(port, "metascript_shard_writable") == Some(1.0) {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the operator was not ready and leading after {WAIT:?}:\n{}",
+            "the operator was not ready and writing after {WAIT:?}:\n{}",
             log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The Lease docs/operations.md names: the default id, in the operator's namespace.
+    // Its Lease, as docs/operations.md names it: in the default group, in the operator's
+    // namespace.
     let leases: Api<Lease> = Api::namespaced(client().await, namespace);
-    let holder = leases
-        .get("metascript")
+    let holders: Vec<String> = leases
+        .list(&ListParams::default().labels("metascript.dev/shard-group=metascript"))
         .await
-        .expect("the Lease metascript")
-        .spec
-        .and_then(|spec| spec.holder_identity)
-        .unwrap_or_default();
+        .expect("listing the shard Leases")
+        .items
+        .into_iter()
+        .filter_map(|lease| lease.spec?.holder_identity)
+        .collect();
     assert!(
-        holder.starts_with(&format!("{POD_NAME}_")),
-        "holderIdentity {holder:?}"
+        holders
+            .iter()
+            .any(|holder| holder.starts_with(&format!("{POD_NAME}_"))),
+        "holderIdentity {holders:?}"
     );
     // The webhook's certificate, created by the operator as the RBAC allows.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =

@@ -36,6 +36,7 @@ mod read_access;
 mod rollout;
 mod run_local;
 mod runtime_cache;
+mod sharding;
 mod sync_now;
 mod webhook_credentials;
 mod webhook_hooks;

@@ -50,8 +50,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "metascript.checks" -}}
-{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
-{{- fail "replicas > 1 needs leaderElection.enabled: without it every replica writes" -}}
+{{- if and .Values.sharding.enabled .Values.leaderElection.enabled -}}
+{{- fail "sharding.enabled and leaderElection.enabled exclude each other: choose one" -}}
+{{- end -}}
+{{- if and (gt (int .Values.replicas) 1) (not (or .Values.sharding.enabled .Values.leaderElection.enabled)) -}}
+{{- fail "replicas > 1 needs sharding.enabled or leaderElection.enabled: without either every replica writes everything" -}}
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (it selects that Service)" -}}

@@ -73,13 +73,12 @@ impl Mapper {
     /// The opaque, stable, label-safe key of an input: a digest of its group, kind, namespace
     /// and name. A deleted and recreated input keeps its key and so finds its old outputs.
     pub fn map_key(input: &Value) -> String {
-        object::short_digest(&format!(
-            "{}/{}/{}/{}",
+        object::identity_digest(
             object::group_of(object::api_version(input)),
             object::kind(input),
             object::namespace(input).unwrap_or_default(),
-            object::name(input)
-        ))
+            object::name(input),
+        )
     }
 
     /// Whether `output` is one of this controller's outputs under `parent`.

@@ -9,7 +9,7 @@ use super::plan::Mapper;
 use super::sync::{self, MapFanOut};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
-use crate::plan::{Plan, SyncError};
+use crate::plan::{InvalidSelector, Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
 use crate::runtime::cache::ObjectEvent;
@@ -18,6 +18,7 @@ use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::routes::only_status_changed;
+use crate::runtime::shard::{self, Item};
 use crate::script::{CallScope, EventSink};
 use crate::store::ObjectStore;
 use serde_json::{Value, json};
@@ -278,6 +279,14 @@ fn sync_parent(
     let mapper = &controller.planner;
     let fan_out = match MapFanOut::read(mapper, &*context.informers, &parent) {
         Ok(fan_out) => fan_out,
+        // Every replica fans out; the failure is the parent's owner's to count and report.
+        Err(_)
+            if !context
+                .authority
+                .assigned(&Item::object(&controller.id, parent_ref)) =>
+        {
+            return Outcome::Done;
+        }
         // Counted as a failing group of the parent until its selector is fixed.
         Err(error) => {
             return Outcome::Failed {
@@ -470,7 +479,9 @@ async fn sync_pair(
 }
 
 /// An output group whose input is unknown: mapped again if a selected input has its key,
-/// otherwise detached.
+/// otherwise detached. The input is looked up in the cache when this replica has not bound it
+/// (it has not mapped that pair yet: after a start, a takeover or a handover of the group),
+/// so live outputs are never taken for detached ones.
 async fn sync_group(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
@@ -479,7 +490,21 @@ async fn sync_group(
     let Some(parent) = context.get(&group.parent) else {
         return Outcome::Forgotten(group.clone());
     };
-    if let Some(input) = controller.state.input_of(group) {
+    let input = match controller.state.input_of(group) {
+        Some(input) => Some(input),
+        None => match selected_input(context, controller, &parent, &group.key) {
+            Ok(input) => input,
+            // An unreadable selector detaches nothing.
+            Err(error) => {
+                return Outcome::Failed {
+                    key: group.clone(),
+                    about: parent,
+                    failure: SyncError::from(error).into(),
+                };
+            }
+        },
+    };
+    if let Some(input) = input {
         let parent = group.parent.clone();
         controller.enqueue(context, Work::Pair { parent, input });
         return Outcome::Done;
@@ -490,6 +515,25 @@ async fn sync_group(
     context.record_reads(&key, &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
     finish(context, controller, parent, group.clone(), None, result).await
+}
+
+/// The input of a parent's selection whose map key is `key`, as the cache has it now.
+fn selected_input(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    parent: &Value,
+    key: &str,
+) -> Result<Option<ObjRef>, InvalidSelector> {
+    let mapper = &controller.planner;
+    let fan_out = MapFanOut::read(mapper, &*context.informers, parent)?;
+    let input = fan_out
+        .inputs
+        .iter()
+        .find(|input| Mapper::map_key(input) == key);
+    Ok(input.and_then(|input| {
+        let input_type = mapper.inputs.iter().find(|t| t.describes(input))?;
+        Some(ObjRef::of(input_type, input))
+    }))
 }
 
 /// A map hook's Events are about the parent: the object users `kubectl describe` for the
@@ -611,12 +655,17 @@ async fn finish(
 }
 
 /// Aggregates a parent's status from the cache and writes it when it changed. Runs in the
-/// status loop rather than the work queue, so the counts never wait behind a long queue.
+/// status loop rather than the work queue, so the counts never wait behind a long queue;
+/// sharded, on the replica that owns the parent.
 async fn write_parent_status(
     context: &Context,
     controller: &Controller<MapKind>,
     parent_ref: &ObjRef,
 ) {
+    let item = Item::object(&controller.id, parent_ref);
+    if !context.authority.assigned(&item) {
+        return;
+    }
     let Some(parent) = context.get(parent_ref) else {
         return;
     };
@@ -638,7 +687,8 @@ async fn write_parent_status(
         controller: &controller.id,
         writer: &controller.writer,
     };
-    if let Err(error) = context.applier.execute(&target, &plan).await {
+    let written = shard::acting_for(item, context.applier.execute(&target, &plan)).await;
+    if let Err(error) = written {
         tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");
         controller.state.status_changed(parent_ref);
     }

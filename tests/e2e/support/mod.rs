@@ -9,6 +9,7 @@
 //! If the plane cannot start, every test using it fails with the reason and how to build the
 //! binaries; tests are never skipped, so CI cannot pass without having talked to a real API.
 
+pub mod audit;
 pub mod cli;
 pub mod cluster;
 pub mod operator;
