@@ -757,9 +757,10 @@ impl<K: Kind> Registry<K> {
         for controller in &loaded {
             K::report(context, controller).await;
             let name = &controller.id.name;
-            let (candidate_serving, candidate_failing) =
+            let (candidate, candidate_serving, candidate_failing) =
                 self.rollouts.candidate_counts(name, controller);
             let own = Counts {
+                candidate,
                 candidate_serving,
                 candidate_failing,
                 ..controller.outcomes.counts()

@@ -294,11 +294,12 @@ impl<K: Kind> Rollouts<K> {
         (candidate, true)
     }
 
-    /// This replica's part of a controller's canary: the work items (of those it keeps
-    /// outcomes of) the candidate serves, and how many of them failed on their last sync.
-    pub fn candidate_counts(&self, name: &str, serving: &Controller<K>) -> (u64, u64) {
+    /// This replica's part of a controller's canary: which candidate (see
+    /// [`Counts::candidate`]), the work items (of those it keeps outcomes of) it serves, and
+    /// how many of them failed on their last sync.
+    pub fn candidate_counts(&self, name: &str, serving: &Controller<K>) -> (u64, u64, u64) {
         let Some(candidate) = self.candidate(name).filter(|c| c.serves_any()) else {
-            return (0, 0);
+            return (0, 0, 0);
         };
         let served = serving
             .outcomes
@@ -307,7 +308,9 @@ impl<K: Kind> Rollouts<K> {
             .filter(|unit| candidate.serves(&unit.to_string()))
             .count() as u64;
         let failing = candidate.progress.lock().failing.len() as u64;
-        (served, failing)
+        // Never 0, which stands for no candidate.
+        let which = plan::position(candidate.revision()).max(1);
+        (which, served, failing)
     }
 
     /// One turn of the status loop for a controller's candidate (on the replica that writes

@@ -89,26 +89,33 @@ pub struct Counts {
     pub targets: u64,
     pub synced: u64,
     pub failing: u64,
-    /// During a canary rollout: of `targets`, those the candidate revision serves, and how many
-    /// of these failed on their last sync (what its `maxErrors` is judged by, summed over the
-    /// replicas when sharded).
+    /// During a canary rollout: which candidate revision (a digest of its name, 0 for none), of
+    /// `targets` those it serves, and how many of these failed on their last sync (what its
+    /// `maxErrors` is judged by, summed over the replicas when sharded).
+    #[serde(default)]
+    pub candidate: u64,
     #[serde(default)]
     pub candidate_serving: u64,
     #[serde(default)]
     pub candidate_failing: u64,
 }
 
-/// Counts of disjoint sets of work items (replicas' shares) add up.
+/// Counts of disjoint sets of work items (replicas' shares) add up. A candidate's counts add
+/// only when both are about the same candidate: the left side's is kept (a replica's report
+/// made before it followed a new candidate does not count against it).
 impl std::ops::Add for Counts {
     type Output = Counts;
 
     fn add(self, other: Counts) -> Counts {
+        let same_candidate = self.candidate == other.candidate;
+        let candidate = |mine: u64, theirs: u64| mine + if same_candidate { theirs } else { 0 };
         Counts {
             targets: self.targets + other.targets,
             synced: self.synced + other.synced,
             failing: self.failing + other.failing,
-            candidate_serving: self.candidate_serving + other.candidate_serving,
-            candidate_failing: self.candidate_failing + other.candidate_failing,
+            candidate: self.candidate,
+            candidate_serving: candidate(self.candidate_serving, other.candidate_serving),
+            candidate_failing: candidate(self.candidate_failing, other.candidate_failing),
         }
     }
 }
@@ -265,6 +272,21 @@ mod tests {
         assert_eq!(outcomes.counts(), counts(2, 1, 1));
         outcomes.forget_where(|key| *key != "c");
         assert_eq!(outcomes.counts(), counts(1, 1, 0));
+    }
+
+    #[test]
+    fn a_candidates_counts_add_up_only_for_the_same_candidate() {
+        let counts = |candidate, failing| Counts {
+            targets: 10,
+            candidate,
+            candidate_serving: 5,
+            candidate_failing: failing,
+            ..Counts::default()
+        };
+        let total = counts(7, 1) + counts(7, 2) + counts(9, 4);
+        assert_eq!(total.targets, 30);
+        assert_eq!(total.candidate, 7);
+        assert_eq!((total.candidate_serving, total.candidate_failing), (10, 3));
     }
 
     #[test]

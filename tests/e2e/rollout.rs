@@ -877,3 +877,111 @@ async fn the_api_server_refuses_a_canary_without_steps_and_a_step_without_a_shar
         assert!(refused.to_string().contains(reason), "{rollout}: {refused}");
     }
 }
+
+/// Sharded (`--shards auto`), every replica serves the candidate's work items it owns: the
+/// replica owning the controller drives the rollout with every replica's counts, so a failure
+/// on another replica's share rolls the candidate back, and the others follow its steps and its
+/// promotion.
+#[tokio::test]
+async fn sharded_replicas_roll_out_together() {
+    let (client, namespace, name) = setup("rollout-sharded", "rollout-sharded").await;
+    let group = unique_name("shards");
+    let replicas = [
+        sharded(&name, &namespace, &group).await,
+        sharded(&name, &namespace, &group).await,
+    ];
+    eventually("both replicas see each other", || async {
+        replicas
+            .iter()
+            .all(|r| r.metric("metascript_shard_members") == Some(2.0))
+            .then_some(())
+    })
+    .await;
+    let own = |mut controller: Value| {
+        controller["metadata"]["labels"] = json!({OWN_OPERATOR_LABEL: name});
+        controller
+    };
+    let canary = |max_errors: u32| {
+        json!({"strategy": "Canary", "maxErrors": max_errors, "steps": [
+            {"percent": 50, "intervalSeconds": 2}, {"percent": 100, "intervalSeconds": 0}
+        ]})
+    };
+    let names = target_names(40);
+    serve_v1(
+        &client,
+        &namespace,
+        &own(controller(&name, "lua", "v1", &[], canary(1))),
+        &names,
+    )
+    .await;
+    let worked = |replica: &OperatorProcess| syncs(replica, &name) > 0.0;
+    assert!(replicas.iter().all(worked), "both replicas synced targets");
+
+    // A candidate failing on all of its share, within a generous maxErrors: the status counts
+    // what both replicas serve and what fails there (each owns about half of the share).
+    let share = canary_share(&namespace, &names, 50);
+    let everywhere: Vec<&str> = share.iter().map(String::as_str).collect();
+    let slow = json!({"strategy": "Canary", "maxErrors": 1000,
+                      "steps": [{"percent": 50, "intervalSeconds": 3600}]});
+    let failing_share = own(controller(&name, "lua", "v2", &everywhere, slow));
+    apply(&client, &failing_share).await;
+    let counted = wait_for(
+        &client,
+        &failing_share,
+        "the canary's counts over both replicas",
+        |o| rollout_of(o)["canary"]["failing"] == share.len(),
+    )
+    .await;
+    assert_eq!(rollout_of(&counted)["canary"]["serving"], share.len());
+
+    // Two failures in the share, more than maxErrors 1 allows, whichever replicas own them.
+    let failing: Vec<&str> = share.iter().take(2).map(String::as_str).collect();
+    let broken = own(controller(&name, "lua", "v3", &failing, canary(1)));
+    apply(&client, &broken).await;
+    wait_for(&client, &broken, "the rollback in status", |o| {
+        rollout_of(o)["halted"]["reason"] == "RolledBack" && rollout_of(o)["candidate"].is_null()
+    })
+    .await;
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "every target at v1 again",
+        |_| "v1",
+    )
+    .await;
+
+    // A good revision steps through both shares on both replicas, and serves everything.
+    let fixed = own(controller(&name, "lua", "v4", &[], canary(1)));
+    apply(&client, &fixed).await;
+    wait_for_revs(&client, &namespace, &name, "every target at v4", |_| "v4").await;
+    wait_for(&client, &fixed, "the candidate promoted", |o| {
+        rollout_of(o)["candidate"].is_null() && rollout_of(o)["halted"].is_null()
+    })
+    .await;
+}
+
+async fn sharded(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
+    let lease = format!("{LEASE_SECONDS}s");
+    let args = [
+        "--shards",
+        "auto",
+        "--shard-namespace",
+        namespace,
+        "--shard-group",
+        group,
+        "--lease-duration",
+        &lease,
+        "--status-interval",
+        "0.3",
+    ];
+    let replica = OperatorProcess::start(instance, &args).await;
+    eventually("a replica's /readyz answers 200", || async {
+        replica
+            .get("/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    replica
+}
