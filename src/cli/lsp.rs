@@ -20,8 +20,9 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct LspArgs {
     /// What to log, to standard error (which editors keep in their LSP log), as a tracing
-    /// filter (`debug` shows how long each check took).
-    #[arg(long, default_value = "warn")]
+    /// filter (`debug` shows how long each check took). Kube's client is quiet by default: the
+    /// server says once, itself, why a cluster could not be read.
+    #[arg(long, default_value = "warn,kube_client=off")]
     pub log: String,
     /// Read the CustomResourceDefinitions of this kubeconfig's cluster (at start, and again on
     /// the editor's `metascript.readCluster` command): completion and checks then know the
@@ -121,7 +122,7 @@ impl KubeCrds {
         let mut read = Vec::new();
         let mut params = ListParams::default().limit(PAGE);
         loop {
-            let page = crds.list(&params).await?;
+            let page = crds.list(&params).await.map_err(ClusterError::List)?;
             read.extend(page.items.into_iter().map(essentials));
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => params = params.continue_token(&token),

@@ -15,13 +15,29 @@ pub enum ClusterError {
     /// No usable kubeconfig (or in-cluster config), or no client from it.
     #[error("{0}")]
     Config(String),
-    #[error("listing CustomResourceDefinitions: {0}")]
-    List(#[from] kube::Error),
+    /// With its causes in the message: the user sees only this one line, and kube's own says
+    /// little (`client error (Connect)`) above the cause that matters.
+    #[error("listing CustomResourceDefinitions: {}", causes(.0))]
+    List(kube::Error),
     #[error("no answer within {} s", .0.as_secs())]
     TimedOut(Duration),
     /// No thread or runtime to read with.
     #[error("cannot start reading: {0}")]
     Start(#[from] std::io::Error),
+}
+
+/// An error and its causes, each once (kube's errors repeat their cause in their own message).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        let said = error.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = error.source();
+    }
+    text
 }
 
 /// Reads a cluster's CustomResourceDefinitions.
@@ -107,6 +123,35 @@ mod tests {
         fn read(&self) -> Result<Vec<Value>, ClusterError> {
             self.0.lock().unwrap().recv().unwrap()
         }
+    }
+
+    /// An error that says `text`, caused by `cause`.
+    #[derive(Debug)]
+    struct Caused(&'static str, Option<Box<Caused>>);
+
+    impl std::fmt::Display for Caused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Caused {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|cause| cause as _)
+        }
+    }
+
+    #[test]
+    fn a_listing_error_says_each_cause_once() {
+        let refused = Caused("Connection refused (os error 111)", None);
+        let connect = Caused("tcp connect error", Some(Box::new(refused)));
+        let client = Caused("client error (Connect)", Some(Box::new(connect)));
+        let error = ClusterError::List(kube::Error::Service(Box::new(client)));
+        assert_eq!(
+            error.to_string(),
+            "listing CustomResourceDefinitions: ServiceError: client error (Connect): tcp \
+             connect error: Connection refused (os error 111)"
+        );
     }
 
     #[test]

@@ -543,6 +543,7 @@ fn a_cluster_that_refuses_is_one_warning() {
         )),
         "{text}"
     );
+    assert!(text.contains("Connection refused"), "the cause: {text}");
     answers_from_the_workspace(&mut lsp, dir.path());
     lsp.shut_down();
 }
