@@ -63,11 +63,6 @@ pub fn run(args: LspArgs) -> ExitCode {
     }
 }
 
-/// How long one reading may take, from the kubeconfig to the last page. It runs beside the
-/// editor's requests, so this bounds only how long the user waits to hear that the cluster does
-/// not answer.
-const READ_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// CustomResourceDefinitions per page: a cluster may have thousands, each with its whole schema.
 const PAGE: u32 = 100;
 
@@ -89,14 +84,16 @@ impl ClusterCrds for KubeCrds {
         }
     }
 
-    fn read(&self) -> Result<Vec<Value>, ClusterError> {
+    fn read(&self, within: Duration) -> Result<Vec<Value>, ClusterError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        // Cancelled at the bound: kube sets no read timeout, and a server that accepts the
+        // connection and never answers would hold this thread and its socket for good.
         runtime.block_on(async {
-            tokio::time::timeout(READ_TIMEOUT, self.list())
+            tokio::time::timeout(within, self.list())
                 .await
-                .map_err(|_| ClusterError::TimedOut(READ_TIMEOUT))?
+                .map_err(|_| ClusterError::TimedOut(within))?
         })
     }
 }

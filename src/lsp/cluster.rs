@@ -4,10 +4,10 @@
 //! run on a thread of its own, so a slow or unreachable cluster never holds up the editor: the
 //! server answers from the workspace meanwhile, and takes the cluster's types when they arrive.
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Why a cluster's CustomResourceDefinitions could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -19,8 +19,11 @@ pub enum ClusterError {
     /// little (`client error (Connect)`) above the cause that matters.
     #[error("listing CustomResourceDefinitions: {}", causes(.0))]
     List(kube::Error),
-    #[error("no answer within {} s", .0.as_secs())]
+    #[error("no answer within {} s", .0.as_secs_f32())]
     TimedOut(Duration),
+    /// The reading's thread ended without an answer (it panicked).
+    #[error("the reading stopped without an answer")]
+    Stopped,
     /// No thread or runtime to read with.
     #[error("cannot start reading: {0}")]
     Start(#[from] std::io::Error),
@@ -42,32 +45,34 @@ fn causes(error: &dyn std::error::Error) -> String {
 
 /// Reads a cluster's CustomResourceDefinitions.
 pub trait ClusterCrds: Send + Sync {
-    /// Which cluster, for messages: `the cluster of --kubeconfig dev.yaml`.
+    /// Which cluster, for messages: `the cluster of dev.yaml`.
     fn describe(&self) -> String;
-    /// Every CustomResourceDefinition, as JSON; bounded in time (a reading that fails to
-    /// connect must end, with [`ClusterError::TimedOut`] if nothing else).
-    fn read(&self) -> Result<Vec<Value>, ClusterError>;
+    /// Every CustomResourceDefinition, as JSON. The server stops waiting after `within`; the
+    /// reading should stop by then too (with [`ClusterError::TimedOut`]), not linger.
+    fn read(&self, within: Duration) -> Result<Vec<Value>, ClusterError>;
 }
+
+/// How long a reading may take before the server gives up on it and says so. It runs beside the
+/// editor's requests, so this bounds only how long the user waits to hear that the cluster does
+/// not answer.
+pub(super) const TIMEOUT: Duration = Duration::from_secs(20);
 
 pub(super) type Read = Result<Vec<Value>, ClusterError>;
 
 /// The cluster a server reads, and its reading in flight.
 pub(super) struct Cluster {
     source: Arc<dyn ClusterCrds>,
-    sender: Sender<Read>,
-    /// Where a reading's result arrives.
-    pub(super) read: Receiver<Read>,
-    reading: bool,
+    timeout: Duration,
+    /// The reading in flight: where its answer arrives, and when it is given up.
+    reading: Option<(Receiver<Read>, Instant)>,
 }
 
 impl Cluster {
-    pub(super) fn new(source: Arc<dyn ClusterCrds>) -> Cluster {
-        let (sender, read) = crossbeam_channel::unbounded();
+    pub(super) fn new(source: Arc<dyn ClusterCrds>, timeout: Duration) -> Cluster {
         Cluster {
             source,
-            sender,
-            read,
-            reading: false,
+            timeout,
+            reading: None,
         }
     }
 
@@ -75,34 +80,49 @@ impl Cluster {
         self.source.describe()
     }
 
-    /// Starts reading the cluster on a thread of its own, whose answer arrives on
-    /// [`Cluster::read`]; nothing when a reading is in flight already (its answer is as new),
-    /// which the result says (`false`).
+    /// Starts reading the cluster on a thread of its own; nothing when a reading is in flight
+    /// already (its answer is as new), which the result says (`false`).
     pub(super) fn start(&mut self) -> bool {
-        if self.reading {
+        if self.reading.is_some() {
             return false;
         }
-        let (source, sender) = (self.source.clone(), self.sender.clone());
-        // The thread is not joined: a reading stuck past its bound (a credential plugin that
-        // never returns) must not keep the editor's server from exiting.
+        let (sender, answer) = crossbeam_channel::bounded(1);
+        let (source, timeout, failed) = (self.source.clone(), self.timeout, sender.clone());
+        // Not joined: a reading can block past its bound (kube runs a credential plugin on the
+        // calling thread), and must not keep the server from exiting.
         let spawned = std::thread::Builder::new()
             .name("cluster-crds".into())
             .spawn(move || {
-                // The server may have gone; then nobody wants the answer.
-                let _ = sender.send(source.read());
+                // Given up on, or the server has gone: nobody wants the answer then.
+                let _ = sender.send(source.read(timeout));
             });
-        match spawned {
-            Ok(_) => self.reading = true,
-            Err(error) => {
-                let _ = self.sender.send(Err(ClusterError::Start(error)));
-            }
+        if let Err(error) = spawned {
+            let _ = failed.send(Err(ClusterError::Start(error)));
         }
+        self.reading = Some((answer, Instant::now() + self.timeout));
         true
     }
 
-    /// Records that a reading's answer was taken from [`Cluster::read`].
-    pub(super) fn finished(&mut self) {
-        self.reading = false;
+    /// What to wait on besides the editor: the reading's answer, and its deadline (neither
+    /// arrives without a reading).
+    pub(super) fn waits(&self) -> (Receiver<Read>, Receiver<Instant>) {
+        match &self.reading {
+            Some((answer, deadline)) => (answer.clone(), crossbeam_channel::at(*deadline)),
+            None => (crossbeam_channel::never(), crossbeam_channel::never()),
+        }
+    }
+
+    /// The reading's answer from [`Cluster::waits`] (`None` when its thread ended without one),
+    /// or `Err(TimedOut)` when its deadline came first; the reading is over either way, and an
+    /// answer after it is not taken.
+    pub(super) fn finish(&mut self, answer: Option<Read>) -> Read {
+        self.reading = None;
+        answer.unwrap_or(Err(ClusterError::Stopped))
+    }
+
+    /// The error of a reading given up at its deadline.
+    pub(super) fn given_up(&mut self) -> Read {
+        self.finish(Some(Err(ClusterError::TimedOut(self.timeout))))
     }
 }
 
@@ -120,9 +140,13 @@ mod tests {
             "the gate".into()
         }
 
-        fn read(&self) -> Result<Vec<Value>, ClusterError> {
+        fn read(&self, _within: Duration) -> Result<Vec<Value>, ClusterError> {
             self.0.lock().unwrap().recv().unwrap()
         }
+    }
+
+    fn crd(n: u32) -> Value {
+        serde_json::json!({ "n": n })
     }
 
     /// An error that says `text`, caused by `cause`.
@@ -155,20 +179,32 @@ mod tests {
     }
 
     #[test]
-    fn one_reading_at_a_time_answers_on_the_channel() {
+    fn one_reading_at_a_time_and_none_waited_for_past_its_deadline() {
         let (release, gate) = mpsc::channel();
-        let mut cluster = Cluster::new(Arc::new(Gate(Mutex::new(gate))));
+        let mut cluster = Cluster::new(Arc::new(Gate(Mutex::new(gate))), TIMEOUT);
         assert!(cluster.start());
         assert!(!cluster.start(), "a reading is in flight");
-        release.send(Ok(vec![serde_json::json!({"n": 1})])).unwrap();
-        let read = cluster.read.recv().unwrap().unwrap();
-        assert_eq!(read, [serde_json::json!({"n": 1})]);
-        cluster.finished();
-        assert!(cluster.start(), "a new reading after the answer");
-        release
-            .send(Err(ClusterError::TimedOut(Duration::from_secs(3))))
-            .unwrap();
-        let error = cluster.read.recv().unwrap().unwrap_err();
-        assert_eq!(error.to_string(), "no answer within 3 s");
+        release.send(Ok(vec![crd(1)])).unwrap();
+        let (answer, _) = cluster.waits();
+        assert_eq!(cluster.finish(answer.recv().ok()).unwrap(), [crd(1)]);
+        // Nothing in flight: nothing to wait for (`never` channels, empty and never closed).
+        let (answer, deadline) = cluster.waits();
+        assert!(answer.try_recv().unwrap_err().is_empty());
+        assert!(deadline.try_recv().unwrap_err().is_empty());
+
+        // A reading stuck past a short deadline is given up, and a new one can start while it
+        // is still stuck; the stuck one's late answer is not the new one's.
+        let mut cluster = Cluster::new(cluster.source.clone(), Duration::from_millis(1));
+        assert!(cluster.start());
+        let (_, deadline) = cluster.waits();
+        deadline.recv().unwrap();
+        let error = cluster.given_up().unwrap_err();
+        assert!(matches!(error, ClusterError::TimedOut(_)), "{error}");
+        assert!(cluster.start());
+        let (answer, _) = cluster.waits();
+        release.send(Ok(vec![crd(2)])).unwrap();
+        release.send(Ok(vec![crd(3)])).unwrap();
+        assert_eq!(cluster.finish(answer.recv().ok()).unwrap(), [crd(3)]);
+        assert!(matches!(cluster.finish(None), Err(ClusterError::Stopped)));
     }
 }

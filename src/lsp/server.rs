@@ -93,7 +93,7 @@ pub fn serve(
         files: BTreeMap::new(),
         changed: BTreeSet::new(),
         runner,
-        cluster: cluster.map(Cluster::new),
+        cluster: cluster.map(|source| Cluster::new(source, cluster::TIMEOUT)),
     };
     if let Some(cluster) = &mut server.cluster {
         tracing::info!(
@@ -103,10 +103,10 @@ pub fn serve(
         cluster.start();
     }
     loop {
-        let reading = server
-            .cluster
-            .as_ref()
-            .map_or_else(crossbeam_channel::never, |cluster| cluster.read.clone());
+        let (answer, deadline) = server.cluster.as_ref().map_or_else(
+            || (crossbeam_channel::never(), crossbeam_channel::never()),
+            Cluster::waits,
+        );
         crossbeam_channel::select! {
             recv(connection.receiver) -> message => {
                 let Ok(message) = message else {
@@ -123,8 +123,15 @@ pub fn serve(
                     }
                 }
             }
-            recv(reading) -> read => {
-                if let Ok(read) = read {
+            recv(answer) -> answer => {
+                if let Some(cluster) = &mut server.cluster {
+                    let read = cluster.finish(answer.ok());
+                    server.cluster_read(connection, read)?;
+                }
+            }
+            recv(deadline) -> _ => {
+                if let Some(cluster) = &mut server.cluster {
+                    let read = cluster.given_up();
                     server.cluster_read(connection, read)?;
                 }
             }
@@ -313,10 +320,9 @@ impl Server<'_> {
         connection: &Connection,
         read: cluster::Read,
     ) -> Result<(), ServerError> {
-        let Some(cluster) = &mut self.cluster else {
+        let Some(cluster) = &self.cluster else {
             return Ok(());
         };
-        cluster.finished();
         let source = cluster.describe();
         match read {
             Ok(crds) => {
