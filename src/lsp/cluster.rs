@@ -112,15 +112,14 @@ impl Cluster {
         }
     }
 
-    /// The reading's answer from [`Cluster::waits`] (`None` when its thread ended without one),
-    /// or `Err(TimedOut)` when its deadline came first; the reading is over either way, and an
-    /// answer after it is not taken.
+    /// Ends the reading with the answer [`Cluster::waits`] gave (`None`: its thread ended
+    /// without one). Its channel goes with it, so nothing it sends later is taken.
     pub(super) fn finish(&mut self, answer: Option<Read>) -> Read {
         self.reading = None;
         answer.unwrap_or(Err(ClusterError::Stopped))
     }
 
-    /// The error of a reading given up at its deadline.
+    /// Ends the reading at its deadline, unanswered.
     pub(super) fn given_up(&mut self) -> Read {
         self.finish(Some(Err(ClusterError::TimedOut(self.timeout))))
     }

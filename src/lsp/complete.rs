@@ -577,6 +577,19 @@ mod tests {
         );
     }
 
+    /// The maps keyed by type are found by their declared type: every hook's, and only those.
+    #[test]
+    fn the_maps_keyed_by_type_are_the_contracts_maps_of_objects() {
+        let hooks = crate::kinds::hooks();
+        let mut found: Vec<&str> = fields_of(&hooks, |contract| contract.request)
+            .into_iter()
+            .map(|(field, _)| field.name)
+            .filter(|name| by_type(&hooks, name))
+            .collect();
+        found.sort();
+        assert_eq!(found, ["attachments", "children", "outputs", "related"]);
+    }
+
     #[test]
     fn hover_documents_helpers_and_fields() {
         let rhai = setting(Language::Rhai);
