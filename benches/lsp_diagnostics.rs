@@ -95,7 +95,7 @@ impl Session {
     fn start() -> Session {
         let (server_end, client) = Connection::memory();
         let server = std::thread::spawn(move || {
-            metascript::lsp::serve(&server_end, &NoCases).expect("the server runs")
+            metascript::lsp::serve(&server_end, &NoCases, None).expect("the server runs")
         });
         let session = Session {
             client,

@@ -5,6 +5,7 @@ mod convert;
 mod diff;
 mod explain;
 pub(crate) mod harness;
+mod lsp;
 mod manifests;
 mod offline;
 mod pass;
@@ -72,12 +73,7 @@ pub enum Command {
     },
     /// Serve editors: a language server over standard input and output for hook scripts, in
     /// `.rhai`/`.lua` files and inline in controller manifests (docs/editors.md).
-    Lsp {
-        /// What to log, to standard error (which editors keep in their LSP log), as a tracing
-        /// filter (`debug` shows how long each check took).
-        #[arg(long, default_value = "warn")]
-        log: String,
-    },
+    Lsp(lsp::LspArgs),
     /// Print a shell completion script (e.g. `metascript completions bash > /etc/bash_completion.d/metascript`).
     Completions {
         #[arg(value_enum)]
@@ -135,16 +131,7 @@ pub fn main() -> ExitCode {
         Command::Explain(args) => print_async(explain::explain(&args)),
         Command::Rollout(args) => print_async(rollout::rollout(&args)),
         Command::Convert(args) => convert::run(args),
-        Command::Lsp { log } => {
-            run::init_logging(&log, false);
-            match crate::lsp::serve_stdio(&harness::LensRunner) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("error: {error}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Lsp(args) => lsp::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(

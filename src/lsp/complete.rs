@@ -1,7 +1,9 @@
 //! Completion and hover inside a script: what is being written at the cursor (a name, a member
 //! of `request.…`, a key of a map), and what fits there: the helpers (the table `metascript
-//! definitions` writes), the library functions, the hook's request and response fields, and below
-//! `request.object` (or `parent`, `input`, …) the fields of the object's type by its schema.
+//! definitions` writes), the library functions, the hook's request and response fields, below
+//! `request.object` (or `parent`, `input`, …) the fields of the object's type by its schema, and
+//! below an object of the maps keyed by type (`request.attachments["Service.v1"]["web"].`) its
+//! type's fields.
 
 use super::diagnose::is_word;
 use crate::api::{HookKind, Language};
@@ -34,11 +36,29 @@ pub struct SchemaField {
     pub description: String,
 }
 
+/// Whose fields are asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Object<'a> {
+    /// The object in a request field: `Request("object")` is `request.object`.
+    Request(&'a str),
+    /// Any object of a type, as the maps keyed by type hold them.
+    Type { api_version: &'a str, kind: &'a str },
+}
+
 /// The fields of the objects a request holds, by their types' schemas.
 pub trait ObjectSchemas {
-    /// The fields at `path` below `request.<field>`, e.g. `("object", ["spec"])`.
-    fn fields(&self, field: &str, path: &[String]) -> Vec<SchemaField>;
+    /// The fields at `path` below an object, e.g. `(Request("object"), ["spec"])`; a step that
+    /// is [`INDEX`] is an array's element or a map's value.
+    fn fields(&self, object: Object<'_>, path: &[String]) -> Vec<SchemaField>;
 }
+
+/// A step of a chain indexed by something other than a string literal (`[0]`, `[name]`): an
+/// array's element or a map's value, whichever the indexed value is.
+pub const INDEX: &str = "[]";
+
+/// The type of the request fields that are maps of objects by `<Kind>.<apiVersion>`, then by
+/// name (`attachments`, `children`, `related`, `outputs`): the contracts declare them so.
+const BY_TYPE: &str = "table<string, table<string, table<string, any>>>";
 
 /// A function a library defines.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +138,8 @@ pub struct Setting<'a> {
 /// What is being written at a place in a script.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cursor {
-    /// The names before the word, from `request.object.` (`["request", "object"]`).
+    /// The names before the word, from `request.object.` (`["request", "object"]`); an index
+    /// by a string literal is its text (`x["a.b"].` is `["x", "a.b"]`), any other is [`INDEX`].
     pub chain: Vec<String>,
     /// The word up to the cursor.
     pub prefix: String,
@@ -137,6 +158,20 @@ fn chain_before(chars: &[char], start: usize) -> Vec<String> {
         if at > 0 && chars[at - 1] == '?' {
             at -= 1;
         }
+        // A name and the indexes after it, read backwards: `name["key"][0]`.
+        let mut steps = Vec::new();
+        while at > 0 && chars[at - 1] == ']' {
+            let Some((open, step)) = index_before(chars, at) else {
+                chain.insert(0, String::new());
+                return chain;
+            };
+            steps.push(step);
+            at = open;
+            // Rhai's `?[`.
+            if at > 0 && chars[at - 1] == '?' {
+                at -= 1;
+            }
+        }
         let end = at;
         while at > 0 && is_word(chars[at - 1]) {
             at -= 1;
@@ -146,9 +181,36 @@ fn chain_before(chars: &[char], start: usize) -> Vec<String> {
             chain.insert(0, String::new());
             break;
         }
-        chain.insert(0, name);
+        steps.push(name);
+        for step in steps {
+            chain.insert(0, step);
+        }
     }
     chain
+}
+
+/// The index that ends just before `end` (at a `]`): where its `[` is, and the step it is (a
+/// string literal's text, else [`INDEX`]). `None` when the brackets do not match.
+fn index_before(chars: &[char], end: usize) -> Option<(usize, String)> {
+    let close = end - 1;
+    // A string literal: `["Service.v1"]`, `['x']`.
+    if close >= 3 && matches!(chars[close - 1], '"' | '\'') {
+        let quote = chars[close - 1];
+        let opening = chars[..close - 1].iter().rposition(|c| *c == quote)?;
+        if opening > 0 && chars[opening - 1] == '[' {
+            return Some((opening - 1, chars[opening + 1..close - 1].iter().collect()));
+        }
+    }
+    let mut depth = 0;
+    for at in (0..close).rev() {
+        match chars[at] {
+            ']' => depth += 1,
+            '[' if depth == 0 => return Some((at, INDEX.to_string())),
+            '[' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Reads the place `offset` (in characters) of `code`.
@@ -280,17 +342,22 @@ pub fn complete(setting: &Setting, cursor: &Cursor) -> Vec<Item> {
                 documentation: format!("{} ({})", field.doc, hook_names(&hooks)),
             })
             .collect(),
-        [request, field, path @ ..] if request == "request" => setting
-            .schemas
-            .fields(field, path)
-            .into_iter()
-            .map(|field| Item {
-                label: field.name,
-                kind: ItemKind::Field,
-                detail: field.type_name,
-                documentation: field.description,
-            })
-            .collect(),
+        // `request.attachments["Service.v1"]["web"].`: the map's key names the type.
+        [request, field, key, _name, path @ ..]
+            if request == "request" && by_type(&setting.hooks, field) =>
+        {
+            let Some((kind, api_version)) = key.split_once('.') else {
+                return Vec::new();
+            };
+            schema_items(
+                setting
+                    .schemas
+                    .fields(Object::Type { api_version, kind }, path),
+            )
+        }
+        [request, field, path @ ..] if request == "request" => {
+            schema_items(setting.schemas.fields(Object::Request(field), path))
+        }
         [library] if setting.language == Language::Lua => setting
             .libraries
             .iter()
@@ -299,6 +366,25 @@ pub fn complete(setting: &Setting, cursor: &Cursor) -> Vec<Item> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// Whether a request field of these hooks is a map of objects by type, then by name.
+fn by_type(hooks: &[HookKind], name: &str) -> bool {
+    fields_of(hooks, |contract| contract.request)
+        .iter()
+        .any(|(field, _)| field.name == name && field.lua_type == BY_TYPE)
+}
+
+fn schema_items(fields: Vec<SchemaField>) -> Vec<Item> {
+    fields
+        .into_iter()
+        .map(|field| Item {
+            label: field.name,
+            kind: ItemKind::Field,
+            detail: field.type_name,
+            documentation: field.description,
+        })
+        .collect()
 }
 
 fn library_item(function: &LibraryFunction) -> Item {
@@ -349,13 +435,30 @@ mod tests {
     struct PodSpec;
 
     impl ObjectSchemas for PodSpec {
-        fn fields(&self, field: &str, path: &[String]) -> Vec<SchemaField> {
-            match (field, path) {
-                ("object", [spec]) if spec == "spec" => vec![SchemaField {
+        fn fields(&self, object: Object<'_>, path: &[String]) -> Vec<SchemaField> {
+            let field = |name: &str| SchemaField {
+                name: name.into(),
+                type_name: "any".into(),
+                description: String::new(),
+            };
+            match (object, path) {
+                (Object::Request("object"), [spec]) if spec == "spec" => vec![SchemaField {
                     name: "containers".into(),
                     type_name: "array of object".into(),
                     description: "List of containers.".into(),
                 }],
+                (Object::Request("object"), [spec, containers, element])
+                    if [spec, containers, element] == ["spec", "containers", INDEX] =>
+                {
+                    vec![field("image")]
+                }
+                (
+                    Object::Type {
+                        api_version: "v1",
+                        kind: "Service",
+                    },
+                    [spec],
+                ) if spec == "spec" => vec![field("ports")],
                 _ => Vec::new(),
             }
         }
@@ -388,6 +491,24 @@ mod tests {
         );
         assert_eq!(cursor(rhai, "request?.", 9).chain, ["request"]);
         assert_eq!(cursor(rhai, "f().", 4).chain, [""]);
+        // Indexes: a string literal's text, anything else any element.
+        let code = r#"request.attachments["Service.v1"]["web"].sp"#;
+        assert_eq!(
+            cursor(rhai, code, code.len()).chain,
+            ["request", "attachments", "Service.v1", "web"]
+        );
+        let code = "request.attachments['Service.v1'].web.";
+        assert_eq!(
+            cursor(Language::Lua, code, code.len()).chain,
+            ["request", "attachments", "Service.v1", "web"]
+        );
+        let code = "o.spec.containers[i + 1]?[0].";
+        assert_eq!(
+            cursor(rhai, code, code.len()).chain,
+            ["o", "spec", "containers", INDEX, INDEX]
+        );
+        assert_eq!(cursor(rhai, "f(x)[0].", 8).chain, [""]);
+        assert_eq!(cursor(rhai, "x].", 3).chain, [""], "an unmatched bracket");
         assert!(cursor(rhai, "#{ labels: #{}, an", 18).key);
         assert!(cursor(rhai, "#{\n  ", 5).key);
         assert!(!cursor(rhai, "if x { la", 9).key, "a block is not a map");
@@ -423,6 +544,23 @@ mod tests {
         assert!(labels(&keys).contains(&"labels") && labels(&keys).contains(&"attachments"));
         let spec = complete(&rhai, &cursor(Language::Rhai, "request.object.spec.", 20));
         assert_eq!(labels(&spec), ["containers"]);
+        let code = "request.object.spec.containers[0].";
+        let container = complete(&rhai, &cursor(Language::Rhai, code, code.len()));
+        assert_eq!(labels(&container), ["image"]);
+        // Below an object of a map keyed by type, its type's fields; the map itself, its
+        // types and a request field that is not such a map have none.
+        let code = r#"request.attachments["Service.v1"]["web"].spec."#;
+        let service = complete(&rhai, &cursor(Language::Rhai, code, code.len()));
+        assert_eq!(labels(&service), ["ports"]);
+        for code in [
+            "request.attachments.",
+            r#"request.attachments["Service.v1"]."#,
+            r#"request.attachments["Service"]["web"].spec."#,
+            r#"request.object["Service.v1"]["web"].spec."#,
+        ] {
+            let items = complete(&rhai, &cursor(Language::Rhai, code, code.len()));
+            assert!(items.is_empty(), "{code}: {:?}", labels(&items));
+        }
         // In Lua a library is a global whose functions are its members.
         let lua = Setting {
             libraries: library_functions(
@@ -437,6 +575,19 @@ mod tests {
             labels(&complete(&lua, &cursor(Language::Lua, "util.", 5))),
             ["tag", "other"]
         );
+    }
+
+    /// The maps keyed by type are found by their declared type: every hook's, and only those.
+    #[test]
+    fn the_maps_keyed_by_type_are_the_contracts_maps_of_objects() {
+        let hooks = crate::kinds::hooks();
+        let mut found: Vec<&str> = fields_of(&hooks, |contract| contract.request)
+            .into_iter()
+            .map(|(field, _)| field.name)
+            .filter(|name| by_type(&hooks, name))
+            .collect();
+        found.sort();
+        assert_eq!(found, ["attachments", "children", "outputs", "related"]);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT}
 use crate::validate::{self, Finding, ScriptSpot, Severity};
 use crate::yaml::{Position, Range};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::path::Path;
 
 /// One problem, where it is in the file.
@@ -24,7 +25,7 @@ pub struct Problem {
 /// What checks read besides the file: the types and ConfigMaps of the workspace.
 pub struct Checks<'a> {
     pub engine: &'a ScriptEngine,
-    /// Built-in types and the workspace's CustomResourceDefinitions.
+    /// Built-in types and the CustomResourceDefinitions of the workspace and the cluster.
     pub resolver: &'a StaticResolver,
     /// The workspace's ConfigMaps.
     pub config_maps: &'a [Value],
@@ -46,13 +47,15 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
         }
     };
     let scripts = manifest.scripts();
-    // The file's own types and ConfigMaps come first: they are what the user is editing.
-    let mut resolver = checks.resolver.clone();
+    // The file's own types and ConfigMaps come first: they are what the user is editing. The
+    // workspace's resolver, which may hold a whole cluster's types, is copied only when the file
+    // adds to it.
+    let mut resolver = Cow::Borrowed(checks.resolver);
     let mut config_maps: Vec<Value> = Vec::new();
     for (_, value) in &manifest.documents {
         match object::kind(value) {
             "CustomResourceDefinition" => {
-                resolver.add_crd(value);
+                resolver.to_mut().add_crd(value);
             }
             "ConfigMap" => config_maps.push(value.clone()),
             _ => {}
@@ -61,7 +64,7 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
     config_maps.extend(checks.config_maps.iter().cloned());
     let mut problems = Vec::new();
     for (document, (_, value)) in manifest.documents.iter().enumerate() {
-        for finding in validate::validate(checks.engine, &resolver, &config_maps, value) {
+        for finding in validate::validate(checks.engine, &*resolver, &config_maps, value) {
             problems.push(place(&manifest, &scripts, document, finding));
         }
     }

@@ -7,10 +7,12 @@
 //! compile, types resolve, `spec.tests` pass) put where they are (`diagnose`); completion and
 //! hover come from the helper table `metascript definitions` writes, the hooks' request and
 //! response fields and the OpenAPI schemas of the types a controller names (`complete`,
-//! `schema`). A code lens runs the `*.test.yaml` cases of the script it is on and shows their
+//! `schema`), from the workspace's CustomResourceDefinitions and, when told to, a cluster's
+//! (`cluster`). A code lens runs the `*.test.yaml` cases of the script it is on and shows their
 //! failures as problems (`cases`). `docs/editors.md` says how to set editors up.
 
 mod cases;
+mod cluster;
 mod complete;
 mod diagnose;
 mod schema;
@@ -19,4 +21,5 @@ mod server;
 mod workspace;
 
 pub use cases::{CaseOutcome, CaseRunner};
+pub use cluster::{ClusterCrds, ClusterError};
 pub use server::{ServerError, serve, serve_stdio};

@@ -1,15 +1,17 @@
 //! The fields of the objects in a hook's request, from their types' OpenAPI schemas: built-in
-//! types from k8s-openapi's, custom resources from the CustomResourceDefinitions in the workspace
-//! (or the manifest being edited), and `request.controller` from the controller kind's own CRD.
+//! types from k8s-openapi's, custom resources from the CustomResourceDefinitions of the manifest
+//! being edited, the workspace and the cluster (if the server reads one), and
+//! `request.controller` from the controller kind's own CRD.
 
-use super::complete::{ObjectSchemas, SchemaField};
+use super::complete::{INDEX, Object, ObjectSchemas, SchemaField};
 use super::scripts::Manifest;
 use super::workspace::Workspace;
 use crate::api::ResourceRef;
 use crate::kinds;
 use crate::object;
-use crate::resources::{ResourceResolver, StaticResolver};
+use crate::resources::ResourceResolver;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -17,40 +19,50 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct NoSchemas;
 
 impl ObjectSchemas for NoSchemas {
-    fn fields(&self, _field: &str, _path: &[String]) -> Vec<SchemaField> {
+    fn fields(&self, _object: Object<'_>, _path: &[String]) -> Vec<SchemaField> {
         Vec::new()
     }
 }
 
 /// The schemas of the objects one controller's hooks are handed.
-pub struct RequestSchemas {
+pub struct RequestSchemas<'a> {
     /// Request field → the schema of the object in it.
     schemas: HashMap<&'static str, Arc<Value>>,
+    /// The CustomResourceDefinitions known, the edited manifest's first: the first of a type
+    /// is its schema.
+    crds: Vec<&'a Value>,
 }
 
-impl RequestSchemas {
+impl<'a> RequestSchemas<'a> {
     pub fn new(
         controller: &Value,
-        workspace: &Workspace,
-        manifest: Option<&Manifest>,
-    ) -> RequestSchemas {
-        let mut schemas = HashMap::new();
+        workspace: &'a Workspace,
+        manifest: Option<&'a Manifest>,
+    ) -> RequestSchemas<'a> {
+        let mut found = RequestSchemas {
+            schemas: HashMap::new(),
+            crds: Vec::new(),
+        };
         let Some(kind) = kinds::of(controller) else {
-            return RequestSchemas { schemas };
+            return found;
         };
         if let Some(schema) = crd_schema(
             &serde_json::to_value(kind.crd()).unwrap_or_default(),
             crate::api::API_VERSION,
         ) {
-            schemas.insert("controller", Arc::new(schema));
+            found.schemas.insert("controller", Arc::new(schema));
         }
-        let mut resolver: StaticResolver = workspace.resolver.clone();
-        let mut crds: Vec<&Value> = workspace.crds.iter().collect();
+        // The manifest's own types are what the user is editing: they come first. The
+        // workspace's resolver, which may hold a whole cluster's types, is copied only when
+        // the manifest adds to it.
+        let mut resolver = Cow::Borrowed(&workspace.resolver);
         for (_, value) in manifest.into_iter().flat_map(|m| &m.documents) {
-            if object::kind(value) == "CustomResourceDefinition" && resolver.add_crd(value) {
-                crds.push(value);
+            if object::kind(value) == "CustomResourceDefinition" && resolver.to_mut().add_crd(value)
+            {
+                found.crds.push(value);
             }
         }
+        found.crds.extend(workspace.crds());
         for (field, spec_path) in kind.name().request_types() {
             let mut rule = spec_path
                 .split('.')
@@ -65,28 +77,38 @@ impl RequestSchemas {
             let Ok(resource) = resolver.resolve(&reference) else {
                 continue;
             };
-            let schema = builtin_schema(&resource.api_version, &resource.kind).or_else(|| {
-                crds.iter()
-                    .filter(|crd| crd["spec"]["names"]["kind"] == resource.kind.as_str())
-                    .find_map(|crd| crd_schema(crd, &resource.api_version))
-                    .map(Arc::new)
-            });
-            if let Some(schema) = schema {
-                schemas.insert(field, schema);
+            if let Some(schema) = found.type_schema(&resource.api_version, &resource.kind) {
+                found.schemas.insert(field, schema);
             }
         }
-        RequestSchemas { schemas }
+        found
+    }
+
+    /// The schema of a type: built in, or from the first CRD that defines it.
+    fn type_schema(&self, api_version: &str, kind: &str) -> Option<Arc<Value>> {
+        builtin_schema(api_version, kind).or_else(|| {
+            let group = api_version.rsplit_once('/').map(|(group, _)| group)?;
+            self.crds
+                .iter()
+                .filter(|crd| crd["spec"]["group"] == group && crd["spec"]["names"]["kind"] == kind)
+                .find_map(|crd| crd_schema(crd, api_version))
+                .map(Arc::new)
+        })
     }
 }
 
-impl ObjectSchemas for RequestSchemas {
-    fn fields(&self, field: &str, path: &[String]) -> Vec<SchemaField> {
-        let Some(root) = self.schemas.get(field) else {
+impl ObjectSchemas for RequestSchemas<'_> {
+    fn fields(&self, object: Object<'_>, path: &[String]) -> Vec<SchemaField> {
+        let root = match object {
+            Object::Request(field) => self.schemas.get(field).cloned(),
+            Object::Type { api_version, kind } => self.type_schema(api_version, kind),
+        };
+        let Some(root) = root else {
             return Vec::new();
         };
-        let mut node = resolve(root, root);
+        let mut node = resolve(&root, &root);
         for step in path {
-            let Some(next) = child(root, node, step) else {
+            let Some(next) = child(&root, node, step) else {
                 return Vec::new();
             };
             node = next;
@@ -97,10 +119,10 @@ impl ObjectSchemas for RequestSchemas {
         properties
             .iter()
             .map(|(name, schema)| {
-                let schema = resolve(root, schema);
+                let schema = resolve(&root, schema);
                 SchemaField {
                     name: name.clone(),
-                    type_name: type_name(root, schema),
+                    type_name: type_name(&root, schema),
                     description: schema["description"]
                         .as_str()
                         .unwrap_or_default()
@@ -148,13 +170,20 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     schema
 }
 
-/// The schema one step below `schema`: a property, or a map's value.
+/// The schema one step below `schema`: a property or a map's value, or for [`INDEX`] an
+/// array's element or a map's value.
 fn child<'a>(root: &'a Value, schema: &'a Value, step: &str) -> Option<&'a Value> {
-    let next = schema["properties"].get(step).or_else(|| {
+    let map_value = || {
         schema["additionalProperties"]
             .as_object()
             .map(|_| &schema["additionalProperties"])
-    })?;
+    };
+    let next = if step == INDEX {
+        schema["items"].as_object().map(|_| &schema["items"])
+    } else {
+        schema["properties"].get(step)
+    }
+    .or_else(map_value)?;
     Some(resolve(root, next))
 }
 
@@ -258,53 +287,80 @@ mod tests {
         })
     }
 
+    fn path(steps: &[&str]) -> Vec<String> {
+        steps.iter().map(|step| step.to_string()).collect()
+    }
+
+    const OBJECT: Object = Object::Request("object");
+
+    /// A CRD of `kind` in `group` whose `spec` has the one field `field`.
+    fn crd(group: &str, kind: &str, field: &str) -> Value {
+        let plural = format!("{}s", kind.to_lowercase());
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                            "spec": {"type": "object", "properties": {
+                                field: {"type": "integer", "description": "How big."}}}}}}}]}
+        })
+    }
+
     #[test]
     fn a_builtin_objects_fields_come_from_its_openapi_schema() {
-        let workspace = Workspace::scan(None);
+        let workspace = Workspace::scan(None, Arc::new([]));
         let schemas = RequestSchemas::new(&decorator("apps/v1", "statefulsets"), &workspace, None);
-        let top = schemas.fields("object", &[]);
+        let top = schemas.fields(OBJECT, &[]);
         assert!(names(&top).contains(&"spec") && names(&top).contains(&"metadata"));
-        let spec = schemas.fields("object", &["spec".into()]);
+        let spec = schemas.fields(OBJECT, &path(&["spec"]));
         let replicas = spec.iter().find(|f| f.name == "replicas").unwrap();
         assert_eq!(replicas.type_name, "integer");
         assert!(replicas.description.contains("replicas"), "{replicas:?}");
-        let template = schemas.fields("object", &["spec".into(), "template".into(), "spec".into()]);
+        let template = schemas.fields(OBJECT, &path(&["spec", "template", "spec"]));
         let containers = template.iter().find(|f| f.name == "containers").unwrap();
         assert_eq!(containers.type_name, "array of object");
-        // Labels are a map: below them, nothing to complete.
-        assert!(
-            schemas
-                .fields("object", &["metadata".into(), "labels".into()])
-                .is_empty()
+        // An element of an array.
+        let container = schemas.fields(
+            OBJECT,
+            &path(&["spec", "template", "spec", "containers", INDEX]),
         );
+        assert!(
+            names(&container).contains(&"image"),
+            "{:?}",
+            names(&container)
+        );
+        // Labels are a map of strings: below them, or below one, nothing to complete.
+        for below in [&["metadata", "labels"][..], &["metadata", "labels", INDEX]] {
+            assert!(schemas.fields(OBJECT, &path(below)).is_empty());
+        }
         // The controller is its kind's own.
-        let controller = schemas.fields("controller", &["spec".into()]);
+        let controller = schemas.fields(Object::Request("controller"), &path(&["spec"]));
         assert!(
             names(&controller).contains(&"resources"),
             "{:?}",
             names(&controller)
         );
-        assert!(schemas.fields("object", &["nope".into()]).is_empty());
+        assert!(schemas.fields(OBJECT, &path(&["nope"])).is_empty());
+        // Any built-in type, as the maps keyed by type hold them.
+        let service = Object::Type {
+            api_version: "v1",
+            kind: "Service",
+        };
+        let ports = schemas.fields(service, &path(&["spec", "ports", INDEX]));
+        assert!(names(&ports).contains(&"targetPort"), "{:?}", names(&ports));
     }
 
     #[test]
     fn a_custom_resources_fields_come_from_its_crd() {
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"kind": "Widget", "plural": "widgets"},
-                     "versions": [{"name": "v1", "served": true, "storage": true,
-                        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                            "spec": {"type": "object", "properties": {
-                                "size": {"type": "integer", "description": "How big."}}}}}}}]}
-        });
-        let mut workspace = Workspace::scan(None);
-        workspace.resolver.add_crd(&crd);
-        workspace.crds.push(crd);
+        let mut workspace = Workspace::scan(None, Arc::new([]));
+        let widget = crd("example.com", "Widget", "size");
+        workspace.resolver.add_crd(&widget);
+        workspace.crds.push(widget);
         let schemas =
             RequestSchemas::new(&decorator("example.com/v1", "widgets"), &workspace, None);
-        let spec = schemas.fields("object", &["spec".into()]);
+        let spec = schemas.fields(OBJECT, &path(&["spec"]));
         assert_eq!(
             spec,
             [SchemaField {
@@ -313,5 +369,42 @@ mod tests {
                 description: "How big.".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_type_is_its_own_groups_crd_and_the_edited_manifests_first() {
+        // Two Widgets, of two groups, in the cluster; the edited manifest defines one again.
+        let cluster: Arc<[Value]> = vec![
+            crd("other.example.com", "Widget", "colour"),
+            crd("example.com", "Widget", "size"),
+        ]
+        .into();
+        let workspace = Workspace::scan(None, cluster);
+        let fields = |manifest: Option<&Manifest>| {
+            let schemas = RequestSchemas::new(
+                &decorator("example.com/v1", "widgets"),
+                &workspace,
+                manifest,
+            );
+            let of_type = schemas.fields(
+                Object::Type {
+                    api_version: "example.com/v1",
+                    kind: "Widget",
+                },
+                &path(&["spec"]),
+            );
+            let object = schemas.fields(OBJECT, &path(&["spec"]));
+            assert_eq!(of_type, object);
+            names(&object)
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fields(None), ["size"]);
+        let edited = Manifest::parse(
+            &serde_json::to_string(&crd("example.com", "Widget", "length")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(fields(Some(&edited)), ["length"]);
     }
 }

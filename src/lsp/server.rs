@@ -1,8 +1,10 @@
 //! The server: the protocol's messages in and out (over stdio, or any [`Connection`]), the open
 //! files, and each request answered from them. Edits arriving together are checked once, after
-//! the last of them, so a burst of keystrokes costs one check.
+//! the last of them, so a burst of keystrokes costs one check. A cluster's types, when it reads
+//! one, arrive between messages and the open files are checked again with them.
 
 use super::cases::{self, CaseRunner};
+use super::cluster::{self, Cluster, ClusterCrds};
 use super::complete::{self, LibraryFunction, ObjectSchemas, Setting};
 use super::diagnose::{self, Checks, Problem};
 use super::schema::{NoSchemas, RequestSchemas};
@@ -16,7 +18,7 @@ use crate::yaml;
 use lsp_server::{Connection, Message, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, DidSaveTextDocument,
-    Notification as _, PublishDiagnostics,
+    LogMessage, Notification as _, PublishDiagnostics, ShowMessage,
 };
 use lsp_types::request::{
     CodeLensRequest, Completion, ExecuteCommand, GotoDefinition, HoverRequest, Request as _,
@@ -25,14 +27,15 @@ use lsp_types::{
     CodeLens, CodeLensOptions, CodeLensParams, Command, CompletionItem, CompletionItemKind,
     CompletionOptions, CompletionParams, Diagnostic, DiagnosticSeverity, ExecuteCommandOptions,
     ExecuteCommandParams, GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents,
-    HoverParams, HoverProviderCapability, InitializeParams, Location, MarkupContent, MarkupKind,
-    OneOf, Position, PublishDiagnosticsParams, Range, ServerCapabilities, ServerInfo,
-    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
-    TextDocumentSyncSaveOptions, Uri,
+    HoverParams, HoverProviderCapability, InitializeParams, Location, LogMessageParams,
+    MarkupContent, MarkupKind, MessageType, OneOf, Position, PublishDiagnosticsParams, Range,
+    ServerCapabilities, ServerInfo, ShowMessageParams, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions, Uri,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// A failure of the connection itself (the editor went away, or spoke something else).
 #[derive(Debug, thiserror::Error)]
@@ -49,11 +52,18 @@ pub enum ServerError {
 /// file's path, and the 0-based line of the lens).
 pub const RUN_TESTS: &str = "metascript.runTests";
 
+/// The command that reads the cluster's CustomResourceDefinitions again (no arguments), when the
+/// server reads a cluster.
+pub const READ_CLUSTER: &str = "metascript.readCluster";
+
 /// Serves the editor on standard input and output until it says `exit`; `runner` runs test
-/// files for the code lenses.
-pub fn serve_stdio(runner: &dyn CaseRunner) -> Result<(), ServerError> {
+/// files for the code lenses, `cluster` (if any) reads the cluster's types.
+pub fn serve_stdio(
+    runner: &dyn CaseRunner,
+    cluster: Option<Arc<dyn ClusterCrds>>,
+) -> Result<(), ServerError> {
     let (connection, threads) = Connection::stdio();
-    serve(&connection, runner)?;
+    serve(&connection, runner, cluster)?;
     drop(connection);
     threads
         .join()
@@ -61,11 +71,16 @@ pub fn serve_stdio(runner: &dyn CaseRunner) -> Result<(), ServerError> {
 }
 
 /// Serves one editor over a connection: the handshake, then every message until `shutdown`.
-pub fn serve(connection: &Connection, runner: &dyn CaseRunner) -> Result<(), ServerError> {
+/// The cluster, if any, is read once the handshake is done and again on [`READ_CLUSTER`].
+pub fn serve(
+    connection: &Connection,
+    runner: &dyn CaseRunner,
+    cluster: Option<Arc<dyn ClusterCrds>>,
+) -> Result<(), ServerError> {
     let (id, params) = connection.initialize_start()?;
     let params: InitializeParams = serde_json::from_value(params)?;
     let initialized = serde_json::json!({
-        "capabilities": capabilities(),
+        "capabilities": capabilities(cluster.is_some()),
         "serverInfo": ServerInfo {
             name: "metascript".into(),
             version: Some(crate::version::VERSION.into()),
@@ -74,30 +89,58 @@ pub fn serve(connection: &Connection, runner: &dyn CaseRunner) -> Result<(), Ser
     connection.initialize_finish(id, initialized)?;
     let mut server = Server {
         engine: ScriptEngine::new(),
-        workspace: Workspace::scan(workspace_root(&params).as_deref()),
+        workspace: Workspace::scan(workspace_root(&params).as_deref(), Arc::new([])),
         files: BTreeMap::new(),
         changed: BTreeSet::new(),
         runner,
+        cluster: cluster.map(|source| Cluster::new(source, cluster::TIMEOUT)),
     };
+    if let Some(cluster) = &mut server.cluster {
+        tracing::info!(
+            "reading the CustomResourceDefinitions of {}",
+            cluster.describe()
+        );
+        cluster.start();
+    }
     loop {
-        let Ok(message) = connection.receiver.recv() else {
-            return Ok(());
-        };
-        if server.handle(connection, message)? == Flow::Shutdown {
-            return Ok(());
-        }
-        // Whatever else has arrived is handled before checking: a burst of edits is checked
-        // once, in its final state.
-        while let Ok(message) = connection.receiver.try_recv() {
-            if server.handle(connection, message)? == Flow::Shutdown {
-                return Ok(());
+        let (answer, deadline) = server.cluster.as_ref().map_or_else(
+            || (crossbeam_channel::never(), crossbeam_channel::never()),
+            Cluster::waits,
+        );
+        crossbeam_channel::select! {
+            recv(connection.receiver) -> message => {
+                let Ok(message) = message else {
+                    return Ok(());
+                };
+                if server.handle(connection, message)? == Flow::Shutdown {
+                    return Ok(());
+                }
+                // Whatever else has arrived is handled before checking: a burst of edits is
+                // checked once, in its final state.
+                while let Ok(message) = connection.receiver.try_recv() {
+                    if server.handle(connection, message)? == Flow::Shutdown {
+                        return Ok(());
+                    }
+                }
+            }
+            recv(answer) -> answer => {
+                if let Some(cluster) = &mut server.cluster {
+                    let read = cluster.finish(answer.ok());
+                    server.cluster_read(connection, read)?;
+                }
+            }
+            recv(deadline) -> _ => {
+                if let Some(cluster) = &mut server.cluster {
+                    let read = cluster.given_up();
+                    server.cluster_read(connection, read)?;
+                }
             }
         }
         server.publish_changed(connection)?;
     }
 }
 
-fn capabilities() -> ServerCapabilities {
+fn capabilities(cluster: bool) -> ServerCapabilities {
     ServerCapabilities {
         text_document_sync: Some(TextDocumentSyncCapability::Options(
             TextDocumentSyncOptions {
@@ -117,7 +160,10 @@ fn capabilities() -> ServerCapabilities {
             resolve_provider: Some(false),
         }),
         execute_command_provider: Some(ExecuteCommandOptions {
-            commands: vec![RUN_TESTS.into()],
+            commands: std::iter::once(RUN_TESTS)
+                .chain(cluster.then_some(READ_CLUSTER))
+                .map(String::from)
+                .collect(),
             ..ExecuteCommandOptions::default()
         }),
         ..ServerCapabilities::default()
@@ -177,6 +223,8 @@ struct Server<'a> {
     /// Files edited since their problems were last published.
     changed: BTreeSet<Uri>,
     runner: &'a dyn CaseRunner,
+    /// The cluster whose types it reads, if told to read one.
+    cluster: Option<Cluster>,
 }
 
 impl Server<'_> {
@@ -247,7 +295,7 @@ impl Server<'_> {
                     serde_json::from_value(notification.params)?;
                 // A saved manifest may add a type or a ConfigMap other files use.
                 if FileKind::of(&params.text_document.uri) == FileKind::Manifest {
-                    self.workspace = Workspace::scan(self.workspace.root.as_deref());
+                    self.workspace = self.workspace.rescan();
                     self.changed.extend(self.files.keys().cloned());
                 }
             }
@@ -262,6 +310,55 @@ impl Server<'_> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Takes a reading of the cluster: its types replace those of the last one, and every open
+    /// file is checked again with them; a failure keeps the last ones and is said once, to the
+    /// user.
+    fn cluster_read(
+        &mut self,
+        connection: &Connection,
+        read: cluster::Read,
+    ) -> Result<(), ServerError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        let source = cluster.describe();
+        match read {
+            Ok(crds) => {
+                let message = format!(
+                    "read {} CustomResourceDefinition(s) from {source}",
+                    crds.len()
+                );
+                tracing::info!("{message}");
+                self.workspace = Workspace::scan(self.workspace.root.as_deref(), crds.into());
+                self.changed.extend(self.files.keys().cloned());
+                notify(
+                    connection,
+                    LogMessage::METHOD,
+                    LogMessageParams {
+                        typ: MessageType::INFO,
+                        message,
+                    },
+                )
+            }
+            Err(error) => {
+                let message = format!(
+                    "metascript lsp could not read the CustomResourceDefinitions of {source}: \
+                     {error}. Custom resources are known from the workspace's manifests (and \
+                     an earlier reading, if any); the command {READ_CLUSTER} tries again."
+                );
+                tracing::warn!("{message}");
+                notify(
+                    connection,
+                    ShowMessage::METHOD,
+                    ShowMessageParams {
+                        typ: MessageType::WARNING,
+                        message,
+                    },
+                )
+            }
+        }
     }
 
     /// Publishes the problems of every file edited since the last time.
@@ -312,12 +409,17 @@ impl Server<'_> {
         let result = match request.method.as_str() {
             CodeLensRequest::METHOD => parse::<CodeLensParams>(request)
                 .map(|params| serde_json::to_value(self.code_lenses(&params.text_document.uri))),
-            ExecuteCommand::METHOD => {
-                parse::<ExecuteCommandParams>(request).map(|params| match self.run_tests(&params) {
+            ExecuteCommand::METHOD => parse::<ExecuteCommandParams>(request).map(|params| {
+                let done = match params.command.as_str() {
+                    RUN_TESTS => self.run_tests(&params.arguments),
+                    READ_CLUSTER => self.read_cluster(),
+                    other => Err(format!("no command {other}")),
+                };
+                match done {
                     Ok(summary) => serde_json::to_value(summary),
                     Err(problem) => Ok(serde_json::Value::String(problem)),
-                })
-            }
+                }
+            }),
             Completion::METHOD => parse::<CompletionParams>(request).map(|params| {
                 let at = params.text_document_position;
                 serde_json::to_value(self.completion(&at.text_document.uri, at.position))
@@ -403,14 +505,11 @@ impl Server<'_> {
     /// Runs a test file's cases for a lens; each failure becomes a problem of the file (where in
     /// the script it failed, or on the lens's line), published with its other problems until
     /// the next edit. Returns `N passed, M failed`.
-    fn run_tests(&mut self, params: &ExecuteCommandParams) -> Result<String, String> {
-        if params.command != RUN_TESTS {
-            return Err(format!("no command {}", params.command));
-        }
+    fn run_tests(&mut self, arguments: &[serde_json::Value]) -> Result<String, String> {
         let (Some(uri), Some(test_file), Some(line)) = (
-            params.arguments.first().and_then(|a| a.as_str()),
-            params.arguments.get(1).and_then(|a| a.as_str()),
-            params.arguments.get(2).and_then(|a| a.as_u64()),
+            arguments.first().and_then(|a| a.as_str()),
+            arguments.get(1).and_then(|a| a.as_str()),
+            arguments.get(2).and_then(|a| a.as_u64()),
         ) else {
             return Err(format!(
                 "{RUN_TESTS} takes a file URI, a test file and a line"
@@ -464,6 +563,20 @@ impl Server<'_> {
         ))
     }
 
+    /// Starts reading the cluster again; its types arrive later, with a message.
+    fn read_cluster(&mut self) -> Result<String, String> {
+        let cluster = self.cluster.as_mut().ok_or(
+            "no cluster to read: start metascript lsp with --kubeconfig, --context or --cluster",
+        )?;
+        let started = cluster.start();
+        let source = cluster.describe();
+        Ok(if started {
+            format!("reading the CustomResourceDefinitions of {source}")
+        } else {
+            format!("already reading the CustomResourceDefinitions of {source}")
+        })
+    }
+
     /// The script at a place in an open file, and what completion knows of it.
     fn script_at(&self, uri: &Uri, at: Position) -> Option<ScriptAt> {
         let file = self.files.get(uri)?;
@@ -504,7 +617,7 @@ impl Server<'_> {
         }
     }
 
-    fn schemas(&self, script: &ScriptAt) -> Box<dyn ObjectSchemas> {
+    fn schemas<'a>(&'a self, script: &'a ScriptAt) -> Box<dyn ObjectSchemas + 'a> {
         match script
             .place
             .as_ref()
@@ -668,7 +781,15 @@ fn publish(
         diagnostics,
         version,
     };
-    let notification = Notification::new(PublishDiagnostics::METHOD.into(), params);
+    notify(connection, PublishDiagnostics::METHOD, params)
+}
+
+fn notify(
+    connection: &Connection,
+    method: &str,
+    params: impl serde::Serialize,
+) -> Result<(), ServerError> {
+    let notification = Notification::new(method.into(), params);
     connection
         .sender
         .send(Message::Notification(notification))

@@ -1,12 +1,13 @@
 //! What the files of the workspace hold that checking an open file needs: the
 //! CustomResourceDefinitions (types a controller names, and their schemas) and the ConfigMaps
 //! (scripts a hook references). Read once when the editor connects and again when a manifest is
-//! saved.
+//! saved. The CRDs read from a cluster, when the server reads one, are kept beside them.
 
 use crate::object;
 use crate::resources::StaticResolver;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A workspace's manifests are read up to this many files, each up to this size: a language
 /// server must answer quickly in a repository of any size.
@@ -17,19 +18,30 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 #[derive(Clone, Debug)]
 pub struct Workspace {
     pub root: Option<PathBuf>,
-    /// Built-in types and the workspace's CustomResourceDefinitions.
+    /// Built-in types and the CustomResourceDefinitions of the workspace and the cluster.
     pub resolver: StaticResolver,
+    /// The workspace's CustomResourceDefinitions.
     pub crds: Vec<Value>,
+    /// The cluster's, as last read (shared: they outlive a scan of the files).
+    pub cluster_crds: Arc<[Value]>,
     pub config_maps: Vec<Value>,
 }
 
 impl Workspace {
-    /// Reads the manifests under `root` (none without one).
-    pub fn scan(root: Option<&Path>) -> Workspace {
+    /// Reads the manifests under `root` (none without one); `cluster_crds` are a cluster's
+    /// CustomResourceDefinitions. A type both define is the workspace's: it is what the user
+    /// edits, and applies next.
+    pub fn scan(root: Option<&Path>, cluster_crds: Arc<[Value]>) -> Workspace {
+        let mut resolver = StaticResolver::with_builtins();
+        // The workspace's are added after, over the cluster's.
+        for crd in cluster_crds.iter() {
+            resolver.add_crd(crd);
+        }
         let mut workspace = Workspace {
             root: root.map(Path::to_path_buf),
-            resolver: StaticResolver::with_builtins(),
+            resolver,
             crds: Vec::new(),
+            cluster_crds,
             config_maps: Vec::new(),
         };
         let mut files = Vec::new();
@@ -53,10 +65,22 @@ impl Workspace {
         }
         tracing::debug!(
             crds = workspace.crds.len(),
+            cluster_crds = workspace.cluster_crds.len(),
             config_maps = workspace.config_maps.len(),
             "read the workspace's manifests"
         );
         workspace
+    }
+
+    /// The files read again (a manifest was saved), with the same cluster types.
+    pub fn rescan(&self) -> Workspace {
+        Workspace::scan(self.root.as_deref(), self.cluster_crds.clone())
+    }
+
+    /// Every CustomResourceDefinition known, the workspace's first: the first that defines a
+    /// type is its schema.
+    pub fn crds(&self) -> impl Iterator<Item = &Value> {
+        self.crds.iter().chain(self.cluster_crds.iter())
     }
 }
 
@@ -110,7 +134,7 @@ mod tests {
         std::fs::write(dir.path().join("cm.yml"), config_map).unwrap();
         std::fs::write(dir.path().join(".git/hidden.yaml"), config_map).unwrap();
         std::fs::write(dir.path().join("broken.yaml"), "a: [").unwrap();
-        let workspace = Workspace::scan(Some(dir.path()));
+        let workspace = Workspace::scan(Some(dir.path()), Arc::new([]));
         assert_eq!(workspace.crds.len(), 1);
         assert_eq!(workspace.config_maps.len(), 1);
         assert!(
@@ -119,5 +143,54 @@ mod tests {
                 .find_kind("example.com/v1", "Widget")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_clusters_crds_count_after_the_workspaces_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let crd = |kind: &str, scope: &str| {
+            let plural = format!("{}s", kind.to_lowercase());
+            serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.example.com")},
+                "spec": {"group": "example.com", "scope": scope,
+                         "names": {"kind": kind, "plural": plural},
+                         "versions": [{"name": "v1", "served": true, "storage": true}]}
+            })
+        };
+        let edited = crd("Widget", "Cluster");
+        std::fs::write(
+            dir.path().join("crd.yaml"),
+            serde_json::to_string(&edited).unwrap(),
+        )
+        .unwrap();
+        let cluster: Arc<[Value]> =
+            vec![crd("Widget", "Namespaced"), crd("Gadget", "Namespaced")].into();
+        let workspace = Workspace::scan(Some(dir.path()), cluster);
+        let widget = workspace
+            .resolver
+            .find_kind("example.com/v1", "Widget")
+            .unwrap();
+        assert!(!widget.namespaced, "the workspace's Widget, cluster-scoped");
+        assert!(
+            workspace
+                .resolver
+                .find_kind("example.com/v1", "Gadget")
+                .is_some()
+        );
+        let first_widget = workspace
+            .crds()
+            .find(|crd| crd["spec"]["names"]["kind"] == "Widget")
+            .unwrap();
+        assert_eq!(first_widget, &edited);
+        // A rescan keeps the cluster's.
+        std::fs::remove_file(dir.path().join("crd.yaml")).unwrap();
+        let rescanned = workspace.rescan();
+        assert!(rescanned.crds.is_empty());
+        let widget = rescanned
+            .resolver
+            .find_kind("example.com/v1", "Widget")
+            .unwrap();
+        assert!(widget.namespaced, "the cluster's Widget now");
     }
 }

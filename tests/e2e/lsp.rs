@@ -1,14 +1,20 @@
 //! `metascript lsp` driven as editors drive it: a client over the process's stdio through a whole
 //! session (initialize, open a manifest, edit it, diagnostics, completion, hover, definition,
-//! shutdown), a code lens running a script's test cases, and Neovim's own LSP client, headless,
-//! against the same binary.
+//! shutdown), a code lens running a script's test cases, a server reading the shared plane's
+//! CustomResourceDefinitions (and one whose cluster refuses or never answers), and Neovim's own
+//! LSP client, headless, against the same binary.
 
+use crate::support::{self, unique_name};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A manifest with a library and an inline sync hook; lines 15 and 16 are the hook's script.
 const MANIFEST: &str = "\
@@ -46,9 +52,11 @@ struct Client {
 }
 
 impl Client {
-    fn start() -> Client {
+    /// `metascript lsp ARGS…`.
+    fn start(args: &[&str]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_metascript"))
             .arg("lsp")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -115,24 +123,77 @@ impl Client {
         }
     }
 
-    /// The diagnostics published for `uri` at `version`.
-    fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
-        let matches = |message: &Value| {
-            message["method"] == "textDocument/publishDiagnostics"
-                && message["params"]["uri"] == uri
-                && message["params"]["version"] == version
-        };
-        if let Some(at) = self.held.iter().position(matches) {
-            let message = self.held.remove(at);
-            return message["params"]["diagnostics"].as_array().unwrap().clone();
+    /// The handshake, with `root` as the workspace.
+    fn initialize(&mut self, root: &Path) -> Value {
+        let initialized = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": format!("file://{}", root.display()),
+                   "capabilities": {}}),
+        );
+        self.notify("initialized", json!({}));
+        initialized
+    }
+
+    /// The next notification that `matches` (held ones first).
+    fn notification(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.held.iter().position(&matches) {
+            return self.held.remove(at);
         }
         loop {
-            let message = self.messages.recv_timeout(HANG).expect("diagnostics");
+            let message = self.messages.recv_timeout(HANG).expect(what);
             if matches(&message) {
-                return message["params"]["diagnostics"].as_array().unwrap().clone();
+                return message;
             }
             self.held.push(message);
         }
+    }
+
+    /// The next message to the user (`window/logMessage` or `window/showMessage`): its
+    /// parameters.
+    fn message(&mut self, method: &str) -> Value {
+        self.notification(method, |message| message["method"] == method)["params"].clone()
+    }
+
+    /// The diagnostics published for `uri` at `version`.
+    fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
+        let message = self.notification("diagnostics", |message| {
+            message["method"] == "textDocument/publishDiagnostics"
+                && message["params"]["uri"] == uri
+                && message["params"]["version"] == version
+        });
+        message["params"]["diagnostics"].as_array().unwrap().clone()
+    }
+
+    fn open(&mut self, uri: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "yaml", "version": 1, "text": text}}),
+        );
+    }
+
+    fn change(&mut self, uri: &str, version: i64, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    }
+
+    /// The labels completion offers at a place.
+    fn complete(&mut self, uri: &str, line: usize, character: usize) -> Vec<String> {
+        let items = self.request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": uri}, "position": position(line, character)}),
+        );
+        labels(&items)
+    }
+
+    /// `shutdown` and `exit`; the process ends with success.
+    fn shut_down(mut self) {
+        assert_eq!(self.request("shutdown", Value::Null), Value::Null);
+        self.notify("exit", Value::Null);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
     }
 }
 
@@ -157,25 +218,22 @@ fn a_client_over_stdio_gets_diagnostics_completion_and_hover_at_yaml_positions()
     let path = dir.path().join("controller.yaml");
     std::fs::write(&path, MANIFEST).unwrap();
     let uri = format!("file://{}", path.display());
-    let mut client = Client::start();
+    let mut client = Client::start(&[]);
 
-    let initialized = client.request(
-        "initialize",
-        json!({"processId": null, "rootUri": format!("file://{}", dir.path().display()),
-               "capabilities": {}}),
-    );
+    let initialized = client.initialize(dir.path());
     let capabilities = &initialized["capabilities"];
     assert_eq!(capabilities["hoverProvider"], true, "{initialized}");
     assert_eq!(
         capabilities["completionProvider"]["triggerCharacters"],
         json!(["."])
     );
-    client.notify("initialized", json!({}));
-
-    client.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": uri, "languageId": "yaml", "version": 1, "text": MANIFEST}}),
+    assert_eq!(
+        capabilities["executeCommandProvider"]["commands"],
+        json!(["metascript.runTests"]),
+        "no cluster to read again without --kubeconfig"
     );
+
+    client.open(&uri, MANIFEST);
     assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
 
     // An edit that breaks the hook's first line: the error is on that line of the file, at the
@@ -185,10 +243,7 @@ fn a_client_over_stdio_gets_diagnostics_completion_and_hover_at_yaml_positions()
         "          let n = get_path(request.object, \"spec.replicas\", 1);",
         broken_line,
     );
-    client.notify(
-        "textDocument/didChange",
-        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": broken}]}),
-    );
+    client.change(&uri, 2, &broken);
     let diagnostics = client.diagnostics(&uri, 2);
     assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
     let error = &diagnostics[0];
@@ -210,22 +265,12 @@ fn a_client_over_stdio_gets_diagnostics_completion_and_hover_at_yaml_positions()
         "          let n = get_path(request.object, \"spec.replicas\", 1);",
         typing_line,
     );
-    client.notify(
-        "textDocument/didChange",
-        json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": typing}]}),
-    );
+    client.change(&uri, 3, &typing);
     let document = json!({"uri": uri});
     let after_request = typing_line.find("request.").unwrap() + "request.".len();
-    let request_fields = client.request(
-        "textDocument/completion",
-        json!({"textDocument": document, "position": position(15, after_request)}),
-    );
-    assert!(labels(&request_fields).contains(&"object".to_string()));
-    let spec_fields = client.request(
-        "textDocument/completion",
-        json!({"textDocument": document, "position": position(15, typing_line.len())}),
-    );
-    let spec_fields = labels(&spec_fields);
+    let request_fields = client.complete(&uri, 15, after_request);
+    assert!(request_fields.contains(&"object".to_string()));
+    let spec_fields = client.complete(&uri, 15, typing_line.len());
     assert!(
         spec_fields.contains(&"replicas".to_string())
             && spec_fields.contains(&"template".to_string()),
@@ -263,10 +308,7 @@ fn a_client_over_stdio_gets_diagnostics_completion_and_hover_at_yaml_positions()
     assert_eq!(definition["uri"], uri.as_str());
     assert_eq!(definition["range"]["start"], position(9, 9), "{definition}");
 
-    assert_eq!(client.request("shutdown", Value::Null), Value::Null);
-    client.notify("exit", Value::Null);
-    let status = client.child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    client.shut_down();
 }
 
 #[test]
@@ -281,13 +323,8 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
     )
     .unwrap();
     let uri = format!("file://{}", dir.path().join("sync.rhai").display());
-    let mut client = Client::start();
-    client.request(
-        "initialize",
-        json!({"processId": null, "rootUri": format!("file://{}", dir.path().display()),
-               "capabilities": {}}),
-    );
-    client.notify("initialized", json!({}));
+    let mut client = Client::start(&[]);
+    client.initialize(dir.path());
     client.notify(
         "textDocument/didOpen",
         json!({"textDocument": {"uri": uri, "languageId": "rhai", "version": 1, "text": script}}),
@@ -317,9 +354,236 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
         "{message}"
     );
     assert!(message.contains("did you mean `label`"), "{message}");
-    assert_eq!(client.request("shutdown", Value::Null), Value::Null);
-    client.notify("exit", Value::Null);
-    assert!(client.child.wait().unwrap().success());
+    client.shut_down();
+}
+
+/// A DecoratorController of `resource` in `api_version` whose sync hook is `script` (Rhai, one
+/// line: line 10 of the file).
+fn decorator(api_version: &str, resource: &str, script: &str) -> String {
+    format!(
+        "\
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {{name: sized}}
+spec:
+  resources: [{{apiVersion: {api_version}, resource: {resource}}}]
+  hooks:
+    sync:
+      script:
+        language: rhai
+        inline: |
+          {script}
+"
+    )
+}
+
+/// Creates a namespaced CustomResourceDefinition of `kind` in `group`, version v1, whose `spec`
+/// has one integer field; returns its resource (plural).
+async fn create_crd(client: &kube::Client, group: &str, kind: &str, field: &str) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        field: {"type": "integer", "description": format!("The {kind}'s {field}.")},
+                    }},
+                }}},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("creating the CRD");
+    plural
+}
+
+/// The warning validate gives a controller whose type does not resolve.
+const WAITS_FOR_THE_TYPE: &str = "the controller waits until the type exists";
+
+/// With `--kubeconfig`, the types the cluster defines and the workspace does not: their fields
+/// are completed below `request.object`, and a controller naming one is not warned about it; a
+/// type created after the server started is known once `metascript.readCluster` read again.
+#[tokio::test]
+async fn a_clusters_crds_are_completed_and_resolve_with_a_kubeconfig() {
+    let client = support::client().await;
+    let group = format!("{}.lsp.metascript.test", unique_name("crds"));
+    let gizmos = create_crd(&client, &group, "Gizmo", "size").await;
+    let kubeconfig = support::plane().await.kubeconfig_path().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("controller.yaml");
+    let uri = format!("file://{}", path.display());
+    let api_version = format!("{group}/v1");
+    let manifest = decorator(&api_version, &gizmos, "#{ labels: #{ seen: \"yes\" } }");
+    std::fs::write(&path, &manifest).unwrap();
+
+    let mut lsp = Client::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let initialized = lsp.initialize(dir.path());
+    assert_eq!(
+        initialized["capabilities"]["executeCommandProvider"]["commands"],
+        json!(["metascript.runTests", "metascript.readCluster"])
+    );
+    let read = lsp.message("window/logMessage");
+    let text = read["message"].as_str().unwrap();
+    assert!(
+        text.contains("CustomResourceDefinition(s) from the cluster of"),
+        "{text}"
+    );
+
+    lsp.open(&uri, &manifest);
+    assert_eq!(lsp.diagnostics(&uri, 1), Vec::<Value>::new());
+    let typing = "let s = request.object.spec.";
+    lsp.change(&uri, 2, &decorator(&api_version, &gizmos, typing));
+    let items = lsp.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": uri}, "position": position(10, 10 + typing.len())}),
+    );
+    let size = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["label"] == "size")
+        .unwrap_or_else(|| panic!("the Gizmo's fields: {items}"));
+    assert_eq!(size["detail"], "integer");
+    assert_eq!(size["documentation"]["value"], "The Gizmo's size.");
+
+    // A type created now is not known yet: a warning, and nothing to complete.
+    let doohickeys = create_crd(&client, &group, "Doohickey", "length").await;
+    lsp.change(&uri, 3, &decorator(&api_version, &doohickeys, typing));
+    let diagnostics = lsp.diagnostics(&uri, 3);
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d["message"].as_str().unwrap().contains(WAITS_FOR_THE_TYPE)),
+        "{diagnostics:?}"
+    );
+    assert_eq!(
+        lsp.complete(&uri, 10, 10 + typing.len()),
+        Vec::<String>::new()
+    );
+    // Read again: the open file is checked again and completes.
+    let reading = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "metascript.readCluster", "arguments": []}),
+    );
+    assert!(
+        reading
+            .as_str()
+            .unwrap()
+            .starts_with("reading the CustomResourceDefinitions of"),
+        "{reading}"
+    );
+    lsp.message("window/logMessage");
+    let diagnostics = lsp.diagnostics(&uri, 3);
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| !d["message"].as_str().unwrap().contains(WAITS_FOR_THE_TYPE)),
+        "{diagnostics:?}"
+    );
+    assert_eq!(lsp.complete(&uri, 10, 10 + typing.len()), ["length"]);
+    lsp.shut_down();
+}
+
+/// A kubeconfig whose cluster is `https://127.0.0.1:{port}`.
+fn kubeconfig_for_port(dir: &Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("unreachable.kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+         clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{port}\", \
+         insecure-skip-tls-verify: true}}}}]\n\
+         users: [{{name: u, user: {{token: t}}}}]\n\
+         contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
+    );
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// Opens `MANIFEST` and checks that its diagnostics come and `request.` completes.
+fn answers_from_the_workspace(lsp: &mut Client, dir: &Path) {
+    let path = dir.join("controller.yaml");
+    std::fs::write(&path, MANIFEST).unwrap();
+    let uri = format!("file://{}", path.display());
+    lsp.open(&uri, MANIFEST);
+    assert_eq!(lsp.diagnostics(&uri, 1), Vec::<Value>::new());
+    let line = "          let n = get_path(request.object, \"spec.replicas\", 1);";
+    let after_request = line.find("request.").unwrap() + "request.".len();
+    let fields = lsp.complete(&uri, 15, after_request);
+    assert!(fields.contains(&"object".to_string()), "{fields:?}");
+}
+
+/// A cluster that refuses connections: one warning to the user, naming the kubeconfig, and the
+/// editor is served as without a cluster, before and after.
+#[test]
+fn a_cluster_that_refuses_is_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then let go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = kubeconfig_for_port(dir.path(), port);
+    let mut lsp = Client::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    lsp.initialize(dir.path());
+    let warning = lsp.message("window/showMessage");
+    assert_eq!(warning["type"], 2, "a warning: {warning}");
+    let text = warning["message"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "could not read the CustomResourceDefinitions of the cluster of {}",
+            kubeconfig.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("Connection refused"), "the cause: {text}");
+    answers_from_the_workspace(&mut lsp, dir.path());
+    lsp.shut_down();
+}
+
+/// A cluster that accepts connections and never answers: the server answers the editor at once
+/// all the same (well within the 20 s its reading may take), and exits when told to.
+#[test]
+fn a_cluster_that_never_answers_holds_nothing_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let kubeconfig = kubeconfig_for_port(dir.path(), listener.local_addr().unwrap().port());
+    let (connected, connections) = channel();
+    std::thread::spawn(move || {
+        // Held open, never written to.
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+            if connected.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut lsp = Client::start(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    lsp.initialize(dir.path());
+    connections
+        .recv_timeout(HANG)
+        .expect("the server connects to the cluster");
+    answers_from_the_workspace(&mut lsp, dir.path());
+    let answered = started.elapsed();
+    assert!(
+        answered < Duration::from_secs(10),
+        "the editor waited {answered:?}: the server waited for the cluster"
+    );
+    assert!(
+        lsp.held.iter().all(|m| m["method"] != "window/showMessage"),
+        "the reading was still in flight: {:?}",
+        lsp.held
+    );
+    lsp.shut_down();
 }
 
 /// Neovim's built-in LSP client, headless: it starts the server, opens a manifest whose hook
