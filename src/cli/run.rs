@@ -477,8 +477,12 @@ async fn shutdown_signal() {
 pub(super) fn init_logging(filter: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: a pod's log, a file or an editor's LSP log would show the
+    // escape codes.
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
