@@ -243,7 +243,8 @@ impl<K: Kind> Rollouts<K> {
     /// with it). A new candidate starts where the controller's status says one of its revision
     /// was (a restart, a new leader), else at its first step; so does a kept one whose status
     /// is ahead of this replica (a later step, or the same one started earlier: a standby that
-    /// takes over). Returns it, and whether it is new.
+    /// takes over). Returns it, and whether it is new (also when only its rollout settings
+    /// changed).
     pub fn stage(
         &self,
         name: &str,
@@ -252,14 +253,24 @@ impl<K: Kind> Rollouts<K> {
     ) -> (Arc<Candidate<K>>, bool) {
         let recorded = rollout_status(object)
             .filter(|status| status.candidate.as_deref() == Some(controller.revision.as_str()));
-        let resume = recorded.as_ref().and_then(|status| {
+        let mut resume = recorded.as_ref().and_then(|status| {
             let started_at = status.step_started_at.as_deref()?.parse().ok()?;
             Some((status.step? as usize, started_at))
         });
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
+        // The same revision with other rollout settings (steps, maxErrors, strategy) is a
+        // candidate anew that goes on from the step it was at.
         if let Some(kept) = &track.candidate
             && kept.revision() == controller.revision
+            && kept.controller.rollout != controller.rollout
+        {
+            let progress = kept.progress.lock();
+            resume = Some((progress.step, progress.started_at));
+        }
+        if let Some(kept) = &track.candidate
+            && kept.revision() == controller.revision
+            && kept.controller.rollout == controller.rollout
         {
             let behind = resume.is_some_and(|(step, started_at)| {
                 let progress = kept.progress.lock();
