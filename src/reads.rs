@@ -113,7 +113,7 @@ pub struct ListFilter {
 
 impl ListFilter {
     pub fn matches(&self, candidate: &Value) -> bool {
-        self.labels.matches(&object::labels(candidate))
+        self.labels.matches(&crate::selector::labels_of(candidate))
             && self.fields.iter().all(|f| f.holds(candidate))
     }
 }

@@ -40,6 +40,55 @@ pub struct Selector {
     pub expressions: Vec<Requirement>,
 }
 
+/// Where a selector looks a key's value up: a map of strings, or an object's labels (or
+/// annotations) read in place, so that matching the many objects of a cache allocates nothing.
+pub trait Lookup {
+    fn value(&self, key: &str) -> Option<&str>;
+}
+
+impl Lookup for BTreeMap<String, String> {
+    fn value(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// A JSON map of strings in place (`metadata.labels`); absent is empty, as is a non-string value.
+impl Lookup for Option<&serde_json::Map<String, Value>> {
+    fn value(&self, key: &str) -> Option<&str> {
+        self.and_then(|map| map.get(key)?.as_str())
+    }
+}
+
+/// The labels of an object, read in place.
+pub fn labels_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
+    object.get("metadata")?.get("labels")?.as_object()
+}
+
+/// The annotations of an object, read in place.
+pub fn annotations_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
+    object.get("metadata")?.get("annotations")?.as_object()
+}
+
+fn matches_parts(
+    exact: &BTreeMap<String, String>,
+    expressions: &[Requirement],
+    map: &impl Lookup,
+) -> bool {
+    exact
+        .iter()
+        .all(|(key, value)| map.value(key) == Some(value.as_str()))
+        && expressions.iter().all(|requirement| {
+            let actual = map.value(&requirement.key);
+            let listed = |v: &str| requirement.values.iter().any(|value| value == v);
+            match requirement.operator {
+                Operator::In => actual.is_some_and(listed),
+                Operator::NotIn => actual.is_none_or(|v| !listed(v)),
+                Operator::Exists => actual.is_some(),
+                Operator::DoesNotExist => actual.is_none(),
+            }
+        })
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SelectorError {
     #[error("selector is not an object with matchLabels/matchExpressions: {0}")]
@@ -76,19 +125,8 @@ impl Selector {
     }
 
     /// True when every exact pair and every requirement holds. An empty selector matches all.
-    pub fn matches(&self, map: &BTreeMap<String, String>) -> bool {
-        self.match_exact
-            .iter()
-            .all(|(key, value)| map.get(key) == Some(value))
-            && self.expressions.iter().all(|requirement| {
-                let actual = map.get(&requirement.key);
-                match requirement.operator {
-                    Operator::In => actual.is_some_and(|v| requirement.values.contains(v)),
-                    Operator::NotIn => actual.is_none_or(|v| !requirement.values.contains(v)),
-                    Operator::Exists => actual.is_some(),
-                    Operator::DoesNotExist => actual.is_none(),
-                }
-            })
+    pub fn matches(&self, map: &impl Lookup) -> bool {
+        matches_parts(&self.match_exact, &self.expressions, map)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -151,14 +189,23 @@ impl LabelSelector {
         Ok(selector)
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        Selector::from(self).matches(labels)
+    pub fn matches(&self, labels: &impl Lookup) -> bool {
+        matches_parts(&self.match_labels, &self.match_expressions, labels)
+    }
+
+    /// Whether an object's labels match, read in place.
+    pub fn matches_labels_of(&self, object: &Value) -> bool {
+        self.matches(&labels_of(object))
     }
 }
 
 impl AnnotationSelector {
-    pub fn matches(&self, annotations: &BTreeMap<String, String>) -> bool {
-        Selector::from(self).matches(annotations)
+    pub fn matches(&self, annotations: &impl Lookup) -> bool {
+        matches_parts(
+            &self.match_annotations,
+            &self.match_expressions,
+            annotations,
+        )
     }
 }
 
@@ -371,6 +418,45 @@ mod tests {
         assert_eq!(printed, selector, "{selector} reads back as itself");
         assert!(parse_label_selector("a in x").is_err());
         assert!(parse_label_selector("").unwrap().is_empty());
+    }
+
+    /// Reading an object's labels in place decides exactly as the copied map does, a label
+    /// whose value is not a string counting as absent in both.
+    #[test]
+    fn labels_read_in_place_match_like_a_copy() {
+        let selector = LabelSelector::from_json(&json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["front", "edge"]},
+                {"key": "odd", "operator": "DoesNotExist"},
+            ],
+        }))
+        .unwrap();
+        let objects = [
+            json!({"metadata": {"labels": {"app": "web", "tier": "edge"}}}),
+            json!({"metadata": {"labels": {"app": "web", "tier": "back"}}}),
+            json!({"metadata": {"labels": {"app": "web", "tier": "front", "odd": 1}}}),
+            json!({"metadata": {"labels": {"app": "web", "tier": "front", "odd": "1"}}}),
+            json!({"metadata": {"labels": {"app": 7, "tier": "front"}}}),
+            json!({"metadata": {}}),
+        ];
+        let decided: Vec<bool> = objects
+            .iter()
+            .map(|o| selector.matches_labels_of(o))
+            .collect();
+        let copied: Vec<bool> = objects
+            .iter()
+            .map(|o| selector.matches(&object::labels(o)))
+            .collect();
+        assert_eq!(decided, [true, false, true, false, false, false]);
+        assert_eq!(decided, copied);
+        let annotations = AnnotationSelector {
+            match_annotations: [("a".to_string(), "1".to_string())].into(),
+            match_expressions: Vec::new(),
+        };
+        let annotated = json!({"metadata": {"annotations": {"a": "1"}, "labels": {"a": "2"}}});
+        assert!(annotations.matches(&annotations_of(&annotated)));
+        assert!(!annotations.matches(&labels_of(&annotated)));
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -267,6 +267,13 @@ impl CpuClock {
         self.now()[0] - since[0]
     }
 
+    /// One process's CPU seconds between two readings (`name` as printed: "apiserver", ...).
+    #[allow(dead_code)] // Not every benchmark compares one process across phases.
+    pub fn of(&self, name: &str, since: &[f64], now: &[f64]) -> f64 {
+        let index = self.processes.iter().position(|(n, _)| *n == name);
+        index.map_or(f64::NAN, |i| now[i] - since[i])
+    }
+
     /// "operator 1.2, apiserver 8.0, ..." CPU seconds since `since`.
     pub fn since(&self, since: &[f64]) -> String {
         self.between(since, &self.now())

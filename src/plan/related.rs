@@ -65,7 +65,7 @@ impl RelatedRule {
             && self
                 .label_selector
                 .as_ref()
-                .is_none_or(|selector| selector.matches(&object::labels(candidate)))
+                .is_none_or(|selector| selector.matches_labels_of(candidate))
     }
 }
 

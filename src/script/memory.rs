@@ -9,7 +9,8 @@
 //! once either is exceeded, like any other budget: an allocation itself is never refused (Rust
 //! aborts the process when one fails), so a call overshoots by at most one operation's worth.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use mimalloc::MiMalloc;
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -178,12 +179,12 @@ fn set_thresholds(call: &CallCell, tracked: &Tracked) {
 /// The process's allocator: the system's, with the accounting above.
 pub struct Accounting;
 
-// SAFETY: every method forwards to `System` unchanged; `track` only reads and writes a
+// SAFETY: every method forwards to `MiMalloc` unchanged; `track` only reads and writes a
 // thread-local `Cell` and atomics, and never allocates.
 unsafe impl GlobalAlloc for Accounting {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = unsafe { System.alloc(layout) };
+        let ptr = unsafe { MiMalloc.alloc(layout) };
         if !ptr.is_null() {
             track(layout.size() as isize);
         }
@@ -192,7 +193,7 @@ unsafe impl GlobalAlloc for Accounting {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !ptr.is_null() {
             track(layout.size() as isize);
         }
@@ -201,13 +202,13 @@ unsafe impl GlobalAlloc for Accounting {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { MiMalloc.dealloc(ptr, layout) };
         track(-(layout.size() as isize));
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        let moved = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !moved.is_null() {
             track(new_size as isize - layout.size() as isize);
         }

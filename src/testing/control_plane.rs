@@ -423,7 +423,11 @@ impl ControlPlane {
                 // Endpoints may not be loopback addresses, so the reconciler for the `kubernetes`
                 // service would only log errors.
                 "--endpoint-reconciler-type=none".into(),
-                "--profiling=false".into(),
+                // `/debug/pprof` for benchmarks that ask where the apiserver's CPU goes.
+                format!(
+                    "--profiling={}",
+                    std::env::var_os("METASCRIPT_PLANE_PROFILING").is_some()
+                ),
                 format!("--audit-policy-file={}", p(&audit_policy)),
                 format!("--audit-log-path={}", p(&plane.audit_log())),
                 "--audit-log-format=json".into(),

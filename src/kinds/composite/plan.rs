@@ -145,7 +145,7 @@ impl Composite {
             && self
                 .parent_selector
                 .as_ref()
-                .is_none_or(|selector| selector.matches(&object::labels(parent)))
+                .is_none_or(|selector| selector.matches_labels_of(parent))
     }
 
     pub fn phase(&self, parent: &Value) -> Phase {
@@ -219,7 +219,7 @@ impl Composite {
             {
                 continue;
             }
-            let matches = selector.matches(&object::labels(candidate));
+            let matches = selector.matches_labels_of(candidate);
             let claim = |change| Claim {
                 key: ObjectKey::of(candidate),
                 resource_version: object::str_at(candidate, "/metadata/resourceVersion")
@@ -322,7 +322,7 @@ impl Composite {
             labels,
         )?;
         for (index, (child, _)) in desired.iter().enumerate() {
-            if !selector.matches(&object::labels(child)) {
+            if !selector.matches_labels_of(child) {
                 return Err(InvalidResponse::new(
                     format!("children[{index}].metadata.labels"),
                     format!(

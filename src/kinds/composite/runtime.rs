@@ -255,13 +255,12 @@ fn route_child(context: &Context, controller: &Controller<CompositeKind>, event:
                 && object::controller_ref(version).is_none()
                 && !object::is_deleting(version) =>
             {
-                let labels = object::labels(version);
                 let scope = composite.parent.scope_of(version);
                 for parent in ObjectStore::list(&*context.informers, &composite.parent, scope) {
                     let adopts = composite.phase(&parent) == Phase::Sync
                         && composite
                             .selector(&parent)
-                            .is_ok_and(|selector| selector.matches(&labels));
+                            .is_ok_and(|selector| selector.matches_labels_of(version));
                     if adopts {
                         parents.insert(ObjRef::of(&composite.parent, &parent));
                     }

@@ -157,19 +157,15 @@ impl ResourceRule {
         }
     }
 
-    /// Whether an object with these labels and annotations is a target of this rule.
-    pub fn selects(
-        &self,
-        labels: &std::collections::BTreeMap<String, String>,
-        annotations: &std::collections::BTreeMap<String, String>,
-    ) -> bool {
+    /// Whether an object's labels and annotations make it a target of this rule.
+    pub fn selects(&self, object: &serde_json::Value) -> bool {
         self.label_selector
             .as_ref()
-            .is_none_or(|selector| selector.matches(labels))
+            .is_none_or(|selector| selector.matches_labels_of(object))
             && self
                 .annotation_selector
                 .as_ref()
-                .is_none_or(|selector| selector.matches(annotations))
+                .is_none_or(|selector| selector.matches(&crate::selector::annotations_of(object)))
     }
 }
 

@@ -80,11 +80,9 @@ impl Decorator {
 
     /// Whether an object matches one of the resource rules, selectors included.
     pub fn selects(&self, target: &Value) -> bool {
-        let labels = object::labels(target);
-        let annotations = object::annotations(target);
-        self.rules.iter().any(|(rule, resource)| {
-            resource.describes(target) && rule.selects(&labels, &annotations)
-        })
+        self.rules
+            .iter()
+            .any(|(rule, resource)| resource.describes(target) && rule.selects(target))
     }
 
     pub fn phase(&self, target: &Value) -> Phase {

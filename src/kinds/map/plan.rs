@@ -67,7 +67,7 @@ impl Mapper {
         self.inputs.iter().any(|t| t.describes(input))
             && (!self.parent.namespaced || object::namespace(input) == object::namespace(parent))
             && !object::is_controlled_by(input, parent)
-            && selector.matches(&object::labels(input))
+            && selector.matches_labels_of(input)
     }
 
     /// The opaque, stable, label-safe key of an input: a digest of its group, kind, namespace

@@ -308,8 +308,8 @@ fn sync_parent(
 }
 
 /// Queues a parent's pairs (with [`Sweep::Changed`], those whose fingerprint changed) and its
-/// detached groups, and has the status loop look at its status. Returns how many pairs it
-/// skipped.
+/// detached groups, and has the status loop write its status when it differs from the counts
+/// of this fan-out. Returns how many pairs it skipped.
 fn fan_out_parent(
     context: &Context,
     controller: &Controller<MapKind>,
@@ -360,7 +360,11 @@ fn fan_out_parent(
             }),
         );
     }
-    controller.state.status_changed(parent_ref);
+    // The status loop reads the whole fan-out again; only when its counts are off already.
+    // Writes still under way mark the status themselves when their events arrive.
+    if fan_out.status(mapper, parent).is_some() {
+        controller.state.status_changed(parent_ref);
+    }
     skipped
 }
 
