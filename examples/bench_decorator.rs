@@ -477,6 +477,7 @@ async fn create_stateful_sets(
 /// The yardstick: a plain client making exactly the writes the operator must make for the
 /// example, per target one Service applied (owned by its StatefulSet) and one patch of the
 /// StatefulSet setting the marker label and the finalizer, {CREATE_CONCURRENCY} targets in flight.
+/// Returns when the first write was sent: the caller times until its watches see them all.
 async fn minimal_writes(
     client: &kube::Client,
     namespace: &str,

@@ -176,7 +176,8 @@ fn set_thresholds(call: &CallCell, tracked: &Tracked) {
     call.low.set(low);
 }
 
-/// The process's allocator: the system's, with the accounting above.
+/// The process's allocator: mimalloc (glibc's per-thread arenas fragment the caches' many
+/// small JSON maps), with the accounting above.
 pub struct Accounting;
 
 // SAFETY: every method forwards to `MiMalloc` unchanged; `track` only reads and writes a
