@@ -7,8 +7,9 @@ use super::cluster::{self, value};
 use crate::api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, RolloutStatus};
 use crate::kinds::ControllerKind;
 use crate::object;
+use crate::resources::ResourceType;
 use anyhow::Context as _;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -61,13 +62,14 @@ pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
         | RolloutAction::Abort { controller, .. } => controller,
     };
     let (kind, name) = controller_named(named)?;
-    let resource = ApiResource {
-        group: crate::api::GROUP.to_string(),
-        version: "v1alpha1".to_string(),
+    let resource = ResourceType {
         api_version: crate::api::API_VERSION.to_string(),
         kind: kind.name().object_kind().to_string(),
         plural: kind.name().plural().to_string(),
-    };
+        namespaced: false,
+        has_status: true,
+    }
+    .api_resource();
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let found = api
         .get_opt(name)

@@ -16,6 +16,17 @@ pub struct ObjRef {
 }
 
 impl ObjRef {
+    /// [`object::identity_digest`] of the object referred to: the same digest as computed from
+    /// the object itself (a MapController's map key of an input, whether or not it still exists).
+    pub fn identity_digest(&self) -> String {
+        object::identity_digest(
+            self.resource.group(),
+            &self.resource.kind,
+            self.namespace.as_deref().unwrap_or_default(),
+            &self.name,
+        )
+    }
+
     pub fn of(resource: &ResourceType, object: &Value) -> ObjRef {
         ObjRef {
             resource: resource.clone(),

@@ -107,7 +107,7 @@ impl Item {
             "object",
             controller.kind.as_str(),
             &controller.name,
-            &object_identity(object),
+            &object.identity_digest(),
         ])
     }
 
@@ -121,7 +121,7 @@ impl Item {
             "group",
             controller.kind.as_str(),
             &controller.name,
-            &object_identity(parent),
+            &parent.identity_digest(),
             key,
         ])
     }
@@ -135,13 +135,7 @@ impl Item {
             Work::Load => Item::controller(controller),
             Work::Object(object) => Item::object(controller, object),
             Work::Pair { parent, input } => {
-                let map_key = object::identity_digest(
-                    input.resource.group(),
-                    &input.resource.kind,
-                    input.namespace.as_deref().unwrap_or_default(),
-                    &input.name,
-                );
-                Item::group(controller, parent, &map_key)
+                Item::group(controller, parent, &input.identity_digest())
             }
             Work::Group(group) => Item::group(controller, &group.parent, &group.key),
         }
@@ -156,15 +150,6 @@ impl Item {
         }
         Item(hasher.finalize().into())
     }
-}
-
-fn object_identity(object: &ObjRef) -> String {
-    object::identity_digest(
-        object.resource.group(),
-        &object.resource.kind,
-        object.namespace.as_deref().unwrap_or_default(),
-        &object.name,
-    )
 }
 
 /// What a kind keeps outcomes by, as the item whose owner keeps them.

@@ -962,26 +962,6 @@ async fn sharded_replicas_roll_out_together() {
 }
 
 async fn sharded(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
-    let lease = format!("{LEASE_SECONDS}s");
-    let args = [
-        "--shards",
-        "auto",
-        "--shard-namespace",
-        namespace,
-        "--shard-group",
-        group,
-        "--lease-duration",
-        &lease,
-        "--status-interval",
-        "0.3",
-    ];
-    let replica = OperatorProcess::start(instance, &args).await;
-    eventually("a replica's /readyz answers 200", || async {
-        replica
-            .get("/readyz")
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    replica
+    let extra = ["--status-interval", "0.3"];
+    process::sharded_replica(instance, namespace, group, LEASE_SECONDS, &extra).await
 }

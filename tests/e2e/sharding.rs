@@ -16,9 +16,9 @@
 use crate::support::audit::{AuditedWrite, operator_writes, operator_writes_once};
 use crate::support::cluster::Cluster;
 use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, install_crds};
-use crate::support::process::OperatorProcess;
+use crate::support::process::{self, OperatorProcess};
 use crate::support::transform::{
-    TRANSFORM_LUA, config_map, install_transform, transform_controller,
+    TRANSFORM_LUA, config_map, config_template, install_transform, transform_controller,
 };
 use crate::support::watch::watch_until;
 use crate::support::{client, eventually, test_namespace, unique_name};
@@ -44,29 +44,7 @@ const STAMPED: usize = 60;
 
 /// One replica of the group, ready.
 async fn replica(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
-    let lease = format!("{LEASE_SECONDS}s");
-    let replica = OperatorProcess::start(
-        instance,
-        &[
-            "--shards",
-            "auto",
-            "--shard-namespace",
-            namespace,
-            "--shard-group",
-            group,
-            "--lease-duration",
-            &lease,
-        ],
-    )
-    .await;
-    eventually("a replica's /readyz answers 200", || async {
-        replica
-            .get("/readyz")
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    replica
+    process::sharded_replica(instance, namespace, group, LEASE_SECONDS, &[]).await
 }
 
 /// Waits until every replica sees all of them and may write.
@@ -478,11 +456,7 @@ async fn map_pairs_spread_over_the_replicas_and_the_parent_counts_them_all() {
     let mut controller = transform_controller(&instance, &group, TRANSFORM_LUA);
     controller["metadata"]["labels"] = json!({OWN_OPERATOR_LABEL: instance});
     cluster.apply(&controller).await;
-    let template = json!({
-        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
-        "metadata": {"name": "t", "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
-    });
+    let template = config_template(&group, &namespace);
     cluster.apply(&template).await;
     cluster
         .wait_for(&template, "every input rendered and counted", |t| {

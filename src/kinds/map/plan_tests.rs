@@ -118,6 +118,20 @@ fn map_keys_are_stable_label_safe_and_distinct() {
         a.len() <= 63 && a.chars().all(|c| c.is_ascii_hexdigit()),
         "{a}"
     );
+    // The runtime computes it from a reference when the input is gone.
+    let claims = StaticResolver::with_builtins()
+        .find_kind("v1", "PersistentVolumeClaim")
+        .unwrap();
+    let reference = crate::runtime::ObjRef::of(&claims, &pvc("prod", "data-0", "db"));
+    assert_eq!(reference.identity_digest(), a);
+    let namespaces = StaticResolver::with_builtins()
+        .find_kind("v1", "Namespace")
+        .unwrap();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod"}});
+    assert_eq!(
+        crate::runtime::ObjRef::of(&namespaces, &namespace).identity_digest(),
+        Mapper::map_key(&namespace)
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ use crate::runtime::routes::only_status_changed;
 use crate::runtime::shard::{self, Item};
 use crate::script::{CallScope, EventSink};
 use crate::store::ObjectStore;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -128,7 +128,7 @@ impl Kind for MapKind {
         match work {
             Work::Pair { parent, input } => Some(Group {
                 parent: parent.clone(),
-                key: Mapper::map_key(&identity(input)),
+                key: input.identity_digest(),
             }),
             Work::Group(group) => Some(group.clone()),
             Work::Object(_) | Work::Load => None,
@@ -242,15 +242,6 @@ fn output_group(controller: &Controller<MapKind>, output: &Value) -> Option<Grou
     Some(Group {
         parent: ObjRef::owner_of(&controller.planner.parent, output)?,
         key: object::label(output, MAP_KEY_LABEL)?.to_string(),
-    })
-}
-
-/// The parts of an object a map key is computed from, for an input that no longer exists.
-fn identity(reference: &ObjRef) -> Value {
-    json!({
-        "apiVersion": reference.resource.api_version,
-        "kind": reference.resource.kind,
-        "metadata": {"name": reference.name, "namespace": reference.namespace},
     })
 }
 
@@ -425,7 +416,7 @@ async fn sync_pair(
     let input = context.get(input_ref);
     let group = Group {
         parent: parent_ref.clone(),
-        key: Mapper::map_key(input.as_deref().unwrap_or(&identity(input_ref))),
+        key: input_ref.identity_digest(),
     };
     let Some(parent) = context.get(parent_ref) else {
         controller.state.unbind(&group, input_ref);

@@ -105,7 +105,36 @@ pub async fn replica(
         &duration,
     ];
     args.extend_from_slice(extra);
-    let replica = OperatorProcess::start(instance, &args).await;
+    ready(instance, &args).await
+}
+
+/// Starts a sharded replica (`--shards auto`) of the group `group`, its Lease in `namespace`
+/// (`lease_seconds` long), with `extra` arguments; returns once it is ready.
+pub async fn sharded_replica(
+    instance: &str,
+    namespace: &str,
+    group: &str,
+    lease_seconds: u64,
+    extra: &[&str],
+) -> OperatorProcess {
+    let duration = format!("{lease_seconds}s");
+    let mut args = vec![
+        "--shards",
+        "auto",
+        "--shard-namespace",
+        namespace,
+        "--shard-group",
+        group,
+        "--lease-duration",
+        &duration,
+    ];
+    args.extend_from_slice(extra);
+    ready(instance, &args).await
+}
+
+/// Starts a replica and waits until its `/readyz` answers 200.
+async fn ready(instance: &str, args: &[&str]) -> OperatorProcess {
+    let replica = OperatorProcess::start(instance, args).await;
     super::eventually("a replica's /readyz answers 200", || async {
         replica
             .get("/readyz")

@@ -57,6 +57,16 @@ pub fn transform_controller(name: &str, group: &str, script: &str) -> Value {
     )
 }
 
+/// The ConfigTemplate `t` of `group` in `namespace`, selecting the ConfigMaps labelled
+/// `render: yes` and prefixing their keys with `X_`.
+pub fn config_template(group: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "t", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
+    })
+}
+
 /// Three source ConfigMaps (`one`, `two`, `three`, labelled `render: yes`) and a template
 /// selecting them, once its status counts their three rendered outputs. Returns the template.
 pub async fn render_three(cluster: &Cluster, group: &str, namespace: &str) -> Value {
@@ -70,11 +80,7 @@ pub async fn render_three(cluster: &Cluster, group: &str, namespace: &str) -> Va
             ))
             .await;
     }
-    let template = json!({
-        "apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
-        "metadata": {"name": "t", "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"render": "yes"}}, "keyPrefix": "X_"}
-    });
+    let template = config_template(group, namespace);
     cluster.apply(&template).await;
     cluster
         .wait_for(&template, "three rendered outputs counted", |t| {
