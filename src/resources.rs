@@ -7,14 +7,36 @@ use crate::api::ResourceRef;
 use crate::object;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::Arc;
 
+/// A resolved resource type, shared: every object reference in the operator's indexes and
+/// queue carries one, so a clone copies a pointer rather than three strings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ResourceType {
+pub struct ResourceType(Arc<TypeInfo>);
+
+/// What a resource type is (read through [`ResourceType`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TypeInfo {
     pub api_version: String,
     pub kind: String,
     pub plural: String,
     pub namespaced: bool,
     pub has_status: bool,
+}
+
+impl From<TypeInfo> for ResourceType {
+    fn from(info: TypeInfo) -> ResourceType {
+        ResourceType(Arc::new(info))
+    }
+}
+
+impl Deref for ResourceType {
+    type Target = TypeInfo;
+
+    fn deref(&self) -> &TypeInfo {
+        &self.0
+    }
 }
 
 impl ResourceType {
@@ -226,13 +248,13 @@ impl StaticResolver {
     pub fn with_builtins() -> StaticResolver {
         let mut resolver = StaticResolver::default();
         for (api_version, plural, kind, namespaced) in BUILTIN {
-            resolver.insert(ResourceType {
+            resolver.insert(ResourceType::from(TypeInfo {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),
                 plural: plural.to_string(),
                 namespaced: *namespaced,
                 has_status: !WITHOUT_STATUS.contains(kind),
-            });
+            }));
         }
         resolver
     }
@@ -271,13 +293,13 @@ impl StaticResolver {
             let Some(name) = version["name"].as_str() else {
                 continue;
             };
-            self.insert(ResourceType {
+            self.insert(ResourceType::from(TypeInfo {
                 api_version: format!("{group}/{name}"),
                 kind: kind.to_string(),
                 plural: plural.to_string(),
                 namespaced,
                 has_status: version["subresources"]["status"].is_object(),
-            });
+            }));
         }
         true
     }

@@ -30,7 +30,7 @@ impl Subject {
     /// declares in `spec.reads`, or (a script file, which declares nothing) to the types of
     /// the objects given.
     pub fn reads(&self, cluster: Vec<Value>) -> crate::reads::ReadAccess {
-        use crate::resources::ResourceType;
+        use crate::resources::{ResourceType, TypeInfo};
         let declared: std::sync::Arc<[ResourceType]> = match &self.planner {
             Some(planner) => planner.reads(),
             None => {
@@ -48,13 +48,13 @@ impl Subject {
                         continue;
                     }
                     types.push(builtins.find_kind(api_version, kind).unwrap_or_else(|| {
-                        ResourceType {
+                        ResourceType::from(TypeInfo {
                             api_version: api_version.to_string(),
                             kind: kind.to_string(),
                             plural: format!("{}s", kind.to_lowercase()),
                             namespaced: crate::object::namespace(object).is_some(),
                             has_status: false,
-                        }
+                        })
                     }));
                 }
                 types.into()

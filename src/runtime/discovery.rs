@@ -6,7 +6,7 @@
 //! a loop cannot turn into a stream of discovery requests.
 
 use crate::api::ResourceRef;
-use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::resources::{ResolveError, ResourceResolver, ResourceType, TypeInfo};
 use kube::core::gvk::GroupVersion;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
 use parking_lot::{Mutex, RwLock};
@@ -151,7 +151,7 @@ impl ResourceResolver for Discovery {
 
 pub(crate) fn resolved_type(api: ApiResource, capabilities: &ApiCapabilities) -> ResolvedType {
     ResolvedType {
-        resource: ResourceType {
+        resource: ResourceType::from(TypeInfo {
             api_version: api.api_version.clone(),
             kind: api.kind.clone(),
             plural: api.plural.clone(),
@@ -160,7 +160,7 @@ pub(crate) fn resolved_type(api: ApiResource, capabilities: &ApiCapabilities) ->
                 .subresources
                 .iter()
                 .any(|(subresource, _)| subresource.plural == "status"),
-        },
+        }),
         api,
     }
 }

@@ -157,6 +157,7 @@ impl WorkKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::TypeInfo;
     use serde_json::json;
 
     fn stateful_sets() -> ResourceType {
@@ -174,11 +175,11 @@ mod tests {
         });
         let owner = ObjRef::owner_of(&stateful_sets(), &child).expect("an owner");
         assert_eq!(owner.to_string(), "StatefulSet.apps/v1 shop/web");
-        let deployments = ResourceType {
+        let deployments = ResourceType::from(TypeInfo {
             kind: "Deployment".into(),
             plural: "deployments".into(),
-            ..stateful_sets()
-        };
+            ..TypeInfo::clone(&stateful_sets())
+        });
         assert_eq!(ObjRef::owner_of(&deployments, &child), None);
     }
 

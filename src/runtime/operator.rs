@@ -90,6 +90,7 @@ impl Operator {
             own_types.push((kind, resolve_own_type(&discovery, kind.name).await?));
         }
         crate::script::memory::set_pool_limit(config.script_memory);
+        crate::script::memory::return_freed_pages_promptly();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let informers = Informers::new(client.clone(), events_tx);
         let metrics = config.metrics.clone();

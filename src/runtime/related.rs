@@ -264,6 +264,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::TypeInfo;
     use serde_json::json;
 
     fn configmaps() -> ResourceType {
@@ -324,12 +325,12 @@ mod tests {
     #[test]
     fn candidates_come_from_the_index_by_type_and_namespace() {
         let index = RelatedIndex::default();
-        let target_type = ResourceType {
+        let target_type = ResourceType::from(TypeInfo {
             namespaced: false,
             kind: "Namespace".into(),
             plural: "namespaces".into(),
-            ..configmaps()
-        };
+            ..TypeInfo::clone(&configmaps())
+        });
         let team_a = json!({"metadata": {"name": "team-a"}});
         let team_b = json!({"metadata": {"name": "team-b"}});
         let shared_rule: RelatedRule = serde_json::from_value(

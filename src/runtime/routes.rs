@@ -88,6 +88,7 @@ pub fn status_changed(event: &ObjectEvent) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::TypeInfo;
     use serde_json::json;
 
     #[test]
@@ -114,11 +115,11 @@ mod tests {
         routes.add("c", None, &sources);
         let names: Vec<&String> = routes.for_type(&configmaps).collect();
         assert_eq!(names, ["a", "b"]);
-        let secrets = ResourceType {
+        let secrets = ResourceType::from(TypeInfo {
             kind: "Secret".into(),
             plural: "secrets".into(),
-            ..configmaps
-        };
+            ..TypeInfo::clone(&configmaps)
+        });
         let names: Vec<&String> = routes.for_type(&secrets).collect();
         assert_eq!(names, ["b"]);
         assert_eq!(routes.for_config_map("hooks", "scripts"), ["b", "c"]);

@@ -220,6 +220,22 @@ unsafe impl GlobalAlloc for Accounting {
 #[global_allocator]
 static ALLOCATOR: Accounting = Accounting;
 
+/// `mi_option_purge_delay` in mimalloc 3's option enum (its header, `mimalloc.h`; the sys crate
+/// names only some of the options). A test pins it by the option's documented default.
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// mimalloc 3's default purge delay, in milliseconds (its `options.c`).
+#[cfg(test)]
+const DEFAULT_PURGE_DELAY_MS: std::ffi::c_long = 1000;
+
+/// Has pages freed by the allocator returned to the OS at once rather than a second later. A sync
+/// pass frees response bodies and plans in bursts, and with the delay they pile up on top of
+/// the caches: 10,000 map pairs peak at 179 MiB RSS with it and 163 MiB without, for no CPU
+/// that the map benchmark can tell apart.
+pub fn return_freed_pages_promptly() {
+    // SAFETY: sets a plain integer option, which mimalloc reads atomically.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) };
+}
+
 /// Counts the current thread's allocations against a call's budgets until dropped.
 pub struct CallMemory {
     _not_send: std::marker::PhantomData<*const ()>,
@@ -270,6 +286,16 @@ impl Drop for CallMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_purge_delay_option_is_the_one_named() {
+        // SAFETY: reads an integer option.
+        let default = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) };
+        assert_eq!(
+            default, DEFAULT_PURGE_DELAY_MS,
+            "option {PURGE_DELAY} is not mimalloc's purge delay: the enum moved"
+        );
+    }
 
     #[test]
     fn a_call_over_its_own_limit_is_noticed_and_outside_a_call_nothing_is_counted() {

@@ -789,13 +789,13 @@ async fn a_map_canary_serves_a_share_of_one_parents_inputs() {
         .await;
     // The pairs the candidate serves: by the parent and each input's map key.
     let parent_ref = ObjRef {
-        resource: metascript::resources::ResourceType {
+        resource: metascript::resources::ResourceType::from(metascript::resources::TypeInfo {
             api_version: format!("{group}/v1"),
             kind: "ConfigTemplate".into(),
             plural: "configtemplates".into(),
             namespaced: true,
             has_status: true,
-        },
+        }),
         namespace: Some(namespace.clone()),
         name: "t".into(),
     };

@@ -473,13 +473,13 @@ async fn ensure_reports_a_watch_that_cannot_list_instead_of_hanging() {
     let (_client, _ns, _discovery, informers, _events) = setup("failing-watch").await;
     // A type the apiserver does not serve: every list is a 404.
     let missing = ResolvedType {
-        resource: metascript::resources::ResourceType {
+        resource: metascript::resources::ResourceType::from(metascript::resources::TypeInfo {
             api_version: "v1".into(),
             kind: "Nonexistent".into(),
             plural: "nonexistents".into(),
             namespaced: true,
             has_status: false,
-        },
+        }),
         api: kube::api::ApiResource {
             group: String::new(),
             version: "v1".into(),

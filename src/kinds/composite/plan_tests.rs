@@ -8,20 +8,20 @@ use crate::api::HookVersion;
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::Phase;
 use crate::plan::{ClaimChange, FinalizerChange, Plan, StatusChange};
-use crate::resources::{ResourceType, StaticResolver};
+use crate::resources::{ResourceType, StaticResolver, TypeInfo};
 use crate::selector::LabelSelector;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 fn resolver(parent_has_status: bool) -> StaticResolver {
     let mut resolver = StaticResolver::with_builtins();
-    resolver.insert(ResourceType {
+    resolver.insert(ResourceType::from(TypeInfo {
         api_version: "ctl.example.com/v1".into(),
         kind: "CatSet".into(),
         plural: "catsets".into(),
         namespaced: true,
         has_status: parent_has_status,
-    });
+    }));
     resolver
 }
 
@@ -733,13 +733,13 @@ fn rolling_in_place_waits_for_a_child_to_observe_its_spec() {
 #[test]
 fn a_cluster_scoped_parent_cannot_roll() {
     let mut resolver = resolver(true);
-    resolver.insert(ResourceType {
+    resolver.insert(ResourceType::from(TypeInfo {
         api_version: "ctl.example.com/v1".into(),
         kind: "CatSet".into(),
         plural: "catsets".into(),
         namespaced: false,
         has_status: true,
-    });
+    }));
     let controller: CompositeController = serde_json::from_value(json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "CompositeController",
         "metadata": {"name": "c"},

@@ -7,9 +7,12 @@ use crate::runtime::keys::{Group, ObjRef};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 
+/// The indexes' values are short lists (an input feeds one parent or a few, a map call writes
+/// a few outputs): vectors hold them in a quarter of a hash set's memory, which counts at
+/// 10,000 pairs.
 #[derive(Debug, Default)]
 pub struct Bindings {
-    fed: Mutex<HashMap<ObjRef, HashSet<ObjRef>>>,
+    fed: Mutex<HashMap<ObjRef, Vec<ObjRef>>>,
     inputs: Mutex<HashMap<Group, ObjRef>>,
     outputs: Mutex<OutputIndex>,
     dirty_status: Mutex<HashSet<ObjRef>>,
@@ -17,24 +20,23 @@ pub struct Bindings {
 
 #[derive(Debug, Default)]
 struct OutputIndex {
-    by_group: HashMap<Group, HashSet<ObjRef>>,
+    by_group: HashMap<Group, Vec<ObjRef>>,
     group_of: HashMap<ObjRef, Group>,
 }
 
 impl Bindings {
     pub fn bind(&self, group: &Group, input: &ObjRef) {
-        self.fed
-            .lock()
-            .entry(input.clone())
-            .or_default()
-            .insert(group.parent.clone());
+        insert(
+            self.fed.lock().entry(input.clone()).or_default(),
+            &group.parent,
+        );
         self.inputs.lock().insert(group.clone(), input.clone());
     }
 
     pub fn unbind(&self, group: &Group, input: &ObjRef) {
         let mut fed = self.fed.lock();
         if let Some(parents) = fed.get_mut(input) {
-            parents.remove(&group.parent);
+            parents.retain(|parent| *parent != group.parent);
             if parents.is_empty() {
                 fed.remove(input);
             }
@@ -46,7 +48,7 @@ impl Bindings {
         self.fed
             .lock()
             .get(input)
-            .map(|parents| parents.iter().cloned().collect())
+            .map(|parents| parents.to_vec())
             .unwrap_or_default()
     }
 
@@ -61,11 +63,7 @@ impl Bindings {
             index.remove_from_group(&previous, output);
         }
         if let Some(group) = group {
-            index
-                .by_group
-                .entry(group.clone())
-                .or_default()
-                .insert(output.clone());
+            insert(index.by_group.entry(group.clone()).or_default(), output);
             index.group_of.insert(output.clone(), group);
         }
     }
@@ -75,7 +73,7 @@ impl Bindings {
             .lock()
             .by_group
             .get(group)
-            .map(|refs| refs.iter().cloned().collect())
+            .map(|refs| refs.to_vec())
             .unwrap_or_default()
     }
 
@@ -91,7 +89,7 @@ impl Bindings {
     /// Forgets everything about a deleted parent. Rare, so a pass over the maps is fine.
     pub fn forget_parent(&self, parent: &ObjRef) {
         self.fed.lock().retain(|_, parents| {
-            parents.remove(parent);
+            parents.retain(|fed| fed != parent);
             !parents.is_empty()
         });
         self.inputs
@@ -116,10 +114,22 @@ impl Bindings {
     }
 }
 
+/// Adds `reference` to a short list unless it is there already. The first entry gets a
+/// place of its own (a vector's first push reserves four), as most lists stay at one.
+fn insert(list: &mut Vec<ObjRef>, reference: &ObjRef) {
+    if list.contains(reference) {
+        return;
+    }
+    if list.is_empty() {
+        list.reserve_exact(1);
+    }
+    list.push(reference.clone());
+}
+
 impl OutputIndex {
     fn remove_from_group(&mut self, group: &Group, output: &ObjRef) {
         if let Some(refs) = self.by_group.get_mut(group) {
-            refs.remove(output);
+            refs.retain(|indexed| indexed != output);
             if refs.is_empty() {
                 self.by_group.remove(group);
             }

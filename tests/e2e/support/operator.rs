@@ -107,13 +107,15 @@ pub fn api_for(client: &kube::Client, object: &Value) -> Api<DynamicObject> {
     let api_version = metascript::object::api_version(object);
     let kind = metascript::object::kind(object);
     let resource = match metascript::kinds::of(object) {
-        Some(controller_kind) => metascript::resources::ResourceType {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: controller_kind.name().plural().into(),
-            namespaced: false,
-            has_status: true,
-        },
+        Some(controller_kind) => {
+            metascript::resources::ResourceType::from(metascript::resources::TypeInfo {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                plural: controller_kind.name().plural().into(),
+                namespaced: false,
+                has_status: true,
+            })
+        }
         None => StaticResolver::with_builtins()
             .find_kind(api_version, kind)
             .unwrap_or_else(|| panic!("no API known for {kind}.{api_version}")),
