@@ -18,8 +18,10 @@
 //!    every pair again, as resyncs did before they were fingerprinted;
 //! 4. one input deleted, and one input relabelled out of the selector: until its output is gone;
 //! 5. for comparison, after the operator has stopped: a plain client creates N ConfigMaps shaped
-//!    like the outputs, sequentially, 8 in flight, and by server-side apply with 8 in flight (what
-//!    the operator does), each in a namespace of its own.
+//!    like the outputs, sequentially and with as many in flight as the operator has workers, and
+//!    applies them (server-side, what the operator does) at that concurrency, once alone and once
+//!    while it caches their content from a watch (what a controller whose inputs are of the
+//!    outputs' type pays, as the operator does here); each in a namespace of its own.
 //!
 //! The control plane runs as separate processes, so the operator's peak RSS is this process's
 //! (which also holds the benchmark's own small watches); the plane's RSS is shown for context.
@@ -30,7 +32,7 @@ mod common;
 
 use common::apiserver::ApiserverCounts;
 use common::{CpuClock, create_namespace, idle_cpu, init_tracing, memory, per_item, secs, settle};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -146,9 +148,10 @@ fn input(i: usize) -> ConfigMap {
 }
 
 /// What the map hook renders from input `i` under [`template`], built here so the plain client
-/// writes objects of the same shape and size (labels, annotations, data) as the operator does.
-/// It has no owner reference: the parent lives in another namespace.
-fn output_like(namespace: &str, i: usize) -> ConfigMap {
+/// writes objects of the same shape and size (labels, annotations, data, and the controller
+/// reference to a parent in their namespace, which any controller of them sets) as the operator
+/// does. The operator's provenance annotations are left out: they are its own feature's cost.
+fn output_like(namespace: &str, i: usize, owner: &Value) -> ConfigMap {
     let data = input_data(i);
     let rendered: BTreeMap<String, String> = data
         .iter()
@@ -174,17 +177,18 @@ fn output_like(namespace: &str, i: usize) -> ConfigMap {
             "annotations": {
                 "config.example.com/rendered-from": input_name(i),
                 "config.example.com/source-checksum": checksum
-            }
+            },
+            "ownerReferences": [owner]
         },
         "data": rendered
     }))
     .expect("a valid ConfigMap")
 }
 
-fn template() -> Value {
+fn template(namespace: &str) -> Value {
     json!({
         "apiVersion": "config.example.com/v1", "kind": "ConfigTemplate",
-        "metadata": {"name": TEMPLATE, "namespace": NAMESPACE},
+        "metadata": {"name": TEMPLATE, "namespace": namespace},
         "spec": {
             "selector": {"matchLabels": {INPUT_LABEL.0: INPUT_LABEL.1}},
             "rename": {"db-host": "DATABASE_HOST", "db-port": "DATABASE_PORT"},
@@ -193,12 +197,12 @@ fn template() -> Value {
     })
 }
 
-fn template_api(client: &kube::Client) -> Api<DynamicObject> {
+fn template_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("config.example.com", "v1", "ConfigTemplate"),
         "configtemplates",
     );
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+    Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
 fn map_controller(language: &str) -> Value {
@@ -216,6 +220,18 @@ fn map_controller(language: &str) -> Value {
 }
 
 /// Installs the ConfigTemplate CRD of the example and waits until it is served.
+/// Applies the ConfigTemplate in `namespace`; returns it as the server has it.
+async fn apply_template(client: &kube::Client, namespace: &str) -> anyhow::Result<Value> {
+    let applied = template_api(client, namespace)
+        .patch(
+            TEMPLATE,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(template(namespace)),
+        )
+        .await?;
+    Ok(serde_json::to_value(applied)?)
+}
+
 async fn install_template_crd(client: &kube::Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let documents: Vec<Value> = serde_saphyr::from_multiple(TRANSFORM_CRDS)?;
@@ -284,6 +300,42 @@ async fn write_all(
         .try_collect::<Vec<_>>()
         .await?;
     Ok(started.elapsed())
+}
+
+/// What a controller of a namespace's ConfigMaps pays before it does anything: a watch of
+/// their content (the API server encodes every object for it) and a cache the events are
+/// decoded into. The operator pays it for its inputs' type, which here is also its outputs'.
+struct ContentCache {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ContentCache {
+    fn start(client: &kube::Client, namespace: &str) -> ContentCache {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let task = tokio::spawn(async move {
+            let mut cache: HashMap<String, ConfigMap> = HashMap::new();
+            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                        cache.insert(object.name_any(), object);
+                    }
+                    Ok(watcher::Event::Delete(object)) => {
+                        cache.remove(&object.name_any());
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Err(error) => tracing::warn!(%error, "benchmark watch failed; retrying"),
+                }
+            }
+        });
+        ContentCache { task }
+    }
+}
+
+impl Drop for ContentCache {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Counts, from a metadata watch, the operator's outputs in a namespace. A watch rather than
@@ -452,14 +504,8 @@ async fn main() -> anyhow::Result<()> {
             per_item(created, n, "object")
         ),
     );
-    let templates = template_api(&client);
-    templates
-        .patch(
-            TEMPLATE,
-            &PatchParams::apply("bench").force(),
-            &Patch::Apply(template()),
-        )
-        .await?;
+    let templates = template_api(&client, NAMESPACE);
+    apply_template(&client, NAMESPACE).await?;
 
     // 2. Convergence. The operator gets its own client (its own connections), as it would in
     // its own process; it starts before the controller exists, so the timing below is the
@@ -626,28 +672,42 @@ async fn main() -> anyhow::Result<()> {
 
     // 5. The plain client writing output-shaped ConfigMaps, for comparison.
     if !args.skip_plain {
-        for (namespace, in_flight, how, what) in [
+        for (namespace, in_flight, how, watched, what) in [
             (
                 "plain-seq",
                 1,
                 Write::Create,
+                false,
                 "plain client creates N outputs, sequentially",
             ),
             (
                 "plain-par",
                 args.workers,
                 Write::Create,
+                false,
                 "plain client creates N outputs, as many in flight as the operator's workers",
             ),
             (
                 "plain-ssa",
                 args.workers,
                 Write::Apply,
+                false,
                 "plain client applies N outputs (SSA), as many in flight as the operator's workers",
+            ),
+            (
+                "plain-ssa-cached",
+                args.workers,
+                Write::Apply,
+                true,
+                "… the same while it caches their content from a watch (as any controller of them must)",
             ),
         ] {
             create_namespace(&client, namespace).await?;
-            let objects = (0..n).map(|i| output_like(namespace, i)).collect();
+            let cache = watched.then(|| ContentCache::start(&client, namespace));
+            // The parent the outputs name as their controller (no MapController selects it now).
+            let parent = apply_template(&client, namespace).await?;
+            let owner = metascript::object::owner_reference(&parent);
+            let objects = (0..n).map(|i| output_like(namespace, i, &owner)).collect();
             // Timed like the operator: until a metadata watch sees every object (the watch
             // and its events cost the API server here as they do while the operator runs).
             let mut written = OutputCount::start(&client, namespace);
@@ -671,11 +731,16 @@ async fn main() -> anyhow::Result<()> {
             );
             if matches!(how, Write::Apply) {
                 row(
-                    "operator converge / plain SSA at the same concurrency",
+                    if watched {
+                        "operator converge / plain SSA with a cache of the outputs"
+                    } else {
+                        "operator converge / plain SSA at the same concurrency"
+                    },
                     format!("{:.2}x", all_outputs.as_secs_f64() / took.as_secs_f64()),
                     String::new(),
                 );
             }
+            drop(cache);
         }
     }
 
