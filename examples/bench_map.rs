@@ -219,7 +219,6 @@ fn map_controller(language: &str) -> Value {
     })
 }
 
-/// Installs the ConfigTemplate CRD of the example and waits until it is served.
 /// Applies the ConfigTemplate in `namespace`; returns it as the server has it.
 async fn apply_template(client: &kube::Client, namespace: &str) -> anyhow::Result<Value> {
     let applied = template_api(client, namespace)
@@ -232,6 +231,7 @@ async fn apply_template(client: &kube::Client, namespace: &str) -> anyhow::Resul
     Ok(serde_json::to_value(applied)?)
 }
 
+/// Installs the ConfigTemplate CRD of the example and waits until it is served.
 async fn install_template_crd(client: &kube::Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let documents: Vec<Value> = serde_saphyr::from_multiple(TRANSFORM_CRDS)?;
