@@ -41,6 +41,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, watcher};
 use metascript::runtime::{ControllerId, Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, install_crds};
@@ -314,7 +315,8 @@ impl ContentCache {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
         let task = tokio::spawn(async move {
             let mut cache: HashMap<String, ConfigMap> = HashMap::new();
-            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+            let mut events =
+                std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
             while let Some(event) = events.next().await {
                 match event {
                     Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
@@ -699,7 +701,7 @@ async fn main() -> anyhow::Result<()> {
                 args.workers,
                 Write::Apply,
                 true,
-                "… the same while it caches their content from a watch (as any controller of them must)",
+                "… the same while it caches their content from a watch (as the operator must: its inputs are ConfigMaps)",
             ),
         ] {
             create_namespace(&client, namespace).await?;
