@@ -70,12 +70,15 @@ pub fn kind(object: &Value) -> &str {
     str_at(object, "/kind").unwrap_or_default()
 }
 
-/// A string map under `metadata` (labels, annotations); empty when absent or malformed.
+/// A map under `metadata` (labels, annotations), read in place: selectors match the objects
+/// of a cache through it without copying any.
+pub fn metadata_map<'a>(object: &'a Value, field: &str) -> Option<&'a Map<String, Value>> {
+    object.get("metadata")?.get(field)?.as_object()
+}
+
+/// A string map under `metadata` (labels, annotations), copied; empty when absent or malformed.
 pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
-    object
-        .get("metadata")
-        .and_then(|metadata| metadata.get(field))
-        .and_then(Value::as_object)
+    metadata_map(object, field)
         .map(|map| {
             map.iter()
                 .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
@@ -93,7 +96,7 @@ pub fn annotations(object: &Value) -> BTreeMap<String, String> {
 }
 
 pub fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    object.get("metadata")?.get("labels")?.get(key)?.as_str()
+    metadata_map(object, "labels")?.get(key)?.as_str()
 }
 
 pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {

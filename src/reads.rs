@@ -113,7 +113,8 @@ pub struct ListFilter {
 
 impl ListFilter {
     pub fn matches(&self, candidate: &Value) -> bool {
-        self.labels.matches(&crate::selector::labels_of(candidate))
+        self.labels
+            .matches(&object::metadata_map(candidate, "labels"))
             && self.fields.iter().all(|f| f.holds(candidate))
     }
 }

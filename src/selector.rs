@@ -59,16 +59,6 @@ impl Lookup for Option<&serde_json::Map<String, Value>> {
     }
 }
 
-/// The labels of an object, read in place.
-pub fn labels_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
-    object.get("metadata")?.get("labels")?.as_object()
-}
-
-/// The annotations of an object, read in place.
-pub fn annotations_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
-    object.get("metadata")?.get("annotations")?.as_object()
-}
-
 fn matches_parts(
     exact: &BTreeMap<String, String>,
     expressions: &[Requirement],
@@ -195,7 +185,7 @@ impl LabelSelector {
 
     /// Whether an object's labels match, read in place.
     pub fn matches_labels_of(&self, object: &Value) -> bool {
-        self.matches(&labels_of(object))
+        self.matches(&object::metadata_map(object, "labels"))
     }
 }
 
@@ -206,6 +196,11 @@ impl AnnotationSelector {
             &self.match_expressions,
             annotations,
         )
+    }
+
+    /// Whether an object's annotations match, read in place.
+    pub fn matches_annotations_of(&self, object: &Value) -> bool {
+        self.matches(&object::metadata_map(object, "annotations"))
     }
 }
 
@@ -455,8 +450,8 @@ mod tests {
             match_expressions: Vec::new(),
         };
         let annotated = json!({"metadata": {"annotations": {"a": "1"}, "labels": {"a": "2"}}});
-        assert!(annotations.matches(&annotations_of(&annotated)));
-        assert!(!annotations.matches(&labels_of(&annotated)));
+        assert!(annotations.matches_annotations_of(&annotated));
+        assert!(!annotations.matches(&object::metadata_map(&annotated, "labels")));
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

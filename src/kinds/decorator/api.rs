@@ -165,7 +165,7 @@ impl ResourceRule {
             && self
                 .annotation_selector
                 .as_ref()
-                .is_none_or(|selector| selector.matches(&crate::selector::annotations_of(object)))
+                .is_none_or(|selector| selector.matches_annotations_of(object))
     }
 }
 

@@ -186,4 +186,27 @@ mod tests {
         bindings.index_output(&reference("Service", "kept"), None);
         assert_eq!(bindings.len(), 0);
     }
+
+    /// A pair synced again, or an output's event seen again, adds nothing: the lists are sets.
+    /// Each reference resolves its type anew, so equal references share no pointer.
+    #[test]
+    fn binding_or_indexing_again_keeps_one_entry() {
+        let bindings = Bindings::default();
+        let group = Group {
+            parent: reference("ConfigMap", "parent"),
+            key: "k".into(),
+        };
+        for _ in 0..2 {
+            bindings.bind(&group, &reference("Secret", "input"));
+            bindings.index_output(&reference("Service", "out"), Some(group.clone()));
+        }
+        let input = reference("Secret", "input");
+        assert_eq!(
+            bindings.parents_fed_by(&input),
+            std::slice::from_ref(&group.parent)
+        );
+        assert_eq!(bindings.outputs_of(&group), [reference("Service", "out")]);
+        bindings.unbind(&group, &input);
+        assert!(bindings.parents_fed_by(&input).is_empty());
+    }
 }

@@ -94,18 +94,14 @@ pub async fn replica(
     lease_seconds: u64,
     extra: &[&str],
 ) -> OperatorProcess {
-    let duration = format!("{lease_seconds}s");
-    let mut args = vec![
+    let mode = [
         "--leader-election",
         "--leader-election-namespace",
         namespace,
         "--leader-election-id",
         lease,
-        "--lease-duration",
-        &duration,
     ];
-    args.extend_from_slice(extra);
-    ready(instance, &args).await
+    ready(instance, &mode, lease_seconds, extra).await
 }
 
 /// Starts a sharded replica (`--shards auto`) of the group `group`, its Lease in `namespace`
@@ -117,24 +113,30 @@ pub async fn sharded_replica(
     lease_seconds: u64,
     extra: &[&str],
 ) -> OperatorProcess {
-    let duration = format!("{lease_seconds}s");
-    let mut args = vec![
+    let mode = [
         "--shards",
         "auto",
         "--shard-namespace",
         namespace,
         "--shard-group",
         group,
-        "--lease-duration",
-        &duration,
     ];
-    args.extend_from_slice(extra);
-    ready(instance, &args).await
+    ready(instance, &mode, lease_seconds, extra).await
 }
 
-/// Starts a replica and waits until its `/readyz` answers 200.
-async fn ready(instance: &str, args: &[&str]) -> OperatorProcess {
-    let replica = OperatorProcess::start(instance, args).await;
+/// Starts a replica with the arguments of its mode, its lease's duration and `extra`, and waits
+/// until its `/readyz` answers 200.
+async fn ready(
+    instance: &str,
+    mode: &[&str],
+    lease_seconds: u64,
+    extra: &[&str],
+) -> OperatorProcess {
+    let duration = format!("{lease_seconds}s");
+    let mut args = mode.to_vec();
+    args.extend(["--lease-duration", &duration]);
+    args.extend_from_slice(extra);
+    let replica = OperatorProcess::start(instance, &args).await;
     super::eventually("a replica's /readyz answers 200", || async {
         replica
             .get("/readyz")
