@@ -5,14 +5,13 @@ use super::authority::Authority;
 use super::keys::ControllerId;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
+use super::written_version::WrittenVersion;
 use crate::api::ServiceAccountRef;
 use crate::object;
 use crate::plan::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 use crate::reasons;
 use crate::resources::ResourceType;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
-};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -155,7 +154,7 @@ impl Applier {
         target: &PlanTarget<'_>,
         resource: &ResourceType,
         namespace: Option<&str>,
-    ) -> Api<DynamicObject> {
+    ) -> Api<WrittenVersion> {
         let (client, api_resource) = (target.writer.client.clone(), resource.api_resource());
         match namespace {
             Some(namespace) if resource.namespaced => {
@@ -245,7 +244,7 @@ impl Applier {
         action: &'static str,
         subject: &Value,
         controller: &ControllerId,
-        request: impl std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+        request: impl std::future::Future<Output = Result<WrittenVersion, kube::Error>>,
     ) -> Result<Option<String>, ApplyError> {
         let key = object::ObjectKey::of(subject);
         self.may_write(action, &key)?;
@@ -255,7 +254,7 @@ impl Applier {
         let version = written
             .as_ref()
             .ok()
-            .and_then(|w| w.metadata.resource_version.clone());
+            .and_then(|w| w.resource_version().map(str::to_owned));
         self.own_writes
             .finish(controller, key.clone(), version.clone());
         written.map_err(|source| ApplyError::Api {

@@ -34,6 +34,7 @@ pub(crate) mod routes;
 mod scripts;
 pub(crate) mod shard;
 pub mod status;
+mod written_version;
 
 pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};

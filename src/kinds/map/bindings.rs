@@ -1,8 +1,10 @@
 //! What a MapController remembers between work items: which parents each input fed (so a
 //! parent hears of an input that stopped matching), which input each (parent, map key) group
 //! came from (so an output event finds its pair), the outputs of each group (so a pair never
-//! scans all of a parent's outputs) and the parents whose aggregated status is due.
+//! scans all of a parent's outputs), what each parent's aggregated status counts and the
+//! parents whose status is due.
 
+use super::tally::Tallies;
 use crate::runtime::keys::{Group, ObjRef};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -17,6 +19,7 @@ pub struct Bindings {
     fed: Mutex<HashMap<ObjRef, Vec<ObjRef>>>,
     inputs: Mutex<HashMap<Group, ObjRef>>,
     outputs: Mutex<OutputIndex>,
+    tallies: Tallies,
     dirty_status: Mutex<HashSet<ObjRef>>,
 }
 
@@ -79,6 +82,10 @@ impl Bindings {
             .unwrap_or_default()
     }
 
+    pub fn tallies(&self) -> &Tallies {
+        &self.tallies
+    }
+
     /// Marks a parent's aggregated status for recomputation by the status loop.
     pub fn status_changed(&self, parent: &ObjRef) {
         self.dirty_status.lock().insert(parent.clone());
@@ -101,6 +108,7 @@ impl Bindings {
         outputs.by_group.retain(|group, _| group.parent != *parent);
         outputs.group_of.retain(|_, group| group.parent != *parent);
         drop(outputs);
+        self.tallies.forget(parent);
         self.dirty_status.lock().remove(parent);
     }
 
@@ -112,6 +120,7 @@ impl Bindings {
             + self.inputs.lock().len()
             + outputs.by_group.len()
             + outputs.group_of.len()
+            + self.tallies.len()
             + self.dirty_status.lock().len()
     }
 }
@@ -142,6 +151,7 @@ impl OutputIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::map::tally::Counted;
     use crate::resources::StaticResolver;
     use serde_json::json;
 
@@ -171,8 +181,13 @@ mod tests {
             bindings.bind(&group, &input);
             bindings.index_output(&reference("Service", &parent.name), Some(group));
             bindings.status_changed(parent);
+            let counted: Result<(), ()> = bindings.tallies().recount(parent, || Ok(()), |_, _| {});
+            assert!(counted.is_ok());
         }
         bindings.forget_parent(&gone);
+        let counted = |parent: &ObjRef| Counted::Input(reference("Secret", &parent.name), Some(0));
+        assert!(!bindings.tallies().note(&gone, counted(&gone)));
+        assert!(bindings.tallies().note(&kept, counted(&kept)));
         assert_eq!(bindings.parents_fed_by(&input), std::slice::from_ref(&kept));
         let kept_group = Group {
             parent: kept.clone(),
@@ -184,6 +199,7 @@ mod tests {
 
         bindings.unbind(&kept_group, &input);
         bindings.index_output(&reference("Service", "kept"), None);
+        bindings.tallies().forget(&kept);
         assert_eq!(bindings.len(), 0);
     }
 

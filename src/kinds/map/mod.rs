@@ -2,7 +2,7 @@
 //! outputs owned by the parent and tagged with the input's map key; `tombstone` decides which
 //! outputs of a vanished input stay. Its API type and hooks (`api`), its pure planner (`plan`),
 //! a parent's fan-out and one pair's sync (`sync`), its face offline (`offline`) and in the
-//! operator (`runtime`, `bindings`).
+//! operator (`runtime`, `bindings`, and `tally` for its parents' status counts).
 
 mod api;
 mod bindings;
@@ -12,6 +12,7 @@ mod plan;
 mod plan_tests;
 mod runtime;
 mod sync;
+mod tally;
 
 pub use api::{KIND, MAP, MapController, MapControllerSpec, MapHooks, TOMBSTONE};
 pub use plan::Mapper;

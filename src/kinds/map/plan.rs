@@ -229,48 +229,52 @@ impl Mapper {
         }
     }
 
-    /// The aggregated status: per input type the number selected, per output type the number
-    /// owned and, per condition type seen on them, how many have it True. Returns a change only
-    /// when it differs from the parent's current status.
+    /// The aggregated status of a parent selecting `selected_inputs` and owning
+    /// `owned_outputs`, when it differs from the parent's current status.
     pub fn aggregate_status(
         &self,
         parent: &Value,
         selected_inputs: &[&Value],
         owned_outputs: &[&Value],
     ) -> Option<StatusChange> {
+        let mut counts = StatusCounts::new(self);
+        for input in selected_inputs {
+            if let Some(input_type) = self.input_type_of(input) {
+                counts.add_input(input_type);
+            }
+        }
+        for output in owned_outputs {
+            if let Some(output_type) = self.output_type_of(output) {
+                counts.add_output(output_type, &output_conditions(output));
+            }
+        }
+        self.status_change(parent, &counts)
+    }
+
+    /// The position of an input's type among the declared input types.
+    pub fn input_type_of(&self, input: &Value) -> Option<usize> {
+        self.inputs.iter().position(|t| t.describes(input))
+    }
+
+    /// The position of an output's type among the declared output types.
+    pub fn output_type_of(&self, output: &Value) -> Option<usize> {
+        self.outputs.iter().position(|o| o.resource.describes(output))
+    }
+
+    /// The status for `counts`: per input type the number selected, per output type the number
+    /// owned and, per condition type seen on them, how many have it True. Returns a change only
+    /// when it differs from the parent's current status.
+    pub fn status_change(&self, parent: &Value, counts: &StatusCounts) -> Option<StatusChange> {
         let mut inputs = Map::new();
-        for resource in &self.inputs {
-            let total = selected_inputs
-                .iter()
-                .filter(|i| resource.describes(i))
-                .count();
+        for (resource, total) in self.inputs.iter().zip(&counts.inputs) {
             inputs.insert(resource.plural.clone(), json!({"total": total}));
         }
         let mut outputs = Map::new();
-        for child in &self.outputs {
-            let of_type: Vec<&&Value> = owned_outputs
-                .iter()
-                .filter(|o| child.resource.describes(o))
-                .collect();
-            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-            for output in &of_type {
-                let conditions = output
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array);
-                for condition in conditions.into_iter().flatten() {
-                    let Some(kind) = condition.get("type").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let count = counts.entry(lower_camel(kind)).or_default();
-                    if condition.get("status").and_then(Value::as_str) == Some("True") {
-                        *count += 1;
-                    }
-                }
-            }
+        for (child, of_type) in self.outputs.iter().zip(&counts.outputs) {
             let mut entry = Map::new();
-            entry.insert("total".into(), of_type.len().into());
-            for (kind, count) in counts {
-                entry.entry(kind).or_insert(count.into());
+            entry.insert("total".into(), of_type.total.into());
+            for (kind, count) in &of_type.conditions {
+                entry.entry(kind.as_str()).or_insert((*count).into());
             }
             outputs.insert(child.resource.plural.clone(), Value::Object(entry));
         }
@@ -281,6 +285,75 @@ impl Mapper {
         let desired = json!({"inputs": inputs, "outputs": outputs});
         object::merge_patch(&current, &desired).map(StatusChange::Merge)
     }
+}
+
+/// What a parent's aggregated status counts, by declared input and output type.
+#[derive(Debug, PartialEq)]
+pub struct StatusCounts {
+    inputs: Vec<u64>,
+    outputs: Vec<OutputCounts>,
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct OutputCounts {
+    total: u64,
+    /// Per condition type seen (lowerCamelCase), how many outputs have it True.
+    conditions: BTreeMap<String, u64>,
+}
+
+impl StatusCounts {
+    pub fn new(mapper: &Mapper) -> StatusCounts {
+        StatusCounts {
+            inputs: vec![0; mapper.inputs.len()],
+            outputs: mapper.outputs.iter().map(|_| OutputCounts::default()).collect(),
+        }
+    }
+
+    /// Counts a selected input of the `input_type`th declared type.
+    pub fn add_input(&mut self, input_type: usize) {
+        if let Some(total) = self.inputs.get_mut(input_type) {
+            *total += 1;
+        }
+    }
+
+    /// Counts an owned output of the `output_type`th declared type with its conditions.
+    pub fn add_output(&mut self, output_type: usize, conditions: &[OutputCondition]) {
+        let Some(counts) = self.outputs.get_mut(output_type) else {
+            return;
+        };
+        counts.total += 1;
+        for condition in conditions {
+            let count = counts.conditions.entry(condition.kind.clone()).or_default();
+            if condition.is_true {
+                *count += 1;
+            }
+        }
+    }
+}
+
+/// One of an output's conditions, as its parent's status counts it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputCondition {
+    /// The condition type in lowerCamelCase.
+    pub kind: String,
+    pub is_true: bool,
+}
+
+/// An output's conditions (`status.conditions` entries with a type).
+pub fn output_conditions(output: &Value) -> Vec<OutputCondition> {
+    let conditions = output
+        .pointer("/status/conditions")
+        .and_then(Value::as_array);
+    conditions
+        .into_iter()
+        .flatten()
+        .filter_map(|condition| {
+            Some(OutputCondition {
+                kind: lower_camel(condition.get("type")?.as_str()?),
+                is_true: condition.get("status").and_then(Value::as_str) == Some("True"),
+            })
+        })
+        .collect()
 }
 
 /// `Ready` → `ready`, `FileSystemResizePending` → `fileSystemResizePending`.

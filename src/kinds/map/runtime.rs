@@ -1,12 +1,13 @@
 //! MapControllers in the running operator. A parent fans out into one work item per (parent,
 //! input) pair, so map calls for different pairs run in parallel; an input event reaches only
 //! the parents that select it now or were fed by it before; a parent's aggregated status is
-//! computed by the status loop and written only when it changes.
+//! counted as events arrive (`tally`) and written by the status loop only when it changes.
 
 use super::api::{KIND, MapController};
 use super::bindings::Bindings;
-use super::plan::Mapper;
+use super::plan::{Mapper, output_conditions};
 use super::sync::{self, MapFanOut};
+use super::tally::Counted;
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
 use crate::plan::{InvalidSelector, Plan, SyncError};
@@ -86,7 +87,7 @@ impl Kind for MapKind {
         for parent in context.informers.list(&mapper.parent, None) {
             let parent_ref = ObjRef::of(&mapper.parent, &parent);
             let fan_out = match sweep {
-                Sweep::Changed => MapFanOut::read(mapper, store, &parent).ok(),
+                Sweep::Changed => read_fan_out(controller, store, &parent_ref, &parent).ok(),
                 Sweep::Everything => None,
             };
             match fan_out {
@@ -115,8 +116,8 @@ impl Kind for MapKind {
                 controller.enqueue(context, Work::Object(parent));
             }
         }
-        if mapper.inputs.contains(&event.resource) && news {
-            route_input(context, controller, event, object);
+        if mapper.inputs.contains(&event.resource) {
+            route_input(context, controller, event, object, news);
         }
         if mapper.outputs.iter().any(|o| o.resource == event.resource) {
             route_output(context, controller, event, object);
@@ -160,13 +161,15 @@ fn output_types(mapper: &Mapper) -> Vec<ResourceType> {
     mapper.outputs.iter().map(|o| o.resource.clone()).collect()
 }
 
-/// An input: the pairs of the parents that select it now, selected it before, or were fed by
-/// it (which covers a label change that moved it out of every selector, and its deletion).
+/// An input: counted by the parents that select it now, and (when the event is `news`) the
+/// pairs of the parents that select it now, selected it before, or were fed by it (which
+/// covers a label change that moved it out of every selector, and its deletion).
 fn route_input(
     context: &Context,
     controller: &Controller<MapKind>,
     event: &ObjectEvent,
     object: &Value,
+    news: bool,
 ) {
     let mapper = &controller.planner;
     let input = ObjRef::of(&event.resource, object);
@@ -180,22 +183,34 @@ fn route_input(
         let Ok(selector) = mapper.parent_selector(&parent) else {
             continue;
         };
-        let selects = [&event.old, &event.new]
-            .into_iter()
-            .flatten()
-            .any(|version| mapper.selects_input(&parent, &selector, version));
-        if selects {
-            parents.insert(ObjRef::of(&mapper.parent, &parent));
+        let parent_ref = ObjRef::of(&mapper.parent, &parent);
+        let selected = event
+            .new
+            .as_ref()
+            .filter(|new| mapper.selects_input(&parent, &selector, new))
+            .and_then(|new| mapper.input_type_of(new));
+        let counted = Counted::Input(input.clone(), selected);
+        if controller.state.tallies().note(&parent_ref, counted) {
+            controller.state.status_changed(&parent_ref);
+        }
+        let selected_before = event
+            .old
+            .as_ref()
+            .is_some_and(|old| mapper.selects_input(&parent, &selector, old));
+        if selected.is_some() || selected_before {
+            parents.insert(parent_ref);
         }
     }
+    if !news {
+        return;
+    }
     for parent in parents {
-        controller.state.status_changed(&parent);
         let input = input.clone();
         controller.enqueue(context, Work::Pair { parent, input });
     }
 }
 
-/// An output: kept in the index, and its pair (or detached group) and its parent's status
+/// An output: kept in the index and in its parent's counts, and its pair (or detached group)
 /// looked at again.
 fn route_output(
     context: &Context,
@@ -209,6 +224,7 @@ fn route_output(
         .as_ref()
         .and_then(|new| output_group(controller, new));
     controller.state.index_output(&output, group);
+    count_output(context, controller, event, &output);
     if object::label(object, MAP_LABEL) != Some(controller.id.name.as_str()) {
         return;
     }
@@ -231,7 +247,41 @@ fn route_output(
         };
         controller.enqueue(context, work);
     }
-    controller.state.status_changed(&parent);
+}
+
+/// Moves an output in or out of its parent's counts (and out of a former parent's).
+fn count_output(
+    context: &Context,
+    controller: &Controller<MapKind>,
+    event: &ObjectEvent,
+    output: &ObjRef,
+) {
+    let mapper = &controller.planner;
+    let owner_of = |version: &Option<Arc<Value>>| {
+        let version = version.as_ref()?;
+        Some((ObjRef::owner_of(&mapper.parent, version)?, version.clone()))
+    };
+    let (old_owner, new_owner) = (owner_of(&event.old), owner_of(&event.new));
+    let note = |parent: &ObjRef, counted: Counted| {
+        if controller.state.tallies().note(parent, counted) {
+            controller.state.status_changed(parent);
+        }
+    };
+    if let Some((old_owner, _)) = &old_owner
+        && new_owner.as_ref().is_none_or(|(new_owner, _)| new_owner != old_owner)
+    {
+        note(old_owner, Counted::Output(output.clone(), None));
+    }
+    if let Some((new_owner, new)) = new_owner {
+        let owned = context
+            .get(&new_owner)
+            .is_some_and(|parent| mapper.owns(&parent, &new));
+        let counted = mapper
+            .output_type_of(&new)
+            .filter(|_| owned)
+            .map(|output_type| (output_type, output_conditions(&new)));
+        note(&new_owner, Counted::Output(output.clone(), counted));
+    }
 }
 
 /// The group an object belongs to as one of this controller's outputs.
@@ -267,8 +317,7 @@ fn sync_parent(
         controller.state.forget_parent(parent_ref);
         return Outcome::Done;
     };
-    let mapper = &controller.planner;
-    let fan_out = match MapFanOut::read(mapper, &*context.informers, &parent) {
+    let fan_out = match read_fan_out(controller, &*context.informers, parent_ref, &parent) {
         Ok(fan_out) => fan_out,
         // Every replica fans out; the failure is the parent's owner's to count and report.
         Err(_)
@@ -351,12 +400,40 @@ fn fan_out_parent(
             }),
         );
     }
-    // The status loop reads the whole fan-out again; only when its counts are off already.
-    // Writes still under way mark the status themselves when their events arrive.
-    if fan_out.status(mapper, parent).is_some() {
-        controller.state.status_changed(parent_ref);
-    }
+    // Counted afresh as the fan-out was read: the status loop compares the counts.
+    controller.state.status_changed(parent_ref);
     skipped
+}
+
+/// Reads a parent's fan-out and counts it afresh for its status (see [`Tallies::recount`]).
+///
+/// [`Tallies::recount`]: super::tally::Tallies::recount
+fn read_fan_out(
+    controller: &Controller<MapKind>,
+    store: &dyn ObjectStore,
+    parent_ref: &ObjRef,
+    parent: &Value,
+) -> Result<MapFanOut, InvalidSelector> {
+    let mapper = &controller.planner;
+    controller.state.tallies().recount(
+        parent_ref,
+        || MapFanOut::read(mapper, store, parent),
+        |fan_out, count| {
+            for input in &fan_out.inputs {
+                if let Some(input_type) = mapper.input_type_of(input) {
+                    let input_ref = ObjRef::of(&mapper.inputs[input_type], input);
+                    count(Counted::Input(input_ref, Some(input_type)));
+                }
+            }
+            for output in &fan_out.outputs {
+                if let Some(output_type) = mapper.output_type_of(output) {
+                    let output_ref = ObjRef::of(&mapper.outputs[output_type].resource, output);
+                    let counted = (output_type, output_conditions(output));
+                    count(Counted::Output(output_ref, Some(counted)));
+                }
+            }
+        },
+    )
 }
 
 /// The parent as every map call of it sees it. The counts this controller aggregates into
@@ -649,7 +726,7 @@ async fn finish(
     }
 }
 
-/// Aggregates a parent's status from the cache and writes it when it changed. Runs in the
+/// Writes a parent's aggregated status when its counts changed it. Runs in the
 /// status loop rather than the work queue, so the counts never wait behind a long queue;
 /// sharded, on the replica that owns the parent.
 async fn write_parent_status(
@@ -665,10 +742,10 @@ async fn write_parent_status(
         return;
     };
     let mapper = &controller.planner;
-    let Ok(fan_out) = MapFanOut::read(mapper, &*context.informers, &parent) else {
+    let Some(counts) = controller.state.tallies().counts(parent_ref, mapper) else {
         return;
     };
-    let Some(status) = fan_out.status(mapper, &parent) else {
+    let Some(status) = mapper.status_change(&parent, &counts) else {
         return;
     };
     let plan = Plan {
