@@ -1,12 +1,15 @@
 //! What a MapController remembers between work items: which parents each input fed (so a
 //! parent hears of an input that stopped matching), which input each (parent, map key) group
 //! came from (so an output event finds its pair), the outputs of each group (so a pair never
-//! scans all of a parent's outputs), what each parent's aggregated status counts and the
-//! parents whose status is due.
+//! scans all of a parent's outputs), what each parent's aggregated status counts, the
+//! parents whose status is due, and each parent's part of its pairs' fingerprints.
 
 use super::tally::Tallies;
+use crate::object;
+use crate::runtime::fingerprint::Seen;
 use crate::runtime::keys::{Group, ObjRef};
 use parking_lot::Mutex;
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
 /// The indexes' values are short lists (an input usually feeds one parent, a map call writes a
@@ -21,6 +24,9 @@ pub struct Bindings {
     outputs: Mutex<OutputIndex>,
     tallies: Tallies,
     dirty_status: Mutex<HashSet<ObjRef>>,
+    /// Per parent, the resourceVersion it was seen at and what its pairs' fingerprints take
+    /// from it: every map call of a parent would otherwise serialize the whole parent again.
+    parents_seen: Mutex<HashMap<ObjRef, (String, Seen)>>,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +92,26 @@ impl Bindings {
         &self.tallies
     }
 
+    /// A parent's part of its pairs' fingerprints (`seen`), worked out once per version of it.
+    pub fn parent_seen(
+        &self,
+        reference: &ObjRef,
+        parent: &Value,
+        seen: impl FnOnce(&Value) -> Seen,
+    ) -> Seen {
+        let version = object::str_at(parent, "/metadata/resourceVersion").unwrap_or_default();
+        if let Some((at, seen)) = self.parents_seen.lock().get(reference)
+            && at == version
+        {
+            return seen.clone();
+        }
+        let fresh = seen(parent);
+        self.parents_seen
+            .lock()
+            .insert(reference.clone(), (version.to_string(), fresh.clone()));
+        fresh
+    }
+
     /// Marks a parent's aggregated status for recomputation by the status loop.
     pub fn status_changed(&self, parent: &ObjRef) {
         self.dirty_status.lock().insert(parent.clone());
@@ -110,6 +136,7 @@ impl Bindings {
         drop(outputs);
         self.tallies.forget(parent);
         self.dirty_status.lock().remove(parent);
+        self.parents_seen.lock().remove(parent);
     }
 
     /// Entries held, for tests that check nothing is left behind.
@@ -122,6 +149,7 @@ impl Bindings {
             + outputs.group_of.len()
             + self.tallies.len()
             + self.dirty_status.lock().len()
+            + self.parents_seen.lock().len()
     }
 }
 
@@ -200,6 +228,32 @@ mod tests {
         bindings.unbind(&kept_group, &input);
         bindings.index_output(&reference("Service", "kept"), None);
         bindings.tallies().forget(&kept);
+        assert_eq!(bindings.len(), 0);
+    }
+
+    #[test]
+    fn a_parent_is_seen_once_per_version() {
+        let bindings = Bindings::default();
+        let parent = reference("ConfigMap", "parent");
+        let calls = std::cell::Cell::new(0);
+        let seen = |object: &Value| {
+            calls.set(calls.get() + 1);
+            let mut seen = Seen::default();
+            seen.content(object, &[]);
+            seen
+        };
+        let first = json!({"metadata": {"name": "parent", "resourceVersion": "1"}, "spec": 1});
+        let second = json!({"metadata": {"name": "parent", "resourceVersion": "2"}, "spec": 2});
+        let fingerprint = |object: &Value| {
+            bindings
+                .parent_seen(&parent, object, seen)
+                .fingerprint(0, 0)
+        };
+        assert_eq!(fingerprint(&first), fingerprint(&first));
+        assert_eq!(calls.get(), 1);
+        assert_ne!(fingerprint(&second), fingerprint(&first));
+        assert_eq!(calls.get(), 3);
+        bindings.forget_parent(&parent);
         assert_eq!(bindings.len(), 0);
     }
 

@@ -258,7 +258,9 @@ impl Mapper {
 
     /// The position of an output's type among the declared output types.
     pub fn output_type_of(&self, output: &Value) -> Option<usize> {
-        self.outputs.iter().position(|o| o.resource.describes(output))
+        self.outputs
+            .iter()
+            .position(|o| o.resource.describes(output))
     }
 
     /// The status for `counts`: per input type the number selected, per output type the number
@@ -305,7 +307,11 @@ impl StatusCounts {
     pub fn new(mapper: &Mapper) -> StatusCounts {
         StatusCounts {
             inputs: vec![0; mapper.inputs.len()],
-            outputs: mapper.outputs.iter().map(|_| OutputCounts::default()).collect(),
+            outputs: mapper
+                .outputs
+                .iter()
+                .map(|_| OutputCounts::default())
+                .collect(),
         }
     }
 

@@ -268,7 +268,9 @@ fn count_output(
         }
     };
     if let Some((old_owner, _)) = &old_owner
-        && new_owner.as_ref().is_none_or(|(new_owner, _)| new_owner != old_owner)
+        && new_owner
+            .as_ref()
+            .is_none_or(|(new_owner, _)| new_owner != old_owner)
     {
         note(old_owner, Counted::Output(output.clone(), None));
     }
@@ -360,7 +362,11 @@ fn fan_out_parent(
 ) -> u64 {
     let mapper = &controller.planner;
     // The parent's part of every pair's fingerprint, once.
-    let parent_seen = (sweep == Sweep::Changed).then(|| parent_seen(parent));
+    let parent_seen = (sweep == Sweep::Changed).then(|| {
+        controller
+            .state
+            .parent_seen(parent_ref, parent, parent_seen)
+    });
     let mut skipped = 0;
     for input in &fan_out.inputs {
         let Some(input_type) = mapper.inputs.iter().find(|t| t.describes(input)) else {
@@ -519,7 +525,10 @@ async fn sync_pair(
         Some(input) => {
             controller.state.bind(&group, input_ref);
             let outputs = group_outputs(context, controller, &parent, &group);
-            seen = Some(pair_seen(&parent_seen(&parent), &input, &outputs));
+            let parent_seen = controller
+                .state
+                .parent_seen(parent_ref, &parent, parent_seen);
+            seen = Some(pair_seen(&parent_seen, &input, &outputs));
             let (mapper, parent) = (mapper.clone(), parent.clone());
             context
                 .blocking(

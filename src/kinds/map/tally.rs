@@ -39,7 +39,12 @@ impl Tallies {
         read: impl FnOnce() -> Result<T, E>,
         count: impl FnOnce(&T, &mut dyn FnMut(Counted)),
     ) -> Result<T, E> {
-        let tally = self.parents.lock().entry(parent.clone()).or_default().clone();
+        let tally = self
+            .parents
+            .lock()
+            .entry(parent.clone())
+            .or_default()
+            .clone();
         let mut tally = tally.lock();
         let read = read();
         *tally = Tally::default();
@@ -157,9 +162,18 @@ mod tests {
         assert!(read.is_ok());
         assert!(!tallies.note(&parent, Counted::Input(a.clone(), Some(0))));
         assert!(tallies.note(&parent, Counted::Input(b.clone(), Some(0))));
-        assert!(tallies.note(&parent, Counted::Output(out.clone(), Some((0, ready(false))))));
-        assert!(!tallies.note(&parent, Counted::Output(out.clone(), Some((0, ready(false))))));
-        assert!(tallies.note(&parent, Counted::Output(out.clone(), Some((0, ready(true))))));
+        assert!(tallies.note(
+            &parent,
+            Counted::Output(out.clone(), Some((0, ready(false))))
+        ));
+        assert!(!tallies.note(
+            &parent,
+            Counted::Output(out.clone(), Some((0, ready(false))))
+        ));
+        assert!(tallies.note(
+            &parent,
+            Counted::Output(out.clone(), Some((0, ready(true))))
+        ));
         assert!(tallies.note(&parent, Counted::Input(a.clone(), None)));
         assert!(!tallies.note(&parent, Counted::Input(a, None)));
         let tally = tallies.parents.lock().get(&parent).cloned().unwrap();
