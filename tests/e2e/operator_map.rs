@@ -122,6 +122,19 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
                     && s["status"]["outputs"]["volumesnapshots"]["total"] == 2
             })
             .await;
+        // An output's condition turning True is counted from that output's event alone.
+        cluster
+            .patch_status(
+                &snapshots[0],
+                json!({"conditions": [{"type": "ReadyToUse", "status": "True"}]}),
+            )
+            .await;
+        cluster
+            .wait_for(&schedule, "the ready snapshot counted", |s| {
+                s["status"]["outputs"]["volumesnapshots"]["readyToUse"] == 1
+                    && s["status"]["outputs"]["volumesnapshots"]["total"] == 2
+            })
+            .await;
 
         // Editing the library reloads both hooks that use it: each runs a new program.
         let digests = |c: &Value| {

@@ -99,7 +99,10 @@ impl Bindings {
         parent: &Value,
         seen: impl FnOnce(&Value) -> Seen,
     ) -> Seen {
-        let version = object::str_at(parent, "/metadata/resourceVersion").unwrap_or_default();
+        // Without a version (an object not from the API server) nothing tells two apart.
+        let Some(version) = object::str_at(parent, "/metadata/resourceVersion") else {
+            return seen(parent);
+        };
         if let Some((at, seen)) = self.parents_seen.lock().get(reference)
             && at == version
         {
@@ -253,6 +256,11 @@ mod tests {
         assert_eq!(calls.get(), 1);
         assert_ne!(fingerprint(&second), fingerprint(&first));
         assert_eq!(calls.get(), 3);
+        // An object without a version is worked out every time, and never remembered.
+        let unversioned = json!({"metadata": {"name": "parent"}, "spec": 3});
+        assert_ne!(fingerprint(&unversioned), fingerprint(&first));
+        assert_ne!(fingerprint(&unversioned), fingerprint(&first));
+        assert_eq!(calls.get(), 5);
         bindings.forget_parent(&parent);
         assert_eq!(bindings.len(), 0);
     }
