@@ -122,7 +122,8 @@ async fn snapshot_schedule_runs_in_rhai_and_lua() {
                     && s["status"]["outputs"]["volumesnapshots"]["total"] == 2
             })
             .await;
-        // An output's condition turning True is counted from that output's event alone.
+        // An output's condition turning True is counted (by the event that carries it: the
+        // parent's counts are not read again from the cache meanwhile).
         cluster
             .patch_status(
                 &snapshots[0],

@@ -29,6 +29,9 @@ pub struct Bindings {
     parents_seen: Mutex<HashMap<ObjRef, (String, Seen)>>,
 }
 
+/// How many parents' parts of their pairs' fingerprints are held at most.
+const PARENTS_SEEN_HELD: usize = 1024;
+
 #[derive(Debug, Default)]
 struct OutputIndex {
     by_group: HashMap<Group, Vec<ObjRef>>,
@@ -109,9 +112,13 @@ impl Bindings {
             return seen.clone();
         }
         let fresh = seen(parent);
-        self.parents_seen
-            .lock()
-            .insert(reference.clone(), (version.to_string(), fresh.clone()));
+        let mut held = self.parents_seen.lock();
+        // A pair of a parent deleted meanwhile may remember it after it was forgotten: the
+        // memo is emptied at a bound, so such strays cannot pile up.
+        if held.len() >= PARENTS_SEEN_HELD {
+            held.clear();
+        }
+        held.insert(reference.clone(), (version.to_string(), fresh.clone()));
         fresh
     }
 
@@ -212,11 +219,17 @@ mod tests {
             bindings.bind(&group, &input);
             bindings.index_output(&reference("Service", &parent.name), Some(group));
             bindings.status_changed(parent);
-            let counted: Result<(), ()> = bindings.tallies().recount(parent, || Ok(()), |_, _| {});
+            let counted: Result<Option<()>, ()> =
+                bindings
+                    .tallies()
+                    .recount(parent, || Ok(Some(())), |_, _| {});
             assert!(counted.is_ok());
         }
         bindings.forget_parent(&gone);
-        let counted = |parent: &ObjRef| Counted::Input(reference("Secret", &parent.name), Some(0));
+        let counted = |parent: &ObjRef| {
+            let input = reference("Secret", &parent.name);
+            Counted::Input(input.clone(), Some(input.resource))
+        };
         assert!(!bindings.tallies().note(&gone, counted(&gone)));
         assert!(bindings.tallies().note(&kept, counted(&kept)));
         assert_eq!(bindings.parents_fed_by(&input), std::slice::from_ref(&kept));

@@ -240,27 +240,28 @@ impl Mapper {
         let mut counts = StatusCounts::new(self);
         for input in selected_inputs {
             if let Some(input_type) = self.input_type_of(input) {
-                counts.add_input(input_type);
+                counts.add_input(self, input_type);
             }
         }
         for output in owned_outputs {
             if let Some(output_type) = self.output_type_of(output) {
-                counts.add_output(output_type, &output_conditions(output));
+                counts.add_output(self, output_type, &output_conditions(output));
             }
         }
         self.status_change(parent, &counts)
     }
 
-    /// The position of an input's type among the declared input types.
-    pub fn input_type_of(&self, input: &Value) -> Option<usize> {
-        self.inputs.iter().position(|t| t.describes(input))
+    /// The declared input type of an object.
+    pub fn input_type_of(&self, input: &Value) -> Option<&ResourceType> {
+        self.inputs.iter().find(|t| t.describes(input))
     }
 
-    /// The position of an output's type among the declared output types.
-    pub fn output_type_of(&self, output: &Value) -> Option<usize> {
+    /// The declared output type of an object.
+    pub fn output_type_of(&self, output: &Value) -> Option<&ResourceType> {
         self.outputs
             .iter()
-            .position(|o| o.resource.describes(output))
+            .map(|o| &o.resource)
+            .find(|t| t.describes(output))
     }
 
     /// The status for `counts`: per input type the number selected, per output type the number
@@ -289,14 +290,15 @@ impl Mapper {
     }
 }
 
-/// What a parent's aggregated status counts, by declared input and output type.
-#[derive(Debug, PartialEq)]
+/// What a parent's aggregated status counts, by declared input and output type (in the order
+/// the controller declares them).
+#[derive(Debug)]
 pub struct StatusCounts {
     inputs: Vec<u64>,
     outputs: Vec<OutputCounts>,
 }
 
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 struct OutputCounts {
     total: u64,
     /// Per condition type seen (lowerCamelCase), how many outputs have it True.
@@ -315,16 +317,26 @@ impl StatusCounts {
         }
     }
 
-    /// Counts a selected input of the `input_type`th declared type.
-    pub fn add_input(&mut self, input_type: usize) {
-        if let Some(total) = self.inputs.get_mut(input_type) {
+    /// Counts a selected input (of a type the controller no longer declares: not at all).
+    pub fn add_input(&mut self, mapper: &Mapper, input_type: &ResourceType) {
+        let position = mapper.inputs.iter().position(|t| t == input_type);
+        if let Some(total) = position.and_then(|at| self.inputs.get_mut(at)) {
             *total += 1;
         }
     }
 
-    /// Counts an owned output of the `output_type`th declared type with its conditions.
-    pub fn add_output(&mut self, output_type: usize, conditions: &[OutputCondition]) {
-        let Some(counts) = self.outputs.get_mut(output_type) else {
+    /// Counts an owned output with its conditions.
+    pub fn add_output(
+        &mut self,
+        mapper: &Mapper,
+        output_type: &ResourceType,
+        conditions: &[OutputCondition],
+    ) {
+        let position = mapper
+            .outputs
+            .iter()
+            .position(|o| o.resource == *output_type);
+        let Some(counts) = position.and_then(|at| self.outputs.get_mut(at)) else {
             return;
         };
         counts.total += 1;

@@ -82,20 +82,25 @@ impl Kind for MapKind {
     /// the parents out here instead, so that the pairs it skips are never queued; a parent
     /// that cannot fan out goes through its own work item, which records why.
     fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
-        let (mapper, store) = (&controller.planner, &*context.informers);
+        let mapper = &controller.planner;
         let mut skipped = 0;
         for parent in context.informers.list(&mapper.parent, None) {
             let parent_ref = ObjRef::of(&mapper.parent, &parent);
-            let fan_out = match sweep {
-                Sweep::Changed => read_fan_out(controller, store, &parent_ref, &parent).ok(),
-                Sweep::Everything => None,
+            let read = match sweep {
+                Sweep::Changed => read_fan_out(context, controller, &parent_ref),
+                Sweep::Everything => {
+                    controller.enqueue(context, Work::Object(parent_ref));
+                    continue;
+                }
             };
-            match fan_out {
-                Some(fan_out) => {
+            match read {
+                Ok(Some((parent, fan_out))) => {
                     skipped +=
                         fan_out_parent(context, controller, &parent_ref, &parent, &fan_out, sweep);
                 }
-                None => controller.enqueue(context, Work::Object(parent_ref)),
+                // Deleted since the list: its deletion event has it forgotten.
+                Ok(None) => {}
+                Err(_) => controller.enqueue(context, Work::Object(parent_ref)),
             }
         }
         skipped
@@ -113,11 +118,17 @@ impl Kind for MapKind {
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
             if !status_only {
                 let parent = ObjRef::of(&event.resource, object);
+                // Its selection may have changed: nothing is written from the counts of the
+                // old one until its work item counts it again.
+                if keeps_tallies(controller) {
+                    controller.state.tallies().forget(&parent);
+                }
                 controller.enqueue(context, Work::Object(parent));
             }
         }
-        if mapper.inputs.contains(&event.resource) {
-            route_input(context, controller, event, object, news);
+        // A listed input that is not news is counted by the parents' count that follows it.
+        if mapper.inputs.contains(&event.resource) && news {
+            route_input(context, controller, event, object);
         }
         if mapper.outputs.iter().any(|o| o.resource == event.resource) {
             route_output(context, controller, event, object);
@@ -161,18 +172,20 @@ fn output_types(mapper: &Mapper) -> Vec<ResourceType> {
     mapper.outputs.iter().map(|o| o.resource.clone()).collect()
 }
 
-/// An input: counted by the parents that select it now, and (when the event is `news`) the
-/// pairs of the parents that select it now, selected it before, or were fed by it (which
-/// covers a label change that moved it out of every selector, and its deletion).
+/// An input: counted (as the cache holds it now) by the parents that select it, and the pairs
+/// of the parents that select it now, selected it before, or were fed by it (which covers a
+/// label change that moved it out of every selector, and its deletion).
 fn route_input(
     context: &Context,
     controller: &Controller<MapKind>,
     event: &ObjectEvent,
     object: &Value,
-    news: bool,
 ) {
     let mapper = &controller.planner;
     let input = ObjRef::of(&event.resource, object);
+    let current = keeps_tallies(controller)
+        .then(|| context.get(&input))
+        .flatten();
     let mut parents: HashSet<ObjRef> = controller
         .state
         .parents_fed_by(&input)
@@ -184,25 +197,24 @@ fn route_input(
             continue;
         };
         let parent_ref = ObjRef::of(&mapper.parent, &parent);
-        let selected = event
-            .new
-            .as_ref()
-            .filter(|new| mapper.selects_input(&parent, &selector, new))
-            .and_then(|new| mapper.input_type_of(new));
-        let counted = Counted::Input(input.clone(), selected);
-        if controller.state.tallies().note(&parent_ref, counted) {
-            controller.state.status_changed(&parent_ref);
+        if keeps_tallies(controller) {
+            let selected = current
+                .as_deref()
+                .filter(|input| mapper.selects_input(&parent, &selector, input))
+                .and_then(|input| mapper.input_type_of(input))
+                .cloned();
+            let counted = Counted::Input(input.clone(), selected);
+            if controller.state.tallies().note(&parent_ref, counted) {
+                controller.state.status_changed(&parent_ref);
+            }
         }
-        let selected_before = event
-            .old
-            .as_ref()
-            .is_some_and(|old| mapper.selects_input(&parent, &selector, old));
-        if selected.is_some() || selected_before {
+        let selects = [&event.old, &event.new]
+            .into_iter()
+            .flatten()
+            .any(|version| mapper.selects_input(&parent, &selector, version));
+        if selects {
             parents.insert(parent_ref);
         }
-    }
-    if !news {
-        return;
     }
     for parent in parents {
         let input = input.clone();
@@ -249,41 +261,54 @@ fn route_output(
     }
 }
 
-/// Moves an output in or out of its parent's counts (and out of a former parent's).
+/// Moves an output, as the cache holds it now, in or out of the counts of every parent its
+/// versions name (an output that changed hands leaves its former parent's).
 fn count_output(
     context: &Context,
     controller: &Controller<MapKind>,
     event: &ObjectEvent,
     output: &ObjRef,
 ) {
+    if !keeps_tallies(controller) {
+        return;
+    }
     let mapper = &controller.planner;
-    let owner_of = |version: &Option<Arc<Value>>| {
-        let version = version.as_ref()?;
-        Some((ObjRef::owner_of(&mapper.parent, version)?, version.clone()))
-    };
-    let (old_owner, new_owner) = (owner_of(&event.old), owner_of(&event.new));
-    let note = |parent: &ObjRef, counted: Counted| {
-        if controller.state.tallies().note(parent, counted) {
-            controller.state.status_changed(parent);
+    let current = context.get(output);
+    let mut parents: Vec<ObjRef> = Vec::new();
+    for version in [
+        event.old.as_deref(),
+        event.new.as_deref(),
+        current.as_deref(),
+    ] {
+        let owner = version.and_then(|version| ObjRef::owner_of(&mapper.parent, version));
+        if let Some(owner) = owner.filter(|owner| !parents.contains(owner)) {
+            parents.push(owner);
         }
-    };
-    if let Some((old_owner, _)) = &old_owner
-        && new_owner
-            .as_ref()
-            .is_none_or(|(new_owner, _)| new_owner != old_owner)
-    {
-        note(old_owner, Counted::Output(output.clone(), None));
     }
-    if let Some((new_owner, new)) = new_owner {
-        let owned = context
-            .get(&new_owner)
-            .is_some_and(|parent| mapper.owns(&parent, &new));
-        let counted = mapper
-            .output_type_of(&new)
-            .filter(|_| owned)
-            .map(|output_type| (output_type, output_conditions(&new)));
-        note(&new_owner, Counted::Output(output.clone(), counted));
+    for parent_ref in parents {
+        let owned = current.as_deref().filter(|output| {
+            context
+                .get(&parent_ref)
+                .is_some_and(|parent| mapper.owns(&parent, output))
+        });
+        let counted = owned.and_then(|output| {
+            let output_type = mapper.output_type_of(output)?.clone();
+            Some((output_type, output_conditions(output)))
+        });
+        if controller
+            .state
+            .tallies()
+            .note(&parent_ref, Counted::Output(output.clone(), counted))
+        {
+            controller.state.status_changed(&parent_ref);
+        }
     }
+}
+
+/// Whether this controller keeps its parents' counts: a candidate revision of a staged rollout
+/// shares the serving revision's state, and only the serving revision counts.
+fn keeps_tallies(controller: &Controller<MapKind>) -> bool {
+    controller.share.is_none()
 }
 
 /// The group an object belongs to as one of this controller's outputs.
@@ -312,15 +337,15 @@ fn sync_parent(
     controller: &Controller<MapKind>,
     parent_ref: &ObjRef,
 ) -> Outcome<Group> {
-    let Some(parent) = context.get(parent_ref) else {
-        controller
-            .outcomes
-            .forget_where(|group| group.parent == *parent_ref);
-        controller.state.forget_parent(parent_ref);
-        return Outcome::Done;
-    };
-    let fan_out = match read_fan_out(controller, &*context.informers, parent_ref, &parent) {
-        Ok(fan_out) => fan_out,
+    let (parent, fan_out) = match read_fan_out(context, controller, parent_ref) {
+        Ok(Some(read)) => read,
+        Ok(None) => {
+            controller
+                .outcomes
+                .forget_where(|group| group.parent == *parent_ref);
+            controller.state.forget_parent(parent_ref);
+            return Outcome::Done;
+        }
         // Every replica fans out; the failure is the parent's owner's to count and report.
         Err(_)
             if !context
@@ -329,8 +354,12 @@ fn sync_parent(
         {
             return Outcome::Done;
         }
-        // Counted as a failing group of the parent until its selector is fixed.
+        // Counted as a failing group of the parent until its selector is fixed (a parent
+        // deleted meanwhile is forgotten by its deletion's work item).
         Err(error) => {
+            let Some(parent) = context.get(parent_ref) else {
+                return Outcome::Done;
+            };
             return Outcome::Failed {
                 key: parent_group(parent_ref),
                 about: parent,
@@ -362,14 +391,10 @@ fn fan_out_parent(
 ) -> u64 {
     let mapper = &controller.planner;
     // The parent's part of every pair's fingerprint, once.
-    let parent_seen = (sweep == Sweep::Changed).then(|| {
-        controller
-            .state
-            .parent_seen(parent_ref, parent, parent_seen)
-    });
+    let parent_seen = (sweep == Sweep::Changed).then(|| parent_seen(parent));
     let mut skipped = 0;
     for input in &fan_out.inputs {
-        let Some(input_type) = mapper.inputs.iter().find(|t| t.describes(input)) else {
+        let Some(input_type) = mapper.input_type_of(input) else {
             continue;
         };
         let input_ref = ObjRef::of(input_type, input);
@@ -411,35 +436,44 @@ fn fan_out_parent(
     skipped
 }
 
-/// Reads a parent's fan-out and counts it afresh for its status (see [`Tallies::recount`]).
+/// Reads a parent's fan-out, with the parent as the cache holds it now (`None`: it is gone),
+/// and counts it afresh for its status (see [`Tallies::recount`]).
 ///
 /// [`Tallies::recount`]: super::tally::Tallies::recount
 fn read_fan_out(
+    context: &Context,
     controller: &Controller<MapKind>,
-    store: &dyn ObjectStore,
     parent_ref: &ObjRef,
-    parent: &Value,
-) -> Result<MapFanOut, InvalidSelector> {
+) -> Result<Option<(Arc<Value>, MapFanOut)>, InvalidSelector> {
     let mapper = &controller.planner;
-    controller.state.tallies().recount(
-        parent_ref,
-        || MapFanOut::read(mapper, store, parent),
-        |fan_out, count| {
+    let read = || {
+        let Some(parent) = context.get(parent_ref) else {
+            return Ok(None);
+        };
+        let fan_out = MapFanOut::read(mapper, &*context.informers, &parent)?;
+        Ok(Some((parent, fan_out)))
+    };
+    if !keeps_tallies(controller) {
+        return read();
+    }
+    controller
+        .state
+        .tallies()
+        .recount(parent_ref, read, |(_, fan_out), count| {
             for input in &fan_out.inputs {
                 if let Some(input_type) = mapper.input_type_of(input) {
-                    let input_ref = ObjRef::of(&mapper.inputs[input_type], input);
-                    count(Counted::Input(input_ref, Some(input_type)));
+                    let input_ref = ObjRef::of(input_type, input);
+                    count(Counted::Input(input_ref, Some(input_type.clone())));
                 }
             }
             for output in &fan_out.outputs {
                 if let Some(output_type) = mapper.output_type_of(output) {
-                    let output_ref = ObjRef::of(&mapper.outputs[output_type].resource, output);
-                    let counted = (output_type, output_conditions(output));
+                    let output_ref = ObjRef::of(output_type, output);
+                    let counted = (output_type.clone(), output_conditions(output));
                     count(Counted::Output(output_ref, Some(counted)));
                 }
             }
-        },
-    )
+        })
 }
 
 /// The parent as every map call of it sees it. The counts this controller aggregates into
@@ -612,7 +646,7 @@ fn selected_input(
         .iter()
         .find(|input| Mapper::map_key(input) == key);
     Ok(input.and_then(|input| {
-        let input_type = mapper.inputs.iter().find(|t| t.describes(input))?;
+        let input_type = mapper.input_type_of(input)?;
         Some(ObjRef::of(input_type, input))
     }))
 }
@@ -695,9 +729,6 @@ async fn finish(
     live: Option<(Seen, &CallScope)>,
     result: Result<Plan, Failure>,
 ) -> Outcome<Group> {
-    // The counts in the parent's status follow the pairs' inputs and outputs: a noop for a live
-    // pair changes neither (an input joining or leaving a selection marks the parent on routing).
-    let counts_may_change = live.is_none() || !matches!(&result, Ok(plan) if plan.is_noop());
     let applied = match result {
         Ok(plan) if plan.is_noop() => Ok(Written::default()),
         Ok(plan) => {
@@ -717,9 +748,7 @@ async fn finish(
         }
         Err(failure) => Err(failure),
     };
-    if counts_may_change {
-        controller.state.status_changed(&group.parent);
-    }
+    // The parent's counts move with the events of what this wrote, which mark its status.
     match (applied, live) {
         (Ok(written), Some((seen, scope))) => Outcome::Synced {
             key: group,

@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 /// What one map parent fans out into, read from a store in one go: the inputs it selects (a
 /// pair each) and the outputs it owns (grouped by map key; a group whose key no selected input
-/// has is detached). `render` walks it in order; the operator queues each pair and group as its
-/// own work item, so pairs run in parallel, and computes the parent's status from it.
+/// has is detached). `render` walks it in order and computes the parent's status from it; the
+/// operator queues each pair and group as its own work item, so pairs run in parallel, and
+/// counts it for the parent's status (then keeps the counts up to date from events: `tally`).
 #[derive(Debug)]
 pub struct MapFanOut {
     pub inputs: Vec<Arc<Value>>,
