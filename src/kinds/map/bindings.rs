@@ -114,9 +114,11 @@ impl Bindings {
         let fresh = seen(parent);
         let mut held = self.parents_seen.lock();
         // A pair of a parent deleted meanwhile may remember it after it was forgotten: the
-        // memo is emptied at a bound, so such strays cannot pile up.
-        if held.len() >= PARENTS_SEEN_HELD {
-            held.clear();
+        // memo is bounded (one entry makes room for another), so such strays cannot pile up.
+        if held.len() >= PARENTS_SEEN_HELD
+            && let Some(evicted) = held.keys().next().cloned()
+        {
+            held.remove(&evicted);
         }
         held.insert(reference.clone(), (version.to_string(), fresh.clone()));
         fresh

@@ -115,12 +115,16 @@ impl Kind for MapKind {
         // status this controller aggregates there).
         let news = controller.is_news(event);
         if event.resource == mapper.parent && news {
+            let parent = ObjRef::of(&event.resource, object);
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
-            if !status_only {
-                let parent = ObjRef::of(&event.resource, object);
-                // Its selection may have changed: nothing is written from the counts of the
-                // old one until its work item counts it again.
-                if keeps_tallies(controller) {
+            if status_only {
+                // Compared with the counts, and written back if someone else changed them.
+                controller.state.status_changed(&parent);
+            } else {
+                // A new selector: nothing is written from the counts of the old selection
+                // until the parent's work item counts it again.
+                let reselects = !matches!((&event.old, &event.new), (Some(old), Some(new)) if old.pointer("/spec/selector") == new.pointer("/spec/selector"));
+                if reselects && keeps_tallies(controller) {
                     controller.state.tallies().forget(&parent);
                 }
                 controller.enqueue(context, Work::Object(parent));

@@ -51,21 +51,28 @@ impl Tallies {
         read: impl FnOnce() -> Result<Option<T>, E>,
         count: impl FnOnce(&T, &mut dyn FnMut(Counted)),
     ) -> Result<Option<T>, E> {
-        let tally = self
+        let entry = self
             .parents
             .lock()
             .entry(parent.clone())
             .or_default()
             .clone();
-        let mut tally = tally.lock();
+        let mut tally = entry.lock();
         let read = read();
         *tally = Tally::default();
         match &read {
             Ok(Some(fan_out)) => count(fan_out, &mut |counted| {
                 tally.set(self.digest(&counted), counted);
             }),
+            // Unless a newer count (after a forget) took the parent's place meanwhile.
             Ok(None) | Err(_) => {
-                self.parents.lock().remove(parent);
+                let mut parents = self.parents.lock();
+                if parents
+                    .get(parent)
+                    .is_some_and(|held| Arc::ptr_eq(held, &entry))
+                {
+                    parents.remove(parent);
+                }
             }
         }
         read
@@ -192,6 +199,27 @@ mod tests {
         assert!(tallies.note(&parent, input(&a, false)));
         assert!(!tallies.note(&parent, input(&a, false)));
         assert_eq!(counted(&tallies, &parent), Some((1, 1)));
+    }
+
+    #[test]
+    fn a_recount_that_finds_the_parent_gone_leaves_a_newer_count_alone() {
+        let tallies = Tallies::default();
+        let parent = configmap("parent");
+        let input = || Counted::Input(configmap("a"), Some(configmaps()));
+        let stale: Result<Option<()>, ()> = tallies.recount(
+            &parent,
+            || {
+                // While this count reads, the parent is forgotten and counted again.
+                tallies.forget(&parent);
+                let newer: Result<Option<()>, ()> =
+                    tallies.recount(&parent, || Ok(Some(())), |_, count| count(input()));
+                assert_eq!(newer, Ok(Some(())));
+                Ok(None)
+            },
+            |_, _| {},
+        );
+        assert_eq!(stale, Ok(None));
+        assert_eq!(counted(&tallies, &parent), Some((1, 0)));
     }
 
     #[test]
