@@ -121,11 +121,13 @@ impl Kind for MapKind {
                 // Compared with the counts, and written back if someone else changed them.
                 controller.state.status_changed(&parent);
             } else {
-                // A new selector: nothing is written from the counts of the old selection
-                // until the parent's work item counts it again.
+                // A new selector: nothing is written from the counts of the old selection;
+                // the parent's work item or the status loop, whichever comes first, counts it
+                // again.
                 let reselects = !matches!((&event.old, &event.new), (Some(old), Some(new)) if old.pointer("/spec/selector") == new.pointer("/spec/selector"));
                 if reselects && keeps_tallies(controller) {
                     controller.state.tallies().forget(&parent);
+                    controller.state.status_changed(&parent);
                 }
                 controller.enqueue(context, Work::Object(parent));
             }
@@ -780,11 +782,21 @@ async fn write_parent_status(
     if !context.authority.assigned(&item) {
         return;
     }
-    let Some(parent) = context.get(parent_ref) else {
-        return;
-    };
     let mapper = &controller.planner;
-    let Some(counts) = controller.state.tallies().counts(parent_ref, mapper) else {
+    let tallies = controller.state.tallies();
+    let counts = match tallies.counts(parent_ref, mapper) {
+        Some(counts) => Some(counts),
+        // Forgotten when its selector changed, and its work item has not counted it again
+        // (it waits in the queue, or was skipped while leadership lapsed): counted here.
+        None if keeps_tallies(controller) => {
+            let read = read_fan_out(context, controller, parent_ref);
+            read.ok()
+                .flatten()
+                .and_then(|_| tallies.counts(parent_ref, mapper))
+        }
+        None => None,
+    };
+    let (Some(parent), Some(counts)) = (context.get(parent_ref), counts) else {
         return;
     };
     let Some(status) = mapper.status_change(&parent, &counts) else {
