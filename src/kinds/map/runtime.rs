@@ -5,9 +5,9 @@
 
 use super::api::{KIND, MapController};
 use super::bindings::Bindings;
-use super::plan::{Mapper, output_conditions};
+use super::plan::Mapper;
 use super::sync::{self, MapFanOut};
-use super::tally::Counted;
+use super::tally::{Counted, Tallies};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
 use crate::plan::{InvalidSelector, Plan, SyncError};
@@ -125,8 +125,8 @@ impl Kind for MapKind {
                 // the parent's work item or the status loop, whichever comes first, counts it
                 // again.
                 let reselects = !matches!((&event.old, &event.new), (Some(old), Some(new)) if old.pointer("/spec/selector") == new.pointer("/spec/selector"));
-                if reselects && keeps_tallies(controller) {
-                    controller.state.tallies().forget(&parent);
+                if let Some(tallies) = tallies(controller).filter(|_| reselects) {
+                    tallies.forget(&parent);
                     controller.state.status_changed(&parent);
                 }
                 controller.enqueue(context, Work::Object(parent));
@@ -189,9 +189,8 @@ fn route_input(
 ) {
     let mapper = &controller.planner;
     let input = ObjRef::of(&event.resource, object);
-    let current = keeps_tallies(controller)
-        .then(|| context.get(&input))
-        .flatten();
+    let tallies = tallies(controller);
+    let current = tallies.and_then(|_| context.get(&input));
     let mut parents: HashSet<ObjRef> = controller
         .state
         .parents_fed_by(&input)
@@ -203,14 +202,13 @@ fn route_input(
             continue;
         };
         let parent_ref = ObjRef::of(&mapper.parent, &parent);
-        if keeps_tallies(controller) {
+        if let Some(tallies) = tallies {
             let selected = current
                 .as_deref()
                 .filter(|input| mapper.selects_input(&parent, &selector, input))
                 .and_then(|input| mapper.input_type_of(input))
                 .cloned();
-            let counted = Counted::Input(input.clone(), selected);
-            if controller.state.tallies().note(&parent_ref, counted) {
+            if tallies.note(&parent_ref, Counted::Input(input.clone(), selected)) {
                 controller.state.status_changed(&parent_ref);
             }
         }
@@ -275,9 +273,9 @@ fn count_output(
     event: &ObjectEvent,
     output: &ObjRef,
 ) {
-    if !keeps_tallies(controller) {
+    let Some(tallies) = tallies(controller) else {
         return;
-    }
+    };
     let mapper = &controller.planner;
     let current = context.get(output);
     let mut parents: Vec<ObjRef> = Vec::new();
@@ -297,24 +295,22 @@ fn count_output(
                 .get(&parent_ref)
                 .is_some_and(|parent| mapper.owns(&parent, output))
         });
-        let counted = owned.and_then(|output| {
-            let output_type = mapper.output_type_of(output)?.clone();
-            Some((output_type, output_conditions(output)))
-        });
-        if controller
-            .state
-            .tallies()
-            .note(&parent_ref, Counted::Output(output.clone(), counted))
-        {
+        let counted = owned
+            .and_then(|output| mapper.output_counted(output))
+            .map(|(output_type, conditions)| (output_type.clone(), conditions));
+        if tallies.note(&parent_ref, Counted::Output(output.clone(), counted)) {
             controller.state.status_changed(&parent_ref);
         }
     }
 }
 
-/// Whether this controller keeps its parents' counts: a candidate revision of a staged rollout
-/// shares the serving revision's state, and only the serving revision counts.
-fn keeps_tallies(controller: &Controller<MapKind>) -> bool {
-    controller.share.is_none()
+/// The parents' counts, when this controller keeps them: a candidate revision of a staged
+/// rollout shares the serving revision's state, and only the serving revision counts.
+fn tallies(controller: &Controller<MapKind>) -> Option<&Tallies> {
+    controller
+        .share
+        .is_none()
+        .then(|| controller.state.tallies())
 }
 
 /// The group an object belongs to as one of this controller's outputs.
@@ -459,32 +455,31 @@ fn read_fan_out(
         let fan_out = MapFanOut::read(mapper, &*context.informers, &parent)?;
         Ok(Some((parent, fan_out)))
     };
-    if !keeps_tallies(controller) {
+    let Some(tallies) = tallies(controller) else {
         return read();
-    }
-    controller
-        .state
-        .tallies()
-        .recount(parent_ref, read, |(_, fan_out), count| {
-            for input in &fan_out.inputs {
-                if let Some(input_type) = mapper.input_type_of(input) {
-                    let input_ref = ObjRef::of(input_type, input);
-                    count(Counted::Input(input_ref, Some(input_type.clone())));
-                }
+    };
+    tallies.recount(parent_ref, read, |(_, fan_out), count| {
+        for input in &fan_out.inputs {
+            if let Some(input_type) = mapper.input_type_of(input) {
+                let input_ref = ObjRef::of(input_type, input);
+                count(Counted::Input(input_ref, Some(input_type.clone())));
             }
-            for output in &fan_out.outputs {
-                if let Some(output_type) = mapper.output_type_of(output) {
-                    let output_ref = ObjRef::of(output_type, output);
-                    let counted = (output_type.clone(), output_conditions(output));
-                    count(Counted::Output(output_ref, Some(counted)));
-                }
+        }
+        for output in &fan_out.outputs {
+            if let Some((output_type, conditions)) = mapper.output_counted(output) {
+                let output_ref = ObjRef::of(output_type, output);
+                count(Counted::Output(
+                    output_ref,
+                    Some((output_type.clone(), conditions)),
+                ));
             }
-        })
+        }
+    })
 }
 
 /// The parent as every map call of it sees it. The counts this controller aggregates into
 /// its status are left out: they move with every pair's outputs, and a pair is not mapped
-/// again when only they change (a status-only parent event is not routed), so a resync does
+/// again when only they change (a status-only parent event queues no work), so a resync does
 /// not map it again for them either.
 fn parent_seen(parent: &Value) -> Seen {
     let mut seen = Seen::default();
@@ -783,19 +778,17 @@ async fn write_parent_status(
         return;
     }
     let mapper = &controller.planner;
-    let tallies = controller.state.tallies();
-    let counts = match tallies.counts(parent_ref, mapper) {
-        Some(counts) => Some(counts),
+    let Some(tallies) = tallies(controller) else {
+        return;
+    };
+    let counts = tallies.counts(parent_ref, mapper).or_else(|| {
         // Forgotten when its selector changed, and its work item has not counted it again
         // (it waits in the queue, or was skipped while leadership lapsed): counted here.
-        None if keeps_tallies(controller) => {
-            let read = read_fan_out(context, controller, parent_ref);
-            read.ok()
-                .flatten()
-                .and_then(|_| tallies.counts(parent_ref, mapper))
-        }
-        None => None,
-    };
+        let read = read_fan_out(context, controller, parent_ref);
+        read.ok()
+            .flatten()
+            .and_then(|_| tallies.counts(parent_ref, mapper))
+    });
     let (Some(parent), Some(counts)) = (context.get(parent_ref), counts) else {
         return;
     };
