@@ -92,8 +92,19 @@ impl Leadership {
     }
 
     fn lead_until(&self, until: Instant) {
-        *self.fence.lock() = Some(until);
-        self.noticed(true);
+        let resumed = {
+            let mut fence = self.fence.lock();
+            let lapsed = fence.is_none_or(|fence| Instant::now() >= fence);
+            *fence = Some(until);
+            lapsed
+        };
+        self.gauge.set(1);
+        if resumed {
+            // Work skipped while the fence was down must be redone even when the lapse was never
+            // noticed (the renewal that ends it was already in flight): subscribers are told
+            // again, whatever they last saw.
+            self.changes.send_replace(true);
+        }
     }
 
     fn step_down(&self) {
@@ -403,6 +414,31 @@ mod tests {
         leadership.check();
         assert!(!*changes.borrow_and_update());
         assert_eq!(leadership.gauge.get(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_after_an_unnoticed_lapse_is_announced_as_leading_again() {
+        let leadership = Leadership::standby(Gauge::default());
+        let mut changes = leadership.subscribe();
+        leadership.lead_until(Instant::now() + Duration::from_secs(12));
+        assert!(*changes.borrow_and_update());
+
+        leadership.lead_until(Instant::now() + Duration::from_secs(12));
+        assert!(
+            !changes.has_changed().unwrap(),
+            "a renewal in time is no news"
+        );
+
+        tokio::time::advance(Duration::from_secs(13)).await;
+        assert!(!leadership.is_leader(), "work is skipped from here");
+        // The renewal in flight lands before anything called `check`.
+        leadership.lead_until(Instant::now() + Duration::from_secs(12));
+        assert!(leadership.is_leader());
+        assert!(
+            changes.has_changed().unwrap(),
+            "what was skipped while the fence was down is redone"
+        );
+        assert!(*changes.borrow_and_update());
     }
 
     #[test]
