@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -55,7 +55,8 @@ type Kinds = Arc<[Arc<dyn KindRuntime>]>;
 pub struct Operator {
     context: Arc<Context>,
     kinds: Kinds,
-    tasks: Vec<JoinHandle<()>>,
+    /// Aborted when dropped: a start that fails half-way leaves nothing running.
+    tasks: JoinSet<()>,
     elector: Option<Arc<Elector>>,
     membership: Option<Arc<Membership>>,
     _scripts_watcher: Option<scripts::ScriptsWatcher>,
@@ -144,12 +145,13 @@ impl Operator {
             .iter()
             .map(|(kind, resolved)| (kind.registry)(resolved.resource.clone()))
             .collect();
-        let mut tasks = vec![tokio::spawn(dispatch(
+        let mut tasks = JoinSet::new();
+        tasks.spawn(dispatch(
             context.clone(),
             kinds.clone(),
             events_rx,
             redeliver_rx,
-        ))];
+        ));
         for (kind, resolved) in &own_types {
             context
                 .informers
@@ -161,37 +163,26 @@ impl Operator {
                 })?;
         }
         for _ in 0..config.workers.max(1) {
-            tasks.push(tokio::spawn(work(context.clone(), kinds.clone())));
+            tasks.spawn(work(context.clone(), kinds.clone()));
         }
-        tasks.push(tokio::spawn(resync_loop(context.clone(), kinds.clone())));
-        tasks.push(tokio::spawn(report_ready(
+        tasks.spawn(resync_loop(context.clone(), kinds.clone()));
+        tasks.spawn(report_ready(
             context.clone(),
             kinds.clone(),
             config.ready.clone(),
-        )));
-        tasks.push(tokio::spawn(take_over_on_election(
-            context.clone(),
-            kinds.clone(),
-        )));
+        ));
+        tasks.spawn(take_over_on_election(context.clone(), kinds.clone()));
         if let Some(elector) = &elector {
             let (elector, context) = (elector.clone(), context.clone());
-            tasks.push(tokio::spawn(async move {
-                elector.run(&context.leadership).await
-            }));
+            tasks.spawn(async move { elector.run(&context.leadership).await });
         }
         if let Some(membership) = &membership {
             let membership = membership.clone();
-            tasks.push(tokio::spawn(async move { membership.run().await }));
-            tasks.push(tokio::spawn(take_over_on_reassignment(
-                context.clone(),
-                kinds.clone(),
-            )));
+            tasks.spawn(async move { membership.run().await });
+            tasks.spawn(take_over_on_reassignment(context.clone(), kinds.clone()));
         }
-        tasks.push(tokio::spawn(status_loop(context.clone(), kinds.clone())));
-        tasks.push(tokio::spawn(credentials_loop(
-            context.clone(),
-            kinds.clone(),
-        )));
+        tasks.spawn(status_loop(context.clone(), kinds.clone()));
+        tasks.spawn(credentials_loop(context.clone(), kinds.clone()));
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
                 let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -201,11 +192,11 @@ impl Operator {
                         source,
                     }
                 })?;
-                tasks.push(tokio::spawn(reload_changed_scripts(
+                tasks.spawn(reload_changed_scripts(
                     context.clone(),
                     kinds.clone(),
                     changed_rx,
-                )));
+                ));
                 Some(watcher)
             }
             None => None,
@@ -293,10 +284,7 @@ impl Operator {
     /// over at once, or (sharded) the other replicas take this one's items at once.
     pub async fn shutdown(mut self) {
         self.context.queue.shut_down();
-        for task in self.tasks.drain(..) {
-            task.abort();
-            let _ = task.await;
-        }
+        self.tasks.shutdown().await;
         if let Some(elector) = &self.elector
             && let Err(error) = elector.release(&self.context.leadership).await
         {
@@ -312,10 +300,8 @@ impl Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        // The tasks are aborted as they are dropped.
         self.context.queue.shut_down();
-        for task in &self.tasks {
-            task.abort();
-        }
     }
 }
 

@@ -31,6 +31,7 @@ mod operator_map;
 mod operator_quiet;
 mod operator_reads;
 mod operator_resync;
+mod operator_start;
 mod operator_workloads;
 mod read_access;
 mod rollout;
