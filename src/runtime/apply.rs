@@ -2,10 +2,10 @@
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
 use super::authority::Authority;
+use super::decode::WrittenVersion;
 use super::keys::ControllerId;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
-use super::written_version::WrittenVersion;
 use crate::api::ServiceAccountRef;
 use crate::object;
 use crate::plan::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};

@@ -5,13 +5,13 @@
 //! every change to the operator's single event channel. Objects are held once, as
 //! `Arc<serde_json::Value>`, and handed out by reference count, never copied.
 
+use super::decode::WatchedObject;
 use crate::object;
 use crate::resources::ResourceType;
 use crate::runtime::discovery::ResolvedType;
 use crate::store::ObjectStore;
 use futures::StreamExt as _;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::{Mutex, RwLock};
@@ -253,7 +253,7 @@ impl ObjectStore for Informers {
 /// The watch loop of one type. Runs until aborted; errors are retried with kube's default
 /// backoff, and the cache keeps serving what it had meanwhile.
 async fn run_watch(
-    api: Api<DynamicObject>,
+    api: Api<WatchedObject>,
     config: watcher::Config,
     resolved: ResolvedType,
     store: Arc<RwLock<Store>>,
@@ -280,7 +280,7 @@ async fn run_watch(
         match item {
             Ok(Event::Init) => listing = Some(Store::default()),
             Ok(Event::InitApply(object)) => {
-                let object = into_value(object, &resolved.api);
+                let object = object.into_value(&resolved.api);
                 let listing = listing.get_or_insert_with(Store::default);
                 // An unchanged object keeps the cached copy, so a re-list does not briefly
                 // hold two copies of everything.
@@ -297,12 +297,12 @@ async fn run_watch(
                 progress.send_modify(|p| p.synced = true);
             }
             Ok(Event::Apply(object)) => {
-                let object = Arc::new(into_value(object, &resolved.api));
+                let object = Arc::new(object.into_value(&resolved.api));
                 let change = store.write().apply(object);
                 send(change.into_iter().collect(), None);
             }
             Ok(Event::Delete(object)) => {
-                let object = into_value(object, &resolved.api);
+                let object = object.into_value(&resolved.api);
                 let change = store.write().delete(object);
                 send(vec![change], None);
             }
@@ -315,34 +315,6 @@ async fn run_watch(
             }
         }
     }
-}
-
-/// The object as hooks see it: plain JSON with `apiVersion` and `kind` always set (list items
-/// come without them) and without `metadata.managedFields`, which no controller reads and which
-/// is often the largest part of an object.
-fn into_value(object: DynamicObject, api: &ApiResource) -> Value {
-    let DynamicObject {
-        types,
-        mut metadata,
-        data,
-    } = object;
-    let mut map = match data {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    let (api_version, kind) = types
-        .filter(|types| !types.api_version.is_empty() && !types.kind.is_empty())
-        .map(|types| (types.api_version, types.kind))
-        .unwrap_or_else(|| (api.api_version.clone(), api.kind.clone()));
-    map.insert("apiVersion".into(), api_version.into());
-    map.insert("kind".into(), kind.into());
-    metadata.managed_fields = None;
-    // ObjectMeta is plain data; serializing it cannot fail.
-    map.insert(
-        "metadata".into(),
-        serde_json::to_value(metadata).unwrap_or_default(),
-    );
-    Value::Object(map)
 }
 
 /// Metadata fields that change on every write without saying anything about the object.
@@ -759,28 +731,5 @@ mod tests {
         assert_eq!(store.len(), 4);
         assert!(store.get("ns", "gone").is_none());
         assert!(Arc::ptr_eq(store.get("ns", "kept").unwrap(), &kept));
-    }
-
-    #[test]
-    fn list_items_get_their_type_and_lose_managed_fields() {
-        let api = ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            plural: "configmaps".into(),
-        };
-        let object: DynamicObject = serde_json::from_value(json!({
-            "metadata": {"name": "a", "namespace": "ns",
-                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
-            "data": {"k": "v"},
-        }))
-        .unwrap();
-        let value = into_value(object, &api);
-        assert_eq!(
-            value,
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}})
-        );
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod authority;
 pub mod cache;
 pub(crate) mod context;
 mod credentials;
+mod decode;
 mod dependencies;
 pub mod discovery;
 mod events;
@@ -34,7 +35,6 @@ pub(crate) mod routes;
 mod scripts;
 pub(crate) mod shard;
 pub mod status;
-mod written_version;
 
 pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};
