@@ -86,7 +86,8 @@ impl Leadership {
     }
 
     /// Changes of leadership, as they are noticed (a lapsed fence stops writes at once, even
-    /// before it is noticed here).
+    /// before it is noticed here). `true` comes again after any lapse, noticed or not: work
+    /// was skipped meanwhile.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.changes.subscribe()
     }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_that_fails_half_way_leaves_no_task_running() {
-    install_crds(&client().await).await.unwrap();
+    // Kept until the end, so its own tasks are counted in `before` and stay alive.
+    let setup = client().await;
+    install_crds(&setup).await.unwrap();
     let kubeconfig = plane().await.kubeconfig();
     let kube = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
@@ -39,4 +41,5 @@ async fn a_start_that_fails_half_way_leaves_no_task_running() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    drop(setup);
 }
