@@ -222,6 +222,32 @@ mod tests {
     }
 
     #[test]
+    fn watch_events_and_list_pages_decode_as_kube_reads_them() {
+        let event = format!(r#"{{"type":"MODIFIED","object":{ANSWER}}}"#);
+        let kube::core::WatchEvent::Modified(watched) =
+            serde_json::from_str::<kube::core::WatchEvent<WatchedObject>>(&event).unwrap()
+        else {
+            panic!("a MODIFIED event");
+        };
+        assert_eq!(watched.metadata.resource_version.as_deref(), Some("42"));
+        let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1",
+            "metadata":{"resourceVersion":"43"}}}"#;
+        assert!(matches!(
+            serde_json::from_str::<kube::core::WatchEvent<WatchedObject>>(bookmark).unwrap(),
+            kube::core::WatchEvent::Bookmark(b) if b.metadata.resource_version == "43"
+        ));
+        let page = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"44"},
+            "items":[{"metadata":{"name":"a","resourceVersion":"40"}},{"metadata":{"name":"b"}}]}"#;
+        let list: kube::core::ObjectList<WatchedObject> = serde_json::from_str(page).unwrap();
+        let names: Vec<Value> = list
+            .items
+            .into_iter()
+            .map(|item| item.into_value(&configmaps())["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("a"), json!("b")]);
+    }
+
+    #[test]
     fn list_items_get_their_type() {
         let item = r#"{"metadata":{"name":"a","namespace":"ns"},"data":{"k":"v"}}"#;
         let watched: WatchedObject = serde_json::from_str(item).unwrap();
