@@ -119,15 +119,26 @@ impl Tallies {
 }
 
 impl Tally {
+    /// Most events note what is counted already: compared before anything is stored or cloned.
     fn set(&mut self, digest: u64, counted: Counted) -> bool {
         match counted {
             Counted::Input(_, Some(input_type)) => {
-                self.inputs.insert(digest, input_type.clone()) != Some(input_type)
+                let changed = self.inputs.get(&digest) != Some(&input_type);
+                if changed {
+                    self.inputs.insert(digest, input_type);
+                }
+                changed
             }
             Counted::Input(_, None) => self.inputs.remove(&digest).is_some(),
             Counted::Output(_, Some((output_type, conditions))) => {
-                let counted = (output_type, conditions.into_boxed_slice());
-                self.outputs.insert(digest, counted.clone()) != Some(counted)
+                let changed = self.outputs.get(&digest).is_none_or(|(held_type, held)| {
+                    *held_type != output_type || **held != *conditions
+                });
+                if changed {
+                    self.outputs
+                        .insert(digest, (output_type, conditions.into_boxed_slice()));
+                }
+                changed
             }
             Counted::Output(_, None) => self.outputs.remove(&digest).is_some(),
         }
