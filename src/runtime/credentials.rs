@@ -189,6 +189,11 @@ impl CredentialWatch {
         &self.digest
     }
 
+    /// Whether both read the same objects (though maybe when they held other values).
+    pub fn reads_the_same(&self, other: &CredentialWatch) -> bool {
+        self.sources == other.sources
+    }
+
     /// Whether the objects read differ now from what the controller loaded with.
     pub async fn changed(&self) -> Result<bool, ReadError> {
         let now = CredentialValues::read(&self.reader, &self.sources).await?;

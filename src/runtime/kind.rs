@@ -152,6 +152,12 @@ pub struct Controller<K: Kind> {
 }
 
 impl<K: Kind> Controller<K> {
+    /// What its webhook credentials were when it loaded (a digest that hides them), `None` for
+    /// a controller whose webhooks name none.
+    pub fn credentials_digest(&self) -> Option<&str> {
+        self.credentials.as_deref().map(CredentialWatch::digest)
+    }
+
     /// Whether the event can still queue work the controller has not queued: not an object
     /// seen in a list that its queueing of everything already read. Deletions always are (what
     /// was deleted must be forgotten); kinds keep their indexes up to date with every event and

@@ -340,6 +340,15 @@ impl<K: Kind> Registry<K> {
         // After a restart the serving revision runs again, from its snapshot, unless the
         // newest one serves anyway.
         let restored = restored.filter(|_| placement != Placement::Serve);
+        // Beside a candidate or a held-back revision, the serving one gets rotated webhook
+        // credentials from a load of its snapshot.
+        let reloaded = match (&placement, &previous) {
+            (Placement::Stage | Placement::Hold(_), Some(serving)) => {
+                self.with_rotated_credentials(context, id, object, serving, &newest)
+                    .await
+            }
+            _ => None,
+        };
         match placement {
             Placement::Serve => {
                 let dropped = self.rollouts.serve(name, &newest.revision);
@@ -368,6 +377,9 @@ impl<K: Kind> Registry<K> {
                 if let Some(restored) = restored {
                     tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
                     self.install(context, key, object, restored, None).await;
+                }
+                if let Some(reloaded) = reloaded {
+                    self.install(context, key, object, reloaded, previous).await;
                 }
                 let serving = self.get(name).expect("a serving revision to stage beside");
                 self.rollouts.save(context, &serving).await;
@@ -398,6 +410,9 @@ impl<K: Kind> Registry<K> {
                 if let Some(restored) = restored {
                     tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
                     self.install(context, key, object, restored, None).await;
+                }
+                if let Some(reloaded) = reloaded {
+                    self.install(context, key, object, reloaded, previous).await;
                 }
                 self.unloaded.lock().remove(name);
                 self.rebuild_routes();
@@ -439,21 +454,11 @@ impl<K: Kind> Registry<K> {
                 return Ok(None);
             }
         };
-        let kept = Arc::new(snapshot.controller.clone());
         match self
-            .version(context, id, &kept, None, Some(&snapshot))
+            .snapshot_version(context, id, object, &snapshot, revision, None)
             .await
         {
-            Ok(mut serving) => {
-                // It is the same controller object: Events name it as it is now.
-                serving.reference = super::events::reference(object);
-                serving.sync_requested =
-                    object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
-                // Its snapshot was saved under this name, whatever its spec hashes to now.
-                serving.revision = revision.to_string();
-                self.rollouts.saved(&id.name, revision);
-                Ok(Some(serving))
-            }
+            Ok(serving) => Ok(Some(serving)),
             Err(unloaded) => {
                 let message = unloaded
                     .health
@@ -462,6 +467,96 @@ impl<K: Kind> Registry<K> {
                     .map_or_else(String::new, |problem| problem.message);
                 tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
                 Ok(None)
+            }
+        }
+    }
+
+    /// A revision loaded from its snapshot (`previous`: the version of it running now, whose
+    /// outcomes it keeps).
+    async fn snapshot_version(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        snapshot: &rollout::Snapshot,
+        revision: &str,
+        previous: Option<&Arc<Controller<K>>>,
+    ) -> Result<Controller<K>, Box<Unloaded>> {
+        let kept = Arc::new(snapshot.controller.clone());
+        let mut version = self
+            .version(context, id, &kept, previous, Some(snapshot))
+            .await?;
+        // It is the same controller object: Events name it as it is now.
+        version.reference = super::events::reference(object);
+        version.sync_requested =
+            object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
+        // Its snapshot was saved under this name, whatever its spec hashes to now.
+        version.revision = revision.to_string();
+        self.rollouts.saved(&id.name, revision);
+        Ok(version)
+    }
+
+    /// The serving revision loaded again from its snapshot when its webhook credentials
+    /// rotated while it runs beside a candidate or a held-back revision (the newest version
+    /// read is not it, so it would go on with the old ones). `newest` was read just now: when
+    /// it reads the same credential objects, its digest tells without reading them again.
+    async fn with_rotated_credentials(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        serving: &Arc<Controller<K>>,
+        newest: &Controller<K>,
+    ) -> Option<Controller<K>> {
+        let watch = serving.credentials.as_ref()?;
+        let rotated = match &newest.credentials {
+            Some(read) if read.reads_the_same(watch) => read.digest() != watch.digest(),
+            _ => match watch.changed().await {
+                Ok(changed) => changed,
+                Err(error) => {
+                    tracing::warn!(controller = %id, revision = %serving.revision, %error, "cannot read the serving revision's webhook credentials again");
+                    return None;
+                }
+            },
+        };
+        if !rotated {
+            return None;
+        }
+        let failed = |message: String| {
+            tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it cannot be loaded again with them; it goes on with the old ones");
+        };
+        let snapshot = match rollout::load_snapshot(context, id, object, &serving.revision).await {
+            Ok(Some(snapshot)) => snapshot,
+            Ok(None) => {
+                failed("its snapshot is gone".to_string());
+                return None;
+            }
+            Err(error) => {
+                failed(error.to_string());
+                return None;
+            }
+        };
+        match self
+            .snapshot_version(
+                context,
+                id,
+                object,
+                &snapshot,
+                &serving.revision,
+                Some(serving),
+            )
+            .await
+        {
+            Ok(reloaded) => Some(reloaded),
+            Err(unloaded) => {
+                failed(
+                    unloaded
+                        .health
+                        .ready
+                        .err()
+                        .map_or_else(String::new, |p| p.message),
+                );
+                None
             }
         }
     }
@@ -1049,18 +1144,40 @@ impl<K: Kind> KindRuntime for Registry<K> {
     }
 
     fn credential_watches(&self) -> Vec<(ControllerId, Arc<CredentialWatch>)> {
-        let unloaded = self.unloaded.lock();
-        let loaded = self
-            .loaded
-            .read()
-            .iter()
-            .filter(|(name, _)| !unloaded.contains_key(*name))
-            .filter_map(|(name, c)| Some((Self::id(name), c.credentials.clone()?)))
-            .collect::<Vec<_>>();
-        let newest = unloaded
-            .iter()
-            .filter_map(|(name, u)| Some((Self::id(name), u.credentials.clone()?)));
-        loaded.into_iter().chain(newest).collect()
+        let (serving, newest) = {
+            let unloaded = self.unloaded.lock();
+            let serving = self
+                .loaded
+                .read()
+                .iter()
+                .filter(|(name, _)| !unloaded.contains_key(*name))
+                .map(|(name, c)| (name.clone(), c.credentials.clone()))
+                .collect::<Vec<_>>();
+            let newest = unloaded
+                .iter()
+                .filter_map(|(name, u)| Some((Self::id(name), u.credentials.clone()?)))
+                .collect::<Vec<_>>();
+            (serving, newest)
+        };
+        let mut watches = Vec::new();
+        for (name, serving) in serving {
+            // A candidate reading other credential objects than the serving revision is
+            // polled too; one reading the same is loaded again with it.
+            let candidate = self
+                .rollouts
+                .candidate(&name)
+                .and_then(|candidate| candidate.controller.credentials.clone())
+                .filter(|read| serving.as_ref().is_none_or(|s| !s.reads_the_same(read)));
+            let id = Self::id(&name);
+            watches.extend(
+                serving
+                    .into_iter()
+                    .chain(candidate)
+                    .map(|w| (id.clone(), w)),
+            );
+        }
+        watches.extend(newest);
+        watches
     }
 
     fn names(&self) -> BTreeSet<String> {

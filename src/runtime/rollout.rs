@@ -63,6 +63,7 @@ pub struct Candidate<K: Kind> {
     progress: Mutex<Progress>,
 }
 
+#[derive(Clone)]
 struct Progress {
     /// Canary: the step running and when it started (monotonic for its interval, the wall
     /// clock for status, which a new leader resumes from).
@@ -80,6 +81,17 @@ struct Progress {
 impl<K: Kind> Candidate<K> {
     pub fn revision(&self) -> &str {
         &self.controller.revision
+    }
+
+    /// This candidate (its share and progress) running `controller`: the same revision,
+    /// loaded again with other webhook credentials.
+    fn with_credentials_of(&self, mut controller: Controller<K>) -> Candidate<K> {
+        controller.share = Some(self.share.clone());
+        Candidate {
+            controller: Arc::new(controller),
+            share: self.share.clone(),
+            progress: Mutex::new(self.progress.lock().clone()),
+        }
     }
 
     fn strategy(&self) -> RolloutStrategy {
@@ -243,7 +255,8 @@ impl<K: Kind> Rollouts<K> {
     /// with it). A new candidate starts where the controller's status says one of its revision
     /// was (a restart, a new leader), else at its first step; so does a kept one whose status
     /// is ahead of this replica (a later step, or the same one started earlier: a standby that
-    /// takes over). Returns it, and whether it is new (also when only its rollout settings
+    /// takes over). A kept one loaded again with rotated webhook credentials runs with them
+    /// from then on. Returns it, and whether it is new (also when only its rollout settings
     /// changed).
     pub fn stage(
         &self,
@@ -272,6 +285,13 @@ impl<K: Kind> Rollouts<K> {
             && kept.revision() == controller.revision
             && kept.controller.rollout == controller.rollout
         {
+            // Rotated webhook credentials (no part of the revision): the same candidate, at
+            // the same point, calling its hooks with the new ones.
+            if kept.controller.credentials_digest() != controller.credentials_digest() {
+                let renewed = Arc::new(kept.with_credentials_of(controller));
+                track.candidate = Some(renewed.clone());
+            }
+            let kept = track.candidate.as_ref().expect("a candidate kept");
             let behind = resume.is_some_and(|(step, started_at)| {
                 let progress = kept.progress.lock();
                 (step, std::cmp::Reverse(started_at))

@@ -1,17 +1,19 @@
 //! Webhook credentials from Secrets (Metacontroller v4.16's `authorization`, `basicAuth`,
 //! `caBundle.secretRef`, `endpointConfigs`) against the real plane: the hook gets the header,
 //! wrong credentials fail the sync without touching anything, a rotated Secret is used without
-//! a restart, and a controller cannot use a Secret its ServiceAccount may not read.
+//! a restart (also by both revisions of a staged rollout), and a controller cannot use a
+//! Secret its ServiceAccount may not read.
 
 use crate::support::operator::{
     apply, get, operator, regarding_name, wait_for, wait_for_condition, wait_for_event,
 };
-use crate::support::{client, test_namespace, unique_name};
+use crate::support::{client, eventually, test_namespace, unique_name};
 use base64::Engine as _;
 use k8s_openapi::api::events::v1::Event;
 use metascript::testing::{Call, HookServer, Reply};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
@@ -338,4 +340,175 @@ async fn a_controller_cannot_use_a_secret_its_account_may_not_read() {
         |o| o["metadata"]["labels"]["auth"] == "account",
     )
     .await;
+}
+
+/// Each target's `rev` and `auth` labels.
+async fn labels_of(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[&str],
+) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    for name in names {
+        let mut object = target(namespace, "");
+        object["metadata"]["name"] = json!(name);
+        let now = get(client, &object).await.unwrap_or_default();
+        let label = |key: &str| {
+            now["metadata"]["labels"][key]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        labels.push((label("rev"), label("auth")));
+    }
+    labels
+}
+
+/// A staged rollout whose two revisions call webhooks with tokens from Secrets: one Secret
+/// for both (`shared`), or one each, of which only the candidate's is rotated. The rotated
+/// token reaches every revision that reads it, and the candidate keeps its share and its step.
+async fn rotation_in_a_staged_rollout(shared: bool) {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "rotate-staged").await;
+    let name = unique_name("rotate-staged");
+    // The header each revision (the URL's path) must send.
+    let headers = Arc::new(Mutex::new(BTreeMap::from([
+        ("v1".to_string(), "Bearer first".to_string()),
+        ("v2".to_string(), "Bearer first".to_string()),
+    ])));
+    let expected = headers.clone();
+    // Answers with the revision and the token it was called with.
+    let server = HookServer::start_with_headers(move |call: &Call| {
+        let revision = call.path.trim_start_matches('/');
+        let header = expected.lock().get(revision).cloned().unwrap_or_default();
+        if call.header("Authorization") != Some(header.as_str()) {
+            return Reply::status(401, "unauthorized");
+        }
+        Reply::json(&json!({"labels": {
+            "rev": revision,
+            "auth": header.trim_start_matches("Bearer "),
+        }}))
+    })
+    .expect("a hook server");
+    let secret_of = |revision: &str| match (shared, revision) {
+        (false, "v2") => "hook-token-v2",
+        _ => "hook-token",
+    };
+    for revision in ["v1", "v2"] {
+        apply(
+            &client,
+            &secret(&namespace, secret_of(revision), &[("token", "first")]),
+        )
+        .await;
+    }
+    let revision = |revision: &str| {
+        decorator(
+            &name,
+            json!({
+                "hooks": {"sync": {"webhook": {
+                    "url": server.url(&format!("/{revision}")),
+                    "authorization": {"secretRef": {"name": secret_of(revision), "namespace": namespace, "key": "token"}}
+                }}},
+                // Failures while the hook server is ahead of the Secret are not the candidate's.
+                "rollout": {"strategy": "Canary", "maxErrors": 10,
+                            "steps": [{"count": 2, "intervalSeconds": 3600}]},
+            }),
+        )
+    };
+    let names = ["t-0", "t-1", "t-2", "t-3"];
+    let mut targets: Vec<Value> = names
+        .iter()
+        .map(|target_name| {
+            let mut object = target(&namespace, &name);
+            object["metadata"]["name"] = json!(target_name);
+            object
+        })
+        .collect();
+    apply(&client, &revision("v1")).await;
+    for object in &targets {
+        apply(&client, object).await;
+    }
+    eventually("every target at v1", || async {
+        let labels = labels_of(&client, &namespace, &names).await;
+        labels
+            .iter()
+            .all(|(rev, auth)| rev == "v1" && auth == "first")
+            .then_some(())
+    })
+    .await;
+    apply(&client, &revision("v2")).await;
+    let revs = eventually("the canary's two targets at v2", || async {
+        let labels = labels_of(&client, &namespace, &names).await;
+        let at_v2 = labels.iter().filter(|(rev, _)| rev == "v2").count();
+        (at_v2 == 2 && labels.iter().all(|(_, auth)| auth == "first"))
+            .then(|| labels.into_iter().map(|(rev, _)| rev).collect::<Vec<_>>())
+    })
+    .await;
+    let controller = json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController", "metadata": {"name": name}});
+    let staged = wait_for(&client, &controller, "the candidate in status", |c| {
+        c["status"]["rollout"]["candidate"].is_string()
+    })
+    .await;
+    let rollout = staged["status"]["rollout"].clone();
+
+    // The hook moves to the new token first: the next sync of every target whose revision
+    // reads the rotated Secret fails.
+    let rotated: Vec<&str> = if shared { vec!["v1", "v2"] } else { vec!["v2"] };
+    for revision in &rotated {
+        headers
+            .lock()
+            .insert(revision.to_string(), "Bearer second".into());
+    }
+    for object in &mut targets {
+        object["metadata"]["labels"]["touched"] = json!("yes");
+        apply(&client, object).await;
+    }
+    for (target_name, rev) in names.iter().zip(&revs) {
+        if rotated.contains(&rev.as_str()) {
+            event_on(&client, &namespace, target_name, "HookFailed").await;
+        }
+    }
+
+    // The Secret catches up: the revisions reading it read it again and sync what failed.
+    apply(
+        &client,
+        &secret(&namespace, secret_of("v2"), &[("token", "second")]),
+    )
+    .await;
+    let want = |rev: &str| {
+        if rotated.contains(&rev) {
+            "second"
+        } else {
+            "first"
+        }
+    };
+    let labels = eventually("every target synced with its revision's token", || async {
+        let labels = labels_of(&client, &namespace, &names).await;
+        labels
+            .iter()
+            .all(|(rev, auth)| auth == want(rev))
+            .then_some(labels)
+    })
+    .await;
+    let after: Vec<String> = labels.into_iter().map(|(rev, _)| rev).collect();
+    assert_eq!(after, revs, "each target stays with its revision");
+    let now = get(&client, &controller).await.expect("the controller");
+    for field in ["serving", "candidate", "step", "stepStartedAt"] {
+        assert_eq!(
+            now["status"]["rollout"][field], rollout[field],
+            "the rollout's {field} is as it was: {}",
+            now["status"]["rollout"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_secret_reaches_both_revisions_of_a_staged_rollout() {
+    rotation_in_a_staged_rollout(true).await;
+}
+
+#[tokio::test]
+async fn a_candidate_reading_a_secret_of_its_own_gets_it_rotated() {
+    rotation_in_a_staged_rollout(false).await;
 }
