@@ -505,17 +505,12 @@ impl Store {
         }
     }
 
-    /// A deleted object (in its final state). The event carries that final state, or the cached
-    /// one if the watch delivered nothing usable.
+    /// A deleted object, reported in the final state its event carries (newer than the cached
+    /// one: a finalizer's removal, say).
     fn delete(&mut self, object: Value) -> Change {
         let (namespace, name) = key(&object);
-        let cached = self.remove(&namespace, &name);
-        let old = if object.get("metadata").is_some() {
-            Arc::new(object)
-        } else {
-            cached.unwrap_or_else(|| Arc::new(object))
-        };
-        (Some(old), None)
+        self.remove(&namespace, &name);
+        (Some(Arc::new(object)), None)
     }
 
     /// Swaps in a complete list, returning what changed relative to the old contents: objects
