@@ -337,17 +337,19 @@ impl<K: Kind> Registry<K> {
                 promoting: promoting.as_deref(),
             },
         );
-        // After a restart the serving revision runs again, from its snapshot, unless the
-        // newest one serves anyway.
-        let restored = restored.filter(|_| placement != Placement::Serve);
-        // Beside a candidate or a held-back revision, the serving one gets rotated webhook
-        // credentials from a load of its snapshot.
-        let reloaded = match (&placement, &previous) {
-            (Placement::Stage | Placement::Hold(_), Some(serving)) => {
-                self.with_rotated_credentials(context, id, object, serving, &newest)
-                    .await
+        // Unless the newest revision serves anyway, the serving one runs on beside it: again
+        // from its snapshot after a restart, or loaded again when its webhook credentials
+        // rotated. Installed with the version it replaces, if any.
+        let serving_again = match (&placement, restored, &previous) {
+            (Placement::Serve, ..) | (_, None, None) => None,
+            (_, Some(restored), _) => {
+                tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
+                Some((restored, None))
             }
-            _ => None,
+            (_, None, Some(serving)) => self
+                .with_rotated_credentials(context, id, object, serving, &newest)
+                .await
+                .map(|reloaded| (reloaded, Some(serving.clone()))),
         };
         match placement {
             Placement::Serve => {
@@ -371,15 +373,11 @@ impl<K: Kind> Registry<K> {
                 }
             }
             Placement::Stage => {
-                // Staged first, so that the restored revision's work items of the candidate's
+                // Staged first, so that the serving revision's work items of the candidate's
                 // share go to the candidate.
                 let (candidate, started) = self.rollouts.stage(name, newest, object);
-                if let Some(restored) = restored {
-                    tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
-                    self.install(context, key, object, restored, None).await;
-                }
-                if let Some(reloaded) = reloaded {
-                    self.install(context, key, object, reloaded, previous).await;
+                if let Some((serving, replaced)) = serving_again {
+                    self.install(context, key, object, serving, replaced).await;
                 }
                 let serving = self.get(name).expect("a serving revision to stage beside");
                 self.rollouts.save(context, &serving).await;
@@ -407,12 +405,8 @@ impl<K: Kind> Registry<K> {
             }
             Placement::Hold(halted) => {
                 let dropped = self.rollouts.hold(name, halted.clone());
-                if let Some(restored) = restored {
-                    tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
-                    self.install(context, key, object, restored, None).await;
-                }
-                if let Some(reloaded) = reloaded {
-                    self.install(context, key, object, reloaded, previous).await;
+                if let Some((serving, replaced)) = serving_again {
+                    self.install(context, key, object, serving, replaced).await;
                 }
                 self.unloaded.lock().remove(name);
                 self.rebuild_routes();
@@ -458,7 +452,10 @@ impl<K: Kind> Registry<K> {
             .snapshot_version(context, id, object, &snapshot, revision, None)
             .await
         {
-            Ok(serving) => Ok(Some(serving)),
+            Ok(serving) => {
+                self.rollouts.saved(&id.name, revision);
+                Ok(Some(serving))
+            }
             Err(unloaded) => {
                 let message = unloaded
                     .health
@@ -471,8 +468,8 @@ impl<K: Kind> Registry<K> {
         }
     }
 
-    /// A revision loaded from its snapshot (`previous`: the version of it running now, whose
-    /// outcomes it keeps).
+    /// A revision loaded from a snapshot of it (`previous`: the version of it running now,
+    /// whose outcomes it keeps).
     async fn snapshot_version(
         &self,
         context: &Arc<Context>,
@@ -490,16 +487,16 @@ impl<K: Kind> Registry<K> {
         version.reference = super::events::reference(object);
         version.sync_requested =
             object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
-        // Its snapshot was saved under this name, whatever its spec hashes to now.
+        // Its snapshot is kept under this name, whatever its spec hashes to now.
         version.revision = revision.to_string();
-        self.rollouts.saved(&id.name, revision);
         Ok(version)
     }
 
-    /// The serving revision loaded again from its snapshot when its webhook credentials
-    /// rotated while it runs beside a candidate or a held-back revision (the newest version
-    /// read is not it, so it would go on with the old ones). `newest` was read just now: when
-    /// it reads the same credential objects, its digest tells without reading them again.
+    /// The serving revision loaded again with rotated webhook credentials, while it runs
+    /// beside a candidate or a held-back revision (the newest version read is not it, so it
+    /// would go on with the old ones). It is loaded from a snapshot of itself as it runs, so
+    /// nothing else about it changes. `newest` was read just now: when it reads the same
+    /// credential objects, its digest tells without reading them again.
     async fn with_rotated_credentials(
         &self,
         context: &Arc<Context>,
@@ -522,20 +519,7 @@ impl<K: Kind> Registry<K> {
         if !rotated {
             return None;
         }
-        let failed = |message: String| {
-            tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it cannot be loaded again with them; it goes on with the old ones");
-        };
-        let snapshot = match rollout::load_snapshot(context, id, object, &serving.revision).await {
-            Ok(Some(snapshot)) => snapshot,
-            Ok(None) => {
-                failed("its snapshot is gone".to_string());
-                return None;
-            }
-            Err(error) => {
-                failed(error.to_string());
-                return None;
-            }
-        };
+        let snapshot = rollout::snapshot_of(serving);
         match self
             .snapshot_version(
                 context,
@@ -549,13 +533,12 @@ impl<K: Kind> Registry<K> {
         {
             Ok(reloaded) => Some(reloaded),
             Err(unloaded) => {
-                failed(
-                    unloaded
-                        .health
-                        .ready
-                        .err()
-                        .map_or_else(String::new, |p| p.message),
-                );
+                let message = unloaded
+                    .health
+                    .ready
+                    .err()
+                    .map_or_else(String::new, |p| p.message);
+                tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
                 None
             }
         }
@@ -591,11 +574,9 @@ impl<K: Kind> Registry<K> {
         // New webhook credentials leave what runs as it was (a token is no part of a hook's
         // digest), but what failed with the old ones (a 401) should not wait for its backoff.
         let rotated = !changed
-            && previous.as_ref().is_some_and(|p| {
-                let digest =
-                    |c: &Controller<K>| c.credentials.as_ref().map(|w| w.digest().to_string());
-                digest(p) != digest(&controller)
-            });
+            && previous
+                .as_ref()
+                .is_some_and(|p| p.credentials_digest() != controller.credentials_digest());
         if changed {
             // Before `enqueue_all` below reads the cache.
             controller.queued_all_at = Instant::now();
@@ -1161,13 +1142,17 @@ impl<K: Kind> KindRuntime for Registry<K> {
         };
         let mut watches = Vec::new();
         for (name, serving) in serving {
-            // A candidate reading other credential objects than the serving revision is
-            // polled too; one reading the same is loaded again with it.
+            // A candidate is polled too, unless it read the same credential objects as the
+            // serving revision and found the same: then both load again when they change.
             let candidate = self
                 .rollouts
                 .candidate(&name)
                 .and_then(|candidate| candidate.controller.credentials.clone())
-                .filter(|read| serving.as_ref().is_none_or(|s| !s.reads_the_same(read)));
+                .filter(|read| {
+                    serving
+                        .as_ref()
+                        .is_none_or(|s| !s.reads_the_same(read) || s.digest() != read.digest())
+                });
             let id = Self::id(&name);
             watches.extend(
                 serving

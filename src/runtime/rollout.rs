@@ -60,10 +60,11 @@ impl CandidateShare {
 pub struct Candidate<K: Kind> {
     pub controller: Arc<Controller<K>>,
     share: Arc<CandidateShare>,
-    progress: Mutex<Progress>,
+    /// Shared with the candidate it replaces when loaded again with rotated credentials, so
+    /// what a sync or a rollout turn still holding that one records is not lost.
+    progress: Arc<Mutex<Progress>>,
 }
 
-#[derive(Clone)]
 struct Progress {
     /// Canary: the step running and when it started (monotonic for its interval, the wall
     /// clock for status, which a new leader resumes from).
@@ -84,13 +85,15 @@ impl<K: Kind> Candidate<K> {
     }
 
     /// This candidate (its share and progress) running `controller`: the same revision,
-    /// loaded again with other webhook credentials.
+    /// loaded again with other webhook credentials. A shadow report is due again, as the old
+    /// credentials may have failed its calls.
     fn with_credentials_of(&self, mut controller: Controller<K>) -> Candidate<K> {
         controller.share = Some(self.share.clone());
+        self.progress.lock().shadow_due = Instant::now();
         Candidate {
             controller: Arc::new(controller),
             share: self.share.clone(),
-            progress: Mutex::new(self.progress.lock().clone()),
+            progress: self.progress.clone(),
         }
     }
 
@@ -307,7 +310,7 @@ impl<K: Kind> Rollouts<K> {
         let candidate = Arc::new(Candidate {
             controller: Arc::new(controller),
             share,
-            progress: Mutex::new(Progress {
+            progress: Arc::new(Mutex::new(Progress {
                 step: 0,
                 started: Instant::now(),
                 started_at: jiff::Timestamp::now(),
@@ -315,7 +318,7 @@ impl<K: Kind> Rollouts<K> {
                 shadow: recorded.and_then(|status| status.shadow),
                 shadow_due: Instant::now(),
                 evaluating: false,
-            }),
+            })),
         });
         if candidate.strategy() == RolloutStrategy::Canary {
             let (step, started_at) = resume.unwrap_or((0, jiff::Timestamp::now()));
@@ -611,7 +614,7 @@ fn snapshots(context: &Context) -> Api<ControllerRevision> {
 
 /// What a serving version snapshots: its object, and the code of the scripts it took from
 /// ConfigMap keys.
-fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
+pub(super) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
     let mut scripts = BTreeMap::new();
     let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
         .map(|parsed| crate::api::ControllerObject::spec(&parsed))
