@@ -33,6 +33,11 @@ pub const BIN_DIR_ENV: &str = "METASCRIPT_CONTROL_PLANE_BIN";
 /// Setting this to `1` keeps the plane's directory (logs, certificates, etcd data) after drop.
 const KEEP_DIR_ENV: &str = "METASCRIPT_CONTROL_PLANE_KEEP";
 
+/// Setting this to a list of CPUs (`0`, `0,2-3`) runs the plane's processes on those CPUs only.
+/// With the benchmark under `taskset` on the others, the operator takes no CPU from the API
+/// server, as on a cluster, where it runs in a pod of its own (docs/performance.md).
+const CPUS_ENV: &str = "METASCRIPT_PLANE_CPUS";
+
 /// Must match `hack/control-plane/build.sh`. kwok's version is not part of it: build.sh adds
 /// a missing kwok to an existing directory, so a cache from before kwok stays usable.
 const CACHE_KEY: &str = "k8s-v1.36.3-etcd-v3.6.16";
@@ -149,6 +154,12 @@ pub enum ControlPlaneError {
         context: String,
         /// The underlying error.
         error: io::Error,
+    },
+    /// `METASCRIPT_PLANE_CPUS` is not a list of CPUs.
+    #[error("{CPUS_ENV}={value:?} is not a list of CPU numbers such as `0` or `0,2-3`")]
+    Cpus {
+        /// The variable's value.
+        value: String,
     },
     /// Certificate or key generation failed.
     #[error("generating certificates: {0}")]
@@ -730,6 +741,13 @@ impl ControlPlane {
             .stdout(out)
             .stderr(err);
         die_with_parent(&mut command);
+        if let Some(value) = std::env::var_os(CPUS_ENV) {
+            let value = value.to_string_lossy();
+            let cpus = parse_cpus(&value).ok_or_else(|| ControlPlaneError::Cpus {
+                value: value.to_string(),
+            })?;
+            pin(&mut command, &cpus);
+        }
         let child = command
             .spawn()
             .map_err(io_err(format!("starting {}", bins.join(name).display())))?;
@@ -889,6 +907,51 @@ fn die_with_parent(command: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// CPU numbers as `taskset -c` takes them (`0`, `0,2-3`); `None` for anything else.
+fn parse_cpus(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for item in list.split(',') {
+        let (first, last): (usize, usize) = match item.trim().split_once('-') {
+            Some((first, last)) => (first.parse().ok()?, last.parse().ok()?),
+            None => {
+                let cpu = item.trim().parse().ok()?;
+                (cpu, cpu)
+            }
+        };
+        // `cpu_set_t` holds 1024.
+        if first > last || last >= 1024 {
+            return None;
+        }
+        cpus.extend(first..=last);
+    }
+    Some(cpus)
+}
+
+/// Runs the child on `cpus` only.
+#[cfg(target_os = "linux")]
+fn pin(command: &mut Command, cpus: &[usize]) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET is given numbers under 1024.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: the closure runs between fork and exec and only makes one syscall.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin(_: &mut Command, _: &[usize]) {
+    tracing::warn!("{CPUS_ENV} is only followed on Linux");
 }
 
 /// Elsewhere the children get their own process group; `Drop` still kills them, a crash does not.
@@ -1174,5 +1237,20 @@ impl Pki {
             sa_private: put("sa.key", &self.service_account_private)?,
             sa_public: put("sa.pub", &self.service_account_public)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpus;
+
+    #[test]
+    fn plane_cpus_are_read_as_taskset_takes_them() {
+        assert_eq!(parse_cpus("0"), Some(vec![0]));
+        assert_eq!(parse_cpus("0,2-3"), Some(vec![0, 2, 3]));
+        assert_eq!(parse_cpus(" 1 , 3 "), Some(vec![1, 3]));
+        for bad in ["", "a", "3-1", "0,", "1024", "-1"] {
+            assert_eq!(parse_cpus(bad), None, "{bad:?}");
+        }
     }
 }
