@@ -455,9 +455,7 @@ async fn take_over_on_election(context: Arc<Context>, kinds: Kinds) {
     while changes.changed().await.is_ok() {
         if *changes.borrow_and_update() {
             tracing::info!("leading: syncing everything");
-            for kind in kinds.iter() {
-                kind.take_over(&context, Sweep::Everything);
-            }
+            take_over(&context, &kinds, Sweep::Everything).await;
         }
     }
 }
@@ -470,9 +468,22 @@ async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
     };
     let mut changes = shards.subscribe();
     while changes.changed().await.is_ok() {
+        take_over(&context, &kinds, Sweep::Changed).await;
+    }
+}
+
+/// Every kind takes over what it now owns. A sweep of what changed recomputes every item's
+/// fingerprint, CPU work that grows with the items (about 0.4 s for 10,000 map pairs): on the
+/// blocking pool, not a runtime thread, as a resync.
+async fn take_over(context: &Arc<Context>, kinds: &Kinds, sweep: Sweep) {
+    let (context, kinds) = (context.clone(), kinds.clone());
+    let swept = tokio::task::spawn_blocking(move || {
         for kind in kinds.iter() {
-            kind.take_over(&context, Sweep::Changed);
+            kind.take_over(&context, sweep);
         }
+    });
+    if let Err(error) = swept.await {
+        tracing::warn!(%error, "a take-over sweep failed");
     }
 }
 
