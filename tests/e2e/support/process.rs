@@ -1,7 +1,7 @@
 //! `metascript run` as a separate process against the shared plane, the way users and
 //! Deployments start it, serving only the controllers labelled for it.
 
-use super::operator::OWN_OPERATOR_LABEL;
+use super::operator::{OWN_OPERATOR_LABEL, install_crds};
 use super::plane;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -17,9 +17,13 @@ pub struct OperatorProcess {
 
 impl OperatorProcess {
     /// Starts `metascript run` serving the controllers labelled `OWN_OPERATOR_LABEL=<instance>`,
-    /// with `extra` arguments.
+    /// with `extra` arguments. The CRDs are installed first: without them it exits, and a test
+    /// run alone (or first) would wait for it in vain.
     pub async fn start(instance: &str, extra: &[&str]) -> OperatorProcess {
         let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
+        install_crds(&super::client().await)
+            .await
+            .expect("installing the CRDs");
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_metascript"))
             .args(["run", "--kubeconfig"])
