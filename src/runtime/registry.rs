@@ -43,6 +43,16 @@ struct Unloaded {
     credentials: Option<Arc<CredentialWatch>>,
 }
 
+impl Unloaded {
+    /// Why it did not load, for a log line.
+    fn why(self) -> String {
+        self.health
+            .ready
+            .err()
+            .map_or_else(String::new, |problem| problem.message)
+    }
+}
+
 /// A controller's work items refused a read, by their description: the key to retry, and why.
 type RefusedWork = BTreeMap<String, (WorkKey, Problem)>;
 
@@ -457,11 +467,7 @@ impl<K: Kind> Registry<K> {
                 Ok(Some(serving))
             }
             Err(unloaded) => {
-                let message = unloaded
-                    .health
-                    .ready
-                    .err()
-                    .map_or_else(String::new, |problem| problem.message);
+                let message = unloaded.why();
                 tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
                 Ok(None)
             }
@@ -533,11 +539,7 @@ impl<K: Kind> Registry<K> {
         {
             Ok(reloaded) => Some(reloaded),
             Err(unloaded) => {
-                let message = unloaded
-                    .health
-                    .ready
-                    .err()
-                    .map_or_else(String::new, |p| p.message);
+                let message = unloaded.why();
                 tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
                 None
             }
