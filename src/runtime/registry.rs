@@ -983,7 +983,7 @@ pub trait KindRuntime: Send + Sync {
     fn kind(&self) -> KindName;
 
     /// Queues the work a watch event causes for this kind's controllers.
-    fn route(&self, context: &Context, event: &ObjectEvent);
+    fn route(&self, context: &Arc<Context>, event: &ObjectEvent);
 
     /// The dev loop: a saved script file reloads the controllers whose hooks name it.
     fn script_file_changed(&self, context: &Context, file: &str);
@@ -1034,7 +1034,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
         kind::name::<K>()
     }
 
-    fn route(&self, context: &Context, event: &ObjectEvent) {
+    fn route(&self, context: &Arc<Context>, event: &ObjectEvent) {
         let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
             return;
         };
@@ -1051,7 +1051,9 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 Advance::Nothing => {}
                 Advance::Stepped => {
                     if let Some(candidate) = self.rollouts.candidate(name) {
-                        K::enqueue_all(context, &candidate.controller, Sweep::Changed);
+                        // The router goes on with the next event; the sweep ends on its own.
+                        let _sweep =
+                            start_enqueue_all(context, &candidate.controller, Sweep::Changed);
                     }
                 }
                 Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
@@ -1234,12 +1236,20 @@ async fn enqueue_all<K: Kind>(
     controller: &Arc<Controller<K>>,
     sweep: Sweep,
 ) {
-    let (context, controller) = (context.clone(), controller.clone());
-    let id = controller.id.clone();
-    let queued = tokio::task::spawn_blocking(move || K::enqueue_all(&context, &controller, sweep));
-    if let Err(error) = queued.await {
+    if let Err(error) = start_enqueue_all(context, controller, sweep).await {
+        let id = &controller.id;
         tracing::warn!(controller = %id, %error, "queueing what the controller acts on failed");
     }
+}
+
+/// [`enqueue_all`] started, for a caller that cannot wait for it.
+fn start_enqueue_all<K: Kind>(
+    context: &Arc<Context>,
+    controller: &Arc<Controller<K>>,
+    sweep: Sweep,
+) -> tokio::task::JoinHandle<u64> {
+    let (context, controller) = (context.clone(), controller.clone());
+    tokio::task::spawn_blocking(move || K::enqueue_all(&context, &controller, sweep))
 }
 
 /// Whether a failure is a read the controller's account may not make (or that could not be
