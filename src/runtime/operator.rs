@@ -6,7 +6,7 @@ use super::access::{AccessReviews, RBAC_TYPES, is_rbac};
 use super::apply::Applier;
 use super::authority::Authority;
 use super::cache::{Informers, ObjectEvent};
-use super::context::{Context, Identities, OperatorConfig};
+use super::context::{Context, Identities, OperatorConfig, sweep};
 use super::discovery::{Discovery, ResolvedType};
 use super::events::Events;
 use super::fingerprint::Sweep;
@@ -472,19 +472,15 @@ async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
     }
 }
 
-/// Every kind takes over what it now owns. A sweep of what changed recomputes every item's
-/// fingerprint, CPU work that grows with the items (about 0.4 s for 10,000 map pairs): on the
-/// blocking pool, not a runtime thread, as a resync.
-async fn take_over(context: &Arc<Context>, kinds: &Kinds, sweep: Sweep) {
+/// Every kind takes over what it now owns.
+async fn take_over(context: &Arc<Context>, kinds: &Kinds, items: Sweep) {
     let (context, kinds) = (context.clone(), kinds.clone());
-    let swept = tokio::task::spawn_blocking(move || {
+    sweep("a take-over", move || {
         for kind in kinds.iter() {
-            kind.take_over(&context, sweep);
+            kind.take_over(&context, items);
         }
-    });
-    if let Err(error) = swept.await {
-        tracing::warn!(%error, "a take-over sweep failed");
-    }
+    })
+    .await;
 }
 
 /// Resyncs each controller every `resyncPeriodSeconds`.
@@ -507,13 +503,8 @@ async fn resync_loop(context: Arc<Context>, kinds: Kinds) {
             }
             *next = now + period;
             if let Some(kind) = kinds.iter().find(|k| k.kind() == id.kind) {
-                // Recomputing every item's fingerprint is CPU work that grows with the items
-                // (about 0.4 s for 10,000 map pairs): on the blocking pool, not a runtime thread.
                 let (kind, context) = (kind.clone(), context.clone());
-                let resynced = tokio::task::spawn_blocking(move || kind.resync(&context, &id.name));
-                if let Err(error) = resynced.await {
-                    tracing::warn!(%error, "a resync task failed");
-                }
+                sweep("a resync", move || kind.resync(&context, &id.name)).await;
             }
         }
     }

@@ -4,7 +4,7 @@
 //! ended, and writing their status.
 
 use super::cache::ObjectEvent;
-use super::context::{Context, Failure};
+use super::context::{Context, Failure, start_sweep, sweep};
 use super::credentials::CredentialValues;
 use super::credentials::CredentialWatch;
 use super::fingerprint::{self, Sweep};
@@ -1052,8 +1052,10 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 Advance::Stepped => {
                     if let Some(candidate) = self.rollouts.candidate(name) {
                         // The router goes on with the next event; the sweep ends on its own.
-                        let _sweep =
-                            start_enqueue_all(context, &candidate.controller, Sweep::Changed);
+                        let (context, controller) = (context.clone(), candidate.controller.clone());
+                        let _sweep = start_sweep(move || {
+                            K::enqueue_all(&context, &controller, Sweep::Changed);
+                        });
                     }
                 }
                 Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
@@ -1228,28 +1230,17 @@ impl<K: Kind> KindRuntime for Registry<K> {
     }
 }
 
-/// Queues what `controller` acts on (`K::enqueue_all`) from the blocking pool: a sweep of what
-/// changed recomputes every item's fingerprint, CPU work that grows with the items (about 0.4 s
-/// at 10,000 map pairs) and would hold a runtime thread, as a resync or a take-over would.
+/// Queues what `controller` acts on (`K::enqueue_all`), off the runtime's threads.
 async fn enqueue_all<K: Kind>(
     context: &Arc<Context>,
     controller: &Arc<Controller<K>>,
-    sweep: Sweep,
+    items: Sweep,
 ) {
-    if let Err(error) = start_enqueue_all(context, controller, sweep).await {
-        let id = &controller.id;
-        tracing::warn!(controller = %id, %error, "queueing what the controller acts on failed");
-    }
-}
-
-/// [`enqueue_all`] started, for a caller that cannot wait for it.
-fn start_enqueue_all<K: Kind>(
-    context: &Arc<Context>,
-    controller: &Arc<Controller<K>>,
-    sweep: Sweep,
-) -> tokio::task::JoinHandle<u64> {
     let (context, controller) = (context.clone(), controller.clone());
-    tokio::task::spawn_blocking(move || K::enqueue_all(&context, &controller, sweep))
+    sweep("queueing what a controller acts on", move || {
+        K::enqueue_all(&context, &controller, items);
+    })
+    .await;
 }
 
 /// Whether a failure is a read the controller's account may not make (or that could not be

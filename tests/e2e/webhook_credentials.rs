@@ -350,8 +350,8 @@ async fn labels_of(
 ) -> Vec<(String, String)> {
     let mut labels = Vec::new();
     for name in names {
-        let mut object = target(namespace, "");
-        object["metadata"]["name"] = json!(name);
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": name, "namespace": namespace}});
         let now = get(client, &object).await.unwrap_or_default();
         let label = |key: &str| {
             now["metadata"]["labels"][key]
