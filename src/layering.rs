@@ -11,6 +11,7 @@ const LAYERS: &[&str] = &[
     "selector",
     "yaml",
     "api",
+    "tenancy",
     "resources",
     "store",
     "reads",

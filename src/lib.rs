@@ -9,6 +9,7 @@
 //! | `object`, `reasons`, `version`, `selector` | JSON object helpers, Event reasons, build info, selectors |
 //! | `yaml` | YAML documents as JSON values, and where each value (and each character of an inline script) is in the file |
 //! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
+//! | `tenancy` | who may make a controller run as which ServiceAccount |
 //! | `resources` | resource types and how they resolve |
 //! | `store` | reading observed objects (caches, manifests, test cases) |
 //! | `reads` | the scripts' `get` and `list`, with dependency tracking |
@@ -33,6 +34,7 @@ pub mod yaml;
 pub mod api;
 pub mod resources;
 pub mod store;
+pub mod tenancy;
 
 pub mod reads;
 pub mod script;

@@ -13,6 +13,8 @@ pub const WATCH_FAILED: &str = "WatchFailed";
 pub const SCRIPT_ERROR: &str = "ScriptError";
 /// The operator requires `serviceAccountName` and the controller has none.
 pub const SERVICE_ACCOUNT_REQUIRED: &str = "ServiceAccountRequired";
+/// The controller names an account no controller may run as (the operator's own).
+pub const SERVICE_ACCOUNT_REFUSED: &str = "ServiceAccountRefused";
 /// No client can be made that impersonates the controller's ServiceAccount.
 pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
 /// `spec.reads` names a type the controller's ServiceAccount may not list.
@@ -22,6 +24,8 @@ pub const READ_CHECK_FAILED: &str = "ReadCheckFailed";
 /// The Secrets or ConfigMaps webhook credentials name could not be read: the API server did not
 /// answer (a missing or forbidden one is a `ScriptError` naming it).
 pub const CREDENTIALS_READ_FAILED: &str = "CredentialsReadFailed";
+/// A new revision's `spec.tests` failed: it does not serve (the previous one keeps serving).
+pub const TESTS_FAILED: &str = "TestsFailed";
 /// The Event about a controller that did not load.
 pub const LOAD_FAILED: &str = "LoadFailed";
 
@@ -73,6 +77,8 @@ pub const ALL: &[&str] = &[
     WATCH_FAILED,
     SCRIPT_ERROR,
     SERVICE_ACCOUNT_REQUIRED,
+    SERVICE_ACCOUNT_REFUSED,
+    TESTS_FAILED,
     IMPERSONATION_FAILED,
     READ_FORBIDDEN,
     READ_CHECK_FAILED,

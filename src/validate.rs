@@ -2,8 +2,9 @@
 //! types resolve and its `spec.tests` pass. The admission webhook (against the cluster) and
 //! `metascript validate` (against files) share it, so both judge alike.
 
-use crate::api::{HookKind, InlineTest, KindName, Language, ResourceRef};
-use crate::cases::{Case, Subject, judge, published};
+use crate::api::{KindName, Language, ResourceRef};
+use crate::cases::Subject;
+use crate::cases::inline::{self, Outcome};
 use crate::hooks::{
     ConfigMapLookup, ControllerHooks, HookError, HookOrigin, SourceError, unused_libraries,
 };
@@ -11,7 +12,7 @@ use crate::kinds::{self, Controller};
 use crate::object;
 use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver};
-use crate::script::{CallScope, ScriptEngine, ScriptError, ScriptOrigin, ScriptSource};
+use crate::script::{ScriptEngine, ScriptError, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
 
@@ -192,6 +193,9 @@ fn check_controller(
         .into_iter()
         .map(|(index, why)| Finding::warning(format!("spec.libraries[{index}]"), why))
         .collect();
+    if let Err(invalid) = &spec.service_account {
+        findings.push(Finding::error("spec.serviceAccountName", invalid));
+    }
     findings.extend(
         spec.on_delete_by_default
             .iter()
@@ -223,6 +227,7 @@ fn check_controller(
                 if matches!(
                     *error,
                     SourceError::MissingConfigMap { .. }
+                        | SourceError::Withheld { .. }
                         | SourceError::MissingKey { .. }
                         | SourceError::MissingCredential { .. }
                 ) =>
@@ -266,97 +271,27 @@ fn check_controller(
         ));
         return findings;
     };
-    let default_hook = kind.hooks()[0];
     let mut subject = Subject {
         label: name.to_string(),
-        hook: default_hook,
-        hooks,
-        planner: Some(planner),
+        hook: kind.hooks()[0],
+        hooks: hooks.into(),
+        planner: Some(planner.into()),
     };
-    for (index, test) in tests.iter().enumerate() {
-        let path = format!("spec.tests[{index}] ({})", test.name);
-        // Calling a webhook from here would let anyone who may create a controller make the
-        // operator POST a request they wrote to a URL they chose, and read the answer in the
-        // refusal (a server-side request forgery); `metascript test` calls it from their machine.
-        // As the spec says: a webhook whose credentials were not at hand did not load.
-        let webhook = test_hook(test, kind).is_ok_and(|hook| {
-            spec.hooks
-                .iter()
-                .any(|(named, spec)| *named == hook && spec.webhook.is_some())
-        });
-        if webhook {
-            findings.push(Finding::warning(
-                path,
-                "not run: its hook is a webhook, which validation never calls (run the case with \
-                 `metascript test`)",
-            ));
-            continue;
-        }
-        match run_test(engine, &mut subject, test, kind) {
-            Ok(None) => {}
-            Ok(Some((failure, spot))) => {
-                findings.push(Finding::error(path, failure).in_script(spot))
+    for (index, test, outcome) in inline::run_all(engine, kind, &spec, &mut subject) {
+        let path = format!("spec.tests[{index}] ({test})");
+        match outcome {
+            Outcome::Passed => {}
+            Outcome::Failed(why, error) => {
+                let spot = error.as_ref().and_then(ScriptSpot::of);
+                findings.push(Finding::error(path, why).in_script(spot))
             }
-            Err(problem) => findings.push(Finding::error(path, problem)),
+            Outcome::NotRun(why) => {
+                findings.push(Finding::warning(path, format!("not run: {why}")))
+            }
+            Outcome::Invalid(problem) => findings.push(Finding::error(path, problem)),
         }
     }
     findings
-}
-
-/// The hook an inline test calls: its `hook`, or the kind's first.
-fn test_hook(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
-    match &test.hook {
-        None => Ok(kind.hooks()[0]),
-        Some(name) => kind
-            .hook(name)
-            .ok_or_else(|| format!("unknown hook {name:?} (a {kind} has {})", kind.hook_names())),
-    }
-}
-
-/// Runs one inline test: `Ok(None)` when it passes, `Ok(Some((why, where)))` when it fails
-/// (where in the script, when the hook failed there), `Err` when it cannot run.
-fn run_test(
-    engine: &ScriptEngine,
-    subject: &mut Subject,
-    test: &InlineTest,
-    kind: KindName,
-) -> Result<Option<(String, Option<ScriptSpot>)>, String> {
-    let hook = test_hook(test, kind)?;
-    if subject.hooks.get(hook).is_none() {
-        return Err(format!("the controller has no {hook} hook that loaded"));
-    }
-    let clock = test
-        .clock
-        .as_deref()
-        .map(|clock| {
-            clock
-                .parse::<jiff::Timestamp>()
-                .map_err(|e| format!("clock {clock:?}: {e}"))
-        })
-        .transpose()?;
-    let case = Case {
-        name: test.name.clone(),
-        request: Some(test.request.clone()),
-        request_file: None,
-        expect: test.expect.clone(),
-        exact: test.exact,
-        expect_error: test.expect_error.clone(),
-        clock,
-        cluster: test.cluster.clone(),
-        expect_reads: test.expect_reads.clone(),
-        expect_events: test.expect_events.clone(),
-    };
-    subject.hook = hook;
-    let reads = subject.reads(test.cluster.clone());
-    let scope = CallScope {
-        clock,
-        reads: Some(reads.clone()),
-        ..CallScope::default()
-    };
-    let result = subject.call(engine, &test.request, &scope);
-    let events = published(&result, &scope.events);
-    let spot = result.as_ref().err().and_then(ScriptSpot::of);
-    Ok(judge(&case, &result, &reads.dependencies(), &events).map(|failure| (failure, spot)))
 }
 
 /// A labelled ConfigMap: every `*.rhai` and `*.lua` key compiles.

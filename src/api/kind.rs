@@ -269,7 +269,7 @@ pub mod fields {
 }
 
 /// What loading needs from a controller object, whatever its kind.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ControllerSpec {
     pub generation: Option<i64>,
     /// Every type the controller names (its hooks' reads included); each is resolved and
@@ -279,8 +279,9 @@ pub struct ControllerSpec {
     /// `spec.libraries`.
     pub libraries: Vec<Library>,
     pub resync_period: Option<Duration>,
-    /// Whom its writes impersonate.
-    pub service_account: Option<ServiceAccountRef>,
+    /// Whom its writes impersonate (none: the operator itself, where allowed), or why the
+    /// spec names no account.
+    pub service_account: Result<Option<ServiceAccountRef>, super::InvalidAccount>,
     /// The types its hooks may read (`spec.reads`); also in `types`.
     pub reads: Vec<ResourceRef>,
     /// `spec.tests`.

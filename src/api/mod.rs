@@ -44,8 +44,10 @@ pub const SYNC_REQUESTED_ANNOTATION: &str = "metascript.dev/sync-requested-at";
 /// The apiVersion of every kind.
 pub const API_VERSION: &str = "metascript.dev/v1alpha1";
 
-/// The namespace of a controller's `serviceAccountName` when `serviceAccountNamespace` is unset.
-pub const DEFAULT_SERVICE_ACCOUNT_NAMESPACE: &str = "metascript-system";
+/// The namespace a controller's `serviceAccountName` used to default to. It is no longer a
+/// default (an account must name its namespace); releasing the finalizers of a controller saved
+/// before that still goes as the account it ran as.
+pub const LEGACY_SERVICE_ACCOUNT_NAMESPACE: &str = "metascript-system";
 
 /// The ServiceAccount a controller's writes impersonate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,14 +56,66 @@ pub struct ServiceAccountRef {
     pub name: String,
 }
 
+/// Why a spec's `serviceAccountName` and `serviceAccountNamespace` name no account.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAccount {
+    #[error(
+        "spec.serviceAccountNamespace is required with spec.serviceAccountName ({name:?}): \
+         an account is named with its namespace, as the one who may use it is granted there \
+         (there is no default namespace)"
+    )]
+    NoNamespace { name: String },
+    #[error(
+        "spec.serviceAccountName {name:?} is a name, not NAMESPACE/NAME: set \
+         serviceAccountName: {account:?} and serviceAccountNamespace: {namespace:?}"
+    )]
+    Qualified {
+        name: String,
+        namespace: String,
+        account: String,
+    },
+    #[error("spec.serviceAccountNamespace {namespace:?} is set without spec.serviceAccountName")]
+    NoName { namespace: String },
+}
+
 impl ServiceAccountRef {
-    /// From a spec's `serviceAccountName` and `serviceAccountNamespace`.
-    pub fn from_spec(name: Option<&str>, namespace: Option<&str>) -> Option<ServiceAccountRef> {
+    /// From a spec's `serviceAccountName` and `serviceAccountNamespace`: none when neither is
+    /// set (the controller writes as the operator, where that is allowed).
+    pub fn from_spec(
+        name: Option<&str>,
+        namespace: Option<&str>,
+    ) -> Result<Option<ServiceAccountRef>, InvalidAccount> {
+        let name = name.filter(|n| !n.is_empty());
+        let namespace = namespace.filter(|n| !n.is_empty());
+        match (name, namespace) {
+            (None, None) => Ok(None),
+            (None, Some(namespace)) => Err(InvalidAccount::NoName {
+                namespace: namespace.into(),
+            }),
+            (Some(name), _) if name.contains('/') => {
+                let (namespace, account) = name.split_once('/').unwrap_or_default();
+                Err(InvalidAccount::Qualified {
+                    name: name.into(),
+                    namespace: namespace.into(),
+                    account: account.into(),
+                })
+            }
+            (Some(name), None) => Err(InvalidAccount::NoNamespace { name: name.into() }),
+            (Some(name), Some(namespace)) => Ok(Some(ServiceAccountRef {
+                name: name.into(),
+                namespace: namespace.into(),
+            })),
+        }
+    }
+
+    /// The account a controller saved before the namespace was required ran as: its
+    /// finalizers are released as that account.
+    pub fn as_it_ran(name: Option<&str>, namespace: Option<&str>) -> Option<ServiceAccountRef> {
         Some(ServiceAccountRef {
             name: name.filter(|n| !n.is_empty())?.to_string(),
             namespace: namespace
                 .filter(|n| !n.is_empty())
-                .unwrap_or(DEFAULT_SERVICE_ACCOUNT_NAMESPACE)
+                .unwrap_or(LEGACY_SERVICE_ACCOUNT_NAMESPACE)
                 .to_string(),
         })
     }

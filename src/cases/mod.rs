@@ -3,6 +3,7 @@
 //! test`, `metascript validate` and the admission webhook all run cases through here.
 
 mod compare;
+pub mod inline;
 pub mod record;
 mod spec;
 
@@ -20,9 +21,10 @@ pub struct Subject {
     /// What the subject is called in reports (a file name, a controller).
     pub label: String,
     pub hook: HookKind,
-    pub hooks: ControllerHooks,
+    /// Shared: the operator tests the very hooks a version will serve.
+    pub hooks: std::sync::Arc<ControllerHooks>,
     /// The controller's planner; a script file has none.
-    pub planner: Option<Box<dyn Planner>>,
+    pub planner: Option<std::sync::Arc<dyn Planner>>,
 }
 
 impl Subject {

@@ -13,6 +13,12 @@ pub trait ConfigMapLookup {
     /// `Some(None)` when it exists without that key.
     fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>>;
 
+    /// Why ConfigMap `namespace/name` is not read here, when it is withheld on purpose (the
+    /// admission webhook reads none for a caller it cannot authenticate).
+    fn withheld(&self, _namespace: &str, _name: &str) -> Option<String> {
+        None
+    }
+
     /// A local file that replaces every ConfigMap key of this name (the dev loop's
     /// `--scripts-dir`); scripts read from it name the file in their errors.
     fn local_file(&self, _key: &str) -> Option<PathBuf> {
@@ -235,6 +241,14 @@ pub enum SourceError {
         namespace: String,
         name: String,
     },
+    #[error("{part} of {controller}: ConfigMap {namespace}/{name} not checked: {why}")]
+    Withheld {
+        controller: String,
+        part: ScriptPart,
+        namespace: String,
+        name: String,
+        why: String,
+    },
     #[error("{part} of {controller}: ConfigMap {namespace}/{name} has no key {key:?}")]
     MissingKey {
         controller: String,
@@ -374,6 +388,17 @@ fn read_source(
             let code =
                 match config_maps.value(&reference.namespace, &reference.name, &reference.key) {
                     None => {
+                        if let Some(why) =
+                            config_maps.withheld(&reference.namespace, &reference.name)
+                        {
+                            return Err(SourceError::Withheld {
+                                controller: controller_name,
+                                part: part.clone(),
+                                namespace: reference.namespace.clone(),
+                                name: reference.name.clone(),
+                                why,
+                            });
+                        }
                         return Err(SourceError::MissingConfigMap {
                             controller: controller_name,
                             part: part.clone(),

@@ -177,30 +177,61 @@ pub struct Context {
 /// its own connection pool), made on first use.
 pub struct Identities {
     base: kube::Config,
+    /// The user the operator itself is, when the API server said (a SelfSubjectReview at
+    /// start): no controller may run as it.
+    own_user: Option<String>,
     clients: Mutex<HashMap<ServiceAccountRef, kube::Client>>,
 }
 
+/// Why no writer can be made for a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("{}", crate::tenancy::own_account_refusal(.0))]
+    OwnAccount(ServiceAccountRef),
+    #[error("no client can impersonate the account: {0}")]
+    Client(#[from] kube::Error),
+}
+
+impl WriterError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WriterError::OwnAccount(_) => crate::reasons::SERVICE_ACCOUNT_REFUSED,
+            WriterError::Client(_) => crate::reasons::IMPERSONATION_FAILED,
+        }
+    }
+}
+
 impl Identities {
-    pub fn new(base: kube::Config) -> Identities {
+    pub fn new(base: kube::Config, own_user: Option<String>) -> Identities {
         Identities {
             base,
+            own_user,
             clients: Mutex::default(),
         }
     }
 
+    /// The user the operator itself is, when known.
+    pub fn own_user(&self) -> Option<&str> {
+        self.own_user.as_deref()
+    }
+
     /// The writer for a controller: its account's client, or the operator's own client when it
-    /// names none (and that is allowed).
+    /// names none (and that is allowed). The operator's own account is refused: a controller
+    /// running as it could write the operator's status, leases and snapshots.
     pub fn writer(
         &self,
         operator: &kube::Client,
         account: Option<&ServiceAccountRef>,
-    ) -> Result<Writer, kube::Error> {
+    ) -> Result<Writer, WriterError> {
         let Some(account) = account else {
             return Ok(Writer {
                 client: operator.clone(),
                 identity: None,
             });
         };
+        if self.own_user.as_deref() == Some(account.username().as_str()) {
+            return Err(WriterError::OwnAccount(account.clone()));
+        }
         let mut clients = self.clients.lock();
         let client = match clients.get(account) {
             Some(client) => client.clone(),
@@ -216,6 +247,23 @@ impl Identities {
             client,
             identity: Some(account.clone()),
         })
+    }
+}
+
+/// The user the API server knows this client as (a SelfSubjectReview), or `None` when it does
+/// not say (an API server older than 1.28, or a review refused).
+pub async fn own_user(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let api: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
+    match api
+        .create(&Default::default(), &SelfSubjectReview::default())
+        .await
+    {
+        Ok(review) => review.status?.user_info?.username,
+        Err(error) => {
+            tracing::warn!(%error, "cannot tell which user the operator is (SelfSubjectReview): controllers naming its own ServiceAccount are not refused");
+            None
+        }
     }
 }
 

@@ -50,10 +50,16 @@ pub async fn release_finalizers(
     types: &[ResourceRef],
     finalizer: &str,
 ) -> Result<(), Failure> {
-    let writer = context
-        .identities
-        .writer(&context.client, account)
-        .map_err(|e| Failure::new(reasons::IMPERSONATION_FAILED, e))?;
+    // Releasing only removes this controller's own finalizer, so a controller that named the
+    // operator's account (saved before that was refused) is released by the operator itself
+    // rather than left undeletable.
+    let writer = match context.identities.writer(&context.client, account) {
+        Err(super::context::WriterError::OwnAccount(_)) => {
+            context.identities.writer(&context.client, None)
+        }
+        other => other,
+    }
+    .map_err(|e| Failure::new(e.reason(), e))?;
     for reference in types {
         let resolved = context
             .discovery

@@ -5,8 +5,11 @@ use super::context::Context;
 use super::credentials::{CredentialValues, WithCredentials};
 use super::scripts::CachedConfigMaps;
 use super::status::{Health, Problem};
-use crate::api::{ControllerSpec, ResourceRef, ScriptStatus};
+use crate::api::{ControllerSpec, KindName, ResourceRef, ScriptStatus, ServiceAccountRef};
+use crate::cases::Subject;
+use crate::cases::inline::{self, Outcome};
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, ScriptsDir};
+use crate::plan::Planner;
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use std::collections::BTreeMap;
@@ -54,50 +57,41 @@ pub async fn prepare(
     let fail = |reason: &str, message: String| {
         Health::failed(spec.generation, Problem::new(reason, message))
     };
-    let mut types = spec.types.clone();
-    if !ScriptSources::of(spec).config_maps.is_empty() {
-        types.push(ResourceRef {
-            api_version: context.config_map_type.api_version.clone(),
-            resource: context.config_map_type.plural.clone(),
-        });
-    }
-    for reference in &types {
-        let resolved = context
-            .discovery
-            .resolve(reference)
-            .await
-            .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?;
-        context
-            .informers
-            .ensure(&resolved)
-            .await
-            .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
-    }
-    if let Some(account) = &spec.service_account {
-        for reference in &spec.reads {
-            // Resolved and watched above.
-            let resolved = context
+    let mut resolved = Vec::with_capacity(spec.types.len() + 1);
+    for reference in &spec.types {
+        resolved.push(
+            context
                 .discovery
                 .resolve(reference)
                 .await
-                .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?;
-            let scope = ReadScope::new(ReadVerb::List, &resolved.resource, None);
-            match context.access.allowed(account, &scope).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    return Err(fail(
-                        reasons::READ_FORBIDDEN,
-                        format!(
-                            "spec.reads names {}, but the controller's ServiceAccount {} may not \
-                             list it cluster-wide; hooks read only what the account may read",
-                            resolved.resource.group_key(),
-                            account.username()
-                        ),
-                    ));
-                }
-                Err(error) => return Err(fail(reasons::READ_CHECK_FAILED, error.to_string())),
-            }
-        }
+                .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?,
+        );
+    }
+    // Checked before anything is watched: a type starts being watched only once an account
+    // that uses it was found allowed to list it, and scripts are read as the account.
+    if let Ok(Some(account)) = &spec.service_account {
+        may_read(context, account, spec, &resolved)
+            .await
+            .map_err(|problem| Health::failed(spec.generation, problem))?;
+    }
+    if !ScriptSources::of(spec).config_maps.is_empty() {
+        resolved.push(
+            context
+                .discovery
+                .resolve(&ResourceRef {
+                    api_version: context.config_map_type.api_version.clone(),
+                    resource: context.config_map_type.plural.clone(),
+                })
+                .await
+                .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?,
+        );
+    }
+    for resolved in &resolved {
+        context
+            .informers
+            .ensure(resolved)
+            .await
+            .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
     }
     let cached = CachedConfigMaps {
         informers: &context.informers,
@@ -123,35 +117,181 @@ pub async fn prepare(
     if let (Err(error), Some(_)) = (&loaded, &previous) {
         tracing::warn!(controller = name, %error, "script failed to load; the previous version keeps running");
     }
-    let Running {
-        hooks,
-        loaded: scripts_loaded,
-        stale,
-    } = keep_last_good(loaded, previous)
+    let running = keep_last_good(loaded, previous)
         .map_err(|problem| Health::failed(spec.generation, problem))?;
-    let scripts = hooks
-        .iter()
-        .map(|hook| {
-            (
-                hook.kind.to_string(),
-                ScriptStatus {
-                    digest: hook.digest().to_string(),
-                    source: hook.origin().to_string(),
-                    stale,
-                },
-            )
-        })
-        .collect();
-    Ok(Prepared {
+    Ok(Prepared::from_running(spec.generation, running))
+}
+
+impl Prepared {
+    fn from_running(generation: Option<i64>, running: Running) -> Prepared {
+        let Running {
+            hooks,
+            loaded: scripts_loaded,
+            stale,
+        } = running;
+        let scripts = hooks
+            .iter()
+            .map(|hook| {
+                (
+                    hook.kind.to_string(),
+                    ScriptStatus {
+                        digest: hook.digest().to_string(),
+                        source: hook.origin().to_string(),
+                        stale,
+                    },
+                )
+            })
+            .collect();
+        Prepared {
+            hooks,
+            health: Health {
+                generation,
+                ready: scripts_loaded.clone(),
+                scripts_loaded,
+                scripts,
+            },
+            stale,
+        }
+    }
+
+    /// The previous version's hooks kept running, marked stale, because the newest failed
+    /// after they compiled (their `spec.tests`).
+    pub fn kept(
+        generation: Option<i64>,
+        previous: Arc<ControllerHooks>,
+        problem: Problem,
+    ) -> Prepared {
+        Prepared::from_running(
+            generation,
+            Running {
+                hooks: previous,
+                loaded: Err(problem),
+                stale: true,
+            },
+        )
+    }
+}
+
+/// Runs a new version's `spec.tests` against the hooks and planner it would serve with, on
+/// the blocking pool (they run scripts, with the hooks' own limits): `Err` names every case
+/// that failed. Cases of webhook hooks are not run, as at admission.
+pub async fn run_spec_tests(
+    context: &Context,
+    kind: KindName,
+    name: &str,
+    spec: &ControllerSpec,
+    hooks: Arc<ControllerHooks>,
+    planner: Arc<dyn Planner>,
+) -> Result<(), Problem> {
+    let (engine, spec) = (context.engine.clone(), spec.clone());
+    let total = spec.tests.len();
+    let mut subject = Subject {
+        label: name.to_string(),
+        hook: kind.hooks()[0],
         hooks,
-        health: Health {
-            generation: spec.generation,
-            ready: scripts_loaded.clone(),
-            scripts_loaded,
-            scripts,
-        },
-        stale,
+        planner: Some(planner),
+    };
+    let failed = tokio::task::spawn_blocking(move || {
+        inline::run_all(&engine, kind, &spec, &mut subject)
+            .into_iter()
+            .filter_map(|(index, test, outcome)| match outcome {
+                Outcome::Passed | Outcome::NotRun(_) => None,
+                Outcome::Failed(why, _) | Outcome::Invalid(why) => {
+                    Some(format!("spec.tests[{index}] ({test}): {why}"))
+                }
+            })
+            .collect::<Vec<_>>()
     })
+    .await
+    .map_err(|error| {
+        Problem::new(
+            reasons::TESTS_FAILED,
+            format!("spec.tests did not run: {error}"),
+        )
+    })?;
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(Problem::new(
+        reasons::TESTS_FAILED,
+        format!(
+            "{} of {} spec.tests failed, so this revision does not serve: {}",
+            failed.len(),
+            total,
+            failed.join("; ")
+        ),
+    ))
+}
+
+/// What a controller with an account must be allowed before it loads: to `get` the
+/// ConfigMaps its scripts and libraries come from (they are read as the account, not with the
+/// operator's rights), to `list` every type of `spec.reads` cluster-wide, and to `list` every
+/// other type it names in its own namespace or cluster-wide (a type is watched only once an
+/// account that uses it may list it).
+async fn may_read(
+    context: &Context,
+    account: &ServiceAccountRef,
+    spec: &ControllerSpec,
+    types: &[super::discovery::ResolvedType],
+) -> Result<(), Problem> {
+    let config_maps = &context.config_map_type;
+    for reference in spec.config_map_refs() {
+        let scope = ReadScope::new(ReadVerb::Get, config_maps, Some(&reference.namespace));
+        context
+            .access
+            .check(account, &scope)
+            .await
+            .map_err(|refusal| {
+                Problem::new(
+                    refusal.reason(),
+                    format!(
+                        "scripts are read as the controller's account, and ConfigMap {}/{} is not \
+                     its to read: {refusal}",
+                        reference.namespace, reference.name
+                    ),
+                )
+            })?;
+    }
+    for resolved in types {
+        let resource = &resolved.resource;
+        let declared_read = spec.reads.iter().any(|read| {
+            read.api_version == resource.api_version && read.resource == resource.plural
+        });
+        let everywhere = ReadScope::new(ReadVerb::List, resource, None);
+        let allowed = match context.access.allowed(account, &everywhere).await {
+            Ok(true) => true,
+            Ok(false) if resource.namespaced && !declared_read => {
+                let own = ReadScope::new(ReadVerb::List, resource, Some(&account.namespace));
+                context
+                    .access
+                    .allowed(account, &own)
+                    .await
+                    .map_err(|error| Problem::new(reasons::READ_CHECK_FAILED, error))?
+            }
+            Ok(false) => false,
+            Err(error) => return Err(Problem::new(reasons::READ_CHECK_FAILED, error)),
+        };
+        if !allowed {
+            let message = if declared_read {
+                format!(
+                    "spec.reads names {}, but the controller's ServiceAccount {} may not list it \
+                     cluster-wide; hooks read only what the account may read",
+                    resource.group_key(),
+                    account.username()
+                )
+            } else {
+                format!(
+                    "the controller acts on {}, but its ServiceAccount {} may list it neither \
+                     in its own namespace nor cluster-wide; the operator watches a type only \
+                     for a controller whose account may list it",
+                    resource.group_key(),
+                    account.username()
+                )
+            };
+            return Err(Problem::new(reasons::READ_FORBIDDEN, message));
+        }
+    }
+    Ok(())
 }
 
 /// The hooks a controller runs after a load.

@@ -119,7 +119,7 @@ impl Operator {
         let context = Arc::new(Context {
             events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
-            identities: Identities::new(kube),
+            identities: Identities::new(kube, super::context::own_user(&client).await),
             leadership,
             authority,
             recorder: config.record_dir.clone().map(Recorder::new),

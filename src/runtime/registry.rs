@@ -170,16 +170,17 @@ impl<K: Kind> Registry<K> {
         // The writer before the hooks: webhook credentials are read with it, so a controller
         // can use only the Secrets its own account may read.
         let writer = match (&spec.service_account, context.config.allow_unimpersonated) {
-            (None, false) => Err(Problem::new(
+            (Err(invalid), _) => Err(Problem::new(reasons::INVALID_SPEC, invalid)),
+            (Ok(None), false) => Err(Problem::new(
                 reasons::SERVICE_ACCOUNT_REQUIRED,
                 "spec.serviceAccountName is required: this operator runs with \
                  --allow-unimpersonated=false, so every controller writes as a ServiceAccount of \
                  its own",
             )),
-            (account, _) => context
+            (Ok(account), _) => context
                 .identities
                 .writer(&context.client, account.as_ref())
-                .map_err(|error| Problem::new(reasons::IMPERSONATION_FAILED, error)),
+                .map_err(|error| Problem::new(error.reason(), error)),
         };
         let writer = match writer {
             Ok(writer) => writer,
@@ -236,6 +237,53 @@ impl<K: Kind> Registry<K> {
                 .map(|planner| (Arc::new(planner), spec.generation))
                 .map_err(|error| Problem::new(reasons::RESOLVE_FAILED, error)),
         };
+        let revision_of = |hooks: &crate::hooks::ControllerHooks| {
+            crate::plan::rollout::revision(
+                &serde_json::to_value(&parsed)
+                    .ok()
+                    .and_then(|value| value.get("spec").cloned())
+                    .unwrap_or_default(),
+                &load::digests(hooks),
+            )
+        };
+        // One gate for every change of code: a new revision serves only once its own
+        // `spec.tests` pass, whether the controller, a ConfigMap or a library changed (only the
+        // first passes admission). What served before keeps serving, as after a compile error.
+        let (prepared, stale, built) = match (stale, built) {
+            (None, Ok(built))
+                if !spec.tests.is_empty()
+                    && previous.is_none_or(|p| p.revision != revision_of(&prepared.hooks)) =>
+            {
+                let tested = load::run_spec_tests(
+                    context,
+                    <K::Object as ControllerObject>::KIND,
+                    &id.name,
+                    &spec,
+                    prepared.hooks.clone(),
+                    built.0.clone(),
+                )
+                .await;
+                match (tested, previous) {
+                    (Ok(()), _) => (prepared, None, Ok(built)),
+                    (Err(problem), Some(previous)) => {
+                        tracing::warn!(controller = %id, error = %problem.message, "spec.tests failed; the previous version keeps running");
+                        (
+                            load::Prepared::kept(spec.generation, previous.hooks.clone(), problem),
+                            Some(previous),
+                            Ok((previous.planner.clone(), previous.generation)),
+                        )
+                    }
+                    (Err(problem), None) => {
+                        return Err(Box::new(Unloaded {
+                            health: Health::failed(spec.generation, problem),
+                            sources,
+                            credentials: watch,
+                        }));
+                    }
+                }
+            }
+            (stale, built) => (prepared, stale, built),
+        };
         // Hooks are handed only what the controller's account may read; the types it acts on
         // that are cluster-scoped are checked now, the rest per namespace when used.
         let checked = match (built, &writer.identity) {
@@ -263,13 +311,7 @@ impl<K: Kind> Registry<K> {
         // A version whose newest scripts failed runs what ran before: the same revision.
         let revision = match stale {
             Some(previous) => previous.revision.clone(),
-            None => crate::plan::rollout::revision(
-                &serde_json::to_value(&parsed)
-                    .ok()
-                    .and_then(|value| value.get("spec").cloned())
-                    .unwrap_or_default(),
-                &digests,
-            ),
+            None => revision_of(&prepared.hooks),
         };
         let reads = writer
             .identity

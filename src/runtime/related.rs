@@ -5,6 +5,7 @@
 //! customize hook.
 
 use super::context::Context;
+use super::discovery::ResolvedType;
 use super::keys::{ControllerId, ObjRef};
 use crate::object;
 use crate::plan::SyncError;
@@ -112,17 +113,21 @@ impl Related for Watched<'_> {
     }
 
     fn resolve(&self, rules: Vec<RelatedRule>) -> Result<RelatedRules, SyncError> {
-        let related = tokio::runtime::Handle::current().block_on(watch_related(
-            self.context,
-            self.id,
-            rules,
-        ))?;
-        // Before they are indexed: a refused rule relates nothing to the object.
+        let runtime = tokio::runtime::Handle::current();
+        let resolved = runtime.block_on(resolve_related(self.context, self.id, rules))?;
+        let related: RelatedRules = resolved
+            .iter()
+            .map(|(rule, resolved)| (rule.clone(), resolved.resource.clone()))
+            .collect();
+        // Before anything is watched or indexed: a refused rule starts no watch (a customize
+        // answer cannot have the operator watch every Secret of the cluster for an account that
+        // may not read them) and relates nothing to the object.
         crate::plan::admit(
             self.scope,
             &self.id.name,
             &crate::plan::related::related_scopes(&related, self.target),
         )?;
+        runtime.block_on(watch_related(self.context, self.id, &resolved))?;
         self.index
             .set(self.target_ref, self.target, related.clone());
         Ok(related)
@@ -215,13 +220,12 @@ impl RelatedIndex {
     }
 }
 
-/// Resolves the type of each related rule and makes sure it is watched, so the rules can be
-/// evaluated against the cache.
-pub async fn watch_related(
+/// Resolves the type of each related rule.
+async fn resolve_related(
     context: &Context,
     id: &ControllerId,
     rules: Vec<RelatedRule>,
-) -> Result<RelatedRules, SyncError> {
+) -> Result<Vec<(RelatedRule, ResolvedType)>, SyncError> {
     let mut related = Vec::with_capacity(rules.len());
     for rule in rules {
         let resolved = context
@@ -232,17 +236,29 @@ pub async fn watch_related(
                 controller: id.name.clone(),
                 source,
             })?;
+        related.push((rule, resolved));
+    }
+    Ok(related)
+}
+
+/// Makes sure the type of each related rule is watched, so the rules can be evaluated against
+/// the cache.
+async fn watch_related(
+    context: &Context,
+    id: &ControllerId,
+    related: &[(RelatedRule, ResolvedType)],
+) -> Result<(), SyncError> {
+    for (_, resolved) in related {
         context
             .informers
-            .ensure(&resolved)
+            .ensure(resolved)
             .await
             .map_err(|error| SyncError::Watch {
                 controller: id.name.clone(),
                 message: error.to_string(),
             })?;
-        related.push((rule, resolved.resource));
     }
-    Ok(related)
+    Ok(())
 }
 
 impl Inner {

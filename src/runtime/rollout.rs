@@ -617,9 +617,13 @@ fn snapshots(context: &Context) -> Api<ControllerRevision> {
 pub(super) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
     let mut scripts = BTreeMap::new();
     let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
-        .map(|parsed| crate::api::ControllerObject::spec(&parsed))
+        .ok()
+        .map(|parsed| crate::api::ControllerObject::spec(&parsed));
+    let (hooks, libraries) = spec
+        .as_ref()
+        .map(|spec| (&spec.hooks[..], &spec.libraries[..]))
         .unwrap_or_default();
-    for (hook, declared) in &spec.hooks {
+    for (hook, declared) in hooks {
         let (Some(reference), Some(loaded)) = (
             declared
                 .script
@@ -644,7 +648,7 @@ pub(super) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
             HookCode::Webhook(_) => None,
         })
         .collect();
-    for library in &spec.libraries {
+    for library in libraries {
         let Some(reference) = &library.config_map_ref else {
             continue;
         };

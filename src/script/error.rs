@@ -160,7 +160,11 @@ impl fmt::Display for ScriptError {
             }
         }
         write!(f, ": {}", self.message)?;
-        if let (Some(line), Some(text)) = (self.line, &self.source_line) {
+        // A ConfigMap's line is not quoted: the message reaches status, Events and admission
+        // answers that people who may not read that ConfigMap can read, so it says where,
+        // not what.
+        let quotable = !matches!(*self.origin, ScriptOrigin::ConfigMap { .. });
+        if let (Some(line), Some(text), true) = (self.line, &self.source_line, quotable) {
             let gutter = line.to_string();
             write!(f, "\n {gutter} | {text}")?;
             if let Some(column) = self.column {

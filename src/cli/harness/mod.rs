@@ -483,7 +483,7 @@ fn script_subject(
     Ok(Subject {
         label: file.to_string(),
         hook,
-        hooks: ControllerHooks::single(file, loaded),
+        hooks: std::sync::Arc::new(ControllerHooks::single(file, loaded)),
         planner: None,
     })
 }
@@ -557,8 +557,8 @@ fn controller_subject(
     Ok(Subject {
         label: file.to_string(),
         hook,
-        hooks,
-        planner: Some(planner),
+        hooks: std::sync::Arc::new(hooks),
+        planner: Some(planner.into()),
     })
 }
 

@@ -101,7 +101,7 @@ impl Kind for CompositeKind {
         let controller: CompositeController = serde_json::from_value(object.clone())
             .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
         let spec = &controller.spec;
-        let account = ServiceAccountRef::from_spec(
+        let account = ServiceAccountRef::as_it_ran(
             spec.service_account_name.as_deref(),
             spec.service_account_namespace.as_deref(),
         );

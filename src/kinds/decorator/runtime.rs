@@ -79,7 +79,7 @@ impl Kind for DecoratorKind {
     ) -> Result<(), Failure> {
         let controller: DecoratorController = serde_json::from_value(object.clone())
             .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
-        let account = ServiceAccountRef::from_spec(
+        let account = ServiceAccountRef::as_it_ran(
             controller.spec.service_account_name.as_deref(),
             controller.spec.service_account_namespace.as_deref(),
         );

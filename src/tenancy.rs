@@ -1,0 +1,325 @@
+//! Who may make a controller run as whom. A controller acts with its ServiceAccount's rights, so
+//! creating, changing or deleting one is acting as that account: the person asking must be
+//! allowed the verb `use` on `serviceaccounts` in the `metascript.dev` group, in the account's
+//! namespace (the ClusterRole `metascript-author`, bound there). A controller without an account
+//! writes as the operator, which can do more than any one account: that needs `use` on every
+//! account, cluster-wide. The operator's own account is never usable.
+//!
+//! This is the pure side (what a request needs checked); the admission webhook asks the API
+//! server (SubjectAccessReviews for the requesting user) and the runtime refuses to load what
+//! admission would refuse.
+
+use crate::api::{GROUP, InvalidAccount, ServiceAccountRef};
+use serde_json::Value;
+use std::fmt;
+
+/// The verb that lets a user make controllers run as an account.
+pub const USE_VERB: &str = "use";
+
+/// The resource (in [`GROUP`]) the verb is granted on: RBAC's own `serviceaccounts`, in the
+/// operator's API group, so granting it gives nothing else (neither `kubectl --as` nor tokens).
+pub const ACCOUNTS_RESOURCE: &str = "serviceaccounts";
+
+/// Whom a controller's writes go as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunsAs {
+    Account(ServiceAccountRef),
+    /// No account: the operator itself (only where `--allow-unimpersonated` allows it).
+    Operator,
+}
+
+impl RunsAs {
+    /// From a controller object's spec.
+    pub fn of(controller: &Value) -> Result<RunsAs, InvalidAccount> {
+        let spec = &controller["spec"];
+        let field = |name: &str| spec.get(name).and_then(Value::as_str);
+        Ok(
+            match ServiceAccountRef::from_spec(
+                field("serviceAccountName"),
+                field("serviceAccountNamespace"),
+            )? {
+                Some(account) => RunsAs::Account(account),
+                None => RunsAs::Operator,
+            },
+        )
+    }
+
+    /// Whom an existing controller runs as: a controller saved before accounts needed their
+    /// namespace ran as its account in the namespace that used to be the default, and whoever
+    /// may use that account owns it.
+    pub fn as_it_ran(controller: &Value) -> RunsAs {
+        let spec = &controller["spec"];
+        let field = |name: &str| spec.get(name).and_then(Value::as_str);
+        match RunsAs::of(controller) {
+            Ok(runs_as) => runs_as,
+            Err(_) => ServiceAccountRef::as_it_ran(
+                field("serviceAccountName"),
+                field("serviceAccountNamespace"),
+            )
+            .map_or(RunsAs::Operator, RunsAs::Account),
+        }
+    }
+
+    /// What a SubjectAccessReview asks to allow using it: the namespace and name of the
+    /// account, or (the operator) every account everywhere.
+    pub fn use_attributes(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            RunsAs::Account(account) => (Some(&account.namespace), Some(&account.name)),
+            RunsAs::Operator => (None, None),
+        }
+    }
+}
+
+impl fmt::Display for RunsAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunsAs::Account(account) => {
+                write!(f, "ServiceAccount {}/{}", account.namespace, account.name)
+            }
+            RunsAs::Operator => f.write_str("the operator itself (no serviceAccountName)"),
+        }
+    }
+}
+
+/// What an admission request asks of a controller object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// What a request must be checked for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Checks {
+    /// The accounts the requester must be allowed to use: the one the controller runs as now
+    /// (changing or deleting it is acting as it) and the one it will run as.
+    pub accounts: Vec<RunsAs>,
+    /// The spec changed: its scripts compile and its `spec.tests` pass before it is stored.
+    pub scripts: bool,
+}
+
+/// The annotations on a controller that make it act: a change to one is a change of what runs.
+const ACTING_PREFIX: &str = "metascript.dev/";
+
+/// What must be checked before `operation` takes a controller from `old` to `new`. Status and
+/// finalizers never need a check (the operator's own writes, the garbage collector's), nor do
+/// other metadata; the spec, labels (they decide which operator and which shard serves it) and
+/// the operator's annotations (sync now, promote, abort) do.
+pub fn checks(
+    operation: Operation,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> Result<Checks, InvalidAccount> {
+    let mut accounts = Vec::new();
+    let mut push = |runs_as: RunsAs| {
+        if !accounts.contains(&runs_as) {
+            accounts.push(runs_as);
+        }
+    };
+    match (operation, old, new) {
+        (Operation::Create, _, Some(new)) => {
+            push(RunsAs::of(new)?);
+            Ok(Checks {
+                accounts,
+                scripts: true,
+            })
+        }
+        (Operation::Update, Some(old), Some(new)) => {
+            let spec_changed = old.get("spec") != new.get("spec");
+            if !spec_changed && !acting_metadata_changed(old, new) {
+                return Ok(Checks::default());
+            }
+            push(RunsAs::as_it_ran(old));
+            push(RunsAs::of(new)?);
+            Ok(Checks {
+                accounts,
+                scripts: spec_changed,
+            })
+        }
+        (Operation::Delete, Some(old), _) => {
+            push(RunsAs::as_it_ran(old));
+            Ok(Checks {
+                accounts,
+                scripts: false,
+            })
+        }
+        _ => Ok(Checks::default()),
+    }
+}
+
+fn acting_metadata_changed(old: &Value, new: &Value) -> bool {
+    let labels = |object: &Value| object.pointer("/metadata/labels").cloned();
+    let acting = |object: &Value| -> Vec<(String, Value)> {
+        object
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .map(|annotations| {
+                annotations
+                    .iter()
+                    .filter(|(key, _)| key.starts_with(ACTING_PREFIX))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    labels(old) != labels(new) || acting(old) != acting(new)
+}
+
+/// Why a requester may not make a controller run as `runs_as`, said so that they (or an
+/// admin) know what to grant.
+pub fn refusal(user: &str, runs_as: &RunsAs) -> String {
+    match runs_as {
+        RunsAs::Account(account) => format!(
+            "user {user:?} may not use ServiceAccount {}/{}: a controller acts with its \
+             account's rights, so creating, changing or deleting one needs the verb \"{USE_VERB}\" \
+             on {ACCOUNTS_RESOURCE}.{GROUP} in namespace {} (bind the ClusterRole \
+             metascript-author there)",
+            account.namespace, account.name, account.namespace
+        ),
+        RunsAs::Operator => format!(
+            "user {user:?} may not write a controller without spec.serviceAccountName: such a \
+             controller writes as the operator itself, so it needs the verb \"{USE_VERB}\" on \
+             every {ACCOUNTS_RESOURCE}.{GROUP}, cluster-wide (cluster admins); name a \
+             ServiceAccount you may use instead"
+        ),
+    }
+}
+
+/// Why no controller may run as the operator's own account.
+pub fn own_account_refusal(account: &ServiceAccountRef) -> String {
+    format!(
+        "ServiceAccount {}/{} is the operator's own: no controller may run as it (it can read \
+         what every controller reads, write their status and the operator's leases); name an \
+         account of the namespace the controller works for",
+        account.namespace, account.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn controller(account: Option<(&str, &str)>, code: &str) -> Value {
+        let mut object = json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": "c", "labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {"hooks": {"sync": {"script": {"inline": code}}}},
+        });
+        if let Some((namespace, name)) = account {
+            object["spec"]["serviceAccountName"] = name.into();
+            object["spec"]["serviceAccountNamespace"] = namespace.into();
+        }
+        object
+    }
+
+    fn account(namespace: &str, name: &str) -> RunsAs {
+        RunsAs::Account(ServiceAccountRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    #[test]
+    fn creating_needs_the_new_account_and_the_scripts_checked() {
+        let new = controller(Some(("team-a", "bot")), "#{}");
+        let checks = checks(Operation::Create, None, Some(&new)).unwrap();
+        assert_eq!(checks.accounts, vec![account("team-a", "bot")]);
+        assert!(checks.scripts);
+        let none = controller(None, "#{}");
+        let checks = super::checks(Operation::Create, None, Some(&none)).unwrap();
+        assert_eq!(checks.accounts, vec![RunsAs::Operator]);
+    }
+
+    #[test]
+    fn changing_the_account_needs_both_and_deleting_needs_the_old_one() {
+        let old = controller(Some(("team-b", "bot")), "#{}");
+        let new = controller(Some(("team-a", "bot")), "#{}");
+        let checks = checks(Operation::Update, Some(&old), Some(&new)).unwrap();
+        assert_eq!(
+            checks.accounts,
+            vec![account("team-b", "bot"), account("team-a", "bot")]
+        );
+        assert!(checks.scripts);
+        let checks = super::checks(Operation::Delete, Some(&old), None).unwrap();
+        assert_eq!(checks.accounts, vec![account("team-b", "bot")]);
+        assert!(!checks.scripts);
+    }
+
+    #[test]
+    fn status_finalizers_and_other_metadata_need_no_check() {
+        let old = controller(Some(("team-a", "bot")), "#{}");
+        let mut new = old.clone();
+        new["status"] = json!({"observedGeneration": 2});
+        new["metadata"]["finalizers"] = json!(["metascript.dev/release-targets"]);
+        new["metadata"]["annotations"]["note"] = "y".into();
+        new["metadata"]["resourceVersion"] = "7".into();
+        assert_eq!(
+            checks(Operation::Update, Some(&old), Some(&new)).unwrap(),
+            Checks::default()
+        );
+    }
+
+    #[test]
+    fn labels_and_the_operators_annotations_need_the_account_but_no_script_check() {
+        let old = controller(Some(("team-a", "bot")), "#{}");
+        for change in [
+            json!({"metadata": {"labels": {"team": "b"}}}),
+            json!({"metadata": {"annotations": {"metascript.dev/promote": "true"}}}),
+            json!({"metadata": {"annotations": {"metascript.dev/sync-requested-at": "now"}}}),
+        ] {
+            let mut new = old.clone();
+            json_patch::merge(&mut new, &change);
+            let checks = checks(Operation::Update, Some(&old), Some(&new)).unwrap();
+            assert_eq!(checks.accounts, vec![account("team-a", "bot")], "{change}");
+            assert!(!checks.scripts, "{change}");
+        }
+    }
+
+    #[test]
+    fn an_account_without_its_namespace_is_refused_but_its_owner_can_fix_or_delete_it() {
+        let mut legacy = controller(None, "#{}");
+        legacy["spec"]["serviceAccountName"] = "bot".into();
+        assert_eq!(
+            checks(Operation::Create, None, Some(&legacy)),
+            Err(InvalidAccount::NoNamespace { name: "bot".into() })
+        );
+        // It ran as the account in the namespace that used to be the default: whoever may
+        // use that one owns it.
+        let ran_as = account(crate::api::LEGACY_SERVICE_ACCOUNT_NAMESPACE, "bot");
+        let fixed = controller(Some(("team-a", "bot")), "#{}");
+        let checks = checks(Operation::Update, Some(&legacy), Some(&fixed)).unwrap();
+        assert_eq!(
+            checks.accounts,
+            vec![ran_as.clone(), account("team-a", "bot")]
+        );
+        let deleted = super::checks(Operation::Delete, Some(&legacy), None).unwrap();
+        assert_eq!(deleted.accounts, vec![ran_as]);
+    }
+
+    #[test]
+    fn a_qualified_name_says_how_to_split_it() {
+        let mut object = controller(None, "#{}");
+        object["spec"]["serviceAccountName"] = "team-a/bot".into();
+        let error = RunsAs::of(&object).unwrap_err().to_string();
+        assert!(
+            error.contains(r#"serviceAccountName: "bot" and serviceAccountNamespace: "team-a""#),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn refusals_say_what_to_grant_and_where() {
+        let message = refusal("alice", &account("team-b", "bot"));
+        for part in [
+            "\"alice\"",
+            "team-b/bot",
+            "\"use\" on serviceaccounts.metascript.dev in namespace team-b",
+            "metascript-author",
+        ] {
+            assert!(message.contains(part), "{part:?} in {message}");
+        }
+        assert!(refusal("alice", &RunsAs::Operator).contains("cluster-wide"));
+    }
+}
