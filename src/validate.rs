@@ -487,6 +487,58 @@ mod tests {
     }
 
     #[test]
+    fn an_account_must_name_its_namespace() {
+        let mut object = decorator(inline(LABELLER), json!([]));
+        object["spec"]["serviceAccountName"] = "bot".into();
+        let findings = check(&object, vec![]);
+        let finding = findings
+            .iter()
+            .find(|f| f.path == "spec.serviceAccountName")
+            .expect("a finding about the account");
+        assert_eq!(finding.severity, Severity::Error);
+        assert!(
+            finding
+                .message
+                .contains("serviceAccountNamespace is required"),
+            "{finding}"
+        );
+        object["spec"]["serviceAccountNamespace"] = "team-a".into();
+        assert!(check(&object, vec![]).is_empty());
+    }
+
+    #[test]
+    fn tests_of_a_hook_whose_script_is_not_at_hand_are_not_run() {
+        let object = decorator(
+            json!({"script": {"configMapRef": {"namespace": "hooks", "name": "scripts", "key": "sync.rhai"}}}),
+            json!([{"name": "labels", "request": request(), "expect": {"labels": {"seen": "yes"}}}]),
+        );
+        let findings = check(&object, vec![]);
+        assert!(
+            findings.iter().all(|f| f.severity == Severity::Warning),
+            "{findings:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.path == "spec.tests[0] (labels)" && f.message.starts_with("not run")),
+            "{findings:?}"
+        );
+        // A test of a hook the controller does not have can never run.
+        let mut object = decorator(
+            inline(LABELLER),
+            json!([{"name": "f", "hook": "finalize", "request": request()}]),
+        );
+        object["spec"]["tests"][0]["expect"] = json!({});
+        let findings = check(&object, vec![]);
+        assert!(
+            findings.iter().any(
+                |f| f.severity == Severity::Error && f.message.contains("has no finalize hook")
+            ),
+            "{findings:?}"
+        );
+    }
+
+    #[test]
     fn types_and_config_maps_that_do_not_exist_yet_are_only_warnings() {
         let mut object = decorator(
             json!({"script": {"configMapRef": {"namespace": "hooks", "name": "scripts", "key": "sync.rhai"}}}),

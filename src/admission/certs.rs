@@ -199,6 +199,6 @@ mod tests {
         assert!(cert.key_pem.contains("PRIVATE KEY"));
         assert_ne!(cert.ca_pem, cert.cert_pem);
         // rustls accepts the pair as a server identity.
-        super::super::server_config(&cert).expect("a usable server identity");
+        super::super::server_config(&cert, None).expect("a usable server identity");
     }
 }

@@ -1,32 +1,54 @@
-//! The validating admission webhook `metascript run` serves: a DecoratorController or
-//! MapController whose scripts do not compile or whose `spec.tests` fail is refused by the API
-//! server with the hook, line and column, and so is a labelled ConfigMap of scripts that does
-//! not compile. The checks are `crate::validate`'s, the same `metascript validate` runs.
+//! The validating admission webhook `metascript run` serves. A controller may be created,
+//! changed or deleted only by someone allowed to use the ServiceAccount it runs as
+//! (`crate::tenancy`); one whose scripts do not compile or whose `spec.tests` fail is refused
+//! with the hook, line and column, and so is a labelled ConfigMap of scripts that does not
+//! compile. The script checks are `crate::validate`'s, the same `metascript validate` runs.
+//! The webhook trusts no caller: see [`review`].
 
 mod certs;
+mod review;
 
 #[cfg(feature = "testing")]
 pub(crate) use certs::generate as generate_serving_cert;
 pub use certs::{CertError, ServingCert};
 
-use crate::hooks::ConfigMapLookup;
 use crate::runtime::discovery::Discovery;
-use crate::script::ScriptEngine;
-use crate::validate::{self, Finding, Severity};
+use crate::script::{EffectiveLimits, ScriptEngine};
+use crate::tenancy::Operation;
 use axum::Json;
 use axum::extract::State;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{
+    AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as AdmissionOperation,
+};
+use review::{Reviewer, Verdict};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// The path the webhook answers on.
 pub const PATH: &str = "/validate";
+
+/// Reviews that compile and test scripts at once; more wait, up to the deadline.
+pub const MAX_CONCURRENT_REVIEWS: usize = 2;
+
+/// The default time a review may take: under the 10 s the shipped configuration gives the
+/// API server to wait for the webhook, with room for the round trip.
+pub const DEFAULT_REVIEW_DEADLINE: Duration = Duration::from_secs(8);
+
+/// The most any `spec.tests` call may use at admission, whatever the hook's `limits` say: the
+/// webhook runs code anyone who may create a controller wrote, before anyone checked it.
+pub const TEST_CEILING: EffectiveLimits = EffectiveLimits {
+    max_operations: 1_000_000,
+    timeout_millis: 250,
+    max_memory_bytes: 16 * 1024 * 1024,
+    max_string_size: 1024 * 1024,
+    max_array_size: 100_000,
+    max_map_size: 100_000,
+};
 
 #[derive(Clone, Debug)]
 pub struct AdmissionConfig {
@@ -37,6 +59,13 @@ pub struct AdmissionConfig {
     pub configuration: String,
     /// The names the certificate is for (the webhook Service's DNS names, IP addresses).
     pub names: Vec<String>,
+    /// The CA (PEM) the API server's client certificate must be signed by
+    /// (`--webhook-client-ca`): with it, only the API server can call the webhook, and its
+    /// `userInfo` can be trusted to read ConfigMaps for. Without it anyone who reaches the port
+    /// may call, and is answered only what they could learn anyway.
+    pub client_ca: Option<String>,
+    /// The most a review may take.
+    pub deadline: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +76,14 @@ pub enum AdmissionError {
     Tls(#[from] rustls::Error),
     #[error("the webhook certificate or key cannot be read: {0}")]
     Pem(#[from] rustls::pki_types::pem::Error),
+    #[error("--webhook-client-ca holds no usable certificate: {0}")]
+    ClientCa(String),
     #[error("--webhook-addr {addr}: {source}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-}
-
-/// What a review needs: discovery (to resolve the types a controller names) and the engine.
-struct Reviewer {
-    client: kube::Client,
-    discovery: Arc<Discovery>,
-    engine: ScriptEngine,
 }
 
 /// Gets the certificate, publishes its CA, binds the address and serves until the returned
@@ -73,7 +97,10 @@ pub async fn start(
     if !certs::publish_ca_bundle(&client, &config.configuration, &cert.ca_pem).await? {
         tracing::warn!(configuration = %config.configuration, "no such ValidatingWebhookConfiguration: the API server will not call the webhook until it exists (restart to publish the CA)");
     }
-    let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config(&cert)?));
+    let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server_config(
+        &cert,
+        config.client_ca.as_deref(),
+    )?));
     let listener = std::net::TcpListener::bind(config.addr)
         .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
         .map_err(|source| AdmissionError::Bind {
@@ -82,9 +109,18 @@ pub async fn start(
         })?;
     let reviewer = Arc::new(Reviewer {
         discovery: Discovery::new(client.clone()),
+        operator_user: crate::runtime::own_user(&client).await,
         client,
-        engine: ScriptEngine::new(),
+        engine: ScriptEngine::new().with_ceiling(TEST_CEILING),
+        authenticated_callers: config.client_ca.is_some(),
+        permits: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
+        deadline: config.deadline,
     });
+    if config.client_ca.is_none() {
+        tracing::warn!(
+            "the validating webhook does not authenticate its callers (no --webhook-client-ca): it reads no ConfigMap for them, and a NetworkPolicy should keep the port to the API server"
+        );
+    }
     let app = axum::Router::new()
         .route(PATH, axum::routing::post(review))
         .with_state(reviewer);
@@ -101,16 +137,35 @@ pub async fn start(
     }))
 }
 
-/// The TLS identity, with the crypto provider named explicitly (the process installs none).
-pub(crate) fn server_config(cert: &ServingCert) -> Result<rustls::ServerConfig, AdmissionError> {
+/// The TLS identity, with the crypto provider named explicitly (the process installs none);
+/// with `client_ca`, a caller must present a certificate it signed.
+pub(crate) fn server_config(
+    cert: &ServingCert,
+    client_ca: Option<&str>,
+) -> Result<rustls::ServerConfig, AdmissionError> {
     let chain =
         CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
     let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots
+                    .add(ca?)
+                    .map_err(|error| AdmissionError::ClientCa(error.to_string()))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|error| AdmissionError::ClientCa(error.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    Ok(builder.with_single_cert(chain, key)?)
 }
 
 async fn review(
@@ -124,74 +179,38 @@ async fn review(
         }
     };
     let response = AdmissionResponse::from(&request);
-    let Some(object) = request
-        .object
-        .as_ref()
-        .and_then(|o| serde_json::to_value(o).ok())
-    else {
-        return Json(response.into_review());
+    let operation = match request.operation {
+        AdmissionOperation::Create => Operation::Create,
+        AdmissionOperation::Update => Operation::Update,
+        AdmissionOperation::Delete => Operation::Delete,
+        AdmissionOperation::Connect => return Json(response.into_review()),
     };
-    let findings = reviewer.check(object).await;
-    Json(respond(response, &findings).into_review())
-}
-
-impl Reviewer {
-    /// Resolves the types and fetches the ConfigMaps the object names, then validates it on
-    /// the blocking pool (it compiles scripts and runs tests).
-    async fn check(self: &Arc<Self>, object: Value) -> Vec<Finding> {
-        let references = validate::references(&object);
-        for reference in &references.types {
-            // A type that does not resolve is reported by the validation itself.
-            let _ = self.discovery.resolve(reference).await;
-        }
-        let mut config_maps: Vec<Value> = Vec::new();
-        for (namespace, name) in &references.config_maps {
-            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-            if let Ok(Some(found)) = api.get_opt(name).await
-                && let Ok(mut value) = serde_json::to_value(found)
-            {
-                value["apiVersion"] = "v1".into();
-                value["kind"] = "ConfigMap".into();
-                config_maps.push(value);
-            }
-        }
-        let reviewer = self.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            let lookup: &dyn ConfigMapLookup = &config_maps;
-            validate::validate(&reviewer.engine, &*reviewer.discovery, lookup, &object)
-        })
+    let as_json = |object: &Option<DynamicObject>| {
+        object
+            .as_ref()
+            .and_then(|object| serde_json::to_value(object).ok())
+    };
+    let verdict = reviewer
+        .review(
+            operation,
+            &request.user_info,
+            as_json(&request.object),
+            as_json(&request.old_object),
+        )
         .await;
-        checked.unwrap_or_else(|error| {
-            vec![Finding {
-                severity: Severity::Error,
-                path: "(webhook)".into(),
-                message: format!("validation failed: {error}"),
-                script: None,
-            }]
-        })
-    }
+    Json(respond(response, verdict).into_review())
 }
 
-/// Refuses the object when any finding is an error (listing them all), and passes warnings on
-/// (kubectl prints them).
-fn respond(response: AdmissionResponse, findings: &[Finding]) -> AdmissionResponse {
-    let warnings: Vec<String> = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .map(ToString::to_string)
-        .collect();
-    let errors: Vec<String> = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(ToString::to_string)
-        .collect();
-    let mut response = if errors.is_empty() {
+/// Refuses the request when the review found errors (listing them all), and passes warnings
+/// on (kubectl prints them).
+fn respond(response: AdmissionResponse, verdict: Verdict) -> AdmissionResponse {
+    let mut response = if verdict.errors.is_empty() {
         response
     } else {
-        response.deny(format!("metascript: {}", errors.join("; ")))
+        response.deny(verdict.errors.join("; "))
     };
-    if !warnings.is_empty() {
-        response.warnings = Some(warnings);
+    if !verdict.warnings.is_empty() {
+        response.warnings = Some(verdict.warnings);
     }
     response
 }
@@ -217,26 +236,26 @@ mod tests {
 
     #[test]
     fn errors_refuse_and_warnings_pass_through() {
-        let finding = |severity, path: &str| Finding {
-            severity,
-            path: path.into(),
-            message: "why".into(),
-            script: None,
-        };
-        let warned = respond(allowed(), &[finding(Severity::Warning, "spec")]);
+        let warned = respond(
+            allowed(),
+            Verdict {
+                errors: Vec::new(),
+                warnings: vec!["spec: why".into()],
+            },
+        );
         assert!(warned.allowed);
         assert_eq!(warned.warnings, Some(vec!["spec: why".to_string()]));
         let refused = respond(
             allowed(),
-            &[
-                finding(Severity::Error, "spec.hooks.sync"),
-                finding(Severity::Error, "spec.tests[0] (t)"),
-            ],
+            Verdict {
+                errors: vec!["metascript: spec.hooks.sync: why".into(), "another".into()],
+                warnings: Vec::new(),
+            },
         );
         assert!(!refused.allowed);
         assert_eq!(
             refused.result.message,
-            "metascript: spec.hooks.sync: why; spec.tests[0] (t): why"
+            "metascript: spec.hooks.sync: why; another"
         );
     }
 }

@@ -95,6 +95,17 @@ pub struct RunArgs {
     /// default: the metascript-webhook Service in the pod's namespace.
     #[arg(long, value_delimiter = ',', env = "METASCRIPT_WEBHOOK_NAMES")]
     pub webhook_names: Vec<String>,
+    /// A PEM file of the CA that signs the API server's client certificate for admission
+    /// webhooks (its AdmissionConfiguration's kubeConfigFile): callers without one are refused
+    /// at the TLS handshake, and ConfigMaps are read to check the scripts of the controllers
+    /// the API server sends. Without it anyone who reaches the port may call, and no ConfigMap
+    /// is read for them (docs/security.md#admission).
+    #[arg(long, env = "METASCRIPT_WEBHOOK_CLIENT_CA")]
+    pub webhook_client_ca: Option<PathBuf>,
+    /// The most seconds one admission review may take (compiling, running spec.tests); keep it
+    /// under the webhook configuration's timeoutSeconds (10 as shipped).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=29), env = "METASCRIPT_WEBHOOK_REVIEW_TIMEOUT")]
+    pub webhook_review_timeout: u64,
     /// Record every hook call into this directory as ready-to-run test cases (`metascript test
     /// DIR` replays them): a file pair per controller, hook and script revision; Secrets
     /// redacted; calls deduplicated; at most 50 cases per file.
@@ -292,11 +303,21 @@ fn webhook_config(args: &RunArgs) -> anyhow::Result<Option<AdmissionConfig>> {
     } else {
         args.webhook_names.clone()
     };
+    let client_ca = args
+        .webhook_client_ca
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--webhook-client-ca {}", path.display()))
+        })
+        .transpose()?;
     Ok(Some(AdmissionConfig {
         addr,
         secret,
         configuration: args.webhook_configuration.clone(),
         names,
+        client_ca,
+        deadline: Duration::from_secs(args.webhook_review_timeout),
     }))
 }
 

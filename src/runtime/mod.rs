@@ -36,7 +36,7 @@ mod scripts;
 pub(crate) mod shard;
 pub mod status;
 
-pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig};
+pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig, own_user};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};
 pub use leader::{ElectionError, LeaseConfig};
 pub use operator::{Operator, StartError};

@@ -63,6 +63,18 @@ impl From<&Limits> for EffectiveLimits {
 }
 
 impl EffectiveLimits {
+    /// Each limit, at most `ceiling`'s.
+    pub fn at_most(self, ceiling: &EffectiveLimits) -> EffectiveLimits {
+        EffectiveLimits {
+            max_operations: self.max_operations.min(ceiling.max_operations),
+            timeout_millis: self.timeout_millis.min(ceiling.timeout_millis),
+            max_memory_bytes: self.max_memory_bytes.min(ceiling.max_memory_bytes),
+            max_string_size: self.max_string_size.min(ceiling.max_string_size),
+            max_array_size: self.max_array_size.min(ceiling.max_array_size),
+            max_map_size: self.max_map_size.min(ceiling.max_map_size),
+        }
+    }
+
     /// The user-facing description of a violated limit, with its value.
     pub fn describe(&self, limit: LimitKind) -> String {
         match limit {

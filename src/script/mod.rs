@@ -477,6 +477,9 @@ pub struct ScriptEngine {
     inner: Arc<Inner>,
     /// The most objects one response may return in a list (`metascript run --max-children`).
     max_children: usize,
+    /// The most any call may have, whatever its hook's `limits` ask (the admission webhook's
+    /// test runs); `None`: a hook's limits as they are.
+    ceiling: Option<EffectiveLimits>,
 }
 
 /// How many objects one response may return in a list by default: more than a controller
@@ -527,7 +530,14 @@ impl ScriptEngine {
                 coverage: coverage.then(coverage::Recorder::default),
             }),
             max_children: DEFAULT_MAX_CHILDREN,
+            ceiling: None,
         }
+    }
+
+    /// Caps every call's limits at `ceiling`, whatever its hook asks.
+    pub fn with_ceiling(mut self, ceiling: EffectiveLimits) -> ScriptEngine {
+        self.ceiling = Some(ceiling);
+        self
     }
 
     /// Sets how many objects one response may return in a list.
@@ -633,6 +643,10 @@ impl ScriptEngine {
     ) -> Result<serde_json::Value, ScriptError> {
         let started = Instant::now();
         let limits = EffectiveLimits::from(&call.limits);
+        let limits = match &self.ceiling {
+            Some(ceiling) => limits.at_most(ceiling),
+            None => limits,
+        };
         let setup = CallSetup {
             script,
             env: HelperEnv {

@@ -411,6 +411,11 @@ impl ControlPlane {
         let p = |path: &Path| path.display().to_string();
         let audit_policy = dir.join("audit-policy.yaml");
         write_private(&audit_policy, AUDIT_POLICY.as_bytes())?;
+        let admission = dir.join("admission.yaml");
+        write_private(
+            &admission,
+            admission_configuration(&files.webhook_kubeconfig).as_bytes(),
+        )?;
         plane.spawn(
             "kube-apiserver",
             bins,
@@ -442,6 +447,7 @@ impl ControlPlane {
                 format!("--audit-policy-file={}", p(&audit_policy)),
                 format!("--audit-log-path={}", p(&plane.audit_log())),
                 "--audit-log-format=json".into(),
+                format!("--admission-control-config-file={}", p(&admission)),
             ]
             .into_iter()
             .chain(match flavor {
@@ -668,6 +674,14 @@ impl ControlPlane {
     /// test can tell which operator replica wrote what (see [`AUDIT_POLICY`]).
     pub fn audit_log(&self) -> PathBuf {
         self.dir.join("audit.log")
+    }
+
+    /// The CA (PEM file) that signed the client certificate the API server presents to every
+    /// admission webhook it calls (its AdmissionConfiguration's kubeConfigFile): what a webhook
+    /// given `--webhook-client-ca` checks callers against. A CA of its own, so that no other
+    /// client of the plane holds a certificate it signed.
+    pub fn webhook_client_ca(&self) -> PathBuf {
+        self.dir.join("pki").join(WEBHOOK_CLIENT_CA_FILE)
     }
 
     /// A client authenticated as cluster admin.
@@ -1082,9 +1096,56 @@ current-context: metascript
     yaml
 }
 
+/// The file (in the plane's `pki/`) of the CA that signs the API server's webhook client
+/// certificate.
+const WEBHOOK_CLIENT_CA_FILE: &str = "webhook-client-ca.crt";
+
+/// The API server's admission configuration: the kubeconfig its webhook clients use, which
+/// presents a client certificate to every webhook (`*`).
+fn admission_configuration(webhook_kubeconfig: &Path) -> String {
+    let path = webhook_kubeconfig.display();
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: {path}
+"
+        )
+    };
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+{}{}",
+        plugin("ValidatingAdmissionWebhook"),
+        plugin("MutatingAdmissionWebhook")
+    )
+}
+
+/// The kubeconfig the API server calls webhooks with: a client certificate for any of them.
+fn webhook_kubeconfig((cert, key): &(String, String)) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+users:
+- name: \"*\"
+  user:
+    client-certificate-data: {}
+    client-key-data: {}
+",
+        BASE64.encode(cert),
+        BASE64.encode(key)
+    )
+}
+
 /// Certificates and keys as PEM: (certificate, private key) pairs.
 struct Pki {
     ca_pem: String,
+    /// The CA of the API server's webhook client certificate, and that certificate.
+    webhook_client_ca_pem: String,
+    webhook_client: (String, String),
     apiserver: (String, String),
     admin: (String, String),
     controller_manager: (String, String),
@@ -1106,6 +1167,7 @@ struct PkiFiles {
     scheduler_serving_key: PathBuf,
     sa_private: PathBuf,
     sa_public: PathBuf,
+    webhook_kubeconfig: PathBuf,
 }
 
 impl Pki {
@@ -1203,9 +1265,32 @@ impl Pki {
             &[],
             ExtendedKeyUsagePurpose::ClientAuth,
         )?;
+        let (webhook_client_ca_pem, webhook_client) = {
+            let ca_key = KeyPair::generate().map_err(cert_err)?;
+            let mut params = CertificateParams::new(Vec::new()).map_err(cert_err)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "metascript-webhook-client-ca");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            let ca_cert = params.self_signed(&ca_key).map_err(cert_err)?;
+            let issuer = Issuer::new(params, ca_key);
+            let key = KeyPair::generate().map_err(cert_err)?;
+            let mut params = CertificateParams::new(Vec::new()).map_err(cert_err)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "kube-apiserver-webhook-client");
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            params.use_authority_key_identifier_extension = true;
+            let cert = params.signed_by(&key, &issuer).map_err(cert_err)?;
+            (ca_cert.pem(), (cert.pem(), key.serialize_pem()))
+        };
         let sa_key = KeyPair::generate().map_err(cert_err)?;
         Ok(Pki {
             ca_pem: ca_cert.pem(),
+            webhook_client_ca_pem,
+            webhook_client,
             apiserver,
             admin,
             controller_manager,
@@ -1226,6 +1311,8 @@ impl Pki {
             write_private(&path, contents.as_bytes())?;
             Ok(path)
         };
+        // Read through [`ControlPlane::webhook_client_ca`].
+        put(WEBHOOK_CLIENT_CA_FILE, &self.webhook_client_ca_pem)?;
         Ok(PkiFiles {
             ca_cert: put("ca.crt", &self.ca_pem)?,
             apiserver_cert: put("apiserver.crt", &self.apiserver.0)?,
@@ -1236,6 +1323,10 @@ impl Pki {
             scheduler_serving_key: put("scheduler.key", &self.scheduler_serving.1)?,
             sa_private: put("sa.key", &self.service_account_private)?,
             sa_public: put("sa.pub", &self.service_account_public)?,
+            webhook_kubeconfig: put(
+                "webhook-client.kubeconfig",
+                &webhook_kubeconfig(&self.webhook_client),
+            )?,
         })
     }
 }

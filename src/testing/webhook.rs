@@ -151,7 +151,7 @@ impl HookServer {
         let address = listener.local_addr()?;
         let (tls, ca_pem) = if tls {
             let cert = crate::admission::generate_serving_cert(&["127.0.0.1".to_string()])?;
-            let config = crate::admission::server_config(&cert)?;
+            let config = crate::admission::server_config(&cert, None)?;
             (Some(Arc::new(config)), Some(cert.ca_pem))
         } else {
             (None, None)
