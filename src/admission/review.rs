@@ -54,8 +54,7 @@ pub struct Reviewer {
     pub discovery: Arc<Discovery>,
     /// The engine `spec.tests` run in at admission, with its own small ceilings.
     pub engine: ScriptEngine,
-    /// The operator's own user: its writes (finalizers) are never refused, and no controller
-    /// may run as it.
+    /// The operator's own user: no controller may run as it.
     pub operator_user: Option<String>,
     /// Whether the TLS layer verified the caller's client certificate (`--webhook-client-ca`):
     /// only then is the request's `userInfo` the API server's word, and ConfigMaps are read to
@@ -82,11 +81,9 @@ impl Reviewer {
         object: Option<Value>,
         old: Option<Value>,
     ) -> Verdict {
+        // The operator's own writes (its finalizer; status is not sent here) change nothing
+        // that is checked, so they are never refused.
         let username = user.username.clone().unwrap_or_default();
-        if self.operator_user.as_deref() == Some(username.as_str()) {
-            // Its finalizers and metadata: never blocked.
-            return Verdict::default();
-        }
         let Some(subject) = object.as_ref().or(old.as_ref()) else {
             return Verdict::default();
         };

@@ -132,6 +132,14 @@ impl Informers {
         self.watches.lock().contains_key(resource)
     }
 
+    /// Whether the type of this apiVersion and resource (plural) is watched.
+    pub fn watches(&self, api_version: &str, plural: &str) -> bool {
+        self.watches
+            .lock()
+            .keys()
+            .any(|watched| watched.api_version == api_version && watched.plural == plural)
+    }
+
     /// A cached object. `namespace` is ignored for cluster-scoped types.
     pub fn get(
         &self,

@@ -237,6 +237,12 @@ impl Operator {
         self.context.access.reviews()
     }
 
+    /// Whether the operator watches the type of this apiVersion and resource (plural): a
+    /// type is watched only once some controller's account may list it.
+    pub fn is_watching(&self, api_version: &str, resource: &str) -> bool {
+        self.context.informers.watches(api_version, resource)
+    }
+
     /// Write requests made so far by every controller (apply, patch, delete).
     pub fn writes(&self) -> u64 {
         self.context.metrics.writes.get()

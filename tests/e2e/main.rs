@@ -39,5 +39,6 @@ mod run_local;
 mod runtime_cache;
 mod sharding;
 mod sync_now;
+mod tenancy;
 mod webhook_credentials;
 mod webhook_hooks;

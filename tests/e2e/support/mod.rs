@@ -14,6 +14,7 @@ pub mod cli;
 pub mod cluster;
 pub mod operator;
 pub mod process;
+pub mod tenants;
 pub mod transform;
 pub mod watch;
 pub mod workloads;

@@ -21,13 +21,22 @@ impl OperatorProcess {
     /// run alone (or first) would wait for it in vain.
     pub async fn start(instance: &str, extra: &[&str]) -> OperatorProcess {
         let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
+        OperatorProcess::start_with(instance, &kubeconfig, extra).await
+    }
+
+    /// [`OperatorProcess::start`] with a kubeconfig of its own (another identity).
+    pub async fn start_with(
+        instance: &str,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> OperatorProcess {
         install_crds(&super::client().await)
             .await
             .expect("installing the CRDs");
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_metascript"))
             .args(["run", "--kubeconfig"])
-            .arg(&kubeconfig)
+            .arg(kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .args([
                 "--controller-selector",
