@@ -20,7 +20,7 @@ use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
 use crate::plan::SyncError;
-use crate::reads::{ReadAccess, ReadPolicy};
+use crate::reads::{ReadAccess, ReadPolicy, ReadScope};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::script::{CallScope, EventSink, ScriptEngine};
@@ -119,6 +119,8 @@ pub struct Failure {
     /// A hook ran out of time: its controller's flow of work is throttled (see
     /// [`WorkQueue::throttle`]).
     pub timed_out: bool,
+    /// The read refused, when that is why: an RBAC change that can alter it retries the work.
+    pub refused: Option<ReadScope>,
 }
 
 impl From<SyncError> for Failure {
@@ -126,6 +128,7 @@ impl From<SyncError> for Failure {
         Failure {
             reason: error.reason(),
             timed_out: error.timed_out(),
+            refused: error.refusal().map(|refusal| refusal.scope().clone()),
             message: error.to_string(),
         }
     }
@@ -143,6 +146,7 @@ impl Failure {
             reason,
             message: message.to_string(),
             timed_out: false,
+            refused: None,
         }
     }
 }
