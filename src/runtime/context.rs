@@ -20,13 +20,14 @@ use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
 use crate::plan::SyncError;
-use crate::reads::{ReadAccess, ReadPolicy, ReadScope};
+use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -148,6 +149,17 @@ impl Failure {
             timed_out: false,
             refused: None,
         }
+    }
+
+    /// The failure with the values of the Secrets its work item's hooks were handed scrubbed
+    /// from its message, which goes to a Warning Event, the log and the controller's status.
+    /// Every kind applies it to whatever ends a work item that ran hooks: their errors, and
+    /// the API server's answers to the writes they asked for.
+    pub fn scrubbed(mut self, secrets: &Secrets) -> Failure {
+        if let Cow::Owned(scrubbed) = secrets.scrub(&self.message) {
+            self.message = scrubbed;
+        }
+        self
     }
 }
 
@@ -277,6 +289,7 @@ impl Context {
                         request: call.request,
                         response: call.response,
                         clock,
+                        secrets: &scope.secrets,
                     };
                     if let Err(error) = recorder.record(&recorded) {
                         tracing::warn!(%error, "cannot record the hook call");

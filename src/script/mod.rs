@@ -633,6 +633,8 @@ impl ScriptEngine {
     ) -> Result<serde_json::Value, ScriptError> {
         let started = Instant::now();
         let limits = EffectiveLimits::from(&call.limits);
+        // Whatever the call produces besides its response is scrubbed of these.
+        call.scope.secrets.note(request);
         let setup = CallSetup {
             script,
             env: HelperEnv {
@@ -641,11 +643,6 @@ impl ScriptEngine {
                 language: script.language,
                 now: call.scope.clock.unwrap_or_else(jiff::Timestamp::now),
                 scope: call.scope.clone(),
-                secrets: {
-                    let mut secrets = Vec::new();
-                    crate::reads::secret_strings(request, &mut secrets);
-                    Arc::new(parking_lot::Mutex::new(secrets))
-                },
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,
@@ -695,7 +692,7 @@ impl ScriptEngine {
                 language = %script.language,
                 digest = %script.digest,
                 elapsed_us,
-                %error,
+                error = %call.scope.secrets.scrub(&error.to_string()),
                 "hook script failed"
             ),
         }

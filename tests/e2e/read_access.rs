@@ -457,3 +457,100 @@ async fn rbac_changes_elsewhere_ask_nothing_again_and_a_grant_here_heals_at_once
     );
     reads_allowed(&client, &refused, "True").await;
 }
+
+/// The values of a Secret a controller may read reach nothing the operator writes or logs:
+/// not the note of an Event its hook asks for, nor the error its hook fails with (as the
+/// Warning Event on the target, the controller's status and its Events say it).
+#[tokio::test]
+async fn secret_values_reach_no_event_or_status() {
+    let client = client().await;
+    operator().await;
+    let team = test_namespace(&client, "reads-scrub").await;
+    config_map_account(&client, &team, "author").await;
+    // Reads are checked per type and namespace, not per name: the account may get Secrets.
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "get-secrets", "namespace": team},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+        }),
+    )
+    .await;
+    bind(&client, &team, "get-secrets", &team, "author").await;
+    let password = "hunter2-e2e-scrub";
+    let encoded = "aHVudGVyMi1lMmUtc2NydWI=";
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": team},
+            "stringData": {"password": password}
+        }),
+    )
+    .await;
+    let name = unique_name("reads-scrub");
+    // Targets labelled `fail` fail with the value in the error; the others succeed after an
+    // Event carrying it (the Events of a failed sync are not published at all).
+    let sync = r#"
+        let encoded = request.related["Secret.v1"].db.data.password;
+        let value = base64_decode(encoded);
+        event("Normal", "Leak", `${value} ${encoded}`);
+        if request.object.metadata.labels.fail == "yes" {
+            throw `cannot use ${value} (${encoded})`;
+        }
+        #{ labels: #{ "scrub.test/synced": "yes" } }
+    "#;
+    apply(
+        &client,
+        &rhai_decorator(
+            &name,
+            &team,
+            "author",
+            json!({"customize": CUSTOMIZE_DB, "sync": sync}),
+        ),
+    )
+    .await;
+    let target = |cm: &str, fail: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": team, "labels": {"decorate": name, "fail": fail}}});
+    apply(&client, &target("talks", "no")).await;
+    apply(&client, &target("fails", "yes")).await;
+
+    let leaked = |what: &str, text: &str| {
+        for secret in [password, encoded] {
+            assert!(!text.contains(secret), "{what} holds {secret}: {text}");
+        }
+    };
+    let leak = wait_for_event(&client, Some(&team), "Leak", |e| {
+        regarding_name(e) == Some("talks")
+    })
+    .await;
+    let note = leak.note.unwrap_or_default();
+    leaked("the Leak Event's note", &note);
+    assert!(
+        note.contains(metascript::reads::REDACTED),
+        "scrubbed, not dropped: {note}"
+    );
+    let failed = wait_for_event(&client, Some(&team), "HookFailed", |e| {
+        regarding_name(e) == Some("fails")
+    })
+    .await;
+    let note = failed.note.unwrap_or_default();
+    leaked("the HookFailed Event's note", &note);
+    assert!(note.contains("cannot use"), "{note}");
+    let controller = wait_for(
+        &client,
+        &decorator(&name),
+        "the controller counting the failing target",
+        |c| c["status"]["failing"] == 1,
+    )
+    .await;
+    leaked("the controller", &controller.to_string());
+    for cm in ["talks", "fails"] {
+        let object = get(&client, &target(cm, "")).await.unwrap();
+        leaked(cm, &object.to_string());
+    }
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), &team);
+    for event in events.list(&Default::default()).await.unwrap().items {
+        leaked("an Event", &serde_json::to_string(&event).unwrap());
+    }
+}
