@@ -139,7 +139,7 @@ pub fn reach(kind: RbacKind, old: Option<&Value>, new: Option<&Value>) -> Option
     match kind {
         RbacKind::Role | RbacKind::ClusterRole => {
             let same = matches!((old, new), (Some(old), Some(new)) if old.get("rules") == new.get("rules"));
-            (!same).then(|| Reach {
+            (!same).then_some(Reach {
                 whose: Whose::Every,
                 namespace,
             })

@@ -380,7 +380,9 @@ async fn rbac_changes_elsewhere_ask_nothing_again_and_a_grant_here_heals_at_once
                 &client,
                 &target(&steady, round),
                 &format!("round {round} synced"),
-                |cm| cm["metadata"]["labels"]["rbac.test/round"] == round.to_string(),
+                |cm| {
+                    cm["metadata"]["labels"]["rbac.test/round"].as_str() == Some(&round.to_string())
+                },
             )
             .await
         }
