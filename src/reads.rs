@@ -12,6 +12,7 @@ use crate::selector::{self, FieldRequirement, Selector};
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -610,8 +611,9 @@ pub fn redact(value: &mut Value) -> usize {
 }
 
 /// The secret strings in a JSON tree: every value of a sensitive object's `data` (base64,
-/// and decoded when it is text) and `stringData`, for scrubbing them from log lines.
-pub fn secret_strings(value: &Value, into: &mut Vec<String>) {
+/// and decoded when it is text) and `stringData`, for scrubbing them (see [`Secrets`]). Values
+/// already redacted are not secret.
+fn secret_strings(value: &Value, into: &mut Vec<String>) {
     use base64::Engine as _;
     match value {
         Value::Object(map) => {
@@ -622,27 +624,88 @@ pub fn secret_strings(value: &Value, into: &mut Vec<String>) {
             if !sensitive {
                 return map.values().for_each(|v| secret_strings(v, into));
             }
+            // Short values would scrub ordinary words out of what is scrubbed.
+            let mut keep = |text: String| {
+                if text.len() >= 4 && text != REDACTED && text != "REDACTED" {
+                    into.push(text);
+                }
+            };
             for field in ["data", "stringData"] {
                 let Some(Value::Object(data)) = map.get(field) else {
                     continue;
                 };
                 for value in data.values().filter_map(Value::as_str) {
-                    // Short values would scrub ordinary words out of log lines.
-                    if value.len() >= 4 {
-                        into.push(value.to_string());
-                    }
+                    keep(value.to_string());
                     if field == "data"
                         && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(value)
                         && let Ok(text) = String::from_utf8(bytes)
-                        && text.len() >= 4
                     {
-                        into.push(text);
+                        keep(text);
                     }
                 }
             }
         }
         Value::Array(items) => items.iter().for_each(|v| secret_strings(v, into)),
         _ => {}
+    }
+}
+
+/// The values of the Secrets one work item's hook calls were handed (their requests, what
+/// their `get` and `list` calls returned), base64 and decoded, whoever may read them. What the
+/// calls produce besides their responses is scrubbed of them: log lines, the notes of the
+/// Events they ask for, error messages, recorded fixtures, `explain`. Cheap to clone: clones
+/// share the values.
+#[derive(Clone, Default)]
+pub struct Secrets(Arc<Mutex<Vec<String>>>);
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} values)", self.0.lock().len())
+    }
+}
+
+impl Secrets {
+    /// Notes the values of every Secret in `value` (a request, a read's result).
+    pub fn note(&self, value: &Value) {
+        let mut found = Vec::new();
+        secret_strings(value, &mut found);
+        if found.is_empty() {
+            return;
+        }
+        let mut known = self.0.lock();
+        for secret in found {
+            if !known.contains(&secret) {
+                known.push(secret);
+            }
+        }
+        // Longest first: a value holding another (a password and its prefix) goes whole.
+        known.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    }
+
+    /// `text` with every value noted replaced by [`REDACTED`]; borrowed when none is in it.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let known = self.0.lock();
+        let mut text = Cow::Borrowed(text);
+        for secret in known.iter() {
+            if text.contains(secret.as_str()) {
+                text = Cow::Owned(text.replace(secret.as_str(), REDACTED));
+            }
+        }
+        text
+    }
+
+    /// [`Secrets::scrub`] of every string in a JSON tree (keys are left as they are).
+    pub fn scrub_value(&self, value: &mut Value) {
+        match value {
+            Value::String(text) => {
+                if let Cow::Owned(scrubbed) = self.scrub(text) {
+                    *text = scrubbed;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_value(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.scrub_value(v)),
+            _ => {}
+        }
     }
 }
 
@@ -1062,11 +1125,21 @@ mod tests {
         let mut found = Vec::new();
         secret_strings(&request, &mut found);
         assert_eq!(found, ["aHVudGVyMg==", "hunter2", "s3cr3t-token"]);
+        let secrets = Secrets::default();
+        secrets.note(&request);
+        assert_eq!(
+            secrets.scrub("hunter2 aHVudGVyMg== s3cr3t-token hunter"),
+            format!("{REDACTED} {REDACTED} {REDACTED} hunter")
+        );
         assert_eq!(redact(&mut request), 1);
         let text = request.to_string();
         for secret in &found {
             assert!(!text.contains(secret.as_str()), "{secret} in {text}");
         }
+        // Redacted values are not secrets: a recording replayed scrubs nothing.
+        found.clear();
+        secret_strings(&request, &mut found);
+        assert_eq!(found, Vec::<String>::new());
         let secret = &request["related"]["Secret.v1"]["db"];
         assert_eq!(secret["data"]["password"], REDACTED);
         assert_eq!(secret["metadata"]["annotations"]["team"], "a");

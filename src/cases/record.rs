@@ -4,13 +4,15 @@
 //! Each hook revision gets its own file pair under `DIR/<kind>-<controller>/`: the script as it
 //! ran (`<hook>-<digest>.rhai|lua`) and `<hook>-<digest>.test.yaml`, whose cases are the calls
 //! (request, response, and the clock the call saw). Secrets are redacted in requests and
-//! responses; calls are deduplicated by request; files hold a bounded number of cases and skip
-//! requests above a size.
+//! responses, and their values scrubbed wherever else a call copied them; calls are
+//! deduplicated by request; files hold a bounded number of cases and skip requests above a
+//! size.
 
 use super::{Case, LibraryFile, OneOrMany, TestFile};
 use crate::api::HookKind;
 use crate::hooks::{HookCode, HookError, LoadedHook};
 use crate::object;
+use crate::reads::Secrets;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -39,6 +41,8 @@ pub struct Recorded<'a> {
     pub request: &'a Value,
     pub response: Result<&'a Value, &'a HookError>,
     pub clock: jiff::Timestamp,
+    /// The values of the Secrets the call's work item was handed: scrubbed from the case.
+    pub secrets: &'a Secrets,
 }
 
 pub struct Recorder {
@@ -59,16 +63,25 @@ impl Recorder {
     /// failed in a way a script alone cannot reproduce (an unavailable source, say). Returns
     /// whether a case was written.
     pub fn record(&self, call: &Recorded) -> Result<bool, RecordError> {
-        let request = redact(call.request);
+        // Secrets redacted where they are, and their values wherever else the call copied
+        // them (another object of the request, the response, the error).
+        let clean = |value: &Value| {
+            let mut clean = redact(value);
+            call.secrets.scrub_value(&mut clean);
+            clean
+        };
+        let request = clean(call.request);
         let text = request.to_string();
         if text.len() > MAX_REQUEST_BYTES {
             return Ok(false);
         }
         let expectation = match call.response {
-            Ok(response) => (Some(redact(response)), None),
+            Ok(response) => (Some(clean(response)), None),
             // The engine's own message: the origin and position around it differ between the
             // operator and a replay from the file.
-            Err(HookError::Script(error)) => (None, Some(error.message.clone())),
+            Err(HookError::Script(error)) => {
+                (None, Some(call.secrets.scrub(&error.message).into_owned()))
+            }
             Err(_) => return Ok(false),
         };
         // A webhook's answers have no script to replay them with.
@@ -246,6 +259,7 @@ mod tests {
                     request: &request,
                     response: Ok(&response),
                     clock: jiff::Timestamp::UNIX_EPOCH,
+                    secrets: &Secrets::default(),
                 })
                 .unwrap();
             assert!(recorded);
@@ -294,5 +308,94 @@ mod tests {
         assert_eq!(secret["stringData"]["token"], REDACTED);
         assert_eq!(secret["metadata"]["name"], "db");
         assert!(!redacted.to_string().contains("c2VjcmV0"));
+    }
+
+    /// A recorded case holds no value of a Secret the call was handed: not in the Secret
+    /// (redacted), nor where the hook copied it (another object, the response, its error).
+    #[test]
+    fn recorded_cases_hold_no_secret_value() {
+        for (language, copies, throws) in [
+            (
+                Language::Rhai,
+                r#"#{ labels: #{ copy: base64_decode(request.related["Secret.v1"].db.data.password) } }"#,
+                r#"throw `no ${base64_decode(request.related["Secret.v1"].db.data.password)}`;"#,
+            ),
+            (
+                Language::Lua,
+                r#"return { labels = { copy = base64_decode(request.related["Secret.v1"].db.data.password) } }"#,
+                r#"error("no " .. base64_decode(request.related["Secret.v1"].db.data.password))"#,
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let recorder = Recorder::new(dir.path().to_path_buf());
+            let engine = ScriptEngine::new();
+            for (name, code) in [("copies", copies), ("throws", throws)] {
+                let sync = Hook {
+                    script: Some(ScriptSpec {
+                        language: Some(language),
+                        inline: Some(code.into()),
+                        ..ScriptSpec::default()
+                    }),
+                    webhook: None,
+                    version: None,
+                };
+                let hooks = ControllerHooks::load(
+                    &engine,
+                    name,
+                    [(crate::kinds::decorator::SYNC, &sync)],
+                    &[],
+                    &[],
+                    &NoConfigMaps,
+                )
+                .unwrap();
+                // The password also sits in another object of the request, copied there earlier.
+                let request = json!({
+                    "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"copied": "hunter2"}},
+                    "related": {"Secret.v1": {"db": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": "aHVudGVyMg=="}}}}
+                });
+                let scope = CallScope::default();
+                let response = hooks.call(&engine, crate::kinds::decorator::SYNC, &request, &scope);
+                let recorded = recorder
+                    .record(&Recorded {
+                        controller: &format!("decorator/{name}"),
+                        hook: hooks.get(crate::kinds::decorator::SYNC).unwrap(),
+                        request: &request,
+                        response: response.as_ref(),
+                        clock: jiff::Timestamp::UNIX_EPOCH,
+                        secrets: &scope.secrets,
+                    })
+                    .unwrap();
+                assert!(recorded, "{language} {name}");
+            }
+            let cases = walk(dir.path())
+                .into_iter()
+                .filter(|path| path.to_string_lossy().ends_with(".test.yaml"));
+            for entry in cases {
+                let text = std::fs::read_to_string(&entry).unwrap();
+                for secret in ["hunter2", "aHVudGVyMg=="] {
+                    assert!(
+                        !text.contains(secret),
+                        "{language}: {secret} in {}:\n{text}",
+                        entry.display()
+                    );
+                }
+                assert!(text.contains(REDACTED), "{language}: {text}");
+            }
+        }
+    }
+
+    /// Every file under `dir`.
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .flat_map(|path| {
+                if path.is_dir() {
+                    walk(&path)
+                } else {
+                    vec![path]
+                }
+            })
+            .collect()
     }
 }

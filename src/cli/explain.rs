@@ -495,9 +495,9 @@ async fn dry_run(
         resolver: &snapshot.served.types,
     };
     for role in planner.explain(&offline, object) {
-        out.push_str(&format!("  {}\n", role.summary));
+        let mut text = format!("  {}\n", role.summary);
         for call in std::mem::take(&mut *calls.lock()) {
-            out.push_str(&call);
+            text.push_str(&call);
         }
         let written: String = match &role.outcome {
             Ok(plans) => plans
@@ -509,15 +509,18 @@ async fn dry_run(
             Err(_) => String::new(),
         };
         match role.outcome {
-            Err(error) => out.push_str(&format!("  the sync would fail: {error}\n")),
+            Err(error) => text.push_str(&format!("  the sync would fail: {error}\n")),
             Ok(_) if written.trim().is_empty() => {
-                out.push_str("  the operator would now write nothing\n")
+                text.push_str("  the operator would now write nothing\n")
             }
-            Ok(_) => out.push_str(&format!(
+            Ok(_) => text.push_str(&format!(
                 "  the operator would now write:\n{}",
                 indent(&written)
             )),
         }
+        // Whoever runs explain sees no value of a Secret the hooks were handed: not in the
+        // redacted Secrets, nor wherever else a hook copied it.
+        out.push_str(&scope.secrets.scrub(&text));
     }
     Ok(out)
 }

@@ -295,6 +295,8 @@ impl ControllerHooks {
             HookCode::Webhook(endpoint) => {
                 // A webhook is opaque: its answer may depend on anything it can see.
                 scope.purity.taint("webhook");
+                // Its errors may quote what it was sent (the engine notes a script's request).
+                scope.secrets.note(request);
                 endpoint
                     .call(kind, request)
                     .map_err(|failure| match failure {

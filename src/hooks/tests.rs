@@ -231,3 +231,162 @@ fn secret_values_are_scrubbed_from_script_logs() {
         lines[0].message
     );
 }
+
+/// The password of the Secret the scrubbing tests hand their hooks, and its base64.
+const PASSWORD: &str = "hunter2";
+const PASSWORD_BASE64: &str = "aHVudGVyMg==";
+
+/// A request handing the hook the Secret `db` as a related object.
+fn secret_request() -> Value {
+    json!({"object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team"}},
+        "related": {"Secret.v1": {"db": {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "team"}, "data": {"password": PASSWORD_BASE64}}}}})
+}
+
+/// A scope whose `get` and `list` may read the Secret `team/token`, whose value is `s3cr3t-token`.
+fn secret_reads() -> CallScope {
+    use crate::reads::{AllowList, ReadAccess, ReadScope, ReadVerb};
+    let resolver = crate::resources::StaticResolver::with_builtins();
+    let secret = resolver.find_kind("v1", "Secret").unwrap();
+    let store = crate::store::MemoryStore::new([json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "team", "name": "token"},
+        "stringData": {"token": "s3cr3t-token"}})]);
+    CallScope::reading(
+        ReadAccess::new(std::sync::Arc::new(store), vec![secret.clone()]).with_policy(Some(
+            std::sync::Arc::new(AllowList {
+                account: "ServiceAccount team/app".into(),
+                allowed: vec![ReadScope::new(ReadVerb::Get, &secret, Some("team"))],
+            }),
+        )),
+    )
+}
+
+/// Asserts `text` holds none of the values of the Secrets above, and says where one was.
+fn assert_scrubbed(what: &str, text: &str) {
+    for secret in [PASSWORD, PASSWORD_BASE64, "s3cr3t-token"] {
+        assert!(!text.contains(secret), "{what}: {secret} in {text}");
+    }
+    assert!(text.contains(crate::reads::REDACTED), "{what}: {text}");
+}
+
+#[test]
+fn secret_values_are_scrubbed_from_the_notes_of_script_events() {
+    let engine = ScriptEngine::new();
+    for (language, code) in [
+        (
+            Language::Rhai,
+            r#"let p = request.related["Secret.v1"].db.data.password;
+               let t = get("v1", "Secret", "team", "token").stringData.token;
+               event("Normal", "Leak", `${p} ${base64_decode(p)} ${t}`);
+               #{}"#,
+        ),
+        (
+            Language::Lua,
+            r#"local p = request.related["Secret.v1"].db.data.password
+               local t = get("v1", "Secret", "team", "token").stringData.token
+               event("Normal", "Leak", p .. " " .. base64_decode(p) .. " " .. t)
+               return {}"#,
+        ),
+    ] {
+        let hooks = load(
+            &[(crate::kinds::decorator::SYNC, &script_hook(language, code))],
+            &[],
+        )
+        .unwrap();
+        let scope = secret_reads();
+        hooks
+            .call(
+                &engine,
+                crate::kinds::decorator::SYNC,
+                &secret_request(),
+                &scope,
+            )
+            .unwrap();
+        let events = scope.events.events();
+        assert_eq!(events.len(), 1, "{language}");
+        assert_eq!(events[0].reason, "Leak");
+        assert_scrubbed(&format!("{language} event"), &events[0].message);
+    }
+}
+
+/// What a work item that ran `code` (which fails) ends with: its failure, as the operator turns
+/// it into the Warning Event, the log line and the controller's status.
+fn failure_of(language: Language, code: &str) -> crate::runtime::context::Failure {
+    let engine = ScriptEngine::new();
+    let hooks = load(
+        &[(crate::kinds::decorator::SYNC, &script_hook(language, code))],
+        &[],
+    )
+    .unwrap();
+    let scope = secret_reads();
+    let runner = crate::hooks::HookRunner {
+        engine: &engine,
+        hooks: &hooks,
+        observer: None,
+        scope: &scope,
+    };
+    let error = runner
+        .call(crate::kinds::decorator::SYNC, &secret_request())
+        .unwrap_err();
+    crate::runtime::context::Failure::from(crate::plan::SyncError::from(error))
+        .scrubbed(&scope.secrets)
+}
+
+#[test]
+fn secret_values_are_scrubbed_from_the_failure_of_a_hook_that_throws() {
+    for (language, code) in [
+        (
+            Language::Rhai,
+            r#"let p = request.related["Secret.v1"].db.data.password;
+               let t = get("v1", "Secret", "team", "token").stringData.token;
+               throw `cannot use ${p} (${base64_decode(p)}) or ${t}`;"#,
+        ),
+        (
+            Language::Lua,
+            r#"local p = request.related["Secret.v1"].db.data.password
+               local t = get("v1", "Secret", "team", "token").stringData.token
+               error("cannot use " .. p .. " (" .. base64_decode(p) .. ") or " .. t)"#,
+        ),
+        // A runtime error quoting a value the script made of one.
+        (
+            Language::Rhai,
+            r#"let p = base64_decode(request.related["Secret.v1"].db.data.password);
+               let n = parse_int(p);"#,
+        ),
+        (
+            Language::Lua,
+            r#"local p = base64_decode(request.related["Secret.v1"].db.data.password)
+               local missing = nil
+               return missing[p]"#,
+        ),
+    ] {
+        let failure = failure_of(language, code);
+        assert_eq!(failure.reason, crate::reasons::HOOK_FAILED, "{language}");
+        assert_scrubbed(&format!("{language}: {code}"), &failure.message);
+    }
+}
+
+#[test]
+fn secret_values_are_scrubbed_from_the_failure_of_a_rejected_response() {
+    for (language, code) in [
+        (
+            Language::Rhai,
+            r#"let response = #{};
+               response[base64_decode(request.related["Secret.v1"].db.data.password)] = 1;
+               response"#,
+        ),
+        (
+            Language::Lua,
+            r#"return { [base64_decode(request.related["Secret.v1"].db.data.password)] = 1 }"#,
+        ),
+    ] {
+        let failure = failure_of(language, code);
+        assert_eq!(
+            failure.reason,
+            crate::reasons::INVALID_RESPONSE,
+            "{language}"
+        );
+        assert_scrubbed(&language.to_string(), &failure.message);
+    }
+}

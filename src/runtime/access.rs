@@ -1,49 +1,37 @@
 //! What a controller's ServiceAccount may read, asked of the API server with
 //! SubjectAccessReviews (its own answer: RBAC, aggregated roles and any other authorizer), one
-//! per account, verb, type and namespace, kept for [`ACCESS_TTL`] and forgotten at once when a
-//! Role, ClusterRole or binding changes (the operator watches them). The pure side, what is
-//! asked and when, is [`crate::reads`]; hooks are handed only what these answers allow.
+//! per account, verb, type and namespace, kept for [`ACCESS_TTL`]. An RBAC change forgets the
+//! answers it can alter ([`super::rbac`] says which, and gathers the changes of a second into
+//! one forget). The pure side, what is asked and when, is [`crate::reads`]; hooks are handed
+//! only what these answers allow.
 
+use super::metrics::Metrics;
+use super::rbac::Batch;
 use crate::api::ServiceAccountRef;
 use crate::reads::{ReadPolicy, ReadScope, Refusal};
-use crate::resources::ResourceType;
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long an answer is kept. RBAC changes forget every answer at once (see
-/// [`AccessReviews::rbac_changed`]); the time bound covers what the watch does not see:
-/// authorizers other than RBAC, and a watch that is re-listing.
+/// How long an answer is kept. RBAC changes forget the answers they can alter (see
+/// [`AccessReviews::forget`]); the time bound covers what the watch does not see: authorizers
+/// other than RBAC, and a watch that is re-listing.
 pub const ACCESS_TTL: Duration = Duration::from_secs(30);
 
 /// How long a refusal is kept: shorter, so a grant the watch has not delivered yet (or that
 /// the API server's authorizer had not seen when asked) is not held against work for long.
 pub const REFUSAL_TTL: Duration = Duration::from_secs(5);
 
-/// How long after an RBAC change refused work is retried: the API server's authorizer learns
-/// of the change through a watch of its own, a moment after ours.
-pub const RBAC_SETTLE: Duration = Duration::from_millis(500);
-
-/// The types whose changes may change an answer.
-pub const RBAC_TYPES: [(&str, &str); 4] = [
-    ("rbac.authorization.k8s.io/v1", "roles"),
-    ("rbac.authorization.k8s.io/v1", "rolebindings"),
-    ("rbac.authorization.k8s.io/v1", "clusterroles"),
-    ("rbac.authorization.k8s.io/v1", "clusterrolebindings"),
-];
-
-/// Whether an object of this type is RBAC: a change to it forgets every answer.
-pub fn is_rbac(resource: &ResourceType) -> bool {
-    RBAC_TYPES.iter().any(|(api_version, plural)| {
-        resource.api_version == *api_version && resource.plural == *plural
-    })
-}
+/// How many recent forgets an answer being asked is checked against. Forgets come at most once
+/// a second ([`super::rbac::RBAC_WINDOW`]) and a question takes one round trip, so this is
+/// ample; an answer asked before the oldest one kept is not kept.
+const FORGETS_KEPT: usize = 16;
 
 type Key = (ServiceAccountRef, ReadScope);
 
@@ -84,47 +72,119 @@ impl<K: Eq + Hash + Clone, T: Clone + Send + Sync + 'static> InFlight<K, T> {
         result
     }
 
-    /// Forgets the questions being asked: whoever asks next asks again.
-    fn forget(&self) {
-        self.asked.lock().clear();
+    /// Forgets the questions being asked about `keys`: whoever asks next asks again.
+    fn forget(&self, keys: impl Fn(&K) -> bool) {
+        self.asked.lock().retain(|key, _| !keys(key));
+    }
+}
+
+/// Whether a forget covers an account's read.
+fn covers(batch: &Batch, (account, scope): &Key) -> bool {
+    batch.covers(Some(account), scope.namespace.as_deref())
+}
+
+/// The answers kept, the questions being asked, and what recent RBAC changes forgot.
+struct Answers {
+    ttl: Duration,
+    kept: Mutex<HashMap<Key, (Instant, bool)>>,
+    asking: InFlight<Key, Answer>,
+    /// Bumped by every forget: the generation a question was asked in tells which forgets came
+    /// while it was being answered.
+    generation: AtomicU64,
+    /// The recent forgets, oldest first, with the generation each started.
+    forgets: Mutex<VecDeque<(u64, Arc<Batch>)>>,
+}
+
+impl Answers {
+    fn new(ttl: Duration) -> Answers {
+        Answers {
+            ttl,
+            kept: Mutex::default(),
+            asking: InFlight::new(),
+            generation: AtomicU64::new(0),
+            forgets: Mutex::default(),
+        }
+    }
+
+    fn cached(&self, key: &Key) -> Option<bool> {
+        let kept = self.kept.lock();
+        let (at, allowed) = kept.get(key)?;
+        let ttl = if *allowed { self.ttl } else { REFUSAL_TTL };
+        (at.elapsed() < ttl).then_some(*allowed)
+    }
+
+    /// The answer to `key`: kept, being asked, or `ask()`'s.
+    async fn answer<F>(&self, key: Key, ask: impl FnOnce() -> F) -> Answer
+    where
+        F: Future<Output = Answer> + Send + 'static,
+    {
+        if let Some(allowed) = self.cached(&key) {
+            return Ok(allowed);
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        let allowed = self.asking.join(key.clone(), ask).await?;
+        let mut kept = self.kept.lock();
+        // An answer asked across a change that can alter it may be the old one: used, not kept.
+        if !self.forgotten_since(generation, &key) {
+            kept.insert(key, (Instant::now(), allowed));
+        }
+        Ok(allowed)
+    }
+
+    /// Whether a forget since `generation` covers `key` (or may have: it is no longer kept).
+    fn forgotten_since(&self, generation: u64, key: &Key) -> bool {
+        let forgets = self.forgets.lock();
+        match forgets.front() {
+            None => false,
+            Some((oldest, _)) if *oldest > generation + 1 => true,
+            Some(_) => forgets
+                .iter()
+                .any(|(forgot, batch)| *forgot > generation && covers(batch, key)),
+        }
+    }
+
+    /// Forgets the answers `batch` can alter, and the questions about them being asked.
+    fn forget(&self, batch: Arc<Batch>) {
+        // Under the lock answers are kept under: a question answered now either sees this
+        // forget or is forgotten by it.
+        let mut kept = self.kept.lock();
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut forgets = self.forgets.lock();
+            if forgets.len() == FORGETS_KEPT {
+                forgets.pop_front();
+            }
+            forgets.push_back((generation, batch.clone()));
+        }
+        kept.retain(|key, _| !covers(&batch, key));
+        // A question asked before the change may get the old answer.
+        self.asking.forget(|key| covers(&batch, key));
     }
 }
 
 /// Answers to "may this account read that", shared by every controller.
 pub struct AccessReviews {
     client: kube::Client,
-    ttl: Duration,
-    answers: Mutex<HashMap<Key, (Instant, bool)>>,
-    asking: InFlight<Key, Answer>,
-    /// Bumped by every RBAC change: an answer asked before it is not kept.
-    generation: AtomicU64,
+    answers: Answers,
     /// SubjectAccessReviews sent so far (the cost of the checks; the rest are cache hits).
     reviews: AtomicU64,
+    metrics: Metrics,
 }
 
 impl AccessReviews {
-    pub fn new(client: kube::Client) -> AccessReviews {
+    pub fn new(client: kube::Client, metrics: Metrics) -> AccessReviews {
         AccessReviews {
             client,
-            ttl: ACCESS_TTL,
-            answers: Mutex::default(),
-            asking: InFlight::new(),
-            generation: AtomicU64::new(0),
+            answers: Answers::new(ACCESS_TTL),
             reviews: AtomicU64::new(0),
+            metrics,
         }
     }
 
-    /// Forgets every answer (a Role, ClusterRole or binding changed).
-    pub fn rbac_changed(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.answers.lock().clear();
-        // A question asked before the change may get the old answer.
-        self.asking.forget();
-    }
-
-    /// How many RBAC changes were seen: a change of it tells the runtime to retry refused work.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::SeqCst)
+    /// Forgets the answers an RBAC change can alter (one window's changes: see
+    /// [`super::rbac::RbacChanges`]), and the questions about them being asked.
+    pub fn forget(&self, batch: Arc<Batch>) {
+        self.answers.forget(batch);
     }
 
     /// SubjectAccessReviews sent so far.
@@ -133,34 +193,20 @@ impl AccessReviews {
     }
 
     fn cached(&self, key: &Key) -> Option<bool> {
-        let answers = self.answers.lock();
-        let (at, allowed) = answers.get(key)?;
-        let ttl = if *allowed { self.ttl } else { REFUSAL_TTL };
-        (at.elapsed() < ttl).then_some(*allowed)
+        self.answers.cached(key)
     }
 
     /// Whether `account` may make the read, from the cache or the API server.
     pub async fn allowed(&self, account: &ServiceAccountRef, scope: &ReadScope) -> Answer {
-        let key = (account.clone(), scope.clone());
-        if let Some(allowed) = self.cached(&key) {
-            return Ok(allowed);
-        }
-        let generation = self.generation();
-        let allowed = self
-            .asking
-            .join(key.clone(), || {
+        self.answers
+            .answer((account.clone(), scope.clone()), || {
                 self.reviews.fetch_add(1, Ordering::Relaxed);
+                self.metrics.count_access_review(account);
                 let (client, account, scope) =
                     (self.client.clone(), account.clone(), scope.clone());
                 async move { review(&client, &account, &scope).await.map_err(Arc::new) }
             })
-            .await?;
-        // An answer asked across an RBAC change may be the old one: used, not kept.
-        let mut answers = self.answers.lock();
-        if self.generation() == generation {
-            answers.insert(key, (Instant::now(), allowed));
-        }
-        Ok(allowed)
+            .await
     }
 
     /// [`AccessReviews::allowed`] as a refusal.
@@ -256,6 +302,7 @@ async fn review(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::rbac::{Covered, Reach, Whose};
     use std::sync::atomic::AtomicUsize;
 
     #[tokio::test]
@@ -306,5 +353,149 @@ mod tests {
             })
             .await;
         assert_eq!((again, asked.load(Ordering::SeqCst)), (8, 2));
+    }
+
+    fn key(account: &str, namespace: Option<&str>) -> Key {
+        let resolver = crate::resources::StaticResolver::with_builtins();
+        let config_maps = resolver.find_kind("v1", "ConfigMap").unwrap();
+        (
+            ServiceAccountRef {
+                namespace: "team".into(),
+                name: account.into(),
+            },
+            ReadScope::new(crate::reads::ReadVerb::List, &config_maps, namespace),
+        )
+    }
+
+    /// A forget of what a RoleBinding in `namespace` naming `account` reaches.
+    fn binding_of(account: &str, namespace: &str) -> Batch {
+        let mut batch = Batch::default();
+        batch.add(Reach {
+            whose: Whose::Of(
+                [Covered::Account {
+                    namespace: "team".into(),
+                    name: account.into(),
+                }]
+                .into(),
+            ),
+            namespace: Some(namespace.into()),
+        });
+        batch
+    }
+
+    #[tokio::test]
+    async fn a_forget_drops_only_the_answers_it_covers() {
+        let answers = Answers::new(ACCESS_TTL);
+        let (app_shop, app_dev, other_shop, app_all) = (
+            key("app", Some("shop")),
+            key("app", Some("dev")),
+            key("other", Some("shop")),
+            key("app", None),
+        );
+        for key in [&app_shop, &app_dev, &other_shop, &app_all] {
+            answers
+                .answer(key.clone(), || async { Ok(true) })
+                .await
+                .unwrap();
+        }
+        answers.forget(Arc::new(binding_of("app", "shop")));
+        assert_eq!(answers.cached(&app_shop), None, "reached: asked again");
+        for key in [&app_dev, &other_shop, &app_all] {
+            assert_eq!(answers.cached(key), Some(true), "{key:?} kept");
+        }
+    }
+
+    /// Asks `key` with a question answered only when told; returns the answer's task and the
+    /// trigger.
+    async fn ask_pending(
+        answers: &Arc<Answers>,
+        key: &Key,
+    ) -> (
+        tokio::task::JoinHandle<Answer>,
+        tokio::sync::oneshot::Sender<()>,
+    ) {
+        let (answer, answered) = tokio::sync::oneshot::channel::<()>();
+        let asked = Arc::new(tokio::sync::Notify::new());
+        let task = {
+            let (answers, key, asked) = (answers.clone(), key.clone(), asked.clone());
+            tokio::spawn(async move {
+                answers
+                    .answer(key, || {
+                        asked.notify_one();
+                        async move {
+                            answered.await.ok();
+                            Ok(true)
+                        }
+                    })
+                    .await
+            })
+        };
+        asked.notified().await;
+        (task, answer)
+    }
+
+    #[tokio::test]
+    async fn an_answer_asked_across_a_change_that_reaches_it_is_used_not_kept() {
+        let answers = Arc::new(Answers::new(ACCESS_TTL));
+        let reached = key("app", Some("shop"));
+        let (task, answer) = ask_pending(&answers, &reached).await;
+        answers.forget(Arc::new(binding_of("app", "shop")));
+        // Asked after the change: a question of its own, not the one asked before.
+        let again = Arc::new(AtomicUsize::new(0));
+        let (later, later_answer) = {
+            let (answers, key, again) = (answers.clone(), reached.clone(), again.clone());
+            let (later_answer, answered) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(async move {
+                answers
+                    .answer(key, || {
+                        again.fetch_add(1, Ordering::SeqCst);
+                        async move {
+                            answered.await.ok();
+                            Ok(false)
+                        }
+                    })
+                    .await
+            });
+            (task, later_answer)
+        };
+        answer.send(()).unwrap();
+        assert!(task.await.unwrap().unwrap(), "used by whoever asked");
+        assert_eq!(answers.cached(&reached), None, "not kept");
+        later_answer.send(()).unwrap();
+        assert!(!later.await.unwrap().unwrap());
+        assert_eq!(again.load(Ordering::SeqCst), 1, "asked again");
+        assert_eq!(
+            answers.cached(&reached),
+            Some(false),
+            "the new answer is kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_asked_across_a_change_that_cannot_reach_it_is_kept() {
+        let answers = Arc::new(Answers::new(ACCESS_TTL));
+        let elsewhere = key("app", Some("dev"));
+        let (task, answer) = ask_pending(&answers, &elsewhere).await;
+        answers.forget(Arc::new(binding_of("app", "shop")));
+        answer.send(()).unwrap();
+        assert!(task.await.unwrap().unwrap());
+        assert_eq!(answers.cached(&elsewhere), Some(true));
+    }
+
+    #[tokio::test]
+    async fn an_answer_asked_before_the_forgets_remembered_is_not_kept() {
+        let answers = Arc::new(Answers::new(ACCESS_TTL));
+        let elsewhere = key("app", Some("dev"));
+        let (task, answer) = ask_pending(&answers, &elsewhere).await;
+        for _ in 0..=FORGETS_KEPT {
+            answers.forget(Arc::new(binding_of("app", "shop")));
+        }
+        answer.send(()).unwrap();
+        assert!(task.await.unwrap().unwrap());
+        assert_eq!(
+            answers.cached(&elsewhere),
+            None,
+            "what came between is not known"
+        );
     }
 }

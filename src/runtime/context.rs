@@ -20,13 +20,14 @@ use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::{ControllerHooks, HookCall, HookRunner};
 use crate::object;
 use crate::plan::SyncError;
-use crate::reads::{ReadAccess, ReadPolicy};
+use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -119,6 +120,8 @@ pub struct Failure {
     /// A hook ran out of time: its controller's flow of work is throttled (see
     /// [`WorkQueue::throttle`]).
     pub timed_out: bool,
+    /// The read refused, when that is why: an RBAC change that can alter it retries the work.
+    pub refused: Option<ReadScope>,
 }
 
 impl From<SyncError> for Failure {
@@ -126,6 +129,7 @@ impl From<SyncError> for Failure {
         Failure {
             reason: error.reason(),
             timed_out: error.timed_out(),
+            refused: error.refusal().map(|refusal| refusal.scope().clone()),
             message: error.to_string(),
         }
     }
@@ -143,7 +147,19 @@ impl Failure {
             reason,
             message: message.to_string(),
             timed_out: false,
+            refused: None,
         }
+    }
+
+    /// The failure with the values of the Secrets its work item's hooks were handed scrubbed
+    /// from its message, which goes to a Warning Event, the log and the controller's status.
+    /// Every kind applies it to whatever ends a work item that ran hooks: their errors, and
+    /// the API server's answers to the writes they asked for.
+    pub fn scrubbed(mut self, secrets: &Secrets) -> Failure {
+        if let Cow::Owned(scrubbed) = secrets.scrub(&self.message) {
+            self.message = scrubbed;
+        }
+        self
     }
 }
 
@@ -321,6 +337,7 @@ impl Context {
                         request: call.request,
                         response: call.response,
                         clock,
+                        secrets: &scope.secrets,
                     };
                     if let Err(error) = recorder.record(&recorded) {
                         tracing::warn!(%error, "cannot record the hook call");

@@ -2,7 +2,7 @@
 
 use super::keys::ControllerId;
 use super::queue::FlowLoad;
-use crate::api::HookKind;
+use crate::api::{HookKind, ServiceAccountRef};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -46,6 +46,21 @@ pub struct FailureLabels {
     pub controller: String,
     /// The Event reason (HookFailed, InvalidResponse, ApplyFailed, …).
     pub reason: &'static str,
+}
+
+/// Which ServiceAccount a sample is about (`<namespace>/<name>`). Bounded by the accounts
+/// controllers name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AccountLabels {
+    pub service_account: String,
+}
+
+impl AccountLabels {
+    pub fn of(account: &ServiceAccountRef) -> AccountLabels {
+        AccountLabels {
+            service_account: format!("{}/{}", account.namespace, account.name),
+        }
+    }
 }
 
 /// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
@@ -112,6 +127,12 @@ pub struct Metrics {
     pub shard_refused_writes: Counter,
     /// Sharded: work items of the controller this replica owns and has synced.
     pub owned_items: Family<ControllerLabels, Gauge>,
+    /// SubjectAccessReviews sent to learn what an account may read (the rest of the checks
+    /// are answered from the cache).
+    pub access_reviews: Family<AccountLabels, Counter>,
+    /// Forgets of cached access answers after RBAC changes (at most one a second, however
+    /// many changes each gathers).
+    pub rbac_forgets: Counter,
 }
 
 impl Default for Metrics {
@@ -139,6 +160,8 @@ impl Default for Metrics {
             shard_handovers: Counter::default(),
             shard_refused_writes: Counter::default(),
             owned_items: Family::default(),
+            access_reviews: Family::default(),
+            rbac_forgets: Counter::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -267,6 +290,18 @@ impl Metrics {
              lease had lapsed",
             self.shard_refused_writes.clone(),
         );
+        registry.register(
+            "access_reviews",
+            "SubjectAccessReviews sent to learn what a controller's ServiceAccount may read, per \
+             account (the rest of the checks are answered from the cache)",
+            self.access_reviews.clone(),
+        );
+        registry.register(
+            "rbac_forgets",
+            "Forgets of cached read-access answers after RBAC changes (at most one a second, \
+             each gathering that second's changes)",
+            self.rbac_forgets.clone(),
+        );
         registry
     }
 
@@ -349,6 +384,20 @@ impl Metrics {
     pub fn syncs_of(&self, controller: &ControllerId) -> u64 {
         self.controller_syncs
             .get(&ControllerLabels::of(controller))
+            .map_or(0, |counter| counter.get())
+    }
+
+    /// Counts one SubjectAccessReview sent about an account.
+    pub fn count_access_review(&self, account: &ServiceAccountRef) {
+        self.access_reviews
+            .get_or_create(&AccountLabels::of(account))
+            .inc();
+    }
+
+    /// SubjectAccessReviews sent so far about one account.
+    pub fn access_reviews_of(&self, account: &ServiceAccountRef) -> u64 {
+        self.access_reviews
+            .get(&AccountLabels::of(account))
             .map_or(0, |counter| counter.get())
     }
 

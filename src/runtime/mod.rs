@@ -28,6 +28,7 @@ pub mod metrics;
 mod operator;
 mod own_writes;
 pub mod queue;
+pub(crate) mod rbac;
 mod registry;
 pub(crate) mod related;
 pub(crate) mod rollout;

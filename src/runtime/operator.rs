@@ -2,7 +2,7 @@
 //! queue, and the loops that resync controllers and report their status. It owns a registry per
 //! kind of controller it is started with (`crate::kinds::runtime()` names them all).
 
-use super::access::{AccessReviews, RBAC_TYPES, is_rbac};
+use super::access::AccessReviews;
 use super::apply::Applier;
 use super::authority::Authority;
 use super::cache::{Informers, ObjectEvent};
@@ -16,6 +16,7 @@ use super::membership::Membership;
 use super::metrics::Metrics;
 use super::own_writes::{OwnWrites, Redelivery};
 use super::queue::WorkQueue;
+use super::rbac::{self, RBAC_TYPES, RbacChanges, RbacKind, RbacSender};
 use super::registry::{KindEntry, KindRuntime};
 use super::scripts;
 use super::shard::{self, Admit, Item, Shards};
@@ -116,6 +117,7 @@ impl Operator {
         });
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
+        let access = Arc::new(AccessReviews::new(client.clone(), metrics.clone()));
         let context = Arc::new(Context {
             events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
@@ -138,7 +140,7 @@ impl Operator {
             dependencies: Default::default(),
             config: config.clone(),
             config_map_type,
-            access: Arc::new(AccessReviews::new(client.clone())),
+            access,
         });
         watch_rbac(&context).await;
         let kinds: Kinds = own_types
@@ -146,11 +148,18 @@ impl Operator {
             .map(|(kind, resolved)| (kind.registry)(resolved.resource.clone()))
             .collect();
         let mut tasks = JoinSet::new();
+        let (rbac_sender, rbac_changes) = rbac::rbac_changes();
         tasks.spawn(dispatch(
             context.clone(),
             kinds.clone(),
             events_rx,
             redeliver_rx,
+            rbac_sender,
+        ));
+        tasks.spawn(forget_rbac_changes(
+            context.clone(),
+            kinds.clone(),
+            rbac_changes,
         ));
         for (kind, resolved) in &own_types {
             context
@@ -356,9 +365,10 @@ async fn resolve_own_type(
     }
 }
 
-/// Watches Roles, ClusterRoles and their bindings, so a change forgets every cached answer about
-/// what controllers' accounts may read, and retries what was refused. Without the watch (the
-/// operator may not list them) answers still expire (see [`super::access::ACCESS_TTL`]).
+/// Watches Roles, ClusterRoles and their bindings, so a change forgets the cached answers about
+/// what controllers' accounts may read that it can alter, and retries what was refused there
+/// (see [`forget_rbac_changes`]). Without the watch (the operator may not list them) answers
+/// still expire (see [`super::access::ACCESS_TTL`]).
 async fn watch_rbac(context: &Context) {
     for (api_version, plural) in RBAC_TYPES {
         let reference = ResourceRef {
@@ -386,18 +396,20 @@ async fn dispatch(
     kinds: Kinds,
     mut events: mpsc::UnboundedReceiver<ObjectEvent>,
     mut redeliveries: mpsc::UnboundedReceiver<Redelivery>,
+    rbac: RbacSender,
 ) {
     loop {
         tokio::select! {
             Some(event) = events.recv() => {
-                if is_rbac(&event.resource) {
-                    // What controllers' accounts may read may have changed.
-                    context.access.rbac_changed();
-                    for kind in kinds.iter() {
-                        kind.rbac_changed(&context);
-                    }
-                    // Controllers may act on RBAC objects too: routed as any other event.
+                // What controllers' accounts may read may have changed: gathered, and acted
+                // on once a second (see `forget_rbac_changes`).
+                if let Some(kind) = RbacKind::of(&event.resource)
+                    && let Some(reach) =
+                        rbac::reach(kind, event.old.as_deref(), event.new.as_deref())
+                {
+                    rbac.changed(reach);
                 }
+                // Controllers may act on RBAC objects too: routed as any other event.
                 for kind in kinds.iter() {
                     kind.route(&context, &event);
                 }
@@ -412,6 +424,26 @@ async fn dispatch(
                 }
             }
             else => return,
+        }
+    }
+}
+
+/// Acts on RBAC changes a window at a time: forgets the cached answers the window's changes can
+/// alter, then retries the work refused a read they can alter (the window settled, so the API
+/// server's authorizer has seen them).
+async fn forget_rbac_changes(context: Arc<Context>, kinds: Kinds, mut changes: RbacChanges) {
+    while let Some(batch) = changes.next().await {
+        tracing::debug!(
+            changes = batch.changes(),
+            everything = batch.is_everything(),
+            "RBAC changed; forgetting the read-access answers it can alter"
+        );
+        // Forgotten first: a retry must not find the old answer.
+        let batch = Arc::new(batch);
+        context.access.forget(batch.clone());
+        context.metrics.rbac_forgets.inc();
+        for kind in kinds.iter() {
+            kind.rbac_changed(&context, &batch);
         }
     }
 }

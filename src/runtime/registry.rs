@@ -11,13 +11,14 @@ use super::fingerprint::{self, Sweep};
 use super::keys::{ControllerId, Work, WorkKey};
 use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
+use super::rbac::Batch;
 use super::rollout::{self, Advance, Rollouts};
 use super::routes::{Routes, only_status_changed};
 use super::shard::{self, Item, Sharded};
 use super::status::{self, Counts, Health, Problem, RolloutReport};
 use crate::api::{
     ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
-    SYNC_REQUESTED_ANNOTATION,
+    SYNC_REQUESTED_ANNOTATION, ServiceAccountRef,
 };
 use crate::hooks::ConfigMapLookup;
 use crate::object;
@@ -53,8 +54,25 @@ impl Unloaded {
     }
 }
 
-/// A controller's work items refused a read, by their description: the key to retry, and why.
-type RefusedWork = BTreeMap<String, (WorkKey, Problem)>;
+/// A work item refused a read: the key to retry, why, and the read (whose, and which) when the
+/// refusal says, so an RBAC change retries only the work it can heal.
+struct RefusedItem {
+    key: WorkKey,
+    problem: Problem,
+    read: Option<(ServiceAccountRef, ReadScope)>,
+}
+
+impl RefusedItem {
+    /// Whether an RBAC change can have healed it (a refusal that names no read: any change).
+    fn healed_by(&self, batch: &Batch) -> bool {
+        self.read
+            .as_ref()
+            .is_none_or(|(account, scope)| batch.covers(Some(account), scope.namespace.as_deref()))
+    }
+}
+
+/// A controller's work items refused a read, by their description.
+type RefusedWork = BTreeMap<String, RefusedItem>;
 
 pub struct Registry<K: Kind> {
     /// The controller objects' type.
@@ -751,12 +769,22 @@ impl<K: Kind> Registry<K> {
             candidate.record(unit, matches!(outcome, Outcome::Failed { .. }));
         }
         let refused = match &outcome {
-            Outcome::Failed { failure, .. } => is_refused_read(failure.reason)
-                .then(|| Problem::new(failure.reason, &failure.message)),
+            Outcome::Failed { failure, .. } => {
+                is_refused_read(failure.reason).then(|| RefusedItem {
+                    key: key.clone(),
+                    problem: Problem::new(failure.reason, &failure.message),
+                    read: controller
+                        .writer
+                        .identity
+                        .clone()
+                        .zip(failure.refused.clone()),
+                })
+            }
             _ => None,
         };
-        self.note_refused(&controller.id.name, key, refused.clone());
-        if let Some(problem) = refused {
+        let problem = refused.as_ref().map(|item| item.problem.clone());
+        self.note_refused(&controller.id.name, key, refused);
+        if let Some(problem) = problem {
             // About the controller, not the object: its author may not read that object's
             // namespace (the object is named in neither).
             context
@@ -812,6 +840,7 @@ impl<K: Kind> Registry<K> {
                         reason,
                         message,
                         timed_out,
+                        ..
                     },
             } => {
                 context.metrics.count_failure(&controller.id, reason);
@@ -840,14 +869,14 @@ impl<K: Kind> Registry<K> {
     }
 
     /// Remembers whether a work item's last sync was refused a read.
-    fn note_refused(&self, controller: &str, key: &WorkKey, problem: Option<Problem>) {
+    fn note_refused(&self, controller: &str, key: &WorkKey, item: Option<RefusedItem>) {
         let mut refused = self.refused.lock();
-        match problem {
-            Some(problem) => {
+        match item {
+            Some(item) => {
                 refused
                     .entry(controller.to_string())
                     .or_default()
-                    .insert(key.work.to_string(), (key.clone(), problem));
+                    .insert(key.work.to_string(), item);
             }
             None => {
                 if let Some(items) = refused.get_mut(controller) {
@@ -864,7 +893,7 @@ impl<K: Kind> Registry<K> {
     fn reads_allowed(&self, controller: &str) -> Result<(), Problem> {
         let refused = self.refused.lock();
         match refused.get(controller) {
-            Some(items) => status::reads_allowed(items.values().map(|(_, problem)| problem)),
+            Some(items) => status::reads_allowed(items.values().map(|item| &item.problem)),
             None => Ok(()),
         }
     }
@@ -1060,9 +1089,10 @@ pub trait KindRuntime: Send + Sync {
     /// Whether a controller has been loaded, found unloadable, or is gone.
     fn settled(&self, context: &Context, name: &str) -> bool;
 
-    /// A Role, ClusterRole or binding changed: work refused a read, and controllers that did
-    /// not load for one, are tried again now.
-    fn rbac_changed(&self, context: &Context);
+    /// Roles, ClusterRoles or bindings changed (a window's worth, its answers forgotten):
+    /// work refused a read they can alter, and controllers that did not load for one, are
+    /// tried again now.
+    fn rbac_changed(&self, context: &Context, batch: &Batch);
 
     /// This replica just became the leader, or (sharded) the members changed: everything it
     /// skipped is done now (every controller reloaded, so its load-time writes happen, and
@@ -1234,13 +1264,17 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .is_none_or(|object| object::is_deleting(&object))
     }
 
-    fn rbac_changed(&self, context: &Context) {
+    fn rbac_changed(&self, context: &Context, batch: &Batch) {
         for items in self.refused.lock().values() {
-            for (key, _) in items.values() {
-                context
-                    .queue
-                    .add_after(key.clone(), super::access::RBAC_SETTLE);
+            for item in items.values().filter(|item| item.healed_by(batch)) {
+                context.queue.add(item.key.clone());
             }
+        }
+        // A load is refused only cluster-wide reads (`check_static_reads`, and `spec.reads` in
+        // `load::prepare`), of an account its problem does not name: any change reaching
+        // cluster-wide reads may heal it.
+        if !batch.covers(None, None) {
+            return;
         }
         for (name, unloaded) in self.unloaded.lock().iter() {
             if unloaded
@@ -1249,9 +1283,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .as_ref()
                 .is_err_and(|problem| is_refused_read(&problem.reason))
             {
-                context
-                    .queue
-                    .add_after(WorkKey::load(&Self::id(name)), super::access::RBAC_SETTLE);
+                context.queue.add(WorkKey::load(&Self::id(name)));
             }
         }
     }

@@ -831,6 +831,8 @@ async fn shadow_pass<K: Kind>(
                     for change in &found {
                         example.push_str(&describe(change));
                     }
+                    // Shown in the controller's status: scrubbed like a failure's message.
+                    let example = scope.secrets.scrub(&example).into_owned();
                     examples.push(truncate(example, EXAMPLE_BYTES));
                 }
             }

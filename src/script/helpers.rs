@@ -10,6 +10,7 @@ use crate::api::{HookKind, Language};
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use sha2::Digest;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// What a helper may know about the call it runs in.
@@ -21,11 +22,8 @@ pub(crate) struct HelperEnv {
     /// Fixed for the whole call (and by the test harness), so every `now()` in a call agrees.
     /// Read through [`HelperEnv::now`], which notes the call as impure.
     pub now: jiff::Timestamp,
-    /// The call's services: its log, reads, Events and purity.
+    /// The call's services: its log, reads, Events, purity and the secrets to scrub.
     pub scope: super::CallScope,
-    /// The values of the Secrets the call was handed (its request, its reads): scrubbed from
-    /// its log lines, whoever may read the Secret.
-    pub secrets: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 impl HelperEnv {
@@ -41,15 +39,15 @@ impl HelperEnv {
         self.scope.purity.taint(source);
     }
 
+    /// Logs a line, scrubbed of the secrets the call was handed, whoever may read them.
     pub fn log(&self, mut line: LogLine) {
-        let secrets = self.secrets.lock();
-        if !secrets.is_empty() {
-            line.message = scrub(&line.message, &secrets);
-            for value in line.fields.values_mut() {
-                scrub_value(value, &secrets);
-            }
+        let secrets = &self.scope.secrets;
+        if let Cow::Owned(message) = secrets.scrub(&line.message) {
+            line.message = message;
         }
-        drop(secrets);
+        line.fields
+            .values_mut()
+            .for_each(|v| secrets.scrub_value(v));
         LogTarget {
             controller: &self.controller,
             hook: self.hook,
@@ -57,22 +55,6 @@ impl HelperEnv {
             sink: self.scope.logs.as_ref(),
         }
         .emit(line);
-    }
-}
-
-/// A log line's text with every secret value in it replaced.
-fn scrub(text: &str, secrets: &[String]) -> String {
-    secrets.iter().fold(text.to_string(), |text, secret| {
-        text.replace(secret.as_str(), crate::reads::REDACTED)
-    })
-}
-
-fn scrub_value(value: &mut Value, secrets: &[String]) {
-    match value {
-        Value::String(text) => *text = scrub(text, secrets),
-        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
-        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, secrets)),
-        _ => {}
     }
 }
 
@@ -503,7 +485,7 @@ fn get(env: &HelperEnv, args: &[Value]) -> HelperResult {
     let found = reads(env)?
         .get(args)
         .map_err(|e| HelperError(e.to_string()))?;
-    crate::reads::secret_strings(&found, &mut env.secrets.lock());
+    env.scope.secrets.note(&found);
     Ok(found)
 }
 
@@ -511,19 +493,23 @@ fn list(env: &HelperEnv, args: &[Value]) -> HelperResult {
     let found = reads(env)?
         .list(args)
         .map_err(|e| HelperError(e.to_string()))?;
-    crate::reads::secret_strings(&found, &mut env.secrets.lock());
+    env.scope.secrets.note(&found);
     Ok(found)
 }
 
 fn event(env: &HelperEnv, args: &[Value]) -> HelperResult {
     let type_ = string_arg(args, 0, "the type")?;
-    let reason = string_arg(args, 1, "the reason")?;
+    // Scrubbed like a log line: whoever may read the object's Events may not read the
+    // Secret. A reason that was a secret is no CamelCase word any more, and is refused.
+    let secrets = &env.scope.secrets;
+    let reason = secrets.scrub(string_arg(args, 1, "the reason")?);
     // Like `log`, any value makes a message, so `event(..., obj.status)` just works.
     let message = match &args[2] {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let event = crate::api::ScriptEvent::new(type_, reason, &message)
+    let message = secrets.scrub(&message);
+    let event = crate::api::ScriptEvent::new(type_, &reason, &message)
         .map_err(|e| HelperError(e.to_string()))?;
     env.scope.events.push(event, &env.controller);
     Ok(Value::Null)
@@ -628,7 +614,6 @@ mod tests {
                 logs: Some(super::super::LogSink::new()),
                 ..Default::default()
             },
-            secrets: Default::default(),
         }
     }
 

@@ -647,6 +647,8 @@ impl ScriptEngine {
             Some(ceiling) => limits.at_most(ceiling),
             None => limits,
         };
+        // Whatever the call produces besides its response is scrubbed of these.
+        call.scope.secrets.note(request);
         let setup = CallSetup {
             script,
             env: HelperEnv {
@@ -655,11 +657,6 @@ impl ScriptEngine {
                 language: script.language,
                 now: call.scope.clock.unwrap_or_else(jiff::Timestamp::now),
                 scope: call.scope.clone(),
-                secrets: {
-                    let mut secrets = Vec::new();
-                    crate::reads::secret_strings(request, &mut secrets);
-                    Arc::new(parking_lot::Mutex::new(secrets))
-                },
             },
             budget: Arc::new(Budget::start(&limits)),
             limits,
@@ -709,7 +706,7 @@ impl ScriptEngine {
                 language = %script.language,
                 digest = %script.digest,
                 elapsed_us,
-                %error,
+                error = %call.scope.secrets.scrub(&error.to_string()),
                 "hook script failed"
             ),
         }

@@ -1,10 +1,11 @@
 //! What a call runs in besides its script and request: who calls (controller, hook, limits) and
-//! the per-call services its helpers use (clock, log, reads, Events, purity). The runtime builds
+//! the per-call services its helpers use (clock, log, reads, Events, purity, the secrets to
+//! scrub). The runtime builds
 //! one [`CallScope`] per work item and every hook call of the item shares it.
 
 use super::{EventSink, LogSink, Purity};
 use crate::api::{HookKind, Limits};
-use crate::reads::ReadAccess;
+use crate::reads::{ReadAccess, Secrets};
 
 /// The services the hook calls of one work item share (each is cheap to clone: shared
 /// buffers). `render`, `explain` and the test harness fill in what they provide.
@@ -22,6 +23,10 @@ pub struct CallScope {
     pub events: EventSink,
     /// Learns whether any call used the clock, randomness or a webhook.
     pub purity: Purity,
+    /// The values of the Secrets the calls were handed (requests, reads), scrubbed from what
+    /// they produce besides their responses: log lines and Events here, errors, recordings and
+    /// `explain` where those are made.
+    pub secrets: Secrets,
 }
 
 impl CallScope {

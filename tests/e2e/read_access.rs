@@ -7,8 +7,10 @@
 use crate::support::operator::{apply, get, operator, regarding_name, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
+use metascript::runtime::ControllerId;
 use metascript::testing::{HookServer, Reply};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 /// A ServiceAccount in `namespace` that may read and write ConfigMaps there, and nothing else.
 async fn config_map_account(client: &kube::Client, namespace: &str, account: &str) {
@@ -298,4 +300,259 @@ async fn a_webhook_never_receives_an_object_its_account_may_not_read() {
         Some(vec![format!("{team}/related")]),
         "{related}"
     );
+}
+
+/// A decorator of the ConfigMaps labelled `decorate: <name>` in `namespace`, run as `account`
+/// there, with the given hooks (Rhai scripts).
+fn rhai_decorator(name: &str, namespace: &str, account: &str, hooks: Value) -> Value {
+    let hooks: serde_json::Map<String, Value> = hooks
+        .as_object()
+        .expect("hooks by name")
+        .iter()
+        .map(|(hook, code)| {
+            (
+                hook.clone(),
+                json!({"script": {"language": "rhai", "inline": code}}),
+            )
+        })
+        .collect();
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"decorate": name}}}],
+            "serviceAccountName": account,
+            "serviceAccountNamespace": namespace,
+            "hooks": hooks
+        }
+    })
+}
+
+/// A customize hook asking for the Secret `db` of the target's namespace.
+const CUSTOMIZE_DB: &str =
+    r#"#{ relatedResources: [#{ apiVersion: "v1", resource: "secrets", names: ["db"] }] }"#;
+
+/// RBAC changes cost only what they can alter. RoleBindings made in another namespace, even
+/// naming the controller's own account, ask nothing of the API server again for it; a grant
+/// in the controller's own namespace still heals a refused controller at once (within the
+/// second changes are gathered in, not after its backoff).
+#[tokio::test]
+async fn rbac_changes_elsewhere_ask_nothing_again_and_a_grant_here_heals_at_once() {
+    let client = client().await;
+    let operator = &operator().await.operator;
+    let team = test_namespace(&client, "rbac-reach").await;
+    config_map_account(&client, &team, "steady").await;
+    config_map_account(&client, &team, "author").await;
+
+    // `steady` syncs its target, copying the target's `round` annotation into a label.
+    let steady = unique_name("rbac-steady");
+    let copy = r#"#{ labels: #{ "rbac.test/round": request.object.metadata.annotations.round } }"#;
+    apply(
+        &client,
+        &rhai_decorator(&steady, &team, "steady", json!({"sync": copy})),
+    )
+    .await;
+    // `refused` asks for a Secret its account may not read.
+    let refused = unique_name("rbac-refused");
+    let healed = r#"#{ labels: #{ "rbac.test/healed": `${request.related["Secret.v1"].len()}` } }"#;
+    apply(
+        &client,
+        &rhai_decorator(
+            &refused,
+            &team,
+            "author",
+            json!({"customize": CUSTOMIZE_DB, "sync": healed}),
+        ),
+    )
+    .await;
+    let target = |name: &str, round: usize| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": team, "labels": {"decorate": name}, "annotations": {"round": round.to_string()}}});
+    apply(&client, &target(&refused, 0)).await;
+    reads_allowed(&client, &refused, "False").await;
+
+    let account = metascript::api::ServiceAccountRef {
+        namespace: team.clone(),
+        name: "steady".into(),
+    };
+    let synced = |round: usize| {
+        let (client, steady) = (client.clone(), steady.clone());
+        async move {
+            wait_for(
+                &client,
+                &target(&steady, round),
+                &format!("round {round} synced"),
+                |cm| {
+                    cm["metadata"]["labels"]["rbac.test/round"].as_str() == Some(&round.to_string())
+                },
+            )
+            .await
+        }
+    };
+    // Concurrent tests may change a ClusterRole (which reaches everything) or let an answer
+    // expire meanwhile: a few tries, each with bindings of its own.
+    let mut asked = Vec::new();
+    for attempt in 0..3 {
+        let round = 2 * attempt + 1;
+        apply(&client, &target(&steady, round)).await;
+        synced(round).await;
+        let elsewhere = test_namespace(&client, "rbac-elsewhere").await;
+        apply(&client, &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "anything", "namespace": elsewhere},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]
+        }))
+        .await;
+        bind(&client, &elsewhere, "anything", &team, "steady").await;
+        apply(&client, &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "team-accounts", "namespace": elsewhere},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "anything"},
+            "subjects": [{"kind": "Group", "name": format!("system:serviceaccounts:{team}"), "apiGroup": "rbac.authorization.k8s.io"}]
+        }))
+        .await;
+        // Past the window and its settle: any forget they cause has happened.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let before = operator.metrics().access_reviews_of(&account);
+        apply(&client, &target(&steady, round + 1)).await;
+        synced(round + 1).await;
+        let reviews = operator.metrics().access_reviews_of(&account) - before;
+        asked.push(reviews);
+        if reviews == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        asked.last(),
+        Some(&0),
+        "SubjectAccessReviews for the steady account after RoleBindings in other namespaces, per try: {asked:?}"
+    );
+
+    // A grant in the team's namespace heals `refused` at once. Waited for right after one of
+    // its retries, once its backoff is at least 8 s: healing sooner is the RBAC change's doing.
+    let id = ControllerId::new(metascript::kinds::decorator::KIND, &refused);
+    let mut last = operator.metrics().syncs_of(&id);
+    eventually("the refused target retried a fourth time", || {
+        let now = operator.metrics().syncs_of(&id);
+        let retried = now > last && now >= 4;
+        last = now;
+        async move { retried.then_some(()) }
+    })
+    .await;
+    let granted = Instant::now();
+    apply(&client, &json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "read-secrets", "namespace": team},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    }))
+    .await;
+    bind(&client, &team, "read-secrets", &team, "author").await;
+    wait_for(
+        &client,
+        &target(&refused, 0),
+        "the refused target synced once granted",
+        |cm| cm["metadata"]["labels"]["rbac.test/healed"] == "0",
+    )
+    .await;
+    let took = granted.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "healed {took:?} after the grant"
+    );
+    reads_allowed(&client, &refused, "True").await;
+}
+
+/// The values of a Secret a controller may read reach nothing the operator writes or logs:
+/// not the note of an Event its hook asks for, nor the error its hook fails with (as the
+/// Warning Event on the target, the controller's status and its Events say it).
+#[tokio::test]
+async fn secret_values_reach_no_event_or_status() {
+    let client = client().await;
+    operator().await;
+    let team = test_namespace(&client, "reads-scrub").await;
+    config_map_account(&client, &team, "author").await;
+    // Reads are checked per type and namespace, not per name: the account may get Secrets.
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "get-secrets", "namespace": team},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+        }),
+    )
+    .await;
+    bind(&client, &team, "get-secrets", &team, "author").await;
+    let password = "hunter2-e2e-scrub";
+    let encoded = "aHVudGVyMi1lMmUtc2NydWI=";
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": team},
+            "stringData": {"password": password}
+        }),
+    )
+    .await;
+    let name = unique_name("reads-scrub");
+    // Targets labelled `fail` fail with the value in the error; the others succeed after an
+    // Event carrying it (the Events of a failed sync are not published at all).
+    let sync = r#"
+        let encoded = request.related["Secret.v1"].db.data.password;
+        let value = base64_decode(encoded);
+        event("Normal", "Leak", `${value} ${encoded}`);
+        if request.object.metadata.labels.fail == "yes" {
+            throw `cannot use ${value} (${encoded})`;
+        }
+        #{ labels: #{ "scrub.test/synced": "yes" } }
+    "#;
+    apply(
+        &client,
+        &rhai_decorator(
+            &name,
+            &team,
+            "author",
+            json!({"customize": CUSTOMIZE_DB, "sync": sync}),
+        ),
+    )
+    .await;
+    let target = |cm: &str, fail: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": team, "labels": {"decorate": name, "fail": fail}}});
+    apply(&client, &target("talks", "no")).await;
+    apply(&client, &target("fails", "yes")).await;
+
+    let leaked = |what: &str, text: &str| {
+        for secret in [password, encoded] {
+            assert!(!text.contains(secret), "{what} holds {secret}: {text}");
+        }
+    };
+    let leak = wait_for_event(&client, Some(&team), "Leak", |e| {
+        regarding_name(e) == Some("talks")
+    })
+    .await;
+    let note = leak.note.unwrap_or_default();
+    leaked("the Leak Event's note", &note);
+    assert!(
+        note.contains(metascript::reads::REDACTED),
+        "scrubbed, not dropped: {note}"
+    );
+    let failed = wait_for_event(&client, Some(&team), "HookFailed", |e| {
+        regarding_name(e) == Some("fails")
+    })
+    .await;
+    let note = failed.note.unwrap_or_default();
+    leaked("the HookFailed Event's note", &note);
+    assert!(note.contains("cannot use"), "{note}");
+    let controller = wait_for(
+        &client,
+        &decorator(&name),
+        "the controller counting the failing target",
+        |c| c["status"]["failing"] == 1,
+    )
+    .await;
+    leaked("the controller", &controller.to_string());
+    for cm in ["talks", "fails"] {
+        let object = get(&client, &target(cm, "")).await.unwrap();
+        leaked(cm, &object.to_string());
+    }
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), &team);
+    for event in events.list(&Default::default()).await.unwrap().items {
+        leaked("an Event", &serde_json::to_string(&event).unwrap());
+    }
 }

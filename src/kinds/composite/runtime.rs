@@ -396,11 +396,6 @@ async fn sync_parent(
         controller.state.expectations.lock().remove(parent_ref);
         return Outcome::Forgotten(parent_ref.clone());
     };
-    let failed = |failure: Failure| Outcome::Failed {
-        key: parent_ref.clone(),
-        about: object.clone(),
-        failure,
-    };
     if !caught_up(context, controller, parent_ref) {
         return Outcome::Synced {
             key: parent_ref.clone(),
@@ -409,6 +404,11 @@ async fn sync_parent(
         };
     }
     let scope = controller.scope(context, &controller.planner.reads);
+    let failed = |failure: Failure| Outcome::Failed {
+        key: parent_ref.clone(),
+        about: object.clone(),
+        failure: failure.scrubbed(&scope.secrets),
+    };
     let plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {

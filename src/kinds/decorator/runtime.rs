@@ -282,12 +282,12 @@ async fn sync_target(
         controller.state.customized.remove(target);
         return Outcome::Forgotten(target.clone());
     };
+    let scope = controller.scope(context, &controller.planner.reads);
     let failed = |failure: Failure| Outcome::Failed {
         key: target.clone(),
         about: object.clone(),
-        failure,
+        failure: failure.scrubbed(&scope.secrets),
     };
-    let scope = controller.scope(context, &controller.planner.reads);
     let plan = match plan_target(context, controller, &object, target, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {

@@ -590,8 +590,7 @@ async fn sync_pair(
     };
     context.record_reads(&WorkKey::new(&controller.id, pair), &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
-    let live = seen.map(|seen| (seen, &scope));
-    finish(context, controller, parent, group, live, result).await
+    finish(context, controller, parent, group, &scope, seen, result).await
 }
 
 /// An output group whose input is unknown: mapped again if a selected input has its key,
@@ -630,7 +629,16 @@ async fn sync_group(
     let key = WorkKey::new(&controller.id, Work::Group(group.clone()));
     context.record_reads(&key, &scope);
     publish_events(context, controller, &parent, &scope.events, &result).await;
-    finish(context, controller, parent, group.clone(), None, result).await
+    finish(
+        context,
+        controller,
+        parent,
+        group.clone(),
+        &scope,
+        None,
+        result,
+    )
+    .await
 }
 
 /// The input of a parent's selection whose map key is `key`, as the cache has it now.
@@ -720,14 +728,15 @@ async fn settle_detached(
         .await
 }
 
-/// Applies a group's plan. Only live groups (a selected input, with what its map call saw and
-/// the scope it ran in) count in status and may be skipped by a resync.
+/// Applies a group's plan, planned in `scope`. Only live groups (a selected input, with what
+/// its map call saw) count in status and may be skipped by a resync.
 async fn finish(
     context: &Arc<Context>,
     controller: &Arc<Controller<MapKind>>,
     parent: Arc<Value>,
     group: Group,
-    live: Option<(Seen, &CallScope)>,
+    scope: &CallScope,
+    live: Option<Seen>,
     result: Result<Plan, Failure>,
 ) -> Outcome<Group> {
     let applied = match result {
@@ -751,7 +760,7 @@ async fn finish(
     };
     // The parent's counts move with the events of what this wrote, which mark its status.
     match (applied, live) {
-        (Ok(written), Some((seen, scope))) => Outcome::Synced {
+        (Ok(written), Some(seen)) => Outcome::Synced {
             key: group,
             resync_after: None,
             fingerprint: fingerprint::after_sync(controller.version, seen, &written, scope),
@@ -760,7 +769,7 @@ async fn finish(
         (Err(failure), _) => Outcome::Failed {
             key: group,
             about: parent,
-            failure,
+            failure: failure.scrubbed(&scope.secrets),
         },
     }
 }
