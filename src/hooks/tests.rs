@@ -182,6 +182,7 @@ fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
         let runner = crate::hooks::HookRunner {
             engine: &engine,
             hooks: &hooks,
+            webhooks: crate::hooks::WebhookClient::unrestricted(),
             observer: None,
             scope: &scope,
         };
