@@ -249,12 +249,10 @@ impl EgressPolicy {
         }
     }
 
-    /// The guards of an address, the API server's first: it is the one to name.
+    /// The guards of an address, the one a refusal names first: what the address is (loopback,
+    /// link-local) before whose it is (an API server listening there).
     fn guards(&self, address: IpAddr) -> Vec<Guard> {
         let mut guards = Vec::new();
-        if self.api_server.contains(&address) {
-            guards.push(Guard::ApiServer);
-        }
         let (loopback, link_local, unspecified, multicast) = match address {
             IpAddr::V4(v4) => (
                 v4.is_loopback(),
@@ -278,6 +276,9 @@ impl EgressPolicy {
             if is {
                 guards.push(guard);
             }
+        }
+        if self.api_server.contains(&address) {
+            guards.push(Guard::ApiServer);
         }
         guards
     }
@@ -520,6 +521,11 @@ mod tests {
         // An API server on loopback (a workstation's cluster) is open to a loopback entry.
         let local = EgressPolicy::new(entries(&["127.0.0.0/8"]), [ip("127.0.0.1")]);
         assert_eq!(local.check(None, ip("127.0.0.1")), Ok(()));
+        let wide = EgressPolicy::new(entries(&["0.0.0.0/0"]), [ip("127.0.0.1")]);
+        assert_eq!(
+            wide.check(None, ip("127.0.0.1")),
+            Err(Denial::Guarded(Guard::Loopback))
+        );
         let api_range = EgressPolicy::new(entries(&["172.18.0.0/16"]), [ip("172.18.0.2")]);
         assert_eq!(
             api_range.check(Some("kubernetes"), ip("172.18.0.2")),

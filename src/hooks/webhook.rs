@@ -1440,10 +1440,10 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         // Nothing allowed: nothing called, and the message says what to set.
         let message = refused(&by_address, &restricted(&[]));
         assert!(
-            message.ends_with(&format!(
+            message.ends_with(
                 "/sync): destination not allowed: 127.0.0.1 (the operator calls no webhook \
                  until an admin lists where they may go: metascript run --webhook-allow)"
-            )),
+            ),
             "{message}"
         );
         // A name entry does not open the loopback address the name resolves to, nor does a
