@@ -210,4 +210,34 @@ mod tests {
         );
         assert!(judge(&case, &ok, &[], &[event("First")]).is_some());
     }
+
+    /// The author runs the case: what the webhook answered is shown, and may be expected.
+    #[test]
+    fn a_webhook_failure_shows_its_body_to_the_author() {
+        let failed: Result<Value, HookError> =
+            Err(HookError::Webhook(Box::new(crate::hooks::WebhookError {
+                controller: "echo".into(),
+                hook: crate::kinds::decorator::SYNC,
+                url: "http://hooks/sync".into(),
+                failure: crate::hooks::WebhookFailure::Status {
+                    status: 500,
+                    excerpt: "no such template".into(),
+                },
+            })));
+        let expecting = |wanted: Option<&str>| Case {
+            name: "fails".into(),
+            expect_error: wanted.map(str::to_string),
+            ..Case::default()
+        };
+        assert_eq!(
+            judge(&expecting(Some("no such template")), &failed, &[], &[]),
+            None
+        );
+        let failure = judge(&expecting(None), &failed, &[], &[]).expect("a failure");
+        assert_eq!(
+            failure,
+            "the hook failed:\nhook sync of echo (webhook http://hooks/sync): answered HTTP \
+             500\nthe webhook answered: no such template"
+        );
+    }
 }
