@@ -721,6 +721,9 @@ async fn main() -> anyhow::Result<()> {
             workers: args.workers,
             full_resync: args.full_resync,
             ready: ready_flag.clone(),
+            // The webhook server (`--hook webhook`) listens on loopback, which only an entry
+            // naming it opens.
+            webhook_allow: vec!["127.0.0.0/8".parse()?],
             ..OperatorConfig::default()
         },
         &metascript::kinds::runtime(),

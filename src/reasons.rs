@@ -34,6 +34,8 @@ pub const LOAD_FAILED: &str = "LoadFailed";
 pub const INVALID_RESPONSE: &str = "InvalidResponse";
 /// A hook failed (a script error or budget, a webhook that did not answer).
 pub const HOOK_FAILED: &str = "HookFailed";
+/// A webhook hook's destination is not one `--webhook-allow` allows: nothing was sent.
+pub const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
 /// A hook's source cannot be read now (a ConfigMap gone, an empty file).
 pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
 /// A parent's `spec.selector` cannot be read; its children are left alone.
@@ -86,6 +88,7 @@ pub const ALL: &[&str] = &[
     LOAD_FAILED,
     INVALID_RESPONSE,
     HOOK_FAILED,
+    WEBHOOK_NOT_ALLOWED,
     SCRIPT_UNAVAILABLE,
     INVALID_SELECTOR,
     SYNC_FAILED,

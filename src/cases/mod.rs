@@ -110,15 +110,17 @@ pub fn judge(
         ));
     }
     match (result, &case.expect_error) {
-        (Err(error), Some(wanted)) if error.to_string().contains(wanted.as_str()) => None,
+        // What a webhook answered counts too: the author runs the case, and reads it.
+        (Err(error), Some(wanted)) if error.with_body().contains(wanted.as_str()) => None,
         (Err(error), Some(wanted)) => Some(format!(
-            "expected an error containing {wanted:?}, got this error:\n{error}"
+            "expected an error containing {wanted:?}, got this error:\n{}",
+            error.with_body()
         )),
         (Ok(actual), Some(wanted)) => Some(format!(
             "expected an error containing {wanted:?}, but the hook succeeded with:\n{}",
             yaml(actual)
         )),
-        (Err(error), None) => Some(format!("the hook failed:\n{error}")),
+        (Err(error), None) => Some(format!("the hook failed:\n{}", error.with_body())),
         (Ok(actual), None) => {
             let expected = case.expect.as_ref()?;
             let found = compare::mismatches(expected, actual, case.exact);
@@ -209,5 +211,35 @@ mod tests {
             "{failure}"
         );
         assert!(judge(&case, &ok, &[], &[event("First")]).is_some());
+    }
+
+    /// The author runs the case: what the webhook answered is shown, and may be expected.
+    #[test]
+    fn a_webhook_failure_shows_its_body_to_the_author() {
+        let failed: Result<Value, HookError> =
+            Err(HookError::Webhook(Box::new(crate::hooks::WebhookError {
+                controller: "echo".into(),
+                hook: crate::kinds::decorator::SYNC,
+                url: "http://hooks/sync".into(),
+                failure: crate::hooks::WebhookFailure::Status {
+                    status: 500,
+                    excerpt: "no such template".into(),
+                },
+            })));
+        let expecting = |wanted: Option<&str>| Case {
+            name: "fails".into(),
+            expect_error: wanted.map(str::to_string),
+            ..Case::default()
+        };
+        assert_eq!(
+            judge(&expecting(Some("no such template")), &failed, &[], &[]),
+            None
+        );
+        let failure = judge(&expecting(None), &failed, &[], &[]).expect("a failure");
+        assert_eq!(
+            failure,
+            "the hook failed:\nhook sync of echo (webhook http://hooks/sync): answered HTTP \
+             500\nthe webhook answered: no such template"
+        );
     }
 }

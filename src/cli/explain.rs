@@ -7,7 +7,7 @@ use super::manifests::to_yaml;
 use super::offline::{OfflineCluster, OfflineController};
 use super::pass;
 use crate::api::{RolloutStatus, SYNC_REQUESTED_ANNOTATION, ScriptStatus};
-use crate::hooks::{ControllerHooks, HookCall, HookRunner};
+use crate::hooks::{ControllerHooks, HookCall, HookRunner, WebhookClient};
 use crate::object;
 use crate::plan::{Offline, PROVENANCE_ANNOTATION, Planner, SOURCE_ANNOTATION};
 use crate::reads::ReadAccess;
@@ -486,6 +486,7 @@ async fn dry_run(
     let runner = HookRunner {
         engine: &engine,
         hooks: &hooks,
+        webhooks: WebhookClient::unrestricted(),
         observer: Some(&observe),
         scope: &scope,
     };

@@ -3,7 +3,7 @@
 //! `diff` compares it with a live cluster.
 
 use super::offline::OfflineController;
-use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir};
+use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir, WebhookClient};
 use crate::object::ObjectKey;
 use crate::plan::{Offline, Planner, Step};
 use crate::reads::ReadAccess;
@@ -87,6 +87,7 @@ impl Pass<'_> {
             let runner = HookRunner {
                 engine: &engine,
                 hooks: &hooks,
+                webhooks: WebhookClient::unrestricted(),
                 observer: None,
                 scope: &scope,
             };

@@ -58,15 +58,16 @@ impl Places {
         self.find(paths, &ScriptSpot::of_sync(error)?)
     }
 
-    /// A sync failure as printed: its [`Places::locate`] first, when it has one.
+    /// A sync failure as printed: its [`Places::locate`] first, when it has one, and what a
+    /// failed webhook answered (the author runs this).
     pub fn failure<'a>(
         &mut self,
         paths: impl IntoIterator<Item = &'a Path>,
         error: &SyncError,
     ) -> String {
         match self.locate(paths, error) {
-            Some(place) => format!("{place}: {error}"),
-            None => error.to_string(),
+            Some(place) => format!("{place}: {}", error.with_body()),
+            None => error.with_body(),
         }
     }
 }

@@ -119,7 +119,7 @@ fn render(
             Ok(plan) => entries.push(Entry { work, plan }),
             Err(error) => {
                 // The place first, where terminals and editors look for it.
-                let what = format!("{}: {subject}: {error}", work.controller);
+                let what = format!("{}: {subject}: {}", work.controller, error.with_body());
                 errors.push(
                     match places.locate(paths.iter().map(PathBuf::as_path), &error) {
                         Some(place) => format!("{place}: {what}"),

@@ -1,6 +1,7 @@
 //! `metascript run`: the operator.
 
 use crate::admission::AdmissionConfig;
+use crate::hooks::egress::AllowEntry;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig, ShardConfig};
 use anyhow::Context;
@@ -143,6 +144,19 @@ pub struct RunArgs {
     /// (more than 0, at most 1).
     #[arg(long, default_value_t = crate::runtime::DEFAULT_CONTROLLER_SHARE, value_parser = parse_share, env = "METASCRIPT_CONTROLLER_SHARE")]
     pub controller_share: f64,
+    /// Where webhook hooks may connect (repeatable, or comma-separated): CIDR ranges
+    /// (10.96.0.0/12), addresses, host names (hooks.example.com) and `*.suffix` wildcards. None
+    /// by default: no webhook is called until an admin lists some. Loopback, link-local,
+    /// unspecified and multicast addresses and the API server's are allowed only by an address
+    /// or range entry inside them (127.0.0.0/8, 10.96.0.1), never by a name or a wider range
+    /// (docs/security.md, "Webhook egress").
+    #[arg(
+        long,
+        value_name = "ENTRY",
+        value_delimiter = ',',
+        env = "METASCRIPT_WEBHOOK_ALLOW"
+    )]
+    pub webhook_allow: Vec<String>,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
     pub log: String,
@@ -208,6 +222,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("--metrics-addr {addr:?}: expected HOST:PORT or none"))?,
         ),
     };
+    let webhook_allow = webhook_allow(&args.webhook_allow)?;
     let webhook = webhook_config(&args)?;
     let kube = kube_config(&args).await?;
     let (metrics, ready) = (Metrics::default(), Arc::new(AtomicBool::new(false)));
@@ -256,6 +271,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         script_memory: usize::try_from(args.script_memory).unwrap_or(usize::MAX),
         max_children: args.max_children,
         controller_share: args.controller_share,
+        webhook_allow,
         namespace: own_namespace(),
         metrics,
         ready,
@@ -275,6 +291,20 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     operator.shutdown().await;
     Ok(())
+}
+
+/// The `--webhook-allow` entries. An empty one lists nothing, so `METASCRIPT_WEBHOOK_ALLOW=""`
+/// (as deploy/ sets it) is the default, nothing allowed.
+fn webhook_allow(given: &[String]) -> anyhow::Result<Vec<AllowEntry>> {
+    given
+        .iter()
+        .filter(|entry| !entry.trim().is_empty())
+        .map(|entry| {
+            entry
+                .parse()
+                .map_err(|error| anyhow::anyhow!("--webhook-allow {error}"))
+        })
+        .collect()
 }
 
 /// The webhook's settings, when it is on.
@@ -527,6 +557,22 @@ mod tests {
         if std::env::var_os("METASCRIPT_METRICS_ADDR").is_none() {
             assert_eq!(args.metrics_addr, "127.0.0.1:9090");
         }
+    }
+
+    #[test]
+    fn webhook_allow_entries_are_read_and_empty_ones_list_nothing() {
+        let given =
+            |list: &[&str]| webhook_allow(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(given(&[""]).unwrap().is_empty());
+        let entries = given(&["10.96.0.0/12", "", " *.svc.cluster.local"]).unwrap();
+        let shown: Vec<String> = entries.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.96.0.0/12", "*.svc.cluster.local"]);
+        let error = given(&["10.0.0.1", "https://hooks.example.com"]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--webhook-allow \"https://hooks.example.com\": give a host name, an address or a \
+             CIDR range, without a scheme, port, path or user"
+        );
     }
 
     #[test]

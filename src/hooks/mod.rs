@@ -5,6 +5,7 @@
 //! same limits, and call a webhook the same way.
 
 mod credentials;
+pub mod egress;
 mod response;
 mod runner;
 mod source;
@@ -18,7 +19,7 @@ pub use source::{
     config_map_data, script_language, script_source,
 };
 pub(crate) use webhook::endpoint_host_matches;
-pub use webhook::{WebhookEndpoint, WebhookFailure};
+pub use webhook::{WebhookClient, WebhookEndpoint, WebhookFailure};
 
 use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
@@ -121,6 +122,30 @@ pub enum HookError {
 impl From<SourceError> for HookError {
     fn from(error: SourceError) -> Self {
         HookError::Source(Box::new(error))
+    }
+}
+
+impl HookError {
+    /// The start of what a failed webhook answered, which the message leaves out: the operator
+    /// logs it and never writes it to an Event or a status (see [`WebhookFailure`]).
+    pub fn body_excerpt(&self) -> Option<&str> {
+        match self {
+            HookError::Webhook(error) => match &error.failure {
+                WebhookFailure::Status { excerpt, .. } if !excerpt.is_empty() => Some(excerpt),
+                _ => None,
+            },
+            HookError::Response(rejected) => rejected.source.excerpt.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The message and, when a webhook answered something, the start of it: what the faces an
+    /// author runs on their own machine print (`test`, `render`, `diff`).
+    pub fn with_body(&self) -> String {
+        match self.body_excerpt() {
+            Some(body) => format!("{self}\nthe webhook answered: {body}"),
+            None => self.to_string(),
+        }
     }
 }
 
@@ -268,11 +293,25 @@ impl ControllerHooks {
         })
     }
 
-    /// Runs a hook on this thread (`render`, tests, and the operator's blocking pool): a
-    /// script in the engine, a webhook over the shared HTTP client.
+    /// Runs a hook on this thread, for the faces an author runs on their own machine
+    /// (`metascript test`, `validate`): a script in the engine, a webhook through
+    /// [`WebhookClient::unrestricted`].
     pub fn call(
         &self,
         engine: &ScriptEngine,
+        kind: HookKind,
+        request: &Value,
+        scope: &CallScope,
+    ) -> Result<Value, HookError> {
+        self.call_through(engine, WebhookClient::unrestricted(), kind, request, scope)
+    }
+
+    /// Runs a hook on this thread (the operator's blocking pool, or a face an author runs): a
+    /// script in the engine, a webhook through `webhooks`.
+    pub fn call_through(
+        &self,
+        engine: &ScriptEngine,
+        webhooks: &WebhookClient,
         kind: HookKind,
         request: &Value,
         scope: &CallScope,
@@ -298,7 +337,7 @@ impl ControllerHooks {
                 // Its errors may quote what it was sent (the engine notes a script's request).
                 scope.secrets.note(request);
                 endpoint
-                    .call(kind, request)
+                    .call(webhooks, kind, request)
                     .map_err(|failure| match failure {
                         CallFailure::Failed(failure) => {
                             HookError::Webhook(Box::new(WebhookError {

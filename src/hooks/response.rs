@@ -12,6 +12,9 @@ pub struct InvalidResponse {
     /// Where in the response, e.g. `attachments[2]` or `labels.app`.
     pub path: String,
     pub reason: String,
+    /// The start of a webhook's body that is no response at all: left out of the message, like
+    /// every webhook answer (see [`super::WebhookFailure`]).
+    pub excerpt: Option<String>,
 }
 
 impl InvalidResponse {
@@ -19,7 +22,13 @@ impl InvalidResponse {
         InvalidResponse {
             path: path.into(),
             reason: reason.into(),
+            excerpt: None,
         }
+    }
+
+    pub fn with_excerpt(mut self, excerpt: String) -> InvalidResponse {
+        self.excerpt = (!excerpt.is_empty()).then_some(excerpt);
+        self
     }
 }
 

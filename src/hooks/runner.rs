@@ -1,7 +1,7 @@
 //! What a sync calls its hooks through: the engine, the controller's hooks, the scope every call
 //! of the sync shares, and an observer told of each call (metrics, recorded fixtures, `explain`).
 
-use super::{ControllerHooks, HookError};
+use super::{ControllerHooks, HookError, WebhookClient};
 use crate::api::HookKind;
 use crate::script::{CallScope, ScriptEngine};
 use serde_json::Value;
@@ -21,6 +21,8 @@ pub type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
 pub struct HookRunner<'a> {
     pub engine: &'a ScriptEngine,
     pub hooks: &'a ControllerHooks,
+    /// How webhook hooks are called: the operator's client keeps to `--webhook-allow`.
+    pub webhooks: &'a WebhookClient,
     pub observer: Option<HookObserver<'a>>,
     /// Shared by every hook call of the sync: what `get` and `list` read (recording what they
     /// read), and the Events the hooks ask for.
@@ -30,7 +32,9 @@ pub struct HookRunner<'a> {
 impl HookRunner<'_> {
     pub fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
-        let result = self.hooks.call(self.engine, kind, request, self.scope);
+        let result = self
+            .hooks
+            .call_through(self.engine, self.webhooks, kind, request, self.scope);
         // A refused read fails the call whatever the script made of its helper's error.
         let refusal = self.scope.reads.as_ref().and_then(|reads| reads.refusal());
         let result = match (result, refusal) {
@@ -43,6 +47,12 @@ impl HookRunner<'_> {
             }
             (result, _) => result,
         };
+        if let Err(error) = &result
+            && let Some(body) = error.body_excerpt()
+        {
+            // Here only: Events and status say what failed, not what the webhook answered.
+            tracing::warn!(controller = %self.hooks.controller, hook = %kind, body, "{error}");
+        }
         if let Some(observe) = self.observer {
             observe(&HookCall {
                 hook: kind,

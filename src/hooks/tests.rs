@@ -182,6 +182,7 @@ fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
         let runner = crate::hooks::HookRunner {
             engine: &engine,
             hooks: &hooks,
+            webhooks: crate::hooks::WebhookClient::unrestricted(),
             observer: None,
             scope: &scope,
         };
@@ -325,6 +326,7 @@ fn failure_of(language: Language, code: &str) -> crate::runtime::context::Failur
         hooks: &hooks,
         observer: None,
         scope: &scope,
+        webhooks: crate::hooks::WebhookClient::unrestricted(),
     };
     let error = runner
         .call(crate::kinds::decorator::SYNC, &secret_request())

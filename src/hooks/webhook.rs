@@ -1,11 +1,13 @@
 //! Hooks served over HTTP(S), as in Metacontroller: a webhook's spec is resolved and checked once,
 //! when its controller loads (URL, timeout, trusted CAs, response mode), and each call POSTs the
 //! request as JSON and reads the response as the hook's answer, on the calling thread (a
-//! blocking one in the operator) through one pooled client shared by the whole process.
+//! blocking one in the operator) through a pooled client: the operator's own, which connects
+//! only where `--webhook-allow` says (`egress`), or the one the faces an author runs share.
 
 use super::InvalidResponse;
 use super::SourceError;
 use super::credentials;
+use super::egress::{EgressPolicy, Refused};
 use super::source::ConfigMapLookup;
 use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -18,6 +20,8 @@ use std::time::Duration;
 use std::time::Instant;
 use ureq::http::Uri;
 use ureq::tls::{Certificate, ClientCert, RootCerts, TlsConfig};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// How long a call waits for its response when `timeout` is not set (Metacontroller's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -25,16 +29,47 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest response body read; a hook answering more is failing, not slow.
 pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
 
-/// How much of a failed call's body an error quotes.
+/// How much of a failed call's body is kept for the operator's log and the author's tools.
 const ERROR_BODY_CHARS: usize = 300;
 
 /// Idle connections kept per host: enough for every worker of a default operator to reuse one.
 const IDLE_PER_HOST: usize = 32;
 
-/// The process's one HTTP client: its connection pool is shared by every webhook call.
-static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
+/// The HTTP client webhook calls go through: its connection pool is shared by every call.
+#[derive(Debug)]
+pub struct WebhookClient {
+    agent: ureq::Agent,
+}
+
+impl WebhookClient {
+    /// Calls go wherever their URL points, through the environment's proxy if one is set: the
+    /// client of the faces an author runs on their own machine (`test`, `render`, `diff`,
+    /// `explain`, the LSP), shared by the process.
+    pub fn unrestricted() -> &'static WebhookClient {
+        static CLIENT: LazyLock<WebhookClient> = LazyLock::new(|| WebhookClient {
+            agent: agent_config().build().into(),
+        });
+        &CLIENT
+    }
+
+    /// Calls connect only to the addresses `policy` allows (each host resolved, and its
+    /// addresses filtered, at every call), and never through a proxy, whose address would be
+    /// the one connected to: the operator's client.
+    pub fn restricted(policy: EgressPolicy) -> WebhookClient {
+        let config = agent_config().proxy(None).build();
+        let resolver = AllowedResolver {
+            policy: Arc::new(policy),
+        };
+        WebhookClient {
+            agent: ureq::Agent::with_parts(config, DefaultConnector::new(), resolver),
+        }
+    }
+}
+
+/// What every webhook client shares.
+fn agent_config() -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
     ureq::Agent::config_builder()
-        // Statuses are judged here, so an error can quote the body.
+        // Statuses are judged here, so an error can say which it was.
         .http_status_as_error(false)
         // A redirect would turn a POST into a GET; a hook that moved must say so.
         .max_redirects(0)
@@ -42,9 +77,63 @@ static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
         .max_idle_connections_per_host(IDLE_PER_HOST)
         .user_agent(format!("metascript/{}", crate::version::VERSION))
         .tls_config(tls_config(RootCerts::PlatformVerifier))
-        .build()
-        .into()
-});
+}
+
+/// Resolves a host as ureq does, then keeps only the addresses the policy allows: ureq
+/// connects to one of those, so a name cannot be checked at one address and connected to at
+/// another (DNS rebinding). An address URL resolves to itself, checked the same way.
+#[derive(Debug)]
+struct AllowedResolver {
+    policy: Arc<EgressPolicy>,
+}
+
+impl Resolver for AllowedResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or_default();
+        let refuse = |addresses| {
+            let refused = Refused {
+                host: host.to_string(),
+                addresses,
+            };
+            ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                refused,
+            ))
+        };
+        // Not even a DNS question for a call nothing could allow.
+        if self.policy.entries().is_empty() {
+            return Err(refuse(Vec::new()));
+        }
+        let name = match host.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+            Ok(_) => None,
+            Err(_) => Some(host),
+        };
+        let mut allowed = self.empty();
+        let mut refused = Vec::new();
+        for &address in &DefaultResolver::default().resolve(uri, config, timeout)? {
+            match self.policy.check(name, address.ip()) {
+                Ok(()) => allowed.push(address),
+                Err(denial) => refused.push((address.ip(), denial)),
+            }
+        }
+        if allowed.is_empty() {
+            return Err(refuse(refused));
+        }
+        if !refused.is_empty() {
+            tracing::debug!(
+                host,
+                ?refused,
+                "some addresses of a webhook's host are not allowed; connecting to the others"
+            );
+        }
+        Ok(allowed)
+    }
+}
 
 /// TLS with the crypto provider named explicitly, as the rest of the operator does (the process
 /// installs no default).
@@ -205,6 +294,11 @@ pub enum CallFailure {
     Invalid(InvalidResponse),
 }
 
+/// Why a webhook call brought back nothing. The message says what kind of failure it was, never
+/// what the webhook answered: it lands in Events and status the controller's author reads, and
+/// the URL is the author's choice, so quoting the answer would let them read any service the
+/// operator can reach. The start of the answer is kept beside it for the operator's log and the
+/// faces an author runs (`excerpt`).
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookFailure {
     #[error("no response within {timeout:?} (webhook.timeout)")]
@@ -213,10 +307,17 @@ pub enum WebhookFailure {
     Connect(String),
     #[error("TLS: {0}")]
     Tls(String),
-    #[error("answered HTTP {status}{body}")]
-    Status { status: u16, body: String },
+    #[error("answered HTTP {status}")]
+    Status {
+        status: u16,
+        /// The start of the body, on one line (empty for none).
+        excerpt: String,
+    },
     #[error("the response body is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
+    /// `--webhook-allow` allows none of the host's addresses: nothing was sent.
+    #[error(transparent)]
+    NotAllowed(Refused),
     #[error("{0}")]
     Transport(String),
 }
@@ -408,9 +509,15 @@ impl WebhookEndpoint {
         &self.digest
     }
 
-    /// POSTs the request and reads the response. With ETags on, a `304` (or `412`) to the
-    /// `If-None-Match` of the last answer about the same object is that answer again.
-    pub fn call(&self, hook: HookKind, request: &Value) -> Result<Value, CallFailure> {
+    /// POSTs the request through `client` and reads the response. With ETags on, a `304` (or
+    /// `412`) to the `If-None-Match` of the last answer about the same object is that answer
+    /// again.
+    pub fn call(
+        &self,
+        client: &WebhookClient,
+        hook: HookKind,
+        request: &Value,
+    ) -> Result<Value, CallFailure> {
         let body = serde_json::to_vec(request).expect("a JSON value serializes");
         let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
         let tag = self
@@ -418,7 +525,8 @@ impl WebhookEndpoint {
             .as_ref()
             .zip(subject.as_deref())
             .and_then(|(etags, subject)| etags.tag(subject));
-        let mut post = AGENT
+        let mut post = client
+            .agent
             .post(&self.url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json");
@@ -458,10 +566,9 @@ impl WebhookEndpoint {
                 ),
                 &mut body,
             );
-            let excerpt = excerpt(&body);
             return Err(CallFailure::Failed(WebhookFailure::Status {
                 status: status.as_u16(),
-                body: excerpt,
+                excerpt: excerpt(&body),
             }));
         }
         let body = response
@@ -478,6 +585,13 @@ impl WebhookEndpoint {
     }
 
     fn failure(&self, error: ureq::Error) -> WebhookFailure {
+        if let ureq::Error::Io(io) = &error
+            && let Some(refused) = io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<Refused>())
+        {
+            return WebhookFailure::NotAllowed(refused.clone());
+        }
         let tls = match &error {
             ureq::Error::Rustls(tls) => Some(tls),
             // A failed handshake surfaces as the I/O error of the connection it ended.
@@ -511,14 +625,13 @@ impl WebhookEndpoint {
     }
 }
 
-/// `: <the start of the body>` on one line, or nothing for an empty body.
+/// The start of a body on one line (empty for an empty body).
 fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match text.char_indices().nth(ERROR_BODY_CHARS) {
-        _ if text.is_empty() => String::new(),
-        Some((end, _)) => format!(": {}…", &text[..end]),
-        None => format!(": {text}"),
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
     }
 }
 
@@ -575,13 +688,12 @@ fn parse_response(
     mode: ResponseMode,
     body: &[u8],
 ) -> Result<Value, InvalidResponse> {
-    let not_json = |error: serde_json::Error| {
-        let reason = match error.classify() {
-            // Only the strict reader's own check (a duplicated key) is a data error.
-            serde_json::error::Category::Data => error.to_string(),
-            _ => format!("the body is not JSON{}: {error}", excerpt(body)),
-        };
-        InvalidResponse::new("(response)", reason)
+    let not_json = |error: serde_json::Error| match error.classify() {
+        // Only the strict reader's own check (a duplicated key) is a data error.
+        serde_json::error::Category::Data => InvalidResponse::new("(response)", error.to_string()),
+        // Where the parser stopped, not what it read there (see `WebhookFailure`).
+        _ => InvalidResponse::new("(response)", format!("the body is not JSON: {error}"))
+            .with_excerpt(excerpt(body)),
     };
     let response = match mode {
         ResponseMode::Loose => serde_json::from_slice(body).map_err(not_json)?,
@@ -1112,12 +1224,12 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         );
         let error = read(map::MAP, ResponseMode::Loose, "<html>oops</html>").unwrap_err();
         assert_eq!(error.path, "(response)");
-        assert!(
-            error
-                .reason
-                .starts_with("the body is not JSON: <html>oops</html>: "),
-            "{error}"
+        assert_eq!(
+            error.reason,
+            "the body is not JSON: expected value at line 1 column 1"
         );
+        // Kept aside, never in the message.
+        assert_eq!(error.excerpt.as_deref(), Some("<html>oops</html>"));
     }
 
     /// A bare HTTP/1.1 server on loopback answering every request with `reply(body)`: status,
@@ -1231,25 +1343,36 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         let failing = serve(|_| (500, "boom: no such template".into(), Duration::ZERO));
         let error = call(&hooks(url(&format!("{}/sync", failing.url)))).unwrap_err();
         assert!(matches!(error, HookError::Webhook(_)), "{error:?}");
+        // What the answer said stays out of the message (Events, status): beside it only.
         assert_eq!(
             error.to_string(),
             format!(
-                "hook sync of echo (webhook {}/sync): answered HTTP 500: boom: no such template",
+                "hook sync of echo (webhook {}/sync): answered HTTP 500",
                 failing.url
             )
+        );
+        assert_eq!(error.body_excerpt(), Some("boom: no such template"));
+        assert!(
+            error
+                .with_body()
+                .ends_with("answered HTTP 500\nthe webhook answered: boom: no such template"),
+            "{}",
+            error.with_body()
         );
 
         let html = serve(|_| (200, "<html>".into(), Duration::ZERO));
         let error = call(&hooks(url(&html.url))).unwrap_err();
         assert!(
             matches!(error, HookError::Response(_))
-                && error.to_string().starts_with(&format!(
-                    "hook sync of echo (webhook {}) returned an invalid hook response: \
-                     (response): the body is not JSON: <html>: ",
-                    html.url
-                )),
+                && error.to_string()
+                    == format!(
+                        "hook sync of echo (webhook {}) returned an invalid hook response: \
+                         (response): the body is not JSON: expected value at line 1 column 1",
+                        html.url
+                    ),
             "{error}"
         );
+        assert_eq!(error.body_excerpt(), Some("<html>"));
 
         let slow = serve(|_| (200, "{}".into(), Duration::from_secs(3)));
         let started = std::time::Instant::now();
@@ -1280,5 +1403,78 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
             )),
             "{error}"
         );
+    }
+
+    fn restricted(entries: &[&str]) -> WebhookClient {
+        let entries = entries.iter().map(|entry| entry.parse().unwrap()).collect();
+        WebhookClient::restricted(EgressPolicy::new(entries, []))
+    }
+
+    fn call_through(hooks: &ControllerHooks, client: &WebhookClient) -> Result<Value, HookError> {
+        let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
+        hooks.call_through(
+            &ScriptEngine::new(),
+            client,
+            decorator::SYNC,
+            &request,
+            &Default::default(),
+        )
+    }
+
+    #[test]
+    fn the_operators_client_connects_only_to_addresses_the_policy_allows() {
+        use std::sync::atomic::Ordering;
+        let server = serve(|_| (200, r#"{"labels": {"a": "1"}}"#.into(), Duration::ZERO));
+        let port = server.url.rsplit(':').next().unwrap().to_string();
+        let by_address = hooks(url(&format!("{}/sync", server.url)));
+        let by_name = hooks(url(&format!("http://localhost:{port}/sync")));
+        let refused = |hooks: &ControllerHooks, client: &WebhookClient| {
+            let error = call_through(hooks, client).unwrap_err();
+            assert!(
+                matches!(&error, HookError::Webhook(failed)
+                    if matches!(failed.failure, WebhookFailure::NotAllowed(_))),
+                "{error:?}"
+            );
+            error.to_string()
+        };
+        // Nothing allowed: nothing called, and the message says what to set.
+        let message = refused(&by_address, &restricted(&[]));
+        assert!(
+            message.ends_with(
+                "/sync): destination not allowed: 127.0.0.1 (the operator calls no webhook \
+                 until an admin lists where they may go: metascript run --webhook-allow)"
+            ),
+            "{message}"
+        );
+        // A name entry does not open the loopback address the name resolves to, nor does a
+        // range around everything.
+        let message = refused(&by_name, &restricted(&["localhost", "0.0.0.0/0", "::/0"]));
+        assert!(
+            message.contains("destination not allowed: localhost resolves to ")
+                && message.contains(
+                    "loopback address: only an address entry listing it \
+                     explicitly allows it (--webhook-allow "
+                ),
+            "{message}"
+        );
+        let message = refused(&by_address, &restricted(&["0.0.0.0/0"]));
+        assert!(
+            message.contains(
+                "destination not allowed: 127.0.0.1, loopback address: only an address entry \
+                 listing it explicitly allows it (--webhook-allow 127.0.0.1)"
+            ),
+            "{message}"
+        );
+        assert_eq!(server.connections.load(Ordering::SeqCst), 0);
+        // Listed on purpose, by address or through the name.
+        let allowed = restricted(&["127.0.0.0/8", "::1"]);
+        assert_eq!(
+            call_through(&by_address, &allowed).unwrap(),
+            json!({"labels": {"a": "1"}})
+        );
+        assert!(call_through(&by_name, &allowed).is_ok());
+        assert!(server.connections.load(Ordering::SeqCst) >= 1);
+        // A proxy's address would be the one connected to: the operator's client uses none.
+        assert!(allowed.agent.config().proxy().is_none());
     }
 }

@@ -35,6 +35,11 @@ impl SyncError {
     pub fn reason(&self) -> &'static str {
         match self {
             SyncError::Hook(HookError::Response(_)) => reasons::INVALID_RESPONSE,
+            SyncError::Hook(HookError::Webhook(error))
+                if matches!(error.failure, WebhookFailure::NotAllowed(_)) =>
+            {
+                reasons::WEBHOOK_NOT_ALLOWED
+            }
             SyncError::Hook(HookError::Script(_) | HookError::Webhook(_)) => reasons::HOOK_FAILED,
             SyncError::Hook(HookError::Refused { refusal, .. })
             | SyncError::Refused { refusal, .. } => refusal.reason(),
@@ -44,6 +49,15 @@ impl SyncError {
             SyncError::Resolve { .. } => reasons::RESOLVE_FAILED,
             SyncError::Watch { .. } => reasons::WATCH_FAILED,
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
+        }
+    }
+
+    /// The message and the start of what a failed webhook answered, for the faces an author
+    /// runs on their own machine ([`HookError::with_body`]).
+    pub fn with_body(&self) -> String {
+        match self {
+            SyncError::Hook(error) => error.with_body(),
+            error => error.to_string(),
         }
     }
 

@@ -17,7 +17,8 @@ use super::shard::ShardConfig;
 use crate::api::EventType;
 use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
-use crate::hooks::{ControllerHooks, HookCall, HookRunner};
+use crate::hooks::egress::AllowEntry;
+use crate::hooks::{ControllerHooks, HookCall, HookRunner, WebhookClient};
 use crate::object;
 use crate::plan::SyncError;
 use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
@@ -79,6 +80,9 @@ pub struct OperatorConfig {
     pub max_children: usize,
     /// The share of the workers one controller may hold while another has work waiting.
     pub controller_share: f64,
+    /// Where webhook hooks may connect (`--webhook-allow`); nowhere when empty. The API
+    /// server's addresses are added at start, guarded like loopback ([`crate::hooks::egress`]).
+    pub webhook_allow: Vec<AllowEntry>,
     /// The namespace the operator runs in: where it keeps the snapshots of the revisions its
     /// staged rollouts serve (`apps/v1` ControllerRevisions).
     pub namespace: String,
@@ -105,6 +109,7 @@ impl Default for OperatorConfig {
             script_memory: crate::script::memory::DEFAULT_SCRIPT_MEMORY,
             max_children: crate::script::DEFAULT_MAX_CHILDREN,
             controller_share: DEFAULT_CONTROLLER_SHARE,
+            webhook_allow: Vec::new(),
             namespace: DEFAULT_NAMESPACE.to_string(),
             metrics: Metrics::default(),
             ready: Arc::default(),
@@ -170,6 +175,8 @@ pub struct Context {
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
     pub engine: ScriptEngine,
+    /// Webhook hooks' client: it connects only where `config.webhook_allow` says.
+    pub webhooks: WebhookClient,
     pub applier: Applier,
     pub metrics: Metrics,
     pub events: Events,
@@ -347,6 +354,7 @@ impl Context {
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &hooks,
+                webhooks: &context.webhooks,
                 observer: Some(&observe),
                 scope: &scope,
             };

@@ -16,6 +16,7 @@ mod credentials;
 mod decode;
 mod dependencies;
 pub mod discovery;
+mod egress;
 mod events;
 pub(crate) mod finalizers;
 pub(crate) mod fingerprint;

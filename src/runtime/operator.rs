@@ -118,6 +118,8 @@ impl Operator {
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let access = Arc::new(AccessReviews::new(client.clone(), metrics.clone()));
+        let webhooks =
+            super::egress::webhook_client(&client, &kube.cluster_url, &config.webhook_allow).await;
         let context = Arc::new(Context {
             events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
@@ -130,6 +132,7 @@ impl Operator {
             discovery,
             informers,
             engine: ScriptEngine::new().with_max_children(config.max_children),
+            webhooks,
             queue: WorkQueue::fair(
                 |key: &WorkKey| key.controller.clone(),
                 (config.workers as f64 * config.controller_share).ceil() as usize,

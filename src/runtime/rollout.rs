@@ -797,6 +797,7 @@ async fn shadow_pass<K: Kind>(
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &candidate.hooks,
+                webhooks: &context.webhooks,
                 observer: None,
                 scope: &scope,
             };

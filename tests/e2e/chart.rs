@@ -229,6 +229,10 @@ async fn the_api_server_accepts_the_rendered_chart() {
                 "replicas=3",
                 "metrics.port=9091",
                 "crds.install=false",
+                "webhooks.allow={10.96.0.0/12,hooks.example.com}",
+                "networkPolicy.metricsNamespaceSelector.matchLabels.team=monitoring",
+                "networkPolicy.webhookEgress[0].to[0].namespaceSelector.matchLabels.team=hooks",
+                "networkPolicy.webhookEgress[0].ports[0].port=8080",
             ][..],
         ),
         (
@@ -509,6 +513,69 @@ fn values_change_what_they_say() {
         "metascript@sha256:0123456789abcdef"
     );
 
+    // Webhook destinations: none by default, the list as the operator's variable.
+    assert_eq!(env_value(&defaults, "METASCRIPT_WEBHOOK_ALLOW"), "");
+    let allowed = rendered(
+        RELEASE,
+        NAMESPACE,
+        &["webhooks.allow={10.96.0.0/12,*.svc.cluster.local}"],
+    );
+    assert_eq!(
+        env_value(&allowed, "METASCRIPT_WEBHOOK_ALLOW"),
+        "10.96.0.0/12,*.svc.cluster.local"
+    );
+
+    // NetworkPolicies: on by default (deploy/'s, compared above), each setting where it goes.
+    let policy = |objects: &[Value], suffix: &str| -> Value {
+        find(objects, "NetworkPolicy")
+            .into_iter()
+            .find(|p| name(p) == format!("metascript-{suffix}"))
+            .unwrap_or_else(|| panic!("no NetworkPolicy metascript-{suffix}"))
+            .clone()
+    };
+    assert_eq!(find(&defaults, "NetworkPolicy").len(), 2);
+    let tuned = rendered(
+        RELEASE,
+        NAMESPACE,
+        &[
+            "networkPolicy.metricsNamespaceSelector.matchLabels.team=monitoring",
+            "networkPolicy.apiServerPorts={6443}",
+            "networkPolicy.webhookEgress[0].to[0].namespaceSelector.matchLabels.team=hooks",
+            "networkPolicy.webhookEgress[0].ports[0].port=8080",
+        ],
+    );
+    let ingress = policy(&tuned, "ingress");
+    assert_eq!(
+        ingress["spec"]["ingress"][1],
+        json!({"from": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+               "ports": [{"port": "metrics", "protocol": "TCP"}]})
+    );
+    let egress = &policy(&tuned, "egress")["spec"]["egress"];
+    assert_eq!(
+        egress[1],
+        json!({"ports": [{"port": 6443, "protocol": "TCP"}]})
+    );
+    assert_eq!(
+        egress[2],
+        json!({"to": [{"namespaceSelector": {"matchLabels": {"team": "hooks"}}}],
+               "ports": [{"port": 8080}]})
+    );
+    assert_eq!(egress.as_array().map(Vec::len), Some(3));
+    // Without admission, its port is not opened.
+    let ingress = policy(&unchecked, "ingress");
+    assert_eq!(
+        ingress["spec"]["ingress"],
+        json!([{"from": [{"namespaceSelector": {}}],
+                "ports": [{"port": "metrics", "protocol": "TCP"}]}])
+    );
+    assert!(
+        find(
+            &rendered(RELEASE, NAMESPACE, &["networkPolicy.enabled=false"]),
+            "NetworkPolicy"
+        )
+        .is_empty()
+    );
+
     // CRDs left to someone else.
     assert!(
         find(
@@ -535,4 +602,14 @@ fn misspelt_and_unsafe_values_are_refused() {
     let error = template(RELEASE, NAMESPACE, &["leaderElection.enabled=true"])
         .expect_err("sharded and electing a leader at once");
     assert!(error.contains("exclude each other"), "{error}");
+    let error = template(
+        RELEASE,
+        NAMESPACE,
+        &["webhooks.allow[0]=hooks.example.com:8443 x"],
+    )
+    .expect_err("an entry with a space in it");
+    assert!(error.contains("webhooks"), "{error}");
+    let error = template(RELEASE, NAMESPACE, &["networkPolicy.apiServerPorts={}"])
+        .expect_err("no port for the API server");
+    assert!(error.contains("apiServerPorts"), "{error}");
 }

@@ -256,6 +256,84 @@ fn the_rendered_deployment_is_highly_available_and_hardened() {
     assert_eq!(unimpersonated["value"], "false");
 }
 
+/// The operator's pods take in only the admission webhook's port (from anywhere) and the
+/// metrics port, and let out only DNS and the API server's ports; webhook hooks go nowhere
+/// until an admin lists destinations.
+#[test]
+fn the_operators_pods_are_closed_but_for_admission_metrics_dns_and_the_api_server() {
+    let (_, objects) = render();
+    let deployment = the(&objects, "Deployment");
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let port_names: BTreeSet<String> = container["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect();
+    let policies = find(&objects, "NetworkPolicy");
+    assert_eq!(policies.len(), 2, "an ingress and an egress policy");
+    let ports = |rule: &Value| -> Vec<String> {
+        rule["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| format!("{}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP")))
+            .collect()
+    };
+    for policy in policies {
+        assert_eq!(namespace_of(policy), namespace_of(deployment));
+        assert!(
+            selects(&policy["spec"]["podSelector"], pod_labels),
+            "{} selects the operator's pods",
+            name(policy)
+        );
+        let types = strings(&policy["spec"]["policyTypes"]);
+        if types == ["Ingress"] {
+            let rules = policy["spec"]["ingress"].as_array().expect("ingress rules");
+            let opened: Vec<Vec<String>> = rules.iter().map(ports).collect();
+            assert_eq!(
+                opened,
+                [vec!["\"webhook\"/TCP"], vec!["\"metrics\"/TCP"]],
+                "{}",
+                name(policy)
+            );
+            // Named ports: the container's.
+            for rule in rules {
+                for port in rule["ports"].as_array().unwrap() {
+                    assert!(
+                        port_names.contains(port["port"].as_str().unwrap()),
+                        "{port}"
+                    );
+                }
+            }
+            assert_eq!(
+                rules[0]["from"],
+                Value::Null,
+                "the API server may call from anywhere"
+            );
+            assert_eq!(rules[1]["from"], json!([{"namespaceSelector": {}}]));
+        } else {
+            assert_eq!(types, ["Egress"], "{}", name(policy));
+            let rules = policy["spec"]["egress"].as_array().expect("egress rules");
+            let opened: Vec<Vec<String>> = rules.iter().map(ports).collect();
+            assert_eq!(
+                opened,
+                [vec!["53/UDP", "53/TCP"], vec!["443/TCP", "6443/TCP"]],
+                "{}",
+                name(policy)
+            );
+        }
+    }
+    let allowed = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "METASCRIPT_WEBHOOK_ALLOW")
+        .expect("METASCRIPT_WEBHOOK_ALLOW is set");
+    assert_eq!(allowed["value"], "", "no webhook destination by default");
+}
+
 fn service_named<'a>(wanted: &str, objects: &'a [Value]) -> &'a Value {
     find(objects, "Service")
         .into_iter()

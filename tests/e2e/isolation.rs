@@ -205,7 +205,11 @@ async fn slow_hooks_do_not_hold_up_another_controllers_first_sync() {
         .await
         .expect("installing the CRDs");
     let instance = unique_name("slow");
-    let operator = OperatorProcess::start(&instance, &["--workers", "16"]).await;
+    let operator = OperatorProcess::start(
+        &instance,
+        &["--workers", "16", "--webhook-allow", "127.0.0.0/8"],
+    )
+    .await;
     let namespace = test_namespace(&client, "slow").await;
     let (port, _server) = silent_server();
     let slow = format!("{instance}-slow");

@@ -66,6 +66,9 @@ pub(super) fn start(
                     // Credential rotation tests wait on its effect, not on this.
                     credentials_poll_interval: Duration::from_millis(300),
                     controller_selector: Some(format!("!{OWN_OPERATOR_LABEL}")),
+                    // The tests' webhook servers listen on loopback, which only an entry
+                    // naming it opens.
+                    webhook_allow: vec!["127.0.0.0/8".parse().expect("an entry")],
                     ..OperatorConfig::default()
                 };
                 let operator = Operator::start(kube, config, &metascript::kinds::runtime())
