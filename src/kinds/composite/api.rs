@@ -62,7 +62,8 @@ pub struct CompositeControllerSpec {
     /// `--allow-unimpersonated` flag allows that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
-    /// The namespace of `serviceAccountName`; default `metascript-system`.
+    /// The namespace of `serviceAccountName`, required with it: who may use an account (verb
+    /// `use` on `serviceaccounts.metascript.dev`) is granted in its namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_namespace: Option<String>,
     /// Test cases for the hooks: run before the controller is admitted (a failing one rejects
