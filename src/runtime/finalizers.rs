@@ -66,6 +66,16 @@ pub async fn release_finalizers(
             .resolve(reference)
             .await
             .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
+        // A type its account may not list was never watched for it (it never loaded, or lost
+        // the right): the release starts no watch for it either, and its finalizers, if any,
+        // could not be removed as the account anyway.
+        if let Some(account) = &writer.identity
+            && let Err(problem) =
+                super::load::may_watch(context, account, &resolved.resource, false).await
+        {
+            tracing::info!(controller = %id, reason = %problem.reason, message = %problem.message, "not releasing a type the controller's account may not list");
+            continue;
+        }
         context
             .informers
             .ensure(&resolved)

@@ -257,41 +257,54 @@ async fn may_read(
         let declared_read = spec.reads.iter().any(|read| {
             read.api_version == resource.api_version && read.resource == resource.plural
         });
-        let everywhere = ReadScope::new(ReadVerb::List, resource, None);
-        let allowed = match context.access.allowed(account, &everywhere).await {
-            Ok(true) => true,
-            Ok(false) if resource.namespaced && !declared_read => {
-                let own = ReadScope::new(ReadVerb::List, resource, Some(&account.namespace));
-                context
-                    .access
-                    .allowed(account, &own)
-                    .await
-                    .map_err(|error| Problem::new(reasons::READ_CHECK_FAILED, error))?
-            }
-            Ok(false) => false,
-            Err(error) => return Err(Problem::new(reasons::READ_CHECK_FAILED, error)),
-        };
-        if !allowed {
-            let message = if declared_read {
-                format!(
-                    "spec.reads names {}, but the controller's ServiceAccount {} may not list it \
-                     cluster-wide; hooks read only what the account may read",
-                    resource.group_key(),
-                    account.username()
-                )
-            } else {
-                format!(
-                    "the controller acts on {}, but its ServiceAccount {} may list it neither \
-                     in its own namespace nor cluster-wide; the operator watches a type only \
-                     for a controller whose account may list it",
-                    resource.group_key(),
-                    account.username()
-                )
-            };
-            return Err(Problem::new(reasons::READ_FORBIDDEN, message));
-        }
+        may_watch(context, account, resource, declared_read).await?;
     }
     Ok(())
+}
+
+/// Whether a type may be watched for a controller running as `account`: the account may list
+/// it cluster-wide, or (a namespaced type the hooks do not `list` through `spec.reads`) in its
+/// own namespace. `Err` says which and what to grant.
+pub async fn may_watch(
+    context: &Context,
+    account: &ServiceAccountRef,
+    resource: &crate::resources::ResourceType,
+    declared_read: bool,
+) -> Result<(), Problem> {
+    let everywhere = ReadScope::new(ReadVerb::List, resource, None);
+    let allowed = match context.access.allowed(account, &everywhere).await {
+        Ok(true) => true,
+        Ok(false) if resource.namespaced && !declared_read => {
+            let own = ReadScope::new(ReadVerb::List, resource, Some(&account.namespace));
+            context
+                .access
+                .allowed(account, &own)
+                .await
+                .map_err(|error| Problem::new(reasons::READ_CHECK_FAILED, error))?
+        }
+        Ok(false) => false,
+        Err(error) => return Err(Problem::new(reasons::READ_CHECK_FAILED, error)),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let message = if declared_read {
+        format!(
+            "spec.reads names {}, but the controller's ServiceAccount {} may not list it \
+             cluster-wide; hooks read only what the account may read",
+            resource.group_key(),
+            account.username()
+        )
+    } else {
+        format!(
+            "the controller acts on {}, but its ServiceAccount {} may list it neither in its \
+             own namespace nor cluster-wide; the operator watches a type only for a controller \
+             whose account may list it",
+            resource.group_key(),
+            account.username()
+        )
+    };
+    Err(Problem::new(reasons::READ_FORBIDDEN, message))
 }
 
 /// The hooks a controller runs after a load.

@@ -1270,12 +1270,10 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 context.queue.add(item.key.clone());
             }
         }
-        // A load is refused only cluster-wide reads (`check_static_reads`, and `spec.reads` in
-        // `load::prepare`), of an account its problem does not name: any change reaching
-        // cluster-wide reads may heal it.
-        if !batch.covers(None, None) {
-            return;
-        }
+        // A load is refused reads of several scopes (`load::may_read`: a ConfigMap's namespace,
+        // the account's own namespace, cluster-wide), which its problem does not keep: any
+        // batch may heal it. At most one batch a second, and only controllers refused a read,
+        // so this costs a reload of those a second at most.
         for (name, unloaded) in self.unloaded.lock().iter() {
             if unloaded
                 .health
