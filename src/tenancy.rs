@@ -92,59 +92,82 @@ pub enum Operation {
 /// What a request must be checked for.
 #[derive(Debug, Default, PartialEq)]
 pub struct Checks {
-    /// The accounts the requester must be allowed to use: the one the controller runs as now
-    /// (changing or deleting it is acting as it) and the one it will run as.
-    pub accounts: Vec<RunsAs>,
+    /// Whom the controller runs as now: changing or deleting it is acting as that account, so
+    /// the requester must be allowed to use it.
+    pub now: Option<RunsAs>,
+    /// Whom it will run as: the requester must be allowed to use it, and it may not be the
+    /// operator's own account.
+    pub next: Option<RunsAs>,
     /// The spec changed: its scripts compile and its `spec.tests` pass before it is stored.
     pub scripts: bool,
+}
+
+impl Checks {
+    /// The accounts the requester must be allowed to use, each once.
+    pub fn accounts(&self) -> Vec<&RunsAs> {
+        let mut accounts: Vec<&RunsAs> = self.now.iter().collect();
+        if let Some(next) = &self.next
+            && !accounts.contains(&next)
+        {
+            accounts.push(next);
+        }
+        accounts
+    }
 }
 
 /// The annotations on a controller that make it act: a change to one is a change of what runs.
 const ACTING_PREFIX: &str = "metascript.dev/";
 
-/// What must be checked before `operation` takes a controller from `old` to `new`. Status and
-/// finalizers never need a check (the operator's own writes, the garbage collector's), nor do
-/// other metadata; the spec, labels (they decide which operator and which shard serves it) and
-/// the operator's annotations (sync now, promote, abort) do.
+/// Finalizers the API server and its garbage collector set and clear on any object: never a
+/// change of what runs.
+const KUBERNETES_FINALIZERS: [&str; 2] = ["orphan", "foregroundDeletion"];
+
+/// What must be checked before `operation` takes a controller from `old` to `new`. Status
+/// never needs a check, nor do the garbage collector's finalizers or other metadata; the spec,
+/// labels (they decide which operator and which shard serves it), the operator's annotations
+/// (sync now, promote, abort) and any other finalizer (removing the operator's mid-release
+/// would leave the targets' finalizers behind) do. The operator itself may use every account,
+/// so its own finalizer writes pass. `Err` when the new object names no usable account.
 pub fn checks(
     operation: Operation,
     old: Option<&Value>,
     new: Option<&Value>,
 ) -> Result<Checks, InvalidAccount> {
-    let mut accounts = Vec::new();
-    let mut push = |runs_as: RunsAs| {
-        if !accounts.contains(&runs_as) {
-            accounts.push(runs_as);
-        }
-    };
     match (operation, old, new) {
-        (Operation::Create, _, Some(new)) => {
-            push(RunsAs::of(new)?);
-            Ok(Checks {
-                accounts,
-                scripts: true,
-            })
-        }
+        (Operation::Create, _, Some(new)) => Ok(Checks {
+            now: None,
+            next: Some(RunsAs::of(new)?),
+            scripts: true,
+        }),
         (Operation::Update, Some(old), Some(new)) => {
             let spec_changed = old.get("spec") != new.get("spec");
             if !spec_changed && !acting_metadata_changed(old, new) {
                 return Ok(Checks::default());
             }
-            push(RunsAs::as_it_ran(old));
-            push(RunsAs::of(new)?);
             Ok(Checks {
-                accounts,
+                now: Some(RunsAs::as_it_ran(old)),
+                next: Some(RunsAs::of(new)?),
                 scripts: spec_changed,
             })
         }
-        (Operation::Delete, Some(old), _) => {
-            push(RunsAs::as_it_ran(old));
-            Ok(Checks {
-                accounts,
-                scripts: false,
-            })
-        }
+        (Operation::Delete, Some(old), _) => Ok(Checks {
+            now: Some(RunsAs::as_it_ran(old)),
+            next: None,
+            scripts: false,
+        }),
+        // An update or deletion without the stored object cannot be judged; the caller
+        // refuses it (see `incomplete`).
         _ => Ok(Checks::default()),
+    }
+}
+
+/// Whether a request lacks the object a check needs (an update or deletion without the stored
+/// object, a creation or update without the new one): refused rather than waved through.
+pub fn incomplete(operation: Operation, old: Option<&Value>, new: Option<&Value>) -> bool {
+    match operation {
+        Operation::Create => new.is_none(),
+        Operation::Update => old.is_none() || new.is_none(),
+        Operation::Delete => old.is_none(),
     }
 }
 
@@ -163,7 +186,23 @@ fn acting_metadata_changed(old: &Value, new: &Value) -> bool {
             })
             .unwrap_or_default()
     };
-    labels(old) != labels(new) || acting(old) != acting(new)
+    let finalizers = |object: &Value| -> Vec<Value> {
+        object
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|finalizers| {
+                finalizers
+                    .iter()
+                    .filter(|f| {
+                        !f.as_str()
+                            .is_some_and(|f| KUBERNETES_FINALIZERS.contains(&f))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    labels(old) != labels(new) || acting(old) != acting(new) || finalizers(old) != finalizers(new)
 }
 
 /// Why a requester may not make a controller run as `runs_as`, said so that they (or an
@@ -225,11 +264,11 @@ mod tests {
     fn creating_needs_the_new_account_and_the_scripts_checked() {
         let new = controller(Some(("team-a", "bot")), "#{}");
         let checks = checks(Operation::Create, None, Some(&new)).unwrap();
-        assert_eq!(checks.accounts, vec![account("team-a", "bot")]);
+        assert_eq!(checks.accounts(), vec![&account("team-a", "bot")]);
         assert!(checks.scripts);
         let none = controller(None, "#{}");
         let checks = super::checks(Operation::Create, None, Some(&none)).unwrap();
-        assert_eq!(checks.accounts, vec![RunsAs::Operator]);
+        assert_eq!(checks.accounts(), vec![&RunsAs::Operator]);
     }
 
     #[test]
@@ -237,22 +276,22 @@ mod tests {
         let old = controller(Some(("team-b", "bot")), "#{}");
         let new = controller(Some(("team-a", "bot")), "#{}");
         let checks = checks(Operation::Update, Some(&old), Some(&new)).unwrap();
-        assert_eq!(
-            checks.accounts,
-            vec![account("team-b", "bot"), account("team-a", "bot")]
-        );
+        assert_eq!(checks.now, Some(account("team-b", "bot")));
+        assert_eq!(checks.next, Some(account("team-a", "bot")));
+        assert_eq!(checks.accounts().len(), 2);
         assert!(checks.scripts);
         let checks = super::checks(Operation::Delete, Some(&old), None).unwrap();
-        assert_eq!(checks.accounts, vec![account("team-b", "bot")]);
+        assert_eq!(checks.accounts(), vec![&account("team-b", "bot")]);
+        assert_eq!(checks.next, None);
         assert!(!checks.scripts);
     }
 
     #[test]
-    fn status_finalizers_and_other_metadata_need_no_check() {
+    fn status_the_collectors_finalizers_and_other_metadata_need_no_check() {
         let old = controller(Some(("team-a", "bot")), "#{}");
         let mut new = old.clone();
         new["status"] = json!({"observedGeneration": 2});
-        new["metadata"]["finalizers"] = json!(["metascript.dev/release-targets"]);
+        new["metadata"]["finalizers"] = json!(["foregroundDeletion", "orphan"]);
         new["metadata"]["annotations"]["note"] = "y".into();
         new["metadata"]["resourceVersion"] = "7".into();
         assert_eq!(
@@ -262,17 +301,23 @@ mod tests {
     }
 
     #[test]
-    fn labels_and_the_operators_annotations_need_the_account_but_no_script_check() {
+    fn labels_annotations_and_finalizers_need_the_account_but_no_script_check() {
         let old = controller(Some(("team-a", "bot")), "#{}");
         for change in [
             json!({"metadata": {"labels": {"team": "b"}}}),
             json!({"metadata": {"annotations": {"metascript.dev/promote": "true"}}}),
             json!({"metadata": {"annotations": {"metascript.dev/sync-requested-at": "now"}}}),
+            // Removing the operator's finalizer mid-release would leave targets' behind.
+            json!({"metadata": {"finalizers": ["metascript.dev/release-targets"]}}),
         ] {
             let mut new = old.clone();
             json_patch::merge(&mut new, &change);
             let checks = checks(Operation::Update, Some(&old), Some(&new)).unwrap();
-            assert_eq!(checks.accounts, vec![account("team-a", "bot")], "{change}");
+            assert_eq!(
+                checks.accounts(),
+                vec![&account("team-a", "bot")],
+                "{change}"
+            );
             assert!(!checks.scripts, "{change}");
         }
     }
@@ -290,12 +335,20 @@ mod tests {
         let ran_as = account(crate::api::LEGACY_SERVICE_ACCOUNT_NAMESPACE, "bot");
         let fixed = controller(Some(("team-a", "bot")), "#{}");
         let checks = checks(Operation::Update, Some(&legacy), Some(&fixed)).unwrap();
-        assert_eq!(
-            checks.accounts,
-            vec![ran_as.clone(), account("team-a", "bot")]
-        );
+        assert_eq!(checks.now, Some(ran_as.clone()));
+        assert_eq!(checks.next, Some(account("team-a", "bot")));
         let deleted = super::checks(Operation::Delete, Some(&legacy), None).unwrap();
-        assert_eq!(deleted.accounts, vec![ran_as]);
+        assert_eq!(deleted.accounts(), vec![&ran_as]);
+    }
+
+    #[test]
+    fn a_request_without_the_object_a_check_needs_is_incomplete() {
+        let object = controller(Some(("team-a", "bot")), "#{}");
+        assert!(incomplete(Operation::Update, None, Some(&object)));
+        assert!(incomplete(Operation::Delete, None, None));
+        assert!(incomplete(Operation::Create, None, None));
+        assert!(!incomplete(Operation::Delete, Some(&object), None));
+        assert!(!incomplete(Operation::Update, Some(&object), Some(&object)));
     }
 
     #[test]

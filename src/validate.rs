@@ -154,6 +154,18 @@ pub fn validate(
     config_maps: &dyn ConfigMapLookup,
     object: &Value,
 ) -> Vec<Finding> {
+    validate_until(engine, resolver, config_maps, object, None)
+}
+
+/// [`validate`], running no `spec.tests` case once `deadline` has passed (each such case is an
+/// error: it was not checked).
+pub fn validate_until(
+    engine: &ScriptEngine,
+    resolver: &dyn ResourceResolver,
+    config_maps: &dyn ConfigMapLookup,
+    object: &Value,
+    deadline: Option<std::time::Instant>,
+) -> Vec<Finding> {
     if object::kind(object) == "ConfigMap" && object::api_version(object) == "v1" {
         return validate_scripts(engine, object);
     }
@@ -168,6 +180,7 @@ pub fn validate(
             kind.name(),
             &*controller,
             controller.planner(resolver),
+            deadline,
         ),
     }
 }
@@ -185,6 +198,7 @@ fn check_controller(
     kind: KindName,
     controller: &dyn Controller,
     planner: Result<Box<dyn Planner>, ResolveError>,
+    deadline: Option<std::time::Instant>,
 ) -> Vec<Finding> {
     let name = &controller.name();
     let spec = controller.spec();
@@ -277,7 +291,7 @@ fn check_controller(
         hooks: hooks.into(),
         planner: Some(planner.into()),
     };
-    for (index, test, outcome) in inline::run_all(engine, kind, &spec, &mut subject) {
+    for (index, test, outcome) in inline::run_all(engine, kind, &spec, &mut subject, deadline) {
         let path = format!("spec.tests[{index}] ({test})");
         match outcome {
             Outcome::Passed => {}

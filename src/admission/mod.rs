@@ -32,7 +32,7 @@ use tokio::sync::Semaphore;
 /// The path the webhook answers on.
 pub const PATH: &str = "/validate";
 
-/// Reviews that compile and test scripts at once; more wait, up to the deadline.
+/// Reviews that compile and test scripts at once; more wait, within their deadline.
 pub const MAX_CONCURRENT_REVIEWS: usize = 2;
 
 /// The default time a review may take: under the 10 s the shipped configuration gives the
@@ -194,6 +194,7 @@ async fn review(
         .review(
             operation,
             &request.user_info,
+            (&request.resource.group, &request.resource.resource),
             as_json(&request.object),
             as_json(&request.old_object),
         )

@@ -60,11 +60,14 @@ pub struct Reviewer {
     /// only then is the request's `userInfo` the API server's word, and ConfigMaps are read to
     /// check the scripts they hold.
     pub authenticated_callers: bool,
-    /// Reviews that may do work at once; the others wait, up to the deadline.
+    /// Reviews that may compile and test at once; the others wait, within their deadline.
     pub permits: Arc<Semaphore>,
     /// The most a review may take, under the API server's timeout for the webhook.
     pub deadline: Duration,
 }
+
+/// The most `spec.tests` cases admission runs: each may take the ceiling's time.
+pub const MAX_ADMISSION_TESTS: usize = 32;
 
 /// Why a ConfigMap is not read for a caller the webhook cannot authenticate.
 const UNAUTHENTICATED: &str = "the webhook does not authenticate its callers (no \
@@ -72,33 +75,85 @@ const UNAUTHENTICATED: &str = "the webhook does not authenticate its callers (no
     spec.tests when it loads the controller, as the controller's account";
 
 impl Reviewer {
-    /// Decides one request. `object` is the new object (none for a deletion), `old` the stored
-    /// one (none for a creation).
+    /// Decides one request within the deadline, from the moment it arrived: every read,
+    /// review and script it causes is inside it. `resource` is what the request is about (its
+    /// group and plural), `object` the new object (none for a deletion), `old` the stored one
+    /// (none for a creation).
     pub async fn review(
         self: &Arc<Self>,
         operation: Operation,
         user: &UserInfo,
+        resource: (&str, &str),
         object: Option<Value>,
         old: Option<Value>,
     ) -> Verdict {
-        // The operator's own writes (its finalizer; status is not sent here) change nothing
-        // that is checked, so they are never refused.
+        let deadline = tokio::time::Instant::now() + self.deadline;
+        let judged = tokio::time::timeout_at(
+            deadline,
+            self.judge(operation, user, resource, object, old, deadline),
+        );
+        judged.await.unwrap_or_else(|_| {
+            Verdict::refused(format!(
+                "metascript: checking the request took longer than the admission webhook's \
+                 {:?}: keep spec.tests few and fast (they run on every change, within the \
+                 webhook's ceilings)",
+                self.deadline
+            ))
+        })
+    }
+
+    async fn judge(
+        self: &Arc<Self>,
+        operation: Operation,
+        user: &UserInfo,
+        (group, plural): (&str, &str),
+        object: Option<Value>,
+        old: Option<Value>,
+        deadline: tokio::time::Instant,
+    ) -> Verdict {
         let username = user.username.clone().unwrap_or_default();
         let Some(subject) = object.as_ref().or(old.as_ref()) else {
-            return Verdict::default();
+            return Verdict::refused("metascript: the request carries no object to check");
         };
-        if crate::kinds::of(subject).is_none() {
+        let controller = crate::kinds::of(subject).is_some();
+        if group == GROUP && !controller {
+            // A version this operator does not know would skip every check: refused.
+            return Verdict::refused(format!(
+                "metascript: {plural}.{group} {} is not a version this operator checks",
+                crate::object::api_version(subject)
+            ));
+        }
+        if !controller {
             // A labelled ConfigMap of scripts: what it holds is in the request itself.
             return match (operation, object) {
                 (Operation::Delete, _) | (_, None) => Verdict::default(),
-                (_, Some(object)) => self.validate(object, Vec::new(), Vec::new()).await,
+                (_, Some(object)) => {
+                    self.validate(object, Vec::new(), Vec::new(), deadline)
+                        .await
+                }
             };
+        }
+        if tenancy::incomplete(operation, old.as_ref(), object.as_ref()) {
+            return Verdict::refused(format!(
+                "metascript: a {operation:?} of a controller without the object it needs cannot \
+                 be checked"
+            ));
         }
         let checks = match tenancy::checks(operation, old.as_ref(), object.as_ref()) {
             Ok(checks) => checks,
             Err(invalid) => return Verdict::refused(format!("metascript: {invalid}")),
         };
-        for runs_as in &checks.accounts {
+        if let Some(RunsAs::Account(next)) = &checks.next
+            && self.operator_user.as_deref() == Some(next.username().as_str())
+        {
+            // Only as the account it will run as: one stored before this check can still be
+            // fixed or deleted by whoever may use the account it names.
+            return Verdict::refused(format!(
+                "metascript: {}",
+                tenancy::own_account_refusal(next)
+            ));
+        }
+        for runs_as in checks.accounts() {
             if let Some(refusal) = self.may_use(user, &username, runs_as).await {
                 return Verdict::refused(format!("metascript: {refusal}"));
             }
@@ -106,6 +161,17 @@ impl Reviewer {
         let Some(object) = object.filter(|_| checks.scripts) else {
             return Verdict::default();
         };
+        let tests = object
+            .pointer("/spec/tests")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if tests > MAX_ADMISSION_TESTS {
+            return Verdict::refused(format!(
+                "metascript: spec.tests has {tests} cases; admission runs at most \
+                 {MAX_ADMISSION_TESTS} (keep the few that guard the controller there, and the \
+                 rest in a *.test.yaml for `metascript test`)"
+            ));
+        }
         let references = validate::references(&object);
         let mut verdict = Verdict::default();
         let mut readable = Vec::new();
@@ -141,19 +207,11 @@ impl Reviewer {
         } else {
             (Vec::new(), readable)
         };
-        let checked = self.validate(object, config_maps, withheld).await;
-        verdict.errors.extend(checked.errors);
-        verdict.warnings.extend(checked.warnings);
-        verdict
+        self.validate(object, config_maps, withheld, deadline).await
     }
 
     /// Why `user` may not make a controller run as `runs_as`, or `None` when they may.
     async fn may_use(&self, user: &UserInfo, username: &str, runs_as: &RunsAs) -> Option<String> {
-        if let RunsAs::Account(account) = runs_as
-            && self.operator_user.as_deref() == Some(account.username().as_str())
-        {
-            return Some(tenancy::own_account_refusal(account));
-        }
         let (namespace, name) = runs_as.use_attributes();
         let attributes = ResourceAttributes {
             verb: Some(USE_VERB.into()),
@@ -217,36 +275,36 @@ impl Reviewer {
     }
 
     /// Compiles and tests on the blocking pool, holding a permit for as long as the work runs
-    /// (an answer given at the deadline does not free the permit before the work stops).
+    /// (an answer given at the deadline does not free the permit before the work stops), and
+    /// running no test case once the deadline has passed.
     async fn validate(
         self: &Arc<Self>,
         object: Value,
         config_maps: Vec<Value>,
         withheld: Vec<(String, String)>,
+        deadline: tokio::time::Instant,
     ) -> Verdict {
-        let busy = || {
-            Verdict::refused(format!(
-                "metascript: the admission webhook is busy (it checks at most {} objects at \
-                 once); try again",
-                crate::admission::MAX_CONCURRENT_REVIEWS
-            ))
-        };
-        let Ok(Ok(permit)) =
-            tokio::time::timeout(self.deadline, self.permits.clone().acquire_owned()).await
-        else {
-            return busy();
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
+            return Verdict::refused("metascript: the admission webhook is shutting down");
         };
         let reviewer = self.clone();
+        let stop_at = deadline.into_std();
         let work = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let lookup = AdmissionConfigMaps {
                 found: config_maps,
                 withheld,
             };
-            validate::validate(&reviewer.engine, &*reviewer.discovery, &lookup, &object)
+            validate::validate_until(
+                &reviewer.engine,
+                &*reviewer.discovery,
+                &lookup,
+                &object,
+                Some(stop_at),
+            )
         });
-        match tokio::time::timeout(self.deadline, work).await {
-            Ok(Ok(findings)) => {
+        match work.await {
+            Ok(findings) => {
                 let mut verdict = Verdict::default();
                 verdict.add(findings);
                 if !verdict.errors.is_empty() {
@@ -254,13 +312,7 @@ impl Reviewer {
                 }
                 verdict
             }
-            Ok(Err(error)) => Verdict::refused(format!("metascript: validation failed: {error}")),
-            Err(_) => Verdict::refused(format!(
-                "metascript: checking the controller took longer than the admission webhook's \
-                 {:?}: keep spec.tests few and fast (they run on every change, within the \
-                 webhook's ceilings)",
-                self.deadline
-            )),
+            Err(error) => Verdict::refused(format!("metascript: validation failed: {error}")),
         }
     }
 }

@@ -6,6 +6,7 @@ use super::{Case, Subject, judge, published};
 use crate::api::{ControllerSpec, HookKind, InlineTest, KindName};
 use crate::hooks::HookError;
 use crate::script::{CallScope, ScriptEngine};
+use std::time::Instant;
 
 /// How one case came out.
 #[derive(Debug)]
@@ -31,18 +32,27 @@ pub fn hook_of(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
 }
 
 /// Runs every case of `spec.tests` against `subject` (the controller's hooks and planner), in
-/// order, with the hooks' own limits.
+/// order, with the hooks' own limits (within the engine's ceiling). No case starts after
+/// `deadline`: each left is `Invalid`, since it was not checked.
 pub fn run_all(
     engine: &ScriptEngine,
     kind: KindName,
     spec: &ControllerSpec,
     subject: &mut Subject,
+    deadline: Option<Instant>,
 ) -> Vec<(usize, String, Outcome)> {
     spec.tests
         .iter()
         .enumerate()
         .map(|(index, test)| {
             let outcome = match hook_of(test, kind) {
+                _ if deadline.is_some_and(|deadline| Instant::now() >= deadline) => {
+                    Outcome::Invalid(
+                        "not run: the time for checking spec.tests ran out (keep the cases few \
+                         and fast)"
+                            .into(),
+                    )
+                }
                 Err(problem) => Outcome::Invalid(problem),
                 // Calling a webhook from here would let anyone who may create a controller make
                 // the operator POST a request they wrote to a URL they chose and read the answer

@@ -134,6 +134,27 @@ pub enum Guard {
     /// An address of the API server, which a hook must not be able to call with the
     /// operator's network position.
     ApiServer,
+    /// A cloud's instance-metadata address outside link-local: AWS's over IPv6
+    /// (`fd00:ec2::254`), Alibaba Cloud's (`100.100.100.200`).
+    Metadata,
+}
+
+/// Instance-metadata services at addresses that are not link-local.
+const METADATA: [IpAddr; 2] = [
+    IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+    IpAddr::V4(std::net::Ipv4Addr::new(100, 100, 100, 200)),
+];
+
+/// The address a connection ends up at: IPv4 written as IPv6 (`::ffff:a.b.c.d`) and IPv4 behind
+/// the well-known NAT64 prefix (`64:ff9b::a.b.c.d`) are judged as that IPv4 address.
+fn canonical(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V6(v6) if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] => {
+            let [.., a, b, c, d] = v6.octets();
+            IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d))
+        }
+        other => other,
+    }
 }
 
 impl Guard {
@@ -159,6 +180,7 @@ impl Guard {
             Guard::Unspecified => "unspecified",
             Guard::Multicast => "multicast or broadcast",
             Guard::ApiServer => "the API server's",
+            Guard::Metadata => "a cloud's instance metadata",
         }
     }
 }
@@ -187,8 +209,7 @@ impl EgressPolicy {
         entries: Vec<AllowEntry>,
         api_server: impl IntoIterator<Item = IpAddr>,
     ) -> EgressPolicy {
-        let mut api_server: Vec<IpAddr> =
-            api_server.into_iter().map(|a| a.to_canonical()).collect();
+        let mut api_server: Vec<IpAddr> = api_server.into_iter().map(canonical).collect();
         api_server.sort();
         api_server.dedup();
         EgressPolicy {
@@ -216,7 +237,7 @@ impl EgressPolicy {
         if self.entries.is_empty() {
             return Err(Denial::NothingAllowed);
         }
-        let address = address.to_canonical();
+        let address = canonical(address);
         let nets = || {
             self.entries.iter().filter_map(|entry| match entry {
                 AllowEntry::Net(net) if net.contains(&address) => Some(net),
@@ -276,6 +297,9 @@ impl EgressPolicy {
             if is {
                 guards.push(guard);
             }
+        }
+        if METADATA.contains(&address) {
+            guards.push(Guard::Metadata);
         }
         if self.api_server.contains(&address) {
             guards.push(Guard::ApiServer);
@@ -478,6 +502,11 @@ mod tests {
             ("255.255.255.255", Guard::Multicast),
             ("10.96.0.1", Guard::ApiServer),
             ("172.18.0.2", Guard::ApiServer),
+            ("fd00:ec2::254", Guard::Metadata),
+            ("100.100.100.200", Guard::Metadata),
+            // IPv4 behind the NAT64 prefix is where the connection ends up.
+            ("64:ff9b::7f00:1", Guard::Loopback),
+            ("64:ff9b::a9fe:a9fe", Guard::LinkLocal),
         ] {
             // Neither a name resolving to it nor a range around it opens it.
             assert_eq!(

@@ -273,21 +273,49 @@ impl Identities {
     }
 }
 
-/// The user the API server knows this client as (a SelfSubjectReview), or `None` when it does
-/// not say (an API server older than 1.28, or a review refused).
+/// The user the API server knows this client as: a SelfSubjectReview, else (an API server
+/// older than 1.28, a review refused) the subject of the pod's ServiceAccount token, else
+/// `None` (said in the log: controllers naming the operator's account are then not refused).
 pub async fn own_user(client: &kube::Client) -> Option<String> {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     let api: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
-    match api
+    let reviewed = api
         .create(&Default::default(), &SelfSubjectReview::default())
-        .await
-    {
-        Ok(review) => review.status?.user_info?.username,
-        Err(error) => {
-            tracing::warn!(%error, "cannot tell which user the operator is (SelfSubjectReview): controllers naming its own ServiceAccount are not refused");
-            None
+        .await;
+    let error = match reviewed {
+        Ok(review) => {
+            if let Some(user) = review.status.and_then(|s| s.user_info?.username) {
+                return Some(user);
+            }
+            "the review named no user".to_string()
         }
+        Err(error) => error.to_string(),
+    };
+    let from_token = std::fs::read_to_string(IN_CLUSTER_TOKEN)
+        .ok()
+        .and_then(|token| token_subject(&token));
+    if from_token.is_none() {
+        tracing::warn!(%error, "cannot tell which user the operator is (SelfSubjectReview, and no ServiceAccount token): controllers naming its own ServiceAccount are not refused");
     }
+    from_token
+}
+
+/// Where a pod's ServiceAccount token is mounted.
+const IN_CLUSTER_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// The `sub` claim of a ServiceAccount token (`system:serviceaccount:<ns>:<name>`), read without
+/// checking the signature: it only names the operator to itself.
+fn token_subject(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let payload = token.trim().split('.').nth(1)?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    claims["sub"]
+        .as_str()
+        .filter(|sub| sub.starts_with("system:serviceaccount:"))
+        .map(str::to_string)
 }
 
 /// Starts a sweep over every work item of a controller or kind (each item's fingerprint
@@ -486,5 +514,28 @@ impl Context {
         if let Err(error) = published {
             tracing::warn!(%error, object = %object::ObjectKey::of(about), reason, "cannot publish event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_subject;
+    use base64::Engine as _;
+
+    #[test]
+    fn a_service_account_token_names_its_account() {
+        let encode = |json: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+        let token = format!(
+            "{}.{}.signature",
+            encode(r#"{"alg":"RS256"}"#),
+            encode(r#"{"sub":"system:serviceaccount:metascript-system:metascript","aud":["x"]}"#)
+        );
+        assert_eq!(
+            token_subject(&format!("{token}\n")).as_deref(),
+            Some("system:serviceaccount:metascript-system:metascript")
+        );
+        let user = format!("{}.{}.s", encode("{}"), encode(r#"{"sub":"alice"}"#));
+        assert_eq!(token_subject(&user), None, "only an account's token");
+        assert_eq!(token_subject("not a token"), None);
     }
 }

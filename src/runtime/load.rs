@@ -12,6 +12,7 @@ use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, ScriptsDir};
 use crate::plan::Planner;
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
+use crate::script::EffectiveLimits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -172,9 +173,26 @@ impl Prepared {
     }
 }
 
+/// The most one revision's `spec.tests` may take in the operator: a case not started by then
+/// fails (it was not checked), so the revision does not serve.
+pub const GATE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most one `spec.tests` call may use in the operator, whatever its hook's `limits` ask:
+/// room for a heavy production hook, but not for a case that would hold a blocking thread and
+/// the script pool for minutes.
+pub const GATE_CEILING: EffectiveLimits = EffectiveLimits {
+    max_operations: 100_000_000,
+    timeout_millis: 5_000,
+    max_memory_bytes: 256 * 1024 * 1024,
+    max_string_size: crate::script::DEFAULT_MAX_STRING_SIZE,
+    max_array_size: crate::script::DEFAULT_MAX_ARRAY_SIZE,
+    max_map_size: crate::script::DEFAULT_MAX_MAP_SIZE,
+};
+
 /// Runs a new version's `spec.tests` against the hooks and planner it would serve with, on
-/// the blocking pool (they run scripts, with the hooks' own limits): `Err` names every case
-/// that failed. Cases of webhook hooks are not run, as at admission.
+/// the blocking pool (they run scripts, with the hooks' own limits under [`GATE_CEILING`],
+/// within [`GATE_DEADLINE`]): `Err` names every case that failed. Cases of webhook hooks are
+/// not run, as at admission.
 pub async fn run_spec_tests(
     context: &Context,
     kind: KindName,
@@ -183,8 +201,10 @@ pub async fn run_spec_tests(
     hooks: Arc<ControllerHooks>,
     planner: Arc<dyn Planner>,
 ) -> Result<(), Problem> {
-    let (engine, spec) = (context.engine.clone(), spec.clone());
+    let engine = context.engine.clone().with_ceiling(GATE_CEILING);
+    let spec = spec.clone();
     let total = spec.tests.len();
+    let deadline = std::time::Instant::now() + GATE_DEADLINE;
     let mut subject = Subject {
         label: name.to_string(),
         hook: kind.hooks()[0],
@@ -192,7 +212,7 @@ pub async fn run_spec_tests(
         planner: Some(planner),
     };
     let failed = tokio::task::spawn_blocking(move || {
-        inline::run_all(&engine, kind, &spec, &mut subject)
+        inline::run_all(&engine, kind, &spec, &mut subject, Some(deadline))
             .into_iter()
             .filter_map(|(index, test, outcome)| match outcome {
                 Outcome::Passed | Outcome::NotRun(_) => None,

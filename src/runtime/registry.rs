@@ -87,6 +87,9 @@ pub struct Registry<K: Kind> {
     refused: Mutex<HashMap<String, RefusedWork>>,
     /// Staged rollouts: candidate revisions beside the serving ones in `loaded`.
     rollouts: Rollouts<K>,
+    /// Per controller, the newest revision whose `spec.tests` failed and why: a retry or a
+    /// reload of the same revision is refused again without running them.
+    failed_tests: Mutex<HashMap<String, (String, Problem)>>,
 }
 
 impl<K: Kind> Registry<K> {
@@ -99,6 +102,7 @@ impl<K: Kind> Registry<K> {
             written_status: Mutex::default(),
             refused: Mutex::default(),
             rollouts: Rollouts::default(),
+            failed_tests: Mutex::default(),
         }
     }
 
@@ -272,15 +276,35 @@ impl<K: Kind> Registry<K> {
                 if !spec.tests.is_empty()
                     && previous.is_none_or(|p| p.revision != revision_of(&prepared.hooks)) =>
             {
-                let tested = load::run_spec_tests(
-                    context,
-                    <K::Object as ControllerObject>::KIND,
-                    &id.name,
-                    &spec,
-                    prepared.hooks.clone(),
-                    built.0.clone(),
-                )
-                .await;
+                let revision = revision_of(&prepared.hooks);
+                let known = self
+                    .failed_tests
+                    .lock()
+                    .get(&id.name)
+                    .filter(|(failed, _)| *failed == revision)
+                    .map(|(_, problem)| problem.clone());
+                let tested = match known {
+                    Some(problem) => Err(problem),
+                    None => {
+                        let tested = load::run_spec_tests(
+                            context,
+                            <K::Object as ControllerObject>::KIND,
+                            &id.name,
+                            &spec,
+                            prepared.hooks.clone(),
+                            built.0.clone(),
+                        )
+                        .await;
+                        let mut failed = self.failed_tests.lock();
+                        match &tested {
+                            Ok(()) => failed.remove(&id.name),
+                            Err(problem) => {
+                                failed.insert(id.name.clone(), (revision, problem.clone()))
+                            }
+                        };
+                        tested
+                    }
+                };
                 match (tested, previous) {
                     (Ok(()), _) => (prepared, None, Ok(built)),
                     (Err(problem), Some(previous)) => {
@@ -706,6 +730,7 @@ impl<K: Kind> Registry<K> {
         let unloaded = self.unloaded.lock().remove(&id.name);
         self.written_status.lock().remove(&id.name);
         self.refused.lock().remove(&id.name);
+        self.failed_tests.lock().remove(&id.name);
         self.rollouts.forget(&id.name);
         context.dependencies.remove_controller(id);
         context.metrics.forget(id);

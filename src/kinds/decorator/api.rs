@@ -59,9 +59,10 @@ pub struct DecoratorControllerSpec {
     /// `use` on `serviceaccounts.metascript.dev`) is granted in its namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_namespace: Option<String>,
-    /// Test cases for the hooks: run before the controller is admitted (a failing one rejects
-    /// it) and by `metascript validate`.
+    /// Test cases for the hooks (at most 32): run before the controller is admitted (a failing
+    /// one rejects it), before any new revision of it serves, and by `metascript validate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub tests: Vec<InlineTest>,
     /// Credentials and CA bundles for the webhook hooks on each host, read with the
     /// controller's ServiceAccount; a hook that sets any of its own uses those instead.

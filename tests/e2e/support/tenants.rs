@@ -125,18 +125,22 @@ impl AdmissionWebhook {
         authenticated: bool,
         extra: &[&str],
     ) -> AdmissionWebhook {
-        AdmissionWebhook::start_as(client, namespace, authenticated, None, extra).await
+        let instance = unique_name("admission");
+        AdmissionWebhook::start_as(client, namespace, authenticated, &instance, None, extra).await
     }
 
-    /// [`AdmissionWebhook::start`] with the operator's own kubeconfig (another identity).
+    /// [`AdmissionWebhook::start`] for the objects labelled [`AdmissionWebhook::labels_of`]
+    /// `instance` (some may exist already), with the operator's own kubeconfig (another
+    /// identity) when given.
     pub async fn start_as(
         client: &kube::Client,
         namespace: &str,
         authenticated: bool,
+        instance: &str,
         kubeconfig: Option<&std::path::Path>,
         extra: &[&str],
     ) -> AdmissionWebhook {
-        let instance = unique_name("admission");
+        let instance = instance.to_string();
         let port = free_port();
         // Only this webhook's objects are sent to it.
         let selector = json!({"matchLabels": {"metascript.test/admission": instance}});
@@ -224,6 +228,11 @@ impl AdmissionWebhook {
 
     /// The labels that send an object to this webhook, and a controller to this operator.
     pub fn labels(&self) -> Value {
-        json!({OWN_OPERATOR_LABEL: self.instance, "metascript.test/admission": self.instance})
+        AdmissionWebhook::labels_of(&self.instance)
+    }
+
+    /// [`AdmissionWebhook::labels`] of the webhook for `instance`, before it starts.
+    pub fn labels_of(instance: &str) -> Value {
+        json!({OWN_OPERATOR_LABEL: instance, "metascript.test/admission": instance})
     }
 }
