@@ -5,7 +5,8 @@
 //! answers a caller only what it could learn anyway; the legitimate paths keep working.
 
 use crate::support::operator::{
-    OWN_OPERATOR_LABEL, api_for, apply, get, operator, wait_for, wait_for_condition, wait_for_event,
+    OWN_OPERATOR_LABEL, api_for, apply, get, operator, try_apply, wait_for, wait_for_condition,
+    wait_for_event,
 };
 use crate::support::tenants::{AdmissionWebhook, Tenant, config_map_account};
 use crate::support::{client, eventually, kubeconfig, test_namespace, unique_name};
@@ -40,19 +41,6 @@ fn config_map(namespace: &str, name: &str, labels: Value, data: Value) -> Value 
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": data
     })
-}
-
-/// Applies as a user would, returning the API server's refusal instead of panicking.
-async fn try_apply(client: &kube::Client, object: &Value) -> Result<(), String> {
-    api_for(client, object)
-        .patch(
-            metascript::object::name(object),
-            &PatchParams::apply("tenant").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .map(drop)
-        .map_err(|error| error.to_string())
 }
 
 /// A JSON merge patch as a user would send it (`kubectl patch --type merge`).

@@ -149,6 +149,19 @@ pub async fn apply(client: &kube::Client, object: &Value) {
         });
 }
 
+/// [`apply`], returning the API server's refusal (admission's included) instead of panicking.
+pub async fn try_apply(client: &kube::Client, object: &Value) -> Result<(), String> {
+    api_for(client, object)
+        .patch(
+            metascript::object::name(object),
+            &PatchParams::apply("test-user").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .map(drop)
+        .map_err(|error| error.to_string())
+}
+
 /// Reads an object back as JSON, `None` when it does not exist.
 pub async fn get(client: &kube::Client, like: &Value) -> Option<Value> {
     let name = metascript::object::name(like);
