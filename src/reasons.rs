@@ -40,6 +40,8 @@ pub const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
 pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
 /// A parent's `spec.selector` cannot be read; its children are left alone.
 pub const INVALID_SELECTOR: &str = "InvalidSelector";
+/// A work item panicked (a bug in the operator): retried with backoff, the worker goes on.
+pub const PANICKED: &str = "Panicked";
 /// The script work of a sync could not run at all.
 pub const SYNC_FAILED: &str = "SyncFailed";
 /// A write was refused by RBAC (the controller's ServiceAccount may not make it).
@@ -92,6 +94,7 @@ pub const ALL: &[&str] = &[
     SCRIPT_UNAVAILABLE,
     INVALID_SELECTOR,
     SYNC_FAILED,
+    PANICKED,
     FORBIDDEN,
     APPLY_FAILED,
     HANDED_OVER,

@@ -66,15 +66,31 @@ pub(crate) fn string_updates(
         .collect()
 }
 
-/// `resyncAfterSeconds`: a non-negative number; zero or absent means none.
+/// The soonest a hook may ask to be called again (`resyncAfterSeconds`): a hook asking sooner
+/// is called after this, so one object cannot keep a worker (and the Events it publishes)
+/// busy without pause.
+pub const MIN_RESYNC_AFTER_SECONDS: f64 = 1.0;
+
+/// The latest a hook may ask to be called again: a year. Past it the answer is refused (a
+/// value like `1e300` is a mistake, and no timer holds it).
+pub const MAX_RESYNC_AFTER_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `resyncAfterSeconds`: a positive number of seconds up to [`MAX_RESYNC_AFTER_SECONDS`],
+/// raised to [`MIN_RESYNC_AFTER_SECONDS`]; zero or absent means none.
 pub(crate) fn resync_after(
     response: &serde_json::Map<String, Value>,
 ) -> Result<Option<f64>, InvalidResponse> {
     match response.get("resyncAfterSeconds") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_f64() {
-            Some(seconds) if seconds > 0.0 && seconds.is_finite() => Ok(Some(seconds)),
             Some(0.0) => Ok(None),
+            Some(seconds) if seconds > 0.0 && seconds <= MAX_RESYNC_AFTER_SECONDS => {
+                Ok(Some(seconds.max(MIN_RESYNC_AFTER_SECONDS)))
+            }
+            Some(seconds) if seconds > MAX_RESYNC_AFTER_SECONDS => Err(InvalidResponse::new(
+                "resyncAfterSeconds",
+                format!("expected at most {MAX_RESYNC_AFTER_SECONDS} seconds (a year), got {n}"),
+            )),
             _ => Err(InvalidResponse::new(
                 "resyncAfterSeconds",
                 format!("expected a positive number of seconds, got {n}"),

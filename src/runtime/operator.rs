@@ -23,6 +23,7 @@ use super::shard::{self, Admit, Item, Shards};
 use crate::api::{API_VERSION, KindName, ResourceRef};
 use crate::cases::record::Recorder;
 use crate::script::ScriptEngine;
+use futures::FutureExt as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -460,13 +461,38 @@ async fn work(context: Arc<Context>, kinds: Kinds) {
     while let Some(key) = context.queue.next().await {
         if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) {
             match context.authority.admit(&key, kind.fans_out(&key.work)) {
-                Admit::Run => shard::acting_for(Item::of(&key), kind.work(&context, &key)).await,
+                Admit::Run => {
+                    let run = shard::acting_for(Item::of(&key), kind.work(&context, &key));
+                    // A panic is a bug, but one work item's: this worker goes on with the next
+                    // one, and the item is retried with backoff like any failure.
+                    if let Err(message) = caught(run).await {
+                        tracing::error!(controller = %key.controller, work = ?key.work, %message, "a work item panicked; it is retried with backoff");
+                        context
+                            .metrics
+                            .count_failure(&key.controller, crate::reasons::PANICKED);
+                        context.queue.retry_later(key.clone());
+                    }
+                }
                 Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
                 Admit::Skip => {}
             }
         }
         context.queue.done(&key);
     }
+}
+
+/// Runs `work`, turning a panic into what it said.
+async fn caught(work: impl Future<Output = ()>) -> Result<(), String> {
+    std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string())
+        })
 }
 
 /// Sets `ready` once every controller that existed at start has been loaded (or found
@@ -617,5 +643,22 @@ async fn reload_changed_scripts(
         for kind in kinds.iter() {
             kind.script_file_changed(&context, &file);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_work_item_is_caught_with_what_it_said() {
+        // What `resyncAfterSeconds: 1e300` once did in a worker.
+        let work = async {
+            let seconds = f64::MAX;
+            let _ = Duration::from_secs_f64(seconds);
+        };
+        let message = caught(work).await.expect_err("it panicked");
+        assert!(message.contains("cannot convert float seconds"), "{message}");
+        assert_eq!(caught(async {}).await, Ok(()));
     }
 }

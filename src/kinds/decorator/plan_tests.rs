@@ -383,6 +383,11 @@ fn bad_responses_are_rejected_naming_the_item_and_why() {
             json!({"resyncAfterSeconds": -1}),
             "resyncAfterSeconds: expected a positive number of seconds, got -1",
         ),
+        // Past any timer (Duration::from_secs_f64 would panic a worker on it).
+        (
+            json!({"resyncAfterSeconds": 1e300}),
+            "resyncAfterSeconds: expected at most 31536000 seconds (a year), got 1e+300",
+        ),
     ];
     for (response, message) in cases {
         let error = decorator
@@ -394,6 +399,25 @@ fn bad_responses_are_rejected_naming_the_item_and_why() {
             "for {response}"
         );
     }
+}
+
+#[test]
+fn resync_after_seconds_is_raised_to_a_second_and_kept_up_to_a_year() {
+    let (decorator, target) = (decorator(false, "InPlace"), target());
+    let asked = |seconds: Value| {
+        decorator
+            .plan(
+                Phase::Sync,
+                &observed(&target, &[]),
+                &json!({"resyncAfterSeconds": seconds}),
+            )
+            .unwrap()
+            .resync_after_seconds
+    };
+    assert_eq!(asked(json!(0.001)), Some(1.0));
+    assert_eq!(asked(json!(30)), Some(30.0));
+    assert_eq!(asked(json!(31_536_000)), Some(31_536_000.0));
+    assert_eq!(asked(json!(0)), None);
 }
 
 #[test]
