@@ -658,7 +658,10 @@ mod tests {
             let _ = Duration::from_secs_f64(seconds);
         };
         let message = caught(work).await.expect_err("it panicked");
-        assert!(message.contains("cannot convert float seconds"), "{message}");
+        assert!(
+            message.contains("cannot convert float seconds"),
+            "{message}"
+        );
         assert_eq!(caught(async {}).await, Ok(()));
     }
 }
