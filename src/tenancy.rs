@@ -144,9 +144,15 @@ pub fn checks(
             if !spec_changed && !acting_metadata_changed(old, new) {
                 return Ok(Checks::default());
             }
+            // Metadata alone leaves the account as it is: only its owner's right is asked, so
+            // a controller saved before accounts needed a namespace (or naming the operator's
+            // own) can still have its finalizer released and be deleted.
             Ok(Checks {
                 now: Some(RunsAs::as_it_ran(old)),
-                next: Some(RunsAs::of(new)?),
+                next: match spec_changed {
+                    true => Some(RunsAs::of(new)?),
+                    false => None,
+                },
                 scripts: spec_changed,
             })
         }
@@ -339,6 +345,13 @@ mod tests {
         assert_eq!(checks.next, Some(account("team-a", "bot")));
         let deleted = super::checks(Operation::Delete, Some(&legacy), None).unwrap();
         assert_eq!(deleted.accounts(), vec![&ran_as]);
+        // Its finalizer released while it is deleted: the spec is not judged again.
+        let mut released = legacy.clone();
+        legacy["metadata"]["finalizers"] = json!(["metascript.dev/release-targets"]);
+        released["metadata"]["finalizers"] = json!([]);
+        let release = super::checks(Operation::Update, Some(&legacy), Some(&released)).unwrap();
+        assert_eq!(release.accounts(), vec![&ran_as]);
+        assert_eq!(release.next, None);
     }
 
     #[test]
