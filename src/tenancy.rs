@@ -31,16 +31,10 @@ pub enum RunsAs {
 impl RunsAs {
     /// From a controller object's spec.
     pub fn of(controller: &Value) -> Result<RunsAs, InvalidAccount> {
-        let spec = &controller["spec"];
-        let field = |name: &str| spec.get(name).and_then(Value::as_str);
+        let (name, namespace) = account_fields(controller);
         Ok(
-            match ServiceAccountRef::from_spec(
-                field("serviceAccountName"),
-                field("serviceAccountNamespace"),
-            )? {
-                Some(account) => RunsAs::Account(account),
-                None => RunsAs::Operator,
-            },
+            ServiceAccountRef::from_spec(name, namespace)?
+                .map_or(RunsAs::Operator, RunsAs::Account),
         )
     }
 
@@ -48,16 +42,10 @@ impl RunsAs {
     /// namespace ran as its account in the namespace that used to be the default, and whoever
     /// may use that account owns it.
     pub fn as_it_ran(controller: &Value) -> RunsAs {
-        let spec = &controller["spec"];
-        let field = |name: &str| spec.get(name).and_then(Value::as_str);
-        match RunsAs::of(controller) {
-            Ok(runs_as) => runs_as,
-            Err(_) => ServiceAccountRef::as_it_ran(
-                field("serviceAccountName"),
-                field("serviceAccountNamespace"),
-            )
-            .map_or(RunsAs::Operator, RunsAs::Account),
-        }
+        RunsAs::of(controller).unwrap_or_else(|_| {
+            let (name, namespace) = account_fields(controller);
+            ServiceAccountRef::as_it_ran(name, namespace).map_or(RunsAs::Operator, RunsAs::Account)
+        })
     }
 
     /// What a SubjectAccessReview asks to allow using it: the namespace and name of the
@@ -81,12 +69,31 @@ impl fmt::Display for RunsAs {
     }
 }
 
+/// A controller spec's `serviceAccountName` and `serviceAccountNamespace`.
+fn account_fields(controller: &Value) -> (Option<&str>, Option<&str>) {
+    let field = |name: &str| controller["spec"].get(name).and_then(Value::as_str);
+    (
+        field("serviceAccountName"),
+        field("serviceAccountNamespace"),
+    )
+}
+
 /// What an admission request asks of a controller object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
     Create,
     Update,
     Delete,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operation::Create => "a creation",
+            Operation::Update => "an update",
+            Operation::Delete => "a deletion",
+        })
+    }
 }
 
 /// What a request must be checked for.

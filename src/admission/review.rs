@@ -135,8 +135,8 @@ impl Reviewer {
         }
         if tenancy::incomplete(operation, old.as_ref(), object.as_ref()) {
             return Verdict::refused(format!(
-                "metascript: a {operation:?} of a controller without the object it needs cannot \
-                 be checked"
+                "metascript: {operation} of a controller without the object it needs (the \
+                 stored or the new one) cannot be checked, so it is refused"
             ));
         }
         let checks = match tenancy::checks(operation, old.as_ref(), object.as_ref()) {

@@ -28,6 +28,21 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// A controller's hooks, first its kind's first hook (`spec.tests` name the others).
+    pub fn controller(
+        name: &str,
+        kind: crate::api::KindName,
+        hooks: std::sync::Arc<ControllerHooks>,
+        planner: std::sync::Arc<dyn Planner>,
+    ) -> Subject {
+        Subject {
+            label: name.to_string(),
+            hook: kind.hooks()[0],
+            hooks,
+            planner: Some(planner),
+        }
+    }
+
     /// Read access for one case: its `cluster` objects, limited to the types the controller
     /// declares in `spec.reads`, or (a script file, which declares nothing) to the types of
     /// the objects given.

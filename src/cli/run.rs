@@ -105,7 +105,7 @@ pub struct RunArgs {
     pub webhook_client_ca: Option<PathBuf>,
     /// The most seconds one admission review may take (compiling, running spec.tests); keep it
     /// under the webhook configuration's timeoutSeconds (10 as shipped).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=29), env = "METASCRIPT_WEBHOOK_REVIEW_TIMEOUT")]
+    #[arg(long, default_value_t = crate::admission::DEFAULT_REVIEW_DEADLINE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=29), env = "METASCRIPT_WEBHOOK_REVIEW_TIMEOUT")]
     pub webhook_review_timeout: u64,
     /// Record every hook call into this directory as ready-to-run test cases (`metascript test
     /// DIR` replays them): a file pair per controller, hook and script revision; Secrets

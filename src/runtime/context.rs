@@ -233,11 +233,6 @@ impl Identities {
         }
     }
 
-    /// The user the operator itself is, when known.
-    pub fn own_user(&self) -> Option<&str> {
-        self.own_user.as_deref()
-    }
-
     /// The writer for a controller: its account's client, or the operator's own client when it
     /// names none (and that is allowed). The operator's own account is refused: a controller
     /// running as it could write the operator's status, leases and snapshots.

@@ -259,29 +259,26 @@ impl<K: Kind> Registry<K> {
                 .map(|planner| (Arc::new(planner), spec.generation))
                 .map_err(|error| Problem::new(reasons::RESOLVE_FAILED, error)),
         };
-        let revision_of = |hooks: &crate::hooks::ControllerHooks| {
-            crate::plan::rollout::revision(
-                &serde_json::to_value(&parsed)
-                    .ok()
-                    .and_then(|value| value.get("spec").cloned())
-                    .unwrap_or_default(),
-                &load::digests(hooks),
-            )
-        };
+        // What the newest spec and scripts are, apart from how they roll out.
+        let newest = crate::plan::rollout::revision(
+            &serde_json::to_value(&parsed)
+                .ok()
+                .and_then(|value| value.get("spec").cloned())
+                .unwrap_or_default(),
+            &load::digests(&prepared.hooks),
+        );
         // One gate for every change of code: a new revision serves only once its own
         // `spec.tests` pass, whether the controller, a ConfigMap or a library changed (only the
         // first passes admission). What served before keeps serving, as after a compile error.
         let (prepared, stale, built) = match (stale, built) {
             (None, Ok(built))
-                if !spec.tests.is_empty()
-                    && previous.is_none_or(|p| p.revision != revision_of(&prepared.hooks)) =>
+                if !spec.tests.is_empty() && previous.is_none_or(|p| p.revision != newest) =>
             {
-                let revision = revision_of(&prepared.hooks);
                 let known = self
                     .failed_tests
                     .lock()
                     .get(&id.name)
-                    .filter(|(failed, _)| *failed == revision)
+                    .filter(|(failed, _)| *failed == newest)
                     .map(|(_, problem)| problem.clone());
                 let tested = match known {
                     Some(problem) => Err(problem),
@@ -299,7 +296,7 @@ impl<K: Kind> Registry<K> {
                         match &tested {
                             Ok(()) => failed.remove(&id.name),
                             Err(problem) => {
-                                failed.insert(id.name.clone(), (revision, problem.clone()))
+                                failed.insert(id.name.clone(), (newest.clone(), problem.clone()))
                             }
                         };
                         tested
@@ -353,7 +350,7 @@ impl<K: Kind> Registry<K> {
         // A version whose newest scripts failed runs what ran before: the same revision.
         let revision = match stale {
             Some(previous) => previous.revision.clone(),
-            None => revision_of(&prepared.hooks),
+            None => newest,
         };
         let reads = writer
             .identity

@@ -8,7 +8,7 @@ use crate::support::operator::{
     OWN_OPERATOR_LABEL, api_for, apply, get, operator, try_apply, wait_for, wait_for_condition,
     wait_for_event,
 };
-use crate::support::tenants::{AdmissionWebhook, Tenant, config_map_account};
+use crate::support::tenants::{AdmissionWebhook, Tenant, config_map_account, grant};
 use crate::support::{client, eventually, kubeconfig, test_namespace, unique_name};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -698,22 +698,8 @@ async fn a_type_is_watched_only_for_an_account_that_may_list_it() {
     );
 
     // A grant heals both, and only then is the type watched.
-    apply(&admin, &json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "vaults", "namespace": team},
-        "rules": [{"apiGroups": [group], "resources": ["vaults"], "verbs": ["get", "list", "watch", "patch"]}]
-    }))
-    .await;
-    apply(
-        &admin,
-        &json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "vaults", "namespace": team},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "vaults"},
-            "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": team}]
-        }),
-    )
-    .await;
+    let rules = json!([{"apiGroups": [group], "resources": ["vaults"], "verbs": ["get", "list", "watch", "patch"]}]);
+    grant(&admin, &team, "vaults", "bot", rules).await;
     wait_for_condition(&admin, &customizer, "ReadsAllowed", "True").await;
     wait_for_condition(&admin, &on_vaults, "Ready", "True").await;
     assert!(shared.operator.is_watching(&api_version, "vaults"));

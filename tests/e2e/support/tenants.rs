@@ -88,18 +88,33 @@ pub async fn author_roles(client: &kube::Client) {
 /// else: what a decorator of ConfigMaps needs.
 pub async fn config_map_account(client: &kube::Client, namespace: &str, account: &str) {
     apply(client, &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}})).await;
-    apply(client, &json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": account, "namespace": namespace},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}]
-    }))
+    let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}]);
+    grant(client, namespace, account, account, rules).await;
+}
+
+/// A Role `role` in `namespace` with `rules`, bound to the ServiceAccount `account` there.
+pub async fn grant(
+    client: &kube::Client,
+    namespace: &str,
+    role: &str,
+    account: &str,
+    rules: Value,
+) {
+    apply(
+        client,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": role, "namespace": namespace},
+            "rules": rules
+        }),
+    )
     .await;
     apply(
         client,
         &json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": account, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "metadata": {"name": format!("{role}-{account}"), "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
         }),
     )
