@@ -13,6 +13,7 @@ pub(crate) use certs::generate as generate_serving_cert;
 pub use certs::{CertError, ServingCert};
 
 use crate::runtime::discovery::Discovery;
+use crate::script::ceilings::LimitCeilings;
 use crate::script::{EffectiveLimits, ScriptEngine};
 use crate::tenancy::Operation;
 use axum::Json;
@@ -66,6 +67,9 @@ pub struct AdmissionConfig {
     pub client_ca: Option<String>,
     /// The most a review may take.
     pub deadline: Duration,
+    /// The most a hook's `limits` may ask for, as the operator loads them: a controller it
+    /// would refuse is refused here first.
+    pub limit_ceilings: LimitCeilings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +115,9 @@ pub async fn start(
         discovery: Discovery::new(client.clone()),
         operator_user: crate::runtime::own_user(&client).await,
         client,
-        engine: ScriptEngine::new().with_ceiling(TEST_CEILING),
+        engine: ScriptEngine::new()
+            .with_ceiling(TEST_CEILING)
+            .with_limit_ceilings(config.limit_ceilings),
         authenticated_callers: config.client_ca.is_some(),
         permits: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
         deadline: config.deadline,

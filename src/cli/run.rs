@@ -2,8 +2,10 @@
 
 use crate::admission::AdmissionConfig;
 use crate::hooks::egress::AllowEntry;
+use crate::runtime::health::WorkerHealth;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig, ShardConfig};
+use crate::script::ceilings::{DEFAULT_CEILINGS, LimitCeilings};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,6 +138,21 @@ pub struct RunArgs {
     /// so one runaway script cannot exhaust the operator's memory (docs/operations.md).
     #[arg(long, default_value = "256Mi", value_parser = parse_quantity, env = "METASCRIPT_SCRIPT_MEMORY")]
     pub script_memory: u64,
+    /// The most a hook's `limits.maxOperations` may ask for: a controller asking more is refused
+    /// at admission, and does not load.
+    #[arg(long, default_value_t = DEFAULT_CEILINGS.max_operations, env = "METASCRIPT_MAX_HOOK_OPERATIONS")]
+    pub max_hook_operations: u64,
+    /// The longest `limits.timeoutMillis` a hook may ask for (`10s`, `1500ms`): a call holds a
+    /// worker every controller shares.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "METASCRIPT_MAX_HOOK_TIMEOUT")]
+    pub max_hook_timeout: Duration,
+    /// The most a hook's `limits.maxMemoryBytes` may ask for, as a Kubernetes quantity.
+    #[arg(long, default_value = "256Mi", value_parser = parse_quantity, env = "METASCRIPT_MAX_HOOK_MEMORY")]
+    pub max_hook_memory: u64,
+    /// How long one work item may run before /healthz reports its worker stuck (and the
+    /// liveness probe restarts the pod): far longer than hook and API deadlines add up to.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "METASCRIPT_WORKER_STUCK_AFTER")]
+    pub worker_stuck_after: Duration,
     /// The most objects one hook response may return in a list (attachments, outputs): a
     /// response with more is refused before anything of it is applied.
     #[arg(long, default_value_t = crate::script::DEFAULT_MAX_CHILDREN, env = "METASCRIPT_MAX_CHILDREN")]
@@ -196,12 +213,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     {
         anyhow::bail!("--scripts-dir {}: not a directory", dir.display());
     }
-    if args.status_interval.is_nan() || args.status_interval <= 0.0 {
-        anyhow::bail!("--status-interval must be a positive number of seconds");
-    }
-    if !(args.credentials_poll_interval.is_finite() && args.credentials_poll_interval > 0.0) {
-        anyhow::bail!("--credentials-poll-interval must be a positive number of seconds");
-    }
+    let status_interval = positive_seconds(args.status_interval)
+        .context("--status-interval must be a positive number of seconds")?;
+    let credentials_poll_interval = positive_seconds(args.credentials_poll_interval)
+        .context("--credentials-poll-interval must be a positive number of seconds")?;
     let group = &args.shard_group;
     let valid_group = !group.is_empty()
         && group.len() <= 63
@@ -226,6 +241,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let webhook = webhook_config(&args)?;
     let kube = kube_config(&args).await?;
     let (metrics, ready) = (Metrics::default(), Arc::new(AtomicBool::new(false)));
+    let health = Arc::new(WorkerHealth::new(args.worker_stuck_after));
     // Up first, so the liveness probe sees the process while the operator starts (waiting for
     // the API server or the CRDs); ready only once every controller has loaded.
     let endpoint = match metrics_addr {
@@ -234,9 +250,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics-addr {addr}"))?;
-            let (metrics, ready) = (metrics.clone(), ready.clone());
+            let (metrics, ready, health) = (metrics.clone(), ready.clone(), health.clone());
             Some(tokio::spawn(async move {
-                if let Err(error) = crate::runtime::metrics::serve(listener, &metrics, ready).await
+                if let Err(error) =
+                    crate::runtime::metrics::serve(listener, &metrics, ready, health).await
                 {
                     tracing::error!(%error, "the metrics endpoint stopped");
                 }
@@ -247,8 +264,8 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let config = OperatorConfig {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
-        status_interval: Duration::from_secs_f64(args.status_interval),
-        credentials_poll_interval: Duration::from_secs_f64(args.credentials_poll_interval),
+        status_interval,
+        credentials_poll_interval,
         controller_selector: args.controller_selector.clone(),
         allow_unimpersonated: args.allow_unimpersonated,
         leader_election: args.leader_election.then(|| LeaseConfig {
@@ -273,8 +290,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         controller_share: args.controller_share,
         webhook_allow,
         namespace: own_namespace(),
+        limit_ceilings: limit_ceilings(&args),
         metrics,
         ready,
+        health,
     };
     let webhook = match webhook {
         Some(webhook) => {
@@ -348,7 +367,35 @@ fn webhook_config(args: &RunArgs) -> anyhow::Result<Option<AdmissionConfig>> {
         names,
         client_ca,
         deadline: Duration::from_secs(args.webhook_review_timeout),
+        limit_ceilings: limit_ceilings(args),
     }))
+}
+
+/// What `--max-hook-*` allow.
+fn limit_ceilings(args: &RunArgs) -> LimitCeilings {
+    LimitCeilings {
+        max_operations: args.max_hook_operations,
+        timeout_millis: u64::try_from(args.max_hook_timeout.as_millis()).unwrap_or(u64::MAX),
+        max_memory_bytes: args.max_hook_memory,
+    }
+}
+
+/// A number of seconds as a duration: positive, and within what a `Duration` holds.
+fn positive_seconds(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+}
+
+/// A positive duration in Go's form (`10s`, `5m`, `1500ms`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 10s, 5m or 1500ms: {e}"))?;
+    if duration.is_negative() || duration.is_zero() {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    Ok(duration.unsigned_abs())
 }
 
 /// A lease duration: whole seconds, at least 3 (a renewal every third of it must be possible).
@@ -545,6 +592,42 @@ pub(super) fn init_logging(filter: &str, json: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flags' defaults are the ceilings the docs and the admission webhook's tests name.
+    #[test]
+    fn hook_ceilings_default_to_the_documented_ones() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["metascript", "run"]).unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let overridden = [
+            "METASCRIPT_MAX_HOOK_OPERATIONS",
+            "METASCRIPT_MAX_HOOK_TIMEOUT",
+            "METASCRIPT_MAX_HOOK_MEMORY",
+        ]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some());
+        if !overridden {
+            assert_eq!(limit_ceilings(&args), DEFAULT_CEILINGS);
+        }
+        assert_eq!(
+            args.worker_stuck_after,
+            crate::runtime::health::DEFAULT_STUCK_AFTER
+        );
+    }
+
+    #[test]
+    fn durations_and_seconds_are_positive_and_bounded() {
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(positive_seconds(2.0), Some(Duration::from_secs(2)));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300] {
+            assert_eq!(positive_seconds(bad), None, "{bad}");
+        }
+    }
 
     /// Loopback unless told otherwise: the manifests say 0.0.0.0 for themselves.
     #[test]

@@ -220,9 +220,17 @@ impl ControllerHooks {
                         .filter(|library| library.language == source.language)
                         .map(|library| library.library.clone())
                         .collect();
+                    let limits = script.limits.clone().unwrap_or_default();
+                    engine
+                        .admits(&limits)
+                        .map_err(|above| SourceError::AboveCeiling {
+                            controller: controller.to_string(),
+                            hook: kind,
+                            above,
+                        })?;
                     HookCode::Script {
                         script: engine.compile(&source.with_libraries(own))?,
-                        limits: script.limits.clone().unwrap_or_default(),
+                        limits,
                     }
                 }
                 (None, Some(webhook)) => HookCode::Webhook(Arc::new(WebhookEndpoint::new(

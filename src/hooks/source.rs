@@ -213,6 +213,13 @@ pub enum SourceError {
         field: String,
         reason: String,
     },
+    /// A script hook's `limits` ask for more than the operator allows.
+    #[error("hook {hook} of {controller}: {above}")]
+    AboveCeiling {
+        controller: String,
+        hook: HookKind,
+        above: crate::script::ceilings::AboveCeiling,
+    },
     #[error("hook {hook} of {controller} has neither script nor webhook")]
     Empty { controller: String, hook: HookKind },
     #[error("hook {hook} of {controller} has both script and webhook; it needs exactly one")]

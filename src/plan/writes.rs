@@ -42,6 +42,14 @@ impl Plan {
             && self.finalizer.is_none()
     }
 
+    /// When the hook asked to be called again. The response's bounds
+    /// ([`super::response::resync_after`]) keep the seconds within what a timer holds; a value
+    /// that is not is no resync, never a panic.
+    pub fn resync_after(&self) -> Option<std::time::Duration> {
+        self.resync_after_seconds
+            .and_then(|seconds| std::time::Duration::try_from_secs_f64(seconds).ok())
+    }
+
     /// Appends another plan's writes (used when one parent's work is computed in pieces).
     pub fn merge(&mut self, other: Plan) {
         self.apply.extend(other.apply);

@@ -9,6 +9,7 @@ use super::cache::Informers;
 use super::dependencies::DependencyIndex;
 use super::discovery::Discovery;
 use super::events::Events;
+use super::health::WorkerHealth;
 use super::keys::{ControllerId, ObjRef, Work, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
 use super::metrics::Metrics;
@@ -24,6 +25,7 @@ use crate::plan::SyncError;
 use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
 use crate::reasons;
 use crate::resources::ResourceType;
+use crate::script::ceilings::LimitCeilings;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
@@ -91,6 +93,10 @@ pub struct OperatorConfig {
     /// Set once every controller that existed at start has been loaded (or found unloadable):
     /// the caches its types need are warm, on a standby too.
     pub ready: Arc<AtomicBool>,
+    /// The most a hook's `limits` may ask for (`--max-hook-*`).
+    pub limit_ceilings: LimitCeilings,
+    /// Whether every worker is alive and moving (`/healthz`); shared, like `metrics`.
+    pub health: Arc<WorkerHealth>,
 }
 
 impl Default for OperatorConfig {
@@ -113,6 +119,8 @@ impl Default for OperatorConfig {
             namespace: DEFAULT_NAMESPACE.to_string(),
             metrics: Metrics::default(),
             ready: Arc::default(),
+            limit_ceilings: LimitCeilings::default(),
+            health: Arc::default(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
+use super::health::WorkerHealth;
 use super::keys::ControllerId;
 use super::queue::FlowLoad;
 use crate::api::{HookKind, ServiceAccountRef};
@@ -450,13 +451,14 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` (Prometheus text format), `/healthz` (the process is up) and `/readyz`
-/// (every controller that existed at start is loaded, so the caches its types need are warm)
-/// until the task is dropped.
+/// Serves `/metrics` (Prometheus text format), `/healthz` (the process is up and every worker
+/// alive and moving) and `/readyz` (every controller that existed at start is loaded, so the
+/// caches its types need are warm) until the task is dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: &Metrics,
     ready: Arc<AtomicBool>,
+    health: Arc<WorkerHealth>,
 ) -> std::io::Result<()> {
     use axum::http::StatusCode;
     use axum::routing::get;
@@ -486,7 +488,18 @@ pub async fn serve(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let health = health.clone();
+                async move {
+                    match health.check() {
+                        Ok(()) => (StatusCode::OK, "ok".to_string()),
+                        Err(problems) => (StatusCode::SERVICE_UNAVAILABLE, problems),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

@@ -20,6 +20,7 @@ mod egress;
 mod events;
 pub(crate) mod finalizers;
 pub(crate) mod fingerprint;
+pub mod health;
 pub(crate) mod keys;
 pub(crate) mod kind;
 mod leader;

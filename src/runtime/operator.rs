@@ -132,7 +132,9 @@ impl Operator {
             client: client.clone(),
             discovery,
             informers,
-            engine: ScriptEngine::new().with_max_children(config.max_children),
+            engine: ScriptEngine::new()
+                .with_max_children(config.max_children)
+                .with_limit_ceilings(config.limit_ceilings),
             webhooks,
             queue: WorkQueue::fair(
                 |key: &WorkKey| key.controller.clone(),
@@ -302,6 +304,7 @@ impl Operator {
     /// Stops every task, then gives up the lease (after the last write), so a standby takes
     /// over at once, or (sharded) the other replicas take this one's items at once.
     pub async fn shutdown(mut self) {
+        self.context.config.health.stopping();
         self.context.queue.shut_down();
         self.tasks.shutdown().await;
         if let Some(elector) = &self.elector
@@ -320,6 +323,7 @@ impl Operator {
 impl Drop for Operator {
     fn drop(&mut self) {
         // The tasks are aborted as they are dropped.
+        self.context.config.health.stopping();
         self.context.queue.shut_down();
     }
 }
@@ -458,26 +462,31 @@ async fn forget_rbac_changes(context: Arc<Context>, kinds: Kinds, mut changes: R
 /// write yet), and each runs acting for its item: every write it makes is checked against
 /// that item's owner.
 async fn work(context: Arc<Context>, kinds: Kinds) {
+    let slot = context.config.health.register();
     while let Some(key) = context.queue.next().await {
-        if let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) {
-            match context.authority.admit(&key, kind.fans_out(&key.work)) {
-                Admit::Run => {
-                    let run = shard::acting_for(Item::of(&key), kind.work(&context, &key));
-                    // A panic is a bug, but one work item's: this worker goes on with the next
-                    // one, and the item is retried with backoff like any failure.
-                    if let Err(message) = caught(run).await {
-                        tracing::error!(controller = %key.controller, work = ?key.work, %message, "a work item panicked; it is retried with backoff");
-                        context
-                            .metrics
-                            .count_failure(&key.controller, crate::reasons::PANICKED);
-                        context.queue.retry_later(key.clone());
-                    }
-                }
-                Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
-                Admit::Skip => {}
-            }
+        slot.begin(|| format!("{}, {:?}", key.controller, key.work));
+        // A panic is a bug, but one work item's: this worker goes on with the next one, and
+        // the item is retried with backoff like any failure.
+        if let Err(message) = caught(run(&context, &kinds, &key)).await {
+            tracing::error!(controller = %key.controller, work = ?key.work, %message, "a work item panicked; it is retried with backoff");
+            context
+                .metrics
+                .count_failure(&key.controller, crate::reasons::PANICKED);
+            context.queue.retry_later(key.clone());
         }
+        slot.end();
         context.queue.done(&key);
+    }
+}
+
+async fn run(context: &Arc<Context>, kinds: &Kinds, key: &WorkKey) {
+    let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) else {
+        return;
+    };
+    match context.authority.admit(key, kind.fans_out(&key.work)) {
+        Admit::Run => shard::acting_for(Item::of(key), kind.work(context, key)).await,
+        Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
+        Admit::Skip => {}
     }
 }
 
@@ -651,6 +660,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    #[allow(clippy::disallowed_methods)] // the panic is the point
     async fn a_panicking_work_item_is_caught_with_what_it_said() {
         // What `resyncAfterSeconds: 1e300` once did in a worker.
         let work = async {

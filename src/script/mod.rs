@@ -8,6 +8,7 @@
 //! see is documented in `docs/scripting.md`.
 
 mod active;
+pub mod ceilings;
 mod coverage;
 mod definitions;
 mod error;
@@ -480,6 +481,9 @@ pub struct ScriptEngine {
     /// The most any call may have, whatever its hook's `limits` ask (the admission webhook's
     /// test runs); `None`: a hook's limits as they are.
     ceiling: Option<EffectiveLimits>,
+    /// The most a hook's `limits` may ask for; a hook asking more does not load. `None`
+    /// offline, where the author's machine is the only one at stake.
+    allowed: Option<ceilings::LimitCeilings>,
 }
 
 /// How many objects one response may return in a list by default: more than a controller
@@ -531,6 +535,7 @@ impl ScriptEngine {
             }),
             max_children: DEFAULT_MAX_CHILDREN,
             ceiling: None,
+            allowed: None,
         }
     }
 
@@ -538,6 +543,17 @@ impl ScriptEngine {
     pub fn with_ceiling(mut self, ceiling: EffectiveLimits) -> ScriptEngine {
         self.ceiling = Some(ceiling);
         self
+    }
+
+    /// Refuses hooks whose `limits` ask for more than `allowed` ([`ScriptEngine::admits`]).
+    pub fn with_limit_ceilings(mut self, allowed: ceilings::LimitCeilings) -> ScriptEngine {
+        self.allowed = Some(allowed);
+        self
+    }
+
+    /// Whether a hook may ask for `limits` on this engine.
+    pub fn admits(&self, limits: &crate::api::Limits) -> Result<(), ceilings::AboveCeiling> {
+        self.allowed.map_or(Ok(()), |allowed| allowed.check(limits))
     }
 
     /// Sets how many objects one response may return in a list.

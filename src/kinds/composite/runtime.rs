@@ -455,7 +455,7 @@ async fn sync_parent(
         .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
     Outcome::Synced {
         key: parent_ref.clone(),
-        resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
+        resync_after: plan.resync_after(),
         fingerprint,
     }
 }

@@ -26,7 +26,6 @@ use crate::script::CallScope;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub struct DecoratorKind;
 
@@ -324,7 +323,7 @@ async fn sync_target(
         .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
     Outcome::Synced {
         key: target.clone(),
-        resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
+        resync_after: plan.resync_after(),
         fingerprint,
     }
 }
