@@ -40,6 +40,8 @@ pub const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
 pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
 /// A parent's `spec.selector` cannot be read; its children are left alone.
 pub const INVALID_SELECTOR: &str = "InvalidSelector";
+/// A MapController parent selects more inputs than one parent may have pairs.
+pub const TOO_MANY_PAIRS: &str = "TooManyPairs";
 /// A work item panicked (a bug in the operator): retried with backoff, the worker goes on.
 pub const PANICKED: &str = "Panicked";
 /// The script work of a sync could not run at all.
@@ -93,6 +95,7 @@ pub const ALL: &[&str] = &[
     WEBHOOK_NOT_ALLOWED,
     SCRIPT_UNAVAILABLE,
     INVALID_SELECTOR,
+    TOO_MANY_PAIRS,
     SYNC_FAILED,
     PANICKED,
     FORBIDDEN,

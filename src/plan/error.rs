@@ -22,6 +22,17 @@ pub enum SyncError {
     Watch { controller: String, message: String },
     #[error(transparent)]
     Selector(#[from] InvalidSelector),
+    /// A map parent selects more inputs than one parent may fan out into: nothing of it is
+    /// mapped or removed until the selection shrinks.
+    #[error(
+        "parent {parent}: spec.selector selects {selected} inputs, more than the {max} pairs one \
+         parent may have; nothing was mapped or removed: narrow the selector, or split the parent"
+    )]
+    TooManyPairs {
+        parent: String,
+        selected: usize,
+        max: usize,
+    },
     /// The work would hand a hook what the controller's ServiceAccount may not read.
     #[error("{controller}: {refusal}")]
     Refused {
@@ -49,6 +60,7 @@ impl SyncError {
             SyncError::Resolve { .. } => reasons::RESOLVE_FAILED,
             SyncError::Watch { .. } => reasons::WATCH_FAILED,
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
+            SyncError::TooManyPairs { .. } => reasons::TOO_MANY_PAIRS,
         }
     }
 

@@ -72,7 +72,7 @@ impl Planner for Mapper {
                 },
                 Err(error) => Role {
                     summary: "parent".into(),
-                    outcome: Err(error.into()),
+                    outcome: Err(error),
                 },
             });
         }

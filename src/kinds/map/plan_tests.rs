@@ -312,3 +312,27 @@ fn the_reads_a_parent_hands_its_hooks_follow_its_scope() {
         ]
     );
 }
+
+#[test]
+fn a_parent_selecting_more_inputs_than_pairs_allowed_fails_and_maps_nothing() {
+    use super::sync::{MAX_PAIRS_PER_PARENT, MapFanOut};
+    let mapper = mapper("Namespaced", false);
+    let parent = schedule(json!({"matchLabels": {"app": "db"}}));
+    let inputs = |count: usize| (0..count).map(|i| pvc("prod", &format!("data-{i}"), "db"));
+    let store = crate::store::MemoryStore::new(inputs(MAX_PAIRS_PER_PARENT));
+    let fan_out = MapFanOut::read(&mapper, &store, &parent).expect("at the cap");
+    assert_eq!(fan_out.inputs.len(), MAX_PAIRS_PER_PARENT);
+
+    let store = crate::store::MemoryStore::new(inputs(MAX_PAIRS_PER_PARENT + 1));
+    let error = MapFanOut::read(&mapper, &store, &parent).unwrap_err();
+    assert_eq!(error.reason(), crate::reasons::TOO_MANY_PAIRS);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "parent SnapshotSchedule.example.com/v1 prod/nightly: spec.selector selects {} \
+             inputs, more than the {MAX_PAIRS_PER_PARENT} pairs one parent may have; nothing \
+             was mapped or removed: narrow the selector, or split the parent",
+            MAX_PAIRS_PER_PARENT + 1
+        )
+    );
+}

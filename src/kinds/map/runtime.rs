@@ -10,7 +10,7 @@ use super::sync::{self, MapFanOut};
 use super::tally::{Counted, Tallies};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
-use crate::plan::{InvalidSelector, Plan, SyncError};
+use crate::plan::{Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
 use crate::runtime::cache::ObjectEvent;
@@ -365,7 +365,7 @@ fn sync_parent(
             return Outcome::Failed {
                 key: parent_group(parent_ref),
                 about: parent,
-                failure: SyncError::from(error).into(),
+                failure: error.into(),
             };
         }
     };
@@ -446,7 +446,7 @@ fn read_fan_out(
     context: &Context,
     controller: &Controller<MapKind>,
     parent_ref: &ObjRef,
-) -> Result<Option<(Arc<Value>, MapFanOut)>, InvalidSelector> {
+) -> Result<Option<(Arc<Value>, MapFanOut)>, SyncError> {
     let mapper = &controller.planner;
     let read = || {
         let Some(parent) = context.get(parent_ref) else {
@@ -614,7 +614,7 @@ async fn sync_group(
                 return Outcome::Failed {
                     key: group.clone(),
                     about: parent,
-                    failure: SyncError::from(error).into(),
+                    failure: error.into(),
                 };
             }
         },
@@ -647,7 +647,7 @@ fn selected_input(
     controller: &Controller<MapKind>,
     parent: &Value,
     key: &str,
-) -> Result<Option<ObjRef>, InvalidSelector> {
+) -> Result<Option<ObjRef>, SyncError> {
     let mapper = &controller.planner;
     let fan_out = MapFanOut::read(mapper, &*context.informers, parent)?;
     let input = fan_out

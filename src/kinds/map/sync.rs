@@ -8,13 +8,18 @@ use super::plan::Mapper;
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object;
-use crate::plan::{InvalidSelector, Plan, StatusChange, SyncError, stamp_provenance};
+use crate::plan::{Plan, StatusChange, SyncError, stamp_provenance};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::selector::LabelSelector;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+/// The most inputs one parent may select: each is a pair, a hook call and an output, queued
+/// at once. Five times the largest fan-out benchmarked (bench_map, 10,000 inputs); past it a
+/// parent's queue and outputs would crowd out every other controller's.
+pub const MAX_PAIRS_PER_PARENT: usize = 50_000;
 
 /// What one map parent fans out into, read from a store in one go: the inputs it selects (a
 /// pair each) and the outputs it owns (grouped by map key; a group whose key no selected input
@@ -29,15 +34,24 @@ pub struct MapFanOut {
 
 impl MapFanOut {
     /// Reads a parent's inputs and outputs. An unreadable selector is an error, never "no
-    /// inputs" (which would detach every output).
+    /// inputs" (which would detach every output); so is a selection past
+    /// [`MAX_PAIRS_PER_PARENT`].
     pub fn read(
         mapper: &Mapper,
         store: &dyn ObjectStore,
         parent: &Value,
-    ) -> Result<MapFanOut, InvalidSelector> {
+    ) -> Result<MapFanOut, SyncError> {
         let selector = mapper.parent_selector(parent)?;
+        let inputs = selected_inputs(mapper, store, parent, &selector);
+        if inputs.len() > MAX_PAIRS_PER_PARENT {
+            return Err(SyncError::TooManyPairs {
+                parent: object::ObjectKey::of(parent).to_string(),
+                selected: inputs.len(),
+                max: MAX_PAIRS_PER_PARENT,
+            });
+        }
         Ok(MapFanOut {
-            inputs: selected_inputs(mapper, store, parent, &selector),
+            inputs,
             outputs: owned_outputs(mapper, store, parent),
         })
     }
