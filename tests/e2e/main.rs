@@ -18,6 +18,7 @@ mod cluster_plane;
 mod control_plane_smoke;
 mod customize_cache;
 mod hook_versions;
+mod hostile;
 mod impersonation;
 mod install;
 mod isolation;

@@ -62,6 +62,13 @@ impl OperatorProcess {
         unsafe { libc::kill(self.pid(), signal) };
     }
 
+    /// How the process exited, if it has.
+    pub fn try_exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .try_wait()
+            .expect("asking whether the operator exited")
+    }
+
     /// Waits for the process to exit (at most `super::WAIT`).
     pub async fn exit_status(&mut self) -> std::process::ExitStatus {
         let deadline = std::time::Instant::now() + super::WAIT;
