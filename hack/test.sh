@@ -24,6 +24,10 @@ cargo clippy --all-targets -- -D warnings
 # Same features as the test build, so this links one more binary and compiles nothing else.
 cargo build --bin metascript --example control-plane
 cargo test --all-targets
+# The fuzz targets (proptests named fuzz_…, over what authors hand the operator: hook
+# responses, webhook bodies, engine values, selectors, manifests) once more with many more
+# cases than the suite's: a bounded fuzz run on every CI run (docs/performance.md).
+PROPTEST_CASES="${METASCRIPT_FUZZ_CASES:-2000}" cargo test --lib -- fuzz_
 # Nothing changed, so a second build compiles nothing (build.rs watches only files that exist).
 bash hack/check-fresh-build.sh
 # The example hooks through the offline harness, as users run it; its last line is the summary

@@ -57,4 +57,6 @@ pub mod cli;
 pub mod testing;
 
 #[cfg(test)]
+mod fuzzing;
+#[cfg(test)]
 mod layering;

@@ -335,6 +335,9 @@ fn validate_scripts(engine: &ScriptEngine, config_map: &Value) -> Vec<Finding> {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::StaticResolver;
