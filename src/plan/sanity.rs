@@ -11,16 +11,20 @@ use serde_json::Value;
 /// apply to every pod of its namespace).
 pub const ALLOW_EMPTY_SELECTOR: &str = "metascript.dev/allow-empty-selector";
 
-/// Kinds whose selector, when empty, selects everything in the namespace, and where it is.
-const EVERYTHING_SELECTORS: &[(&str, &str)] = &[
-    ("PodDisruptionBudget", "/spec/selector"),
-    ("NetworkPolicy", "/spec/podSelector"),
-    ("Service", "/spec/selector"),
-    ("Deployment", "/spec/selector"),
-    ("ReplicaSet", "/spec/selector"),
-    ("StatefulSet", "/spec/selector"),
-    ("DaemonSet", "/spec/selector"),
-    ("Job", "/spec/selector"),
+/// Kinds whose selector, when empty, selects everything in the namespace, where it is, and
+/// whether the bare `{}` is a normal way to mean that. A NetworkPolicy's `podSelector: {}` is
+/// the default-deny policy, the most common one there is; a selector whose `matchLabels` or
+/// `matchExpressions` came out empty is still what a field the script read being missing
+/// makes. (A Service's empty selector selects nothing: it means endpoints are managed
+/// elsewhere, so it is not here.)
+const EVERYTHING_SELECTORS: &[(&str, &str, bool)] = &[
+    ("PodDisruptionBudget", "/spec/selector", false),
+    ("NetworkPolicy", "/spec/podSelector", true),
+    ("Deployment", "/spec/selector", false),
+    ("ReplicaSet", "/spec/selector", false),
+    ("StatefulSet", "/spec/selector", false),
+    ("DaemonSet", "/spec/selector", false),
+    ("Job", "/spec/selector", false),
 ];
 
 /// Checks one child (at `path` in the response): its name and its labels, and a selector that
@@ -41,9 +45,12 @@ pub fn check_child(child: &Value, path: &str) -> Result<(), InvalidResponse> {
         child,
         &format!("/metadata/annotations/{}", escape(ALLOW_EMPTY_SELECTOR)),
     ) == Some("true");
-    if let Some((_, pointer)) = EVERYTHING_SELECTORS.iter().find(|(k, _)| *k == kind)
+    if let Some((_, pointer, bare_is_meant)) =
+        EVERYTHING_SELECTORS.iter().find(|(k, _, _)| *k == kind)
         && !allowed
-        && child.pointer(pointer).is_some_and(is_empty_selector)
+        && let Some(selector) = child.pointer(pointer)
+        && is_empty_selector(selector)
+        && !(*bare_is_meant && selector.as_object().is_some_and(|map| map.is_empty()))
     {
         let field = pointer.trim_start_matches('/').replace('/', ".");
         return Err(fail(
@@ -180,12 +187,20 @@ mod tests {
         }
         let allowed = json!({ALLOW_EMPTY_SELECTOR: "true"});
         check_child(&pdb("web", json!({}), allowed), "outputs[2]").expect("allowed");
-        let policy = json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": "deny"}, "spec": {"podSelector": {}}
-        });
-        let error = check_child(&policy, "attachments[0]").expect_err("empty podSelector");
+        // Default deny, as written everywhere: meant.
+        let policy = |selector: Value| {
+            json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": "deny"}, "spec": {"podSelector": selector, "policyTypes": ["Ingress"]}
+            })
+        };
+        check_child(&policy(json!({})), "attachments[0]").expect("default deny");
+        // What `podSelector = { matchLabels = { app = missing } }` makes: a mistake.
+        let error = check_child(&policy(json!({"matchLabels": {}})), "attachments[0]")
+            .expect_err("emptied matchLabels");
         assert_eq!(error.path, "attachments[0].spec.podSelector");
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"selector": {}}});
+        check_child(&service, "attachments[0]").expect("an empty Service selector selects nothing");
         let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "spec": {"selector": {}}});
         check_child(&config_map, "attachments[0]").expect("other kinds are not checked");
     }
