@@ -669,6 +669,54 @@ mod tests {
     }
 
     #[test]
+    fn selectors_past_a_cap_are_refused_naming_it() {
+        let requirement = |key: String, values: usize| json!({"key": key, "operator": "In", "values": (0..values).map(|v| format!("v{v}")).collect::<Vec<_>>()});
+        let expressions = |count: usize, values: usize| {
+            (0..count)
+                .map(|i| requirement(format!("k{i}"), values))
+                .collect::<Vec<_>>()
+        };
+        let read = |selector: Value| LabelSelector::from_json(&selector).map(|_| ());
+        assert_eq!(
+            read(
+                json!({"matchLabels": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS - 1, 1)})
+            ),
+            Ok(())
+        );
+        let too_many = json!({"matchLabels": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS, 1)});
+        assert_eq!(
+            read(too_many.clone()).unwrap_err().to_string(),
+            "selector too large: 65 requirements (labels and expressions together), at most 64"
+        );
+        assert_eq!(
+            read(json!({"matchExpressions": expressions(1, MAX_VALUES)})),
+            Ok(())
+        );
+        assert_eq!(
+            read(json!({"matchExpressions": expressions(1, MAX_VALUES + 1)}))
+                .unwrap_err()
+                .to_string(),
+            r#"selector too large: the requirement on key "k0" lists 257 values, at most 256"#
+        );
+        let long = "v".repeat(MAX_SELECTOR_BYTES);
+        let message = read(json!({"matchLabels": {"a": long}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("selector too large: ") && message.ends_with(", at most 32768"),
+            "{message}"
+        );
+        // Read from a spec (serde), and in kubectl's syntax, alike.
+        let error = serde_json::from_value::<LabelSelector>(too_many).unwrap_err();
+        assert!(error.to_string().contains("at most 64"), "{error}");
+        let annotations = json!({"matchAnnotations": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS, 1)});
+        assert!(serde_json::from_value::<AnnotationSelector>(annotations).is_err());
+        let text: Vec<String> = (0..=MAX_REQUIREMENTS).map(|i| format!("k{i}=v")).collect();
+        let error = parse_label_selector(&text.join(",")).unwrap_err();
+        assert!(error.0.contains("at most 64"), "{error}");
+    }
+
+    #[test]
     fn annotation_selector_uses_match_annotations() {
         let selector: AnnotationSelector = serde_json::from_value(json!({
             "matchAnnotations": {"team": "a"},

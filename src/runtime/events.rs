@@ -21,7 +21,7 @@
 
 use super::lru::Lru;
 use super::metrics::Metrics;
-use crate::api::EventType;
+use crate::api::{EventType, KindName};
 use crate::object;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -327,12 +327,20 @@ pub struct Events {
     instance: String,
     correlator: Mutex<Correlator>,
     metrics: Metrics,
+    /// The kinds of controller the operator runs, to tell a controller's kind in `metrics` by
+    /// its short name, as every other metric does.
+    kinds: Vec<KindName>,
 }
 
 impl Events {
     /// `instance` names this replica (the pod) in `reportingInstance`; dropped Events are
     /// counted in `metrics`.
-    pub fn new(client: kube::Client, instance: Option<String>, metrics: Metrics) -> Events {
+    pub fn new(
+        client: kube::Client,
+        instance: Option<String>,
+        metrics: Metrics,
+        kinds: Vec<KindName>,
+    ) -> Events {
         let controller = "metascript.dev/operator".to_string();
         Events {
             client,
@@ -340,6 +348,7 @@ impl Events {
             controller,
             correlator: Mutex::default(),
             metrics,
+            kinds,
         }
     }
 
@@ -383,6 +392,11 @@ impl Events {
             Decision::Drop => {
                 let (kind, name) = similar.controller();
                 tracing::debug!(controller = name, reason, "too many Events; dropped");
+                let kind = self
+                    .kinds
+                    .iter()
+                    .find(|known| known.object_kind() == kind)
+                    .map_or(kind, |known| known.as_str());
                 self.metrics
                     .count_dropped_event(kind, name, origin.as_str());
                 return Ok(());

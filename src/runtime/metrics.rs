@@ -421,10 +421,8 @@ impl Metrics {
             .map_or(0, |counter| counter.get())
     }
 
-    /// Counts one Event dropped for want of tokens. `kind` is the controller's Kubernetes kind
-    /// (`DecoratorController`), told here by its short name as the other metrics are.
+    /// Counts one Event dropped for want of tokens.
     pub fn count_dropped_event(&self, kind: &str, controller: &str, origin: &'static str) {
-        let kind = crate::kinds::named(kind).map_or(kind, |known| known.name().as_str());
         self.events_dropped
             .get_or_create(&DroppedEventLabels {
                 kind: kind.to_string(),

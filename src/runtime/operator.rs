@@ -126,6 +126,7 @@ impl Operator {
                 client.clone(),
                 std::env::var("POD_NAME").ok(),
                 metrics.clone(),
+                kinds.iter().map(|kind| kind.name).collect(),
             ),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
             identities: Identities::new(kube, super::context::own_user(&client).await),
