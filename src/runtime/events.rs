@@ -249,15 +249,17 @@ impl Correlator {
         notes.last = now;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         note.hash(&mut hasher);
-        notes.seen.insert(hasher.finish());
-        if notes.seen.len() < AGGREGATE_AFTER {
+        let hash = hasher.finish();
+        // A message with an Event of its own keeps counting there.
+        if notes.seen.contains(&hash) {
             return false;
         }
-        // Kept one short of the threshold: each further new message combines, while a repeat
-        // of one still remembered keeps counting on its own Event.
-        if let Some(&any) = notes.seen.iter().next() {
-            notes.seen.remove(&any);
+        if notes.seen.len() + 1 < AGGREGATE_AFTER {
+            notes.seen.insert(hash);
+            return false;
         }
+        // Not remembered (client-go drops one at random instead): a combined message's repeats
+        // count on the combined Event too, rather than starting one of their own.
         true
     }
 
@@ -511,11 +513,13 @@ mod tests {
         }
     }
 
-    /// Decides, and remembers what it said to create as created.
+    /// Decides, and remembers what it said to create as created (named after its object and
+    /// note).
     fn publish(correlator: &mut Correlator, similar: Similar, note: &str, now: i64) -> Decision {
         let decision = correlator.decide(similar, note.to_string(), at(now));
         if let Decision::Create { key, .. } = &decision {
-            let name = format!("{}-{now}", key.similar.regarding.3);
+            let note = if key.combined { "combined" } else { &key.note };
+            let name = format!("{}-{note}", key.similar.regarding.3);
             correlator.created(key.clone(), "ns".into(), name, at(now));
         }
         decision
@@ -543,7 +547,7 @@ mod tests {
         let first = publish(&mut correlator, asked("a", "Bad"), "one", 0);
         assert_eq!(created_note(&first), Some("one"));
         let again = publish(&mut correlator, asked("a", "Bad"), "one", 1);
-        assert_eq!(repeat(&again), Some(("a-0", 2, None)));
+        assert_eq!(repeat(&again), Some(("a-one", 2, None)));
         let other = publish(&mut correlator, asked("a", "Bad"), "two", 2);
         assert_eq!(
             created_note(&other),
@@ -571,8 +575,16 @@ mod tests {
         let eleventh = publish(&mut correlator, asked("a", "Bad"), "m10", 2);
         assert_eq!(
             repeat(&eleventh),
-            Some(("a-1", 2, Some("(combined from similar events): m10")))
+            Some(("a-combined", 2, Some("(combined from similar events): m10")))
         );
+        // A repeat of a combined message counts there too; one with an Event of its own, there.
+        let again = publish(&mut correlator, asked("a", "Bad"), "m9", 2);
+        assert_eq!(
+            repeat(&again),
+            Some(("a-combined", 3, Some("(combined from similar events): m9")))
+        );
+        let own = publish(&mut correlator, asked("a", "Bad"), "m0", 2);
+        assert_eq!(repeat(&own), Some(("a-m0", 2, None)));
         // Another reason, or another object, is not similar.
         let other = publish(&mut correlator, asked("a", "Worse"), "m11", 3);
         assert_eq!(created_note(&other), Some("m11"));
@@ -599,7 +611,7 @@ mod tests {
         // A refill later, one more; the repeats dropped meanwhile are in its count.
         let refill = OBJECT_REFILL.as_secs();
         let next = publish(&mut correlator, asked("a", "Bad"), "same", refill + 1);
-        assert_eq!(repeat(&next), Some(("a-0", (burst + 2) as i32, None)));
+        assert_eq!(repeat(&next), Some(("a-same", (burst + 2) as i32, None)));
         let over = publish(&mut correlator, asked("a", "Bad"), "same", refill + 2);
         assert_eq!(over, Decision::Drop);
     }
