@@ -2,9 +2,15 @@
 //!
 //! Both the controllers (resource rules, parent selectors) and the scripts' `selector_matches`
 //! helper use this one implementation; the scripts' `list` reads kubectl's selector syntax here.
+//! Every selector is matched against every event of its type, so its size is capped
+//! ([`MAX_REQUIREMENTS`], [`MAX_VALUES`], [`MAX_SELECTOR_BYTES`]) wherever one is read, and the
+//! many selectors of a type are filed in an [`index::SelectorIndex`] so an event looks only at
+//! those it may match.
+
+pub mod index;
 
 use crate::object;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -79,10 +85,25 @@ fn matches_parts(
         })
 }
 
+/// The most requirements one selector may have, `matchLabels` pairs and `matchExpressions`
+/// together. Real selectors have a handful; this is far above them, and keeps the work one
+/// event costs per selector small.
+pub const MAX_REQUIREMENTS: usize = 64;
+
+/// The most values one `In` or `NotIn` requirement may list.
+pub const MAX_VALUES: usize = 256;
+
+/// The most bytes of keys and values one selector may hold: a label key is at most 317 bytes
+/// and a value 63, so this holds 64 long keys with a few values each, or one requirement with
+/// 256 long values.
+pub const MAX_SELECTOR_BYTES: usize = 32 * 1024;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SelectorError {
     #[error("selector is not an object with matchLabels/matchExpressions: {0}")]
     Shape(String),
+    #[error("selector too large: {0}")]
+    TooLarge(String),
     #[error("selector requirement on key {key:?}: operator {operator:?} {problem}")]
     Requirement {
         key: String,
@@ -91,10 +112,44 @@ pub enum SelectorError {
     },
 }
 
+/// Refuses a selector past [`MAX_REQUIREMENTS`], [`MAX_VALUES`] or [`MAX_SELECTOR_BYTES`],
+/// naming the cap.
+fn check_size(
+    exact: &BTreeMap<String, String>,
+    expressions: &[Requirement],
+) -> Result<(), SelectorError> {
+    let requirements = exact.len() + expressions.len();
+    if requirements > MAX_REQUIREMENTS {
+        return Err(SelectorError::TooLarge(format!(
+            "{requirements} requirements (labels and expressions together), at most \
+             {MAX_REQUIREMENTS}"
+        )));
+    }
+    if let Some(requirement) = expressions.iter().find(|r| r.values.len() > MAX_VALUES) {
+        return Err(SelectorError::TooLarge(format!(
+            "the requirement on key {:?} lists {} values, at most {MAX_VALUES}",
+            requirement.key,
+            requirement.values.len()
+        )));
+    }
+    let bytes: usize = exact.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + expressions
+            .iter()
+            .map(|r| r.key.len() + r.values.iter().map(String::len).sum::<usize>())
+            .sum::<usize>();
+    if bytes > MAX_SELECTOR_BYTES {
+        return Err(SelectorError::TooLarge(format!(
+            "{bytes} bytes of keys and values, at most {MAX_SELECTOR_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
 impl Selector {
     /// Checks the requirements are well formed (In/NotIn need values, Exists/DoesNotExist none),
     /// so a malformed selector is an error rather than silently matching nothing or everything.
     pub fn validate(&self) -> Result<(), SelectorError> {
+        check_size(&self.match_exact, &self.expressions)?;
         for requirement in &self.expressions {
             let problem = match requirement.operator {
                 Operator::In | Operator::NotIn if requirement.values.is_empty() => {
@@ -124,8 +179,9 @@ impl Selector {
     }
 }
 
-/// `metav1.LabelSelector`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+/// `metav1.LabelSelector`. Read only within the size caps, so a controller spec or a hook's
+/// answer with a larger one is refused where it is read (admission, load, the hook's call).
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     /// Labels an object must have, with these values.
@@ -136,8 +192,9 @@ pub struct LabelSelector {
     pub match_expressions: Vec<Requirement>,
 }
 
-/// Metacontroller's annotation selector: a label selector over annotations.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+/// Metacontroller's annotation selector: a label selector over annotations, read within the
+/// same caps.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AnnotationSelector {
     /// Annotations an object must have, with these values.
@@ -146,6 +203,50 @@ pub struct AnnotationSelector {
     /// Requirements on annotations; all must hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<Requirement>,
+}
+
+/// A label selector as read, before the size caps are checked.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LabelParts {
+    #[serde(default)]
+    match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    match_expressions: Vec<Requirement>,
+}
+
+/// An annotation selector as read, before the size caps are checked.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnnotationParts {
+    #[serde(default)]
+    match_annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    match_expressions: Vec<Requirement>,
+}
+
+impl<'de> Deserialize<'de> for LabelSelector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts = LabelParts::deserialize(deserializer)?;
+        check_size(&parts.match_labels, &parts.match_expressions)
+            .map_err(serde::de::Error::custom)?;
+        Ok(LabelSelector {
+            match_labels: parts.match_labels,
+            match_expressions: parts.match_expressions,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for AnnotationSelector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts = AnnotationParts::deserialize(deserializer)?;
+        check_size(&parts.match_annotations, &parts.match_expressions)
+            .map_err(serde::de::Error::custom)?;
+        Ok(AnnotationSelector {
+            match_annotations: parts.match_annotations,
+            match_expressions: parts.match_expressions,
+        })
+    }
 }
 
 impl From<&LabelSelector> for Selector {
@@ -173,8 +274,14 @@ impl LabelSelector {
         if value.is_null() {
             return Ok(LabelSelector::default());
         }
-        let selector: LabelSelector = serde_json::from_value(value.clone())
+        // Read as parts (not capped yet): a selector too large says so, not that its shape is
+        // wrong.
+        let parts = LabelParts::deserialize(value)
             .map_err(|error| SelectorError::Shape(error.to_string()))?;
+        let selector = LabelSelector {
+            match_labels: parts.match_labels,
+            match_expressions: parts.match_expressions,
+        };
         Selector::from(&selector).validate()?;
         Ok(selector)
     }
@@ -559,6 +666,54 @@ mod tests {
             matches_label_selector(&json!("app=web"), &labels(&[])),
             Err(SelectorError::Shape(_))
         ));
+    }
+
+    #[test]
+    fn selectors_past_a_cap_are_refused_naming_it() {
+        let requirement = |key: String, values: usize| json!({"key": key, "operator": "In", "values": (0..values).map(|v| format!("v{v}")).collect::<Vec<_>>()});
+        let expressions = |count: usize, values: usize| {
+            (0..count)
+                .map(|i| requirement(format!("k{i}"), values))
+                .collect::<Vec<_>>()
+        };
+        let read = |selector: Value| LabelSelector::from_json(&selector).map(|_| ());
+        assert_eq!(
+            read(
+                json!({"matchLabels": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS - 1, 1)})
+            ),
+            Ok(())
+        );
+        let too_many = json!({"matchLabels": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS, 1)});
+        assert_eq!(
+            read(too_many.clone()).unwrap_err().to_string(),
+            "selector too large: 65 requirements (labels and expressions together), at most 64"
+        );
+        assert_eq!(
+            read(json!({"matchExpressions": expressions(1, MAX_VALUES)})),
+            Ok(())
+        );
+        assert_eq!(
+            read(json!({"matchExpressions": expressions(1, MAX_VALUES + 1)}))
+                .unwrap_err()
+                .to_string(),
+            r#"selector too large: the requirement on key "k0" lists 257 values, at most 256"#
+        );
+        let long = "v".repeat(MAX_SELECTOR_BYTES);
+        let message = read(json!({"matchLabels": {"a": long}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("selector too large: ") && message.ends_with(", at most 32768"),
+            "{message}"
+        );
+        // Read from a spec (serde), and in kubectl's syntax, alike.
+        let error = serde_json::from_value::<LabelSelector>(too_many).unwrap_err();
+        assert!(error.to_string().contains("at most 64"), "{error}");
+        let annotations = json!({"matchAnnotations": {"a": "b"}, "matchExpressions": expressions(MAX_REQUIREMENTS, 1)});
+        assert!(serde_json::from_value::<AnnotationSelector>(annotations).is_err());
+        let text: Vec<String> = (0..=MAX_REQUIREMENTS).map(|i| format!("k{i}=v")).collect();
+        let error = parse_label_selector(&text.join(",")).unwrap_err();
+        assert!(error.0.contains("at most 64"), "{error}");
     }
 
     #[test]

@@ -518,6 +518,34 @@ mod tests {
         assert!(check(&object, vec![]).is_empty());
     }
 
+    /// Admission refuses a selector past a cap, naming the field and the cap; the operator's
+    /// load reads the spec the same way, so it refuses it too.
+    #[test]
+    fn a_selector_past_its_cap_is_refused_where_it_is() {
+        let mut object = decorator(inline(LABELLER), json!([]));
+        let labels: serde_json::Map<String, Value> = (0..=crate::selector::MAX_REQUIREMENTS)
+            .map(|i| (format!("l{i}"), Value::from("x")))
+            .collect();
+        object["spec"]["resources"][0]["labelSelector"] = json!({"matchLabels": labels});
+        let findings = check(&object, vec![]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert_eq!(findings[0].path, "spec");
+        let message = &findings[0].message;
+        assert!(
+            message.starts_with(
+                "spec.resources[0].labelSelector: selector too large: 65 requirements"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("at most 64"), "{message}");
+        object["spec"]["resources"][0]["labelSelector"]["matchLabels"]
+            .as_object_mut()
+            .expect("labels")
+            .remove("l0");
+        assert!(check(&object, vec![]).is_empty());
+    }
+
     #[test]
     fn tests_of_a_hook_whose_script_is_not_at_hand_are_not_run() {
         let object = decorator(

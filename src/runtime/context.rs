@@ -8,10 +8,11 @@ use super::authority::Authority;
 use super::cache::Informers;
 use super::dependencies::DependencyIndex;
 use super::discovery::Discovery;
-use super::events::Events;
+use super::events::{Asked, Events, Origin};
 use super::health::WorkerHealth;
 use super::keys::{ControllerId, ObjRef, Work, WorkKey};
 use super::leader::{Leadership, LeaseConfig};
+use super::lru::Lru;
 use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use super::shard::ShardConfig;
@@ -31,7 +32,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -204,14 +204,21 @@ pub struct Context {
     pub access: Arc<AccessReviews>,
 }
 
+/// The most impersonating clients kept. Controllers name their accounts, so an author who
+/// renames one again and again would otherwise add a client (a connection pool and its TLS
+/// state) each time. Far above the accounts one operator's controllers use at once; past it,
+/// the client used least recently is dropped (its writers finish with their own handle) and
+/// made again on next use, at the cost of a new connection.
+const MAX_CLIENTS: usize = 1024;
+
 /// Clients that impersonate the ServiceAccounts controllers name, one per account (each with
-/// its own connection pool), made on first use.
+/// its own connection pool), made on first use and kept up to [`MAX_CLIENTS`].
 pub struct Identities {
     base: kube::Config,
     /// The user the operator itself is, when the API server said (a SelfSubjectReview at
     /// start): no controller may run as it.
     own_user: Option<String>,
-    clients: Mutex<HashMap<ServiceAccountRef, kube::Client>>,
+    clients: Mutex<Lru<ServiceAccountRef, kube::Client>>,
 }
 
 /// Why no writer can be made for a controller.
@@ -234,10 +241,14 @@ impl WriterError {
 
 impl Identities {
     pub fn new(base: kube::Config, own_user: Option<String>) -> Identities {
+        Identities::keeping(MAX_CLIENTS, base, own_user)
+    }
+
+    fn keeping(clients: usize, base: kube::Config, own_user: Option<String>) -> Identities {
         Identities {
             base,
             own_user,
-            clients: Mutex::default(),
+            clients: Mutex::new(Lru::new(clients)),
         }
     }
 
@@ -259,7 +270,7 @@ impl Identities {
             return Err(WriterError::OwnAccount(account.clone()));
         }
         let mut clients = self.clients.lock();
-        let client = match clients.get(account) {
+        let client = match clients.get_mut(account) {
             Some(client) => client.clone(),
             None => {
                 let mut config = self.base.clone();
@@ -463,21 +474,38 @@ impl Context {
         action: &str,
         note: &str,
     ) {
-        self.publish(EventType::Warning, about, related, reason, action, note)
-            .await;
+        self.publish(Asked {
+            origin: Origin::Operator,
+            type_: EventType::Warning,
+            regarding: about,
+            related,
+            reason,
+            action,
+            note,
+        })
+        .await;
     }
 
     /// Publishes a Normal Event about an object (a leader only).
     pub async fn note(&self, about: &Value, reason: &str, action: &str, note: &str) {
-        self.publish(EventType::Normal, about, None, reason, action, note)
-            .await;
+        self.publish(Asked {
+            origin: Origin::Operator,
+            type_: EventType::Normal,
+            regarding: about,
+            related: None,
+            reason,
+            action,
+            note,
+        })
+        .await;
     }
 
     /// Publishes the Events a work item's hooks asked for (`event`) about the object the work
-    /// item is about, as the operator's own Warnings are. Callers publish them once the hooks
-    /// planned, before applying: a script may say why it returns what it does, and that holds
-    /// whether or not the apply then works. When planning failed they publish none: the
-    /// failure's own Warning says what happened, and what the hooks said may not hold.
+    /// item is about, as the operator's own Warnings are (from buckets of their own, see
+    /// [`super::events`]). Callers publish them once the hooks planned, before applying: a
+    /// script may say why it returns what it does, and that holds whether or not the apply
+    /// then works. When planning failed they publish none: the failure's own Warning says what
+    /// happened, and what the hooks said may not hold.
     pub async fn publish_script_events(
         &self,
         about: &Value,
@@ -486,35 +514,25 @@ impl Context {
         events: &EventSink,
     ) {
         for event in events.events() {
-            self.publish(
-                event.type_,
-                about,
-                Some(related),
-                &event.reason,
+            self.publish(Asked {
+                origin: Origin::Script,
+                type_: event.type_,
+                regarding: about,
+                related: Some(related),
+                reason: &event.reason,
                 action,
-                &event.message,
-            )
+                note: &event.message,
+            })
             .await;
         }
     }
 
-    async fn publish(
-        &self,
-        type_: EventType,
-        about: &Value,
-        related: Option<&ObjectReference>,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) {
+    async fn publish(&self, asked: Asked<'_>) {
         if !self.authority.may_write() {
             return;
         }
-        let published = self
-            .events
-            .publish(type_, about, related, reason, action, note)
-            .await;
-        if let Err(error) = published {
+        let (about, reason) = (asked.regarding, asked.reason);
+        if let Err(error) = self.events.publish(asked).await {
             tracing::warn!(%error, object = %object::ObjectKey::of(about), reason, "cannot publish event");
         }
     }
@@ -522,8 +540,38 @@ impl Context {
 
 #[cfg(test)]
 mod tests {
-    use super::token_subject;
+    use super::*;
     use base64::Engine as _;
+
+    /// Naming ever new accounts keeps at most the cap of clients, the most recently used.
+    #[tokio::test]
+    async fn impersonating_clients_are_kept_up_to_a_cap() {
+        let base = kube::Config::new("https://127.0.0.1:1".parse().expect("a URL"));
+        let identities = Identities::keeping(3, base.clone(), None);
+        let operator = kube::Client::try_from(base).expect("a client");
+        let account = |name: &str| ServiceAccountRef {
+            namespace: "team".into(),
+            name: name.into(),
+        };
+        for name in ["a", "b", "c", "a", "d", "e"] {
+            let writer = identities
+                .writer(&operator, Some(&account(name)))
+                .expect("a writer");
+            assert_eq!(writer.identity, Some(account(name)));
+        }
+        let clients = identities.clients.lock();
+        assert_eq!(clients.len(), 3);
+        let mut clients = clients;
+        for (name, kept) in [
+            ("a", true),
+            ("b", false),
+            ("c", false),
+            ("d", true),
+            ("e", true),
+        ] {
+            assert_eq!(clients.get_mut(&account(name)).is_some(), kept, "{name}");
+        }
+    }
 
     #[test]
     fn a_service_account_token_names_its_account() {

@@ -1,12 +1,16 @@
 //! What each work item's hooks read (`get`, `list`), indexed by the type, namespace and name
-//! read, so a watch event re-queues exactly the work items whose reads it changes, without
-//! looking at any other.
+//! read, and a list's by its selector's anchor, so a watch event re-queues exactly the work
+//! items whose reads it changes, looking only at the lists it may be in (see
+//! [`SelectorIndex`]): the work per event follows the object's labels and the items it
+//! affects, not how many items listed its type or how large their selectors are.
 
 use super::cache::ObjectEvent;
 use super::keys::{ControllerId, WorkKey};
 use crate::object;
-use crate::reads::Dependency;
+use crate::reads::{Dependency, ListFilter};
 use crate::resources::ResourceType;
+use crate::selector::Field;
+use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 
@@ -25,19 +29,32 @@ struct Inner {
     per_controller: HashMap<ControllerId, usize>,
 }
 
+/// A list a work item made: the item and where in its reads the list is.
+type Listed = (WorkKey, usize);
+
 #[derive(Debug, Default)]
 struct TypeIndex {
     /// (namespace, name) → the work items that got that object.
     objects: HashMap<(Option<String>, String), HashSet<WorkKey>>,
-    /// Namespace listed (none: all namespaces, or a cluster-scoped type) → the work items
-    /// that listed there; their filters are checked against the event's object.
-    lists: HashMap<Option<String>, HashSet<WorkKey>>,
+    /// Namespace listed (none: all namespaces, or a cluster-scoped type) → the lists made
+    /// there, filed by their filters; each candidate's filter is checked against the object.
+    lists: HashMap<Option<String>, SelectorIndex<Listed>>,
 }
 
 impl TypeIndex {
     fn is_empty(&self) -> bool {
         self.objects.is_empty() && self.lists.is_empty()
     }
+}
+
+/// Where a list's filter is filed: a `metadata.name=` it names, else its label selector's.
+fn anchor(filter: &ListFilter) -> Anchor<'_> {
+    let names = filter
+        .fields
+        .iter()
+        .find(|f| f.field == Field::Name && f.equal)
+        .map_or(&[][..], |f| std::slice::from_ref(&f.value));
+    filter.labels.anchor(names)
 }
 
 impl DependencyIndex {
@@ -47,23 +64,29 @@ impl DependencyIndex {
         let mut inner = self.inner.write();
         inner.remove(key);
         if !dependencies.is_empty() {
-            for dependency in &dependencies {
+            for (position, dependency) in dependencies.iter().enumerate() {
                 let index = inner
                     .by_type
                     .entry(dependency.resource().clone())
                     .or_default();
-                let keys = match dependency {
+                match dependency {
                     Dependency::Object {
                         namespace, name, ..
-                    } => index
-                        .objects
-                        .entry((namespace.clone(), name.clone()))
-                        .or_default(),
-                    Dependency::List { namespace, .. } => {
-                        index.lists.entry(namespace.clone()).or_default()
+                    } => {
+                        index
+                            .objects
+                            .entry((namespace.clone(), name.clone()))
+                            .or_default()
+                            .insert(key.clone());
                     }
-                };
-                keys.insert(key.clone());
+                    Dependency::List {
+                        namespace, filter, ..
+                    } => index
+                        .lists
+                        .entry(namespace.clone())
+                        .or_default()
+                        .insert(anchor(filter), (key.clone(), position)),
+                }
             }
             *inner
                 .per_controller
@@ -87,6 +110,11 @@ impl DependencyIndex {
     /// Whether any work item of the controller depends on something (a shared lock only).
     pub fn holds_any(&self, controller: &ControllerId) -> bool {
         self.inner.read().count(controller) > 0
+    }
+
+    /// Whether any work item read objects of this type: events of other types need no look.
+    pub fn watches_type(&self, resource: &ResourceType) -> bool {
+        self.inner.read().by_type.contains_key(resource)
     }
 
     /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
@@ -119,13 +147,9 @@ impl DependencyIndex {
         let Some(index) = inner.by_type.get(&event.resource) else {
             return Vec::new();
         };
-        let versions: Vec<&serde_json::Value> = [&event.old, &event.new]
-            .into_iter()
-            .flatten()
-            .map(|v| &**v)
-            .collect();
         let mut affected: HashSet<&WorkKey> = HashSet::new();
-        for version in &versions {
+        for version in [&event.old, &event.new].into_iter().flatten() {
+            let version = &**version;
             let namespace = event.resource.scope_of(version).map(str::to_string);
             let name = object::name(version).to_string();
             if let Some(keys) = index.objects.get(&(namespace.clone(), name)) {
@@ -133,21 +157,18 @@ impl DependencyIndex {
             }
             let scopes = [Some(namespace).filter(|n| n.is_some()), Some(None)];
             for scope in scopes.into_iter().flatten() {
-                let Some(keys) = index.lists.get(&scope) else {
+                let Some(lists) = index.lists.get(&scope) else {
                     continue;
                 };
-                for key in keys {
+                for (key, position) in lists.candidates(version) {
                     if affected.contains(key) {
                         continue;
                     }
-                    let matches = inner.by_key.get(key).is_some_and(|dependencies| {
-                        dependencies.iter().any(|d| {
-                            matches!(d, Dependency::List { .. })
-                                && d.resource() == &event.resource
-                                && d.covers(version)
-                        })
-                    });
-                    if matches {
+                    let read = inner
+                        .by_key
+                        .get(key)
+                        .and_then(|dependencies| dependencies.get(*position));
+                    if read.is_some_and(|dependency| dependency.covers(version)) {
                         affected.insert(key);
                     }
                 }
@@ -169,7 +190,7 @@ impl Inner {
         if let Some(count) = self.per_controller.get_mut(&key.controller) {
             *count = count.saturating_sub(dependencies.len());
         }
-        for dependency in &dependencies {
+        for (position, dependency) in dependencies.iter().enumerate() {
             let Some(index) = self.by_type.get_mut(dependency.resource()) else {
                 continue;
             };
@@ -185,10 +206,12 @@ impl Inner {
                         }
                     }
                 }
-                Dependency::List { namespace, .. } => {
-                    if let Some(keys) = index.lists.get_mut(namespace) {
-                        keys.remove(key);
-                        if keys.is_empty() {
+                Dependency::List {
+                    namespace, filter, ..
+                } => {
+                    if let Some(lists) = index.lists.get_mut(namespace) {
+                        lists.remove(anchor(filter), &(key.clone(), position));
+                        if lists.is_empty() {
                             index.lists.remove(namespace);
                         }
                     }
@@ -315,6 +338,100 @@ mod tests {
             index
                 .affected(&event(&configmaps, None, Some(svc("shop", "web"))))
                 .is_empty()
+        );
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::reads::ListFilter;
+    use crate::runtime::keys::{ObjRef, Work};
+    use crate::selector::{Operator, Requirement, Selector};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// How long matching one event takes beside `items` work items that each list its type
+    /// everywhere with a selector of 64 requirements, item `i`'s made by `selector(i)`; and
+    /// how many items it found.
+    fn per_event(
+        items: usize,
+        selector: impl Fn(usize) -> Selector,
+    ) -> (std::time::Duration, usize) {
+        let configmaps = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .unwrap();
+        let index = DependencyIndex::default();
+        for i in 0..items {
+            let key = WorkKey::new(
+                &ControllerId::new(crate::kinds::decorator::KIND, "c"),
+                Work::Object(ObjRef {
+                    resource: configmaps.clone(),
+                    namespace: Some("ns".into()),
+                    name: format!("t{i}"),
+                }),
+            );
+            let filter = ListFilter {
+                labels: selector(i),
+                fields: Vec::new(),
+            };
+            let list = Dependency::List {
+                resource: configmaps.clone(),
+                namespace: None,
+                filter,
+            };
+            index.set(&key, vec![list]);
+        }
+        let object = json!({"metadata": {"namespace": "x", "name": "cm", "labels": {"app": "item-5", "k1": "v0"}}});
+        let event = ObjectEvent {
+            resource: configmaps,
+            old: Some(Arc::new(object.clone())),
+            new: Some(Arc::new(object)),
+            listed_at: None,
+        };
+        let rounds = 10;
+        let started = std::time::Instant::now();
+        let mut found = 0;
+        for _ in 0..rounds {
+            found = index.affected(&event).len();
+        }
+        (started.elapsed() / rounds, found)
+    }
+
+    fn requirements(operator: Operator) -> Vec<Requirement> {
+        (0..63)
+            .map(|r| Requirement {
+                key: format!("k{r}"),
+                operator,
+                values: (0..3).map(|v| format!("v{v}")).collect(),
+            })
+            .collect()
+    }
+
+    /// Prints the time per event beside many large selectors (a measurement, not a bound): with
+    /// something to file them by, it follows what the event matches; only selectors of negative
+    /// requirements alone are each looked at.
+    #[test]
+    fn time_per_event_beside_many_large_list_selectors() {
+        let items = 2_000;
+        let (anchored, found) = per_event(items, |i| Selector {
+            match_exact: [("app".to_string(), format!("item-{i}"))].into(),
+            expressions: requirements(Operator::NotIn),
+        });
+        assert_eq!(found, 0, "k1=v0 is excluded by every selector");
+        let (matching, found) = per_event(items, |i| Selector {
+            match_exact: [("app".to_string(), format!("item-{}", i % 2 * 5))].into(),
+            expressions: vec![],
+        });
+        assert_eq!(found, items / 2);
+        let (negative, found) = per_event(items, |_| Selector {
+            match_exact: Default::default(),
+            expressions: requirements(Operator::DoesNotExist),
+        });
+        assert_eq!(found, 0);
+        eprintln!(
+            "dependency matching beside {items} lists: {anchored:?} per event (filed by a label), \
+             {matching:?} (half of them match), {negative:?} (negative requirements only: each looked at)"
         );
     }
 }

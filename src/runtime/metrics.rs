@@ -64,6 +64,17 @@ impl AccountLabels {
     }
 }
 
+/// Whose Events were dropped (see [`super::events`]). Bounded: one label set per controller
+/// and origin.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedEventLabels {
+    /// `decorator`, `map` or `composite`.
+    pub kind: String,
+    pub controller: String,
+    /// `operator` (its own reports) or `script` (a hook's `event`).
+    pub origin: &'static str,
+}
+
 /// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -134,6 +145,8 @@ pub struct Metrics {
     /// Forgets of cached access answers after RBAC changes (at most one a second, however
     /// many changes each gathers).
     pub rbac_forgets: Counter,
+    /// Events not published: their controller (or the object) was out of tokens.
+    pub events_dropped: Family<DroppedEventLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -163,6 +176,7 @@ impl Default for Metrics {
             owned_items: Family::default(),
             access_reviews: Family::default(),
             rbac_forgets: Counter::default(),
+            events_dropped: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -303,6 +317,12 @@ impl Metrics {
              each gathering that second's changes)",
             self.rbac_forgets.clone(),
         );
+        registry.register(
+            "events_dropped",
+            "Events not published because their controller, or the object they are about, was \
+             out of tokens (per controller and origin: operator or script)",
+            self.events_dropped.clone(),
+        );
         registry
     }
 
@@ -400,6 +420,17 @@ impl Metrics {
         self.access_reviews
             .get(&AccountLabels::of(account))
             .map_or(0, |counter| counter.get())
+    }
+
+    /// Counts one Event dropped for want of tokens.
+    pub fn count_dropped_event(&self, kind: &str, controller: &str, origin: &'static str) {
+        self.events_dropped
+            .get_or_create(&DroppedEventLabels {
+                kind: kind.to_string(),
+                controller: controller.to_string(),
+                origin,
+            })
+            .inc();
     }
 
     /// Counts the work items a resync of a controller skipped.

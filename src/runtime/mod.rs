@@ -25,6 +25,7 @@ pub(crate) mod keys;
 pub(crate) mod kind;
 mod leader;
 mod load;
+mod lru;
 mod membership;
 pub mod metrics;
 mod operator;

@@ -122,7 +122,12 @@ impl Operator {
         let webhooks =
             super::egress::webhook_client(&client, &kube.cluster_url, &config.webhook_allow).await;
         let context = Arc::new(Context {
-            events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
+            events: Events::new(
+                client.clone(),
+                std::env::var("POD_NAME").ok(),
+                metrics.clone(),
+                kinds.iter().map(|kind| kind.name).collect(),
+            ),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
             identities: Identities::new(kube, super::context::own_user(&client).await),
             leadership,
@@ -155,13 +160,16 @@ impl Operator {
             .collect();
         let mut tasks = JoinSet::new();
         let (rbac_sender, rbac_changes) = rbac::rbac_changes();
+        let (read_tx, read_rx) = mpsc::unbounded_channel();
         tasks.spawn(dispatch(
             context.clone(),
             kinds.clone(),
             events_rx,
             redeliver_rx,
             rbac_sender,
+            read_tx,
         ));
+        tasks.spawn(requeue_readers(context.clone(), read_rx));
         tasks.spawn(forget_rbac_changes(
             context.clone(),
             kinds.clone(),
@@ -398,13 +406,15 @@ async fn watch_rbac(context: &Context) {
 }
 
 /// Routes every watch event to the work it causes, and the events held back during a write
-/// (see [`OwnWrites`]) to the controller that wrote.
+/// (see [`OwnWrites`]) to the controller that wrote. Events of a type some hook read go on to
+/// [`requeue_readers`] too.
 async fn dispatch(
     context: Arc<Context>,
     kinds: Kinds,
     mut events: mpsc::UnboundedReceiver<ObjectEvent>,
     mut redeliveries: mpsc::UnboundedReceiver<Redelivery>,
     rbac: RbacSender,
+    read: mpsc::UnboundedSender<ObjectEvent>,
 ) {
     loop {
         tokio::select! {
@@ -421,9 +431,9 @@ async fn dispatch(
                 for kind in kinds.iter() {
                     kind.route(&context, &event);
                 }
-                // Work whose hooks read what changed (`get`, `list`), found by index.
-                for key in context.dependencies.affected(&event) {
-                    context.queue.add(key);
+                if context.dependencies.watches_type(&event.resource) {
+                    // Gone only once the operator stops.
+                    let _ = read.send(event);
                 }
             }
             Some(Redelivery { controller, event }) = redeliveries.recv() => {
@@ -433,6 +443,31 @@ async fn dispatch(
             }
             else => return,
         }
+    }
+}
+
+/// The most events matched against what hooks read in one go on the blocking pool: enough to
+/// spread the hand-off over a burst, few enough that the first is not held up by the last.
+const READ_BATCH: usize = 256;
+
+/// Queues the work whose hooks read what an event changed (`get`, `list`), found by index
+/// ([`super::dependencies`]). Apart from the dispatcher, on the blocking pool: authors choose
+/// how many lists their work items make and how large their selectors are, and matching them
+/// must not hold up the routing of every other controller's events, nor a runtime thread. A
+/// read whose event is matched late is safe: [`Context::record_reads`] re-queues an item whose
+/// reads changed while it ran.
+async fn requeue_readers(context: Arc<Context>, mut events: mpsc::UnboundedReceiver<ObjectEvent>) {
+    let mut batch = Vec::with_capacity(READ_BATCH);
+    while events.recv_many(&mut batch, READ_BATCH).await > 0 {
+        let (context, batch) = (context.clone(), std::mem::take(&mut batch));
+        sweep("matching an event against what hooks read", move || {
+            for event in &batch {
+                for key in context.dependencies.affected(event) {
+                    context.queue.add(key);
+                }
+            }
+        })
+        .await;
     }
 }
 

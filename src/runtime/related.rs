@@ -1,9 +1,10 @@
 //! Which objects a controller syncs relate to which others: the rules each object's customize
-//! hook returned, indexed by the type and namespace they look in, so an event of a related
-//! object finds the objects it may concern without scanning them all; and making sure the
-//! types those rules name are watched before a sync reads them. Shared by every kind with a
-//! customize hook.
+//! hook returned, indexed by the type and namespace they look in and by their names and
+//! selectors (see [`SelectorIndex`]), so an event of a related object looks only at the rules
+//! that may select it, however many targets there are; and making sure the types those rules
+//! name are watched before a sync reads them. Shared by every kind with a customize hook.
 
+use super::cache::ObjectEvent;
 use super::context::Context;
 use super::discovery::ResolvedType;
 use super::keys::{ControllerId, ObjRef};
@@ -12,9 +13,11 @@ use crate::plan::SyncError;
 use crate::plan::related::{Related, RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
 use crate::script::CallScope;
+use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// The customize hook's answers per object, kept while the object (its uid, metadata and spec)
 /// and the controller (its version) are the ones it answered for. Its status is no part of it,
@@ -143,12 +146,25 @@ pub struct RelatedIndex {
     inner: RwLock<Inner>,
 }
 
+/// One rule of a target: the target and where in its rules the rule is.
+type Rule = (ObjRef, usize);
+
 #[derive(Debug, Default)]
 struct Inner {
     /// Per target: its rules and the scopes they were filed under.
     rules: HashMap<ObjRef, (RelatedRules, Vec<Scope>)>,
-    by_scope: HashMap<Scope, HashSet<ObjRef>>,
+    by_scope: HashMap<Scope, SelectorIndex<Rule>>,
 }
+
+/// Where a rule is filed in its scope: by its names, else its selector.
+fn anchor(rule: &RelatedRule) -> Anchor<'_> {
+    match &rule.label_selector {
+        Some(selector) => selector.anchor(&rule.names),
+        None => Anchor::of(&rule.names, &NO_LABELS, &[]),
+    }
+}
+
+static NO_LABELS: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
 
 impl RelatedIndex {
     /// Records a target's rules, replacing those of its previous sync.
@@ -165,12 +181,12 @@ impl RelatedIndex {
                 (resource.clone(), namespace.map(str::to_string))
             })
             .collect();
-        for scope in &scopes {
+        for (position, (scope, (rule, _))) in scopes.iter().zip(&rules).enumerate() {
             inner
                 .by_scope
                 .entry(scope.clone())
                 .or_default()
-                .insert(target.clone());
+                .insert(anchor(rule), (target.clone(), position));
         }
         inner.rules.insert(target.clone(), (rules, scopes));
     }
@@ -189,34 +205,45 @@ impl RelatedIndex {
         self.inner.write().remove(target);
     }
 
-    /// Targets whose rules of this type, in this object's namespace or in all, could select
-    /// it, with those rules; the caller checks each rule against the object.
-    pub fn candidates(
+    /// The targets (still in the cache, as `get` finds them) one of whose rules selects the
+    /// event's object, before or after the change. Only the rules filed under the object's
+    /// type, namespace (or all), name and labels are looked at.
+    pub fn affected(
         &self,
-        resource: &ResourceType,
-        object: &Value,
-    ) -> Vec<(ObjRef, Vec<RelatedRule>)> {
+        event: &ObjectEvent,
+        get: impl Fn(&ObjRef) -> Option<Arc<Value>>,
+    ) -> Vec<ObjRef> {
         let inner = self.inner.read();
-        let mut scopes = vec![(resource.clone(), None)];
-        if let Some(namespace) = object::namespace(object) {
-            scopes.push((resource.clone(), Some(namespace.to_string())));
+        let mut targets: HashMap<&ObjRef, Option<Arc<Value>>> = HashMap::new();
+        let mut affected: HashSet<&ObjRef> = HashSet::new();
+        for version in [&event.old, &event.new].into_iter().flatten() {
+            let mut scopes = vec![(event.resource.clone(), None)];
+            if let Some(namespace) = object::namespace(version) {
+                scopes.push((event.resource.clone(), Some(namespace.to_string())));
+            }
+            for index in scopes.iter().filter_map(|scope| inner.by_scope.get(scope)) {
+                for (target, position) in index.candidates(version) {
+                    if affected.contains(target) {
+                        continue;
+                    }
+                    let Some((rule, _)) = inner
+                        .rules
+                        .get(target)
+                        .and_then(|(rules, _)| rules.get(*position))
+                    else {
+                        continue;
+                    };
+                    let target_object = targets.entry(target).or_insert_with(|| get(target));
+                    if target_object
+                        .as_ref()
+                        .is_some_and(|object| rule.selects(object, version))
+                    {
+                        affected.insert(target);
+                    }
+                }
+            }
         }
-        scopes
-            .iter()
-            .filter_map(|scope| inner.by_scope.get(scope))
-            .flatten()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .map(|target| {
-                let rules = inner.rules[target]
-                    .0
-                    .iter()
-                    .filter(|(_, t)| t == resource)
-                    .map(|(rule, _)| rule.clone())
-                    .collect();
-                (target.clone(), rules)
-            })
-            .collect()
+        affected.into_iter().cloned().collect()
     }
 }
 
@@ -263,14 +290,14 @@ async fn watch_related(
 
 impl Inner {
     fn remove(&mut self, target: &ObjRef) {
-        let Some((_, scopes)) = self.rules.remove(target) else {
+        let Some((rules, scopes)) = self.rules.remove(target) else {
             return;
         };
-        for scope in scopes {
-            if let Some(targets) = self.by_scope.get_mut(&scope) {
-                targets.remove(target);
-                if targets.is_empty() {
-                    self.by_scope.remove(&scope);
+        for (position, (scope, (rule, _))) in scopes.iter().zip(&rules).enumerate() {
+            if let Some(index) = self.by_scope.get_mut(scope) {
+                index.remove(anchor(rule), &(target.clone(), position));
+                if index.is_empty() {
+                    self.by_scope.remove(scope);
                 }
             }
         }
@@ -338,8 +365,17 @@ mod tests {
         );
     }
 
+    fn event(resource: &ResourceType, old: Option<Value>, new: Option<Value>) -> ObjectEvent {
+        ObjectEvent {
+            resource: resource.clone(),
+            old: old.map(Arc::new),
+            new: new.map(Arc::new),
+            listed_at: None,
+        }
+    }
+
     #[test]
-    fn candidates_come_from_the_index_by_type_and_namespace() {
+    fn an_event_finds_the_targets_whose_rules_select_it() {
         let index = RelatedIndex::default();
         let target_type = ResourceType::from(TypeInfo {
             namespaced: false,
@@ -347,39 +383,134 @@ mod tests {
             plural: "namespaces".into(),
             ..TypeInfo::clone(&configmaps())
         });
-        let team_a = json!({"metadata": {"name": "team-a"}});
-        let team_b = json!({"metadata": {"name": "team-b"}});
-        let shared_rule: RelatedRule = serde_json::from_value(
-            json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"}),
-        )
-        .unwrap();
-        let everywhere: RelatedRule =
-            serde_json::from_value(json!({"apiVersion": "v1", "resource": "configmaps"})).unwrap();
-        let a = ObjRef::of(&target_type, &team_a);
-        let b = ObjRef::of(&target_type, &team_b);
-        index.set(&a, &team_a, vec![(shared_rule, configmaps())]);
-        index.set(&b, &team_b, vec![(everywhere.clone(), configmaps())]);
+        let team = |name: &str| json!({"metadata": {"name": name}});
+        let rule = |rule: Value| -> RelatedRule { serde_json::from_value(rule).unwrap() };
+        let shared =
+            rule(json!({"apiVersion": "v1", "resource": "configmaps", "namespace": "shared"}));
+        let everywhere = rule(json!({"apiVersion": "v1", "resource": "configmaps"}));
+        let web = rule(json!({"apiVersion": "v1", "resource": "configmaps",
+            "labelSelector": {"matchLabels": {"app": "web"}}}));
+        let named = rule(json!({"apiVersion": "v1", "resource": "configmaps", "names": ["x"]}));
+        let targets: HashMap<ObjRef, Arc<Value>> = ["team-a", "team-b", "team-c", "team-d"]
+            .into_iter()
+            .map(|name| (ObjRef::of(&target_type, &team(name)), Arc::new(team(name))))
+            .collect();
+        let of = |name: &str| ObjRef::of(&target_type, &team(name));
+        let (a, b, c, d) = (of("team-a"), of("team-b"), of("team-c"), of("team-d"));
+        index.set(&a, &team("team-a"), vec![(shared, configmaps())]);
+        index.set(
+            &b,
+            &team("team-b"),
+            vec![(everywhere.clone(), configmaps())],
+        );
+        index.set(&c, &team("team-c"), vec![(web, configmaps())]);
+        index.set(&d, &team("team-d"), vec![(named, configmaps())]);
 
-        let in_shared = json!({"metadata": {"name": "x", "namespace": "shared"}});
-        let in_other = json!({"metadata": {"name": "x", "namespace": "other"}});
-        let names = |object: &Value| {
-            let mut names: Vec<String> = index
-                .candidates(&configmaps(), object)
-                .into_iter()
-                .map(|(target, _)| target.name)
-                .collect();
+        let cm = |namespace: &str, name: &str, app: &str| json!({"metadata": {"name": name, "namespace": namespace, "labels": {"app": app}}});
+        let names = |old: Option<Value>, new: Option<Value>| {
+            let found = index.affected(&event(&configmaps(), old, new), |target| {
+                targets.get(target).cloned()
+            });
+            let mut names: Vec<String> = found.into_iter().map(|target| target.name).collect();
             names.sort();
             names
         };
-        assert_eq!(names(&in_shared), ["team-a", "team-b"]);
-        assert_eq!(names(&in_other), ["team-b"]);
+        let in_shared = cm("shared", "y", "db");
+        assert_eq!(names(None, Some(in_shared.clone())), ["team-a", "team-b"]);
+        assert_eq!(names(None, Some(cm("other", "y", "db"))), ["team-b"]);
+        assert_eq!(
+            names(None, Some(cm("other", "x", "web"))),
+            ["team-b", "team-c", "team-d"]
+        );
+        // Relabelled away from a selector: the rule selected its old version.
+        let left = names(Some(cm("other", "y", "web")), Some(cm("other", "y", "db")));
+        assert_eq!(left, ["team-b", "team-c"]);
+        // Another type is not looked at.
+        let secrets = ResourceType::from(TypeInfo {
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+            ..TypeInfo::clone(&configmaps())
+        });
+        let secret = event(&secrets, None, Some(in_shared.clone()));
+        assert!(
+            index
+                .affected(&secret, |t| targets.get(t).cloned())
+                .is_empty()
+        );
+        // A target gone from the cache is not queued.
+        let gone = index.affected(&event(&configmaps(), None, Some(in_shared.clone())), |t| {
+            (*t != b).then(|| targets.get(t).cloned()).flatten()
+        });
+        assert_eq!(gone, std::slice::from_ref(&a));
 
         // A new sync replaces the rules; removal forgets them and their scopes.
-        index.set(&a, &team_a, vec![(everywhere, configmaps())]);
-        assert_eq!(names(&in_other), ["team-a", "team-b"]);
-        index.remove(&a);
-        index.remove(&b);
-        assert!(names(&in_shared).is_empty());
+        index.set(&a, &team("team-a"), vec![(everywhere, configmaps())]);
+        assert_eq!(
+            names(None, Some(cm("other", "y", "db"))),
+            ["team-a", "team-b"]
+        );
+        for target in [&a, &b, &c, &d] {
+            index.remove(target);
+        }
+        assert!(names(None, Some(in_shared)).is_empty());
         assert!(index.inner.read().by_scope.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::resources::TypeInfo;
+    use serde_json::json;
+
+    /// Prints how long finding the targets one event concerns takes beside many targets whose
+    /// rules look at the event's type everywhere with a large selector.
+    #[test]
+    fn time_per_event_beside_many_large_related_selectors() {
+        let configmaps = crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .unwrap();
+        let namespaces = ResourceType::from(TypeInfo {
+            namespaced: false,
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            ..TypeInfo::clone(&configmaps)
+        });
+        let index = RelatedIndex::default();
+        let targets = 2_000;
+        let mut objects = HashMap::new();
+        for i in 0..targets {
+            let expressions: Vec<Value> = (0..63)
+                .map(|r| json!({"key": format!("k{r}"), "operator": "NotIn", "values": ["v0", "v1", "v2"]}))
+                .collect();
+            let rule: RelatedRule = serde_json::from_value(json!({
+                "apiVersion": "v1", "resource": "configmaps",
+                "labelSelector": {"matchLabels": {"app": format!("item-{i}")}, "matchExpressions": expressions}
+            }))
+            .unwrap();
+            let target = json!({"metadata": {"name": format!("t{i}")}});
+            let target_ref = ObjRef::of(&namespaces, &target);
+            index.set(&target_ref, &target, vec![(rule, configmaps.clone())]);
+            objects.insert(target_ref, Arc::new(target));
+        }
+        let object =
+            json!({"metadata": {"namespace": "x", "name": "cm", "labels": {"app": "item-5"}}});
+        let rounds = 20;
+        let started = std::time::Instant::now();
+        let mut found = 0;
+        let event = ObjectEvent {
+            resource: configmaps.clone(),
+            old: Some(Arc::new(object.clone())),
+            new: Some(Arc::new(object)),
+            listed_at: None,
+        };
+        for _ in 0..rounds {
+            found = index
+                .affected(&event, |target| objects.get(target).cloned())
+                .len();
+        }
+        let each = started.elapsed() / rounds;
+        eprintln!("related matching: {targets} related selectors, {each:?} per event");
+        assert_eq!(found, 1);
     }
 }

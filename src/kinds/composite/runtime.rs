@@ -144,21 +144,12 @@ impl Kind for CompositeKind {
         if owned && news {
             route_child(context, controller, event);
         }
-        for (parent, rules) in controller.state.related.candidates(&event.resource, object) {
-            let Some(parent_object) = context.get(&parent) else {
-                continue;
-            };
-            let selected = [&event.old, &event.new]
-                .into_iter()
-                .flatten()
-                .any(|candidate| {
-                    rules
-                        .iter()
-                        .any(|rule| rule.selects(&parent_object, candidate))
-                });
-            if selected {
-                controller.enqueue(context, Work::Object(parent));
-            }
+        for parent in controller
+            .state
+            .related
+            .affected(event, |parent| context.get(parent))
+        {
+            controller.enqueue(context, Work::Object(parent));
         }
     }
 

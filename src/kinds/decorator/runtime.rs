@@ -136,21 +136,12 @@ impl Kind for DecoratorKind {
                 controller.enqueue(context, Work::Object(target));
             }
         }
-        for (target, rules) in controller.state.related.candidates(&event.resource, object) {
-            let Some(target_object) = context.get(&target) else {
-                continue;
-            };
-            let selected = [&event.old, &event.new]
-                .into_iter()
-                .flatten()
-                .any(|candidate| {
-                    rules
-                        .iter()
-                        .any(|rule| rule.selects(&target_object, candidate))
-                });
-            if selected {
-                controller.enqueue(context, Work::Object(target));
-            }
+        for target in controller
+            .state
+            .related
+            .affected(event, |target| context.get(target))
+        {
+            controller.enqueue(context, Work::Object(target));
         }
     }
 
