@@ -14,19 +14,29 @@ use std::time::Instant;
 /// The bound docs/operations.md ("Sizing script memory") promises with the default pool.
 const PEAK_RSS_MIB: u64 = 512;
 
-/// One attack: the hook it runs (and the `limits` it asks for), and what its controller must
-/// say about it: in its `Ready` condition when it must not load, else in the failure Event on
-/// a target it selects. A bomb may hit any budget first (memory, operations, time: a loaded
-/// machine decides), so those say only that a limit stopped them.
+/// What a controller must say about its attack: in its `Ready` condition when it must not
+/// load, in the failure Event on a target it selects when its hook fails there, or nothing
+/// (its Events are dropped past their rate, and counted) when it floods.
+enum Says {
+    NotLoaded(&'static str),
+    Failing(&'static str),
+    Throttled,
+}
+
+/// One attack: the hook it runs, the `limits` it asks for (as JSON), the selector it targets
+/// with (`None`: the targets every attacker shares) and what it must say. A bomb may hit any
+/// budget first (memory, operations, time: a loaded machine decides), so those say only that
+/// a limit stopped them.
 struct Attack {
     name: &'static str,
     language: &'static str,
     code: &'static str,
-    /// The `limits` it asks for, as JSON.
     limits: Option<&'static str>,
-    refused_at_load: bool,
-    says: &'static str,
+    selector: Option<fn() -> Value>,
+    says: Says,
 }
+
+const BOMB: Says = Says::Failing("limit exceeded");
 
 const ATTACKS: &[Attack] = &[
     Attack {
@@ -34,32 +44,32 @@ const ATTACKS: &[Attack] = &[
         language: "rhai",
         code: "let m = #{}; let i = 0; loop { m[`k${i}`] = `${i}`.pad(2000, 'x'); i += 1; }",
         limits: None,
-        refused_at_load: false,
-        says: "limit exceeded",
+        selector: None,
+        says: BOMB,
     },
     Attack {
         name: "table-growth",
         language: "lua",
         code: "local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep('x', 4096) .. i end",
         limits: None,
-        refused_at_load: false,
-        says: "limit exceeded",
+        selector: None,
+        says: BOMB,
     },
     Attack {
         name: "spin",
         language: "rhai",
         code: "loop { }",
         limits: None,
-        refused_at_load: false,
-        says: "limit exceeded",
+        selector: None,
+        says: BOMB,
     },
     Attack {
         name: "spin-lua",
         language: "lua",
         code: "while true do end",
         limits: None,
-        refused_at_load: false,
-        says: "limit exceeded",
+        selector: None,
+        says: BOMB,
     },
     // Once a panic in `Duration::from_secs_f64` that lost a worker for good.
     Attack {
@@ -67,18 +77,45 @@ const ATTACKS: &[Attack] = &[
         language: "rhai",
         code: "#{ resyncAfterSeconds: 1e300 }",
         limits: None,
-        refused_at_load: false,
-        says: "resyncAfterSeconds",
+        selector: None,
+        says: Says::Failing("resyncAfterSeconds"),
     },
     Attack {
         name: "asks-a-minute",
         language: "lua",
         code: "return {}",
         limits: Some(r#"{"timeoutMillis": 60000}"#),
-        refused_at_load: true,
-        says: "--max-hook-timeout",
+        selector: None,
+        says: Says::NotLoaded("--max-hook-timeout"),
+    },
+    // Matched against every ConfigMap event on the one dispatcher, once.
+    Attack {
+        name: "huge-selector",
+        language: "lua",
+        code: "return {}",
+        limits: None,
+        selector: Some(huge_selector),
+        says: Says::NotLoaded("selector too large"),
+    },
+    // Ten new Events per sync, a sync a second, on every target.
+    Attack {
+        name: "event-flood",
+        language: "rhai",
+        code: "for i in 0..10 { event(\"Warning\", \"Flood\", `${timestamp()} ${i}`); } \
+               #{ resyncAfterSeconds: 1 }",
+        limits: None,
+        selector: None,
+        says: Says::Throttled,
     },
 ];
+
+/// A selector of 200 requirements, each with a value no object has.
+fn huge_selector() -> Value {
+    let expressions: Vec<Value> = (0..200)
+        .map(|i| json!({"key": format!("k{i}"), "operator": "In", "values": [format!("v{i}")]}))
+        .collect();
+    json!({"matchExpressions": expressions})
+}
 
 fn decorator(instance: &str, name: &str, selects: Value, sync: Value) -> Value {
     json!({
@@ -111,6 +148,18 @@ fn peak_rss_mib(pid: i32) -> u64 {
     kib / 1024
 }
 
+/// How many Events the controller `name` published about objects in `namespace`.
+async fn events_of(events: &kube::Api<Event>, name: &str) -> usize {
+    events
+        .list(&Default::default())
+        .await
+        .expect("listing Events")
+        .items
+        .iter()
+        .filter(|event| event.related.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .count()
+}
+
 /// The note of a failure Event the controller `name` published about an object in `namespace`.
 async fn failure_note(events: &kube::Api<Event>, name: &str) -> Option<String> {
     events
@@ -139,12 +188,15 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         if let Some(limits) = attack.limits {
             script["limits"] = serde_json::from_str(limits).expect("limits as JSON");
         }
-        let controller = decorator(
+        let mut controller = decorator(
             &instance,
             &name,
             json!({"hostile": instance}),
             json!({"script": script}),
         );
+        if let Some(selector) = attack.selector {
+            controller["spec"]["resources"][0]["labelSelector"] = selector();
+        }
         apply(&client, &controller).await;
         attackers.push((attack, name, controller));
     }
@@ -189,34 +241,49 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
 
     let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), &namespace);
     for (attack, name, controller) in &attackers {
-        let said = if attack.refused_at_load {
-            let loaded = wait_for(&client, controller, "its Ready condition", |o| {
-                o["status"]["conditions"][0]["status"] == "False"
-            })
-            .await;
-            loaded["status"]["conditions"][0]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        } else {
-            let failing = wait_for(&client, controller, "failing targets in its status", |o| {
-                o["status"]["failing"].as_i64().is_some_and(|n| n >= 1)
-            })
-            .await;
-            assert_eq!(
-                failing["status"]["synced"], 0,
-                "{name}: {}",
-                failing["status"]
-            );
-            eventually(&format!("a failure Event of {name}"), || {
-                failure_note(&events, name)
-            })
-            .await
+        let (said, expected) = match attack.says {
+            Says::NotLoaded(expected) => {
+                let loaded = wait_for(&client, controller, "its Ready condition", |o| {
+                    o["status"]["conditions"][0]["status"] == "False"
+                })
+                .await;
+                let message = loaded["status"]["conditions"][0]["message"].as_str();
+                (message.unwrap_or_default().to_string(), expected)
+            }
+            Says::Failing(expected) => {
+                let failing = wait_for(&client, controller, "failing targets in its status", |o| {
+                    o["status"]["failing"].as_i64().is_some_and(|n| n >= 1)
+                })
+                .await;
+                assert_eq!(
+                    failing["status"]["synced"], 0,
+                    "{name}: {}",
+                    failing["status"]
+                );
+                let note = eventually(&format!("a failure Event of {name}"), || {
+                    failure_note(&events, name)
+                })
+                .await;
+                (note, expected)
+            }
+            Says::Throttled => {
+                let dropped = format!(
+                    "metascript_events_dropped_total{{kind=\"decorator\",controller=\"{name}\",origin=\"script\"}}"
+                );
+                let dropped = eventually(&format!("{name}'s Events dropped"), || async {
+                    operator.metric(&dropped).filter(|n| *n >= 1.0)
+                })
+                .await;
+                let published = events_of(&events, name).await;
+                eprintln!("{name}: {published} Events published, {dropped} dropped");
+                // Its burst (100), and one a second after it, for the few seconds it ran.
+                assert!(published <= 160, "{name} published {published} Events");
+                continue;
+            }
         };
         assert!(
-            said.contains(attack.says),
-            "{name} should say {:?}; it said: {said}",
-            attack.says
+            said.contains(expected),
+            "{name} should say {expected:?}; it said: {said}"
         );
     }
     // Nothing of an attacker was applied on a target.
