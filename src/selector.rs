@@ -499,6 +499,9 @@ impl FieldRequirement {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
