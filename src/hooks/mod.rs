@@ -6,6 +6,8 @@
 
 mod credentials;
 pub mod egress;
+#[cfg(test)]
+mod fuzz;
 mod response;
 mod runner;
 mod source;
@@ -19,7 +21,7 @@ pub use source::{
     config_map_data, script_language, script_source,
 };
 pub(crate) use webhook::endpoint_host_matches;
-pub use webhook::{WebhookClient, WebhookEndpoint, WebhookFailure};
+pub use webhook::{DEFAULT_MAX_RESPONSE_BYTES, WebhookClient, WebhookEndpoint, WebhookFailure};
 
 use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,

@@ -119,8 +119,13 @@ impl Operator {
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let access = Arc::new(AccessReviews::new(client.clone(), metrics.clone()));
-        let webhooks =
-            super::egress::webhook_client(&client, &kube.cluster_url, &config.webhook_allow).await;
+        let webhooks = super::egress::webhook_client(
+            &client,
+            &kube.cluster_url,
+            &config.webhook_allow,
+            config.webhook_max_response_bytes,
+        )
+        .await;
         let context = Arc::new(Context {
             events: Events::new(client.clone(), std::env::var("POD_NAME").ok()),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
