@@ -7,7 +7,8 @@
 mod credentials;
 pub mod egress;
 #[cfg(test)]
-mod fuzz;
+pub(crate) mod fuzz;
+pub(crate) mod json;
 mod response;
 mod runner;
 mod source;

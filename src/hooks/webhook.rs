@@ -8,10 +8,11 @@ use super::InvalidResponse;
 use super::SourceError;
 use super::credentials;
 use super::egress::{EgressPolicy, Refused};
+use super::json::JsonRules;
 use super::source::ConfigMapLookup;
 use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde::de::DeserializeSeed;
+use serde_json::Value;
 use sha2::Digest;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -943,7 +944,15 @@ pub(super) fn parse_response(
     };
     let response = match mode {
         ResponseMode::Loose => serde_json::from_slice(body).map_err(not_json)?,
-        ResponseMode::Strict => serde_json::from_slice::<Strict>(body).map_err(not_json)?.0,
+        ResponseMode::Strict => {
+            let mut deserializer = serde_json::Deserializer::from_slice(body);
+            let response = JsonRules::strict()
+                .at(0)
+                .deserialize(&mut deserializer)
+                .map_err(not_json)?;
+            deserializer.end().map_err(not_json)?;
+            response
+        }
     };
     if mode == ResponseMode::Strict
         && let Some(fields) = response.as_object()
@@ -961,75 +970,6 @@ pub(super) fn parse_response(
         }
     }
     Ok(response)
-}
-
-/// A JSON value read with every map's keys checked to be distinct (serde_json keeps the last).
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut fields = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
-            if fields.contains_key(&key) {
-                return Err(de::Error::custom(format_args!(
-                    "duplicate field `{key}` (responseUnMarshallMode is strict)"
-                )));
-            }
-            fields.insert(key, value);
-        }
-        Ok(Value::Object(fields))
-    }
 }
 
 #[cfg(test)]

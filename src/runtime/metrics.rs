@@ -63,6 +63,12 @@ impl AccountLabels {
     }
 }
 
+/// Which watched type a sample is about (`Kind.apiVersion`). Bounded by the types watched.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub resource: String,
+}
+
 /// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -133,6 +139,9 @@ pub struct Metrics {
     /// Forgets of cached access answers after RBAC changes (at most one a second, however
     /// many changes each gathers).
     pub rbac_forgets: Counter,
+    /// Watched objects passed over because they cannot be decoded (one per list or watch event
+    /// that carried one).
+    pub undecodable_objects: Family<ResourceLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -162,6 +171,7 @@ impl Default for Metrics {
             owned_items: Family::default(),
             access_reviews: Family::default(),
             rbac_forgets: Counter::default(),
+            undecodable_objects: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -301,6 +311,12 @@ impl Metrics {
             "Forgets of cached read-access answers after RBAC changes (at most one a second, \
              each gathering that second's changes)",
             self.rbac_forgets.clone(),
+        );
+        registry.register(
+            "undecodable_objects",
+            "Watched objects passed over because they cannot be decoded (nested deeper than the \
+             operator reads), per type: one per list or watch event that carried one",
+            self.undecodable_objects.clone(),
         );
         registry
     }

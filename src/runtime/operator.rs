@@ -95,8 +95,12 @@ impl Operator {
         crate::script::memory::set_pool_limit(config.script_memory);
         crate::script::memory::return_freed_pages_promptly();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let informers = Informers::new(client.clone(), events_tx);
         let metrics = config.metrics.clone();
+        let informers = Informers::new(
+            client.clone(),
+            events_tx,
+            metrics.undecodable_objects.clone(),
+        );
         let leadership = Arc::new(match &config.leader_election {
             Some(_) => Leadership::standby(metrics.leader.clone()),
             None => Leadership::always(metrics.leader.clone()),
