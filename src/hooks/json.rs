@@ -16,7 +16,7 @@ pub(crate) struct JsonRules {
 }
 
 impl JsonRules {
-    /// A map repeating a key is an error; depth is left to serde_json (128 levels).
+    /// A map repeating a key is an error; depth is left to serde_json (127 levels).
     pub(crate) fn strict() -> JsonRules {
         JsonRules {
             refuse_repeated_keys: true,
@@ -28,8 +28,8 @@ impl JsonRules {
     /// Arrays and maps `max_depth` levels down are skipped, read as null. serde_json (1.0.154)
     /// skips a value without recursing and without its recursion limit (a byte of its scratch
     /// per level), so a skip cannot fail however deep the value is; reading the levels above
-    /// it recurses, so `max_depth` must leave room under serde_json's 128 for whatever
-    /// encloses the value (a list and its items, a watch event).
+    /// it recurses, so `max_depth` must leave room, under the 127 levels serde_json reads, for
+    /// whatever encloses the value (a list and its items, a watch event).
     pub(crate) fn skipping_below(max_depth: usize) -> JsonRules {
         JsonRules {
             refuse_repeated_keys: false,

@@ -932,7 +932,7 @@ pub(super) fn parse_response(
         // JSON, but more than a reader takes; serde_json tells these apart only in its message.
         _ if error.to_string().starts_with("recursion limit exceeded") => InvalidResponse::new(
             "(response)",
-            format!("the body nests deeper than a response may (128 levels): {error}"),
+            format!("the body nests deeper than a response may (127 levels): {error}"),
         ),
         _ if error.to_string().starts_with("number out of range") => InvalidResponse::new(
             "(response)",
@@ -1633,6 +1633,26 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         );
         // Kept aside, never in the message.
         assert_eq!(error.excerpt.as_deref(), Some("<html>oops</html>"));
+    }
+
+    /// Found by `hooks::fuzz`: both read as "the body is not JSON", which they are.
+    #[test]
+    fn a_body_too_deep_or_with_a_number_out_of_range_says_which() {
+        let read =
+            |body: &str| parse_response(decorator::SYNC, ResponseMode::Loose, body.as_bytes());
+        let deepest = format!("{}{}", "[".repeat(127), "]".repeat(127));
+        assert!(read(&deepest).is_ok());
+        let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert_eq!(
+            read(&deep).unwrap_err().reason,
+            "the body nests deeper than a response may (127 levels): recursion limit exceeded \
+             at line 1 column 128"
+        );
+        assert_eq!(
+            read(r#"{"resyncAfterSeconds": 1e400}"#).unwrap_err().reason,
+            "the body holds a number beyond what a 64-bit float can: number out of range at \
+             line 1 column 28"
+        );
     }
 
     /// A bare HTTP/1.1 server on loopback answering every request with `reply(body)`: status,

@@ -8,7 +8,7 @@
 //! One object the operator cannot use must not stop its type: a list page or watch event is
 //! one JSON document, and any error in it fails them all, for every controller watching the
 //! type, again at every retry. The API server takes objects nested far deeper than serde_json
-//! reads (128 levels; a custom resource's free-form fields may nest as deep as its author
+//! reads (127 levels; a custom resource's free-form fields may nest as deep as its author
 //! likes), so an object's own nesting is cut at [`MAX_OBJECT_DEPTH`]: what lies below is skipped
 //! (serde_json skips without recursing) and the object comes out [`Undecodable`], named, for the
 //! cache to pass over. Reading without a limit instead (serde_json's `unbounded_depth` with
@@ -39,7 +39,7 @@ pub struct WatchedObject {
 }
 
 /// How deep an object's own JSON may nest (the object itself is the first level). serde_json
-/// stops at 128 levels counted from the top of the document, and a list item starts 3 levels
+/// reads 127 levels counted from the top of the document, and a list item starts 3 levels
 /// in (the list, its items, the item), a watch event's object 2: this leaves room for both.
 pub const MAX_OBJECT_DEPTH: usize = 100;
 
