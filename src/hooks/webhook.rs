@@ -299,17 +299,12 @@ impl Etags {
         }))
     }
 
-    /// The ETag of the remembered answer about an object, while it is fresh.
-    fn tag(&self, object: &str) -> Option<String> {
+    /// The ETag and body of the remembered answer about an object, while it is fresh.
+    fn fresh(&self, object: &str) -> Option<(String, Arc<[u8]>)> {
         let entries = self.entries.lock();
         let remembered = entries.by_object.get(object)?;
-        (remembered.at.elapsed() < self.timeout).then(|| remembered.tag.clone())
-    }
-
-    /// The body of the remembered answer about an object.
-    fn answer(&self, object: &str) -> Option<Arc<[u8]>> {
-        let entries = self.entries.lock();
-        entries.by_object.get(object).map(|r| r.body.clone())
+        (remembered.at.elapsed() < self.timeout)
+            .then(|| (remembered.tag.clone(), remembered.body.clone()))
     }
 
     fn remember(&self, object: String, tag: String, body: &[u8]) {
@@ -630,17 +625,18 @@ impl WebhookEndpoint {
     ) -> Result<Value, CallFailure> {
         let body = serde_json::to_vec(request).expect("a JSON value serializes");
         let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
-        let tag = self
+        // Taken whole now: the answer may be forgotten while the call runs.
+        let remembered = self
             .etags
             .as_ref()
             .zip(subject.as_deref())
-            .and_then(|(etags, subject)| etags.tag(subject));
+            .and_then(|(etags, subject)| etags.fresh(subject));
         let mut post = client
             .agent
             .post(&self.url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json");
-        if let Some(tag) = &tag {
+        if let Some((tag, _)) = &remembered {
             post = post.header("If-None-Match", tag);
         }
         if let Some(authorization) = &self.authorization {
@@ -655,11 +651,8 @@ impl WebhookEndpoint {
             .send(&body[..])
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
         let status = response.status();
-        if let (Some(etags), Some(subject), Some(_), 304 | 412) =
-            (&self.etags, &subject, &tag, status.as_u16())
-            && let Some(body) = etags.answer(subject)
-        {
-            return read_answer(hook, self.mode, &body);
+        if let (Some((_, body)), 304 | 412) = (&remembered, status.as_u16()) {
+            return read_answer(hook, self.mode, body);
         }
         let etag = response
             .headers()
@@ -1405,9 +1398,9 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         etags.remember("a".into(), "tag-a2".into(), b"{}");
         etags.remember("d".into(), "tag-d".into(), b"{}");
         assert_eq!(remembered(&etags), ["c", "a", "d"]);
-        assert_eq!(etags.tag("b"), None);
-        assert_eq!(etags.tag("a").as_deref(), Some("tag-a2"));
-        assert_eq!(etags.answer("d").as_deref(), Some(&b"{}"[..]));
+        assert_eq!(etags.fresh("b"), None);
+        assert_eq!(etags.fresh("a").unwrap().0, "tag-a2");
+        assert_eq!(etags.fresh("d").unwrap().1.as_ref(), b"{}");
     }
 
     #[test]
@@ -1439,9 +1432,9 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
     fn stale_answers_are_dropped_at_cleanup_and_tags_expire() {
         let etags = etags(Duration::from_millis(50), usize::MAX, usize::MAX);
         etags.remember("a".into(), "1".into(), b"{}");
-        assert!(etags.tag("a").is_some());
+        assert!(etags.fresh("a").is_some());
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(etags.tag("a"), None, "expired");
+        assert_eq!(etags.fresh("a"), None, "expired");
         etags.remember("b".into(), "1".into(), b"{}");
         assert_eq!(remembered(&etags), ["b"]);
         assert_eq!(etags.entries.lock().bytes, 4);
