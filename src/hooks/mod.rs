@@ -6,8 +6,6 @@
 
 mod credentials;
 pub mod egress;
-#[cfg(test)]
-pub(crate) mod fuzz;
 pub(crate) mod json;
 mod response;
 mod runner;
@@ -462,4 +460,4 @@ fn read_libraries(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

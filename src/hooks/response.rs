@@ -181,7 +181,7 @@ mod tests {
         assert!(json_size(&json!({"a": [1, "xy"]})) >= r#"{"a":[1,"xy"]}"#.len());
     }
 
-    /// Found by `hooks::fuzz`: the path was empty, so the message read `response: : unknown
+    /// Found by `hooks::tests::fuzz`: the path was empty, so the message read `response: : unknown
     /// field`.
     #[test]
     fn an_unknown_field_with_an_empty_name_is_named() {

@@ -969,7 +969,7 @@ pub(super) fn parse_response(
 mod tests {
     use super::*;
     use crate::api::{CaBundle, Hook, ServiceReference};
-    use crate::hooks::fuzz::allocates_within;
+    use crate::hooks::tests::fuzz::allocates_within;
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
     use crate::kinds::{decorator, map};
     use crate::script::ScriptEngine;
@@ -1628,7 +1628,7 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         assert_eq!(error.excerpt.as_deref(), Some("<html>oops</html>"));
     }
 
-    /// Found by `hooks::fuzz`: both read as "the body is not JSON", which they are.
+    /// Found by `hooks::tests::fuzz`: both read as "the body is not JSON", though they are JSON.
     #[test]
     fn a_body_too_deep_or_with_a_number_out_of_range_says_which() {
         let read =

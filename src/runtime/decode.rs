@@ -396,7 +396,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(crate::hooks::fuzz::cases(64))]
+        #![proptest_config(crate::hooks::tests::fuzz::cases(64))]
 
         /// Whatever the depth of each item, the list reads, and an item is undecodable exactly
         /// when it nests deeper than the limit.

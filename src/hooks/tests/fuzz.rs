@@ -2,9 +2,9 @@
 //! hook and response mode. Nothing panics, what cannot be used is refused with where and why,
 //! and reading a body never allocates more than [`parsed_size_bound`] drew for it.
 
-use super::webhook::{parse_response, parsed_size_bound};
-use super::{InvalidResponse, check_response_size, check_script_response};
 use crate::api::{HookKind, ResponseMode};
+use crate::hooks::webhook::{parse_response, parsed_size_bound};
+use crate::hooks::{InvalidResponse, check_response_size, check_script_response};
 use crate::script::memory::{CallMemory, Exceeded};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
@@ -93,6 +93,12 @@ fn nested() -> impl Strategy<Value = (usize, String)> {
     })
 }
 
+/// Pieces of JSON in any order: brackets, quotes, escapes, numbers and words.
+const JSON_LIKE: &str = concat!(
+    r#"([\[\]{}:,"\\ ]|true|null|-?[0-9]{1,30}(\.[0-9]+)?(e[0-9]+)?"#,
+    r#"|\\u[0-9a-fA-F]{0,4}|[a-z]{1,3}){0,120}"#
+);
+
 /// Reads `body` as `hook`'s response in `mode`, checking it stays within its bound.
 fn read(hook: HookKind, mode: ResponseMode, body: &[u8]) -> Result<Value, InvalidResponse> {
     let mut read = None;
@@ -154,7 +160,7 @@ proptest! {
     /// Bytes that look like JSON, cut and spliced: brackets, quotes, escapes and numbers.
     #[test]
     fn json_like_text_is_read_or_refused_with_a_reason(
-        body in r#"([\[\]{}:,"\\ ]|true|null|-?[0-9]{1,30}(\.[0-9]+)?(e[0-9]+)?|\\u[0-9a-fA-F]{0,4}|[a-z]{1,3}){0,120}"#,
+        body in JSON_LIKE,
         hook in hook(),
         mode in mode(),
     ) {
@@ -178,9 +184,8 @@ proptest! {
         .expect("serializes");
         let loose = read(hook, ResponseMode::Loose, &body).expect("loose");
         prop_assert!(same_json(&loose, &value), "{loose} read from {value}");
-        let unknown = value
-            .as_object()
-            .and_then(|fields| fields.keys().find(|key| !hook.response_fields().any(|f| f == *key)));
+        let known = |key: &&String| hook.response_fields().any(|field| field == *key);
+        let unknown = value.as_object().and_then(|fields| fields.keys().find(|key| !known(key)));
         match (read(hook, ResponseMode::Strict, &body), unknown) {
             (Ok(read), None) => prop_assert!(same_json(&read, &value), "{read} from {value}"),
             (Err(error), Some(field)) => {
@@ -229,7 +234,10 @@ proptest! {
     }
 
     #[test]
-    fn any_value_is_checked_as_a_script_response_without_panicking(value in json(), hook in hook()) {
+    fn any_value_is_checked_as_a_script_response_without_panicking(
+        value in json(),
+        hook in hook(),
+    ) {
         if let Err(error) = check_script_response(hook, &value, None) {
             refused_with_a_reason(&error)?;
         }
