@@ -174,6 +174,11 @@ pub struct RunArgs {
         env = "METASCRIPT_WEBHOOK_ALLOW"
     )]
     pub webhook_allow: Vec<String>,
+    /// The longest webhook answer read, as a Kubernetes quantity (`4Mi`): a longer one fails
+    /// the call unread. What reading it as JSON may take is drawn from --script-memory first
+    /// (docs/operations.md, "Sizing").
+    #[arg(long, default_value = "4Mi", value_parser = parse_quantity, env = "METASCRIPT_WEBHOOK_MAX_RESPONSE_BYTES")]
+    pub webhook_max_response_bytes: u64,
     /// Log filter, in tracing's env-filter syntax.
     #[arg(long, default_value = "info", env = "METASCRIPT_LOG")]
     pub log: String,
@@ -289,6 +294,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         max_children: args.max_children,
         controller_share: args.controller_share,
         webhook_allow,
+        webhook_max_response_bytes: args.webhook_max_response_bytes,
         namespace: own_namespace(),
         limit_ceilings: limit_ceilings(&args),
         metrics,
@@ -640,6 +646,26 @@ mod tests {
         if std::env::var_os("METASCRIPT_METRICS_ADDR").is_none() {
             assert_eq!(args.metrics_addr, "127.0.0.1:9090");
         }
+    }
+
+    #[test]
+    fn the_webhook_body_limit_defaults_to_the_hooks_default_and_reads_a_quantity() {
+        use clap::Parser as _;
+        let parsed = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            let crate::cli::Command::Run(args) = cli.command else {
+                panic!("not run");
+            };
+            args.webhook_max_response_bytes
+        };
+        if std::env::var_os("METASCRIPT_WEBHOOK_MAX_RESPONSE_BYTES").is_none() {
+            assert_eq!(
+                parsed(&["metascript", "run"]),
+                crate::hooks::DEFAULT_MAX_RESPONSE_BYTES
+            );
+        }
+        let given = ["metascript", "run", "--webhook-max-response-bytes", "1Mi"];
+        assert_eq!(parsed(&given), 1 << 20);
     }
 
     #[test]

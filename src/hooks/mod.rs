@@ -6,6 +6,7 @@
 
 mod credentials;
 pub mod egress;
+pub(crate) mod json;
 mod response;
 mod runner;
 mod source;
@@ -19,7 +20,7 @@ pub use source::{
     config_map_data, script_language, script_source,
 };
 pub(crate) use webhook::endpoint_host_matches;
-pub use webhook::{WebhookClient, WebhookEndpoint, WebhookFailure};
+pub use webhook::{DEFAULT_MAX_RESPONSE_BYTES, WebhookClient, WebhookEndpoint, WebhookFailure};
 
 use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
@@ -467,4 +468,4 @@ fn read_libraries(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -52,7 +52,7 @@ pub fn check_script_response(
             let known: Vec<&str> = hook.response_fields().collect();
             match fields.keys().find(|field| !known.contains(&field.as_str())) {
                 Some(field) => Err(InvalidResponse::new(
-                    field.clone(),
+                    field_path(field),
                     format!(
                         "unknown field of a {hook} response{} (the fields are {})",
                         did_you_mean(field, known.iter().copied()),
@@ -63,6 +63,14 @@ pub fn check_script_response(
             }
         }
         _ => Ok(()),
+    }
+}
+
+/// A top-level field as an error's path names it: an empty name quoted, so it shows.
+pub(super) fn field_path(field: &str) -> String {
+    match field {
+        "" => "\"\"".to_string(),
+        field => field.to_string(),
     }
 }
 
@@ -171,6 +179,19 @@ mod tests {
         let labels = json!({"labels": {"a": "a".repeat(MAX_OBJECT_BYTES)}});
         assert!(check_response_size(decorator::SYNC, &labels, 0).is_ok());
         assert!(json_size(&json!({"a": [1, "xy"]})) >= r#"{"a":[1,"xy"]}"#.len());
+    }
+
+    /// Found by `hooks::tests::fuzz`: the path was empty, so the message read `response: : unknown
+    /// field`.
+    #[test]
+    fn an_unknown_field_with_an_empty_name_is_named() {
+        let error = check_script_response(decorator::SYNC, &json!({"": 1}), None).unwrap_err();
+        assert_eq!(error.path, r#""""#);
+        assert!(
+            error
+                .to_string()
+                .starts_with(r#"invalid hook response: "": unknown field"#)
+        );
     }
 
     #[test]

@@ -8,12 +8,13 @@ use super::InvalidResponse;
 use super::SourceError;
 use super::credentials;
 use super::egress::{EgressPolicy, Refused};
+use super::json::JsonRules;
 use super::source::ConfigMapLookup;
 use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde::de::DeserializeSeed;
+use serde_json::Value;
 use sha2::Digest;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -26,8 +27,10 @@ use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 /// How long a call waits for its response when `timeout` is not set (Metacontroller's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The largest response body read; a hook answering more is failing, not slow.
-pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+/// The largest response body read unless `metascript run --webhook-max-response-bytes` says
+/// otherwise: room for an object as large as the API server takes (3 MiB) and then some. Its
+/// parse is drawn from the script memory first ([`parsed_size_bound`]).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 << 20;
 
 /// How much of a failed call's body is kept for the operator's log and the author's tools.
 const ERROR_BODY_CHARS: usize = 300;
@@ -39,6 +42,8 @@ const IDLE_PER_HOST: usize = 32;
 #[derive(Debug)]
 pub struct WebhookClient {
     agent: ureq::Agent,
+    /// A body longer than this fails the call unread.
+    max_response_bytes: u64,
 }
 
 impl WebhookClient {
@@ -48,20 +53,23 @@ impl WebhookClient {
     pub fn unrestricted() -> &'static WebhookClient {
         static CLIENT: LazyLock<WebhookClient> = LazyLock::new(|| WebhookClient {
             agent: agent_config().build().into(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         });
         &CLIENT
     }
 
     /// Calls connect only to the addresses `policy` allows (each host resolved, and its
     /// addresses filtered, at every call), and never through a proxy, whose address would be
-    /// the one connected to: the operator's client.
-    pub fn restricted(policy: EgressPolicy) -> WebhookClient {
+    /// the one connected to: the operator's client. It reads bodies of up to
+    /// `max_response_bytes`.
+    pub fn restricted(policy: EgressPolicy, max_response_bytes: u64) -> WebhookClient {
         let config = agent_config().proxy(None).build();
         let resolver = AllowedResolver {
             policy: Arc::new(policy),
         };
         WebhookClient {
             agent: ureq::Agent::with_parts(config, DefaultConnector::new(), resolver),
+            max_response_bytes,
         }
     }
 }
@@ -217,62 +225,143 @@ impl fmt::Debug for WebhookEndpoint {
     }
 }
 
-/// A webhook's last answer per object and its ETag, remembered for a while.
+/// The most answers one hook remembers (`webhook.etag`); past it, the oldest are forgotten.
+const ETAG_MAX_ENTRIES: usize = 10_000;
+/// The most bytes of answers one hook remembers (each its body, ETag and object key).
+const ETAG_MAX_BYTES: usize = 8 << 20;
+/// The longest `etag.cacheTimeoutSeconds` (an hour): longer is refused when the hook loads.
+const ETAG_MAX_TIMEOUT_SECONDS: i32 = 3600;
+
+/// A webhook's last answer per object and its ETag, remembered for a while, within an entry
+/// and a byte ceiling (the oldest forgotten first). Bodies are kept as they came, not parsed:
+/// they count exactly, take a fraction of a parsed answer's memory, and a `304` reads its
+/// body again, drawn from the script memory like a fresh one.
 #[derive(Debug)]
 struct Etags {
     timeout: Duration,
     cleanup: Duration,
+    max_entries: usize,
+    max_bytes: usize,
     entries: parking_lot::Mutex<EtagEntries>,
 }
 
 #[derive(Debug)]
 struct EtagEntries {
-    by_object: HashMap<String, (String, Value, Instant)>,
+    by_object: HashMap<String, Remembered>,
+    /// The objects in the order their answers were remembered, oldest first.
+    order: BTreeMap<u64, String>,
+    next: u64,
+    bytes: usize,
     cleaned: Instant,
 }
 
+#[derive(Debug)]
+struct Remembered {
+    tag: String,
+    body: Arc<[u8]>,
+    at: Instant,
+    /// Its key in `order`.
+    order: u64,
+}
+
+impl Remembered {
+    fn size(&self, object: &str) -> usize {
+        object.len() + self.tag.len() + self.body.len()
+    }
+}
+
 impl Etags {
-    fn new(config: &Etag) -> Option<Etags> {
+    /// The cache `config` asks for, if any; a refusal says why `cacheTimeoutSeconds` cannot be.
+    fn new(config: &Etag) -> Result<Option<Etags>, String> {
+        if let Some(seconds) = config.cache_timeout_seconds
+            && seconds > ETAG_MAX_TIMEOUT_SECONDS
+        {
+            return Err(format!(
+                "{seconds}: at most {ETAG_MAX_TIMEOUT_SECONDS} (an hour), since every answer \
+                 remembered is held in the operator's memory"
+            ));
+        }
         let seconds = |value: Option<i32>, default: u64| {
             Duration::from_secs(value.and_then(|v| u64::try_from(v).ok()).unwrap_or(default))
         };
-        config.enabled.unwrap_or(false).then(|| Etags {
+        Ok(config.enabled.unwrap_or(false).then(|| Etags {
             timeout: seconds(config.cache_timeout_seconds, 600),
             cleanup: seconds(config.cache_cleanup_seconds, 60),
+            max_entries: ETAG_MAX_ENTRIES,
+            max_bytes: ETAG_MAX_BYTES,
             entries: parking_lot::Mutex::new(EtagEntries {
                 by_object: HashMap::new(),
+                order: BTreeMap::new(),
+                next: 0,
+                bytes: 0,
                 cleaned: Instant::now(),
             }),
-        })
+        }))
     }
 
-    /// The ETag of the remembered answer about an object, while it is fresh.
-    fn tag(&self, object: &str) -> Option<String> {
+    /// The ETag and body of the remembered answer about an object, while it is fresh.
+    fn fresh(&self, object: &str) -> Option<(String, Arc<[u8]>)> {
         let entries = self.entries.lock();
-        let (tag, _, at) = entries.by_object.get(object)?;
-        (at.elapsed() < self.timeout).then(|| tag.clone())
+        let remembered = entries.by_object.get(object)?;
+        (remembered.at.elapsed() < self.timeout)
+            .then(|| (remembered.tag.clone(), remembered.body.clone()))
     }
 
-    fn answer(&self, object: &str) -> Option<Value> {
-        self.entries
-            .lock()
-            .by_object
-            .get(object)
-            .map(|(_, answer, _)| answer.clone())
-    }
-
-    fn remember(&self, object: String, tag: String, answer: Value) {
+    fn remember(&self, object: String, tag: String, body: &[u8]) {
         let mut entries = self.entries.lock();
         if entries.cleaned.elapsed() >= self.cleanup {
-            let timeout = self.timeout;
-            entries
-                .by_object
-                .retain(|_, (_, _, at)| at.elapsed() < timeout);
+            // Remembered in order, so the stale ones come first.
+            while let Some((_, oldest)) = entries.order.first_key_value()
+                && entries
+                    .by_object
+                    .get(oldest)
+                    .is_none_or(|remembered| remembered.at.elapsed() >= self.timeout)
+            {
+                entries.forget_oldest();
+            }
             entries.cleaned = Instant::now();
         }
-        entries
-            .by_object
-            .insert(object, (tag, answer, Instant::now()));
+        entries.forget(&object);
+        let size = object.len() + tag.len() + body.len();
+        if size > self.max_bytes {
+            return;
+        }
+        while (entries.by_object.len() >= self.max_entries || entries.bytes + size > self.max_bytes)
+            && entries.forget_oldest()
+        {}
+        let order = entries.next;
+        entries.next += 1;
+        entries.bytes += size;
+        entries.order.insert(order, object.clone());
+        entries.by_object.insert(
+            object,
+            Remembered {
+                tag,
+                body: body.into(),
+                at: Instant::now(),
+                order,
+            },
+        );
+    }
+}
+
+impl EtagEntries {
+    fn forget(&mut self, object: &str) {
+        if let Some(remembered) = self.by_object.remove(object) {
+            self.order.remove(&remembered.order);
+            self.bytes -= remembered.size(object);
+        }
+    }
+
+    /// Whether there was one to forget.
+    fn forget_oldest(&mut self) -> bool {
+        let Some((_, object)) = self.order.pop_first() else {
+            return false;
+        };
+        if let Some(remembered) = self.by_object.remove(&object) {
+            self.bytes -= remembered.size(&object);
+        }
+        true
     }
 }
 
@@ -313,8 +402,18 @@ pub enum WebhookFailure {
         /// The start of the body, on one line (empty for none).
         excerpt: String,
     },
-    #[error("the response body is larger than {MAX_RESPONSE_BYTES} bytes")]
-    TooLarge,
+    #[error(
+        "the response body is larger than {limit} bytes (metascript run \
+         --webhook-max-response-bytes)"
+    )]
+    TooLarge { limit: u64 },
+    /// Reading the body as JSON would take more of the script memory than is free.
+    #[error("{}", memory_message(.body, .short))]
+    NoMemory {
+        /// The body's length.
+        body: usize,
+        short: crate::script::memory::PoolShort,
+    },
     /// `--webhook-allow` allows none of the host's addresses: nothing was sent.
     #[error(transparent)]
     NotAllowed(Refused),
@@ -468,6 +567,12 @@ impl WebhookEndpoint {
                 Some(tls_config_with(roots, client_cert.clone()))
             }
         };
+        let etags = match &webhook.etag {
+            Some(etag) => {
+                Etags::new(etag).map_err(|reason| invalid(".etag.cacheTimeoutSeconds", reason))?
+            }
+            None => None,
+        };
         let mode = webhook.response_unmarshall_mode.unwrap_or(match version {
             HookVersion::V1 => ResponseMode::Loose,
             HookVersion::V2 => ResponseMode::Strict,
@@ -491,7 +596,7 @@ impl WebhookEndpoint {
             authorization: resolved.authorization,
             mode,
             digest,
-            etags: webhook.etag.as_ref().and_then(Etags::new),
+            etags,
         })
     }
 
@@ -520,17 +625,18 @@ impl WebhookEndpoint {
     ) -> Result<Value, CallFailure> {
         let body = serde_json::to_vec(request).expect("a JSON value serializes");
         let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
-        let tag = self
+        // Taken whole now: the answer may be forgotten while the call runs.
+        let remembered = self
             .etags
             .as_ref()
             .zip(subject.as_deref())
-            .and_then(|(etags, subject)| etags.tag(subject));
+            .and_then(|(etags, subject)| etags.fresh(subject));
         let mut post = client
             .agent
             .post(&self.url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json");
-        if let Some(tag) = &tag {
+        if let Some((tag, _)) = &remembered {
             post = post.header("If-None-Match", tag);
         }
         if let Some(authorization) = &self.authorization {
@@ -545,11 +651,8 @@ impl WebhookEndpoint {
             .send(&body[..])
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
         let status = response.status();
-        if let (Some(etags), Some(subject), Some(_), 304 | 412) =
-            (&self.etags, &subject, &tag, status.as_u16())
-            && let Some(answer) = etags.answer(subject)
-        {
-            return Ok(answer);
+        if let (Some((_, body)), 304 | 412) = (&remembered, status.as_u16()) {
+            return read_answer(hook, self.mode, body);
         }
         let etag = response
             .headers()
@@ -574,12 +677,12 @@ impl WebhookEndpoint {
         let body = response
             .body_mut()
             .with_config()
-            .limit(MAX_RESPONSE_BYTES)
+            .limit(client.max_response_bytes)
             .read_to_vec()
             .map_err(|error| CallFailure::Failed(self.failure(error)))?;
-        let answer = parse_response(hook, self.mode, &body).map_err(CallFailure::Invalid)?;
+        let answer = read_answer(hook, self.mode, &body)?;
         if let (Some(etags), Some(subject), Some(etag)) = (&self.etags, subject, etag) {
-            etags.remember(subject, etag, answer.clone());
+            etags.remember(subject, etag, &body);
         }
         Ok(answer)
     }
@@ -611,7 +714,7 @@ impl WebhookEndpoint {
             ureq::Error::Timeout(_) => WebhookFailure::Timeout {
                 timeout: self.timeout,
             },
-            ureq::Error::BodyExceedsLimit(_) => WebhookFailure::TooLarge,
+            ureq::Error::BodyExceedsLimit(limit) => WebhookFailure::TooLarge { limit },
             ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 WebhookFailure::Timeout {
                     timeout: self.timeout,
@@ -627,12 +730,140 @@ impl WebhookEndpoint {
 
 /// The start of a body on one line (empty for an empty body).
 fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Only the start is read: a body may be megabytes, and its words would take more.
+    let mut end = body.len().min(4 * ERROR_BODY_CHARS);
+    // Not in the middle of a character (at most three continuation bytes back).
+    for _ in 0..3 {
+        match body.get(end) {
+            Some(byte) if byte & 0xC0 == 0x80 => end -= 1,
+            _ => break,
+        }
+    }
+    let mut text = String::new();
+    for word in String::from_utf8_lossy(&body[..end]).split_whitespace() {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(word);
+    }
     match text.char_indices().nth(ERROR_BODY_CHARS) {
-        Some((end, _)) => format!("{}…", &text[..end]),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None if end < body.len() => format!("{text}…"),
         None => text,
     }
+}
+
+/// Why a body could not be read for want of script memory, and what can be done about it.
+fn memory_message(body: &usize, short: &crate::script::memory::PoolShort) -> String {
+    let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
+    let needs = format!(
+        "reading the {body}-byte response body as JSON takes up to {:.1} MiB of the operator's \
+         script memory beyond the {} MiB every call has (metascript run --script-memory)",
+        mib(short.wanted),
+        crate::script::memory::FLOOR_BYTES >> 20
+    );
+    if short.wanted > short.limit {
+        format!(
+            "{needs}, more than all of it ({:.1} MiB): the webhook must answer less, or the \
+             operator's admin raise --script-memory",
+            mib(short.limit)
+        )
+    } else {
+        format!(
+            "{needs}, and the calls running now leave only {:.1} of its {:.1} MiB: a later \
+             attempt may succeed; if this recurs, the operator's admin can raise \
+             --script-memory",
+            mib(short.free),
+            mib(short.limit)
+        )
+    }
+}
+
+/// Reads a body the webhook answered (or answered before, for a `304`), with the memory its
+/// parse may take drawn from the script memory first: a parse cannot be stopped midway, and
+/// its result can be over a hundred times the body's size.
+fn read_answer(hook: HookKind, mode: ResponseMode, body: &[u8]) -> Result<Value, CallFailure> {
+    let _reserved =
+        crate::script::memory::Reservation::draw(parsed_size_bound(body)).map_err(|short| {
+            CallFailure::Failed(WebhookFailure::NoMemory {
+                body: body.len(),
+                short,
+            })
+        })?;
+    parse_response(hook, mode, body).map_err(CallFailure::Invalid)
+}
+
+/// `size_of::<Value>()`, a slot of an array or of a map node.
+const VALUE_BYTES: usize = size_of::<Value>();
+/// The nodes of a `BTreeMap<String, Value>` (std's B is 6: up to 11 entries a node): a leaf,
+/// and an internal node with its 12 edges. Checked by `map_node_sizes_are_stds`.
+const MAP_LEAF_BYTES: usize = 632;
+const MAP_INTERNAL_BYTES: usize = 728;
+/// What reading a body allocates whatever its shape: an error, its message and an excerpt.
+const PARSE_OVERHEAD_BYTES: usize = 16 << 10;
+
+/// The most a parse of `body` into a `Value` can allocate, from one pass over its bytes.
+/// serde_json copies every string, grows each array's `Vec` by doubling (4 slots once it
+/// holds anything, so at most 2n + 2 slots for n items), and builds each object as a
+/// `BTreeMap` whose nodes, but for the root, hold at least 5 entries; long numbers and
+/// strings with escapes go through a scratch buffer grown by doubling. So, counting what is
+/// outside strings: each `[` 4 slots, each `,` 2 (an item of an array, or an over-count),
+/// each `{` a leaf, each `:` a fifth of an internal node; and every string byte.
+///
+/// Bytes allocated per body byte, parsing bodies of one shape (the same at 256 KiB and 4 MiB),
+/// and this bound's: `[0,0,…]` 16.0 (bound 32.0), `["a",…]` 8.2 (16.3), `[[0],…]` 40.0 (48.0),
+/// `[{"":0},…]` 98.3 (120.2), `{"":{"":…0}}` nested 126 deep and repeated 126.1 (155.1, the
+/// worst shape found), a list of ConfigMaps 13.9 (23.8). So a 4 MiB body may take over 500
+/// MiB, and one of objects like a hook's usual answer about 60 MiB (bound: 100 MiB).
+pub(super) fn parsed_size_bound(body: &[u8]) -> usize {
+    let (mut arrays, mut commas, mut objects, mut colons) = (0usize, 0usize, 0usize, 0usize);
+    let (mut string_bytes, mut scratch) = (0usize, 0usize);
+    // The string or number being read: its length, and whether it goes through the scratch.
+    let (mut in_string, mut escaped, mut run, mut scratched) = (false, false, 0usize, false);
+    for &byte in body {
+        if in_string {
+            match (escaped, byte) {
+                (false, b'"') => {
+                    in_string = false;
+                    string_bytes += run;
+                    if scratched {
+                        scratch = scratch.max(run);
+                    }
+                    run = 0;
+                }
+                (false, b'\\') => (escaped, scratched) = (true, true),
+                _ => escaped = false,
+            }
+            if in_string {
+                run += 1;
+            }
+            continue;
+        }
+        match byte {
+            b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' => {
+                run += 1;
+                continue;
+            }
+            b'"' => (in_string, scratched) = (true, false),
+            b'[' => arrays += 1,
+            b',' => commas += 1,
+            b'{' => objects += 1,
+            b':' => colons += 1,
+            _ => {}
+        }
+        scratch = scratch.max(run);
+        run = 0;
+    }
+    // A body cut inside a string: the parser fails there, having maybe copied what it read.
+    string_bytes += run;
+    scratch = scratch.max(run);
+    arrays * 4 * VALUE_BYTES
+        + commas * 2 * VALUE_BYTES
+        + objects * MAP_LEAF_BYTES
+        + colons.div_ceil(5) * MAP_INTERNAL_BYTES
+        + string_bytes
+        + 2 * scratch
+        + PARSE_OVERHEAD_BYTES
 }
 
 /// A Go duration (`10s`, `1m30s`, `1.5s`, `500ms`), positive.
@@ -683,7 +914,7 @@ fn trusted_certificates(pem: &str) -> Result<RootCerts, String> {
 
 /// Reads a response body: JSON, and in strict mode with no duplicated keys and no field the
 /// hook does not define. What the response means is checked later, as for scripts.
-fn parse_response(
+pub(super) fn parse_response(
     hook: HookKind,
     mode: ResponseMode,
     body: &[u8],
@@ -691,13 +922,30 @@ fn parse_response(
     let not_json = |error: serde_json::Error| match error.classify() {
         // Only the strict reader's own check (a duplicated key) is a data error.
         serde_json::error::Category::Data => InvalidResponse::new("(response)", error.to_string()),
+        // JSON, but more than a reader takes; serde_json tells these apart only in its message.
+        _ if error.to_string().starts_with("recursion limit exceeded") => InvalidResponse::new(
+            "(response)",
+            format!("the body nests deeper than a response may (127 levels): {error}"),
+        ),
+        _ if error.to_string().starts_with("number out of range") => InvalidResponse::new(
+            "(response)",
+            format!("the body holds a number beyond what a 64-bit float can: {error}"),
+        ),
         // Where the parser stopped, not what it read there (see `WebhookFailure`).
         _ => InvalidResponse::new("(response)", format!("the body is not JSON: {error}"))
             .with_excerpt(excerpt(body)),
     };
     let response = match mode {
         ResponseMode::Loose => serde_json::from_slice(body).map_err(not_json)?,
-        ResponseMode::Strict => serde_json::from_slice::<Strict>(body).map_err(not_json)?.0,
+        ResponseMode::Strict => {
+            let mut deserializer = serde_json::Deserializer::from_slice(body);
+            let response = JsonRules::strict()
+                .at(0)
+                .deserialize(&mut deserializer)
+                .map_err(not_json)?;
+            deserializer.end().map_err(not_json)?;
+            response
+        }
     };
     if mode == ResponseMode::Strict
         && let Some(fields) = response.as_object()
@@ -705,7 +953,7 @@ fn parse_response(
         let known: Vec<&str> = hook.response_fields().collect();
         if let Some(field) = fields.keys().find(|field| !known.contains(&field.as_str())) {
             return Err(InvalidResponse::new(
-                field.clone(),
+                super::response::field_path(field),
                 format!(
                     "unknown field of a {hook} response (responseUnMarshallMode is strict; the \
                      fields are {})",
@@ -717,79 +965,11 @@ fn parse_response(
     Ok(response)
 }
 
-/// A JSON value read with every map's keys checked to be distinct (serde_json keeps the last).
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut fields = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
-            if fields.contains_key(&key) {
-                return Err(de::Error::custom(format_args!(
-                    "duplicate field `{key}` (responseUnMarshallMode is strict)"
-                )));
-            }
-            fields.insert(key, value);
-        }
-        Ok(Value::Object(fields))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{CaBundle, Hook, ServiceReference};
+    use crate::hooks::tests::fuzz::allocates_within;
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
     use crate::kinds::{decorator, map};
     use crate::script::ScriptEngine;
@@ -1188,6 +1368,222 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         );
     }
 
+    fn etags(timeout: Duration, max_entries: usize, max_bytes: usize) -> Etags {
+        let config = Etag {
+            enabled: Some(true),
+            cache_timeout_seconds: Some(60),
+            cache_cleanup_seconds: Some(1),
+        };
+        Etags {
+            timeout,
+            cleanup: Duration::ZERO,
+            max_entries,
+            max_bytes,
+            ..Etags::new(&config).unwrap().unwrap()
+        }
+    }
+
+    fn remembered(etags: &Etags) -> Vec<String> {
+        let entries = etags.entries.lock();
+        entries.order.values().cloned().collect()
+    }
+
+    #[test]
+    fn the_etag_cache_forgets_the_oldest_past_its_entry_ceiling() {
+        let etags = etags(Duration::from_secs(60), 3, usize::MAX);
+        for object in ["a", "b", "c"] {
+            etags.remember(object.into(), format!("tag-{object}"), b"{}");
+        }
+        // Remembered again: now the newest.
+        etags.remember("a".into(), "tag-a2".into(), b"{}");
+        etags.remember("d".into(), "tag-d".into(), b"{}");
+        assert_eq!(remembered(&etags), ["c", "a", "d"]);
+        assert_eq!(etags.fresh("b"), None);
+        assert_eq!(etags.fresh("a").unwrap().0, "tag-a2");
+        assert_eq!(etags.fresh("d").unwrap().1.as_ref(), b"{}");
+    }
+
+    #[test]
+    fn the_etag_cache_counts_bytes_and_forgets_the_oldest_past_its_byte_ceiling() {
+        // Each entry: a 1-byte key, a 1-byte tag and its body.
+        let etags = etags(Duration::from_secs(60), usize::MAX, 30);
+        etags.remember("a".into(), "1".into(), &[b' '; 10]);
+        etags.remember("b".into(), "1".into(), &[b' '; 10]);
+        assert_eq!(etags.entries.lock().bytes, 24);
+        etags.remember("c".into(), "1".into(), &[b' '; 10]);
+        assert_eq!(remembered(&etags), ["b", "c"]);
+        assert_eq!(etags.entries.lock().bytes, 24);
+        // One answer larger than the whole ceiling is not remembered, and evicts nothing.
+        etags.remember("d".into(), "1".into(), &[b' '; 40]);
+        assert_eq!(remembered(&etags), ["b", "c"]);
+        // A smaller answer about the same object replaces the larger one's bytes.
+        etags.remember("c".into(), "1".into(), b"{}");
+        assert_eq!(etags.entries.lock().bytes, 12 + 4);
+        etags.remember("b".into(), "1".into(), &[b' '; 40]);
+        assert_eq!(
+            remembered(&etags),
+            ["c"],
+            "the old answer about b is forgotten"
+        );
+        assert_eq!(etags.entries.lock().bytes, 4);
+    }
+
+    #[test]
+    fn stale_answers_are_dropped_at_cleanup_and_tags_expire() {
+        let etags = etags(Duration::from_millis(50), usize::MAX, usize::MAX);
+        etags.remember("a".into(), "1".into(), b"{}");
+        assert!(etags.fresh("a").is_some());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(etags.fresh("a"), None, "expired");
+        etags.remember("b".into(), "1".into(), b"{}");
+        assert_eq!(remembered(&etags), ["b"]);
+        assert_eq!(etags.entries.lock().bytes, 4);
+    }
+
+    #[test]
+    fn an_etag_timeout_longer_than_an_hour_is_refused_when_the_hook_loads() {
+        let with_timeout = |seconds| Webhook {
+            etag: Some(Etag {
+                enabled: Some(true),
+                cache_timeout_seconds: Some(seconds),
+                cache_cleanup_seconds: None,
+            }),
+            ..url("http://hooks/sync")
+        };
+        let hour = endpoint(with_timeout(3600)).unwrap();
+        assert_eq!(hour.etags.unwrap().timeout, Duration::from_secs(3600));
+        let error = endpoint(with_timeout(3601)).unwrap_err();
+        assert!(
+            error.ends_with(
+                "webhook.etag.cacheTimeoutSeconds: 3601: at most 3600 (an hour), since every \
+                 answer remembered is held in the operator's memory"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn map_node_sizes_are_stds() {
+        let read = |body: &'static str| move || serde_json::from_str::<Value>(body).unwrap();
+        let leaf = read(r#"{"":0}"#);
+        assert!(allocates_within(MAP_LEAF_BYTES, leaf));
+        assert!(!allocates_within(MAP_LEAF_BYTES - 1, leaf));
+        // Twelve one-letter keys: two leaves under an internal node, and the keys.
+        let split =
+            read(r#"{"a":0,"b":0,"c":0,"d":0,"e":0,"f":0,"g":0,"h":0,"i":0,"j":0,"k":0,"l":0}"#);
+        let bytes = 2 * MAP_LEAF_BYTES + MAP_INTERNAL_BYTES + 12;
+        assert!(allocates_within(bytes, split));
+        assert!(!allocates_within(bytes - 1, split));
+    }
+
+    /// The shapes of the bound's comment, 64 KiB each: each parse stays within the bound, and
+    /// the bound within 2.5 times the parse.
+    #[test]
+    fn the_bound_covers_the_worst_shapes_and_stays_near_them() {
+        let size = 64 << 10;
+        let repeated = |item: &str| {
+            let mut body = String::from("[");
+            while body.len() < size {
+                body.push_str(item);
+                body.push(',');
+            }
+            body.push_str(item);
+            body.push(']');
+            body.into_bytes()
+        };
+        let nested = format!("{}0{}", "{\"\":".repeat(126), "}".repeat(126));
+        let config_map = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c",
+            "namespace":"team-a","labels":{"app":"web"}},"data":{"key":"some value"}}"#;
+        for item in ["0", r#""a""#, "[0]", r#"{"":0}"#, &nested, config_map] {
+            let body = repeated(item);
+            let bound = parsed_size_bound(&body);
+            let parse = || serde_json::from_slice::<Value>(&body).unwrap();
+            assert!(allocates_within(bound, parse), "{item}: over its bound");
+            assert!(
+                !allocates_within(bound * 2 / 5, parse),
+                "{item}: the bound is over 2.5 times the parse"
+            );
+        }
+    }
+
+    #[test]
+    fn an_excerpt_reads_only_the_start_of_a_body() {
+        let body = "word ".repeat(1 << 20);
+        let mut kept = String::new();
+        assert!(allocates_within(64 << 10, || kept = excerpt(body.as_bytes())));
+        assert_eq!(kept.chars().count(), ERROR_BODY_CHARS + 1);
+        assert!(kept.ends_with('…'));
+        // Cut before a character, not inside it.
+        let wide = "é".repeat(4 * ERROR_BODY_CHARS);
+        let kept = excerpt(&wide.as_bytes()[..4 * ERROR_BODY_CHARS + 1]);
+        assert!(!kept.contains('\u{FFFD}'), "{kept}");
+        let spaced = format!("{}x", " ".repeat(4 * ERROR_BODY_CHARS));
+        assert_eq!(
+            excerpt(spaced.as_bytes()),
+            "…",
+            "more follows what was read"
+        );
+    }
+
+    #[test]
+    fn a_body_past_the_clients_limit_fails_unread_and_says_which_flag_sets_it() {
+        let server = serve(|_| {
+            (
+                200,
+                format!(r#"{{"labels": {{"a": "{}"}}}}"#, "x".repeat(2000)),
+                Duration::ZERO,
+            )
+        });
+        let client = WebhookClient::restricted(
+            EgressPolicy::new(vec!["127.0.0.0/8".parse().unwrap()], []),
+            1024,
+        );
+        let error = call_through(&hooks(url(&server.url)), &client).unwrap_err();
+        assert!(
+            error.to_string().ends_with(
+                "the response body is larger than 1024 bytes (metascript run \
+                 --webhook-max-response-bytes)"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_body_the_script_memory_cannot_cover_is_refused_saying_what_to_change() {
+        use crate::script::memory::PoolShort;
+        let mib = 1 << 20;
+        let never = WebhookFailure::NoMemory {
+            body: 4 * mib,
+            short: PoolShort {
+                wanted: 600 * mib,
+                free: 256 * mib,
+                limit: 256 * mib,
+            },
+        };
+        assert_eq!(
+            never.to_string(),
+            "reading the 4194304-byte response body as JSON takes up to 600.0 MiB of the \
+             operator's script memory beyond the 4 MiB every call has (metascript run \
+             --script-memory), more than all of it (256.0 MiB): the webhook must answer less, \
+             or the operator's admin raise --script-memory"
+        );
+        let busy = WebhookFailure::NoMemory {
+            body: mib,
+            short: PoolShort {
+                wanted: 20 * mib,
+                free: 12 * mib,
+                limit: 256 * mib,
+            },
+        };
+        assert!(
+            busy.to_string().ends_with(
+                "and the calls running now leave only 12.0 of its 256.0 MiB: a later attempt \
+                 may succeed; if this recurs, the operator's admin can raise --script-memory"
+            ),
+            "{busy}"
+        );
+    }
+
     #[test]
     fn strict_mode_refuses_unknown_fields_and_duplicated_keys() {
         let read = |hook, mode, body: &str| parse_response(hook, mode, body.as_bytes());
@@ -1230,6 +1626,26 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
         );
         // Kept aside, never in the message.
         assert_eq!(error.excerpt.as_deref(), Some("<html>oops</html>"));
+    }
+
+    /// Found by `hooks::tests::fuzz`: both read as "the body is not JSON", though they are JSON.
+    #[test]
+    fn a_body_too_deep_or_with_a_number_out_of_range_says_which() {
+        let read =
+            |body: &str| parse_response(decorator::SYNC, ResponseMode::Loose, body.as_bytes());
+        let deepest = format!("{}{}", "[".repeat(127), "]".repeat(127));
+        assert!(read(&deepest).is_ok());
+        let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert_eq!(
+            read(&deep).unwrap_err().reason,
+            "the body nests deeper than a response may (127 levels): recursion limit exceeded \
+             at line 1 column 128"
+        );
+        assert_eq!(
+            read(r#"{"resyncAfterSeconds": 1e400}"#).unwrap_err().reason,
+            "the body holds a number beyond what a 64-bit float can: number out of range at \
+             line 1 column 28"
+        );
     }
 
     /// A bare HTTP/1.1 server on loopback answering every request with `reply(body)`: status,
@@ -1407,7 +1823,7 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
 
     fn restricted(entries: &[&str]) -> WebhookClient {
         let entries = entries.iter().map(|entry| entry.parse().unwrap()).collect();
-        WebhookClient::restricted(EgressPolicy::new(entries, []))
+        WebhookClient::restricted(EgressPolicy::new(entries, []), DEFAULT_MAX_RESPONSE_BYTES)
     }
 
     fn call_through(hooks: &ControllerHooks, client: &WebhookClient) -> Result<Value, HookError> {

@@ -3,9 +3,12 @@
 //!
 //! Each watched type has a task that keeps its [`Store`] current and sends an [`ObjectEvent`] for
 //! every change to the operator's single event channel. Objects are held once, as
-//! `Arc<serde_json::Value>`, and handed out by reference count, never copied.
+//! `Arc<serde_json::Value>`, and handed out by reference count, never copied. An object that
+//! cannot be decoded ([`Undecodable`]) is passed over, said and counted, and never stops its
+//! type: what was cached of it stays until it is deleted.
 
-use super::decode::WatchedObject;
+use super::decode::{Undecodable, WatchedObject};
+use super::metrics::ResourceLabels;
 use crate::object;
 use crate::resources::ResourceType;
 use crate::runtime::discovery::ResolvedType;
@@ -15,6 +18,8 @@ use kube::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -49,6 +54,8 @@ pub struct Informers {
     client: kube::Client,
     events: mpsc::UnboundedSender<ObjectEvent>,
     watches: Mutex<HashMap<ResourceType, Watched>>,
+    /// Objects passed over because they cannot be decoded, per type.
+    undecodable: Family<ResourceLabels, Counter>,
 }
 
 /// One running watch.
@@ -68,11 +75,18 @@ struct Progress {
 }
 
 impl Informers {
-    pub fn new(client: kube::Client, events: mpsc::UnboundedSender<ObjectEvent>) -> Arc<Informers> {
+    /// Informers sending their changes to `events`, counting the objects they pass over in
+    /// `undecodable`.
+    pub fn new(
+        client: kube::Client,
+        events: mpsc::UnboundedSender<ObjectEvent>,
+        undecodable: Family<ResourceLabels, Counter>,
+    ) -> Arc<Informers> {
         Arc::new(Informers {
             client,
             events,
             watches: Mutex::default(),
+            undecodable,
         })
     }
 
@@ -182,6 +196,9 @@ impl Informers {
         if let Some(selector) = label_selector {
             config = config.labels(selector);
         }
+        let undecodable = self.undecodable.get_or_create(&ResourceLabels {
+            resource: resolved.resource.group_key(),
+        });
         let task = tokio::spawn(run_watch(
             Api::all_with(self.client.clone(), &resolved.api),
             config,
@@ -189,6 +206,7 @@ impl Informers {
             store.clone(),
             progress_tx,
             self.events.clone(),
+            undecodable.clone(),
         ));
         tracing::info!(resource = %resolved.resource.group_key(), "started watching");
         Watched {
@@ -259,7 +277,8 @@ impl ObjectStore for Informers {
 }
 
 /// The watch loop of one type. Runs until aborted; errors are retried with kube's default
-/// backoff, and the cache keeps serving what it had meanwhile.
+/// backoff, and the cache keeps serving what it had meanwhile. Reports its changes to
+/// `events`, and counts in `undecodable` the objects it passes over.
 async fn run_watch(
     api: Api<WatchedObject>,
     config: watcher::Config,
@@ -267,8 +286,19 @@ async fn run_watch(
     store: Arc<RwLock<Store>>,
     progress: watch::Sender<Progress>,
     events: mpsc::UnboundedSender<ObjectEvent>,
+    undecodable: Counter,
 ) {
     let resource = resolved.resource.group_key();
+    let pass_over = |object: &Undecodable| {
+        undecodable.inc();
+        tracing::warn!(
+            resource = %resource,
+            namespace = object.namespace.as_deref().unwrap_or_default(),
+            name = object.name.as_deref().unwrap_or("(unknown)"),
+            "an object cannot be decoded: {}; passed over (the type's other objects are not)",
+            object.reason
+        );
+    };
     let send = |changes: Vec<Change>, listed_at: Option<Instant>| {
         for (old, new) in changes {
             // A closed channel means the operator is shutting down; the cache stays usable.
@@ -288,12 +318,23 @@ async fn run_watch(
         match item {
             Ok(Event::Init) => listing = Some(Store::default()),
             Ok(Event::InitApply(object)) => {
-                let object = object.into_value(&resolved.api);
                 let listing = listing.get_or_insert_with(Store::default);
-                // An unchanged object keeps the cached copy, so a re-list does not briefly
-                // hold two copies of everything.
-                let cached = store.read().same_version(&object);
-                listing.insert(cached.unwrap_or_else(|| Arc::new(object)));
+                match object.decoded(&resolved.api) {
+                    Ok(object) => {
+                        // An unchanged object keeps the cached copy, so a re-list does not
+                        // briefly hold two copies of everything.
+                        let cached = store.read().same_version(&object);
+                        listing.insert(cached.unwrap_or_else(|| Arc::new(object)));
+                    }
+                    Err(object) => {
+                        pass_over(&object);
+                        // What was cached of it stays, as for a watch event: a re-list must
+                        // not read as its deletion.
+                        if let Some(cached) = store.read().named(&object) {
+                            listing.insert(cached);
+                        }
+                    }
+                }
             }
             Ok(Event::InitDone) => {
                 let listed = listing.take().unwrap_or_default();
@@ -304,16 +345,28 @@ async fn run_watch(
                 send(changes, Some(listed_at));
                 progress.send_modify(|p| p.synced = true);
             }
-            Ok(Event::Apply(object)) => {
-                let object = Arc::new(object.into_value(&resolved.api));
-                let change = store.write().apply(object);
-                send(change.into_iter().collect(), None);
-            }
-            Ok(Event::Delete(object)) => {
-                let object = object.into_value(&resolved.api);
-                let change = store.write().delete(object);
-                send(vec![change], None);
-            }
+            Ok(Event::Apply(object)) => match object.decoded(&resolved.api) {
+                Ok(object) => {
+                    let change = store.write().apply(Arc::new(object));
+                    send(change.into_iter().collect(), None);
+                }
+                // Controllers keep the last version they could read.
+                Err(object) => pass_over(&object),
+            },
+            Ok(Event::Delete(object)) => match object.decoded(&resolved.api) {
+                Ok(object) => {
+                    let change = store.write().delete(object);
+                    send(vec![change], None);
+                }
+                // Gone, in the last state that could be read.
+                Err(object) => {
+                    pass_over(&object);
+                    let removed = store.write().remove_named(&object);
+                    if let Some(removed) = removed {
+                        send(vec![(Some(removed), None)], None);
+                    }
+                }
+            },
             Err(error) => {
                 tracing::warn!(resource = %resource, error = %error, "watch failed; retrying with backoff");
                 progress.send_modify(|p| {
@@ -437,6 +490,18 @@ impl Store {
             .into_iter()
             .flatten()
             .filter_map(|(namespace, name)| self.get(namespace, name).cloned())
+    }
+
+    /// The cached version of an object that cannot be decoded, found by its name.
+    fn named(&self, object: &Undecodable) -> Option<Arc<Value>> {
+        let name = object.name.as_deref()?;
+        self.get(object.namespace.as_deref().unwrap_or_default(), name)
+            .cloned()
+    }
+
+    fn remove_named(&mut self, object: &Undecodable) -> Option<Arc<Value>> {
+        let name = object.name.as_deref()?;
+        self.remove(object.namespace.as_deref().unwrap_or_default(), name)
     }
 
     /// The cached object if it is this very version (same uid and resourceVersion).
@@ -691,6 +756,24 @@ mod tests {
         assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
         store.remove("a", "loose");
         assert!(store.orphans(Some("a")).is_empty());
+    }
+
+    #[test]
+    fn an_undecodable_object_finds_its_cached_version_by_name() {
+        let mut store = Store::default();
+        store.insert(config_map("ns", "a", "1", json!({})));
+        let undecodable = |namespace: Option<&str>, name: Option<&str>| Undecodable {
+            namespace: namespace.map(str::to_owned),
+            name: name.map(str::to_owned),
+            reason: "deep".into(),
+        };
+        assert!(store.named(&undecodable(Some("ns"), Some("a"))).is_some());
+        assert!(store.named(&undecodable(None, Some("a"))).is_none());
+        assert!(store.named(&undecodable(Some("ns"), None)).is_none());
+        assert!(store.remove_named(&undecodable(Some("ns"), None)).is_none());
+        let removed = store.remove_named(&undecodable(Some("ns"), Some("a")));
+        assert_eq!(object::name(&removed.unwrap()), "a");
+        assert_eq!(store.len(), 0);
     }
 
     #[test]

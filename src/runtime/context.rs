@@ -85,6 +85,8 @@ pub struct OperatorConfig {
     /// Where webhook hooks may connect (`--webhook-allow`); nowhere when empty. The API
     /// server's addresses are added at start, guarded like loopback ([`crate::hooks::egress`]).
     pub webhook_allow: Vec<AllowEntry>,
+    /// The longest webhook answer read (`--webhook-max-response-bytes`).
+    pub webhook_max_response_bytes: u64,
     /// The namespace the operator runs in: where it keeps the snapshots of the revisions its
     /// staged rollouts serve (`apps/v1` ControllerRevisions).
     pub namespace: String,
@@ -116,6 +118,7 @@ impl Default for OperatorConfig {
             max_children: crate::script::DEFAULT_MAX_CHILDREN,
             controller_share: DEFAULT_CONTROLLER_SHARE,
             webhook_allow: Vec::new(),
+            webhook_max_response_bytes: crate::hooks::DEFAULT_MAX_RESPONSE_BYTES,
             namespace: DEFAULT_NAMESPACE.to_string(),
             metrics: Metrics::default(),
             ready: Arc::default(),

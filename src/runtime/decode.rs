@@ -4,11 +4,24 @@
 //! copy, a typed `ObjectMeta` and a second serialization of that metadata, and a write's answer
 //! was decoded whole to be dropped; at 10,000 map pairs that was about a tenth of the operator's
 //! CPU.
+//!
+//! One object the operator cannot use must not stop its type: a list page or watch event is
+//! one JSON document, and any error in it fails them all, for every controller watching the
+//! type, again at every retry. The API server takes objects nested far deeper than serde_json
+//! reads (127 levels; a custom resource's free-form fields may nest as deep as its author
+//! likes), so an object's own nesting is cut at [`MAX_OBJECT_DEPTH`]: what lies below is skipped
+//! (serde_json skips without recursing) and the object comes out [`Undecodable`], named, for the
+//! cache to pass over. Reading without a limit instead (serde_json's `unbounded_depth` with
+//! serde_stacker) would hand that depth to everything that recurses over an object after
+//! (comparing, hashing, converting for a script, dropping), where a stack overflow aborts the
+//! process. The rest of an object cannot fail its read: the API server checks `metadata`
+//! against ObjectMeta and sends nothing but well-formed JSON with numbers a float can hold.
 
+use crate::hooks::json::JsonRules;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -21,12 +34,41 @@ use std::fmt;
 pub struct WatchedObject {
     metadata: ObjectMeta,
     object: Map<String, Value>,
+    /// Why the object cannot be used, when it cannot: `object` then holds only its metadata.
+    undecodable: Option<String>,
+}
+
+/// How deep an object's own JSON may nest (the object itself is the first level). serde_json
+/// reads 127 levels counted from the top of the document, and a list item starts 3 levels
+/// in (the list, its items, the item), a watch event's object 2: this leaves room for both.
+pub const MAX_OBJECT_DEPTH: usize = 100;
+
+/// A watched object the operator cannot use, named as far as its metadata could be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Undecodable {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub reason: String,
 }
 
 impl WatchedObject {
     /// The object, with `apiVersion` and `kind` set from `api` where the server left them out
-    /// (list items come without them).
-    pub fn into_value(self, api: &ApiResource) -> Value {
+    /// (list items come without them); or why it cannot be used.
+    pub fn decoded(self, api: &ApiResource) -> Result<Value, Undecodable> {
+        if let Some(reason) = self.undecodable {
+            let metadata = self.object.get("metadata");
+            let read = |field: &str| {
+                metadata
+                    .and_then(|metadata| metadata.get(field))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            return Err(Undecodable {
+                namespace: read("namespace"),
+                name: read("name"),
+                reason,
+            });
+        }
         let mut object = self.object;
         object
             .entry("metadata")
@@ -40,15 +82,26 @@ impl WatchedObject {
                 object.insert(field.into(), value.as_str().into());
             }
         }
-        Value::Object(object)
+        Ok(Value::Object(object))
     }
 }
 
 impl<'de> Deserialize<'de> for WatchedObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let object = deserializer.deserialize_map(ObjectVisitor {
+        let rules = JsonRules::skipping_below(MAX_OBJECT_DEPTH);
+        let mut object = deserializer.deserialize_map(ObjectVisitor {
             skip_managed: false,
+            rules: &rules,
+            depth: 0,
         })?;
+        let undecodable = rules.too_deep().then(|| {
+            // Its name is all the cache needs of it.
+            object.retain(|field, _| field == "metadata");
+            format!(
+                "its JSON nests deeper than {MAX_OBJECT_DEPTH} levels, more than the operator \
+                 reads"
+            )
+        });
         let resource_version = object
             .get("metadata")
             .and_then(|metadata| metadata.get("resourceVersion"))
@@ -60,17 +113,20 @@ impl<'de> Deserialize<'de> for WatchedObject {
                 ..ObjectMeta::default()
             },
             object,
+            undecodable,
         })
     }
 }
 
-/// Builds a JSON object; at the top level its `metadata` is built by a visitor that skips
-/// `managedFields` without building it.
-struct ObjectVisitor {
+/// Builds a JSON object `depth` levels down, its values by `rules`; at the top level its
+/// `metadata` is built by a visitor that skips `managedFields` without building it.
+struct ObjectVisitor<'a> {
     skip_managed: bool,
+    rules: &'a JsonRules,
+    depth: usize,
 }
 
-impl<'de> Visitor<'de> for ObjectVisitor {
+impl<'de> Visitor<'de> for ObjectVisitor<'_> {
     type Value = Map<String, Value>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
@@ -85,9 +141,9 @@ impl<'de> Visitor<'de> for ObjectVisitor {
                 continue;
             }
             let value = if !self.skip_managed && key == "metadata" {
-                Value::Object(access.next_value::<Metadata>()?.0)
+                Value::Object(access.next_value_seed(Metadata(self.rules))?)
             } else {
-                access.next_value::<Value>()?
+                access.next_value_seed(self.rules.at(self.depth + 1))?
             };
             if self.skip_managed && value.is_null() {
                 continue;
@@ -98,13 +154,18 @@ impl<'de> Visitor<'de> for ObjectVisitor {
     }
 }
 
-struct Metadata(Map<String, Value>);
+/// Reads an object's `metadata`, one level down.
+struct Metadata<'a>(&'a JsonRules);
 
-impl<'de> Deserialize<'de> for Metadata {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_map(ObjectVisitor { skip_managed: true })
-            .map(Metadata)
+impl<'de> DeserializeSeed<'de> for Metadata<'_> {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(ObjectVisitor {
+            skip_managed: true,
+            rules: self.0,
+            depth: 1,
+        })
     }
 }
 
@@ -199,7 +260,7 @@ mod tests {
         let watched: WatchedObject = serde_json::from_str(ANSWER).unwrap();
         assert_eq!(watched.metadata.resource_version.as_deref(), Some("42"));
         assert_eq!(
-            watched.into_value(&configmaps()),
+            watched.decoded(&configmaps()).unwrap(),
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "a", "namespace": "n", "uid": "u",
                                 "resourceVersion": "42", "labels": {"x": "y"}},
@@ -213,12 +274,15 @@ mod tests {
             "spec":{"x":null}}"#;
         let watched: WatchedObject = serde_json::from_str(item).unwrap();
         assert_eq!(
-            watched.into_value(&configmaps()),
+            watched.decoded(&configmaps()).unwrap(),
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "a"}, "spec": {"x": null}})
         );
         let watched: WatchedObject = serde_json::from_str(r#"{"data":{}}"#).unwrap();
-        assert_eq!(watched.into_value(&configmaps())["metadata"], json!({}));
+        assert_eq!(
+            watched.decoded(&configmaps()).unwrap()["metadata"],
+            json!({})
+        );
     }
 
     #[test]
@@ -242,7 +306,7 @@ mod tests {
         let names: Vec<Value> = list
             .items
             .into_iter()
-            .map(|item| item.into_value(&configmaps())["metadata"]["name"].clone())
+            .map(|item| item.decoded(&configmaps()).unwrap()["metadata"]["name"].clone())
             .collect();
         assert_eq!(names, [json!("a"), json!("b")]);
     }
@@ -253,10 +317,100 @@ mod tests {
         let watched: WatchedObject = serde_json::from_str(item).unwrap();
         assert_eq!(watched.metadata.resource_version, None);
         assert_eq!(
-            watched.into_value(&configmaps()),
+            watched.decoded(&configmaps()).unwrap(),
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}})
         );
+    }
+
+    /// An object `depth` levels deep: the object, its `spec`, then maps and arrays in turn.
+    fn nested(name: &str, depth: usize) -> String {
+        let levels = depth.saturating_sub(1);
+        let open: String = (0..levels)
+            .map(|l| if l % 2 == 0 { r#"{"a":"# } else { "[" })
+            .collect();
+        let close: String = (0..levels)
+            .rev()
+            .map(|l| if l % 2 == 0 { '}' } else { ']' })
+            .collect();
+        format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"7"}},"spec":{open}1{close}}}"#
+        )
+    }
+
+    fn page(items: &[String]) -> String {
+        format!(
+            r#"{{"kind":"WidgetList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    fn read_page(page: &str) -> Vec<Result<Value, Undecodable>> {
+        let list: kube::core::ObjectList<WatchedObject> = serde_json::from_str(page).unwrap();
+        list.items
+            .into_iter()
+            .map(|item| item.decoded(&configmaps()))
+            .collect()
+    }
+
+    #[test]
+    fn an_object_nested_too_deep_is_named_undecodable_and_the_rest_of_its_list_reads() {
+        let items = [nested("a", 3), nested("deep", 10_000), nested("c", 3)];
+        let read = read_page(&page(&items));
+        assert_eq!(read[0].as_ref().unwrap()["spec"], json!({"a": [1]}));
+        assert_eq!(
+            read[1],
+            Err(Undecodable {
+                namespace: Some("ns".into()),
+                name: Some("deep".into()),
+                reason: "its JSON nests deeper than 100 levels, more than the operator reads"
+                    .into(),
+            })
+        );
+        assert_eq!(read[2].as_ref().unwrap()["metadata"]["name"], "c");
+        // In a watch event, it keeps its resourceVersion, where kube's watcher resumes from.
+        let event = format!(r#"{{"type":"MODIFIED","object":{}}}"#, items[1]);
+        let kube::core::WatchEvent::Modified(watched) =
+            serde_json::from_str::<kube::core::WatchEvent<WatchedObject>>(&event).unwrap()
+        else {
+            panic!("a MODIFIED event");
+        };
+        assert_eq!(watched.metadata.resource_version.as_deref(), Some("7"));
+        assert!(watched.decoded(&configmaps()).is_err());
+    }
+
+    #[test]
+    fn an_object_as_deep_as_the_limit_reads_in_a_list_and_in_a_watch_event() {
+        let deepest = nested("deepest", MAX_OBJECT_DEPTH);
+        let read = read_page(&page(std::slice::from_ref(&deepest)));
+        assert!(read[0].is_ok(), "{:?}", read[0]);
+        let event = format!(r#"{{"type":"ADDED","object":{deepest}}}"#);
+        let kube::core::WatchEvent::Added(watched) =
+            serde_json::from_str::<kube::core::WatchEvent<WatchedObject>>(&event).unwrap()
+        else {
+            panic!("an ADDED event");
+        };
+        assert!(watched.decoded(&configmaps()).is_ok());
+        let read = read_page(&page(&[nested("over", MAX_OBJECT_DEPTH + 1)]));
+        assert!(read[0].is_err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::hooks::tests::fuzz::cases(64))]
+
+        /// Whatever the depth of each item, the list reads, and an item is undecodable exactly
+        /// when it nests deeper than the limit.
+        #[test]
+        fn a_list_reads_whatever_its_items_depths(depths in proptest::collection::vec(1usize..400, 1..6)) {
+            let items: Vec<String> = depths
+                .iter()
+                .enumerate()
+                .map(|(index, &depth)| nested(&format!("item-{index}"), depth))
+                .collect();
+            for (read, depth) in read_page(&page(&items)).into_iter().zip(depths) {
+                proptest::prop_assert_eq!(read.is_err(), depth > MAX_OBJECT_DEPTH, "{}", depth);
+            }
+        }
     }
 
     #[test]

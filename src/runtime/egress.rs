@@ -10,18 +10,20 @@ use kube::api::{Api, ListParams};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-/// The client for `allow`, with the API server's addresses guarded.
+/// The client for `allow`, with the API server's addresses guarded, reading answers of up to
+/// `max_response_bytes`.
 pub(super) async fn webhook_client(
     client: &kube::Client,
     cluster_url: &http::Uri,
     allow: &[AllowEntry],
+    max_response_bytes: u64,
 ) -> WebhookClient {
     if allow.is_empty() {
         tracing::info!(
             "no webhook destination is allowed (--webhook-allow is empty): webhook hooks fail \
              until an admin lists where they may go"
         );
-        return WebhookClient::restricted(EgressPolicy::default());
+        return WebhookClient::restricted(EgressPolicy::default(), max_response_bytes);
     }
     let api_server = api_server_addresses(client, cluster_url).await;
     let listed: Vec<String> = allow.iter().map(ToString::to_string).collect();
@@ -30,7 +32,10 @@ pub(super) async fn webhook_client(
         api_server = ?api_server,
         "webhook hooks connect only where --webhook-allow says"
     );
-    WebhookClient::restricted(EgressPolicy::new(allow.to_vec(), api_server))
+    WebhookClient::restricted(
+        EgressPolicy::new(allow.to_vec(), api_server),
+        max_response_bytes,
+    )
 }
 
 /// Where the API server is: the addresses of the operator's own cluster URL, and those of the

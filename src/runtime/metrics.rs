@@ -75,6 +75,12 @@ pub struct DroppedEventLabels {
     pub origin: &'static str,
 }
 
+/// Which watched type a sample is about (`Kind.apiVersion`). Bounded by the types watched.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub resource: String,
+}
+
 /// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -147,6 +153,9 @@ pub struct Metrics {
     pub rbac_forgets: Counter,
     /// Events not published: their controller (or the object) was out of tokens.
     pub events_dropped: Family<DroppedEventLabels, Counter>,
+    /// Watched objects passed over because they cannot be decoded (one per list or watch event
+    /// that carried one).
+    pub undecodable_objects: Family<ResourceLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -177,6 +186,7 @@ impl Default for Metrics {
             access_reviews: Family::default(),
             rbac_forgets: Counter::default(),
             events_dropped: Family::default(),
+            undecodable_objects: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -322,6 +332,12 @@ impl Metrics {
             "Events not published because their controller, or the object they are about, was \
              out of tokens (per controller and origin: operator or script)",
             self.events_dropped.clone(),
+        );
+        registry.register(
+            "undecodable_objects",
+            "Watched objects passed over because they cannot be decoded (nested deeper than the \
+             operator reads), per type: one per list or watch event that carried one",
+            self.undecodable_objects.clone(),
         );
         registry
     }

@@ -95,8 +95,12 @@ impl Operator {
         crate::script::memory::set_pool_limit(config.script_memory);
         crate::script::memory::return_freed_pages_promptly();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let informers = Informers::new(client.clone(), events_tx);
         let metrics = config.metrics.clone();
+        let informers = Informers::new(
+            client.clone(),
+            events_tx,
+            metrics.undecodable_objects.clone(),
+        );
         let leadership = Arc::new(match &config.leader_election {
             Some(_) => Leadership::standby(metrics.leader.clone()),
             None => Leadership::always(metrics.leader.clone()),
@@ -119,8 +123,13 @@ impl Operator {
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let access = Arc::new(AccessReviews::new(client.clone(), metrics.clone()));
-        let webhooks =
-            super::egress::webhook_client(&client, &kube.cluster_url, &config.webhook_allow).await;
+        let webhooks = super::egress::webhook_client(
+            &client,
+            &kube.cluster_url,
+            &config.webhook_allow,
+            config.webhook_max_response_bytes,
+        )
+        .await;
         let context = Arc::new(Context {
             events: Events::new(
                 client.clone(),

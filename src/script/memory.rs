@@ -8,6 +8,8 @@
 //! chunks so the pool's counter is touched rarely. The engines' progress callbacks stop a call
 //! once either is exceeded, like any other budget: an allocation itself is never refused (Rust
 //! aborts the process when one fails), so a call overshoots by at most one operation's worth.
+//! Work that cannot be stopped midway draws its worst case from the pool before it starts
+//! ([`Reservation`]).
 
 use mimalloc::MiMalloc;
 use std::alloc::{GlobalAlloc, Layout};
@@ -295,6 +297,57 @@ impl Drop for CallMemory {
     }
 }
 
+/// Pool memory drawn whole before work the allocator's accounting cannot stop midway (parsing
+/// a webhook's answer: the parser cannot be interrupted, and its result may be many times the
+/// size of its input), and given back when dropped.
+#[must_use = "the bytes go back to the pool when the reservation is dropped"]
+#[derive(Debug)]
+pub struct Reservation {
+    drawn: usize,
+}
+
+/// Why a [`Reservation`] could not be drawn: what it wanted from the pool beyond the floor,
+/// what the pool had free then, and its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolShort {
+    pub wanted: usize,
+    pub free: usize,
+    pub limit: usize,
+}
+
+impl Reservation {
+    /// Draws what work needing at most `bytes` takes beyond the floor every call has, all or
+    /// nothing. On a thread running a call ([`CallMemory`]) it draws nothing: the allocator
+    /// counts that call's work already, and counting it twice would stop it at half its budget.
+    pub fn draw(bytes: usize) -> Result<Reservation, PoolShort> {
+        if CALL.with(|call| call.active.get()) {
+            return Ok(Reservation { drawn: 0 });
+        }
+        reserve(&POOL_USED, pool_limit(), bytes.saturating_sub(FLOOR_BYTES))
+            .map(|drawn| Reservation { drawn })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        POOL_USED.fetch_sub(self.drawn, Ordering::Relaxed);
+    }
+}
+
+/// Adds `wanted` to `pool` if it stays within `limit`. Unlike a call's chunks, which may
+/// overshoot by one allocation, a reservation is never granted in part.
+fn reserve(pool: &AtomicUsize, limit: usize, wanted: usize) -> Result<usize, PoolShort> {
+    pool.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+        used.checked_add(wanted).filter(|&total| total <= limit)
+    })
+    .map(|_| wanted)
+    .map_err(|used| PoolShort {
+        wanted,
+        free: limit.saturating_sub(used),
+        limit,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,5 +429,38 @@ mod tests {
         drop(held);
         drop(call);
         assert_eq!(CALL.with(|call| call.tracked.get().drawn), 0);
+    }
+
+    #[test]
+    fn a_reservation_is_drawn_whole_or_not_at_all() {
+        let pool = AtomicUsize::new(0);
+        assert_eq!(reserve(&pool, 10 * CHUNK, 6 * CHUNK), Ok(6 * CHUNK));
+        assert_eq!(
+            reserve(&pool, 10 * CHUNK, 5 * CHUNK),
+            Err(PoolShort {
+                wanted: 5 * CHUNK,
+                free: 4 * CHUNK,
+                limit: 10 * CHUNK
+            })
+        );
+        assert_eq!(
+            pool.load(Ordering::Relaxed),
+            6 * CHUNK,
+            "nothing drawn in part"
+        );
+        assert_eq!(reserve(&pool, 10 * CHUNK, 4 * CHUNK), Ok(4 * CHUNK));
+    }
+
+    #[test]
+    fn a_reservation_draws_beyond_the_floor_and_nothing_inside_a_call() {
+        let within = Reservation::draw(FLOOR_BYTES).unwrap();
+        assert_eq!(within.drawn, 0, "within the floor, nothing is drawn");
+        let beyond = Reservation::draw(FLOOR_BYTES + CHUNK).unwrap();
+        assert_eq!(beyond.drawn, CHUNK);
+        drop((within, beyond));
+        let call = CallMemory::enter(usize::MAX);
+        let inside = Reservation::draw(FLOOR_BYTES + 64 * CHUNK).unwrap();
+        assert_eq!(inside.drawn, 0, "the call's own accounting counts it");
+        drop((inside, call));
     }
 }

@@ -881,3 +881,104 @@ async fn a_hook_that_keeps_state_in_status_syncs_again_on_its_own_status_write()
     let (still, _) = crate::support::operator::quiet(&id).await;
     assert_eq!(writes, still, "no writes once settled");
 }
+
+/// A custom resource type whose objects hold anything, its group given by the test.
+const ANYTHING_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+/// One custom resource nested deeper than the operator reads (the API server keeps it) sits
+/// beside good ones of its type, first in the initial list, then in a watch event: it is passed
+/// over and counted, and the controller keeps syncing the others.
+#[tokio::test]
+async fn an_object_nested_too_deep_is_passed_over_and_its_type_keeps_syncing() {
+    use crate::support::cluster::Cluster;
+    use metascript::runtime::metrics::ResourceLabels;
+    let mut cluster = Cluster::new().await;
+    let namespace = test_namespace(&cluster.client, "deep").await;
+    let group = format!("{}.example.com", unique_name("deep"));
+    cluster.install(ANYTHING_CRD, "Widget", &group).await;
+    let widget = |name: &str| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+               "metadata": {"name": name, "namespace": namespace}, "spec": {"size": 1}})
+    };
+    // Created as text: the test's own client reads objects as serde_json does, and could not
+    // read this one back.
+    let create_deep = |name: &str| {
+        let spec = format!("{}1{}", r#"{"a":"#.repeat(150), "}".repeat(150));
+        let body = format!(
+            r#"{{"apiVersion":"{group}/v1","kind":"Widget","metadata":{{"name":"{name}"}},"spec":{spec}}}"#
+        );
+        let request =
+            http::Request::post(format!("/apis/{group}/v1/namespaces/{namespace}/widgets"))
+                .header("Content-Type", "application/json")
+                .body(body.into_bytes())
+                .expect("a request");
+        let client = cluster.client.clone();
+        async move {
+            client
+                .request_text(request)
+                .await
+                .unwrap_or_else(|error| panic!("creating a deep widget: {error}"));
+        }
+    };
+    cluster.apply(&widget("listed")).await;
+    create_deep("deep-listed").await;
+
+    let name = unique_name("deep");
+    apply(
+        &cluster.client,
+        &json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": name},
+            "spec": {
+                "resources": [{"apiVersion": format!("{group}/v1"), "resource": "widgets"}],
+                "hooks": {"sync": inline("rhai", r#"#{ labels: #{ seen: "yes" } }"#)}
+            }
+        }),
+    )
+    .await;
+    let seen = |widget: &Value| label(widget, "seen") == Some("yes");
+    cluster
+        .wait_for(
+            &widget("listed"),
+            "the widget listed beside the deep one",
+            seen,
+        )
+        .await;
+    create_deep("deep-watched").await;
+    cluster.apply(&widget("watched")).await;
+    cluster
+        .wait_for(
+            &widget("watched"),
+            "a widget created after a deep one",
+            seen,
+        )
+        .await;
+
+    let passed_over = operator()
+        .await
+        .operator
+        .metrics()
+        .undecodable_objects
+        .get_or_create(&ResourceLabels {
+            resource: format!("Widget.{group}/v1"),
+        })
+        .get();
+    assert!(
+        passed_over >= 2,
+        "each deep widget at least once: {passed_over}"
+    );
+}

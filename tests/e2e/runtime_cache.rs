@@ -83,7 +83,7 @@ async fn setup(test: &str) -> (kube::Client, String, Arc<Discovery>, Arc<Informe
     let namespace = test_namespace(&client, test).await;
     let (tx, rx) = mpsc::unbounded_channel();
     let discovery = Discovery::new(client.clone());
-    let informers = Informers::new(client.clone(), tx);
+    let informers = Informers::new(client.clone(), tx, Default::default());
     let events = Events {
         rx,
         namespace: namespace.clone(),

@@ -1,4 +1,6 @@
-//! Loading a controller's hooks with its libraries.
+//! Loading a controller's hooks with its libraries; property tests of answers in `fuzz`.
+
+pub(crate) mod fuzz;
 
 use super::*;
 use crate::api::{ConfigMapKeyRef, ScriptSpec};
