@@ -396,12 +396,12 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(crate::hooks::tests::fuzz::cases(64))]
+        #![proptest_config(crate::fuzzing::config(64))]
 
         /// Whatever the depth of each item, the list reads, and an item is undecodable exactly
         /// when it nests deeper than the limit.
         #[test]
-        fn a_list_reads_whatever_its_items_depths(depths in proptest::collection::vec(1usize..400, 1..6)) {
+        fn fuzz_a_list_reads_whatever_its_items_depths(depths in proptest::collection::vec(1usize..400, 1..6)) {
             let items: Vec<String> = depths
                 .iter()
                 .enumerate()

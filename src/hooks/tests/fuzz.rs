@@ -9,15 +9,6 @@ use crate::script::memory::{CallMemory, Exceeded};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
-/// `cases` cases, unless `PROPTEST_CASES` asks for another count (CI runs longer).
-pub(crate) fn cases(cases: u32) -> ProptestConfig {
-    let config = ProptestConfig::default();
-    match std::env::var_os("PROPTEST_CASES") {
-        Some(_) => config,
-        None => ProptestConfig { cases, ..config },
-    }
-}
-
 /// Whether `work` holds at most `limit` bytes at any moment, as the allocator counts them.
 pub(crate) fn allocates_within<T>(limit: usize, work: impl FnOnce() -> T) -> bool {
     let call = CallMemory::enter(limit);
@@ -144,10 +135,10 @@ fn refused_with_a_reason(error: &InvalidResponse) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::fuzzing::config(256))]
 
     #[test]
-    fn any_bytes_are_read_or_refused_with_a_reason(
+    fn fuzz_any_bytes_are_read_or_refused_with_a_reason(
         body in prop::collection::vec(any::<u8>(), 0..600),
         hook in hook(),
         mode in mode(),
@@ -159,7 +150,7 @@ proptest! {
 
     /// Bytes that look like JSON, cut and spliced: brackets, quotes, escapes and numbers.
     #[test]
-    fn json_like_text_is_read_or_refused_with_a_reason(
+    fn fuzz_json_like_text_is_read_or_refused_with_a_reason(
         body in JSON_LIKE,
         hook in hook(),
         mode in mode(),
@@ -172,7 +163,7 @@ proptest! {
     /// Any JSON reads as itself in loose mode; in strict mode, unless a top-level field is
     /// not the hook's, which is then named.
     #[test]
-    fn any_json_reads_as_itself_within_its_bound(
+    fn fuzz_any_json_reads_as_itself_within_its_bound(
         (hook, fields) in response(),
         pretty in any::<bool>(),
     ) {
@@ -198,7 +189,7 @@ proptest! {
 
     /// Deep nesting and numbers of any size: read, or refused naming the depth or the number.
     #[test]
-    fn deep_bodies_and_huge_numbers_are_refused_with_a_reason(
+    fn fuzz_deep_bodies_and_huge_numbers_are_refused_with_a_reason(
         (depth, body) in nested(),
         hook in hook(),
         mode in mode(),
@@ -218,7 +209,7 @@ proptest! {
 
     /// What every response is held to takes any JSON without panicking, and names the field.
     #[test]
-    fn any_response_is_checked_without_panicking(
+    fn fuzz_any_response_is_checked_without_panicking(
         (hook, fields) in response(),
         max_children in 0usize..4,
     ) {
@@ -234,7 +225,7 @@ proptest! {
     }
 
     #[test]
-    fn any_value_is_checked_as_a_script_response_without_panicking(
+    fn fuzz_any_value_is_checked_as_a_script_response_without_panicking(
         value in json(),
         hook in hook(),
     ) {
