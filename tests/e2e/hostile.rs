@@ -8,6 +8,7 @@ use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, wait_for};
 use crate::support::process::OperatorProcess;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
+use metascript::testing::{HookServer, Reply};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -33,6 +34,8 @@ struct Attack {
     code: &'static str,
     limits: Option<&'static str>,
     selector: Option<fn() -> Value>,
+    /// A webhook hook instead of the script, answering this body.
+    webhook: Option<fn() -> String>,
     says: Says,
 }
 
@@ -45,6 +48,7 @@ const ATTACKS: &[Attack] = &[
         code: "let m = #{}; let i = 0; loop { m[`k${i}`] = `${i}`.pad(2000, 'x'); i += 1; }",
         limits: None,
         selector: None,
+        webhook: None,
         says: BOMB,
     },
     Attack {
@@ -53,6 +57,7 @@ const ATTACKS: &[Attack] = &[
         code: "local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep('x', 4096) .. i end",
         limits: None,
         selector: None,
+        webhook: None,
         says: BOMB,
     },
     Attack {
@@ -61,6 +66,7 @@ const ATTACKS: &[Attack] = &[
         code: "loop { }",
         limits: None,
         selector: None,
+        webhook: None,
         says: BOMB,
     },
     Attack {
@@ -69,6 +75,7 @@ const ATTACKS: &[Attack] = &[
         code: "while true do end",
         limits: None,
         selector: None,
+        webhook: None,
         says: BOMB,
     },
     // Once a panic in `Duration::from_secs_f64` that lost a worker for good.
@@ -78,6 +85,7 @@ const ATTACKS: &[Attack] = &[
         code: "#{ resyncAfterSeconds: 1e300 }",
         limits: None,
         selector: None,
+        webhook: None,
         says: Says::Failing("resyncAfterSeconds"),
     },
     Attack {
@@ -86,6 +94,7 @@ const ATTACKS: &[Attack] = &[
         code: "return {}",
         limits: Some(r#"{"timeoutMillis": 60000}"#),
         selector: None,
+        webhook: None,
         says: Says::NotLoaded("--max-hook-timeout"),
     },
     // Matched against every ConfigMap event on the one dispatcher, once.
@@ -95,6 +104,7 @@ const ATTACKS: &[Attack] = &[
         code: "return {}",
         limits: None,
         selector: Some(huge_selector),
+        webhook: None,
         says: Says::NotLoaded("selector too large"),
     },
     // Ten new Events per sync, a sync a second, on every target.
@@ -105,9 +115,53 @@ const ATTACKS: &[Attack] = &[
                #{ resyncAfterSeconds: 1 }",
         limits: None,
         selector: None,
+        webhook: None,
         says: Says::Throttled,
     },
 ];
+
+/// What `webhook` attacks answer: once a body up to 32 MiB, parsed whole outside every budget
+/// (about 0.5 GiB for the first of these, per call, several calls at once).
+const WEBHOOK_ATTACKS: &[Attack] = &[
+    Attack {
+        name: "webhook-zeros",
+        language: "",
+        code: "",
+        limits: None,
+        selector: None,
+        webhook: Some(zeros),
+        says: Says::Failing("--webhook-max-response-bytes"),
+    },
+    Attack {
+        name: "webhook-nested",
+        language: "",
+        code: "",
+        limits: None,
+        selector: None,
+        webhook: Some(nested_maps),
+        says: Says::Failing("--script-memory"),
+    },
+];
+
+/// 30 MiB of `[0,0,…]`: sixteen bytes a value once parsed.
+fn zeros() -> String {
+    let count = 15 * 1024 * 1024;
+    let mut body = String::with_capacity(2 * count + 32);
+    body.push_str(r#"{"attachments": [0"#);
+    for _ in 1..count {
+        body.push_str(",0");
+    }
+    body.push_str("]}");
+    body
+}
+
+/// Just under the 4 MiB cap, of the shape that parses largest: maps nested 120 deep, each
+/// holding the next under an empty key (about 126 bytes a byte).
+fn nested_maps() -> String {
+    let one = format!("{}0{}", r#"{"":"#.repeat(120), "}".repeat(120));
+    let count = (4 * 1024 * 1024 - 64) / (one.len() + 1);
+    format!(r#"{{"attachments": [{}]}}"#, vec![one; count].join(","))
+}
 
 /// A selector of 200 requirements, each with a value no object has.
 fn huge_selector() -> Value {
@@ -179,21 +233,33 @@ async fn failure_note(events: &kube::Api<Event>, name: &str) -> Option<String> {
 async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
     let client = client().await;
     let instance = unique_name("hostile");
-    let mut operator = OperatorProcess::start(&instance, &["--workers", "16"]).await;
+    let mut operator = OperatorProcess::start(
+        &instance,
+        &["--workers", "16", "--webhook-allow", "127.0.0.0/8"],
+    )
+    .await;
+    let bodies: std::collections::HashMap<String, String> = WEBHOOK_ATTACKS
+        .iter()
+        .filter_map(|attack| Some((format!("/{}", attack.name), (attack.webhook?)())))
+        .collect();
+    let server = HookServer::start_unrecorded(move |path, _| {
+        Reply::status(200, bodies.get(path).cloned().unwrap_or_default())
+    })
+    .expect("the hostile webhook");
     let namespace = test_namespace(&client, "hostile").await;
     let mut attackers = Vec::new();
-    for attack in ATTACKS {
+    for attack in ATTACKS.iter().chain(WEBHOOK_ATTACKS) {
         let name = format!("{instance}-{}", attack.name);
-        let mut script = json!({"language": attack.language, "inline": attack.code});
-        if let Some(limits) = attack.limits {
-            script["limits"] = serde_json::from_str(limits).expect("limits as JSON");
-        }
-        let mut controller = decorator(
-            &instance,
-            &name,
-            json!({"hostile": instance}),
-            json!({"script": script}),
-        );
+        let hook = if attack.webhook.is_some() {
+            json!({"webhook": {"url": server.url(&format!("/{}", attack.name)), "timeout": "10s"}})
+        } else {
+            let mut script = json!({"language": attack.language, "inline": attack.code});
+            if let Some(limits) = attack.limits {
+                script["limits"] = serde_json::from_str(limits).expect("limits as JSON");
+            }
+            json!({"script": script})
+        };
+        let mut controller = decorator(&instance, &name, json!({"hostile": instance}), hook);
         if let Some(selector) = attack.selector {
             controller["spec"]["resources"][0]["labelSelector"] = selector();
         }
@@ -236,7 +302,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
     eprintln!(
         "the good controller converged 20 targets in {:?} beside {} hostile controllers",
         started.elapsed(),
-        ATTACKS.len()
+        ATTACKS.len() + WEBHOOK_ATTACKS.len()
     );
 
     let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), &namespace);
