@@ -115,9 +115,12 @@ pub async fn start(
         discovery: Discovery::new(client.clone()),
         operator_user: crate::runtime::own_user(&client).await,
         client,
+        // At most MAX_CONCURRENT_REVIEWS test calls at once, each under TEST_CEILING: 32 MiB
+        // in all, kept apart from the pool production hooks draw on.
         engine: ScriptEngine::new()
             .with_ceiling(TEST_CEILING)
-            .with_limit_ceilings(config.limit_ceilings),
+            .with_limit_ceilings(config.limit_ceilings)
+            .apart_from_pool(),
         authenticated_callers: config.client_ca.is_some(),
         permits: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
         deadline: config.deadline,

@@ -44,11 +44,12 @@ pub fn pool_used() -> usize {
     POOL_USED.load(Ordering::Relaxed)
 }
 
-/// What a call whose own limit is `limit` may allocate if it starts now: its floor and what the
-/// pool has left, up to its limit.
+/// What a call whose own limit is `limit` may allocate if it starts now: its floor (the call
+/// running on this thread's, if any) and what the pool has left, up to its limit.
 pub fn allowance(limit: usize) -> usize {
     let left = pool_limit().saturating_sub(pool_used());
-    limit.min(FLOOR_BYTES.saturating_add(left))
+    let floor = CALL.with(|call| call.tracked.get().floor);
+    limit.min(floor.saturating_add(left))
 }
 
 /// Which memory budget a call exceeded.
@@ -70,6 +71,9 @@ struct Tracked {
     limit: usize,
     /// Bytes drawn from the pool (in chunks), beyond the floor.
     drawn: usize,
+    /// What the call holds before it draws on the pool: [`FLOOR_BYTES`], or its whole limit
+    /// for a call apart from the pool ([`CallMemory::enter_apart`]).
+    floor: usize,
     /// The most the call held at once (as seen at the thresholds).
     peak: isize,
     exceeded: Option<Exceeded>,
@@ -78,6 +82,7 @@ struct Tracked {
 const IDLE: Tracked = Tracked {
     net: 0,
     limit: usize::MAX,
+    floor: FLOOR_BYTES,
     drawn: 0,
     peak: 0,
     exceeded: None,
@@ -147,7 +152,11 @@ fn account(call: &mut Tracked, delta: isize, pool: &AtomicUsize, pool_limit: usi
     if call.net > 0 && call.net as usize > call.limit {
         call.exceeded.get_or_insert(Exceeded::Call);
     }
-    let beyond_floor = (call.net - FLOOR_BYTES as isize).max(0) as usize;
+    // Past its own limit a call is stopped already: what it holds beyond that is not drawn.
+    let held = call
+        .net
+        .min(isize::try_from(call.limit).unwrap_or(isize::MAX));
+    let beyond_floor = (held - call.floor as isize).max(0) as usize;
     while beyond_floor > call.drawn {
         let used = pool.fetch_add(CHUNK, Ordering::Relaxed) + CHUNK;
         call.drawn += CHUNK;
@@ -168,10 +177,10 @@ fn set_thresholds(call: &CallCell, tracked: &Tracked) {
     let high = match tracked.exceeded {
         // Stopped already: only giving chunks back is left to do.
         Some(_) => isize::MAX,
-        None => (FLOOR_BYTES + tracked.drawn).min(tracked.limit) as isize,
+        None => (tracked.floor + tracked.drawn).min(tracked.limit) as isize,
     };
     let low = match tracked.drawn.checked_sub(2 * CHUNK) {
-        Some(kept) => (FLOOR_BYTES + kept) as isize,
+        Some(kept) => (tracked.floor + kept) as isize,
         None => isize::MIN,
     };
     call.high.set(high);
@@ -258,8 +267,22 @@ pub struct CallMemory {
 impl CallMemory {
     /// Starts counting for a call whose own limit is `limit` bytes.
     pub fn enter(limit: usize) -> CallMemory {
+        CallMemory::start(Tracked { limit, ..IDLE })
+    }
+
+    /// [`CallMemory::enter`] for a call that never draws on the shared pool: what holds its
+    /// kind of call bounds it already (the admission webhook's tests: a small limit each, a
+    /// few at once), and it must neither wait for production hooks' memory nor take theirs.
+    pub fn enter_apart(limit: usize) -> CallMemory {
+        CallMemory::start(Tracked {
+            limit,
+            floor: limit,
+            ..IDLE
+        })
+    }
+
+    fn start(tracked: Tracked) -> CallMemory {
         CALL.with(|call| {
-            let tracked = Tracked { limit, ..IDLE };
             call.tracked.set(tracked);
             call.net.set(0);
             call.exceeded.set(None);
@@ -381,6 +404,28 @@ mod tests {
         drop((small, big, call));
         assert_eq!(CallMemory::exceeded(), None, "the next call starts afresh");
         drop(kept);
+    }
+
+    /// A call apart from the pool (admission's tests) is held to its own limit and draws
+    /// nothing, however full the pool is.
+    #[test]
+    fn a_call_apart_from_the_pool_draws_nothing_and_is_held_to_its_limit() {
+        let pool = AtomicUsize::new(0);
+        let full = 0;
+        let limit = 16 * 1024 * 1024;
+        let mut apart = Tracked {
+            limit,
+            floor: limit,
+            ..IDLE
+        };
+        account(&mut apart, limit as isize, &pool, full);
+        assert_eq!((pool.load(Ordering::Relaxed), apart.exceeded), (0, None));
+        account(&mut apart, 1, &pool, full);
+        assert_eq!(apart.exceeded, Some(Exceeded::Call));
+        assert_eq!(pool.load(Ordering::Relaxed), 0);
+        let call = CallMemory::enter_apart(limit);
+        assert_eq!(allowance(limit), limit, "its floor is its limit");
+        drop(call);
     }
 
     /// The pool's logic on a pool of its own (the process's is shared by every test running).

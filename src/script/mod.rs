@@ -484,6 +484,9 @@ pub struct ScriptEngine {
     /// The most a hook's `limits` may ask for; a hook asking more does not load. `None`
     /// offline, where the author's machine is the only one at stake.
     allowed: Option<ceilings::LimitCeilings>,
+    /// Calls hold only their own limit, never the shared script memory pool
+    /// ([`memory::CallMemory::enter_apart`]).
+    apart_from_pool: bool,
 }
 
 /// How many objects one response may return in a list by default: more than a controller
@@ -536,12 +539,20 @@ impl ScriptEngine {
             max_children: DEFAULT_MAX_CHILDREN,
             ceiling: None,
             allowed: None,
+            apart_from_pool: false,
         }
     }
 
     /// Caps every call's limits at `ceiling`, whatever its hook asks.
     pub fn with_ceiling(mut self, ceiling: EffectiveLimits) -> ScriptEngine {
         self.ceiling = Some(ceiling);
+        self
+    }
+
+    /// Runs every call on its own limit alone, apart from the shared pool: for calls whose
+    /// number and limits are bounded by other means (the admission webhook's test runs).
+    pub fn apart_from_pool(mut self) -> ScriptEngine {
+        self.apart_from_pool = true;
         self
     }
 
@@ -679,9 +690,12 @@ impl ScriptEngine {
             coverage: self.inner.coverage.as_ref(),
         };
         // Counted from before the request is converted until the response has been.
-        let memory = memory::CallMemory::enter(
-            usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX),
-        );
+        let limit = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
+        let memory = if self.apart_from_pool {
+            memory::CallMemory::enter_apart(limit)
+        } else {
+            memory::CallMemory::enter(limit)
+        };
         let result = match &script.program.code {
             Code::Rhai(ast) => match setup.coverage {
                 None => self.inner.rhai.call(ast, request, &setup),
