@@ -486,19 +486,29 @@ async fn admission_runs_tests_under_its_own_ceilings() {
     let webhook = AdmissionWebhook::start(&admin, &namespace, false, &[]).await;
     let name = unique_name("tenancy-loop");
     let mut controller = labeller(&name, &webhook.labels(), None);
-    controller["spec"]["hooks"]["sync"] = json!({
-        "script": {
-            "language": "rhai", "inline": "let n = 0;\nloop { n += 1; }",
-            "limits": {"maxOperations": 1_000_000_000_000u64, "timeoutMillis": 600_000}
-        }
-    });
+    let spinning = |limits: Value| {
+        json!({"script": {
+            "language": "rhai", "inline": "let n = 0;\nloop { n += 1; }", "limits": limits
+        }})
+    };
     controller["spec"]["tests"] = json!([{"name": "spins", "request": {"object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}}, "expect": {}}]);
+    // Beyond what the operator would ever run: refused before any test runs.
+    controller["spec"]["hooks"]["sync"] =
+        spinning(json!({"maxOperations": 1_000_000_000_000u64, "timeoutMillis": 600_000}));
+    assert_refused(
+        try_apply(&admin, &controller).await,
+        &["maxOperations is 1000000000000", "--max-hook-operations"],
+        "limits above the operator's ceilings",
+    );
+    // At the operator's ceilings: allowed in production, but not at admission.
+    controller["spec"]["hooks"]["sync"] =
+        spinning(json!({"maxOperations": 100_000_000u64, "timeoutMillis": 10_000}));
     let refusal = assert_refused(
         try_apply(&admin, &controller).await,
         &["spec.tests[0] (spins)", "limit exceeded"],
         "an endless test case",
     );
-    // The webhook's ceilings, not the author's 10^12 operations and ten minutes: whichever
+    // The webhook's ceilings, not the author's 10^8 operations and ten seconds: whichever
     // stops the loop first on this machine.
     assert!(
         refusal.contains("operation budget of 1000000 exhausted")
