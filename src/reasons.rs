@@ -40,6 +40,8 @@ pub const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
 pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
 /// A parent's `spec.selector` cannot be read; its children are left alone.
 pub const INVALID_SELECTOR: &str = "InvalidSelector";
+/// A watched object cannot be decoded (it nests too deep): passed over, its type is not.
+pub const UNDECODABLE: &str = "Undecodable";
 /// A MapController parent selects more inputs than one parent may have pairs.
 pub const TOO_MANY_PAIRS: &str = "TooManyPairs";
 /// A work item panicked (a bug in the operator): retried with backoff, the worker goes on.
@@ -96,6 +98,7 @@ pub const ALL: &[&str] = &[
     SCRIPT_UNAVAILABLE,
     INVALID_SELECTOR,
     TOO_MANY_PAIRS,
+    UNDECODABLE,
     SYNC_FAILED,
     PANICKED,
     FORBIDDEN,

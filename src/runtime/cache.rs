@@ -56,6 +56,16 @@ pub struct Informers {
     watches: Mutex<HashMap<ResourceType, Watched>>,
     /// Objects passed over because they cannot be decoded, per type.
     undecodable: Family<ResourceLabels, Counter>,
+    /// Where each passed-over object is reported, for an Event on it (set once by the
+    /// operator; a full channel drops the report, the log line and the count stay).
+    passed_over: std::sync::OnceLock<mpsc::Sender<PassedOver>>,
+}
+
+/// An object a watch passed over, and its type.
+#[derive(Debug)]
+pub struct PassedOver {
+    pub resource: ResourceType,
+    pub object: Undecodable,
 }
 
 /// One running watch.
@@ -87,7 +97,13 @@ impl Informers {
             events,
             watches: Mutex::default(),
             undecodable,
+            passed_over: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Reports every object passed over from now on to `reports` too.
+    pub fn report_passed_over(&self, reports: mpsc::Sender<PassedOver>) {
+        let _ = self.passed_over.set(reports);
     }
 
     /// Starts the watch for a type once (later calls share it) and waits until its initial list
@@ -207,6 +223,7 @@ impl Informers {
             progress_tx,
             self.events.clone(),
             undecodable.clone(),
+            self.passed_over.get().cloned(),
         ));
         tracing::info!(resource = %resolved.resource.group_key(), "started watching");
         Watched {
@@ -287,10 +304,17 @@ async fn run_watch(
     progress: watch::Sender<Progress>,
     events: mpsc::UnboundedSender<ObjectEvent>,
     undecodable: Counter,
+    reports: Option<mpsc::Sender<PassedOver>>,
 ) {
     let resource = resolved.resource.group_key();
     let pass_over = |object: &Undecodable| {
         undecodable.inc();
+        if let Some(reports) = &reports {
+            let _ = reports.try_send(PassedOver {
+                resource: resolved.resource.clone(),
+                object: object.clone(),
+            });
+        }
         tracing::warn!(
             resource = %resource,
             namespace = object.namespace.as_deref().unwrap_or_default(),
@@ -765,6 +789,7 @@ mod tests {
         let undecodable = |namespace: Option<&str>, name: Option<&str>| Undecodable {
             namespace: namespace.map(str::to_owned),
             name: name.map(str::to_owned),
+            uid: None,
             reason: "deep".into(),
         };
         assert!(store.named(&undecodable(Some("ns"), Some("a"))).is_some());

@@ -48,6 +48,7 @@ pub const MAX_OBJECT_DEPTH: usize = 100;
 pub struct Undecodable {
     pub namespace: Option<String>,
     pub name: Option<String>,
+    pub uid: Option<String>,
     pub reason: String,
 }
 
@@ -66,6 +67,7 @@ impl WatchedObject {
             return Err(Undecodable {
                 namespace: read("namespace"),
                 name: read("name"),
+                uid: read("uid"),
                 reason,
             });
         }
@@ -363,6 +365,7 @@ mod tests {
             Err(Undecodable {
                 namespace: Some("ns".into()),
                 name: Some("deep".into()),
+                uid: None,
                 reason: "its JSON nests deeper than 100 levels, more than the operator reads"
                     .into(),
             })

@@ -5,7 +5,7 @@
 use super::access::AccessReviews;
 use super::apply::Applier;
 use super::authority::Authority;
-use super::cache::{Informers, ObjectEvent};
+use super::cache::{Informers, ObjectEvent, PassedOver};
 use super::context::{Context, Identities, OperatorConfig, sweep};
 use super::discovery::{Discovery, ResolvedType};
 use super::events::Events;
@@ -101,6 +101,9 @@ impl Operator {
             events_tx,
             metrics.undecodable_objects.clone(),
         );
+        // Bounded: a burst of passed-over objects beyond it is in the log and the count only.
+        let (passed_over_tx, passed_over) = mpsc::channel(64);
+        informers.report_passed_over(passed_over_tx);
         let leadership = Arc::new(match &config.leader_election {
             Some(_) => Leadership::standby(metrics.leader.clone()),
             None => Leadership::always(metrics.leader.clone()),
@@ -214,6 +217,7 @@ impl Operator {
             tasks.spawn(take_over_on_reassignment(context.clone(), kinds.clone()));
         }
         tasks.spawn(status_loop(context.clone(), kinds.clone()));
+        tasks.spawn(report_passed_over(context.clone(), passed_over));
         tasks.spawn(credentials_loop(context.clone(), kinds.clone()));
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
@@ -531,6 +535,34 @@ async fn run(context: &Arc<Context>, kinds: &Kinds, key: &WorkKey) {
         Admit::Run => shard::acting_for(Item::of(key), kind.work(context, key)).await,
         Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
         Admit::Skip => {}
+    }
+}
+
+/// A Warning Event on each object a watch passed over (it cannot be decoded), so whoever owns
+/// it learns why no controller acts on it; the log and `metascript_undecodable_objects_total`
+/// say it too.
+async fn report_passed_over(context: Arc<Context>, mut reports: mpsc::Receiver<PassedOver>) {
+    while let Some(PassedOver { resource, object }) = reports.recv().await {
+        let Some(name) = &object.name else {
+            continue;
+        };
+        let regarding = serde_json::json!({
+            "apiVersion": resource.api_version, "kind": resource.kind,
+            "metadata": {"name": name, "namespace": object.namespace, "uid": object.uid}
+        });
+        let note = format!(
+            "{}: the operator passes it over, so no controller acts on it, until it changes",
+            object.reason
+        );
+        context
+            .warn(
+                &regarding,
+                None,
+                crate::reasons::UNDECODABLE,
+                "Watch",
+                &note,
+            )
+            .await;
     }
 }
 

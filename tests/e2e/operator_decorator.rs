@@ -981,4 +981,13 @@ async fn an_object_nested_too_deep_is_passed_over_and_its_type_keeps_syncing() {
         passed_over >= 2,
         "each deep widget at least once: {passed_over}"
     );
+    // Whoever owns a deep widget finds out on it why nothing acts on it.
+    for deep in ["deep-listed", "deep-watched"] {
+        let event = wait_for_event(&cluster.client, Some(&namespace), "Undecodable", |event| {
+            crate::support::operator::regarding_name(event) == Some(deep)
+        })
+        .await;
+        let note = event.note.unwrap_or_default();
+        assert!(note.contains("100 levels"), "{deep}: {note}");
+    }
 }
