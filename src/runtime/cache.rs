@@ -61,6 +61,12 @@ pub struct Informers {
     passed_over: std::sync::OnceLock<mpsc::Sender<PassedOver>>,
 }
 
+/// Where a watch says it passed an object over: a count, and the operator's reports.
+struct PassOver {
+    counted: Counter,
+    reports: Option<mpsc::Sender<PassedOver>>,
+}
+
 /// An object a watch passed over, and its type.
 #[derive(Debug)]
 pub struct PassedOver {
@@ -222,8 +228,10 @@ impl Informers {
             store.clone(),
             progress_tx,
             self.events.clone(),
-            undecodable.clone(),
-            self.passed_over.get().cloned(),
+            PassOver {
+                counted: undecodable.clone(),
+                reports: self.passed_over.get().cloned(),
+            },
         ));
         tracing::info!(resource = %resolved.resource.group_key(), "started watching");
         Watched {
@@ -295,7 +303,7 @@ impl ObjectStore for Informers {
 
 /// The watch loop of one type. Runs until aborted; errors are retried with kube's default
 /// backoff, and the cache keeps serving what it had meanwhile. Reports its changes to
-/// `events`, and counts in `undecodable` the objects it passes over.
+/// `events`, and says in `passing_over` which objects it passes over.
 async fn run_watch(
     api: Api<WatchedObject>,
     config: watcher::Config,
@@ -303,13 +311,12 @@ async fn run_watch(
     store: Arc<RwLock<Store>>,
     progress: watch::Sender<Progress>,
     events: mpsc::UnboundedSender<ObjectEvent>,
-    undecodable: Counter,
-    reports: Option<mpsc::Sender<PassedOver>>,
+    passing_over: PassOver,
 ) {
     let resource = resolved.resource.group_key();
     let pass_over = |object: &Undecodable| {
-        undecodable.inc();
-        if let Some(reports) = &reports {
+        passing_over.counted.inc();
+        if let Some(reports) = &passing_over.reports {
             let _ = reports.try_send(PassedOver {
                 resource: resolved.resource.clone(),
                 object: object.clone(),
