@@ -54,6 +54,9 @@ The plane is up with the metascript CRDs. From another shell:
   kubectl apply -f scripts/service-per-pod/controller.rhai.yaml
 
 MSG
+# Staged rollouts keep snapshots in the operator's namespace, which a fresh plane lacks; the
+# default namespace always exists (a --snapshot-namespace flag still wins).
+export METASCRIPT_SNAPSHOT_NAMESPACE="${METASCRIPT_SNAPSHOT_NAMESPACE:-default}"
 say "Running the operator: metascript run $* (Ctrl-C stops it and the plane)"
 (cd "$caller" && exec "$metascript" run --kubeconfig "$KUBECONFIG" "$@" </dev/null) &
 operator_pid=$!

@@ -70,6 +70,11 @@ pub struct RunArgs {
     /// or the service account's), else metascript-system.
     #[arg(long, env = "METASCRIPT_SHARD_NAMESPACE")]
     pub shard_namespace: Option<String>,
+    /// Where the snapshots of the revisions staged rollouts serve are kept (ControllerRevisions);
+    /// default: the pod's namespace (POD_NAMESPACE, or the service account's), else
+    /// metascript-system. It must exist: without it a rollout cannot be undone after a restart.
+    #[arg(long, env = "METASCRIPT_SNAPSHOT_NAMESPACE")]
+    pub snapshot_namespace: Option<String>,
     /// Replicas with the same shard group share the work (their Leases carry it as a label,
     /// and are named after it).
     #[arg(long, default_value = "metascript", env = "METASCRIPT_SHARD_GROUP")]
@@ -295,7 +300,10 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         controller_share: args.controller_share,
         webhook_allow,
         webhook_max_response_bytes: args.webhook_max_response_bytes,
-        namespace: own_namespace(),
+        snapshot_namespace: args
+            .snapshot_namespace
+            .clone()
+            .unwrap_or_else(own_namespace),
         limit_ceilings: limit_ceilings(&args),
         metrics,
         ready,

@@ -87,9 +87,9 @@ pub struct OperatorConfig {
     pub webhook_allow: Vec<AllowEntry>,
     /// The longest webhook answer read (`--webhook-max-response-bytes`).
     pub webhook_max_response_bytes: u64,
-    /// The namespace the operator runs in: where it keeps the snapshots of the revisions its
-    /// staged rollouts serve (`apps/v1` ControllerRevisions).
-    pub namespace: String,
+    /// Where the operator keeps the snapshots of the revisions its staged rollouts serve
+    /// (`apps/v1` ControllerRevisions; `--snapshot-namespace`, by default its own namespace).
+    pub snapshot_namespace: String,
     /// Where the operator counts (shared, so an endpoint can serve them before it starts).
     pub metrics: Metrics,
     /// Set once every controller that existed at start has been loaded (or found unloadable):
@@ -119,7 +119,7 @@ impl Default for OperatorConfig {
             controller_share: DEFAULT_CONTROLLER_SHARE,
             webhook_allow: Vec::new(),
             webhook_max_response_bytes: crate::hooks::DEFAULT_MAX_RESPONSE_BYTES,
-            namespace: DEFAULT_NAMESPACE.to_string(),
+            snapshot_namespace: DEFAULT_NAMESPACE.to_string(),
             metrics: Metrics::default(),
             ready: Arc::default(),
             limit_ceilings: LimitCeilings::default(),

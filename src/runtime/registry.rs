@@ -529,7 +529,7 @@ impl<K: Kind> Registry<K> {
                 let note = format!(
                     "the snapshot of serving revision {revision} is gone \
                      (ControllerRevision {}/{}): the newest revision serves every object",
-                    context.config.namespace,
+                    context.config.snapshot_namespace,
                     rollout::snapshot_name(id, revision)
                 );
                 tracing::warn!(controller = %id, revision, "{note}");

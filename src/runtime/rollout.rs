@@ -609,7 +609,7 @@ pub fn snapshot_name(id: &ControllerId, revision: &str) -> String {
 }
 
 fn snapshots(context: &Context) -> Api<ControllerRevision> {
-    Api::namespaced(context.client.clone(), &context.config.namespace)
+    Api::namespaced(context.client.clone(), &context.config.snapshot_namespace)
 }
 
 /// What a serving version snapshots: its object, and the code of the scripts it took from
@@ -692,7 +692,7 @@ async fn save_snapshot<K: Kind>(
     let revision = ControllerRevision {
         metadata: kube::api::ObjectMeta {
             name: Some(snapshot_name(id, &serving.revision)),
-            namespace: Some(context.config.namespace.clone()),
+            namespace: Some(context.config.snapshot_namespace.clone()),
             labels: Some(
                 [
                     (KIND_LABEL.to_string(), id.kind.as_str().to_string()),
