@@ -41,6 +41,19 @@ pub struct ObjectEvent {
     pub listed_at: Option<Instant>,
 }
 
+#[cfg(test)]
+impl ObjectEvent {
+    /// A change as a watch would report it, for tests of what routes it.
+    pub(crate) fn of(resource: &ResourceType, old: Option<Value>, new: Option<Value>) -> Self {
+        ObjectEvent {
+            resource: resource.clone(),
+            old: old.map(Arc::new),
+            new: new.map(Arc::new),
+            listed_at: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error("watching {resource}: {message}")]

@@ -230,8 +230,7 @@ mod tests {
     use crate::reads::ListFilter;
     use crate::runtime::keys::{ObjRef, Work};
     use crate::selector::parse_label_selector;
-    use serde_json::{Value, json};
-    use std::sync::Arc;
+    use serde_json::json;
 
     fn resolver() -> crate::resources::StaticResolver {
         crate::resources::StaticResolver::with_builtins()
@@ -247,15 +246,6 @@ mod tests {
                 name: name.into(),
             }),
         )
-    }
-
-    fn event(resource: &ResourceType, old: Option<Value>, new: Option<Value>) -> ObjectEvent {
-        ObjectEvent {
-            resource: resource.clone(),
-            old: old.map(Arc::new),
-            new: new.map(Arc::new),
-            listed_at: None,
-        }
     }
 
     fn names(mut keys: Vec<WorkKey>) -> Vec<String> {
@@ -280,10 +270,10 @@ mod tests {
         index.set(&key("c", "a"), vec![get("team-a")]);
         index.set(&key("c", "b"), vec![get("team-b")]);
         let team_a = json!({"metadata": {"name": "team-a", "labels": {"team": "x"}}});
-        let changed = event(&namespaces, Some(team_a.clone()), Some(team_a));
+        let changed = ObjectEvent::of(&namespaces, Some(team_a.clone()), Some(team_a));
         assert_eq!(names(index.affected(&changed)), ["a"]);
         // Deleted, too.
-        let gone = event(
+        let gone = ObjectEvent::of(
             &namespaces,
             Some(json!({"metadata": {"name": "team-b"}})),
             None,
@@ -323,20 +313,24 @@ mod tests {
             }],
         );
         let svc = |namespace: &str, app: &str| json!({"metadata": {"namespace": namespace, "name": "s", "labels": {"app": app}}});
-        let added = event(&services, None, Some(svc("shop", "web")));
+        let added = ObjectEvent::of(&services, None, Some(svc("shop", "web")));
         assert_eq!(names(index.affected(&added)), ["all", "web"]);
-        let unrelated = event(&services, None, Some(svc("shop", "db")));
+        let unrelated = ObjectEvent::of(&services, None, Some(svc("shop", "db")));
         assert_eq!(names(index.affected(&unrelated)), ["all"]);
-        let elsewhere = event(&services, None, Some(svc("other", "web")));
+        let elsewhere = ObjectEvent::of(&services, None, Some(svc("other", "web")));
         assert_eq!(names(index.affected(&elsewhere)), ["all"]);
         // Relabelled away from the selector: the list lost it.
-        let left = event(&services, Some(svc("shop", "web")), Some(svc("shop", "db")));
+        let left = ObjectEvent::of(&services, Some(svc("shop", "web")), Some(svc("shop", "db")));
         assert_eq!(names(index.affected(&left)), ["all", "web"]);
         // Another type is not looked at.
         let configmaps = resolver().find_kind("v1", "ConfigMap").unwrap();
         assert!(
             index
-                .affected(&event(&configmaps, None, Some(svc("shop", "web"))))
+                .affected(&ObjectEvent::of(
+                    &configmaps,
+                    None,
+                    Some(svc("shop", "web"))
+                ))
                 .is_empty()
         );
     }

@@ -365,15 +365,6 @@ mod tests {
         );
     }
 
-    fn event(resource: &ResourceType, old: Option<Value>, new: Option<Value>) -> ObjectEvent {
-        ObjectEvent {
-            resource: resource.clone(),
-            old: old.map(Arc::new),
-            new: new.map(Arc::new),
-            listed_at: None,
-        }
-    }
-
     #[test]
     fn an_event_finds_the_targets_whose_rules_select_it() {
         let index = RelatedIndex::default();
@@ -408,7 +399,7 @@ mod tests {
 
         let cm = |namespace: &str, name: &str, app: &str| json!({"metadata": {"name": name, "namespace": namespace, "labels": {"app": app}}});
         let names = |old: Option<Value>, new: Option<Value>| {
-            let found = index.affected(&event(&configmaps(), old, new), |target| {
+            let found = index.affected(&ObjectEvent::of(&configmaps(), old, new), |target| {
                 targets.get(target).cloned()
             });
             let mut names: Vec<String> = found.into_iter().map(|target| target.name).collect();
@@ -431,16 +422,17 @@ mod tests {
             plural: "secrets".into(),
             ..TypeInfo::clone(&configmaps())
         });
-        let secret = event(&secrets, None, Some(in_shared.clone()));
+        let secret = ObjectEvent::of(&secrets, None, Some(in_shared.clone()));
         assert!(
             index
                 .affected(&secret, |t| targets.get(t).cloned())
                 .is_empty()
         );
         // A target gone from the cache is not queued.
-        let gone = index.affected(&event(&configmaps(), None, Some(in_shared.clone())), |t| {
-            (*t != b).then(|| targets.get(t).cloned()).flatten()
-        });
+        let gone = index.affected(
+            &ObjectEvent::of(&configmaps(), None, Some(in_shared.clone())),
+            |t| (*t != b).then(|| targets.get(t).cloned()).flatten(),
+        );
         assert_eq!(gone, std::slice::from_ref(&a));
 
         // A new sync replaces the rules; removal forgets them and their scopes.

@@ -4,8 +4,8 @@
 //! process never exits and stays healthy, its peak memory stays under the documented bound,
 //! and every bad controller says what it did wrong where its author looks.
 
-use crate::support::operator::{OWN_OPERATOR_LABEL, apply, get, wait_for};
-use crate::support::process::OperatorProcess;
+use crate::support::operator::{apply, get, wait_for};
+use crate::support::process::{OperatorProcess, labelled_config_map, own_decorator};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use metascript::testing::{HookServer, Reply};
@@ -171,37 +171,6 @@ fn huge_selector() -> Value {
     json!({"matchExpressions": expressions})
 }
 
-fn decorator(instance: &str, name: &str, selects: Value, sync: Value) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: instance}},
-        "spec": {
-            "resources": [{"apiVersion": "v1", "resource": "configmaps",
-                           "labelSelector": {"matchLabels": selects}}],
-            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
-            "hooks": {"sync": sync}
-        }
-    })
-}
-
-fn config_map(namespace: &str, name: &str, labels: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels}
-    })
-}
-
-/// The operator's peak resident memory (VmHWM), in MiB.
-fn peak_rss_mib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kib / 1024
-}
-
 /// How many Events the controller `name` published about objects in `namespace`.
 async fn events_of(events: &kube::Api<Event>, name: &str) -> usize {
     events
@@ -259,7 +228,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
             }
             json!({"script": script})
         };
-        let mut controller = decorator(&instance, &name, json!({"hostile": instance}), hook);
+        let mut controller = own_decorator(&instance, &name, json!({"hostile": instance}), hook);
         if let Some(selector) = attack.selector {
             controller["spec"]["resources"][0]["labelSelector"] = selector();
         }
@@ -268,7 +237,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
     }
     // Every attacker selects each of these: 8 targets, one work item per attacker each.
     for target in 0..8 {
-        let object = config_map(
+        let object = labelled_config_map(
             &namespace,
             &format!("target-{target}"),
             json!({"hostile": instance}),
@@ -280,12 +249,12 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         json!({"script": {"language": "rhai", "inline": r#"#{ labels: #{ "good": "yes" } }"#}});
     apply(
         &client,
-        &decorator(&instance, &good, json!({"selects": good}), sync),
+        &own_decorator(&instance, &good, json!({"selects": good}), sync),
     )
     .await;
     let started = Instant::now();
     for target in 0..20 {
-        let object = config_map(
+        let object = labelled_config_map(
             &namespace,
             &format!("good-{target}"),
             json!({"selects": good}),
@@ -293,7 +262,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         apply(&client, &object).await;
     }
     for target in 0..20 {
-        let object = config_map(&namespace, &format!("good-{target}"), json!({}));
+        let object = labelled_config_map(&namespace, &format!("good-{target}"), json!({}));
         wait_for(&client, &object, "the good controller's label", |o| {
             o["metadata"]["labels"]["good"] == "yes"
         })
@@ -356,7 +325,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
     for target in 0..8 {
         let object = get(
             &client,
-            &config_map(&namespace, &format!("target-{target}"), json!({})),
+            &labelled_config_map(&namespace, &format!("target-{target}"), json!({})),
         )
         .await
         .expect("the target");
@@ -373,7 +342,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         Some(200),
         "/healthz: {health:?}"
     );
-    let peak = peak_rss_mib(operator.pid());
+    let peak = operator.peak_rss_mib();
     eprintln!("operator peak RSS beside the hostile controllers: {peak} MiB");
     assert!(
         peak < PEAK_RSS_MIB,

@@ -3,44 +3,11 @@
 //! not hold every worker. Each runs `metascript run` as a process of its own, so its memory can
 //! be read and its workers are its own.
 
-use crate::support::operator::{OWN_OPERATOR_LABEL, apply, wait_for};
-use crate::support::process::OperatorProcess;
+use crate::support::operator::{apply, wait_for};
+use crate::support::process::{OperatorProcess, labelled_config_map, own_decorator};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-/// The operator's peak resident memory (VmHWM), in MiB.
-fn peak_rss_mib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kib / 1024
-}
-
-fn config_map(namespace: &str, name: &str, labels: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels}
-    })
-}
-
-/// A DecoratorController of the operator process `instance`, decorating the ConfigMaps with
-/// the labels `selects`.
-fn decorator(instance: &str, name: &str, selects: Value, sync: Value) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: instance}},
-        "spec": {
-            "resources": [{"apiVersion": "v1", "resource": "configmaps",
-                           "labelSelector": {"matchLabels": selects}}],
-            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
-            "hooks": {"sync": sync}
-        }
-    })
-}
 
 fn script(language: &str, code: &str) -> Value {
     json!({"script": {"language": language, "inline": code}})
@@ -80,7 +47,7 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
     let mut bombs = Vec::new();
     for (index, (language, code)) in BOMBS.iter().enumerate() {
         let name = format!("{instance}-bomb-{index}");
-        let bomb = decorator(
+        let bomb = own_decorator(
             &instance,
             &name,
             json!({"bomb": instance}),
@@ -91,7 +58,7 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
     }
     // 16 targets, each selected by every bomb: 48 calls at once, retried as they fail.
     for target in 0..16 {
-        let object = config_map(
+        let object = labelled_config_map(
             &namespace,
             &format!("target-{target}"),
             json!({"bomb": instance}),
@@ -102,12 +69,12 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
     let sync = script("rhai", r#"#{ labels: #{ "good": "yes" } }"#);
     apply(
         &client,
-        &decorator(&instance, &good, json!({"selects": good}), sync),
+        &own_decorator(&instance, &good, json!({"selects": good}), sync),
     )
     .await;
     let started = Instant::now();
     for target in 0..20 {
-        let object = config_map(
+        let object = labelled_config_map(
             &namespace,
             &format!("good-{target}"),
             json!({"selects": good}),
@@ -115,7 +82,7 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
         apply(&client, &object).await;
     }
     for target in 0..20 {
-        let object = config_map(&namespace, &format!("good-{target}"), json!({}));
+        let object = labelled_config_map(&namespace, &format!("good-{target}"), json!({}));
         wait_for(&client, &object, "the good controller's label", |o| {
             o["metadata"]["labels"]["good"] == "yes"
         })
@@ -140,12 +107,12 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
         .await;
         assert!(failures >= 1.0);
     }
-    let big = config_map(&namespace, "big-target-0", json!({}));
+    let big = labelled_config_map(&namespace, "big-target-0", json!({}));
     assert!(
         crate::support::operator::get(&client, &big).await.is_none(),
         "the 50 MB attachment was never applied"
     );
-    let peak = peak_rss_mib(operator.pid());
+    let peak = operator.peak_rss_mib();
     eprintln!("operator peak RSS with the bombs: {peak} MiB");
     // 128 MiB of scripts, 16 floors of 4 MiB, and the operator's own caches and runtime
     // (measured 233-250 MiB alone; 400 leaves room for a loaded machine).
@@ -164,7 +131,7 @@ async fn a_blocking_builtin_is_refused_when_the_controller_loads() {
     let instance = unique_name("sleep");
     let _operator = OperatorProcess::start(&instance, &[]).await;
     let name = format!("{instance}-sleeper");
-    let controller = decorator(
+    let controller = own_decorator(
         &instance,
         &name,
         json!({"selects": name}),
@@ -217,11 +184,11 @@ async fn slow_hooks_do_not_hold_up_another_controllers_first_sync() {
         json!({"webhook": {"url": format!("http://127.0.0.1:{port}/sync"), "timeout": "30s"}});
     apply(
         &client,
-        &decorator(&instance, &slow, json!({"selects": slow}), webhook),
+        &own_decorator(&instance, &slow, json!({"selects": slow}), webhook),
     )
     .await;
     for target in 0..16 {
-        let object = config_map(
+        let object = labelled_config_map(
             &namespace,
             &format!("slow-{target}"),
             json!({"selects": slow}),
@@ -240,10 +207,10 @@ async fn slow_hooks_do_not_hold_up_another_controllers_first_sync() {
     let sync = script("lua", "return { labels = { good = 'yes' } }");
     apply(
         &client,
-        &decorator(&instance, &good, json!({"selects": good}), sync),
+        &own_decorator(&instance, &good, json!({"selects": good}), sync),
     )
     .await;
-    let target = config_map(&namespace, "good-0", json!({"selects": good}));
+    let target = labelled_config_map(&namespace, "good-0", json!({"selects": good}));
     apply(&client, &target).await;
     wait_for(&client, &target, "the good controller's first sync", |o| {
         o["metadata"]["labels"]["good"] == "yes"

@@ -56,6 +56,18 @@ impl OperatorProcess {
         self.child.id() as i32
     }
 
+    /// Its peak resident memory (VmHWM), in MiB.
+    pub fn peak_rss_mib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("its status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status");
+        kib / 1024
+    }
+
     /// Sends a signal, as a kubelet (SIGTERM) or a crash (SIGKILL) would.
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on a child this test owns and has not reaped yet.
@@ -209,4 +221,36 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A ConfigMap with `labels`, for a controller of a test's own operator process to select.
+pub fn labelled_config_map(
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels}
+    })
+}
+
+/// A DecoratorController of the operator process `instance`, decorating the ConfigMaps with
+/// the labels `selects` with the hook `sync`.
+pub fn own_decorator(
+    instance: &str,
+    name: &str,
+    selects: serde_json::Value,
+    sync: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: instance}},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps",
+                           "labelSelector": {"matchLabels": selects}}],
+            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": sync}
+        }
+    })
 }
