@@ -23,34 +23,39 @@ use rhai::{
     ParseErrorType, Position, Scope, Stmt,
 };
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// The size limits that need an engine of their own.
 type SizeKey = (u64, u64, u64);
 
+const DEFAULT_SIZES: SizeKey = (
+    DEFAULT_MAX_STRING_SIZE,
+    DEFAULT_MAX_ARRAY_SIZE,
+    DEFAULT_MAX_MAP_SIZE,
+);
+
+/// Engines kept for size limits other than the defaults. Authors choose the limits, so the set
+/// is bounded: past it the least recently used engine is dropped (a call running on it keeps it
+/// until it returns) and built again when asked for (about 3 ms in a debug build). Each engine
+/// holds its own function tables, about 550 KiB.
+const MAX_SIZED_ENGINES: usize = 8;
+
 pub(crate) struct RhaiEngines {
     /// Compiles every script (and runs those with default limits): parsing only depends on the
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
-    by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
+    /// Engines for other size limits, the least recently used first.
+    sized: Mutex<Vec<(SizeKey, Arc<Engine>)>>,
     /// Engines report the lines they reach (`coverage`).
     coverage: bool,
 }
 
 impl RhaiEngines {
     pub fn new(coverage: bool) -> RhaiEngines {
-        let default_key = (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        );
-        let base = Arc::new(build_engine(default_key, coverage));
-        let mut by_size = HashMap::new();
-        by_size.insert(default_key, base.clone());
         RhaiEngines {
-            base,
-            by_size: Mutex::new(by_size),
+            base: Arc::new(build_engine(DEFAULT_SIZES, coverage)),
+            sized: Mutex::new(Vec::with_capacity(MAX_SIZED_ENGINES)),
             coverage,
         }
     }
@@ -61,12 +66,30 @@ impl RhaiEngines {
             limits.max_array_size,
             limits.max_map_size,
         );
-        self.by_size
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_insert_with(|| Arc::new(build_engine(key, self.coverage)))
-            .clone()
+        if key == DEFAULT_SIZES {
+            return self.base.clone();
+        }
+        let lock = || self.sized.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut sized = lock();
+            if let Some(at) = sized.iter().position(|(k, _)| *k == key) {
+                let entry = sized.remove(at);
+                let engine = entry.1.clone();
+                sized.push(entry);
+                return engine;
+            }
+        }
+        // Built without the lock, so calls with other limits do not wait for it.
+        let built = Arc::new(build_engine(key, self.coverage));
+        let mut sized = lock();
+        if let Some((_, engine)) = sized.iter().find(|(k, _)| *k == key) {
+            return engine.clone();
+        }
+        if sized.len() >= MAX_SIZED_ENGINES {
+            sized.remove(0);
+        }
+        sized.push((key, built.clone()));
+        built
     }
 
     /// Compiles a hook with its libraries: each library alone first (so its errors name it, and
@@ -346,14 +369,7 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
 /// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
 /// `request`, with a header on what `request` holds and what each hook returns.
 pub(crate) fn definitions(hooks: &[HookKind]) -> String {
-    let engine = build_engine(
-        (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        ),
-        false,
-    );
+    let engine = build_engine(DEFAULT_SIZES, false);
     let mut scope = Scope::new();
     scope.push("request", rhai::Map::new());
     let definitions = engine
@@ -889,14 +905,7 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
 /// the sandbox offers (`tests/sandbox.rs`).
 #[cfg(test)]
 pub(crate) fn function_names() -> BTreeSet<String> {
-    let engine = build_engine(
-        (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        ),
-        false,
-    );
+    let engine = build_engine(DEFAULT_SIZES, false);
     engine
         .gen_fn_signatures(true)
         .into_iter()
@@ -906,4 +915,58 @@ pub(crate) fn function_names() -> BTreeSet<String> {
             (!name.is_empty()).then(|| name.to_string())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Limits;
+
+    fn sized(n: u64) -> EffectiveLimits {
+        EffectiveLimits::from(&Limits {
+            max_array_size: Some(n),
+            ..Limits::default()
+        })
+    }
+
+    #[test]
+    fn engines_for_other_size_limits_are_bounded_and_the_least_recently_used_goes() {
+        let engines = RhaiEngines::new(false);
+        let default = EffectiveLimits::from(&Limits::default());
+        assert!(Arc::ptr_eq(&engines.engine_for(&default), &engines.base));
+        let first = engines.engine_for(&sized(1));
+        for n in 2..=MAX_SIZED_ENGINES as u64 {
+            engines.engine_for(&sized(n));
+        }
+        // Used again: the most recent now, so the next new one evicts `sized(2)` instead.
+        assert!(Arc::ptr_eq(&engines.engine_for(&sized(1)), &first));
+        for n in 100..120 {
+            engines.engine_for(&sized(n));
+            assert!(engines.sized.lock().unwrap().len() <= MAX_SIZED_ENGINES);
+        }
+        let kept: Vec<u64> = engines
+            .sized
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((_, array, _), _)| *array)
+            .collect();
+        assert_eq!(kept, (112..120).collect::<Vec<_>>());
+        // An evicted engine is built again; the default one was never among them.
+        assert!(!Arc::ptr_eq(&engines.engine_for(&sized(1)), &first));
+        assert!(Arc::ptr_eq(&engines.engine_for(&default), &engines.base));
+    }
+
+    /// The figures by `MAX_SIZED_ENGINES`.
+    #[test]
+    #[ignore = "a measurement: cargo test --release --lib engine_cost -- --ignored --nocapture"]
+    fn engine_cost() {
+        let started = std::time::Instant::now();
+        let memory = super::super::memory::CallMemory::enter(usize::MAX);
+        let engine = build_engine((1, 2, 3), false);
+        let held = super::super::memory::CallMemory::peak();
+        drop(memory);
+        println!("one engine: {:?}, {} KiB", started.elapsed(), held / 1024);
+        drop(engine);
+    }
 }
