@@ -862,11 +862,10 @@ fn innermost_position(error: &EvalAltResult) -> Position {
 fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
     let (line, column) = position(innermost_position(error));
     let inner = error.unwrap_inner();
-    let limit = match inner {
-        // The budget knows which of its limits stopped the script.
-        EvalAltResult::ErrorTerminated(..) => {
-            Some(setup.budget.tripped().unwrap_or(LimitKind::Operations))
-        }
+    // The budget knows which of its limits stopped the script, whatever error the script got
+    // then (a helper refusing a read too large for the call's memory).
+    let limit = setup.budget.tripped().or(match inner {
+        EvalAltResult::ErrorTerminated(..) => Some(LimitKind::Operations),
         EvalAltResult::ErrorTooManyOperations(..) => Some(LimitKind::Operations),
         EvalAltResult::ErrorStackOverflow(..) => Some(LimitKind::CallDepth),
         EvalAltResult::ErrorDataTooLarge(what, ..) => Some(if what.contains("array") {
@@ -877,7 +876,7 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
             LimitKind::StringSize
         }),
         _ => None,
-    };
+    });
     if let Some(limit) = limit {
         return setup.error(
             ScriptErrorKind::Limit { limit },
