@@ -30,6 +30,17 @@ pub const MAX_CALL_DEPTH: usize = 64;
 pub const MAX_EXPR_DEPTH: usize = 64;
 pub const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
 
+/// How deeply lists and maps may nest in a value crossing between JSON and a script (a request,
+/// a response, a helper's arguments and its result), in both languages: the conversions recurse
+/// once per level. Luau's conversion always stopped here, and serde_json, which parses what the
+/// API server sends, stops at about the same depth.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a value deeper than [`MAX_DEPTH`] is refused.
+pub fn too_deep() -> String {
+    format!("lists and maps nested deeper than {MAX_DEPTH} levels")
+}
+
 /// The limit a call that exceeded a memory budget is stopped by.
 pub fn memory_limit(exceeded: Exceeded) -> LimitKind {
     match exceeded {

@@ -33,7 +33,7 @@ pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use events::{EventSink, MAX_EVENTS_PER_SYNC};
 pub use limits::{
     DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
-    DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH,
+    DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH, MAX_DEPTH,
 };
 pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
@@ -445,6 +445,17 @@ impl CallSetup<'_> {
         let (part, own) = self.script.layout.locate(line);
         error.origin = part.origin.clone();
         error.at(&part.code, Some(own), None)
+    }
+
+    /// The error of a request the script cannot be given (a part nested too deeply); `path` is
+    /// where in the request.
+    pub fn request_error(&self, path: &str, message: &str) -> ScriptError {
+        self.error(
+            ScriptErrorKind::Conversion,
+            format!("request{path} cannot be given to the script: {message}"),
+            None,
+            None,
+        )
     }
 
     pub fn limit_error(&self, limit: LimitKind, line: Option<u32>) -> ScriptError {

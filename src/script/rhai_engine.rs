@@ -169,7 +169,9 @@ impl RhaiEngines {
         let engine = self.engine_for(&setup.limits);
         let converted = &setup.script.program.request;
         let mut scope = Scope::new();
-        scope.push("request", request_to_dynamic(request, converted));
+        let converted_request = request_to_dynamic(request, converted)
+            .map_err(|e| setup.request_error(&e.path(), &e.message))?;
+        scope.push("request", converted_request);
         let id = scope.get("request").map_or(0, address);
         let result = {
             let _active = ActiveGuard::enter(
@@ -432,7 +434,14 @@ fn run_helper(
                 .map_err(|e| fail(e.0))?
         }
     };
-    Ok(to_dynamic(&result))
+    to_dynamic(&result).map_err(|e| {
+        fail(format!(
+            "{}: result{}: {}",
+            helper.name,
+            e.path(),
+            e.message
+        ))
+    })
 }
 
 /// The address of the map a value holds, by which readers recognise the script's `request`.
