@@ -115,6 +115,10 @@ impl EffectiveLimits {
                 format!("map size limit of {} entries exceeded", self.max_map_size)
             }
             LimitKind::CallDepth => format!("call depth limit of {MAX_CALL_DEPTH} exceeded"),
+            LimitKind::Stack => format!(
+                "stack limit of {} exceeded: a value nested too deeply to print, compare or copy",
+                bytes(super::stack::STACK_BUDGET as u64)
+            ),
         }
     }
 }
@@ -180,6 +184,9 @@ impl Budget {
         }
         if let Some(exceeded) = CallMemory::exceeded() {
             return Err(self.trip(memory_limit(exceeded)));
+        }
+        if super::stack::exhausted() {
+            return Err(self.trip(LimitKind::Stack));
         }
         if ops.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline {
             return Err(self.trip(LimitKind::Timeout));

@@ -24,6 +24,7 @@ mod request_use;
 mod rhai_convert;
 mod rhai_engine;
 mod scope;
+mod stack;
 pub(crate) mod suggest;
 
 pub use crate::api::{EventType, ScriptEvent};
@@ -678,7 +679,9 @@ impl ScriptEngine {
             usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX),
         );
         let result = match &script.program.code {
-            Code::Rhai(ast) => match setup.coverage {
+            // Rhai recurses over values; Luau's own stack and the conversions' depth limit
+            // keep a Lua call within any thread's.
+            Code::Rhai(ast) => stack::run(|| match setup.coverage {
                 None => self.inner.rhai.call(ast, request, &setup),
                 Some(recorder) => {
                     let (result, hits) =
@@ -694,7 +697,7 @@ impl ScriptEngine {
                     }
                     result
                 }
-            },
+            }),
             Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
         // The response's conversion runs after the script's last progress check.
@@ -748,6 +751,16 @@ impl ScriptEngine {
                 .in_call(&controller, hook))
             })
     }
+}
+
+/// The operator's async runtime. Its threads, the blocking pool's among them (where hook
+/// scripts run), have the stack a Rhai call needs ([`stack::THREAD_STACK`]), so calls run on
+/// them as they are rather than on a stack made for each.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(stack::THREAD_STACK)
+        .build()
 }
 
 /// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).

@@ -609,26 +609,46 @@ const BLOCKED: &[(&str, &str)] = &[(
      `resyncAfterSeconds`",
 )];
 
-/// Refuses calls of [`BLOCKED`] functions, at their line.
+/// Functions that only call the function given to them, and which of their arguments that is
+/// (after the list a method is called on): the only places a closure that captures variables
+/// may go (see [`kept_closure`]).
+const CALLING: &[(&str, usize)] = &[
+    ("all", 0),
+    ("dedup", 0),
+    ("drain", 0),
+    ("filter", 0),
+    ("find", 0),
+    ("find_map", 0),
+    ("for_each", 0),
+    ("index_of", 0),
+    ("map", 0),
+    ("order", 0),
+    ("order_by", 0),
+    ("reduce", 0),
+    ("reduce_rev", 0),
+    ("retain", 0),
+    ("some", 0),
+    ("sort", 0),
+    ("sort_by", 0),
+    ("zip", 1),
+];
+
+/// Why values could nest out of reach of Rhai's size checks through a function value.
+const HIDES: &str = "Rhai's size checks do not look inside function values, so values kept in \
+    one could nest without bound (and a closure kept in what it captures is never freed)";
+
+/// Refuses what a hook may not do, at its line: calls of [`BLOCKED`] functions, `curry`, and a
+/// closure that captures variables anywhere but as the function given to one of [`CALLING`].
 fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
+    let defined: BTreeSet<&str> = ast.iter_functions().map(|f| f.name).collect();
     let mut found = None;
     ast.walk(&mut |path: &[ASTNode]| {
-        let call = match path.last() {
-            Some(ASTNode::Stmt(Stmt::FnCall(call, pos))) => Some((call, pos)),
-            Some(ASTNode::Expr(
-                rhai::Expr::FnCall(call, pos) | rhai::Expr::MethodCall(call, pos),
-            )) => Some((call, pos)),
-            _ => None,
-        };
-        if let Some((call, pos)) = call
-            && let Some((name, why)) = BLOCKED.iter().find(|(name, _)| call.name == *name)
-        {
-            found = Some((*name, *why, *pos));
-            return false;
-        }
-        true
+        found = blocked_call(path)
+            .or_else(|| explicit_curry(path))
+            .or_else(|| kept_closure(path, &defined));
+        found.is_none()
     });
-    let Some((name, why, pos)) = found else {
+    let Some((message, pos)) = found else {
         return Ok(());
     };
     let (line, column) = position(pos);
@@ -641,11 +661,106 @@ fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
     };
     Err(ScriptError::new(
         ScriptErrorKind::Compile,
-        format!("`{name}` is not available to hooks: {why}"),
+        message,
         Language::Rhai,
         part.origin.clone(),
     )
     .at(&part.code, line, column))
+}
+
+/// The call `path` ends at, if it ends at one.
+fn call_at<'a>(path: &'a [ASTNode<'a>]) -> Option<(&'a rhai::FnCallExpr, Position)> {
+    match path.last()? {
+        ASTNode::Stmt(Stmt::FnCall(call, pos)) => Some((call, *pos)),
+        ASTNode::Expr(rhai::Expr::FnCall(call, pos) | rhai::Expr::MethodCall(call, pos)) => {
+            Some((call, *pos))
+        }
+        _ => None,
+    }
+}
+
+fn blocked_call(path: &[ASTNode]) -> Option<(String, Position)> {
+    let (call, pos) = call_at(path)?;
+    let (name, why) = BLOCKED.iter().find(|(name, _)| call.name == *name)?;
+    Some((format!("`{name}` is not available to hooks: {why}"), pos))
+}
+
+/// A `curry` the script wrote: Rhai makes one of its own for each closure that captures
+/// variables (right after sharing them, [`is_closure`]), and those are checked as closures.
+fn explicit_curry(path: &[ASTNode]) -> Option<(String, Position)> {
+    let (call, pos) = call_at(path)?;
+    if call.name != "curry" {
+        return None;
+    }
+    let made_for_a_closure = matches!(
+        path.iter().rev().nth(1),
+        Some(ASTNode::Expr(block)) if is_closure(block)
+    );
+    (!made_for_a_closure).then(|| {
+        (
+            format!(
+                "`curry` is not available to hooks: {HIDES}; pass what the function needs as \
+                 its arguments"
+            ),
+            pos,
+        )
+    })
+}
+
+/// A closure that captures variables, as Rhai compiles one: a block sharing them, then making
+/// the function value that carries them.
+fn is_closure(expr: &rhai::Expr) -> bool {
+    matches!(expr, rhai::Expr::Stmt(block)
+        if matches!(block.statements().first(), Some(Stmt::Share(..))))
+}
+
+/// A closure that captures variables anywhere but as the function given to one of [`CALLING`]
+/// (not redefined by the script): kept in a variable, a list, a map or a result, it would carry
+/// values out of reach of the size checks ([`HIDES`]). Given straight to such a call, it is
+/// called and dropped.
+fn kept_closure(path: &[ASTNode], defined: &BTreeSet<&str>) -> Option<(String, Position)> {
+    let [.., parent, ASTNode::Stmt(Stmt::Share(..))] = path else {
+        return None;
+    };
+    // Not an expression: the body of a function (a closure returning the closure).
+    let ASTNode::Expr(closure) = parent else {
+        return Some((kept_message(), parent.position()));
+    };
+    let given = match path.iter().rev().nth(2) {
+        Some(ASTNode::Expr(rhai::Expr::MethodCall(call, _))) => given_to(call, closure, 0, defined),
+        Some(ASTNode::Expr(rhai::Expr::FnCall(call, _)) | ASTNode::Stmt(Stmt::FnCall(call, _))) => {
+            given_to(call, closure, 1, defined)
+        }
+        _ => false,
+    };
+    (!given).then(|| (kept_message(), closure.position()))
+}
+
+/// Whether `closure` is the function argument of `call`, one of [`CALLING`]; `before` is how
+/// many arguments come before the ones a method call has (the list, called as a function).
+fn given_to(
+    call: &rhai::FnCallExpr,
+    closure: &rhai::Expr,
+    before: usize,
+    defined: &BTreeSet<&str>,
+) -> bool {
+    CALLING.iter().any(|(name, at)| {
+        call.name == *name
+            && !defined.contains(name)
+            && call
+                .args
+                .get(before + at)
+                .is_some_and(|arg| std::ptr::eq(arg, closure))
+    })
+}
+
+fn kept_message() -> String {
+    let calls: Vec<&str> = CALLING.iter().map(|(name, _)| *name).collect();
+    format!(
+        "a closure that captures variables can only be given straight to {} (as the function \
+         they call): {HIDES}; call it there, or pass what it needs as its arguments",
+        calls.join(", ")
+    )
 }
 
 /// A function appended to each library when it is checked alone; no script can define it.
