@@ -39,6 +39,7 @@ pub use limits::{
 pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
 pub use scope::{CallContext, CallScope};
+pub use stack::THREAD_STACK;
 
 use crate::api::{HookKind, Language};
 use helpers::HelperEnv;
