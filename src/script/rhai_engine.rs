@@ -156,7 +156,7 @@ impl RhaiEngines {
             };
             compile_error(part, &error, part.first_line - 1)
         })?;
-        refuse_blocked_calls(&ast, layout)?;
+        refuse_forbidden(&ast, layout)?;
         Ok(Code::Rhai(ast))
     }
 
@@ -639,7 +639,7 @@ const HIDES: &str = "Rhai's size checks do not look inside function values, so v
 
 /// Refuses what a hook may not do, at its line: calls of [`BLOCKED`] functions, `curry`, and a
 /// closure that captures variables anywhere but as the function given to one of [`CALLING`].
-fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
+fn refuse_forbidden(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
     let defined: BTreeSet<&str> = ast.iter_functions().map(|f| f.name).collect();
     let mut found = None;
     ast.walk(&mut |path: &[ASTNode]| {
