@@ -138,6 +138,17 @@ pub enum ReadError {
     Refused(#[from] Refusal),
     #[error("{0}")]
     Argument(String),
+    /// What a read found would not fit in what the call may still allocate.
+    #[error(
+        "the result needs about {} and the call may allocate {} more",
+        mib(*needed),
+        mib(*room)
+    )]
+    TooLarge { needed: usize, room: usize },
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// What one call (or one work item: several hook calls) may read, and what it read.
@@ -340,8 +351,9 @@ impl ReadAccess {
         recorded.dependencies.push((dependency, seen));
     }
 
-    /// `get(apiVersion, kind, namespace, name)`: the object, or null.
-    pub fn get(&self, args: &[Value]) -> Result<Value, ReadError> {
+    /// `get(apiVersion, kind, namespace, name)`: the object, or null. Refused when copying it
+    /// for the script would take more than `room` bytes ([`copy_out`]).
+    pub fn get(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
         let api_version = string(args, 0, "the apiVersion")?;
         let kind = string(args, 1, "the kind")?;
         let namespace = match args.get(2) {
@@ -369,12 +381,13 @@ impl ReadAccess {
             namespace: resource.scope(namespace).map(str::to_string),
             name: name.to_string(),
         });
-        Ok(found.first().map_or(Value::Null, |o| (**o).clone()))
+        Ok(copy_out(&found, room)?.pop().unwrap_or(Value::Null))
     }
 
     /// `list(apiVersion, kind [, {namespace, labelSelector, fieldSelector}])`: the matching
-    /// objects, sorted by namespace then name.
-    pub fn list(&self, args: &[Value]) -> Result<Value, ReadError> {
+    /// objects, sorted by namespace then name. Refused when copying them for the script would
+    /// take more than `room` bytes ([`copy_out`]).
+    pub fn list(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
         let api_version = string(args, 0, "the apiVersion")?;
         let kind = string(args, 1, "the kind")?;
         let resource = self.declared(api_version, kind)?;
@@ -431,7 +444,48 @@ impl ReadAccess {
             namespace: resource.scope(namespace.as_deref()).map(str::to_string),
             filter,
         });
-        Ok(Value::Array(found.iter().map(|o| (**o).clone()).collect()))
+        Ok(Value::Array(copy_out(&found, room)?))
+    }
+}
+
+/// How many times a read's result is held while it reaches a script: the copy made here and
+/// the engine's own copy of it (Rhai values, Lua tables, about the same size), made from it.
+const COPIES: usize = 2;
+
+/// Copies what a read found, once its size is known to fit in `room` bytes: the objects are
+/// shared with the caches, and a copy is only counted against the call's memory budget by the
+/// engines' next progress check, after it was made whole (a `list()` of every Pod of a big
+/// cluster). The size is [`heap_bytes`], a walk rather than a size kept with each cached
+/// object: the caches keep none, and the walk allocates nothing and costs less than the copy.
+fn copy_out(found: &[Arc<Value>], room: usize) -> Result<Vec<Value>, ReadError> {
+    let mut needed = 0usize;
+    for object in found {
+        needed = needed.saturating_add(heap_bytes(object).saturating_mul(COPIES));
+        if needed > room {
+            return Err(ReadError::TooLarge { needed, room });
+        }
+    }
+    Ok(found.iter().map(|object| (**object).clone()).collect())
+}
+
+/// What a copy of `value` allocates, nearly exactly (a test holds it to the allocator's count):
+/// each string's text, each list's items, and for each object a B-tree node per 11 entries
+/// (`serde_json::Map` is a `BTreeMap` here) plus its keys' text.
+fn heap_bytes(value: &Value) -> usize {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    /// A `BTreeMap<String, Value>` leaf: 11 keys, 11 values, its parent link and lengths.
+    const NODE: usize = 11 * (std::mem::size_of::<String>() + VALUE) + 16;
+    match value {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.len() * VALUE + items.iter().map(heap_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            map.len().div_ceil(11) * NODE
+                + map
+                    .iter()
+                    .map(|(key, item)| key.len() + heap_bytes(item))
+                    .sum::<usize>()
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
     }
 }
 
@@ -807,6 +861,9 @@ mod tests {
     use crate::store::MemoryStore;
     use serde_json::json;
 
+    /// Room for any read: the budget is not what these tests are about.
+    const ROOM: usize = usize::MAX;
+
     fn types() -> Vec<ResourceType> {
         let resolver = crate::resources::StaticResolver::with_builtins();
         vec![
@@ -835,12 +892,18 @@ mod tests {
     fn get_finds_an_object_or_null_and_records_it() {
         let reads = access();
         let ns = reads
-            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .get(
+                &[json!("v1"), json!("Namespace"), Value::Null, json!("shop")],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(ns["metadata"]["labels"]["team"], "a");
         // A namespace given for a cluster-scoped type is ignored.
         let missing = reads
-            .get(&[json!("v1"), json!("Namespace"), json!("x"), json!("nope")])
+            .get(
+                &[json!("v1"), json!("Namespace"), json!("x"), json!("nope")],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(missing, Value::Null);
         assert_eq!(
@@ -848,7 +911,10 @@ mod tests {
             ["get Namespace.v1 shop", "get Namespace.v1 nope"]
         );
         let err = reads
-            .get(&[json!("v1"), json!("Service"), Value::Null, json!("web")])
+            .get(
+                &[json!("v1"), json!("Service"), Value::Null, json!("web")],
+                ROOM,
+            )
             .unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -859,7 +925,10 @@ mod tests {
     #[test]
     fn undeclared_types_are_refused_by_name() {
         let err = access()
-            .get(&[json!("v1"), json!("Secret"), json!("shop"), json!("x")])
+            .get(
+                &[json!("v1"), json!("Secret"), json!("shop"), json!("x")],
+                ROOM,
+            )
             .unwrap_err();
         assert!(
             err.to_string()
@@ -879,31 +948,40 @@ mod tests {
                 .map(|o| format!("{}/{}", object::namespace(o).unwrap(), object::name(o)))
                 .collect()
         };
-        let all = reads.list(&[json!("v1"), json!("Service")]).unwrap();
+        let all = reads.list(&[json!("v1"), json!("Service")], ROOM).unwrap();
         assert_eq!(names(all), ["other/web", "shop/db", "shop/web"]);
         let web = reads
-            .list(&[
-                json!("v1"),
-                json!("Service"),
-                json!({"labelSelector": "app=web"}),
-            ])
+            .list(
+                &[
+                    json!("v1"),
+                    json!("Service"),
+                    json!({"labelSelector": "app=web"}),
+                ],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(names(web), ["other/web", "shop/web"]);
         let map_selector = reads
-            .list(&[
-                json!("v1"),
-                json!("Service"),
-                json!({"namespace": "shop", "labelSelector": {"matchExpressions": [
+            .list(
+                &[
+                    json!("v1"),
+                    json!("Service"),
+                    json!({"namespace": "shop", "labelSelector": {"matchExpressions": [
                     {"key": "app", "operator": "In", "values": ["db", "x"]}]}}),
-            ])
+                ],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(names(map_selector), ["shop/db"]);
         let by_field = reads
-            .list(&[
-                json!("v1"),
-                json!("Service"),
-                json!({"fieldSelector": "metadata.name=web,metadata.namespace!=shop"}),
-            ])
+            .list(
+                &[
+                    json!("v1"),
+                    json!("Service"),
+                    json!({"fieldSelector": "metadata.name=web,metadata.namespace!=shop"}),
+                ],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(names(by_field), ["other/web"]);
         assert_eq!(
@@ -917,16 +995,19 @@ mod tests {
         );
         assert!(
             reads
-                .list(&[json!("v1"), json!("Service"), json!({"limit": 3})])
+                .list(&[json!("v1"), json!("Service"), json!({"limit": 3})], ROOM)
                 .is_err()
         );
         assert!(
             reads
-                .list(&[
-                    json!("v1"),
-                    json!("Service"),
-                    json!({"fieldSelector": "spec.x=1"})
-                ])
+                .list(
+                    &[
+                        json!("v1"),
+                        json!("Service"),
+                        json!({"fieldSelector": "spec.x=1"})
+                    ],
+                    ROOM
+                )
                 .is_err()
         );
     }
@@ -968,14 +1049,20 @@ mod tests {
         }
         let reads = ReadAccess::new(Arc::new(Shared(store.clone())), types());
         reads
-            .list(&[
-                json!("v1"),
-                json!("Service"),
-                json!({"labelSelector": "app=web"}),
-            ])
+            .list(
+                &[
+                    json!("v1"),
+                    json!("Service"),
+                    json!({"labelSelector": "app=web"}),
+                ],
+                ROOM,
+            )
             .unwrap();
         reads
-            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .get(
+                &[json!("v1"), json!("Service"), json!("shop"), json!("web")],
+                ROOM,
+            )
             .unwrap();
         assert!(!reads.changed_since_read());
         // What a resync recomputes from the store, given the dependencies the index keeps.
@@ -998,16 +1085,22 @@ mod tests {
         let reads = access();
         for i in 0..MAX_DEPENDENCIES + 5 {
             reads
-                .get(&[
-                    json!("v1"),
-                    json!("Service"),
-                    json!("shop"),
-                    json!(format!("s{i}")),
-                ])
+                .get(
+                    &[
+                        json!("v1"),
+                        json!("Service"),
+                        json!("shop"),
+                        json!(format!("s{i}")),
+                    ],
+                    ROOM,
+                )
                 .unwrap();
         }
         reads
-            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .get(
+                &[json!("v1"), json!("Namespace"), Value::Null, json!("shop")],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(
             describe(&reads.dependencies()),
@@ -1018,6 +1111,64 @@ mod tests {
             None,
             "whole types were never read whole"
         );
+    }
+
+    /// A Service the size of a real one: labels, a long annotation, many ports.
+    fn big_service(namespace: &str, name: &str) -> Value {
+        let annotations: serde_json::Map<String, Value> = (0..40)
+            .map(|i| (format!("example.com/note-{i}"), json!("x".repeat(200))))
+            .collect();
+        let ports: Vec<Value> = (0..30)
+            .map(|i| json!({"name": format!("p{i}"), "port": 8000 + i, "protocol": "TCP"}))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": namespace, "name": name, "labels": {"app": "web"},
+                            "annotations": annotations},
+               "spec": {"ports": ports, "selector": {"app": "web"}}})
+    }
+
+    #[test]
+    fn the_size_of_a_copy_is_what_the_allocator_counts_for_it() {
+        let object = big_service("shop", "web");
+        let call = crate::script::memory::CallMemory::enter(usize::MAX);
+        let copy = object.clone();
+        let counted = crate::script::memory::CallMemory::peak();
+        drop((copy, call));
+        let estimated = heap_bytes(&object);
+        assert!(
+            estimated * 10 >= counted * 9 && estimated * 10 <= counted * 11,
+            "estimated {estimated} bytes, the allocator counted {counted}"
+        );
+    }
+
+    #[test]
+    fn a_read_that_would_not_fit_in_the_call_is_refused_before_it_is_copied() {
+        let objects: Vec<Value> = (0..50)
+            .map(|i| big_service("shop", &format!("s{i}")))
+            .collect();
+        let total: usize = objects.iter().map(heap_bytes).sum();
+        let reads = ReadAccess::new(Arc::new(MemoryStore::new(objects.clone())), types());
+        let everything = [json!("v1"), json!("Service")];
+        let err = reads.list(&everything, COPIES * total - 1).unwrap_err();
+        let ReadError::TooLarge { needed, room } = err.clone() else {
+            panic!("{err:?}")
+        };
+        assert_eq!(room, COPIES * total - 1);
+        assert_eq!(needed, COPIES * total, "counted until it no longer fit");
+        assert!(
+            err.to_string().starts_with("the result needs about "),
+            "{err}"
+        );
+        // The objects and the engine's copy of them fit: the same list is given whole.
+        let listed = reads.list(&everything, COPIES * total).unwrap();
+        assert_eq!(listed.as_array().map(Vec::len), Some(50));
+        let one = COPIES * heap_bytes(&objects[1]);
+        let get = [json!("v1"), json!("Service"), json!("shop"), json!("s1")];
+        assert!(matches!(
+            reads.get(&get, one - 1),
+            Err(ReadError::TooLarge { .. })
+        ));
+        assert_eq!(reads.get(&get, one).unwrap()["metadata"]["name"], "s1");
     }
 
     fn limited(allowed: Vec<ReadScope>) -> ReadAccess {
@@ -1035,17 +1186,26 @@ mod tests {
             ReadScope::new(ReadVerb::List, &service, Some("shop")),
         ]);
         let web = reads
-            .get(&[json!("v1"), json!("Service"), json!("shop"), json!("web")])
+            .get(
+                &[json!("v1"), json!("Service"), json!("shop"), json!("web")],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(web["metadata"]["name"], "web");
         let listed = reads
-            .list(&[json!("v1"), json!("Service"), json!({"namespace": "shop"})])
+            .list(
+                &[json!("v1"), json!("Service"), json!({"namespace": "shop"})],
+                ROOM,
+            )
             .unwrap();
         assert_eq!(listed.as_array().unwrap().len(), 2);
         assert_eq!(reads.refusal(), None);
         // Another namespace, every namespace, another type: refused, never an empty answer.
         let other = reads
-            .get(&[json!("v1"), json!("Service"), json!("other"), json!("web")])
+            .get(
+                &[json!("v1"), json!("Service"), json!("other"), json!("web")],
+                ROOM,
+            )
             .unwrap_err();
         assert_eq!(
             other.to_string(),
@@ -1054,7 +1214,7 @@ mod tests {
              leave it out"
         );
         let everywhere = reads
-            .list(&[json!("v1"), json!("Service")])
+            .list(&[json!("v1"), json!("Service")], ROOM)
             .unwrap_err()
             .to_string();
         assert!(
@@ -1062,7 +1222,10 @@ mod tests {
             "{everywhere}"
         );
         let cluster = reads
-            .get(&[json!("v1"), json!("Namespace"), Value::Null, json!("shop")])
+            .get(
+                &[json!("v1"), json!("Namespace"), Value::Null, json!("shop")],
+                ROOM,
+            )
             .unwrap_err()
             .to_string();
         assert!(

@@ -201,7 +201,7 @@ pub enum Sharding {
 
 pub fn run(args: RunArgs) -> ExitCode {
     init_logging(&args.log, args.log_json);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match crate::script::runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

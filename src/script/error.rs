@@ -35,6 +35,8 @@ pub enum LimitKind {
     ArraySize,
     MapSize,
     CallDepth,
+    /// The stack a Rhai call evaluates in (`stack::STACK_BUDGET`).
+    Stack,
 }
 
 impl LimitKind {
@@ -48,6 +50,7 @@ impl LimitKind {
             LimitKind::ArraySize => "array size",
             LimitKind::MapSize => "map size",
             LimitKind::CallDepth => "call depth",
+            LimitKind::Stack => "stack",
         }
     }
 }

@@ -5,8 +5,13 @@
 //! what to make of what is there, so the adapters can walk their first argument in place: the
 //! walk follows one rule ([`step`]) in every engine.
 
+use super::active::with_active;
+use super::error::LimitKind;
+use super::limits::memory_limit;
 use super::log::{LogLevel, LogLine, LogTarget};
+use super::memory;
 use crate::api::{HookKind, Language};
+use crate::reads::ReadError;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use sha2::Digest;
@@ -482,19 +487,40 @@ fn reads(env: &HelperEnv) -> Result<&crate::reads::ReadAccess, HelperError> {
 }
 
 fn get(env: &HelperEnv, args: &[Value]) -> HelperResult {
+    let (room, limit) = room();
     let found = reads(env)?
-        .get(args)
-        .map_err(|e| HelperError(e.to_string()))?;
+        .get(args, room)
+        .map_err(|e| read_error(e, limit))?;
     env.scope.secrets.note(&found);
     Ok(found)
 }
 
 fn list(env: &HelperEnv, args: &[Value]) -> HelperResult {
+    let (room, limit) = room();
     let found = reads(env)?
-        .list(args)
-        .map_err(|e| HelperError(e.to_string()))?;
+        .list(args, room)
+        .map_err(|e| read_error(e, limit))?;
     env.scope.secrets.note(&found);
     Ok(found)
+}
+
+/// What the call may still allocate for a read's result, and the limit it goes over if more.
+fn room() -> (usize, LimitKind) {
+    memory::room().map_or((usize::MAX, LimitKind::Memory), |(room, exceeded)| {
+        (room, memory_limit(exceeded))
+    })
+}
+
+fn read_error(error: ReadError, limit: LimitKind) -> HelperError {
+    if let ReadError::TooLarge { .. } = error {
+        // Stopped as a script that allocated it would be: the call fails with the memory limit,
+        // even if the script catches this error.
+        let stopped = with_active(|_, budget| budget.describe(budget.trip(limit)));
+        if let Some(stopped) = stopped {
+            return HelperError(format!("{error}: {stopped}"));
+        }
+    }
+    HelperError(error.to_string())
 }
 
 fn event(env: &HelperEnv, args: &[Value]) -> HelperResult {

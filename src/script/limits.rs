@@ -30,6 +30,17 @@ pub const MAX_CALL_DEPTH: usize = 64;
 pub const MAX_EXPR_DEPTH: usize = 64;
 pub const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
 
+/// How deeply lists and maps may nest in a value crossing between JSON and a script (a request,
+/// a response, a helper's arguments and its result), in both languages: the conversions recurse
+/// once per level. Luau's conversion always stopped here, and serde_json, which parses what the
+/// API server sends, stops at about the same depth.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a value deeper than [`MAX_DEPTH`] is refused.
+pub fn too_deep() -> String {
+    format!("lists and maps nested deeper than {MAX_DEPTH} levels")
+}
+
 /// The limit a call that exceeded a memory budget is stopped by.
 pub fn memory_limit(exceeded: Exceeded) -> LimitKind {
     match exceeded {
@@ -104,6 +115,10 @@ impl EffectiveLimits {
                 format!("map size limit of {} entries exceeded", self.max_map_size)
             }
             LimitKind::CallDepth => format!("call depth limit of {MAX_CALL_DEPTH} exceeded"),
+            LimitKind::Stack => format!(
+                "stack limit of {} exceeded: a value nested too deeply to print, compare or copy",
+                bytes(super::stack::STACK_BUDGET as u64)
+            ),
         }
     }
 }
@@ -169,6 +184,9 @@ impl Budget {
         }
         if let Some(exceeded) = CallMemory::exceeded() {
             return Err(self.trip(memory_limit(exceeded)));
+        }
+        if super::stack::exhausted() {
+            return Err(self.trip(LimitKind::Stack));
         }
         if ops.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline {
             return Err(self.trip(LimitKind::Timeout));

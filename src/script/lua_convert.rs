@@ -17,6 +17,7 @@
 
 use super::active::with_unconverted;
 use super::helpers::step;
+use super::limits::{MAX_DEPTH, too_deep};
 use super::request_use::RequestUse;
 use super::rhai_convert::segment;
 use super::suggest::no_such_field;
@@ -24,9 +25,6 @@ use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
 use std::ffi::c_int;
 use std::ptr;
-
-/// Lua tables nest without limit and can be cyclic; JSON cannot.
-const MAX_DEPTH: usize = 128;
 
 /// The marker metatables, created once per state.
 #[derive(Clone)]
@@ -178,17 +176,29 @@ const OBJECT_MARKER: c_int = 3;
 /// No object metatable: objects become plain tables.
 const PLAIN: c_int = 0;
 
-pub(crate) fn to_lua(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Result<LuaValue> {
-    // SAFETY: runs protected with the array marker at `ARRAY_MARKER`; `push_json` keeps the
-    // stack balanced, checks its size at every level, and holds only borrowed Rust values, so a
-    // Lua error (out of memory) unwinding through it leaks nothing. It leaves the value alone on
-    // the stack as the one result.
-    unsafe {
+pub(crate) fn to_lua(
+    lua: &Lua,
+    markers: &Markers,
+    value: &Value,
+) -> Result<LuaValue, ConvertError> {
+    let mut pushed = Ok(());
+    // SAFETY: runs protected with the array marker at `ARRAY_MARKER`; `push_json` checks the
+    // stack's size at every level and holds only borrowed Rust values, so a Lua error (out of
+    // memory) unwinding through it leaks nothing. It leaves the value alone on the stack as the
+    // one result, or nil when the value nests too deeply.
+    let value = unsafe {
         lua.exec_raw(&markers.array, |state| {
-            push_json(state, value, PLAIN);
-            ffi::lua_remove(state, ARRAY_MARKER);
+            pushed = push_json(state, value, PLAIN, 0);
+            match pushed {
+                Ok(()) => ffi::lua_remove(state, ARRAY_MARKER),
+                Err(_) => {
+                    ffi::lua_settop(state, 0);
+                    ffi::lua_pushnil(state);
+                }
+            }
         })
-    }
+    }?;
+    pushed.map(|()| value)
 }
 
 /// Converts the request into `globals.request`: only the fields `converted` names, when it is an
@@ -199,46 +209,68 @@ pub(crate) fn set_request(
     globals: &Table,
     request: &Value,
     converted: &RequestUse,
-) -> mlua::Result<usize> {
-    let mut id = 0;
+) -> Result<usize, ConvertError> {
+    let mut pushed = Ok(0);
     // SAFETY: as in `to_lua`, with `globals` at 2 and the object marker at `OBJECT_MARKER`; the
     // fields are pushed the same way, and the table is stored in `globals` with
-    // `lua_rawsetfield`.
+    // `lua_rawsetfield` (or nothing is, when the request nests too deeply).
     unsafe {
         lua.exec_raw::<()>((&markers.array, globals, &markers.object), |state| {
-            match request {
-                Value::Object(fields) => {
-                    ffi::lua_createtable(state, 0, length(fields.len()));
-                    for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
-                        push_str(state, key);
-                        push_json(state, item, OBJECT_MARKER);
-                        ffi::lua_rawset(state, -3);
-                    }
-                    ffi::lua_pushvalue(state, OBJECT_MARKER);
-                    ffi::lua_setmetatable(state, -2);
-                }
-                other => push_json(state, other, OBJECT_MARKER),
-            }
-            id = ffi::lua_topointer(state, -1) as usize;
-            ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
+            pushed = push_request(state, request, converted).map(|()| {
+                let id = ffi::lua_topointer(state, -1) as usize;
+                ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
+                id
+            });
             ffi::lua_settop(state, 0);
         })
     }?;
-    Ok(id)
+    pushed
+}
+
+/// Pushes the request's fields that `converted` names, as `set_request` stores them.
+unsafe fn push_request(
+    state: *mut ffi::lua_State,
+    request: &Value,
+    converted: &RequestUse,
+) -> Result<(), ConvertError> {
+    unsafe {
+        let Value::Object(fields) = request else {
+            return push_json(state, request, OBJECT_MARKER, 0);
+        };
+        ffi::lua_createtable(state, 0, length(fields.len()));
+        for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
+            push_str(state, key);
+            push_json(state, item, OBJECT_MARKER, 1).map_err(|e| e.within(segment(key)))?;
+            ffi::lua_rawset(state, -3);
+        }
+        ffi::lua_pushvalue(state, OBJECT_MARKER);
+        ffi::lua_setmetatable(state, -2);
+        Ok(())
+    }
 }
 
 /// Converts a helper's result: a top-level null becomes `nil`, so `if label(obj, "x") then`
 /// reads naturally; nulls inside structures stay `null` so they survive a round trip.
-pub(crate) fn to_lua_result(lua: &Lua, markers: &Markers, value: &Value) -> mlua::Result<LuaValue> {
+pub(crate) fn to_lua_result(
+    lua: &Lua,
+    markers: &Markers,
+    value: &Value,
+) -> Result<LuaValue, ConvertError> {
     match value {
         Value::Null => Ok(LuaValue::Nil),
         other => to_lua(lua, markers, other),
     }
 }
 
-/// Pushes `value`; the array marker must be at `ARRAY_MARKER`, and objects get the metatable at
-/// `object_marker` unless it is `PLAIN`.
-unsafe fn push_json(state: *mut ffi::lua_State, value: &Value, object_marker: c_int) {
+/// Pushes `value`, `depth` levels down; the array marker must be at `ARRAY_MARKER`, and objects
+/// get the metatable at `object_marker` unless it is `PLAIN`. A value nested deeper than
+/// [`MAX_DEPTH`] is refused before it is walked, leaving what was pushed on the stack.
+unsafe fn push_json(
+    state: *mut ffi::lua_State,
+    value: &Value,
+    object_marker: c_int,
+    depth: usize,
+) -> Result<(), ConvertError> {
     unsafe {
         // A table, a key and a value per level of nesting.
         ffi::luaL_checkstack(state, 3, ptr::null());
@@ -247,10 +279,14 @@ unsafe fn push_json(state: *mut ffi::lua_State, value: &Value, object_marker: c_
             Value::Bool(b) => ffi::lua_pushboolean(state, c_int::from(*b)),
             Value::Number(n) => ffi::lua_pushnumber(state, n.as_f64().unwrap_or(f64::NAN)),
             Value::String(s) => push_str(state, s),
+            Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
+                return Err(ConvertError::new(too_deep()));
+            }
             Value::Array(items) => {
                 ffi::lua_createtable(state, length(items.len()), 0);
                 for (i, item) in items.iter().enumerate() {
-                    push_json(state, item, object_marker);
+                    push_json(state, item, object_marker, depth + 1)
+                        .map_err(|e| e.within(format!("[{i}]")))?;
                     ffi::lua_rawseti_(state, -2, length(i + 1));
                 }
                 ffi::lua_pushvalue(state, ARRAY_MARKER);
@@ -260,7 +296,8 @@ unsafe fn push_json(state: *mut ffi::lua_State, value: &Value, object_marker: c_
                 ffi::lua_createtable(state, 0, length(map.len()));
                 for (key, item) in map {
                     push_str(state, key);
-                    push_json(state, item, object_marker);
+                    push_json(state, item, object_marker, depth + 1)
+                        .map_err(|e| e.within(segment(key)))?;
                     ffi::lua_rawset(state, -3);
                 }
                 if object_marker != PLAIN {
@@ -269,6 +306,7 @@ unsafe fn push_json(state: *mut ffi::lua_State, value: &Value, object_marker: c_
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -380,7 +418,8 @@ unsafe fn read_json(
             ffi::LUA_TTABLE => {
                 if depth >= MAX_DEPTH {
                     return Err(ConvertError::new(format!(
-                        "tables nested deeper than {MAX_DEPTH} levels (a table containing itself?)"
+                        "{} (a table containing itself?)",
+                        too_deep()
                     )));
                 }
                 read_table(state, index, depth)

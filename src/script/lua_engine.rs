@@ -222,9 +222,20 @@ impl LuaState {
         let own_limit = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);
         let max_memory = memory::allowance(own_limit);
         let converted = &setup.script.program.request;
-        let run = || -> mlua::Result<LuaValue> {
+        // A request the script cannot be given (nested too deeply) fails the call as such.
+        let mut refused = None;
+        let mut run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
-            let id = set_request(lua, &self.markers, &globals, request, converted)?;
+            let id = match set_request(lua, &self.markers, &globals, request, converted) {
+                Ok(id) => id,
+                Err(ConvertError {
+                    lua: Some(error), ..
+                }) => return Err(error),
+                Err(error) => {
+                    refused = Some(setup.request_error(&error.path(), &error.message));
+                    return Ok(LuaValue::Nil);
+                }
+            };
             if let LuaValue::Table(root) = globals.raw_get("request")? {
                 lua.set_app_data(RequestRoot(root));
             }
@@ -258,6 +269,9 @@ impl LuaState {
         };
         let result = run();
         self.lua.remove_app_data::<RequestRoot>();
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
         if let Some(recorder) = setup.coverage {
             let layout = &setup.script.layout;
             record_coverage(recorder, &layout.hook().origin, &chunks.hook);
@@ -622,7 +636,15 @@ fn bind_helper(lua: &Lua, markers: &Markers, helper: &'static Helper) -> mlua::R
                 (read.finish)(found, &rest)
             }
         };
-        to_lua_result(lua, &markers, &result)
+        to_lua_result(lua, &markers, &result).map_err(|e| match e.lua {
+            Some(error) => error,
+            None => mlua::Error::runtime(format!(
+                "{}: result{}: {}",
+                helper.name,
+                e.path(),
+                e.message
+            )),
+        })
     })
 }
 

@@ -52,6 +52,30 @@ pub fn allowance(limit: usize) -> usize {
     limit.min(floor.saturating_add(left))
 }
 
+/// What the current call may still allocate before it goes over a budget, and which budget
+/// that is; `None` outside a call. The progress checks stop a call only after an allocation,
+/// so what is about to be copied into a script whole (a `list()` result) is weighed here first.
+pub fn room() -> Option<(usize, Exceeded)> {
+    CALL.with(|call| {
+        if !call.active.get() {
+            return None;
+        }
+        let tracked = call.tracked.get();
+        let held = call.net.get().max(0) as usize;
+        let own = tracked.limit.saturating_sub(held);
+        let pool = tracked
+            .floor
+            .saturating_add(tracked.drawn)
+            .saturating_add(pool_limit().saturating_sub(pool_used()))
+            .saturating_sub(held);
+        Some(if own <= pool {
+            (own, Exceeded::Call)
+        } else {
+            (pool, Exceeded::Pool)
+        })
+    })
+}
+
 /// Which memory budget a call exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exceeded {
@@ -426,6 +450,23 @@ mod tests {
         let call = CallMemory::enter_apart(limit);
         assert_eq!(allowance(limit), limit, "its floor is its limit");
         drop(call);
+    }
+
+    #[test]
+    fn room_is_what_the_call_may_still_allocate_under_its_own_limit() {
+        assert_eq!(room(), None, "outside a call");
+        let call = CallMemory::enter(1024 * 1024);
+        let (before, binding) = room().expect("in a call");
+        assert_eq!(binding, Exceeded::Call, "its own limit is below the floor");
+        assert!(before <= 1024 * 1024 && before > 1000 * 1024, "{before}");
+        let held = vec![0u8; 512 * 1024];
+        let (after, _) = room().expect("in a call");
+        assert!(
+            before - after >= 512 * 1024 && before - after < 520 * 1024,
+            "{before} -> {after}"
+        );
+        drop((held, call));
+        assert_eq!(room(), None);
     }
 
     /// The pool's logic on a pool of its own (the process's is shared by every test running).

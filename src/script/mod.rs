@@ -25,6 +25,7 @@ mod request_use;
 mod rhai_convert;
 mod rhai_engine;
 mod scope;
+mod stack;
 pub(crate) mod suggest;
 
 pub use crate::api::{EventType, ScriptEvent};
@@ -34,11 +35,12 @@ pub use error::{LimitKind, ScriptError, ScriptErrorKind};
 pub use events::{EventSink, MAX_EVENTS_PER_SYNC};
 pub use limits::{
     DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
-    DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH,
+    DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH, MAX_DEPTH,
 };
 pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
 pub use scope::{CallContext, CallScope};
+pub use stack::THREAD_STACK;
 
 use crate::api::{HookKind, Language};
 use helpers::HelperEnv;
@@ -448,6 +450,17 @@ impl CallSetup<'_> {
         error.at(&part.code, Some(own), None)
     }
 
+    /// The error of a request the script cannot be given (a part nested too deeply); `path` is
+    /// where in the request.
+    pub fn request_error(&self, path: &str, message: &str) -> ScriptError {
+        self.error(
+            ScriptErrorKind::Conversion,
+            format!("request{path} cannot be given to the script: {message}"),
+            None,
+            None,
+        )
+    }
+
     pub fn limit_error(&self, limit: LimitKind, line: Option<u32>) -> ScriptError {
         self.error(
             ScriptErrorKind::Limit { limit },
@@ -697,7 +710,9 @@ impl ScriptEngine {
             memory::CallMemory::enter(limit)
         };
         let result = match &script.program.code {
-            Code::Rhai(ast) => match setup.coverage {
+            // Rhai recurses over values; Luau's own stack and the conversions' depth limit
+            // keep a Lua call within any thread's.
+            Code::Rhai(ast) => stack::run(|| match setup.coverage {
                 None => self.inner.rhai.call(ast, request, &setup),
                 Some(recorder) => {
                     let (result, hits) =
@@ -713,7 +728,7 @@ impl ScriptEngine {
                     }
                     result
                 }
-            },
+            }),
             Code::Lua { .. } => self.inner.lua.call(request, &setup),
         };
         // The response's conversion runs after the script's last progress check.
@@ -767,6 +782,16 @@ impl ScriptEngine {
                 .in_call(&controller, hook))
             })
     }
+}
+
+/// The operator's async runtime. Its threads, the blocking pool's among them (where hook
+/// scripts run), have the stack a Rhai call needs ([`stack::THREAD_STACK`]), so calls run on
+/// them as they are rather than on a stack made for each.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(stack::THREAD_STACK)
+        .build()
 }
 
 /// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).

@@ -2,6 +2,7 @@
 //! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
 //! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
 
+use super::limits::{MAX_DEPTH, too_deep};
 use super::request_use::RequestUse;
 use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value;
@@ -32,8 +33,16 @@ impl ConvertError {
     }
 }
 
-pub(crate) fn to_dynamic(value: &Value) -> Dynamic {
-    match value {
+/// Converts JSON into a Rhai value; refused when it nests deeper than [`MAX_DEPTH`].
+pub(crate) fn to_dynamic(value: &Value) -> Result<Dynamic, ConvertError> {
+    to_dynamic_at(value, 0)
+}
+
+fn to_dynamic_at(value: &Value, depth: usize) -> Result<Dynamic, ConvertError> {
+    if depth >= MAX_DEPTH && matches!(value, Value::Array(_) | Value::Object(_)) {
+        return Err(ConvertError::new(too_deep()));
+    }
+    Ok(match value {
         Value::Null => Dynamic::UNIT,
         Value::Bool(b) => Dynamic::from_bool(*b),
         Value::Number(n) => match n.as_i64() {
@@ -42,41 +51,69 @@ pub(crate) fn to_dynamic(value: &Value) -> Dynamic {
             None => Dynamic::from_float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Value::String(s) => Dynamic::from(ImmutableString::from(s.as_str())),
-        Value::Array(items) => Dynamic::from_array(items.iter().map(to_dynamic).collect::<Array>()),
-        Value::Object(map) => Dynamic::from_map(
-            map.iter()
-                .map(|(k, v)| (k.as_str().into(), to_dynamic(v)))
-                .collect::<Map>(),
+        Value::Array(items) => Dynamic::from_array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    to_dynamic_at(item, depth + 1).map_err(|e| e.within(format!("[{i}]")))
+                })
+                .collect::<Result<Array, _>>()?,
         ),
-    }
+        Value::Object(map) => Dynamic::from_map(object(map, depth, |_| true)?),
+    })
+}
+
+/// The entries of an object `depth` levels down that `keep` keeps, as a Rhai map.
+fn object(
+    map: &serde_json::Map<String, Value>,
+    depth: usize,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Map, ConvertError> {
+    map.iter()
+        .filter(|(key, _)| keep(key))
+        .map(|(key, item)| {
+            to_dynamic_at(item, depth + 1)
+                .map(|item| (key.as_str().into(), item))
+                .map_err(|e| e.within(segment(key)))
+        })
+        .collect()
 }
 
 /// Converts the request, only the fields `converted` names (`request_use`).
-pub(crate) fn request_to_dynamic(request: &Value, converted: &RequestUse) -> Dynamic {
+pub(crate) fn request_to_dynamic(
+    request: &Value,
+    converted: &RequestUse,
+) -> Result<Dynamic, ConvertError> {
     match request {
-        Value::Object(fields) => Dynamic::from_map(
-            fields
-                .iter()
-                .filter(|(key, _)| converted.converts(key))
-                .map(|(key, item)| (key.as_str().into(), to_dynamic(item)))
-                .collect::<Map>(),
-        ),
+        Value::Object(fields) => Ok(Dynamic::from_map(object(fields, 0, |key| {
+            converted.converts(key)
+        })?)),
         other => to_dynamic(other),
     }
 }
 
 /// Reads a Rhai value as JSON, by reference: helpers get their arguments this way without
 /// copying them first.
+/// Refused when it nests deeper than [`MAX_DEPTH`], before the walk goes deeper.
 pub(crate) fn from_dynamic(value: &Dynamic) -> Result<Value, ConvertError> {
+    from_dynamic_at(value, 0)
+}
+
+fn from_dynamic_at(value: &Dynamic, depth: usize) -> Result<Value, ConvertError> {
     // Values captured by closures are shared; read a copy taken through the lock.
     if value.is_shared() {
-        return from_dynamic(&value.flatten_clone());
+        return from_dynamic_at(&value.flatten_clone(), depth);
+    }
+    let nested = value.is_map() || value.is_array() || value.is_blob();
+    if nested && depth >= MAX_DEPTH {
+        return Err(ConvertError::new(too_deep()));
     }
     // Most likely first: a Kubernetes object is mostly maps and strings.
     if let Some(map) = value.read_lock::<Map>() {
         let mut object = serde_json::Map::new();
         for (key, item) in map.iter() {
-            let item = from_dynamic(item).map_err(|e| e.within(segment(key)))?;
+            let item = from_dynamic_at(item, depth + 1).map_err(|e| e.within(segment(key)))?;
             object.insert(key.to_string(), item);
         }
         return Ok(Value::Object(object));
@@ -88,7 +125,9 @@ pub(crate) fn from_dynamic(value: &Dynamic) -> Result<Value, ConvertError> {
         return items
             .iter()
             .enumerate()
-            .map(|(i, item)| from_dynamic(item).map_err(|e| e.within(format!("[{i}]"))))
+            .map(|(i, item)| {
+                from_dynamic_at(item, depth + 1).map_err(|e| e.within(format!("[{i}]")))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array);
     }
@@ -140,7 +179,25 @@ mod tests {
             "null": null, "t": true, "int": -3, "big": 9007199254740993i64, "float": 2.0,
             "list": [[], {}, [1, [2]]], "empty_map": {}, "empty_list": [], "s": "ü \u{1F600}"
         });
-        assert_eq!(from_dynamic(&to_dynamic(&value)).unwrap(), value);
+        assert_eq!(from_dynamic(&to_dynamic(&value).unwrap()).unwrap(), value);
+    }
+
+    /// `levels` lists, one inside the other.
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |inner, _| json!([inner]))
+    }
+
+    #[test]
+    fn values_nested_deeper_than_the_limit_are_refused_both_ways_naming_where() {
+        let deepest = to_dynamic(&nested(MAX_DEPTH)).unwrap();
+        assert_eq!(from_dynamic(&deepest).unwrap(), nested(MAX_DEPTH));
+        let err = to_dynamic(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert_eq!(err.path(), "[0]".repeat(MAX_DEPTH));
+        assert_eq!(err.message, "lists and maps nested deeper than 128 levels");
+        let deeper = Dynamic::from_array(vec![deepest]);
+        let err = from_dynamic(&deeper).unwrap_err();
+        assert_eq!(err.path(), "[0]".repeat(MAX_DEPTH));
+        assert_eq!(err.message, "lists and maps nested deeper than 128 levels");
     }
 
     #[test]

@@ -23,34 +23,39 @@ use rhai::{
     ParseErrorType, Position, Scope, Stmt,
 };
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// The size limits that need an engine of their own.
 type SizeKey = (u64, u64, u64);
 
+const DEFAULT_SIZES: SizeKey = (
+    DEFAULT_MAX_STRING_SIZE,
+    DEFAULT_MAX_ARRAY_SIZE,
+    DEFAULT_MAX_MAP_SIZE,
+);
+
+/// Engines kept for size limits other than the defaults. Authors choose the limits, so the set
+/// is bounded: past it the least recently used engine is dropped (a call running on it keeps it
+/// until it returns) and built again when asked for (about 3 ms in a debug build). Each engine
+/// holds its own function tables, about 550 KiB.
+const MAX_SIZED_ENGINES: usize = 8;
+
 pub(crate) struct RhaiEngines {
     /// Compiles every script (and runs those with default limits): parsing only depends on the
     /// disabled symbols and nesting limits, which all engines share.
     base: Arc<Engine>,
-    by_size: Mutex<HashMap<SizeKey, Arc<Engine>>>,
+    /// Engines for other size limits, the least recently used first.
+    sized: Mutex<Vec<(SizeKey, Arc<Engine>)>>,
     /// Engines report the lines they reach (`coverage`).
     coverage: bool,
 }
 
 impl RhaiEngines {
     pub fn new(coverage: bool) -> RhaiEngines {
-        let default_key = (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        );
-        let base = Arc::new(build_engine(default_key, coverage));
-        let mut by_size = HashMap::new();
-        by_size.insert(default_key, base.clone());
         RhaiEngines {
-            base,
-            by_size: Mutex::new(by_size),
+            base: Arc::new(build_engine(DEFAULT_SIZES, coverage)),
+            sized: Mutex::new(Vec::with_capacity(MAX_SIZED_ENGINES)),
             coverage,
         }
     }
@@ -61,12 +66,30 @@ impl RhaiEngines {
             limits.max_array_size,
             limits.max_map_size,
         );
-        self.by_size
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_insert_with(|| Arc::new(build_engine(key, self.coverage)))
-            .clone()
+        if key == DEFAULT_SIZES {
+            return self.base.clone();
+        }
+        let lock = || self.sized.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut sized = lock();
+            if let Some(at) = sized.iter().position(|(k, _)| *k == key) {
+                let entry = sized.remove(at);
+                let engine = entry.1.clone();
+                sized.push(entry);
+                return engine;
+            }
+        }
+        // Built without the lock, so calls with other limits do not wait for it.
+        let built = Arc::new(build_engine(key, self.coverage));
+        let mut sized = lock();
+        if let Some((_, engine)) = sized.iter().find(|(k, _)| *k == key) {
+            return engine.clone();
+        }
+        if sized.len() >= MAX_SIZED_ENGINES {
+            sized.remove(0);
+        }
+        sized.push((key, built.clone()));
+        built
     }
 
     /// Compiles a hook with its libraries: each library alone first (so its errors name it, and
@@ -133,7 +156,7 @@ impl RhaiEngines {
             };
             compile_error(part, &error, part.first_line - 1)
         })?;
-        refuse_blocked_calls(&ast, layout)?;
+        refuse_forbidden(&ast, layout)?;
         Ok(Code::Rhai(ast))
     }
 
@@ -146,7 +169,9 @@ impl RhaiEngines {
         let engine = self.engine_for(&setup.limits);
         let converted = &setup.script.program.request;
         let mut scope = Scope::new();
-        scope.push("request", request_to_dynamic(request, converted));
+        let converted_request = request_to_dynamic(request, converted)
+            .map_err(|e| setup.request_error(&e.path(), &e.message))?;
+        scope.push("request", converted_request);
         let id = scope.get("request").map_or(0, address);
         let result = {
             let _active = ActiveGuard::enter(
@@ -346,14 +371,7 @@ fn register_helper(engine: &mut Engine, helper: &'static Helper) {
 /// The Rhai definitions file (`.d.rhai`): the helpers as the operator's engine binds them, and
 /// `request`, with a header on what `request` holds and what each hook returns.
 pub(crate) fn definitions(hooks: &[HookKind]) -> String {
-    let engine = build_engine(
-        (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        ),
-        false,
-    );
+    let engine = build_engine(DEFAULT_SIZES, false);
     let mut scope = Scope::new();
     scope.push("request", rhai::Map::new());
     let definitions = engine
@@ -416,7 +434,14 @@ fn run_helper(
                 .map_err(|e| fail(e.0))?
         }
     };
-    Ok(to_dynamic(&result))
+    to_dynamic(&result).map_err(|e| {
+        fail(format!(
+            "{}: result{}: {}",
+            helper.name,
+            e.path(),
+            e.message
+        ))
+    })
 }
 
 /// The address of the map a value holds, by which readers recognise the script's `request`.
@@ -584,26 +609,46 @@ const BLOCKED: &[(&str, &str)] = &[(
      `resyncAfterSeconds`",
 )];
 
-/// Refuses calls of [`BLOCKED`] functions, at their line.
-fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
+/// Functions that only call the function given to them, and which of their arguments that is
+/// (after the list a method is called on): the only places a closure that captures variables
+/// may go (see [`kept_closure`]).
+const CALLING: &[(&str, usize)] = &[
+    ("all", 0),
+    ("dedup", 0),
+    ("drain", 0),
+    ("filter", 0),
+    ("find", 0),
+    ("find_map", 0),
+    ("for_each", 0),
+    ("index_of", 0),
+    ("map", 0),
+    ("order", 0),
+    ("order_by", 0),
+    ("reduce", 0),
+    ("reduce_rev", 0),
+    ("retain", 0),
+    ("some", 0),
+    ("sort", 0),
+    ("sort_by", 0),
+    ("zip", 1),
+];
+
+/// Why values could nest out of reach of Rhai's size checks through a function value.
+const HIDES: &str = "Rhai's size checks do not look inside function values, so values kept in \
+    one could nest without bound (and a closure kept in what it captures is never freed)";
+
+/// Refuses what a hook may not do, at its line: calls of [`BLOCKED`] functions, `curry`, and a
+/// closure that captures variables anywhere but as the function given to one of [`CALLING`].
+fn refuse_forbidden(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
+    let defined: BTreeSet<&str> = ast.iter_functions().map(|f| f.name).collect();
     let mut found = None;
     ast.walk(&mut |path: &[ASTNode]| {
-        let call = match path.last() {
-            Some(ASTNode::Stmt(Stmt::FnCall(call, pos))) => Some((call, pos)),
-            Some(ASTNode::Expr(
-                rhai::Expr::FnCall(call, pos) | rhai::Expr::MethodCall(call, pos),
-            )) => Some((call, pos)),
-            _ => None,
-        };
-        if let Some((call, pos)) = call
-            && let Some((name, why)) = BLOCKED.iter().find(|(name, _)| call.name == *name)
-        {
-            found = Some((*name, *why, *pos));
-            return false;
-        }
-        true
+        found = blocked_call(path)
+            .or_else(|| explicit_curry(path))
+            .or_else(|| kept_closure(path, &defined));
+        found.is_none()
     });
-    let Some((name, why, pos)) = found else {
+    let Some((message, pos)) = found else {
         return Ok(());
     };
     let (line, column) = position(pos);
@@ -616,11 +661,106 @@ fn refuse_blocked_calls(ast: &AST, layout: &Layout) -> Result<(), ScriptError> {
     };
     Err(ScriptError::new(
         ScriptErrorKind::Compile,
-        format!("`{name}` is not available to hooks: {why}"),
+        message,
         Language::Rhai,
         part.origin.clone(),
     )
     .at(&part.code, line, column))
+}
+
+/// The call `path` ends at, if it ends at one.
+fn call_at<'a>(path: &'a [ASTNode<'a>]) -> Option<(&'a rhai::FnCallExpr, Position)> {
+    match path.last()? {
+        ASTNode::Stmt(Stmt::FnCall(call, pos)) => Some((call, *pos)),
+        ASTNode::Expr(rhai::Expr::FnCall(call, pos) | rhai::Expr::MethodCall(call, pos)) => {
+            Some((call, *pos))
+        }
+        _ => None,
+    }
+}
+
+fn blocked_call(path: &[ASTNode]) -> Option<(String, Position)> {
+    let (call, pos) = call_at(path)?;
+    let (name, why) = BLOCKED.iter().find(|(name, _)| call.name == *name)?;
+    Some((format!("`{name}` is not available to hooks: {why}"), pos))
+}
+
+/// A `curry` the script wrote: Rhai makes one of its own for each closure that captures
+/// variables (right after sharing them, [`is_closure`]), and those are checked as closures.
+fn explicit_curry(path: &[ASTNode]) -> Option<(String, Position)> {
+    let (call, pos) = call_at(path)?;
+    if call.name != "curry" {
+        return None;
+    }
+    let made_for_a_closure = matches!(
+        path.iter().rev().nth(1),
+        Some(ASTNode::Expr(block)) if is_closure(block)
+    );
+    (!made_for_a_closure).then(|| {
+        (
+            format!(
+                "`curry` is not available to hooks: {HIDES}; pass what the function needs as \
+                 its arguments"
+            ),
+            pos,
+        )
+    })
+}
+
+/// A closure that captures variables, as Rhai compiles one: a block sharing them, then making
+/// the function value that carries them.
+fn is_closure(expr: &rhai::Expr) -> bool {
+    matches!(expr, rhai::Expr::Stmt(block)
+        if matches!(block.statements().first(), Some(Stmt::Share(..))))
+}
+
+/// A closure that captures variables anywhere but as the function given to one of [`CALLING`]
+/// (not redefined by the script): kept in a variable, a list, a map or a result, it would carry
+/// values out of reach of the size checks ([`HIDES`]). Given straight to such a call, it is
+/// called and dropped.
+fn kept_closure(path: &[ASTNode], defined: &BTreeSet<&str>) -> Option<(String, Position)> {
+    let [.., parent, ASTNode::Stmt(Stmt::Share(..))] = path else {
+        return None;
+    };
+    // Not an expression: the body of a function (a closure returning the closure).
+    let ASTNode::Expr(closure) = parent else {
+        return Some((kept_message(), parent.position()));
+    };
+    let given = match path.iter().rev().nth(2) {
+        Some(ASTNode::Expr(rhai::Expr::MethodCall(call, _))) => given_to(call, closure, 0, defined),
+        Some(ASTNode::Expr(rhai::Expr::FnCall(call, _)) | ASTNode::Stmt(Stmt::FnCall(call, _))) => {
+            given_to(call, closure, 1, defined)
+        }
+        _ => false,
+    };
+    (!given).then(|| (kept_message(), closure.position()))
+}
+
+/// Whether `closure` is the function argument of `call`, one of [`CALLING`]; `before` is how
+/// many arguments come before the ones a method call has (the list, called as a function).
+fn given_to(
+    call: &rhai::FnCallExpr,
+    closure: &rhai::Expr,
+    before: usize,
+    defined: &BTreeSet<&str>,
+) -> bool {
+    CALLING.iter().any(|(name, at)| {
+        call.name == *name
+            && !defined.contains(name)
+            && call
+                .args
+                .get(before + at)
+                .is_some_and(|arg| std::ptr::eq(arg, closure))
+    })
+}
+
+fn kept_message() -> String {
+    let calls: Vec<&str> = CALLING.iter().map(|(name, _)| *name).collect();
+    format!(
+        "a closure that captures variables can only be given straight to {} (as the function \
+         they call): {HIDES}; call it there, or pass what it needs as its arguments",
+        calls.join(", ")
+    )
 }
 
 /// A function appended to each library when it is checked alone; no script can define it.
@@ -846,11 +986,10 @@ fn innermost_position(error: &EvalAltResult) -> Position {
 fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
     let (line, column) = position(innermost_position(error));
     let inner = error.unwrap_inner();
-    let limit = match inner {
-        // The budget knows which of its limits stopped the script.
-        EvalAltResult::ErrorTerminated(..) => {
-            Some(setup.budget.tripped().unwrap_or(LimitKind::Operations))
-        }
+    // The budget knows which of its limits stopped the script, whatever error the script got
+    // then (a helper refusing a read too large for the call's memory).
+    let limit = setup.budget.tripped().or(match inner {
+        EvalAltResult::ErrorTerminated(..) => Some(LimitKind::Operations),
         EvalAltResult::ErrorTooManyOperations(..) => Some(LimitKind::Operations),
         EvalAltResult::ErrorStackOverflow(..) => Some(LimitKind::CallDepth),
         EvalAltResult::ErrorDataTooLarge(what, ..) => Some(if what.contains("array") {
@@ -861,7 +1000,7 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
             LimitKind::StringSize
         }),
         _ => None,
-    };
+    });
     if let Some(limit) = limit {
         return setup.error(
             ScriptErrorKind::Limit { limit },
@@ -889,14 +1028,7 @@ fn map_error(error: &EvalAltResult, setup: &CallSetup) -> ScriptError {
 /// the sandbox offers (`tests/sandbox.rs`).
 #[cfg(test)]
 pub(crate) fn function_names() -> BTreeSet<String> {
-    let engine = build_engine(
-        (
-            DEFAULT_MAX_STRING_SIZE,
-            DEFAULT_MAX_ARRAY_SIZE,
-            DEFAULT_MAX_MAP_SIZE,
-        ),
-        false,
-    );
+    let engine = build_engine(DEFAULT_SIZES, false);
     engine
         .gen_fn_signatures(true)
         .into_iter()
@@ -906,4 +1038,58 @@ pub(crate) fn function_names() -> BTreeSet<String> {
             (!name.is_empty()).then(|| name.to_string())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Limits;
+
+    fn sized(n: u64) -> EffectiveLimits {
+        EffectiveLimits::from(&Limits {
+            max_array_size: Some(n),
+            ..Limits::default()
+        })
+    }
+
+    #[test]
+    fn engines_for_other_size_limits_are_bounded_and_the_least_recently_used_goes() {
+        let engines = RhaiEngines::new(false);
+        let default = EffectiveLimits::from(&Limits::default());
+        assert!(Arc::ptr_eq(&engines.engine_for(&default), &engines.base));
+        let first = engines.engine_for(&sized(1));
+        for n in 2..=MAX_SIZED_ENGINES as u64 {
+            engines.engine_for(&sized(n));
+        }
+        // Used again: the most recent now, so the next new one evicts `sized(2)` instead.
+        assert!(Arc::ptr_eq(&engines.engine_for(&sized(1)), &first));
+        for n in 100..120 {
+            engines.engine_for(&sized(n));
+            assert!(engines.sized.lock().unwrap().len() <= MAX_SIZED_ENGINES);
+        }
+        let kept: Vec<u64> = engines
+            .sized
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((_, array, _), _)| *array)
+            .collect();
+        assert_eq!(kept, (112..120).collect::<Vec<_>>());
+        // An evicted engine is built again; the default one was never among them.
+        assert!(!Arc::ptr_eq(&engines.engine_for(&sized(1)), &first));
+        assert!(Arc::ptr_eq(&engines.engine_for(&default), &engines.base));
+    }
+
+    /// The figures by `MAX_SIZED_ENGINES`.
+    #[test]
+    #[ignore = "a measurement: cargo test --release --lib engine_cost -- --ignored --nocapture"]
+    fn engine_cost() {
+        let started = std::time::Instant::now();
+        let memory = super::super::memory::CallMemory::enter(usize::MAX);
+        let engine = build_engine((1, 2, 3), false);
+        let held = super::super::memory::CallMemory::peak();
+        drop(memory);
+        println!("one engine: {:?}, {} KiB", started.elapsed(), held / 1024);
+        drop(engine);
+    }
 }

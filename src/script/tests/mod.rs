@@ -11,6 +11,7 @@ mod helpers;
 mod libraries;
 mod limits;
 mod messages;
+mod nesting;
 mod purity;
 mod reads;
 mod request_fields;

@@ -87,3 +87,62 @@ fn without_a_store_reads_fail_clearly() {
         );
     }
 }
+
+/// A `list()` larger than what the call may still allocate is refused before it is copied, as
+/// the memory limit a script allocating it would meet, even when the script catches the error.
+#[test]
+fn a_list_larger_than_the_call_may_hold_is_stopped_by_its_memory_limit() {
+    let resolver = crate::resources::StaticResolver::with_builtins();
+    let annotation = "x".repeat(16 * 1024);
+    let store = MemoryStore::new((0..200).map(|i| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": "shop", "name": format!("s{i}"),
+                            "annotations": {"note": annotation}}})
+    }));
+    let reads = ReadAccess::new(
+        Arc::new(store),
+        vec![resolver.find_kind("v1", "Service").unwrap()],
+    );
+    let limits = Limits {
+        max_memory_bytes: Some(1024 * 1024),
+        ..Limits::default()
+    };
+    for (language, code) in [
+        (Language::Rhai, r#"list("v1", "Service").len()"#),
+        (Language::Lua, r#"return #list("v1", "Service")"#),
+        (
+            Language::Rhai,
+            r#"try { list("v1", "Service") } catch (e) { print(e) } 0"#,
+        ),
+        (
+            Language::Lua,
+            r#"local ok, e = pcall(list, "v1", "Service") print(e) return 0"#,
+        ),
+    ] {
+        let mut call = context().with_limits(limits.clone());
+        call.scope.reads = Some(reads.clone());
+        let logs = crate::script::LogSink::new();
+        call.scope.logs = Some(logs.clone());
+        let error = run_with(language, code, json!({}), &call).unwrap_err();
+        assert_eq!(
+            error.limit(),
+            Some(LimitKind::Memory),
+            "{language}: {error}"
+        );
+        assert_eq!(
+            error.message, "memory limit of 1 MiB exceeded",
+            "{language}"
+        );
+        // What a script that catches it sees says why.
+        for line in logs.lines() {
+            assert!(
+                line.message.starts_with("list: the result needs about 6.")
+                    && line.message.ends_with(
+                        "and the call may allocate 0.9 MiB more: memory limit of 1 MiB exceeded"
+                    ),
+                "{language}: {}",
+                line.message
+            );
+        }
+    }
+}

@@ -1,4 +1,7 @@
-//! Property tests: any JSON handed to a script that returns `request` unchanged comes back equal.
+//! Property tests of the conversions between JSON and the engines' values, both ways: any JSON
+//! handed to a script that returns `request` comes back equal (or, nested deeper than the
+//! engines take, is refused naming where), and any value a script builds becomes the JSON it
+//! stands for or a conversion error, never a panic.
 
 use super::*;
 use proptest::prelude::*;
@@ -26,29 +29,109 @@ fn json_with(ints: BoxedStrategy<i64>) -> impl Strategy<Value = Value> {
     })
 }
 
-/// What Lua's single number type makes of a JSON value: integral floats that fit in i64 come
-/// back as integers (the documented rule); everything else is unchanged.
+/// What Lua's single number type makes of a JSON value: every number is a double, and
+/// integral ones that fit in i64 come back as integers (the documented rule); everything else is
+/// unchanged.
 fn as_lua_sees_it(value: &Value) -> Value {
-    match value {
-        Value::Number(n) if n.is_f64() => {
-            let f = n.as_f64().unwrap();
-            let integral = f.fract() == 0.0
-                && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f)
-                && !(f == 0.0 && f.is_sign_negative());
-            if integral {
-                Value::from(f as i64)
-            } else {
-                value.clone()
-            }
+    numbers_as(value, &|n| {
+        let f = n.as_f64().unwrap();
+        let integral = f.fract() == 0.0
+            && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f)
+            && !(f == 0.0 && f.is_sign_negative());
+        if integral {
+            Value::from(f as i64)
+        } else {
+            Value::Number(Number::from_f64(f).unwrap())
         }
-        Value::Array(items) => Value::Array(items.iter().map(as_lua_sees_it).collect()),
+    })
+}
+
+/// What Rhai makes of a JSON value: an integer beyond i64 becomes the nearest float.
+fn as_rhai_sees_it(value: &Value) -> Value {
+    numbers_as(value, &|n| match n.as_i64() {
+        Some(_) => Value::Number(n.clone()),
+        None => Value::Number(Number::from_f64(n.as_f64().unwrap()).unwrap()),
+    })
+}
+
+fn numbers_as(value: &Value, number: &dyn Fn(&Number) -> Value) -> Value {
+    match value {
+        Value::Number(n) => number(n),
+        Value::Array(items) => Value::Array(items.iter().map(|v| numbers_as(v, number)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), as_lua_sees_it(v)))
+                .map(|(k, v)| (k.clone(), numbers_as(v, number)))
                 .collect(),
         ),
         other => other.clone(),
     }
+}
+
+/// Levels of lists and maps: 0 for a scalar, 1 for `[]`.
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `value` inside `levels` more lists and single-key maps (a `true` is a list).
+fn wrapped(value: Value, levels: &[bool]) -> Value {
+    levels.iter().fold(value, |inner, list| match list {
+        true => Value::Array(vec![inner]),
+        false => serde_json::json!({ "a": inner }),
+    })
+}
+
+/// Any JSON, nested up to 300 levels deep, with integers of every size (u64 beyond i64 too).
+fn deep_json() -> impl Strategy<Value = Value> {
+    let ints = prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+    ];
+    (
+        json_with(any::<i64>().boxed()),
+        ints,
+        prop::collection::vec(any::<bool>(), 0..300),
+    )
+        .prop_map(|(inner, big, levels)| wrapped(Value::Array(vec![inner, big]), &levels))
+}
+
+/// A request nested deeper than the engines take is refused as a conversion error that names
+/// the limit and where it was reached; any other comes back as the engine's numbers see it.
+fn returns_the_request_or_refuses_it(
+    language: Language,
+    code: &str,
+    request: &Value,
+    expected: Value,
+) -> Result<(), TestCaseError> {
+    let engine = ScriptEngine::new();
+    let script = engine
+        .compile(&ScriptSource::new(language, code, origin(language)))
+        .unwrap();
+    let result = engine.call(&script, request, &context());
+    if depth(request) <= MAX_DEPTH {
+        let response = result.map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&response, &expected);
+        prop_assert!(is_exact_type(&response, &expected));
+    } else {
+        let error = result.expect_err("too deep");
+        prop_assert_eq!(error.kind, ScriptErrorKind::Conversion);
+        prop_assert!(
+            error.message.starts_with("request[0]") || error.message.starts_with("request.a"),
+            "{}",
+            error.message
+        );
+        prop_assert!(
+            error.message.ends_with(
+                "cannot be given to the script: lists and maps nested deeper than 128 levels"
+            ),
+            "{}",
+            error.message
+        );
+    }
+    Ok(())
 }
 
 fn is_exact_type(a: &Value, b: &Value) -> bool {
@@ -70,10 +153,10 @@ fn is_exact_type(a: &Value, b: &Value) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::fuzzing::config(128))]
 
     #[test]
-    fn rhai_returns_any_request_unchanged(request in json_with(any::<i64>().boxed())) {
+    fn fuzz_rhai_returns_any_request_unchanged(request in json_with(any::<i64>().boxed())) {
         let engine = ScriptEngine::new();
         let script = engine
             .compile(&ScriptSource::new(Language::Rhai, "request", origin(Language::Rhai)))
@@ -85,7 +168,7 @@ proptest! {
     }
 
     #[test]
-    fn lua_returns_any_request_unchanged(
+    fn fuzz_lua_returns_any_request_unchanged(
         request in json_with((-LUA_EXACT_INT..=LUA_EXACT_INT).boxed())
     ) {
         let engine = ScriptEngine::new();
@@ -99,7 +182,19 @@ proptest! {
     }
 
     #[test]
-    fn integers_and_fractional_floats_keep_their_type_in_both(
+    fn fuzz_rhai_returns_any_deep_request_or_refuses_it(request in deep_json()) {
+        let expected = as_rhai_sees_it(&request);
+        returns_the_request_or_refuses_it(Language::Rhai, "request", &request, expected)?;
+    }
+
+    #[test]
+    fn fuzz_lua_returns_any_deep_request_or_refuses_it(request in deep_json()) {
+        let expected = as_lua_sees_it(&request);
+        returns_the_request_or_refuses_it(Language::Lua, "return request", &request, expected)?;
+    }
+
+    #[test]
+    fn fuzz_integers_and_fractional_floats_keep_their_type_in_both(
         i in -LUA_EXACT_INT..=LUA_EXACT_INT,
         f in any::<f64>().prop_filter("fractional", |f| f.is_finite() && f.fract() != 0.0),
     ) {
@@ -111,5 +206,157 @@ proptest! {
             prop_assert!(response[1].is_f64());
             prop_assert_eq!(response[1].as_f64(), Some(f));
         }
+    }
+}
+
+/// A value written as a Rhai and as a Lua expression, and the JSON it stands for (`None`: it
+/// has a part that is not JSON).
+#[derive(Clone, Debug)]
+struct Built {
+    rhai: String,
+    lua: String,
+    json: Option<Value>,
+}
+
+impl Built {
+    fn leaf(rhai: impl Into<String>, lua: impl Into<String>, json: Option<Value>) -> Built {
+        Built {
+            rhai: rhai.into(),
+            lua: lua.into(),
+            json,
+        }
+    }
+}
+
+/// Any value a script can build: JSON's scalars (floats written as parsed text, so each is
+/// exact), things that are not JSON (functions, NaN, infinities), lists, maps, and either
+/// wrapped by a loop in up to 300 more levels.
+fn built() -> impl Strategy<Value = Built> {
+    let float = any::<f64>()
+        .prop_filter("finite", |f| f.is_finite())
+        .prop_map(|f| {
+            Built::leaf(
+                format!("parse_float(\"{f:?}\")"),
+                format!("tonumber(\"{f:?}\")"),
+                Some(Value::Number(Number::from_f64(f).unwrap())),
+            )
+        });
+    let leaf = prop_oneof![
+        Just(Built::leaf("()", "null", Some(Value::Null))),
+        any::<bool>().prop_map(|b| Built::leaf(b.to_string(), b.to_string(), Some(b.into()))),
+        (-LUA_EXACT_INT..=LUA_EXACT_INT).prop_map(|i| Built::leaf(
+            i.to_string(),
+            i.to_string(),
+            Some(i.into())
+        )),
+        float,
+        "[a-z äü😀]{0,6}".prop_map(|s| Built::leaf(
+            format!("\"{s}\""),
+            format!("\"{s}\""),
+            Some(s.into())
+        )),
+        "[a-z]".prop_map(|c| Built::leaf(format!("'{c}'"), format!("\"{c}\""), Some(c.into()))),
+        Just(Built::leaf("Fn(\"f\")", "print", None)),
+        Just(Built::leaf("parse_float(\"NaN\")", "0/0", None)),
+        Just(Built::leaf("parse_float(\"inf\")", "-math.huge", None)),
+    ];
+    let nested = leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(|items| {
+                let rhai = items.iter().map(|b| b.rhai.as_str()).collect::<Vec<_>>();
+                let lua = items.iter().map(|b| b.lua.as_str()).collect::<Vec<_>>();
+                Built {
+                    rhai: format!("[{}]", rhai.join(", ")),
+                    lua: match lua.is_empty() {
+                        true => "array()".into(),
+                        false => format!("{{{}}}", lua.join(", ")),
+                    },
+                    json: items
+                        .into_iter()
+                        .map(|b| b.json)
+                        .collect::<Option<Vec<_>>>()
+                        .map(Value::Array),
+                }
+            }),
+            prop::collection::btree_map("[a-z]{1,4}", inner, 0..4).prop_map(|entries| {
+                let rhai = entries.iter().map(|(k, b)| format!("\"{k}\": {}", b.rhai));
+                let lua = entries
+                    .iter()
+                    .map(|(k, b)| format!("[\"{k}\"] = {}", b.lua));
+                Built {
+                    rhai: format!("#{{{}}}", rhai.collect::<Vec<_>>().join(", ")),
+                    lua: format!("{{{}}}", lua.collect::<Vec<_>>().join(", ")),
+                    json: entries
+                        .into_iter()
+                        .map(|(k, b)| b.json.map(|v| (k, v)))
+                        .collect::<Option<Map<_, _>>>()
+                        .map(Value::Object),
+                }
+            }),
+        ]
+    });
+    (nested, 0..300usize, any::<bool>()).prop_map(|(inner, levels, list)| {
+        if levels == 0 {
+            return inner;
+        }
+        let (rhai_wrap, lua_wrap) = match list {
+            true => ("[x]", "{x}"),
+            false => ("#{a: x}", "{a = x}"),
+        };
+        Built {
+            rhai: format!("{{ let x = {}; for i in 0..{levels} {{ x = {rhai_wrap}; }} x }}", inner.rhai),
+            lua: format!(
+                "(function() local x = {} for i = 1, {levels} do x = {lua_wrap} end return x end)()",
+                inner.lua
+            ),
+            json: inner.json.map(|v| wrapped(v, &vec![list; levels])),
+        }
+    })
+}
+
+/// What a script returns is the JSON its value stands for, or a conversion error naming where
+/// it stops being JSON: deeper than the engines take, or a part that is not JSON at all.
+fn returns_what_it_built(
+    language: Language,
+    code: &str,
+    expected: Option<Value>,
+) -> Result<(), TestCaseError> {
+    let result = run(language, code, Value::Null);
+    match expected.filter(|v| depth(v) <= MAX_DEPTH) {
+        Some(expected) => {
+            let response = result.map_err(|e| TestCaseError::fail(format!("{code}: {e}")))?;
+            prop_assert_eq!(&response, &expected, "{}", code);
+            prop_assert!(is_exact_type(&response, &expected), "{}", code);
+        }
+        None => {
+            let error = result.expect_err("not JSON");
+            prop_assert_eq!(
+                error.kind,
+                ScriptErrorKind::Conversion,
+                "{}: {}",
+                code,
+                error
+            );
+            prop_assert!(
+                error.message.starts_with("response") && error.message.contains("is not JSON: "),
+                "{}",
+                error.message
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(crate::fuzzing::config(128))]
+
+    #[test]
+    fn fuzz_any_value_a_script_builds_becomes_its_json_or_a_conversion_error(value in built()) {
+        returns_what_it_built(Language::Rhai, &value.rhai, value.json.clone())?;
+        returns_what_it_built(
+            Language::Lua,
+            &format!("return {}", value.lua),
+            value.json.as_ref().map(as_lua_sees_it),
+        )?;
     }
 }
