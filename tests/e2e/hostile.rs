@@ -78,6 +78,36 @@ const ATTACKS: &[Attack] = &[
         webhook: None,
         says: BOMB,
     },
+    // Values nested a level per loop: dropping one deep enough once overflowed the stack and
+    // aborted the process.
+    Attack {
+        name: "nest-maps",
+        language: "rhai",
+        code: "let x = #{}; loop { x = #{a: x}; }",
+        limits: None,
+        selector: None,
+        webhook: None,
+        says: BOMB,
+    },
+    // A level per operation, past Rhai's size checks (277,000 levels in the default budget).
+    Attack {
+        name: "nest-closures",
+        language: "rhai",
+        code: "let f = || 0; loop { let g = f; f = || g; }",
+        limits: None,
+        selector: None,
+        webhook: None,
+        says: Says::NotLoaded("a closure that captures variables"),
+    },
+    Attack {
+        name: "nest-tables",
+        language: "lua",
+        code: "local x = {} for i = 1, 1000 do x = {a = x} end return {labels = x}",
+        limits: None,
+        selector: None,
+        webhook: None,
+        says: Says::Failing("nested deeper than 128"),
+    },
     // Once a panic in `Duration::from_secs_f64` that lost a worker for good.
     Attack {
         name: "resync-forever",
