@@ -7,6 +7,20 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// How deep the operator reads an object it watches: lists and maps, the object itself
+/// included. Deeper, it is passed over (`runtime::decode`), so no controller may write one.
+pub const MAX_WATCHED_DEPTH: usize = 100;
+
+/// How many lists and maps deep a value is (the value itself included; 0 for a scalar).
+/// Recursive: only for values already held to a depth limit (responses are, at 128).
+pub fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// A JSON value's type as error messages name it ("a map", "a list", …).
 pub fn json_type(value: &Value) -> &'static str {
     match value {

@@ -355,6 +355,10 @@ impl ControllerSpec {
     }
 }
 
+/// The longest `resyncPeriodSeconds` honoured (a year), as for a hook's `resyncAfterSeconds`:
+/// a period near `i64::MAX` would overflow the timer that schedules it.
+pub const MAX_RESYNC_PERIOD_SECONDS: u64 = 365 * 24 * 3600;
+
 /// The parts of a spec every kind has, turned into a [`ControllerSpec`] by [`CommonSpec::spec`].
 pub struct CommonSpec<'a> {
     pub metadata: &'a kube::api::ObjectMeta,
@@ -393,7 +397,7 @@ impl CommonSpec<'_> {
             resync_period: self
                 .resync_period_seconds
                 .filter(|s| *s > 0)
-                .map(|s| Duration::from_secs(s as u64)),
+                .map(|s| Duration::from_secs((s as u64).min(MAX_RESYNC_PERIOD_SECONDS))),
             service_account: ServiceAccountRef::from_spec(
                 self.service_account_name,
                 self.service_account_namespace,

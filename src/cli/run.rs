@@ -152,11 +152,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration, env = "METASCRIPT_MAX_HOOK_TIMEOUT")]
     pub max_hook_timeout: Duration,
     /// The most a hook's `limits.maxMemoryBytes` may ask for, as a Kubernetes quantity.
-    #[arg(long, default_value = "256Mi", value_parser = parse_quantity, env = "METASCRIPT_MAX_HOOK_MEMORY")]
+    #[arg(long, default_value = "128Mi", value_parser = parse_quantity, env = "METASCRIPT_MAX_HOOK_MEMORY")]
     pub max_hook_memory: u64,
     /// How long one work item may run before /healthz reports its worker stuck (and the
     /// liveness probe restarts the pod): far longer than hook and API deadlines add up to.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "METASCRIPT_WORKER_STUCK_AFTER")]
+    #[arg(long, default_value = "15m", value_parser = parse_duration, env = "METASCRIPT_WORKER_STUCK_AFTER")]
     pub worker_stuck_after: Duration,
     /// The most objects one hook response may return in a list (attachments, outputs): a
     /// response with more is refused before anything of it is applied.
@@ -222,6 +222,14 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         && !dir.is_dir()
     {
         anyhow::bail!("--scripts-dir {}: not a directory", dir.display());
+    }
+    if args.max_hook_memory > args.script_memory {
+        anyhow::bail!(
+            "--max-hook-memory {} is more than --script-memory {}: one call could hold every \
+             call's memory",
+            args.max_hook_memory,
+            args.script_memory
+        );
     }
     let status_interval = positive_seconds(args.status_interval)
         .context("--status-interval must be a positive number of seconds")?;

@@ -32,6 +32,18 @@ const EVERYTHING_SELECTORS: &[(&str, &str, bool)] = &[
 pub fn check_child(child: &Value, path: &str) -> Result<(), InvalidResponse> {
     let fail =
         |field: &str, reason: String| InvalidResponse::new(format!("{path}.{field}"), reason);
+    // Deeper, the operator could not read it back from its watch: it would be applied again
+    // on every sync, and never seen.
+    let depth = object::depth(child);
+    if depth > object::MAX_WATCHED_DEPTH {
+        return Err(InvalidResponse::new(
+            path.to_string(),
+            format!(
+                "nests {depth} lists and maps deep, more than the {} the operator reads back",
+                object::MAX_WATCHED_DEPTH
+            ),
+        ));
+    }
     let name = object::name(child);
     if let Some(problem) = name_problem(name) {
         return Err(fail("metadata.name", format!("{name:?} {problem}")));
@@ -203,6 +215,23 @@ mod tests {
         check_child(&service, "attachments[0]").expect("an empty Service selector selects nothing");
         let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "spec": {"selector": {}}});
         check_child(&config_map, "attachments[0]").expect("other kinds are not checked");
+    }
+
+    #[test]
+    fn a_child_deeper_than_the_operator_reads_back_is_refused() {
+        let nested = |containers: usize| {
+            let spec = (0..containers - 1).fold(json!(1), |inner, _| json!({"a": inner}));
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "spec": spec})
+        };
+        assert_eq!(
+            object::depth(&nested(object::MAX_WATCHED_DEPTH)),
+            object::MAX_WATCHED_DEPTH
+        );
+        check_child(&nested(object::MAX_WATCHED_DEPTH), "attachments[0]").expect("as deep as read");
+        let error = check_child(&nested(object::MAX_WATCHED_DEPTH + 1), "attachments[0]")
+            .expect_err("deeper");
+        assert_eq!(error.path, "attachments[0]");
+        assert!(error.reason.contains("101 lists and maps deep"), "{error}");
     }
 
     #[test]

@@ -537,9 +537,14 @@ impl Store {
     }
 
     /// The cached version of an object that cannot be decoded, found by its name.
+    /// The cached version of an object passed over: by name, and only while it is the same
+    /// object (a deleted one recreated under its name while the watch was down is not).
     fn named(&self, object: &Undecodable) -> Option<Arc<Value>> {
         let name = object.name.as_deref()?;
         self.get(object.namespace.as_deref().unwrap_or_default(), name)
+            .filter(|cached| {
+                object.uid.is_none() || crate::object::uid(cached) == object.uid.as_deref()
+            })
             .cloned()
     }
 

@@ -41,7 +41,7 @@ pub struct WatchedObject {
 /// How deep an object's own JSON may nest (the object itself is the first level). serde_json
 /// reads 127 levels counted from the top of the document, and a list item starts 3 levels
 /// in (the list, its items, the item), a watch event's object 2: this leaves room for both.
-pub const MAX_OBJECT_DEPTH: usize = 100;
+pub const MAX_OBJECT_DEPTH: usize = crate::object::MAX_WATCHED_DEPTH;
 
 /// A watched object the operator cannot use, named as far as its metadata could be read.
 #[derive(Clone, Debug, PartialEq, Eq)]

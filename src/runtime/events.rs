@@ -394,11 +394,12 @@ impl Events {
             Decision::Drop => {
                 let (kind, name) = similar.controller();
                 tracing::debug!(controller = name, reason, "too many Events; dropped");
-                let kind = self
-                    .kinds
-                    .iter()
-                    .find(|known| known.object_kind() == kind)
-                    .map_or(kind, |known| known.as_str());
+                // An Event about no controller (an object a watch passed over) counts under
+                // one series for all of them, not one per object.
+                let (kind, name) = match self.kinds.iter().find(|k| k.object_kind() == kind) {
+                    Some(known) => (known.as_str(), name),
+                    None => ("-", "-"),
+                };
                 self.metrics
                     .count_dropped_event(kind, name, origin.as_str());
                 return Ok(());

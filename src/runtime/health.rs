@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long one work item may run before its worker counts as stuck: far above what the
-/// deadlines of a sync add up to (hook timeouts, API requests), so only a hang trips it.
-pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(300);
+/// How long one work item may run before its worker counts as stuck: above what a slow sync
+/// can take (hook timeouts of at most 30 s, API requests of at most kube's 295 s read
+/// timeout, a new type's first list), so only a hang trips it.
+pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// The workers of one operator, each as a [`WorkerSlot`] it holds while it runs.
 #[derive(Debug)]

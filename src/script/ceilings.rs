@@ -14,12 +14,13 @@ pub struct LimitCeilings {
     pub max_memory_bytes: u64,
 }
 
-/// Twenty times the default budgets: room for heavy hooks, while one call still ends in
-/// seconds and fits the default pool (`--script-memory 256Mi`) on its own.
+/// Twenty times the default operations and time, twice the default memory: room for heavy
+/// hooks, while one call still ends in seconds and holds at most half the default pool
+/// (`--script-memory 256Mi`), so it cannot starve every other call.
 pub const DEFAULT_CEILINGS: LimitCeilings = LimitCeilings {
     max_operations: 20 * DEFAULT_MAX_OPERATIONS,
     timeout_millis: 20 * DEFAULT_TIMEOUT_MILLIS,
-    max_memory_bytes: 4 * DEFAULT_MAX_MEMORY_BYTES,
+    max_memory_bytes: 2 * DEFAULT_MAX_MEMORY_BYTES,
 };
 
 impl Default for LimitCeilings {

@@ -300,7 +300,8 @@ impl CallMemory {
     pub fn enter_apart(limit: usize) -> CallMemory {
         CallMemory::start(Tracked {
             limit,
-            floor: limit,
+            // Counted as an isize by the allocator's thresholds.
+            floor: limit.min(isize::MAX as usize),
             ..IDLE
         })
     }

@@ -351,7 +351,8 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
             "{name} should say {expected:?}; it said: {said}"
         );
     }
-    // Nothing of an attacker was applied on a target.
+    // Nothing of an attacker was applied: the targets are as created, and no attachment
+    // exists (the good controller sets a label only).
     for target in 0..8 {
         let object = get(
             &client,
@@ -359,8 +360,22 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         )
         .await
         .expect("the target");
-        assert!(object["metadata"]["labels"].get("good").is_none());
+        assert_eq!(object["metadata"]["labels"], json!({"hostile": instance}));
+        assert_eq!(object["metadata"]["annotations"], Value::Null, "{object}");
     }
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let names: Vec<String> = config_maps
+        .list(&Default::default())
+        .await
+        .expect("listing ConfigMaps")
+        .items
+        .into_iter()
+        .filter_map(|config_map| config_map.metadata.name)
+        .filter(|name| !name.starts_with("target-") && !name.starts_with("good-"))
+        .filter(|name| name != "kube-root-ca.crt")
+        .collect();
+    assert!(names.is_empty(), "attachments of attackers: {names:?}");
 
     assert!(
         operator.try_exit_status().is_none(),
