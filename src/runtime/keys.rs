@@ -120,6 +120,18 @@ pub enum Work {
     Group(Group),
 }
 
+impl Work {
+    /// The object whose users should hear of this work's failures: the object synced, or the
+    /// map parent a pair or group belongs to; none for loading the controller.
+    pub fn subject(&self) -> Option<&ObjRef> {
+        match self {
+            Work::Load => None,
+            Work::Object(object) => Some(object),
+            Work::Pair { parent, .. } | Work::Group(Group { parent, .. }) => Some(parent),
+        }
+    }
+}
+
 impl fmt::Display for Work {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -181,6 +193,29 @@ mod tests {
             ..TypeInfo::clone(&stateful_sets())
         });
         assert_eq!(ObjRef::owner_of(&deployments, &child), None);
+    }
+
+    #[test]
+    fn a_works_failures_are_told_to_the_object_its_users_look_at() {
+        let object = |name: &str| {
+            ObjRef::of(
+                &stateful_sets(),
+                &json!({"metadata": {"name": name, "namespace": "shop"}}),
+            )
+        };
+        let (parent, input) = (object("parent"), object("input"));
+        assert_eq!(Work::Load.subject(), None);
+        assert_eq!(Work::Object(input.clone()).subject(), Some(&input));
+        let pair = Work::Pair {
+            parent: parent.clone(),
+            input,
+        };
+        assert_eq!(pair.subject(), Some(&parent));
+        let group = Work::Group(Group {
+            parent: parent.clone(),
+            key: "k".into(),
+        });
+        assert_eq!(group.subject(), Some(&parent));
     }
 
     #[test]

@@ -520,6 +520,17 @@ async fn work(context: Arc<Context>, kinds: Kinds) {
             context
                 .metrics
                 .count_failure(&key.controller, crate::reasons::PANICKED);
+            // Said on the object too, where its users look; the message stays in the log (a
+            // panic's text may quote what it was working on).
+            if let Some(about) = key.work.subject().and_then(|subject| context.get(subject)) {
+                let note = format!(
+                    "the operator panicked while {} synced this object (a bug: please report it \
+                     with the operator's log); retried with backoff",
+                    key.controller
+                );
+                let reason = crate::reasons::PANICKED;
+                context.warn(&about, None, reason, "Sync", &note).await;
+            }
             context.queue.retry_later(key.clone());
         }
         slot.end();
