@@ -19,8 +19,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// What a call may allocate before it draws on the shared pool: small hooks never wait on (or
 /// fail because of) other calls' memory.
 pub const FLOOR_BYTES: usize = 4 * 1024 * 1024;
-/// The default size of the shared pool: with 16 workers the operator stays under about
-/// 512 MiB (its own caches included) however the scripts behave.
+/// The default size of the shared pool: with 16 workers' floors, the caches of a thousand
+/// targets and the hostile suite's scripts, the operator peaked under 200 MiB
+/// (docs/performance.md, "Hostile neighbours"); responses being applied are not counted here
+/// (docs/operations.md, "Sizing script memory").
 pub const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
 /// The pool is drawn from and returned to in chunks of this size.
 const CHUNK: usize = 256 * 1024;

@@ -1063,6 +1063,15 @@ mod tests {
         }
         // Used again: the most recent now, so the next new one evicts `sized(2)` instead.
         assert!(Arc::ptr_eq(&engines.engine_for(&sized(1)), &first));
+        engines.engine_for(&sized(99));
+        let cached = |n: u64| {
+            let sized = engines.sized.lock().unwrap();
+            sized.iter().any(|((_, array, _), _)| *array == n)
+        };
+        assert!(
+            cached(1) && !cached(2),
+            "the least recently used goes, not the oldest"
+        );
         for n in 100..120 {
             engines.engine_for(&sized(n));
             assert!(engines.sized.lock().unwrap().len() <= MAX_SIZED_ENGINES);
