@@ -5,12 +5,13 @@
 //! and every bad controller says what it did wrong where its author looks.
 
 use crate::support::operator::{apply, get, wait_for};
-use crate::support::process::{OperatorProcess, labelled_config_map, own_decorator};
+use crate::support::process::{
+    OperatorProcess, good_neighbour_converges, labelled_config_map, own_decorator,
+};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use metascript::testing::{HookServer, Reply};
 use serde_json::{Value, json};
-use std::time::Instant;
 
 /// The bound docs/operations.md ("Sizing script memory") promises with the default pool.
 const PEAK_RSS_MIB: u64 = 512;
@@ -274,33 +275,9 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
         );
         apply(&client, &object).await;
     }
-    let good = format!("{instance}-good");
-    let sync =
-        json!({"script": {"language": "rhai", "inline": r#"#{ labels: #{ "good": "yes" } }"#}});
-    apply(
-        &client,
-        &own_decorator(&instance, &good, json!({"selects": good}), sync),
-    )
-    .await;
-    let started = Instant::now();
-    for target in 0..20 {
-        let object = labelled_config_map(
-            &namespace,
-            &format!("good-{target}"),
-            json!({"selects": good}),
-        );
-        apply(&client, &object).await;
-    }
-    for target in 0..20 {
-        let object = labelled_config_map(&namespace, &format!("good-{target}"), json!({}));
-        wait_for(&client, &object, "the good controller's label", |o| {
-            o["metadata"]["labels"]["good"] == "yes"
-        })
-        .await;
-    }
+    let took = good_neighbour_converges(&client, &instance, &namespace).await;
     eprintln!(
-        "the good controller converged 20 targets in {:?} beside {} hostile controllers",
-        started.elapsed(),
+        "the good controller converged 20 targets in {took:?} beside {} hostile controllers",
         ATTACKS.len() + WEBHOOK_ATTACKS.len()
     );
 

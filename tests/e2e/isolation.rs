@@ -4,7 +4,9 @@
 //! be read and its workers are its own.
 
 use crate::support::operator::{apply, wait_for};
-use crate::support::process::{OperatorProcess, labelled_config_map, own_decorator};
+use crate::support::process::{
+    OperatorProcess, good_neighbour_converges, labelled_config_map, own_decorator,
+};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -65,33 +67,8 @@ async fn memory_bombs_stay_within_the_script_memory_while_a_good_controller_conv
         );
         apply(&client, &object).await;
     }
-    let good = format!("{instance}-good");
-    let sync = script("rhai", r#"#{ labels: #{ "good": "yes" } }"#);
-    apply(
-        &client,
-        &own_decorator(&instance, &good, json!({"selects": good}), sync),
-    )
-    .await;
-    let started = Instant::now();
-    for target in 0..20 {
-        let object = labelled_config_map(
-            &namespace,
-            &format!("good-{target}"),
-            json!({"selects": good}),
-        );
-        apply(&client, &object).await;
-    }
-    for target in 0..20 {
-        let object = labelled_config_map(&namespace, &format!("good-{target}"), json!({}));
-        wait_for(&client, &object, "the good controller's label", |o| {
-            o["metadata"]["labels"]["good"] == "yes"
-        })
-        .await;
-    }
-    eprintln!(
-        "the good controller converged 20 targets in {:?} beside the bombs",
-        started.elapsed()
-    );
+    let took = good_neighbour_converges(&client, &instance, &namespace).await;
+    eprintln!("the good controller converged 20 targets in {took:?} beside the bombs");
     // Every bomb failed on a budget (not on anything else), and nothing of theirs was applied.
     for bomb in &bombs {
         let failures = eventually(&format!("{bomb} failing on a budget"), || async {

@@ -254,3 +254,41 @@ pub fn own_decorator(
         }
     })
 }
+
+/// Starts a good controller in the operator process `instance`, beside whatever else it runs,
+/// and waits until it has labelled 20 new ConfigMaps in `namespace`: how long that took.
+pub async fn good_neighbour_converges(
+    client: &kube::Client,
+    instance: &str,
+    namespace: &str,
+) -> Duration {
+    use super::operator::{apply, wait_for};
+    let good = format!("{instance}-good");
+    let sync = serde_json::json!({"script": {
+        "language": "rhai", "inline": r#"#{ labels: #{ "good": "yes" } }"#
+    }});
+    let selects = serde_json::json!({"selects": good});
+    apply(
+        client,
+        &own_decorator(instance, &good, selects.clone(), sync),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    for target in 0..20 {
+        let name = format!("good-{target}");
+        apply(
+            client,
+            &labelled_config_map(namespace, &name, selects.clone()),
+        )
+        .await;
+    }
+    for target in 0..20 {
+        let object =
+            labelled_config_map(namespace, &format!("good-{target}"), serde_json::json!({}));
+        wait_for(client, &object, "the good controller's label", |o| {
+            o["metadata"]["labels"]["good"] == "yes"
+        })
+        .await;
+    }
+    started.elapsed()
+}
