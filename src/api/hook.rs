@@ -27,6 +27,21 @@ pub struct Hook {
     pub webhook: Option<Webhook>,
 }
 
+impl Hook {
+    /// A hook running `code` inline, with the default version and limits.
+    pub fn inline(language: Language, code: &str) -> Hook {
+        Hook {
+            script: Some(ScriptSpec {
+                language: Some(language),
+                inline: Some(code.into()),
+                ..ScriptSpec::default()
+            }),
+            webhook: None,
+            version: None,
+        }
+    }
+}
+
 /// A script: its source inline or in a ConfigMap key, its language, and its budgets.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

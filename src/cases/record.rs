@@ -192,7 +192,7 @@ pub fn redact(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Hook, Language, Library, ScriptSpec};
+    use crate::api::{Hook, Language, Library};
     use crate::cli::harness::{TestArgs, run};
     use crate::hooks::{ControllerHooks, NoConfigMaps};
     use crate::script::{CallScope, ScriptEngine};
@@ -216,15 +216,7 @@ mod tests {
             ),
         ] {
             let dir = tempfile::tempdir().unwrap();
-            let sync = Hook {
-                script: Some(ScriptSpec {
-                    language: Some(language),
-                    inline: Some(hook.into()),
-                    ..ScriptSpec::default()
-                }),
-                webhook: None,
-                version: None,
-            };
+            let sync = Hook::inline(language, hook);
             let libraries = [Library {
                 name: "util".into(),
                 language: Some(language),
@@ -330,15 +322,7 @@ mod tests {
             let recorder = Recorder::new(dir.path().to_path_buf());
             let engine = ScriptEngine::new();
             for (name, code) in [("copies", copies), ("throws", throws)] {
-                let sync = Hook {
-                    script: Some(ScriptSpec {
-                        language: Some(language),
-                        inline: Some(code.into()),
-                        ..ScriptSpec::default()
-                    }),
-                    webhook: None,
-                    version: None,
-                };
+                let sync = Hook::inline(language, code);
                 let hooks = ControllerHooks::load(
                     &engine,
                     name,

@@ -4,7 +4,7 @@
 //! process never exits and stays healthy, its peak memory stays under the documented bound,
 //! and every bad controller says what it did wrong where its author looks.
 
-use crate::support::operator::{apply, get, wait_for};
+use crate::support::operator::{apply, get, wait_for, wait_for_event};
 use crate::support::process::{
     OperatorProcess, good_neighbour_converges, labelled_config_map, own_decorator,
 };
@@ -21,7 +21,8 @@ const PEAK_RSS_MIB: u64 = 512;
 /// (its Events are dropped past their rate, and counted) when it floods.
 enum Says {
     NotLoaded(&'static str),
-    Failing(&'static str),
+    /// The failure Event's reason, and what its note says.
+    Failing(&'static str, &'static str),
     Throttled,
 }
 
@@ -40,7 +41,7 @@ struct Attack {
     says: Says,
 }
 
-const BOMB: Says = Says::Failing("limit exceeded");
+const BOMB: Says = Says::Failing("HookFailed", "limit exceeded");
 
 const ATTACKS: &[Attack] = &[
     Attack {
@@ -107,7 +108,7 @@ const ATTACKS: &[Attack] = &[
         limits: None,
         selector: None,
         webhook: None,
-        says: Says::Failing("nested deeper than 128"),
+        says: Says::Failing("HookFailed", "nested deeper than 128"),
     },
     // Once a panic in `Duration::from_secs_f64` that lost a worker for good.
     Attack {
@@ -117,7 +118,7 @@ const ATTACKS: &[Attack] = &[
         limits: None,
         selector: None,
         webhook: None,
-        says: Says::Failing("resyncAfterSeconds"),
+        says: Says::Failing("InvalidResponse", "resyncAfterSeconds"),
     },
     Attack {
         name: "asks-a-minute",
@@ -161,7 +162,7 @@ const WEBHOOK_ATTACKS: &[Attack] = &[
         limits: None,
         selector: None,
         webhook: Some(zeros),
-        says: Says::Failing("--webhook-max-response-bytes"),
+        says: Says::Failing("HookFailed", "--webhook-max-response-bytes"),
     },
     Attack {
         name: "webhook-nested",
@@ -170,7 +171,7 @@ const WEBHOOK_ATTACKS: &[Attack] = &[
         limits: None,
         selector: None,
         webhook: Some(nested_maps),
-        says: Says::Failing("--script-memory"),
+        says: Says::Failing("HookFailed", "--script-memory"),
     },
 ];
 
@@ -212,21 +213,6 @@ async fn events_of(events: &kube::Api<Event>, name: &str) -> usize {
         .iter()
         .filter(|event| event.related.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .count()
-}
-
-/// The note of a failure Event the controller `name` published about an object in `namespace`.
-async fn failure_note(events: &kube::Api<Event>, name: &str) -> Option<String> {
-    events
-        .list(&Default::default())
-        .await
-        .ok()?
-        .items
-        .into_iter()
-        .find(|event| {
-            event.related.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && event.type_.as_deref() == Some("Warning")
-        })
-        .and_then(|event| event.note)
 }
 
 #[tokio::test]
@@ -292,7 +278,7 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
                 let message = loaded["status"]["conditions"][0]["message"].as_str();
                 (message.unwrap_or_default().to_string(), expected)
             }
-            Says::Failing(expected) => {
+            Says::Failing(reason, expected) => {
                 let failing = wait_for(&client, controller, "failing targets in its status", |o| {
                     o["status"]["failing"].as_i64().is_some_and(|n| n >= 1)
                 })
@@ -302,11 +288,11 @@ async fn hostile_neighbours_cannot_stop_crash_or_exhaust_the_operator() {
                     "{name}: {}",
                     failing["status"]
                 );
-                let note = eventually(&format!("a failure Event of {name}"), || {
-                    failure_note(&events, name)
+                let event = wait_for_event(&client, Some(&namespace), reason, |event| {
+                    event.related.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
                 })
                 .await;
-                (note, expected)
+                (event.note.unwrap_or_default(), expected)
             }
             Says::Throttled => {
                 let dropped = format!(

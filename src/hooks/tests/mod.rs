@@ -3,21 +3,9 @@
 pub(crate) mod fuzz;
 
 use super::*;
-use crate::api::{ConfigMapKeyRef, ScriptSpec};
+use crate::api::ConfigMapKeyRef;
 use crate::script::CallScope;
 use serde_json::json;
-
-fn script_hook(language: Language, code: &str) -> Hook {
-    Hook {
-        script: Some(ScriptSpec {
-            language: Some(language),
-            inline: Some(code.into()),
-            ..ScriptSpec::default()
-        }),
-        webhook: None,
-        version: None,
-    }
-}
 
 fn inline_library(name: &str, language: Language, code: &str) -> Library {
     Library {
@@ -41,8 +29,8 @@ fn load(hooks: &[(HookKind, &Hook)], libraries: &[Library]) -> Result<Controller
 
 #[test]
 fn each_hook_loads_the_libraries_of_its_language() {
-    let sync = script_hook(Language::Rhai, "#{ labels: #{ from: greeting() } }");
-    let finalize = script_hook(
+    let sync = Hook::inline(Language::Rhai, "#{ labels: #{ from: greeting() } }");
+    let finalize = Hook::inline(
         Language::Lua,
         "return { finalized = true, labels = { from = lualib.greeting() } }",
     );
@@ -82,7 +70,7 @@ fn each_hook_loads_the_libraries_of_its_language() {
 
 #[test]
 fn a_library_no_hook_can_load_is_reported_but_not_refused() {
-    let sync = script_hook(Language::Rhai, "#{}");
+    let sync = Hook::inline(Language::Rhai, "#{}");
     let libraries = [inline_library("lualib", Language::Lua, "return {}")];
     assert!(load(&[(crate::kinds::decorator::SYNC, &sync)], &libraries).is_ok());
     // Not even read: its ConfigMap's absence does not stop the hooks that do not load it.
@@ -109,7 +97,7 @@ fn a_library_no_hook_can_load_is_reported_but_not_refused() {
 
 #[test]
 fn library_problems_name_the_library() {
-    let sync = script_hook(Language::Rhai, "#{}");
+    let sync = Hook::inline(Language::Rhai, "#{}");
     let missing = Library {
         name: "shared".into(),
         language: None,
@@ -178,7 +166,7 @@ fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
         return { labels = { got = tostring(secret) } }
     "#;
     for (language, code) in [(Language::Rhai, rhai), (Language::Lua, lua)] {
-        let hook = script_hook(language, code);
+        let hook = Hook::inline(language, code);
         let hooks = load(&[(crate::kinds::decorator::SYNC, &hook)], &[]).unwrap();
         let scope = CallScope::reading(limited_reads());
         let runner = crate::hooks::HookRunner {
@@ -206,7 +194,7 @@ fn a_refused_read_fails_the_call_even_when_the_script_catches_it() {
 #[test]
 fn secret_values_are_scrubbed_from_script_logs() {
     let engine = ScriptEngine::new();
-    let hook = script_hook(
+    let hook = Hook::inline(
         Language::Rhai,
         r#"let p = request.secret.data.password; log("info", `password ${p} ${base64_decode(p)}`); #{}"#,
     );
@@ -293,7 +281,7 @@ fn secret_values_are_scrubbed_from_the_notes_of_script_events() {
         ),
     ] {
         let hooks = load(
-            &[(crate::kinds::decorator::SYNC, &script_hook(language, code))],
+            &[(crate::kinds::decorator::SYNC, &Hook::inline(language, code))],
             &[],
         )
         .unwrap();
@@ -318,7 +306,7 @@ fn secret_values_are_scrubbed_from_the_notes_of_script_events() {
 fn failure_of(language: Language, code: &str) -> crate::runtime::context::Failure {
     let engine = ScriptEngine::new();
     let hooks = load(
-        &[(crate::kinds::decorator::SYNC, &script_hook(language, code))],
+        &[(crate::kinds::decorator::SYNC, &Hook::inline(language, code))],
         &[],
     )
     .unwrap();
