@@ -44,6 +44,8 @@ pub const INVALID_SELECTOR: &str = "InvalidSelector";
 pub const UNDECODABLE: &str = "Undecodable";
 /// A MapController parent selects more inputs than one parent may have pairs.
 pub const TOO_MANY_PAIRS: &str = "TooManyPairs";
+/// A child a hook returned has the name of an object the parent may not take over.
+pub const ADOPTION_REFUSED: &str = "AdoptionRefused";
 /// A work item panicked (a bug in the operator): retried with backoff, the worker goes on.
 pub const PANICKED: &str = "Panicked";
 /// The script work of a sync could not run at all.
@@ -98,6 +100,7 @@ pub const ALL: &[&str] = &[
     SCRIPT_UNAVAILABLE,
     INVALID_SELECTOR,
     TOO_MANY_PAIRS,
+    ADOPTION_REFUSED,
     UNDECODABLE,
     SYNC_FAILED,
     PANICKED,

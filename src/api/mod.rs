@@ -27,7 +27,7 @@ pub use rollout::{
     ABORT_ANNOTATION, CanaryCounts, CanaryStep, DEFAULT_STEP_INTERVAL_SECONDS, HaltedRevision,
     PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport,
 };
-pub use rules::{ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
+pub use rules::{AdoptPolicy, ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};
 pub use test_case::InlineTest;
 

@@ -25,6 +25,10 @@ pub struct ChildRule {
     /// `OnDelete`: left alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
+    /// Which existing objects of a returned name the controller may take as its children
+    /// (default `Orphans`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<AdoptPolicy>,
 }
 
 impl ChildRule {
@@ -41,6 +45,27 @@ impl ChildRule {
             .map(|strategy| strategy.method)
             .unwrap_or_default()
     }
+
+    pub fn adopt_policy(&self) -> AdoptPolicy {
+        self.adopt.unwrap_or_default()
+    }
+}
+
+/// Which existing object a controller may make its child when a hook returns its name. The
+/// default refuses to take over what someone else made: a parent deleted later would take the
+/// object, and everything in it, with it.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+pub enum AdoptPolicy {
+    /// Only objects this parent already controls.
+    Never,
+    /// Also orphans (no controller) that carry the labels the parent marks its children with:
+    /// those it or another parent of the controller made, as Kubernetes controllers adopt what
+    /// their selector matches.
+    #[default]
+    Orphans,
+    /// Any object no other controller controls (Metacontroller's name-collision behaviour
+    /// before it refused creates).
+    Always,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

@@ -33,6 +33,12 @@ pub enum SyncError {
         selected: usize,
         max: usize,
     },
+    /// A child the hook returned has the name of an object the parent may not take over.
+    #[error("{controller}: {refusal}")]
+    Takeover {
+        controller: String,
+        refusal: super::adoption::TakeoverRefused,
+    },
     /// The work would hand a hook what the controller's ServiceAccount may not read.
     #[error("{controller}: {refusal}")]
     Refused {
@@ -61,6 +67,7 @@ impl SyncError {
             SyncError::Watch { .. } => reasons::WATCH_FAILED,
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
             SyncError::TooManyPairs { .. } => reasons::TOO_MANY_PAIRS,
+            SyncError::Takeover { .. } => reasons::ADOPTION_REFUSED,
         }
     }
 

@@ -5,6 +5,7 @@
 //! objects into a [`Plan`]. Each kind's planner (`crate::kinds::*::plan`) is built from these;
 //! nothing here talks to Kubernetes or knows a kind.
 
+pub mod adoption;
 pub mod children;
 pub mod diff;
 mod error;
@@ -15,6 +16,7 @@ pub mod related;
 pub mod response;
 pub mod rollout;
 pub mod sanity;
+pub mod synced;
 mod writes;
 
 pub use children::ChildType;

@@ -87,6 +87,18 @@ pub trait Kind: Sized + Send + Sync + 'static {
         work: &Work,
     ) -> impl Future<Output = Outcome<Self::OutcomeKey>> + Send;
 
+    /// Where the `Synced` condition of `object` (a target or parent the work was about) goes,
+    /// and the object's type; `None` where its type has no status subresource, so the object
+    /// has nowhere to say it.
+    fn synced_on(
+        planner: &Self::Planner,
+        object: &Value,
+    ) -> Option<(crate::plan::synced::SyncedPlace, ResourceType)>;
+
+    /// A unit that was failing synced well, or is gone: what reports its failure elsewhere
+    /// (a map parent's condition, over all its pairs) looks again.
+    fn recovered(_controller: &Controller<Self>, _unit: &Self::OutcomeKey) {}
+
     /// Reports what the status loop keeps current besides the controller's own status.
     fn report(
         context: &Arc<Context>,

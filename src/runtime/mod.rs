@@ -39,6 +39,7 @@ pub(crate) mod routes;
 mod scripts;
 pub(crate) mod shard;
 pub mod status;
+pub(crate) mod synced;
 
 pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig, own_user};
 pub use keys::{ControllerId, ObjRef, Work, WorkKey};

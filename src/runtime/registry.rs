@@ -13,6 +13,7 @@ use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::rbac::Batch;
 use super::rollout::{self, Advance, Rollouts};
+use super::synced;
 use super::routes::{Routes, only_status_changed};
 use super::shard::{self, Item, Sharded};
 use super::status::{self, Counts, Health, Problem, RolloutReport};
@@ -844,7 +845,9 @@ impl<K: Kind> Registry<K> {
                 context.queue.unthrottle(&controller.id);
                 // A sync that asked to run again later expects to: a resync must not skip it.
                 let fingerprint = fingerprint.filter(|_| resync_after.is_none());
-                controller.outcomes.succeeded(synced, fingerprint);
+                if controller.outcomes.succeeded(synced.clone(), fingerprint) {
+                    K::recovered(&controller, &synced);
+                }
                 if let Some(delay) = resync_after {
                     context.queue.add_after(key.clone(), delay);
                 }
@@ -852,7 +855,9 @@ impl<K: Kind> Registry<K> {
             Outcome::Forgotten(gone) => {
                 context.queue.forget(key);
                 context.forget_reads(key);
-                controller.outcomes.forget(&gone);
+                if controller.outcomes.forget(&gone) {
+                    K::recovered(&controller, &gone);
+                }
             }
             Outcome::Failed {
                 key: failed,
@@ -876,6 +881,7 @@ impl<K: Kind> Registry<K> {
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);
+                synced::failed(context, &controller, &about, reason, &message).await;
                 let (reason, message) = controller.event_reasons.sync_failure(reason, &message);
                 context
                     .warn(

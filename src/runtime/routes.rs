@@ -81,8 +81,15 @@ pub fn only_status_changed(old: &Value, new: &Value) -> bool {
 /// the object's status and may keep state there (Metacontroller's daemonjob records completion
 /// in status and acts on it in the sync that reads it back); Metacontroller syncs again after
 /// its own status writes, and so does metascript. A stable status writes nothing on that sync.
-pub fn status_changed(event: &ObjectEvent) -> bool {
-    matches!((&event.old, &event.new), (Some(old), Some(new)) if old.get("status") != new.get("status"))
+/// The operator's own `Synced` condition (`synced`, its type) is not state a hook keeps: a
+/// failure written there must not run the failing sync again at once.
+pub fn status_changed(event: &ObjectEvent, synced: &str) -> bool {
+    let status = |object: &Value| {
+        object
+            .get("status")
+            .map(|status| crate::plan::synced::without_condition(status, synced))
+    };
+    matches!((&event.old, &event.new), (Some(old), Some(new)) if status(old) != status(new))
 }
 
 #[cfg(test)]
@@ -141,7 +148,8 @@ mod tests {
     }
 
     /// The events after which the controller syncs even when it wrote them: a changed status
-    /// (its own status write), not a finalizer it added, an addition or a deletion.
+    /// (its own status write), not a finalizer it added, nor the operator's `Synced`
+    /// condition, an addition or a deletion.
     #[test]
     fn a_status_change_is_told_from_other_changes() {
         use serde_json::json;
@@ -161,13 +169,18 @@ mod tests {
         finalizer["metadata"]["finalizers"] = json!(["metascript.dev/composite-x"]);
         let mut first = parent.clone();
         first.as_object_mut().unwrap().remove("status");
-        assert!(status_changed(&event(Some(parent.clone()), Some(complete))));
-        assert!(status_changed(&event(Some(first), Some(parent.clone()))));
-        assert!(!status_changed(&event(
-            Some(parent.clone()),
-            Some(finalizer)
-        )));
-        assert!(!status_changed(&event(None, Some(parent.clone()))));
-        assert!(!status_changed(&event(Some(parent), None)));
+        let mut synced_only = parent.clone();
+        synced_only["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Synced", "status": "False", "reason": "HookFailed"}));
+        let changed = |old, new| status_changed(&event(old, new), "Synced");
+        assert!(changed(Some(parent.clone()), Some(complete)));
+        assert!(changed(Some(first), Some(parent.clone())));
+        assert!(!changed(Some(parent.clone()), Some(finalizer)));
+        assert!(!changed(None, Some(parent.clone())));
+        // The operator's own condition is not state a hook keeps.
+        assert!(!changed(Some(parent.clone()), Some(synced_only)));
+        assert!(!changed(Some(parent), None));
     }
 }

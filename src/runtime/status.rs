@@ -39,16 +39,26 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
     }
 
     /// A sync succeeded; `fingerprint` when a resync may skip it while nothing it saw changes.
-    pub fn succeeded(&self, key: K, fingerprint: Option<u64>) {
-        self.outcomes().insert(key, Last::Synced(fingerprint));
+    /// Returns whether the key was failing until now.
+    pub fn succeeded(&self, key: K, fingerprint: Option<u64>) -> bool {
+        let last = self.outcomes().insert(key, Last::Synced(fingerprint));
+        matches!(last, Some(Last::Failed))
     }
 
     pub fn failed(&self, key: K) {
         self.outcomes().insert(key, Last::Failed);
     }
 
-    pub fn forget(&self, key: &K) {
-        self.outcomes().remove(key);
+    /// Returns whether the key was failing until now.
+    pub fn forget(&self, key: &K) -> bool {
+        matches!(self.outcomes().remove(key), Some(Last::Failed))
+    }
+
+    /// Whether any key `pick` picks is failing (a pass over every outcome).
+    pub fn any_failed(&self, pick: impl Fn(&K) -> bool) -> bool {
+        self.outcomes()
+            .iter()
+            .any(|(key, last)| matches!(last, Last::Failed) && pick(key))
     }
 
     /// Every key with an outcome.

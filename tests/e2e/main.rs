@@ -38,6 +38,7 @@ mod read_access;
 mod rollout;
 mod run_local;
 mod runtime_cache;
+mod safe_defaults;
 mod sharding;
 mod sync_now;
 mod tenancy;

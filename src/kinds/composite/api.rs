@@ -2,7 +2,7 @@
 //! `docs/src/api/compositecontroller.md`), with script hooks.
 
 use crate::api::{
-    ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
+    AdoptPolicy, ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
     EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
     ResourceRef, Rollout, UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
 };
@@ -126,6 +126,10 @@ pub struct CompositeChildRule {
     /// `OnDelete`: left alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<CompositeUpdateStrategy>,
+    /// Which existing objects of a returned name the parent may take as its children (default
+    /// `Orphans`: those its selector matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<AdoptPolicy>,
 }
 
 impl CompositeChildRule {
@@ -159,6 +163,7 @@ impl CompositeChildRule {
             api_version: self.api_version.clone(),
             resource: self.resource.clone(),
             update_strategy: Some(UpdateStrategy { method }),
+            adopt: self.adopt,
         }
     }
 }

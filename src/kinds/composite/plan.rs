@@ -4,11 +4,12 @@
 
 use super::api::{CompositeController, KIND, revisions_ref};
 use super::rolling::{self, Revision, RollingType};
-use crate::api::{HookVersion, UpdateMethod};
+use crate::api::{AdoptPolicy, HookVersion, UpdateMethod};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
 use crate::plan::related;
+use crate::plan::synced;
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::{Claim, ClaimChange, FinalizerChange, InvalidSelector, Plan, StatusChange};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -199,7 +200,8 @@ impl Composite {
     /// Claims children as Kubernetes controllers do, among `candidates` (objects of the child
     /// types the parent controls, and orphans in its scope): a controlled child that matches the
     /// selector is the parent's; one that no longer matches is released; an orphan that matches
-    /// is adopted and is the parent's. A parent being deleted adopts and releases nothing.
+    /// is adopted and is the parent's, unless its rule says `adopt: Never`. A parent being
+    /// deleted adopts and releases nothing.
     pub fn claim<'a>(
         &self,
         parent: &Value,
@@ -211,12 +213,14 @@ impl Composite {
         let mut claimed = Vec::new();
         let mut claims = Vec::new();
         for candidate in candidates {
-            if !self
+            let Some(child_type) = self
                 .children
                 .iter()
-                .any(|t| t.resource.describes(candidate))
-                || !seen.insert(ObjectKey::of(candidate))
-            {
+                .find(|t| t.resource.describes(candidate))
+            else {
+                continue;
+            };
+            if !seen.insert(ObjectKey::of(candidate)) {
                 continue;
             }
             let matches = selector.matches_labels_of(candidate);
@@ -237,6 +241,7 @@ impl Composite {
                 }
             } else if object::controller_ref(candidate).is_none()
                 && matches
+                && child_type.rule.adopt_policy() != AdoptPolicy::Never
                 && !deleting
                 && !object::is_deleting(candidate)
             {
@@ -460,7 +465,11 @@ impl Composite {
         }
         let desired = Value::Object(status);
         let current = parent.get("status").cloned().unwrap_or_else(|| json!({}));
-        if same(&desired, &current) {
+        let (compared, current) = (
+            synced::without_condition(&desired, synced::SYNCED),
+            synced::without_condition(&current, synced::SYNCED),
+        );
+        if same(&compared, &current) {
             return None;
         }
         let mut desired = desired;

@@ -10,6 +10,7 @@ use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::{Phase, finalizer_for};
 use crate::plan::related::related_objects;
+use crate::plan::synced::SyncedPlace;
 use crate::plan::{Deletion, Plan};
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -153,6 +154,13 @@ impl Kind for CompositeKind {
         }
     }
 
+    fn synced_on(composite: &Composite, _: &Value) -> Option<(SyncedPlace, ResourceType)> {
+        let resource = &composite.parent;
+        resource
+            .has_status
+            .then(|| (SyncedPlace::parent(), resource.clone()))
+    }
+
     fn rollout_unit(work: &Work) -> Option<ObjRef> {
         match work {
             Work::Object(object) => Some(object.clone()),
@@ -210,7 +218,9 @@ fn route_parent(
     // next sync sets observedGeneration right.
     let behind =
         !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
-    if !behind && !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event)
+    if !behind
+        && !status_changed(event, crate::plan::synced::SYNCED)
+        && context.applier.own_writes.is_own(&controller.id, event)
     {
         return;
     }
@@ -400,7 +410,7 @@ async fn sync_parent(
         about: object.clone(),
         failure: failure.scrubbed(&scope.secrets),
     };
-    let plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
+    let mut plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
             return Outcome::Synced {
@@ -411,6 +421,7 @@ async fn sync_parent(
         }
         Err(failure) => return failed(failure),
     };
+    crate::runtime::synced::succeeded(controller, &object, &mut plan);
     let mut written = Written::default();
     if !plan.is_noop() {
         let owned_types = controller.planner.owned_types();

@@ -9,6 +9,7 @@ use super::rolling::{self, REVISION_LABEL, Revision};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object::{self, ObjectKey};
+use crate::plan::adoption::Claimant;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
@@ -88,6 +89,13 @@ pub fn sync_parent(
     let mut plan = composite
         .plan(phase, &observed, &selector, &response, rollout.as_ref())
         .map_err(|error| runner.hooks.invalid_response(hook, error))?;
+    // Orphans the selector matches were claimed above; no other object is taken by label.
+    Claimant {
+        owner: parent,
+        types: &composite.children,
+        labels: &[],
+    }
+    .admit(&composite.name, &plan, store)?;
     stamp_provenance(&mut plan, runner, hook, parent);
     Ok(Some(Synced {
         hook: Some(hook),

@@ -9,6 +9,7 @@ use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::{self, Phase, finalizer_for};
 use crate::plan::related;
 use crate::plan::response::{self, InvalidResponse, json_type};
+use crate::plan::synced::{self, SyncedPlace};
 use crate::plan::{FinalizerChange, Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use serde_json::{Map, Value, json};
@@ -30,6 +31,7 @@ pub struct Decorator {
     /// The finalizer this controller puts on targets when it has a finalize hook (computed
     /// once: it is checked on every target event).
     finalizer: String,
+    synced: SyncedPlace,
 }
 
 /// What was observed for one target when its hook is called.
@@ -62,12 +64,19 @@ impl Decorator {
             has_customize: spec.hooks.customize.is_some(),
             reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
             finalizer: finalizer_for(KIND, &kube::ResourceExt::name_any(controller)),
+            synced: SyncedPlace::decorated(&kube::ResourceExt::name_any(controller)),
         })
     }
 
     /// The finalizer this controller puts on targets when it has a finalize hook.
     pub fn finalizer(&self) -> &str {
         &self.finalizer
+    }
+
+    /// Where its targets carry the `Synced` condition (computed once: routing reads it on
+    /// every target event).
+    pub fn synced_place(&self) -> &SyncedPlace {
+        &self.synced
     }
 
     /// The resolved type of a target object, when it is of a type this controller targets.
@@ -189,7 +198,11 @@ impl Decorator {
                 &labels,
                 &response::string_updates(fields, "annotations")?,
             ),
-            status: status_change(target, fields.get("status"))?,
+            status: status_change(
+                target,
+                fields.get("status"),
+                &self.synced_place().condition_type,
+            )?,
             resync_after_seconds: response::resync_after(fields)?,
             ..Plan::default()
         };
@@ -236,6 +249,7 @@ fn metadata_patch(
 fn status_change(
     target: &Value,
     status: Option<&Value>,
+    condition_type: &str,
 ) -> Result<Option<StatusChange>, InvalidResponse> {
     match status {
         None | Some(Value::Null) => Ok(None),
@@ -244,8 +258,13 @@ fn status_change(
             let current = target.get("status").cloned().unwrap_or_else(|| json!({}));
             // The API server defaults status fields the hook never sets (e.g. a StatefulSet's
             // availableReplicas), so "already has everything returned" counts as unchanged;
-            // comparing for equality would rewrite the status on every sync.
-            Ok((!object::is_subset(&desired, &current)).then_some(StatusChange::Replace(desired)))
+            // comparing for equality would rewrite the status on every sync. The operator's
+            // own condition is left out of the comparison.
+            let unchanged = object::is_subset(
+                &synced::without_condition(&desired, condition_type),
+                &synced::without_condition(&current, condition_type),
+            );
+            Ok((!unchanged).then_some(StatusChange::Replace(desired)))
         }
         Some(other) => Err(InvalidResponse::new(
             "status",

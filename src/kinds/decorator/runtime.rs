@@ -9,6 +9,7 @@ use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::Plan;
+use crate::plan::synced::SyncedPlace;
 use crate::plan::lifecycle::{Phase, finalizer_for};
 use crate::plan::related as related_plan;
 use crate::reasons;
@@ -145,6 +146,13 @@ impl Kind for DecoratorKind {
         }
     }
 
+    fn synced_on(decorator: &Decorator, target: &Value) -> Option<(SyncedPlace, ResourceType)> {
+        let resource = decorator.target_type(target)?;
+        resource
+            .has_status
+            .then(|| (decorator.synced_place().clone(), resource.clone()))
+    }
+
     fn rollout_unit(work: &Work) -> Option<ObjRef> {
         match work {
             Work::Object(object) => Some(object.clone()),
@@ -199,7 +207,9 @@ fn route_target(
         return;
     }
     // The controller's own status write is acted on, as in Metacontroller (`status_changed`).
-    if !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event) {
+    let synced = &decorator.synced_place().condition_type;
+    if !status_changed(event, synced) && context.applier.own_writes.is_own(&controller.id, event)
+    {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
@@ -278,7 +288,7 @@ async fn sync_target(
         about: object.clone(),
         failure: failure.scrubbed(&scope.secrets),
     };
-    let plan = match plan_target(context, controller, &object, target, &scope).await {
+    let mut plan = match plan_target(context, controller, &object, target, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
             return Outcome::Synced {
@@ -289,6 +299,7 @@ async fn sync_target(
         }
         Err(failure) => return failed(failure),
     };
+    crate::runtime::synced::succeeded(controller, &object, &mut plan);
     let mut written = Written::default();
     if !plan.is_noop() {
         let child_types: Vec<ResourceType> = controller

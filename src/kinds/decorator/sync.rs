@@ -3,10 +3,12 @@
 //! caches (on a blocking thread), `render` and `explain` over files and a cluster's objects, so
 //! all three do exactly the same thing.
 
+use super::DECORATOR_LABEL;
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
+use crate::plan::adoption::Claimant;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
@@ -70,6 +72,12 @@ pub fn sync_target(
     let mut plan = decorator
         .plan(phase, &observed, &response)
         .map_err(|error| runner.hooks.invalid_response(hook, error))?;
+    Claimant {
+        owner: target,
+        types: &decorator.attachments,
+        labels: &[(DECORATOR_LABEL, &decorator.name)],
+    }
+    .admit(&decorator.name, &plan, store)?;
     stamp_provenance(&mut plan, runner, hook, target);
     Ok(Some(Synced {
         hook: Some(hook),

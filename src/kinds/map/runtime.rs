@@ -10,6 +10,7 @@ use super::sync::{self, MapFanOut};
 use super::tally::{Counted, Tallies};
 use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::object;
+use crate::plan::synced::{self, SyncedPlace};
 use crate::plan::{Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
@@ -139,6 +140,17 @@ impl Kind for MapKind {
         if mapper.outputs.iter().any(|o| o.resource == event.resource) {
             route_output(context, controller, event, object);
         }
+    }
+
+    fn recovered(controller: &Controller<Self>, group: &Group) {
+        controller.state.status_changed(&group.parent);
+    }
+
+    fn synced_on(mapper: &Mapper, _: &Value) -> Option<(SyncedPlace, ResourceType)> {
+        let resource = &mapper.parent;
+        resource
+            .has_status
+            .then(|| (SyncedPlace::parent(), resource.clone()))
     }
 
     /// A pair is its input's group; a parent's fan-out is either revision's.
@@ -570,11 +582,18 @@ async fn sync_pair(
                     &controller.id,
                     &controller.hooks,
                     &scope,
-                    move |_, runner| {
+                    move |context, runner| {
                         let reads = sync::observed_scopes(&mapper, &parent);
                         crate::plan::admit(runner.scope, &mapper.name, &reads)?;
                         let observed: Vec<&Value> = outputs.iter().map(Arc::as_ref).collect();
-                        sync::map_input(&mapper, runner, &parent, &input, &observed)
+                        sync::map_input(
+                            &mapper,
+                            runner,
+                            &*context.informers,
+                            &parent,
+                            &input,
+                            &observed,
+                        )
                     },
                 )
                 .await
@@ -801,13 +820,22 @@ async fn write_parent_status(
     let (Some(parent), Some(counts)) = (context.get(parent_ref), counts) else {
         return;
     };
-    let Some(status) = mapper.status_change(&parent, &counts) else {
-        return;
-    };
-    let plan = Plan {
-        status: Some(status),
+    let mut plan = Plan {
+        status: mapper.status_change(&parent, &counts),
         ..Plan::default()
     };
+    // True only while none of its pairs fails (each failure wrote it False).
+    let failing = || {
+        controller
+            .outcomes
+            .any_failed(|group| &group.parent == parent_ref)
+    };
+    if !synced::is_true(&parent, synced::SYNCED) && !failing() {
+        crate::runtime::synced::succeeded(controller, &parent, &mut plan);
+    }
+    if plan.is_noop() {
+        return;
+    }
     let target = PlanTarget {
         object: &parent,
         resource: &mapper.parent,

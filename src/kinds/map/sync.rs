@@ -2,12 +2,13 @@
 //! the map call of one (parent, input) pair, and what happens to the outputs of an input that is
 //! gone. The operator runs each pair as its own work item; `render` walks them in order.
 
-use super::MAP_KEY_LABEL;
+use super::{MAP_KEY_LABEL, MAP_LABEL};
 use super::api::{MAP, TOMBSTONE};
 use super::plan::Mapper;
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object;
+use crate::plan::adoption::Claimant;
 use crate::plan::{Plan, StatusChange, SyncError, stamp_provenance};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::selector::LabelSelector;
@@ -113,7 +114,7 @@ pub fn sync_map_parent(
         let observed = groups.get(&map_key).cloned().unwrap_or_default();
         steps.push(MapStep {
             hook: Some(MAP),
-            result: map_input(mapper, runner, parent, input, &observed),
+            result: map_input(mapper, runner, store, parent, input, &observed),
             map_key,
             input: Some(input.clone()),
         });
@@ -167,6 +168,7 @@ fn owned_outputs(mapper: &Mapper, store: &dyn ObjectStore, parent: &Value) -> Ve
 pub fn map_input(
     mapper: &Mapper,
     runner: &HookRunner,
+    store: &dyn ObjectStore,
     parent: &Value,
     input: &Value,
     observed: &[&Value],
@@ -177,6 +179,12 @@ pub fn map_input(
     let mut plan = mapper
         .plan_map(parent, &map_key, observed, &response)
         .map_err(|error| runner.hooks.invalid_response(MAP, error))?;
+    Claimant {
+        owner: parent,
+        types: &mapper.outputs,
+        labels: &[(MAP_LABEL, &mapper.name), (MAP_KEY_LABEL, &map_key)],
+    }
+    .admit(&mapper.name, &plan, store)?;
     stamp_provenance(&mut plan, runner, MAP, input);
     Ok(plan)
 }
