@@ -225,7 +225,10 @@ mod tests {
                 .contains("lacks the label metascript.dev/controller=teams"),
             "{error}"
         );
-        assert!(error.to_string().ends_with("Nothing was written"), "{error}");
+        assert!(
+            error.to_string().ends_with("Nothing was written"),
+            "{error}"
+        );
     }
 
     #[test]

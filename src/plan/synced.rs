@@ -122,6 +122,18 @@ fn cut(message: &str) -> String {
     format!("{}…", &message[..end])
 }
 
+/// Whether the observed condition already says what `wanted` does. A parent's schema may
+/// prune the fields it does not declare (`lastTransitionTime`, `observedGeneration`): what
+/// is absent is not compared, or every sync would write again what cannot be stored.
+fn says(observed: &Value, wanted: &Value) -> bool {
+    ["status", "reason", "message"]
+        .iter()
+        .all(|field| observed.get(field) == wanted.get(field))
+        && observed
+            .get("observedGeneration")
+            .is_none_or(|generation| Some(generation) == wanted.get("observedGeneration"))
+}
+
 /// `conditions` with the condition of `condition_type` set to `wanted` (in place, or added).
 fn set_in(conditions: &mut Vec<Value>, wanted: Value, condition_type: &str) {
     match conditions
@@ -170,7 +182,7 @@ pub fn report(
         map.insert("conditions".into(), conditions.into());
         return;
     }
-    if observed == Some(&wanted)
+    if observed.is_some_and(|observed| says(observed, &wanted))
         || (observed.is_none() && !place.always && *result == SyncResult::Ok)
     {
         return;
@@ -261,6 +273,19 @@ mod tests {
     }
 
     #[test]
+    fn fields_a_schema_pruned_are_not_written_again() {
+        let pruned = json!({"type": "Synced", "status": "True", "reason": "Synced", "message": ""});
+        let mut plan = Plan::default();
+        reported(
+            &parent(json!([pruned])),
+            &SyncedPlace::parent(),
+            SyncResult::Ok,
+            &mut plan,
+        );
+        assert_eq!(plan.status, None);
+    }
+
+    #[test]
     fn a_status_the_hook_replaces_carries_the_condition() {
         let object = parent(json!([synced("True", "Synced", "", EARLIER)]));
         let mut plan = Plan {
@@ -323,7 +348,12 @@ mod tests {
             message: &message,
         };
         let mut plan = Plan::default();
-        reported(&parent(json!([])), &SyncedPlace::parent(), failed, &mut plan);
+        reported(
+            &parent(json!([])),
+            &SyncedPlace::parent(),
+            failed,
+            &mut plan,
+        );
         let Some(StatusChange::Merge(fields)) = plan.status else {
             panic!("expected a merge");
         };

@@ -13,10 +13,10 @@ use super::kind::{self, Controller, Kind, Outcome};
 use super::load::{self, ScriptSources};
 use super::rbac::Batch;
 use super::rollout::{self, Advance, Rollouts};
-use super::synced;
 use super::routes::{Routes, only_status_changed};
 use super::shard::{self, Item, Sharded};
 use super::status::{self, Counts, Health, Problem, RolloutReport};
+use super::synced;
 use crate::api::{
     ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
     SYNC_REQUESTED_ANNOTATION, ServiceAccountRef,

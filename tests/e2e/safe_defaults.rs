@@ -103,9 +103,7 @@ async fn a_hand_made_namespace_is_not_taken_over_unless_the_rule_says_always() {
     let mut cluster = Cluster::new().await;
     let teams = install_teams(&mut cluster, "adopt").await;
     let name = unique_name("adopt");
-    cluster
-        .apply(&team_controller(&name, &teams, None))
-        .await;
+    cluster.apply(&team_controller(&name, &teams, None)).await;
 
     // Someone made this Namespace by hand and keeps data in it.
     let precious = test_namespace(&cluster.client, "adopt-precious").await;
@@ -126,15 +124,25 @@ async fn a_hand_made_namespace_is_not_taken_over_unless_the_rule_says_always() {
     })
     .await;
     assert!(
-        event.note.as_deref().unwrap_or_default().contains(&precious),
+        event
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&precious),
         "{event:?}"
     );
-    let untouched = cluster.get(&namespace(&precious)).await.expect("still there");
+    let untouched = cluster
+        .get(&namespace(&precious))
+        .await
+        .expect("still there");
     assert!(
         untouched["metadata"]["ownerReferences"].is_null(),
         "not taken: {untouched}"
     );
-    assert!(object::label(&untouched, "team").is_none(), "not written: {untouched}");
+    assert!(
+        object::label(&untouched, "team").is_none(),
+        "not written: {untouched}"
+    );
 
     // A Team of a fresh name gets its Namespace, and says it synced.
     let fresh_name = unique_name("adopt-fresh");
@@ -154,10 +162,15 @@ async fn a_hand_made_namespace_is_not_taken_over_unless_the_rule_says_always() {
 
     // Deleting the would-be parent leaves the hand-made Namespace and its data alone.
     cluster.delete(&colliding).await;
-    cluster.wait_gone(&colliding, "the colliding Team gone").await;
+    cluster
+        .wait_gone(&colliding, "the colliding Team gone")
+        .await;
     let after = cluster.get(&namespace(&precious)).await.expect("kept");
     assert!(after["metadata"]["deletionTimestamp"].is_null(), "{after}");
-    assert_eq!(cluster.get(&data).await.expect("kept")["data"]["keep"], "me");
+    assert_eq!(
+        cluster.get(&data).await.expect("kept")["data"]["keep"],
+        "me"
+    );
 
     // Told to, it takes the Namespace over.
     cluster
@@ -170,7 +183,10 @@ async fn a_hand_made_namespace_is_not_taken_over_unless_the_rule_says_always() {
             object::controller_ref(ns).is_some()
         })
         .await;
-    assert_eq!(object::controller_ref(&taken).unwrap()["name"], object::name(&taker));
+    assert_eq!(
+        object::controller_ref(&taken).unwrap()["name"],
+        object::name(&taker)
+    );
     wait_condition(&cluster, &taker, "Synced", "True", "Synced").await;
 }
 
@@ -216,7 +232,10 @@ async fn a_failing_sync_shows_on_its_parent_and_target_and_clears_when_fixed() {
     cluster.apply(&target).await;
     let failing = wait_condition(&cluster, &target, &target_condition, "False", "HookFailed").await;
     assert!(
-        failing["message"].as_str().unwrap_or_default().contains("told to fail"),
+        failing["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("told to fail"),
         "{failing}"
     );
     assert!(
@@ -233,7 +252,12 @@ async fn a_failing_sync_shows_on_its_parent_and_target_and_clears_when_fixed() {
 
     // Both fixed: both True again.
     merge(&cluster, &parent, json!({"spec": {"fail": false}})).await;
-    merge(&cluster, &target, json!({"metadata": {"labels": {"fail": null}}})).await;
+    merge(
+        &cluster,
+        &target,
+        json!({"metadata": {"labels": {"fail": null}}}),
+    )
+    .await;
     wait_condition(&cluster, &parent, "Synced", "True", "Synced").await;
     let decorated = cluster
         .wait_for(&target, "the target decorated", |t| {

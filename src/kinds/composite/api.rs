@@ -2,9 +2,10 @@
 //! `docs/src/api/compositecontroller.md`), with script hooks.
 
 use crate::api::{
-    AdoptPolicy, ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
-    EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
-    ResourceRef, Rollout, UpdateMethod, UpdateStrategy, fields, on_delete_by_default, set_hooks,
+    AdoptPolicy, ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec,
+    ControllerStatus, EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo,
+    KindName, Library, ResourceRef, Rollout, UpdateMethod, UpdateStrategy, fields,
+    on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;

@@ -9,9 +9,9 @@ use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::Plan;
-use crate::plan::synced::SyncedPlace;
 use crate::plan::lifecycle::{Phase, finalizer_for};
 use crate::plan::related as related_plan;
+use crate::plan::synced::SyncedPlace;
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::apply::{PlanTarget, Written};
@@ -208,8 +208,7 @@ fn route_target(
     }
     // The controller's own status write is acted on, as in Metacontroller (`status_changed`).
     let synced = &decorator.synced_place().condition_type;
-    if !status_changed(event, synced) && context.applier.own_writes.is_own(&controller.id, event)
-    {
+    if !status_changed(event, synced) && context.applier.own_writes.is_own(&controller.id, event) {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));

@@ -123,7 +123,14 @@ impl Mapper {
                     .get(&Mapper::map_key(input))
                     .cloned()
                     .unwrap_or_default();
-                sync::map_input(self, offline.runner, offline.store, parent, input, &observed)
+                sync::map_input(
+                    self,
+                    offline.runner,
+                    offline.store,
+                    parent,
+                    input,
+                    &observed,
+                )
             })
             .collect::<Result<Vec<_>, _>>();
         Role {

@@ -495,7 +495,11 @@ fn read_fan_out(
 /// not map it again for them either.
 fn parent_seen(parent: &Value) -> Seen {
     let mut seen = Seen::default();
-    seen.content(parent, &["/status/inputs", "/status/outputs"]);
+    // A map parent's status is the operator's: counts and its `Synced` condition.
+    seen.content(
+        parent,
+        &["/status/inputs", "/status/outputs", "/status/conditions"],
+    );
     seen
 }
 

@@ -2,9 +2,9 @@
 //! the map call of one (parent, input) pair, and what happens to the outputs of an input that is
 //! gone. The operator runs each pair as its own work item; `render` walks them in order.
 
-use super::{MAP_KEY_LABEL, MAP_LABEL};
 use super::api::{MAP, TOMBSTONE};
 use super::plan::Mapper;
+use super::{MAP_KEY_LABEL, MAP_LABEL};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::object;
