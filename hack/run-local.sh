@@ -59,7 +59,7 @@ The plane is up with the metascript CRDs. From another shell, run an example:
   kubectl create namespace $cm_namespace
   kubectl -n $cm_namespace create configmap $cm_name --from-file=$cm_key=$example/$cm_key
   kubectl apply -f $example/controller.rhai.yaml
-  kubectl get decoratorcontrollers         # READY True
+  kubectl get decoratorcontrollers         # LOADED True
 
 MSG
 # Staged rollouts keep snapshots in the operator's namespace, which a fresh plane lacks; the
