@@ -116,15 +116,9 @@ grep -m1 "operator started" "$work/operator.log"
 step="reading the example controller"
 example=scripts/service-per-pod
 controller="$example/controller.rhai.yaml"
-ref=$(grep -m1 -o 'configMapRef: *{[^}]*}' "$controller") ||
-    fail "no configMapRef in $controller"
-field() { sed -E "s/.*[{ ,]$1: *([^,} ]+).*/\1/" <<<"$ref"; }
-cm_namespace=$(field namespace)
-cm_name=$(field name)
-cm_key=$(field key)
+config_map_of "$controller"
 controller_name=$(sed -nE 's/^  name: *([^ ]+)$/\1/p' "$controller" | head -n 1)
-[[ -n "$cm_namespace" && -n "$cm_name" && -n "$cm_key" && -n "$controller_name" ]] ||
-    fail "could not read the controller and ConfigMap names from $controller"
+[[ -n "$controller_name" ]] || fail "could not read the controller's name from $controller"
 
 step="applying the example"
 say "The service-per-pod example: script in ConfigMap $cm_namespace/$cm_name, key $cm_key"

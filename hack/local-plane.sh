@@ -4,6 +4,7 @@
 # and defines `fail MESSAGE` (exits).
 #
 # METASCRIPT_PROFILE=release (default) or dev chooses the cargo profile metascript is built with;
+# binaries of that profile newer than every source file are used without running cargo;
 # METASCRIPT_BIN_DIR=DIR uses DIR/metascript and DIR/examples/control-plane as they are instead;
 # METASCRIPT_BUILD_KUBECTL=0 skips building kubectl (the operator does not need it; you do, to
 # talk to the plane).
@@ -39,7 +40,20 @@ build_control_plane() {
     export METASCRIPT_CONTROL_PLANE_BIN="$bin"
 }
 
-# Builds the metascript binary and the control-plane example; sets `metascript` and `plane`.
+# Whether every binary given exists and is newer than every file it is built from. cargo would
+# also rebuild for a new git commit (build.rs stamps it into --version), which in the release
+# profile costs minutes on a small machine for no change in behaviour.
+binaries_current() {
+    local binary
+    for binary in "$@"; do
+        [[ -x "$binary" ]] || return 1
+        [[ -z "$(cd "$root" && find src examples build.rs Cargo.toml Cargo.lock \
+            -newer "$binary" -print -quit 2>/dev/null)" ]] || return 1
+    done
+}
+
+# Builds the metascript binary and the control-plane example, unless they are current (or
+# METASCRIPT_BIN_DIR names them); sets `metascript` and `plane`.
 build_metascript() {
     if [[ -n "${METASCRIPT_BIN_DIR:-}" ]]; then
         metascript="$METASCRIPT_BIN_DIR/metascript"
@@ -48,13 +62,31 @@ build_metascript() {
             fail "METASCRIPT_BIN_DIR=$METASCRIPT_BIN_DIR needs metascript and examples/control-plane (cargo build --bin metascript --example control-plane)"
         return
     fi
-    command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs)"
     local profile=${METASCRIPT_PROFILE:-release} dir
-    cargo build --profile "$profile" --quiet --bin metascript --example control-plane
     case $profile in dev) dir=debug ;; *) dir=$profile ;; esac
     local target="${CARGO_TARGET_DIR:-$root/target}/$dir"
     metascript="$target/metascript"
     plane="$target/examples/control-plane"
+    if binaries_current "$metascript" "$plane"; then
+        echo "reusing $metascript and $plane (newer than every source file)"
+        return
+    fi
+    command -v cargo >/dev/null || fail "cargo not found: install Rust (https://rustup.rs)"
+    cargo build --profile "$profile" --quiet --bin metascript --example control-plane
+}
+
+# The ConfigMap the first `configMapRef` of a controller manifest names: sets `cm_namespace`,
+# `cm_name` and `cm_key`, so what creates or prints it follows the manifest.
+config_map_of() {
+    local controller=$1 ref
+    ref=$(grep -m1 -o 'configMapRef: *{[^}]*}' "$controller") ||
+        fail "no configMapRef in $controller"
+    field() { sed -E "s/.*[{ ,]$1: *([^,} ]+).*/\1/" <<<"$ref"; }
+    cm_namespace=$(field namespace)
+    cm_name=$(field name)
+    cm_key=$(field key)
+    [[ -n "$cm_namespace" && -n "$cm_name" && -n "$cm_key" ]] ||
+        fail "could not read the ConfigMap's namespace, name and key from $controller"
 }
 
 # Starts the plane (arguments: the control-plane example's, e.g. --lean) with the CRDs

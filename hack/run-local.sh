@@ -5,7 +5,8 @@
 #   bash hack/run-local.sh [METASCRIPT RUN FLAGS...]      e.g. --scripts-dir scripts/service-per-pod
 #
 # It builds (or reuses, from ~/.cache/metascript) etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok and kubectl, builds metascript, starts the plane (every controller,
+# kube-scheduler, kwok and kubectl, builds metascript (or reuses target/ when it is newer than
+# the sources, or METASCRIPT_BIN_DIR; hack/local-plane.sh), starts the plane (every controller,
 # kube-scheduler, 3 simulated Nodes; METASCRIPT_PLANE_ARGS=--lean for a lighter one) with the
 # metascript CRDs installed, prints the KUBECONFIG to use from another shell, and runs
 # `metascript run` in the foreground. Ctrl-C stops the operator, then the plane, and removes its
@@ -45,13 +46,20 @@ build_metascript
 say "Starting the control plane"
 # shellcheck disable=SC2086 # METASCRIPT_PLANE_ARGS is a list of flags
 start_control_plane ${METASCRIPT_PLANE_ARGS:-}
+# The example's hook script lives in a ConfigMap the fresh plane lacks, so the commands create it
+# first; absolute paths, as the other shell may be anywhere.
+example=$root/scripts/service-per-pod
+config_map_of "$example/controller.rhai.yaml"
 cat <<MSG
 
-The plane is up with the metascript CRDs. From another shell:
+The plane is up with the metascript CRDs. From another shell, run an example:
 
   export KUBECONFIG=$KUBECONFIG
   export PATH=$bin:\$PATH
-  kubectl apply -f scripts/service-per-pod/controller.rhai.yaml
+  kubectl create namespace $cm_namespace
+  kubectl -n $cm_namespace create configmap $cm_name --from-file=$cm_key=$example/$cm_key
+  kubectl apply -f $example/controller.rhai.yaml
+  kubectl get decoratorcontrollers         # LOADED True
 
 MSG
 # Staged rollouts keep snapshots in the operator's namespace, which a fresh plane lacks; the

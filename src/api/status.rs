@@ -1,4 +1,4 @@
-//! The status both controller kinds report about themselves.
+//! The status every controller kind reports about itself.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

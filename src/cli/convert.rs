@@ -1,7 +1,7 @@
-//! `metascript convert`: Metacontroller DecoratorControllers rewritten as metascript.dev ones,
-//! offline, keeping their webhook hooks. The output is reviewed, committed and applied like any
-//! manifest; from then on the hooks can be rewritten as scripts one at a time
-//! (`docs/migrating.md` says why this is a command rather than a mode of the operator).
+//! `metascript convert`: Metacontroller DecoratorControllers and CompositeControllers rewritten
+//! as metascript.dev ones, offline, keeping their webhook hooks. The output is reviewed,
+//! committed and applied like any manifest; from then on the hooks can be rewritten as scripts
+//! one at a time (`docs/migrating.md` says why this is a command rather than a mode of the operator).
 
 use super::manifests::{self, Document};
 use crate::api::{API_VERSION, CredentialSource};
@@ -19,7 +19,8 @@ pub const METACONTROLLER_API_VERSION: &str = "metacontroller.k8s.io/v1alpha1";
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
     /// Manifest files or directories, or `-` for standard input (e.g. the output of `kubectl get
-    /// decoratorcontrollers.metacontroller.k8s.io -o yaml`). Objects other than Metacontroller
+    /// decoratorcontrollers.metacontroller.k8s.io,compositecontrollers.metacontroller.k8s.io
+    /// -o yaml`). Objects other than Metacontroller
     /// controllers are printed unchanged, so a whole bundle converts in one go.
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<PathBuf>,

@@ -51,8 +51,9 @@ pub enum Command {
     /// Explain an object in a cluster: which controller manages it, from which script revision
     /// and which version of what, its recent failures, and what its hook would answer now.
     Explain(explain::ExplainArgs),
-    /// Rewrite Metacontroller DecoratorControllers (metacontroller.k8s.io) as metascript.dev
-    /// ones that call the same webhooks; prints the manifests (docs/migrating.md).
+    /// Rewrite Metacontroller DecoratorControllers and CompositeControllers
+    /// (metacontroller.k8s.io) as metascript.dev ones that call the same webhooks; prints the
+    /// manifests (docs/migrating.md).
     Convert(convert::ConvertArgs),
     /// Print the CustomResourceDefinitions of the metascript.dev API.
     Crds {

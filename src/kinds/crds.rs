@@ -117,7 +117,7 @@ fn object_meta() -> Value {
         "type": "object",
         "required": ["name"],
         "properties": {
-            "name": {"type": "string", "description": "The controller's name (both kinds are cluster-scoped: no namespace)."},
+            "name": {"type": "string", "description": "The controller's name (every kind is cluster-scoped: no namespace)."},
             "labels": strings,
             "annotations": strings,
         },

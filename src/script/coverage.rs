@@ -7,6 +7,7 @@ use super::ScriptOrigin;
 use crate::api::Language;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Component;
 use std::sync::Mutex;
 
 /// The lines of one script that can run, and those the calls reached.
@@ -53,11 +54,12 @@ impl Recorder {
         executable: impl FnOnce() -> BTreeSet<u32>,
         hit: BTreeSet<u32>,
     ) {
+        let origin = counted_as(origin);
         let mut scripts = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
         let entry = scripts
             .entry(format!("{origin} ({language})"))
             .or_insert_with(|| ScriptCoverage {
-                origin: origin.clone(),
+                origin,
                 language,
                 lines: LineCoverage {
                     executable: executable(),
@@ -70,6 +72,21 @@ impl Recorder {
     pub fn report(&self) -> Vec<ScriptCoverage> {
         let scripts = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
         scripts.values().cloned().collect()
+    }
+}
+
+/// The origin a script's lines are counted under. One file reached by two paths (`dir/./x.lua`
+/// from a test's `scriptsDir: .`, `dir/x.lua` from another test's `script:`) is one script:
+/// counted apart, each half showed as missed the lines only the other's tests reach.
+fn counted_as(origin: &ScriptOrigin) -> ScriptOrigin {
+    match origin {
+        ScriptOrigin::File { path } => ScriptOrigin::File {
+            path: path
+                .components()
+                .filter(|part| !matches!(part, Component::CurDir))
+                .collect(),
+        },
+        other => other.clone(),
     }
 }
 

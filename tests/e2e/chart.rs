@@ -7,7 +7,7 @@
 //! the control plane, a missing helm fails these tests rather than skipping them.
 
 use crate::install::{Kubectl, find, kind, kubectl_name, name, namespace_of, render, strings, the};
-use crate::support::{client, test_namespace};
+use crate::support::{client, plane, test_namespace};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -276,6 +276,54 @@ async fn the_api_server_accepts_the_rendered_chart() {
             warnings.join("\n")
         );
     }
+}
+
+/// On a cluster whose CRDs were installed another way (here as the tests install them: applied
+/// from `metascript crds`, no Helm metadata), `helm install` leaves them alone and says so,
+/// instead of failing on objects Helm did not create. A server-side dry run makes every check a
+/// real install makes, ownership included, and creates nothing.
+#[tokio::test]
+async fn helm_installs_over_crds_installed_another_way() {
+    let client = client().await;
+    crate::support::operator::install_crds(&client)
+        .await
+        .expect("the CRDs installed");
+    let namespace = test_namespace(&client, "chart-crds").await;
+    let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
+    let output = Command::new(helm())
+        .args(["install", "over-crds"])
+        .arg(chart())
+        .args([
+            "--namespace",
+            &namespace,
+            "--dry-run=server",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .output()
+        .expect("running helm install");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "helm install over existing CRDs failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !stdout.contains("kind: CustomResourceDefinition"),
+        "the release would take the CRDs over:\n{stdout}"
+    );
+    let notes = stdout
+        .split_once("NOTES:")
+        .map(|(_, notes)| notes)
+        .unwrap_or_else(|| panic!("no NOTES in:\n{stdout}"));
+    for crd in metascript::kinds::all_crds() {
+        let name = crd.metadata.name.unwrap_or_default();
+        assert!(notes.contains(&name), "NOTES do not name {name}:\n{notes}");
+    }
+    assert!(
+        notes.contains("meta.helm.sh/release-name=over-crds"),
+        "NOTES do not say how to hand them to the release:\n{notes}"
+    );
 }
 
 /// A release not named `metascript` renames every object and tells the operator the names its

@@ -4,7 +4,7 @@
 
 use crate::support::cli::{metascript, root, stdout_of};
 use metascript::object::label;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------------------------
@@ -233,6 +233,7 @@ fn every_example_test_passes_in_both_languages() {
         "catset",
         "bluegreen",
         "indexedjob",
+        "namespace-as-a-service",
     ] {
         assert!(
             ok.iter()
@@ -254,6 +255,7 @@ fn without_provenance_both_languages_render_the_same_text() {
     for example in [
         "configmap-propagation",
         "configmap-transform",
+        "namespace-as-a-service",
         "namespace-team",
         "service-per-pod",
         "snapshot-schedule",
@@ -618,6 +620,49 @@ fn bluegreen_renders_its_service_and_both_replica_sets() {
     assert_eq!(entry["apply"][1]["spec"]["replicas"], 3);
     assert_eq!(entry["apply"][2]["spec"]["replicas"], 0);
     assert_eq!(entry["status"]["replace"]["activeColor"], "blue");
+}
+
+/// docs/tutorial-namespaces.md: a Team owns its Namespace and, in it, a quota, its group's
+/// RoleBinding and a default-deny NetworkPolicy, all claimed by the generated selector's label.
+#[test]
+fn namespace_as_a_service_renders_a_namespace_and_its_guard_rails_per_team() {
+    let entries = render_example("namespace-as-a-service", "2026-01-01T00:00:00Z");
+    for (team, cpu) in [("payments", "4"), ("search", "16")] {
+        let entry = the_entry(
+            &entries,
+            |e| e["object"] == format!("Team.platform.example.com/v1 {team}"),
+            team,
+        );
+        assert_eq!(
+            entry["controller"],
+            "CompositeController/namespace-as-a-service"
+        );
+        let applied = entry["apply"].as_array().unwrap();
+        let kinds: Vec<&str> = applied
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["Namespace", "ResourceQuota", "RoleBinding", "NetworkPolicy"]
+        );
+        for child in applied {
+            assert_owned_by(child, "Team", team);
+            assert!(label(child, "controller-uid").is_some(), "{child:#}");
+        }
+        assert!(applied[0]["metadata"].get("namespace").is_none());
+        for child in &applied[1..] {
+            assert_eq!(child["metadata"]["namespace"], team);
+        }
+        assert_eq!(applied[1]["spec"]["hard"]["requests.cpu"], cpu);
+        assert_eq!(applied[2]["subjects"][0]["name"], format!("{team}-devs"));
+        assert_eq!(applied[3]["spec"]["podSelector"], json!({}));
+        let status = &entry["status"]["replace"];
+        assert_eq!(
+            (&status["namespace"], &status["phase"]),
+            (&json!(team), &json!("Pending"))
+        );
+    }
 }
 
 #[test]

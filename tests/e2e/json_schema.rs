@@ -188,7 +188,7 @@ fn the_schema_uses_only_keywords_this_validator_knows() {
     assert!(unknown.is_empty(), "teach validate(): {unknown:?}");
 }
 
-/// Every DecoratorController and MapController the repository ships passes.
+/// Every controller the repository ships passes, whatever its kind.
 #[test]
 fn every_shipped_controller_passes() {
     let schema = schema();

@@ -17,6 +17,7 @@ mod cli_run;
 mod cluster_plane;
 mod control_plane_smoke;
 mod customize_cache;
+mod example_namespaces;
 mod hook_versions;
 mod hostile;
 mod impersonation;

@@ -1,10 +1,11 @@
 //! `hack/run-local.sh`, the README's "run the operator" on a machine without a cluster: it
 //! starts a control plane of its own with the CRDs installed, says where its kubeconfig is,
-//! runs `metascript run` against it (a controller applied there is served), and on SIGTERM stops
-//! both and removes its files.
+//! runs `metascript run` against it (a controller applied there is served), prints commands that
+//! run an example as printed, and on SIGTERM stops both and removes its files.
 
+use crate::install::kubectl;
 use crate::support::WAIT;
-use crate::support::operator::{apply, wait_for};
+use crate::support::operator::{apply, wait_for, wait_for_condition};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -65,6 +66,18 @@ async fn run_local_starts_a_plane_runs_the_operator_and_cleans_up() {
             break PathBuf::from(path);
         }
     };
+    // The commands it prints for running an example, up to the blank line that ends them.
+    let mut commands = Vec::new();
+    loop {
+        let line = received
+            .recv_timeout(WAIT)
+            .expect("hack/run-local.sh printed how to run an example");
+        match line.trim() {
+            "" if !commands.is_empty() => break,
+            command if command.starts_with("kubectl ") => commands.push(command.to_string()),
+            _ => {}
+        }
+    }
     let config = Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig it printed");
     let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
         .await
@@ -89,6 +102,33 @@ async fn run_local_starts_a_plane_runs_the_operator_and_cleans_up() {
     })
     .await;
 
+    // The printed commands work as printed (with the kubectl the tests use on the PATH), and
+    // the example they apply loads.
+    let kubectl_dir = kubectl()
+        .parent()
+        .expect("kubectl's directory")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        kubectl_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for command in &commands {
+        let output = Command::new("bash")
+            .args(["-c", command])
+            .env("PATH", &path)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("running a printed command");
+        assert!(
+            output.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let example = json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": "service-per-pod"}});
+    wait_for_condition(&client, &example, "Ready", "True").await;
     // SIGTERM, as Ctrl-C or a service manager would stop it: everything goes.
     let mut run = run;
     // SAFETY: kill(2) on a child this test owns and has not reaped.

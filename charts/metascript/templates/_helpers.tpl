@@ -60,3 +60,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (it selects that Service)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The chart's CRDs that exist in the cluster but belong to no release of this name and namespace
+(applied from crds/ or deploy/ with kubectl, or by another release), one name a line. Helm takes
+over nothing it did not create, so rendering them fails the install; they are left as they are.
+Empty under `helm template`, which sees no cluster.
+*/}}
+{{- define "metascript.foreignCrds" -}}
+{{- range $document := regexSplit "(?m)^---\\s*$" ($.Files.Get "files/metascript.dev.yaml") -1 }}
+{{- $crd := fromYaml $document }}
+{{- if $crd.kind }}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $crd.metadata.name }}
+{{- if $live }}
+{{- $annotations := default dict $live.metadata.annotations }}
+{{- if not (and (eq (get $annotations "meta.helm.sh/release-name") $.Release.Name) (eq (get $annotations "meta.helm.sh/release-namespace") $.Release.Namespace)) }}
+{{ $crd.metadata.name }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}

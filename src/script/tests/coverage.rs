@@ -1,6 +1,8 @@
-//! Line coverage: a script with an untested branch reports exactly the lines of that branch.
+//! Line coverage: a script with an untested branch reports exactly the lines of that branch, and
+//! straight code (table constructors spread over lines included) misses none.
 
 use super::*;
+use proptest::prelude::*;
 use serde_json::json;
 
 const RHAI: &str = r#"let n = request.n;
@@ -110,4 +112,74 @@ fn lcov_lists_every_executable_line() {
         lines.executable.len(),
         lines.executable.len() - 2
     )));
+}
+
+/// A Lua expression without branches that may span lines: table constructors nested in each
+/// other, in calls and in closures called on the spot.
+fn straight_lua() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("1".to_string()),
+        Just("request.n".to_string()),
+        Just("\"text\"".to_string()),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            // Named and positional fields, each on a line of its own.
+            prop::collection::vec((inner.clone(), any::<bool>()), 0..4).prop_map(|items| {
+                let fields: String = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (item, named))| match named {
+                        true => format!("  f{i} = {item},\n"),
+                        false => format!("  {item},\n"),
+                    })
+                    .collect();
+                format!("{{\n{fields}}}")
+            }),
+            inner
+                .clone()
+                .prop_map(|item| format!("tostring(\n  {item}\n)")),
+            inner.prop_map(|item| format!("(function()\n  return {item}\nend)()")),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(crate::fuzzing::config(64))]
+
+    /// Code without a branch runs every line it has, so none may be reported missed, however
+    /// its table constructors are spread over lines.
+    #[test]
+    fn fuzz_straight_lua_misses_no_line(values in prop::collection::vec(straight_lua(), 1..4)) {
+        let mut code = String::new();
+        for (i, value) in values.iter().enumerate() {
+            code.push_str(&format!("local v{i} = {value}\n"));
+        }
+        code.push_str("return { status = { done = true } }\n");
+        let lines = covered(Language::Lua, &code, &[json!({"n": 1})]);
+        prop_assert_eq!(lines.missed().collect::<Vec<_>>(), Vec::<u32>::new(), "{}", code);
+    }
+}
+
+/// One file reached by two paths (`scriptsDir: .` in one test file, `script:` in another) is
+/// one script: what either path's calls reach counts for both.
+#[test]
+fn one_file_by_two_paths_is_counted_once() {
+    let engine = ScriptEngine::with_coverage();
+    for (path, n) in [("dir/./test.lua", 1), ("dir/test.lua", -1)] {
+        let origin = ScriptOrigin::File { path: path.into() };
+        let script = engine
+            .compile(&ScriptSource::new(Language::Lua, LUA, origin))
+            .unwrap();
+        engine.call(&script, &json!({"n": n}), &context()).unwrap();
+    }
+    let report = engine.coverage();
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!(
+        report[0].origin,
+        ScriptOrigin::File {
+            path: "dir/test.lua".into()
+        }
+    );
+    assert_eq!(report[0].lines.missed().count(), 0, "{report:?}");
 }
