@@ -518,6 +518,67 @@ mod tests {
         assert!(check(&object, vec![]).is_empty());
     }
 
+    /// `NAMESPACE/NAME` in `serviceAccountName` is refused by every kind, saying how to split
+    /// it, whether or not `serviceAccountNamespace` is set too (the operator would otherwise
+    /// impersonate `ns/ns/name` and report a permissions error).
+    #[test]
+    fn a_qualified_account_name_is_refused_by_every_kind() {
+        let hooks = |hook: &str| json!({hook: inline(LABELLER)});
+        let kinds = [
+            decorator(inline(LABELLER), json!([])),
+            json!({
+                "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+                "metadata": {"name": "m"},
+                "spec": {
+                    "parentResource": {"apiVersion": "v1", "resource": "configmaps"},
+                    "inputResources": [{"apiVersion": "v1", "resource": "pods"}],
+                    "outputResources": [{"apiVersion": "v1", "resource": "secrets",
+                                         "updateStrategy": {"method": "InPlace"}}],
+                    "hooks": hooks("map")
+                }
+            }),
+            json!({
+                "apiVersion": "metascript.dev/v1alpha1", "kind": "CompositeController",
+                "metadata": {"name": "c"},
+                "spec": {
+                    "parentResource": {"apiVersion": "v1", "resource": "configmaps"},
+                    "childResources": [{"apiVersion": "v1", "resource": "secrets",
+                                        "updateStrategy": {"method": "InPlace"}}],
+                    "hooks": hooks("sync")
+                }
+            }),
+        ];
+        for mut object in kinds {
+            let kind = object["kind"].clone();
+            assert!(
+                check(&object, vec![]).is_empty(),
+                "{kind}: {:?}",
+                check(&object, vec![])
+            );
+            object["spec"]["serviceAccountName"] = "team-a/bot".into();
+            for namespace in [None, Some("team-a")] {
+                if let Some(namespace) = namespace {
+                    object["spec"]["serviceAccountNamespace"] = namespace.into();
+                }
+                let findings = check(&object, vec![]);
+                let [finding] = findings.as_slice() else {
+                    panic!("{kind} {namespace:?}: {findings:?}");
+                };
+                assert_eq!(
+                    (finding.severity, finding.path.as_str()),
+                    (Severity::Error, "spec.serviceAccountName"),
+                    "{kind}"
+                );
+                assert!(
+                    finding.message.contains(
+                        r#"set serviceAccountName: "bot" and serviceAccountNamespace: "team-a""#
+                    ),
+                    "{kind}: {finding}"
+                );
+            }
+        }
+    }
+
     /// Admission refuses a selector past a cap, naming the field and the cap; the operator's
     /// load reads the spec the same way, so it refuses it too.
     #[test]

@@ -691,7 +691,10 @@ mod tests {
         );
         let cut = truncate_note(&note);
         assert!(cut.len() <= NOTE_LIMIT, "{}", cut.len());
-        assert!(cut.starts_with("create roles team-a/bot: roles.rbac"), "{cut}");
+        assert!(
+            cut.starts_with("create roles team-a/bot: roles.rbac"),
+            "{cut}"
+        );
         assert!(cut.ends_with("grant the escalate verb on roles"), "{cut}");
         let (head, rest) = cut.split_once(" […").expect("a marker");
         let (count, tail) = rest.split_once(" bytes cut…] ").expect("a marker");
