@@ -38,6 +38,19 @@ pub struct Finding {
     /// Where in a script the problem is, when it is about one (a compile error, a test that
     /// failed with a script error or a response the hook may not give): what an editor marks.
     pub script: Option<ScriptSpot>,
+    /// What a warning leaves unchecked, so that a summary does not claim it.
+    pub unchecked: Option<Unchecked>,
+}
+
+/// A check a warning says could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unchecked {
+    /// A hook whose script (or webhook credential) is not at hand.
+    Hook,
+    /// A controller whose types do not resolve.
+    Types,
+    /// A `spec.tests` case not run.
+    Test,
 }
 
 /// A place in a script: its origin, and a line and column there or a name it uses.
@@ -106,6 +119,7 @@ impl Finding {
             path: path.into(),
             message: message.to_string(),
             script: None,
+            unchecked: None,
         }
     }
 
@@ -115,11 +129,17 @@ impl Finding {
             path: path.into(),
             message: message.to_string(),
             script: None,
+            unchecked: None,
         }
     }
 
     fn in_script(mut self, spot: Option<ScriptSpot>) -> Finding {
         self.script = spot;
+        self
+    }
+
+    fn leaving(mut self, unchecked: Unchecked) -> Finding {
+        self.unchecked = Some(unchecked);
         self
     }
 }
@@ -246,7 +266,7 @@ fn check_controller(
                         | SourceError::MissingCredential { .. }
                 ) =>
             {
-                findings.push(Finding::warning(path, error))
+                findings.push(Finding::warning(path, error).leaving(Unchecked::Hook))
             }
             Err(error) => {
                 let spot = ScriptSpot::of(&error);
@@ -258,10 +278,13 @@ fn check_controller(
         Ok(planner) => Some(planner),
         // Likewise a CustomResourceDefinition applied after the controller.
         Err(error) => {
-            findings.push(Finding::warning(
-                "spec",
-                format!("{error}; the controller waits until the type exists"),
-            ));
+            findings.push(
+                Finding::warning(
+                    "spec",
+                    format!("{error}; the controller waits until the type exists"),
+                )
+                .leaving(Unchecked::Types),
+            );
             None
         }
     };
@@ -295,7 +318,9 @@ fn check_controller(
                 findings.push(Finding::error(path, why).in_script(spot))
             }
             Outcome::NotRun(why) => {
-                findings.push(Finding::warning(path, format!("not run: {why}")))
+                findings.push(
+                    Finding::warning(path, format!("not run: {why}")).leaving(Unchecked::Test),
+                )
             }
             Outcome::Invalid(problem) => findings.push(Finding::error(path, problem)),
         }
