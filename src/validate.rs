@@ -317,11 +317,8 @@ fn check_controller(
                 let spot = error.as_ref().and_then(ScriptSpot::of);
                 findings.push(Finding::error(path, why).in_script(spot))
             }
-            Outcome::NotRun(why) => {
-                findings.push(
-                    Finding::warning(path, format!("not run: {why}")).leaving(Unchecked::Test),
-                )
-            }
+            Outcome::NotRun(why) => findings
+                .push(Finding::warning(path, format!("not run: {why}")).leaving(Unchecked::Test)),
             Outcome::Invalid(problem) => findings.push(Finding::error(path, problem)),
         }
     }

@@ -195,7 +195,12 @@ mod tests {
         );
         let all = tally(
             0,
-            &[Unchecked::Hook, Unchecked::Types, Unchecked::Test, Unchecked::Test],
+            &[
+                Unchecked::Hook,
+                Unchecked::Types,
+                Unchecked::Test,
+                Unchecked::Test,
+            ],
         )
         .summary();
         for claim in ["hooks compile", "types resolve", "spec.tests pass"] {

@@ -86,9 +86,15 @@ impl fmt::Display for ScriptOrigin {
                 controller,
                 library,
             } => write!(f, "inline library {library} of controller {controller}"),
-            ScriptOrigin::File { path } => write!(f, "file {}", path.display()),
+            ScriptOrigin::File { path } => write!(f, "file {}", shown_path(path).display()),
         }
     }
+}
+
+/// A path as messages show it: without the `.` steps that joining relative directories leaves
+/// (`././sync.rhai` is shown `./sync.rhai`).
+pub fn shown_path(path: &std::path::Path) -> PathBuf {
+    path.components().collect()
 }
 
 /// A script to compile: its language, its code, where it came from, and the libraries it is

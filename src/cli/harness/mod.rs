@@ -9,7 +9,7 @@ use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
 use crate::kinds;
 use crate::script::{
     CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
-    check_library_names, lcov,
+    check_library_names, lcov, shown_path,
 };
 use crate::validate::ScriptSpot;
 use serde_json::Value;
@@ -188,8 +188,7 @@ pub fn run(args: TestArgs) -> ExitCode {
 /// A script's file for coverage reports: its path, or where it came from when it has none.
 fn script_file(origin: &ScriptOrigin) -> String {
     match origin {
-        // `components` drops the `.` steps that joining a relative scripts dir leaves.
-        ScriptOrigin::File { path } => path.components().collect::<PathBuf>().display().to_string(),
+        ScriptOrigin::File { path } => shown_path(path).display().to_string(),
         other => other.to_string(),
     }
 }
