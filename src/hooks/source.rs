@@ -247,6 +247,8 @@ pub enum SourceError {
         part: ScriptPart,
         namespace: String,
         name: String,
+        /// The key it was to be read from.
+        key: String,
     },
     #[error("{part} of {controller}: ConfigMap {namespace}/{name} not checked: {why}")]
     Withheld {
@@ -411,6 +413,7 @@ fn read_source(
                             part: part.clone(),
                             namespace: reference.namespace.clone(),
                             name: reference.name.clone(),
+                            key: reference.key.clone(),
                         });
                     }
                     Some(None) => {
