@@ -7,7 +7,9 @@ use super::scripts::{Manifest, Script};
 use crate::api::Language;
 use crate::object;
 use crate::resources::StaticResolver;
-use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT};
+use crate::script::{
+    ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT, misspelled_helpers,
+};
 use crate::validate::{self, Finding, ScriptSpot, Severity};
 use crate::yaml::{Position, Range};
 use serde_json::Value;
@@ -72,7 +74,8 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
     problems
 }
 
-/// The problems of a script file: it compiles.
+/// The problems of a script file: it compiles, and calls no misspelled helper (which only a
+/// run would otherwise find, and a script file has no `spec.tests` of its own).
 pub fn script_file(
     engine: &ScriptEngine,
     path: &Path,
@@ -87,7 +90,24 @@ pub fn script_file(
         },
     );
     let Err(error) = engine.compile(&source) else {
-        return Vec::new();
+        return misspelled_helpers(language, text)
+            .into_iter()
+            .map(|misspelled| {
+                let line = misspelled.line.saturating_sub(1);
+                let line_text = text.lines().nth(line as usize).unwrap_or_default();
+                Problem {
+                    range: word_at(
+                        line_text,
+                        Position {
+                            line,
+                            column: misspelled.column.saturating_sub(1),
+                        },
+                    ),
+                    severity: Severity::Warning,
+                    message: misspelled.to_string(),
+                }
+            })
+            .collect();
     };
     let line = error.line.unwrap_or(1).saturating_sub(1);
     let line_text = text.lines().nth(line as usize).unwrap_or_default();
@@ -404,5 +424,30 @@ spec:
         let problems = script_file(&engine, Path::new("sync.lua"), Language::Lua, "return {\n");
         assert_eq!(problems.len(), 1);
         assert!(script_file(&engine, Path::new("ok.lua"), Language::Lua, "return {}").is_empty());
+    }
+
+    #[test]
+    fn a_misspelled_helper_in_a_script_file_is_a_warning_on_its_name() {
+        let engine = ScriptEngine::new();
+        for (language, text) in [
+            (Language::Rhai, "let x = 1;\n  lable(request.object, \"a\")"),
+            (
+                Language::Lua,
+                "local x = 1\n  return lable(request.object, \"a\")",
+            ),
+        ] {
+            let problems = script_file(&engine, Path::new("sync"), language, text);
+            let [problem] = problems.as_slice() else {
+                panic!("{language:?}: {problems:?}");
+            };
+            assert_eq!(problem.severity, Severity::Warning);
+            let column = text.lines().nth(1).unwrap().find("lable").unwrap() as u32;
+            assert_eq!(problem.range.start, at(1, column), "{language:?}");
+            assert_eq!(problem.range.end, at(1, column + 5), "{language:?}");
+            assert!(
+                problem.message.contains("did you mean `label`"),
+                "{problem:?}"
+            );
+        }
     }
 }

@@ -27,6 +27,7 @@ mod rhai_engine;
 mod scope;
 mod stack;
 pub(crate) mod suggest;
+mod typos;
 
 pub use crate::api::{EventType, ScriptEvent};
 pub use coverage::{LineCoverage, ScriptCoverage, lcov};
@@ -41,6 +42,7 @@ pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
 pub use scope::{CallContext, CallScope};
 pub use stack::THREAD_STACK;
+pub use typos::{Misspelled, misspelled_helpers};
 
 use crate::api::{HookKind, Language};
 use helpers::HelperEnv;
