@@ -5,6 +5,7 @@
 
 use super::scripts::{Manifest, Script};
 use crate::api::Language;
+use crate::hooks::{ConfigMapLookup, ScriptsDir};
 use crate::object;
 use crate::resources::StaticResolver;
 use crate::script::{
@@ -31,6 +32,9 @@ pub struct Checks<'a> {
     pub resolver: &'a StaticResolver,
     /// The workspace's ConfigMaps.
     pub config_maps: &'a [Value],
+    /// The manifest's directory: a file there named like a `configMapRef` key is the script, as
+    /// `metascript test` (`scriptsDir: .`) and `render --scripts-dir` read it.
+    pub dir: Option<&'a Path>,
 }
 
 /// The problems of a manifest.
@@ -64,9 +68,17 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
         }
     }
     config_maps.extend(checks.config_maps.iter().cloned());
+    let beside = checks.dir.map(|dir| ScriptsDir {
+        dir: dir.to_path_buf(),
+        fallback: &config_maps,
+    });
+    let lookup: &dyn ConfigMapLookup = match &beside {
+        Some(beside) => beside,
+        None => &config_maps,
+    };
     let mut problems = Vec::new();
     for (document, (_, value)) in manifest.documents.iter().enumerate() {
-        for finding in validate::validate(checks.engine, &*resolver, &config_maps, value) {
+        for finding in validate::validate(checks.engine, &*resolver, lookup, value) {
             problems.push(place(&manifest, &scripts, document, finding));
         }
     }
@@ -312,6 +324,7 @@ mod tests {
                 engine: &engine,
                 resolver: &resolver,
                 config_maps: &[],
+                dir: None,
             },
             text,
         )
@@ -401,6 +414,50 @@ spec:
             .unwrap_or_else(|| panic!("{problems:?}"));
         assert_eq!(trap.severity, Severity::Warning);
         assert_eq!(trap.range.start, at(11, 8));
+    }
+
+    #[test]
+    fn a_config_map_script_beside_the_manifest_is_found_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "\
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {name: labeller}
+spec:
+  resources: [{apiVersion: v1, resource: configmaps}]
+  hooks:
+    sync:
+      script:
+        configMapRef: {namespace: hooks, name: scripts, key: sync.rhai}
+";
+        let engine = ScriptEngine::new();
+        let resolver = StaticResolver::with_builtins();
+        let check = || {
+            manifest(
+                &Checks {
+                    engine: &engine,
+                    resolver: &resolver,
+                    config_maps: &[],
+                    dir: Some(dir.path()),
+                },
+                text,
+            )
+        };
+        let missing = check();
+        assert!(
+            missing.iter().any(|p| p.message.contains("not found")),
+            "{missing:?}"
+        );
+        std::fs::write(dir.path().join("sync.rhai"), "#{}").unwrap();
+        assert_eq!(check(), []);
+        std::fs::write(dir.path().join("sync.rhai"), "let = ;").unwrap();
+        let broken = check();
+        assert!(
+            broken.iter().any(|p| p.severity == Severity::Error
+                && p.message.starts_with("spec.hooks.sync")
+                && p.message.contains("sync.rhai")),
+            "{broken:?}"
+        );
     }
 
     #[test]
