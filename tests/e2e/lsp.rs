@@ -329,8 +329,14 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
         "textDocument/didOpen",
         json!({"textDocument": {"uri": uri, "languageId": "rhai", "version": 1, "text": script}}),
     );
-    // It compiles: a misspelled helper is only found when a case runs it.
-    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    // It compiles; the misspelled helper is a warning before any case runs it.
+    let before = client.diagnostics(&uri, 1);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(
+        (&before[0]["severity"], &before[0]["range"]["start"]["line"]),
+        (&json!(2), &json!(1)),
+        "{before:?}"
+    );
     let lenses = client.request(
         "textDocument/codeLens",
         json!({"textDocument": {"uri": uri}}),
@@ -345,8 +351,15 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
     );
     assert_eq!(summary, "0 passed, 1 failed");
     let diagnostics = client.diagnostics(&uri, 1);
-    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
-    let failure = &diagnostics[0];
+    assert_eq!(
+        diagnostics.len(),
+        2,
+        "the warning and the failure: {diagnostics:?}"
+    );
+    let failure = diagnostics
+        .iter()
+        .find(|d| d["severity"] == 1)
+        .unwrap_or_else(|| panic!("{diagnostics:?}"));
     assert_eq!(failure["range"]["start"]["line"], 1, "{failure}");
     let message = failure["message"].as_str().unwrap();
     assert!(
