@@ -38,6 +38,19 @@ pub struct Finding {
     /// Where in a script the problem is, when it is about one (a compile error, a test that
     /// failed with a script error or a response the hook may not give): what an editor marks.
     pub script: Option<ScriptSpot>,
+    /// What a warning leaves unchecked, so that a summary does not claim it.
+    pub unchecked: Option<Unchecked>,
+}
+
+/// A check a warning says could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unchecked {
+    /// A hook whose script (or webhook credential) is not at hand.
+    Hook,
+    /// A controller whose types do not resolve.
+    Types,
+    /// A `spec.tests` case not run.
+    Test,
 }
 
 /// A place in a script: its origin, and a line and column there or a name it uses.
@@ -106,6 +119,7 @@ impl Finding {
             path: path.into(),
             message: message.to_string(),
             script: None,
+            unchecked: None,
         }
     }
 
@@ -115,11 +129,17 @@ impl Finding {
             path: path.into(),
             message: message.to_string(),
             script: None,
+            unchecked: None,
         }
     }
 
     fn in_script(mut self, spot: Option<ScriptSpot>) -> Finding {
         self.script = spot;
+        self
+    }
+
+    fn leaving(mut self, unchecked: Unchecked) -> Finding {
+        self.unchecked = Some(unchecked);
         self
     }
 }
@@ -246,7 +266,7 @@ fn check_controller(
                         | SourceError::MissingCredential { .. }
                 ) =>
             {
-                findings.push(Finding::warning(path, error))
+                findings.push(Finding::warning(path, error).leaving(Unchecked::Hook))
             }
             Err(error) => {
                 let spot = ScriptSpot::of(&error);
@@ -258,10 +278,13 @@ fn check_controller(
         Ok(planner) => Some(planner),
         // Likewise a CustomResourceDefinition applied after the controller.
         Err(error) => {
-            findings.push(Finding::warning(
-                "spec",
-                format!("{error}; the controller waits until the type exists"),
-            ));
+            findings.push(
+                Finding::warning(
+                    "spec",
+                    format!("{error}; the controller waits until the type exists"),
+                )
+                .leaving(Unchecked::Types),
+            );
             None
         }
     };
@@ -294,9 +317,8 @@ fn check_controller(
                 let spot = error.as_ref().and_then(ScriptSpot::of);
                 findings.push(Finding::error(path, why).in_script(spot))
             }
-            Outcome::NotRun(why) => {
-                findings.push(Finding::warning(path, format!("not run: {why}")))
-            }
+            Outcome::NotRun(why) => findings
+                .push(Finding::warning(path, format!("not run: {why}")).leaving(Unchecked::Test)),
             Outcome::Invalid(problem) => findings.push(Finding::error(path, problem)),
         }
     }
@@ -516,6 +538,67 @@ mod tests {
         );
         object["spec"]["serviceAccountNamespace"] = "team-a".into();
         assert!(check(&object, vec![]).is_empty());
+    }
+
+    /// `NAMESPACE/NAME` in `serviceAccountName` is refused by every kind, saying how to split
+    /// it, whether or not `serviceAccountNamespace` is set too (the operator would otherwise
+    /// impersonate `ns/ns/name` and report a permissions error).
+    #[test]
+    fn a_qualified_account_name_is_refused_by_every_kind() {
+        let hooks = |hook: &str| json!({hook: inline(LABELLER)});
+        let kinds = [
+            decorator(inline(LABELLER), json!([])),
+            json!({
+                "apiVersion": "metascript.dev/v1alpha1", "kind": "MapController",
+                "metadata": {"name": "m"},
+                "spec": {
+                    "parentResource": {"apiVersion": "v1", "resource": "configmaps"},
+                    "inputResources": [{"apiVersion": "v1", "resource": "pods"}],
+                    "outputResources": [{"apiVersion": "v1", "resource": "secrets",
+                                         "updateStrategy": {"method": "InPlace"}}],
+                    "hooks": hooks("map")
+                }
+            }),
+            json!({
+                "apiVersion": "metascript.dev/v1alpha1", "kind": "CompositeController",
+                "metadata": {"name": "c"},
+                "spec": {
+                    "parentResource": {"apiVersion": "v1", "resource": "configmaps"},
+                    "childResources": [{"apiVersion": "v1", "resource": "secrets",
+                                        "updateStrategy": {"method": "InPlace"}}],
+                    "hooks": hooks("sync")
+                }
+            }),
+        ];
+        for mut object in kinds {
+            let kind = object["kind"].clone();
+            assert!(
+                check(&object, vec![]).is_empty(),
+                "{kind}: {:?}",
+                check(&object, vec![])
+            );
+            object["spec"]["serviceAccountName"] = "team-a/bot".into();
+            for namespace in [None, Some("team-a")] {
+                if let Some(namespace) = namespace {
+                    object["spec"]["serviceAccountNamespace"] = namespace.into();
+                }
+                let findings = check(&object, vec![]);
+                let [finding] = findings.as_slice() else {
+                    panic!("{kind} {namespace:?}: {findings:?}");
+                };
+                assert_eq!(
+                    (finding.severity, finding.path.as_str()),
+                    (Severity::Error, "spec.serviceAccountName"),
+                    "{kind}"
+                );
+                assert!(
+                    finding.message.contains(
+                        r#"set serviceAccountName: "bot" and serviceAccountNamespace: "team-a""#
+                    ),
+                    "{kind}: {finding}"
+                );
+            }
+        }
     }
 
     /// Admission refuses a selector past a cap, naming the field and the cap; the operator's

@@ -97,7 +97,7 @@ impl ConfigMapLookup for ScriptsDir<'_> {
     }
 
     fn local_file(&self, key: &str) -> Option<PathBuf> {
-        let candidate = self.dir.join(key);
+        let candidate = crate::script::shown_path(&self.dir.join(key));
         // Keys are plain file names; anything with a path in it is not looked up locally.
         (Path::new(key).file_name() == Some(key.as_ref()) && candidate.is_file())
             .then_some(candidate)
@@ -247,6 +247,8 @@ pub enum SourceError {
         part: ScriptPart,
         namespace: String,
         name: String,
+        /// The key it was to be read from.
+        key: String,
     },
     #[error("{part} of {controller}: ConfigMap {namespace}/{name} not checked: {why}")]
     Withheld {
@@ -411,6 +413,7 @@ fn read_source(
                             part: part.clone(),
                             namespace: reference.namespace.clone(),
                             name: reference.name.clone(),
+                            key: reference.key.clone(),
                         });
                     }
                     Some(None) => {
@@ -438,5 +441,26 @@ fn read_source(
             controller: controller_name,
             part: part.clone(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scripts_dir_names_its_files_without_dot_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("sync.rhai"), "#{}").unwrap();
+        let local = ScriptsDir {
+            dir: dir.path().join(".").join("./"),
+            fallback: &NoConfigMaps,
+        };
+        assert_eq!(
+            local.local_file("sync.rhai"),
+            Some(dir.path().join("sync.rhai"))
+        );
+        assert_eq!(local.local_file("missing.rhai"), None);
+        assert_eq!(local.local_file("../sync.rhai"), None);
     }
 }

@@ -46,8 +46,9 @@ impl TestTarget {
     }
 }
 
-/// The test files beside `file` that run it: as a `script`, or as a `controller` manifest
-/// (with the hook they call).
+/// The test files beside `file` that run it: as a `script`, as a `controller` manifest (with
+/// the hook they call), or as the script a `controller` manifest's hook reads from `scriptsDir`
+/// (`configMapRef` key named like the file), which counts as running it as a script.
 pub fn targets(file: &Path) -> Vec<TestTarget> {
     let Some(dir) = file.parent() else {
         return Vec::new();
@@ -66,10 +67,7 @@ pub fn targets(file: &Path) -> Vec<TestTarget> {
         })
         .collect();
     test_files.sort();
-    let same = |name: &str| {
-        let named = dir.join(name);
-        named == file || named.canonicalize().ok() == file.canonicalize().ok()
-    };
+    let same = |name: &str| same_file(&dir.join(name), file);
     test_files
         .into_iter()
         .filter_map(|test_file| {
@@ -87,16 +85,59 @@ pub fn targets(file: &Path) -> Vec<TestTarget> {
                 });
             }
             let controllers = spec.controller.as_ref()?;
-            controllers
-                .items()
-                .into_iter()
-                .any(same)
-                .then_some(TestTarget {
+            if controllers.items().into_iter().any(same) {
+                return Some(TestTarget {
                     test_file,
                     controller: true,
                     hook: spec.hook.clone(),
                     cases,
+                });
+            }
+            let scripts = dir.join(spec.scripts_dir.as_ref()?);
+            let reads_it = controllers.items().into_iter().any(|manifest| {
+                hook_keys(&dir.join(manifest), spec.hook.as_deref())
+                    .iter()
+                    .any(|key| same_file(&scripts.join(key), file))
+            });
+            reads_it.then_some(TestTarget {
+                test_file,
+                controller: false,
+                hook: spec.hook,
+                cases,
+            })
+        })
+        .collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b
+        || a.canonicalize()
+            .ok()
+            .is_some_and(|a| Some(a) == b.canonicalize().ok())
+}
+
+/// The `configMapRef` keys of the hooks of the controllers in a manifest that a test file runs:
+/// the hook it names, or each kind's first.
+fn hook_keys(manifest: &Path, hook: Option<&str>) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(manifest) else {
+        return Vec::new();
+    };
+    let documents = crate::yaml::parse_documents(&text).unwrap_or_default();
+    documents
+        .iter()
+        .filter_map(|value| crate::kinds::of(value)?.parse(value).ok())
+        .flat_map(|controller| {
+            let spec = controller.spec();
+            spec.named_hooks()
+                .into_iter()
+                .filter(|(kind, _)| match hook {
+                    Some(name) => name == kind.as_str(),
+                    None => kind.kind().hooks().first() == Some(kind),
                 })
+                .filter_map(|(_, hook)| {
+                    Some(hook.script.as_ref()?.config_map_ref.as_ref()?.key.clone())
+                })
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -135,5 +176,46 @@ mod tests {
         assert_eq!(manifest.len(), 1);
         assert!(manifest[0].runs(crate::kinds::decorator::FINALIZE));
         assert!(!manifest[0].runs(crate::kinds::decorator::SYNC));
+    }
+
+    /// The layout docs/testing.md recommends: a manifest whose hook reads `configMapRef` key
+    /// `sync.rhai`, a test file naming the manifest with `scriptsDir`, the script beside them.
+    #[test]
+    fn a_script_a_manifest_reads_from_scripts_dir_is_run_by_its_test_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap()
+        };
+        write(
+            "controller.yaml",
+            "apiVersion: metascript.dev/v1alpha1\nkind: DecoratorController\n\
+             metadata: {name: team}\nspec:\n  resources: [{apiVersion: v1, resource: configmaps}]\n  \
+             hooks:\n    sync:\n      script:\n        configMapRef: \
+             {namespace: default, name: team-hooks, key: sync.rhai}\n    finalize:\n      \
+             script:\n        configMapRef: {namespace: default, name: team-hooks, key: fin.rhai}\n",
+        );
+        write("sync.rhai", "#{}");
+        write("fin.rhai", "#{}");
+        write(
+            "team.test.yaml",
+            "controller: controller.yaml\nscriptsDir: .\ncases: [{name: a, request: {}}]\n",
+        );
+        let found = targets(&dir.path().join("sync.rhai"));
+        assert_eq!(
+            found,
+            [TestTarget {
+                test_file: dir.path().join("team.test.yaml"),
+                controller: false,
+                hook: None,
+                cases: 1
+            }]
+        );
+        // The test file calls sync (the kind's first hook), not finalize.
+        assert_eq!(targets(&dir.path().join("fin.rhai")), []);
+        // Without scriptsDir the test file reads ConfigMaps only.
+        write("team.test.yaml", "controller: controller.yaml\ncases: []\n");
+        assert_eq!(targets(&dir.path().join("sync.rhai")), []);
     }
 }

@@ -5,9 +5,12 @@
 
 use super::scripts::{Manifest, Script};
 use crate::api::Language;
+use crate::hooks::{ConfigMapLookup, ScriptsDir};
 use crate::object;
 use crate::resources::StaticResolver;
-use crate::script::{ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT};
+use crate::script::{
+    ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT, misspelled_helpers,
+};
 use crate::validate::{self, Finding, ScriptSpot, Severity};
 use crate::yaml::{Position, Range};
 use serde_json::Value;
@@ -29,6 +32,9 @@ pub struct Checks<'a> {
     pub resolver: &'a StaticResolver,
     /// The workspace's ConfigMaps.
     pub config_maps: &'a [Value],
+    /// The manifest's directory: a file there named like a `configMapRef` key is the script, as
+    /// `metascript test` (`scriptsDir: .`) and `render --scripts-dir` read it.
+    pub dir: Option<&'a Path>,
 }
 
 /// The problems of a manifest.
@@ -62,9 +68,17 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
         }
     }
     config_maps.extend(checks.config_maps.iter().cloned());
+    let beside = checks.dir.map(|dir| ScriptsDir {
+        dir: dir.to_path_buf(),
+        fallback: &config_maps,
+    });
+    let lookup: &dyn ConfigMapLookup = match &beside {
+        Some(beside) => beside,
+        None => &config_maps,
+    };
     let mut problems = Vec::new();
     for (document, (_, value)) in manifest.documents.iter().enumerate() {
-        for finding in validate::validate(checks.engine, &*resolver, &config_maps, value) {
+        for finding in validate::validate(checks.engine, &*resolver, lookup, value) {
             problems.push(place(&manifest, &scripts, document, finding));
         }
     }
@@ -72,7 +86,8 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
     problems
 }
 
-/// The problems of a script file: it compiles.
+/// The problems of a script file: it compiles, and calls no misspelled helper (which only a
+/// run would otherwise find, and a script file has no `spec.tests` of its own).
 pub fn script_file(
     engine: &ScriptEngine,
     path: &Path,
@@ -87,7 +102,24 @@ pub fn script_file(
         },
     );
     let Err(error) = engine.compile(&source) else {
-        return Vec::new();
+        return misspelled_helpers(language, text)
+            .into_iter()
+            .map(|misspelled| {
+                let line = misspelled.line.saturating_sub(1);
+                let line_text = text.lines().nth(line as usize).unwrap_or_default();
+                Problem {
+                    range: word_at(
+                        line_text,
+                        Position {
+                            line,
+                            column: misspelled.column.saturating_sub(1),
+                        },
+                    ),
+                    severity: Severity::Warning,
+                    message: misspelled.to_string(),
+                }
+            })
+            .collect();
     };
     let line = error.line.unwrap_or(1).saturating_sub(1);
     let line_text = text.lines().nth(line as usize).unwrap_or_default();
@@ -292,6 +324,7 @@ mod tests {
                 engine: &engine,
                 resolver: &resolver,
                 config_maps: &[],
+                dir: None,
             },
             text,
         )
@@ -384,6 +417,50 @@ spec:
     }
 
     #[test]
+    fn a_config_map_script_beside_the_manifest_is_found_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "\
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {name: labeller}
+spec:
+  resources: [{apiVersion: v1, resource: configmaps}]
+  hooks:
+    sync:
+      script:
+        configMapRef: {namespace: hooks, name: scripts, key: sync.rhai}
+";
+        let engine = ScriptEngine::new();
+        let resolver = StaticResolver::with_builtins();
+        let check = || {
+            manifest(
+                &Checks {
+                    engine: &engine,
+                    resolver: &resolver,
+                    config_maps: &[],
+                    dir: Some(dir.path()),
+                },
+                text,
+            )
+        };
+        let missing = check();
+        assert!(
+            missing.iter().any(|p| p.message.contains("not found")),
+            "{missing:?}"
+        );
+        std::fs::write(dir.path().join("sync.rhai"), "#{}").unwrap();
+        assert_eq!(check(), []);
+        std::fs::write(dir.path().join("sync.rhai"), "let = ;").unwrap();
+        let broken = check();
+        assert!(
+            broken.iter().any(|p| p.severity == Severity::Error
+                && p.message.starts_with("spec.hooks.sync")
+                && p.message.contains("sync.rhai")),
+            "{broken:?}"
+        );
+    }
+
+    #[test]
     fn invalid_yaml_is_one_problem_where_the_parser_stopped() {
         let problems = check("apiVersion: v1\nkind: [\n");
         assert_eq!(problems.len(), 1, "{problems:?}");
@@ -404,5 +481,30 @@ spec:
         let problems = script_file(&engine, Path::new("sync.lua"), Language::Lua, "return {\n");
         assert_eq!(problems.len(), 1);
         assert!(script_file(&engine, Path::new("ok.lua"), Language::Lua, "return {}").is_empty());
+    }
+
+    #[test]
+    fn a_misspelled_helper_in_a_script_file_is_a_warning_on_its_name() {
+        let engine = ScriptEngine::new();
+        for (language, text) in [
+            (Language::Rhai, "let x = 1;\n  lable(request.object, \"a\")"),
+            (
+                Language::Lua,
+                "local x = 1\n  return lable(request.object, \"a\")",
+            ),
+        ] {
+            let problems = script_file(&engine, Path::new("sync"), language, text);
+            let [problem] = problems.as_slice() else {
+                panic!("{language:?}: {problems:?}");
+            };
+            assert_eq!(problem.severity, Severity::Warning);
+            let column = text.lines().nth(1).unwrap().find("lable").unwrap() as u32;
+            assert_eq!(problem.range.start, at(1, column), "{language:?}");
+            assert_eq!(problem.range.end, at(1, column + 5), "{language:?}");
+            assert!(
+                problem.message.contains("did you mean `label`"),
+                "{problem:?}"
+            );
+        }
     }
 }

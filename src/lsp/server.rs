@@ -388,14 +388,18 @@ impl Server<'_> {
 
     fn problems(&self, uri: &Uri, file: &OpenFile) -> Vec<Problem> {
         match file.kind {
-            FileKind::Manifest => diagnose::manifest(
-                &Checks {
-                    engine: &self.engine,
-                    resolver: &self.workspace.resolver,
-                    config_maps: &self.workspace.config_maps,
-                },
-                &file.text,
-            ),
+            FileKind::Manifest => {
+                let path = file_path(uri);
+                diagnose::manifest(
+                    &Checks {
+                        engine: &self.engine,
+                        resolver: &self.workspace.resolver,
+                        config_maps: &self.workspace.config_maps,
+                        dir: path.as_deref().and_then(std::path::Path::parent),
+                    },
+                    &file.text,
+                )
+            }
             FileKind::Script(language) => {
                 let path = file_path(uri).unwrap_or_else(|| PathBuf::from(uri.as_str()));
                 diagnose::script_file(&self.engine, &path, language, &file.text)

@@ -61,7 +61,7 @@ pub const CONTROLLER_BURST: f64 = 100.0;
 /// server keeps of them (Events expire after an hour).
 pub const CONTROLLER_REFILL: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
 
-/// Entries each map of the correlation holds, as client-go's caches: the note (up to 1 kB) is
+/// Entries each map of the correlation holds, as client-go's caches: the note (up to 1 KiB) is
 /// the largest part of one, so all of them stay within a few MiB however many objects,
 /// controllers or messages there are. A bucket forgotten this way starts full again, which the
 /// controller's own bucket still bounds.
@@ -476,17 +476,32 @@ pub fn reference(about: &Value) -> ObjectReference {
     }
 }
 
-/// Event notes are limited to 1 kB by the API.
+/// The API server's limit on an Event's `note`, in bytes (`NoteLengthLimit`).
+const NOTE_LIMIT: usize = 1024;
+
+/// A note within [`NOTE_LIMIT`]: a longer one loses its middle, not its end, because an API
+/// error says what to do last (a Forbidden on a Role ends with the `escalate` or `bind` verb
+/// the account lacks), after a list of rules that can be any length.
 fn truncate_note(note: &str) -> String {
-    const LIMIT: usize = 1000;
-    if note.len() <= LIMIT {
+    if note.len() <= NOTE_LIMIT {
         return note.to_string();
     }
-    let mut cut = LIMIT;
-    while !note.is_char_boundary(cut) {
-        cut -= 1;
+    // Room for the marker as long as it can be: what is cut is less than the whole note.
+    let keep = NOTE_LIMIT - marker(note.len()).len();
+    let mut head = keep / 2;
+    while !note.is_char_boundary(head) {
+        head -= 1;
     }
-    format!("{}…", &note[..cut])
+    let mut tail = note.len() - (keep - head);
+    while !note.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}{}{}", &note[..head], marker(tail - head), &note[tail..])
+}
+
+/// What stands for the middle a note lost.
+fn marker(cut: usize) -> String {
+    format!(" […{cut} bytes cut…] ")
 }
 
 #[cfg(test)]
@@ -663,11 +678,46 @@ mod tests {
     }
 
     #[test]
-    fn long_notes_are_cut_on_a_character_boundary() {
-        let note = "é".repeat(600);
-        let cut = super::truncate_note(&note);
-        assert!(cut.len() <= 1000 + '…'.len_utf8());
-        assert!(cut.ends_with('…'));
-        assert_eq!(super::truncate_note("short"), "short");
+    fn long_notes_keep_their_head_and_their_tail() {
+        assert_eq!(truncate_note("short"), "short");
+        let exact = "x".repeat(NOTE_LIMIT);
+        assert_eq!(truncate_note(&exact), exact);
+        // A Forbidden as the API server words it: the verb to grant comes last.
+        let rules = "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\"]}\n".repeat(40);
+        let note = format!(
+            "create roles team-a/bot: roles.rbac.authorization.k8s.io \"bot\" is forbidden: \
+             user is attempting to grant RBAC permissions not currently held:\n{rules}; \
+             grant the escalate verb on roles"
+        );
+        let cut = truncate_note(&note);
+        assert!(cut.len() <= NOTE_LIMIT, "{}", cut.len());
+        assert!(
+            cut.starts_with("create roles team-a/bot: roles.rbac"),
+            "{cut}"
+        );
+        assert!(cut.ends_with("grant the escalate verb on roles"), "{cut}");
+        let (head, rest) = cut.split_once(" […").expect("a marker");
+        let (count, tail) = rest.split_once(" bytes cut…] ").expect("a marker");
+        let count: usize = count.parse().expect("a count");
+        assert_eq!(head.len() + count + tail.len(), note.len());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzzing::config(256))]
+
+        /// Whatever the note, what is published fits, is valid UTF-8 (a `String`), and keeps
+        /// the note's first and last characters.
+        #[test]
+        fn fuzz_a_cut_note_fits_and_keeps_both_ends(note in "\\PC{0,1500}") {
+            let cut = truncate_note(&note);
+            proptest::prop_assert!(cut.len() <= NOTE_LIMIT);
+            proptest::prop_assert_eq!(cut.chars().next(), note.chars().next());
+            proptest::prop_assert_eq!(cut.chars().last(), note.chars().last());
+            if note.len() <= NOTE_LIMIT {
+                proptest::prop_assert_eq!(&cut, &note);
+            } else {
+                proptest::prop_assert!(cut.len() > NOTE_LIMIT - 12, "{} bytes", cut.len());
+            }
+        }
     }
 }

@@ -369,7 +369,6 @@ struct Chunks {
 }
 
 /// The names of the globals every call's sandbox reads through to.
-#[cfg(test)]
 pub(crate) fn sandbox_globals() -> Vec<String> {
     let state = LuaState::new().expect("a Lua state");
     let globals = state.lua.globals();
@@ -833,6 +832,82 @@ fn calls(text: &str) -> Vec<(Option<&str>, &str)> {
         found.push((qualifier, name));
     }
     found
+}
+
+/// The plain calls (`name(...)`, not `t.name(...)` or `t:name(...)`) of globals a Luau script
+/// does not define, with their 1-based lines and columns; comments and strings are skipped.
+pub(crate) fn undefined_calls(code: &str) -> Vec<(String, u32, u32)> {
+    let masked = code_only(code);
+    let mut found = Vec::new();
+    for (index, line) in masked.lines().enumerate() {
+        for (qualifier, name) in calls(line) {
+            if qualifier.is_some() || defined_in(code, name) {
+                continue;
+            }
+            let column = name.as_ptr() as usize - line.as_ptr() as usize;
+            let column = line[..column].chars().count() as u32 + 1;
+            found.push((name.to_string(), index as u32 + 1, column));
+        }
+    }
+    found
+}
+
+/// The code with what is inside comments and strings blanked (lines and columns kept).
+fn code_only(code: &str) -> String {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    // The closing `]=*]` of a long bracket opening at `at`, if one opens there.
+    let long_close = |at: usize| -> Option<String> {
+        let level = chars[at + 1..].iter().take_while(|c| **c == '=').count();
+        (chars.get(at + 1 + level) == Some(&'[')).then(|| format!("]{}]", "=".repeat(level)))
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
+        let (end, skipped) = if rest == "--" {
+            match (chars.get(i + 2) == Some(&'['))
+                .then(|| long_close(i + 2))
+                .flatten()
+            {
+                Some(close) => (find_after(&chars, i + 2, &close), true),
+                None => (
+                    chars[i..]
+                        .iter()
+                        .position(|c| *c == '\n')
+                        .map_or(chars.len(), |p| i + p),
+                    true,
+                ),
+            }
+        } else if c == '[' && long_close(i).is_some() {
+            let close = long_close(i).unwrap_or_default();
+            (find_after(&chars, i, &close), true)
+        } else if matches!(c, '"' | '\'' | '`') {
+            let mut end = i + 1;
+            while end < chars.len() && chars[end] != c && chars[end] != '\n' {
+                end += if chars[end] == '\\' { 2 } else { 1 };
+            }
+            ((end + 1).min(chars.len()), true)
+        } else {
+            (i + 1, false)
+        };
+        match skipped {
+            true => out.extend(chars[i..end].iter().map(|c| blank(*c))),
+            false => out.push(c),
+        }
+        i = end;
+    }
+    out
+}
+
+/// The index just past the first `close` after `from`, or the end.
+fn find_after(chars: &[char], from: usize, close: &str) -> usize {
+    let close: Vec<char> = close.chars().collect();
+    chars[from..]
+        .windows(close.len())
+        .position(|w| w == close.as_slice())
+        .map_or(chars.len(), |p| from + p + close.len())
 }
 
 /// Whether the script defines `name` itself (`local name`, `function name`, `name =`), in which

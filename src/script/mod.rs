@@ -27,6 +27,7 @@ mod rhai_engine;
 mod scope;
 mod stack;
 pub(crate) mod suggest;
+mod typos;
 
 pub use crate::api::{EventType, ScriptEvent};
 pub use coverage::{LineCoverage, ScriptCoverage, lcov};
@@ -41,6 +42,7 @@ pub use log::{LogLevel, LogLine, LogSink};
 pub use purity::Purity;
 pub use scope::{CallContext, CallScope};
 pub use stack::THREAD_STACK;
+pub use typos::{Misspelled, misspelled_helpers};
 
 use crate::api::{HookKind, Language};
 use helpers::HelperEnv;
@@ -86,9 +88,15 @@ impl fmt::Display for ScriptOrigin {
                 controller,
                 library,
             } => write!(f, "inline library {library} of controller {controller}"),
-            ScriptOrigin::File { path } => write!(f, "file {}", path.display()),
+            ScriptOrigin::File { path } => write!(f, "file {}", shown_path(path).display()),
         }
     }
+}
+
+/// A path as messages show it: without the `.` steps that joining relative directories leaves
+/// (`././sync.rhai` is shown `./sync.rhai`).
+pub fn shown_path(path: &std::path::Path) -> PathBuf {
+    path.components().collect()
 }
 
 /// A script to compile: its language, its code, where it came from, and the libraries it is

@@ -896,6 +896,56 @@ fn ends_at(code: &str, line: Option<u32>, column: Option<u32>) -> bool {
     }
 }
 
+/// The plain calls (`name(...)`, not methods or operators) of functions a Rhai script does
+/// not define, with their 1-based lines and columns; none when it does not parse.
+pub(crate) fn undefined_calls(code: &str) -> Vec<(String, u32, u32)> {
+    let mut engine = Engine::new_raw();
+    // Folding constants could drop a call the author wrote.
+    engine.set_optimization_level(rhai::OptimizationLevel::None);
+    let Ok(ast) = engine.compile(code) else {
+        return Vec::new();
+    };
+    let defined: BTreeSet<String> = ast.iter_functions().map(|f| f.name.to_string()).collect();
+    let mut calls = Vec::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Expr(rhai::Expr::FnCall(call, at))) = path.last()
+            && !call.is_operator_call()
+            && !defined.contains(call.name.as_str())
+            && let (Some(line), Some(column)) = (at.line(), at.position())
+        {
+            calls.push((call.name.to_string(), line as u32, column as u32));
+        }
+        true
+    });
+    calls
+}
+
+/// Every function a script can call by name: the helpers, Rhai's packages, and the functions
+/// Rhai's parser handles itself.
+pub(crate) fn known_functions() -> BTreeSet<String> {
+    const KEYWORDS: &[&str] = &[
+        "print",
+        "debug",
+        "type_of",
+        "Fn",
+        "call",
+        "curry",
+        "is_shared",
+        "is_def_fn",
+        "is_def_var",
+        "eval",
+    ];
+    build_engine(DEFAULT_SIZES, false)
+        .gen_fn_signatures(true)
+        .iter()
+        .filter_map(|signature| {
+            let signature = signature.strip_prefix("fn ").unwrap_or(signature);
+            signature.split('(').next().map(str::to_string)
+        })
+        .chain(KEYWORDS.iter().map(|k| k.to_string()))
+        .collect()
+}
+
 /// Rhai's runtime messages in the terms of a script: Rust type names become script types, and an
 /// unknown function names the nearest helper or, for a helper, how many arguments it takes.
 fn script_message(message: &str) -> String {

@@ -329,8 +329,14 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
         "textDocument/didOpen",
         json!({"textDocument": {"uri": uri, "languageId": "rhai", "version": 1, "text": script}}),
     );
-    // It compiles: a misspelled helper is only found when a case runs it.
-    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    // It compiles; the misspelled helper is a warning before any case runs it.
+    let before = client.diagnostics(&uri, 1);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(
+        (&before[0]["severity"], &before[0]["range"]["start"]["line"]),
+        (&json!(2), &json!(1)),
+        "{before:?}"
+    );
     let lenses = client.request(
         "textDocument/codeLens",
         json!({"textDocument": {"uri": uri}}),
@@ -345,8 +351,15 @@ fn a_code_lens_runs_the_scripts_test_cases_and_marks_where_they_fail() {
     );
     assert_eq!(summary, "0 passed, 1 failed");
     let diagnostics = client.diagnostics(&uri, 1);
-    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
-    let failure = &diagnostics[0];
+    assert_eq!(
+        diagnostics.len(),
+        2,
+        "the warning and the failure: {diagnostics:?}"
+    );
+    let failure = diagnostics
+        .iter()
+        .find(|d| d["severity"] == 1)
+        .unwrap_or_else(|| panic!("{diagnostics:?}"));
     assert_eq!(failure["range"]["start"]["line"], 1, "{failure}");
     let message = failure["message"].as_str().unwrap();
     assert!(
@@ -664,6 +677,182 @@ spec:
     assert!(completions.contains(&"get_path"), "{report}");
     assert!(completions.contains(&"request"), "{report}");
 }
+
+/// The Neovim setup docs/editors.md gives, run as written as the `init.lua` of a headless
+/// Neovim (Debian's 0.7 here, on CI too) with `metascript` on its PATH, in a repository laid out
+/// as docs/testing.md recommends: a manifest whose hook reads `configMapRef` key `sync.rhai`, the
+/// script beside it, and a test file with `controller:` and `scriptsDir: .`. Opening the script
+/// gives it the `rhai` filetype and a server, a warning on a misspelled helper (no `spec.tests`
+/// anywhere), and a code lens; opening the manifest gives no "ConfigMap … not found".
+#[test]
+fn neovim_runs_the_documented_setup() {
+    let Some(nvim) = find_nvim() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "nvim is not installed, and CI must run this test (.ci/run installs Debian's neovim)"
+        );
+        eprintln!("skipped: no nvim on PATH (apt-get install neovim)");
+        return;
+    };
+    let docs = include_str!("../../docs/editors.md");
+    let neovim = &docs[docs.find("### Neovim").expect("a Neovim section")..];
+    let start = neovim.find("```lua\n").expect("a Lua block") + "```lua\n".len();
+    let init = &neovim[start..start + neovim[start..].find("```").expect("its end")];
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(repo.join(name), text).unwrap();
+    write(
+        "controller.yaml",
+        "\
+apiVersion: metascript.dev/v1alpha1
+kind: DecoratorController
+metadata: {name: team}
+spec:
+  resources: [{apiVersion: v1, resource: configmaps}]
+  attachments: [{apiVersion: v1, resource: secrets}]
+  hooks:
+    sync:
+      script:
+        configMapRef: {namespace: default, name: team-hooks, key: sync.rhai}
+",
+    );
+    write(
+        "sync.rhai",
+        "let size = lable(request.object, \"size\");\n#{ labels: #{ size: size } }\n",
+    );
+    write(
+        "team.test.yaml",
+        "controller: controller.yaml\nscriptsDir: .\ncases:\n- name: labels it\n  request: \
+         {object: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: n}}}\n",
+    );
+    std::fs::write(dir.path().join("init.lua"), init).unwrap();
+    let check = dir.path().join("check.lua");
+    std::fs::write(&check, DOCUMENTED_SETUP_CHECK).unwrap();
+    let out = dir.path().join("out.json");
+    let bin = Path::new(env!("CARGO_BIN_EXE_metascript"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(dir.path().join("init.lua"))
+        .arg("-c")
+        .arg(format!("luafile {}", check.display()))
+        .arg(repo.join("sync.rhai"))
+        .env("PATH", path)
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("METASCRIPT_OUT", &out)
+        .current_dir(&repo)
+        .output()
+        .expect("nvim runs");
+    let report = std::fs::read_to_string(&out).unwrap_or_else(|_| {
+        panic!(
+            "nvim wrote no report: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["error"], Value::Null, "{report}");
+    assert_eq!(report["filetype"], "rhai", "{report}");
+    let messages = |field: &str| -> Vec<String> {
+        report[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("{field}: {report}"))
+            .iter()
+            .map(|d| d["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let script = messages("script");
+    let typo = report["script"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["message"]
+                .as_str()
+                .unwrap()
+                .contains("did you mean `label`")
+        })
+        .unwrap_or_else(|| panic!("{script:?}"));
+    assert_eq!(
+        (&typo["lnum"], &typo["col"]),
+        (&json!(0), &json!(11)),
+        "{report}"
+    );
+    let lenses: Vec<&str> = report["lenses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(lenses, ["run 1 case(s) of team.test.yaml"], "{report}");
+    let manifest = messages("manifest");
+    assert!(
+        manifest.iter().any(|m| m.contains("OnDelete")),
+        "the manifest was checked: {manifest:?}"
+    );
+    assert!(
+        !manifest.iter().any(|m| m.contains("not found")),
+        "the script beside it was found: {manifest:?}"
+    );
+}
+
+/// Run after the documented `init.lua` has opened the script: waits for the server and its
+/// diagnostics, asks for code lenses, then opens the manifest and waits for its diagnostics.
+const DOCUMENTED_SETUP_CHECK: &str = r#"
+local out = os.getenv("METASCRIPT_OUT")
+local function finish(report)
+  local file = io.open(out, "w")
+  file:write(vim.fn.json_encode(report))
+  file:close()
+  vim.cmd("qall!")
+end
+local function attached(buffer)
+  if vim.lsp.get_clients then
+    return #vim.lsp.get_clients({ bufnr = buffer }) > 0
+  end
+  return next(vim.lsp.buf_get_clients(buffer)) ~= nil
+end
+local function diagnostics(buffer)
+  assert(vim.wait(60000, function() return attached(buffer) end, 50), "no server attached")
+  assert(vim.wait(60000, function()
+    return #vim.diagnostic.get(buffer) > 0
+  end, 50), "no diagnostics arrived")
+  local found = {}
+  for _, d in ipairs(vim.diagnostic.get(buffer)) do
+    table.insert(found, { lnum = d.lnum, col = d.col, message = d.message })
+  end
+  return found
+end
+local ok, problem = pcall(function()
+  local script = vim.api.nvim_get_current_buf()
+  local report = { filetype = vim.bo[script].filetype }
+  report.script = diagnostics(script)
+  local replies = vim.lsp.buf_request_sync(script, "textDocument/codeLens", {
+    textDocument = { uri = vim.uri_from_bufnr(script) },
+  }, 60000)
+  report.lenses = {}
+  for _, reply in pairs(replies or {}) do
+    for _, lens in ipairs(reply.result or {}) do
+      table.insert(report.lenses, lens.command and lens.command.title or "")
+    end
+  end
+  vim.cmd("edit controller.yaml")
+  report.manifest = diagnostics(vim.api.nvim_get_current_buf())
+  finish(report)
+end)
+if not ok then
+  finish({ error = tostring(problem) })
+end
+"#;
 
 fn find_nvim() -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?

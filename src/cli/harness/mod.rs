@@ -5,11 +5,13 @@ use super::manifests::{self, ManifestError, to_yaml};
 use super::offline::{OfflineCluster, OfflineController};
 use crate::api::{HookKind, Language};
 use crate::cases::{Case, Subject, TestFile, describe_events, judge, published};
-use crate::hooks::{ConfigMapLookup, ControllerHooks, LoadedHook, ScriptsDir};
+use crate::hooks::{
+    ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir, SourceError,
+};
 use crate::kinds;
 use crate::script::{
     CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
-    check_library_names, lcov,
+    check_library_names, lcov, shown_path,
 };
 use crate::validate::ScriptSpot;
 use serde_json::Value;
@@ -188,8 +190,7 @@ pub fn run(args: TestArgs) -> ExitCode {
 /// A script's file for coverage reports: its path, or where it came from when it has none.
 fn script_file(origin: &ScriptOrigin) -> String {
     match origin {
-        // `components` drops the `.` steps that joining a relative scripts dir leaves.
-        ScriptOrigin::File { path } => path.components().collect::<PathBuf>().display().to_string(),
+        ScriptOrigin::File { path } => shown_path(path).display().to_string(),
         other => other.to_string(),
     }
 }
@@ -553,7 +554,15 @@ fn controller_subject(
         &controller_spec.endpoint_configs,
         config_maps,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|error| match &error {
+        HookError::Source(source) => match source.as_ref() {
+            SourceError::MissingConfigMap { key, .. } | SourceError::MissingKey { key, .. } => {
+                format!("{error}; {}", no_script_file(dir, spec, key))
+            }
+            _ => error.to_string(),
+        },
+        _ => error.to_string(),
+    })?;
     Ok(Subject {
         label: file.to_string(),
         hook,
@@ -562,10 +571,104 @@ fn controller_subject(
     })
 }
 
+/// Where a test file looked for a script it did not find besides the ConfigMaps it was given,
+/// and how to point it at the file.
+fn no_script_file(dir: &Path, spec: &TestFile, key: &str) -> String {
+    let beside = shown_path(&dir.join(key));
+    match &spec.scripts_dir {
+        Some(scripts) => format!(
+            "nor is there a file {} (scriptsDir: {}): put {key} there, or point scriptsDir at \
+             the directory that holds it (relative to the test file)",
+            shown_path(&dir.join(scripts).join(key)).display(),
+            scripts
+        ),
+        None if beside.is_file() => format!(
+            "{} is beside the test file but is not read without `scriptsDir: .` in it",
+            beside.display()
+        ),
+        None => format!(
+            "no file was looked for: add `scriptsDir: DIR` to the test file to read {key} from \
+             DIR (relative to the test file), or list a manifest holding the ConfigMap under \
+             `manifests:`"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kinds::{decorator, map};
+
+    /// A manifest whose hook is in ConfigMap default/team-hooks, key sync.rhai, and a test file
+    /// beside it; what `run_file` says when the script is nowhere it looks.
+    fn missing_script(test: &str, files: &[&str]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(
+            "controller.yaml",
+            "apiVersion: metascript.dev/v1alpha1\nkind: DecoratorController\n\
+             metadata: {name: team}\nspec:\n  resources: [{apiVersion: v1, resource: configmaps}]\n  \
+             hooks:\n    sync:\n      script:\n        configMapRef: \
+             {namespace: default, name: team-hooks, key: sync.rhai}\n",
+        );
+        for file in files {
+            write(file, "#{}");
+        }
+        write(
+            "team.test.yaml",
+            &format!("controller: controller.yaml\n{test}cases: []\n"),
+        );
+        let args = TestArgs {
+            paths: vec![],
+            filter: None,
+            junit: None,
+            update: false,
+            coverage: false,
+            lcov: None,
+        };
+        match run_file(
+            &ScriptEngine::new(),
+            &dir.path().join("team.test.yaml"),
+            &args,
+        ) {
+            Ok(_) => "found".into(),
+            Err(error) => error
+                .message
+                .replace(&dir.path().display().to_string(), "DIR"),
+        }
+    }
+
+    #[test]
+    fn a_missing_script_names_the_config_map_the_file_and_the_fix() {
+        let none = missing_script("", &[]);
+        assert!(
+            none.starts_with("hook sync of team: ConfigMap default/team-hooks not found; "),
+            "{none}"
+        );
+        assert!(none.contains("add `scriptsDir: DIR`"), "{none}");
+        let beside = missing_script("", &["sync.rhai"]);
+        assert!(
+            beside.contains(
+                "DIR/sync.rhai is beside the test file but is not read without \
+                             `scriptsDir: .`"
+            ),
+            "{beside}"
+        );
+        let elsewhere = missing_script("scriptsDir: hooks\n", &["sync.rhai"]);
+        assert!(
+            elsewhere.contains("nor is there a file DIR/hooks/sync.rhai (scriptsDir: hooks)"),
+            "{elsewhere}"
+        );
+        assert_eq!(
+            missing_script("scriptsDir: hooks\n", &["hooks/sync.rhai"]),
+            "found"
+        );
+        assert_eq!(missing_script("scriptsDir: .\n", &["sync.rhai"]), "found");
+    }
 
     fn hook_of(kind: Option<&str>, hook: Option<&str>) -> Result<HookKind, String> {
         script_hook(&TestFile {

@@ -119,3 +119,20 @@ fn only_rhai_scripts_from_yaml_get_the_empty_response_hint() {
     let file = compile(Language::Rhai, "let x = 1;").unwrap();
     assert_eq!(file.empty_response_hint(), None);
 }
+
+/// A relative scripts directory joined to a relative file leaves `.` steps: messages show the
+/// path without them, once.
+#[test]
+fn a_script_file_is_named_without_repeated_dot_steps() {
+    let origin = ScriptOrigin::File {
+        path: std::path::Path::new(".").join("./").join("./sync.rhai"),
+    };
+    assert_eq!(origin.to_string(), "file ./sync.rhai");
+    let source = ScriptSource::new(Language::Rhai, "let x = ;", origin);
+    let error = ScriptEngine::new()
+        .compile(&source)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("file ./sync.rhai"), "{error}");
+    assert!(!error.contains("././"), "{error}");
+}
