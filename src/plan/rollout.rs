@@ -48,23 +48,42 @@ impl Share {
     }
 
     /// The share a step gives the candidate. `positions` are those of the work items the
-    /// controller has now; a `count` step takes that many of the lowest, so that (as with
-    /// `percent`) each step's items are among the next's.
+    /// controller has now; a `count` step takes that many of the lowest, and so does a
+    /// `percent` step, of ⌈n × percent / 100⌉ of the n items (at least one, never all below
+    /// 100), so each step's items are among the next's. A hash bound alone would give 4 of 10
+    /// items for 30% as often as 3. Without any items yet, a percent step is that share of the
+    /// hash scale.
     pub fn of_step(step: &CanaryStep, positions: impl IntoIterator<Item = u64>) -> Share {
-        if let Some(count) = step.count {
-            let mut positions: Vec<u64> = positions.into_iter().collect();
-            positions.sort_unstable();
-            return match positions.get(count as usize) {
-                None => Share::Everything,
-                Some(_) if count == 0 => Share::Nothing,
-                Some(&first_left_out) => Share::Below(first_left_out),
-            };
+        let mut positions: Vec<u64> = positions.into_iter().collect();
+        let percent = step.percent.unwrap_or(0).min(100);
+        let count = match step.count {
+            Some(count) => u64::from(count),
+            None if positions.is_empty() || percent == 0 || percent == 100 => {
+                return match percent {
+                    0 => Share::Nothing,
+                    100 => Share::Everything,
+                    percent => Share::Below(((u128::from(percent) << 64) / 100) as u64),
+                };
+            }
+            None => percent_count(positions.len() as u64, percent),
+        };
+        positions.sort_unstable();
+        match positions.get(count as usize) {
+            None => Share::Everything,
+            Some(_) if count == 0 => Share::Nothing,
+            Some(&first_left_out) => Share::Below(first_left_out),
         }
-        match step.percent.unwrap_or(0).min(100) {
-            0 => Share::Nothing,
-            100 => Share::Everything,
-            percent => Share::Below(((u128::from(percent) << 64) / 100) as u64),
-        }
+    }
+}
+
+/// How many of `items` work items a `percent` step serves: ⌈items × percent / 100⌉, at least
+/// one of them and, below 100%, never all of them when there are two or more.
+pub fn percent_count(items: u64, percent: u32) -> u64 {
+    let share = (items * u64::from(percent)).div_ceil(100);
+    match percent {
+        100.. => items,
+        _ if items <= 1 => items,
+        _ => share.clamp(1, items - 1),
     }
 }
 
@@ -90,6 +109,8 @@ pub struct Revisions<'a> {
     /// The controller's `metascript.dev/promote` and `metascript.dev/abort` annotations.
     pub promote: Option<&'a str>,
     pub abort: Option<&'a str>,
+    /// The controller's `metascript.dev/undo` annotation.
+    pub undo: Option<&'a str>,
     /// A revision the operator itself decided to promote (its canary's last step ended).
     pub promoting: Option<&'a str>,
 }
@@ -98,10 +119,23 @@ pub struct Revisions<'a> {
 /// serves at once (there is nothing to compare it with); so does any revision under
 /// `Immediate`, one asked for by name in `metascript.dev/promote`, and one that is already
 /// serving. An abort or a rollback of exactly this revision holds it until it is promoted or
-/// the controller changes again.
+/// the controller changes again; so does an undo of it, even when it serves (then the revision
+/// before it serves again, from its snapshot).
 pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
     let newest = Some(revisions.newest);
     let promoted = revisions.promote == newest || revisions.promoting == newest;
+    if strategy.stages() && revisions.undo == newest && !promoted {
+        return Placement::Hold(HaltedRevision {
+            revision: revisions.newest.to_string(),
+            reason: UNDONE.to_string(),
+            message: format!(
+                "revision {} was undone by the {} annotation; the revision before it serves \
+                 every object",
+                revisions.newest,
+                crate::api::UNDO_ANNOTATION
+            ),
+        });
+    }
     if !strategy.stages() || revisions.serving.is_none() || revisions.serving == newest || promoted
     {
         return Placement::Serve;
@@ -128,6 +162,8 @@ pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
 pub const ABORTED: &str = crate::reasons::ABORTED;
 /// `status.rollout.halted.reason` of a canary whose errors passed `maxErrors`.
 pub const ROLLED_BACK: &str = crate::reasons::ROLLED_BACK;
+/// `status.rollout.halted.reason` of a revision undone.
+pub const UNDONE: &str = crate::reasons::UNDONE;
 
 /// What a canary does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,6 +285,29 @@ mod tests {
         assert_eq!(Share::of_step(&step(500), positions()), Share::Everything);
     }
 
+    #[test]
+    fn a_percent_step_over_the_items_there_are_rounds_up() {
+        let step = |percent| CanaryStep {
+            percent: Some(percent),
+            ..CanaryStep::default()
+        };
+        let ten = units(10);
+        let positions = || ten.iter().map(|unit| position(unit));
+        for (percent, served_count) in [(30, 3), (25, 3), (1, 1), (10, 1), (99, 9), (100, 10)] {
+            let share = Share::of_step(&step(percent), positions());
+            assert_eq!(served(share, &ten).len(), served_count, "{percent}% of 10");
+        }
+        let thirty = served(Share::of_step(&step(30), positions()), &ten);
+        let sixty = served(Share::of_step(&step(60), positions()), &ten);
+        assert!(
+            thirty.iter().all(|unit| sixty.contains(unit)),
+            "30% within 60%"
+        );
+        assert_eq!(percent_count(1, 30), 1);
+        assert_eq!(percent_count(0, 30), 0);
+        assert_eq!(percent_count(2, 99), 1);
+    }
+
     fn canary(max_errors: u32) -> Rollout {
         Rollout {
             strategy: RolloutStrategy::Canary,
@@ -346,6 +405,48 @@ mod tests {
             ..at(Some("old"))
         };
         assert_eq!(place(canary, last_step), Placement::Serve);
+    }
+
+    #[test]
+    fn an_undone_revision_is_held_even_while_it_serves_until_promoted() {
+        let undone = Revisions {
+            newest: "new",
+            serving: Some("new"),
+            undo: Some("new"),
+            ..Revisions::default()
+        };
+        let Placement::Hold(halted) = place(RolloutStrategy::Canary, undone) else {
+            panic!("held");
+        };
+        assert_eq!(halted.reason, UNDONE);
+        assert!(
+            halted.message.contains("metascript.dev/undo"),
+            "{}",
+            halted.message
+        );
+        let restored = Revisions {
+            serving: Some("old"),
+            ..undone
+        };
+        assert!(matches!(
+            place(RolloutStrategy::Canary, restored),
+            Placement::Hold(_)
+        ));
+        let promoted = Revisions {
+            promote: Some("new"),
+            ..undone
+        };
+        assert_eq!(place(RolloutStrategy::Canary, promoted), Placement::Serve);
+        let reapplied = Revisions {
+            newest: "old",
+            serving: Some("old"),
+            ..undone
+        };
+        assert_eq!(
+            place(RolloutStrategy::Canary, reapplied),
+            Placement::Serve,
+            "the spec that serves again, applied: no canary"
+        );
     }
 
     #[test]

@@ -174,7 +174,11 @@ impl AdmissionWebhook {
         let mut controllers = webhook(
             "controllers.metascript.dev",
             "metascript.dev",
-            json!(["decoratorcontrollers", "mapcontrollers", "compositecontrollers"]),
+            json!([
+                "decoratorcontrollers",
+                "mapcontrollers",
+                "compositecontrollers"
+            ]),
             json!(["CREATE", "UPDATE", "DELETE"]),
         );
         controllers["matchConditions"] = brake_skip;
