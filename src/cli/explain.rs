@@ -634,7 +634,10 @@ mod tests {
         );
         assert!(!text.contains("status"), "{text}");
         let other = held_back("bbbb0000", Some(&running), &rollout);
-        assert!(other.contains("has not written this object since"), "{other}");
+        assert!(
+            other.contains("has not written this object since"),
+            "{other}"
+        );
     }
 
     #[test]
