@@ -48,42 +48,25 @@ impl Share {
     }
 
     /// The share a step gives the candidate. `positions` are those of the work items the
-    /// controller has now; a `count` step takes that many of the lowest, and so does a
-    /// `percent` step, of ⌈n × percent / 100⌉ of the n items (at least one, never all below
-    /// 100), so each step's items are among the next's. A hash bound alone would give 4 of 10
-    /// items for 30% as often as 3. Without any items yet, a percent step is that share of the
-    /// hash scale.
+    /// controller has now; a `count` step takes that many of the lowest, so that (as with
+    /// `percent`) each step's items are among the next's. A `percent` step is that share of
+    /// the hash scale, the same on every replica whatever items it owns (sharding), so over
+    /// few items it is approximate: 30% of 10 items may be 2, 3 or 4 of them.
     pub fn of_step(step: &CanaryStep, positions: impl IntoIterator<Item = u64>) -> Share {
-        let mut positions: Vec<u64> = positions.into_iter().collect();
-        let percent = step.percent.unwrap_or(0).min(100);
-        let count = match step.count {
-            Some(count) => u64::from(count),
-            None if positions.is_empty() || percent == 0 || percent == 100 => {
-                return match percent {
-                    0 => Share::Nothing,
-                    100 => Share::Everything,
-                    percent => Share::Below(((u128::from(percent) << 64) / 100) as u64),
-                };
-            }
-            None => percent_count(positions.len() as u64, percent),
-        };
-        positions.sort_unstable();
-        match positions.get(count as usize) {
-            None => Share::Everything,
-            Some(_) if count == 0 => Share::Nothing,
-            Some(&first_left_out) => Share::Below(first_left_out),
+        if let Some(count) = step.count {
+            let mut positions: Vec<u64> = positions.into_iter().collect();
+            positions.sort_unstable();
+            return match positions.get(count as usize) {
+                None => Share::Everything,
+                Some(_) if count == 0 => Share::Nothing,
+                Some(&first_left_out) => Share::Below(first_left_out),
+            };
         }
-    }
-}
-
-/// How many of `items` work items a `percent` step serves: ⌈items × percent / 100⌉, at least
-/// one of them and, below 100%, never all of them when there are two or more.
-pub fn percent_count(items: u64, percent: u32) -> u64 {
-    let share = (items * u64::from(percent)).div_ceil(100);
-    match percent {
-        100.. => items,
-        _ if items <= 1 => items,
-        _ => share.clamp(1, items - 1),
+        match step.percent.unwrap_or(0).min(100) {
+            0 => Share::Nothing,
+            100 => Share::Everything,
+            percent => Share::Below(((u128::from(percent) << 64) / 100) as u64),
+        }
     }
 }
 
@@ -283,29 +266,6 @@ mod tests {
         assert!(five.iter().all(|unit| twenty.contains(unit)));
         assert_eq!(Share::of_step(&step(200), positions()), Share::Everything);
         assert_eq!(Share::of_step(&step(500), positions()), Share::Everything);
-    }
-
-    #[test]
-    fn a_percent_step_over_the_items_there_are_rounds_up() {
-        let step = |percent| CanaryStep {
-            percent: Some(percent),
-            ..CanaryStep::default()
-        };
-        let ten = units(10);
-        let positions = || ten.iter().map(|unit| position(unit));
-        for (percent, served_count) in [(30, 3), (25, 3), (1, 1), (10, 1), (99, 9), (100, 10)] {
-            let share = Share::of_step(&step(percent), positions());
-            assert_eq!(served(share, &ten).len(), served_count, "{percent}% of 10");
-        }
-        let thirty = served(Share::of_step(&step(30), positions()), &ten);
-        let sixty = served(Share::of_step(&step(60), positions()), &ten);
-        assert!(
-            thirty.iter().all(|unit| sixty.contains(unit)),
-            "30% within 60%"
-        );
-        assert_eq!(percent_count(1, 30), 1);
-        assert_eq!(percent_count(0, 30), 0);
-        assert_eq!(percent_count(2, 99), 1);
     }
 
     fn canary(max_errors: u32) -> Rollout {
