@@ -106,7 +106,10 @@ echo "KUBECONFIG=$KUBECONFIG"
 step="starting the operator"
 say "Running the operator: metascript run (log: operator.log)"
 # Plain text without colour codes, so the log reads well and can be searched.
+# Snapshots of staged rollouts go to the default namespace: a fresh plane has no
+# metascript-system, and a snapshot that cannot be saved makes every rollout unsafe.
 NO_COLOR=1 "$metascript" run --kubeconfig "$KUBECONFIG" --status-interval 1 \
+    --snapshot-namespace default \
     </dev/null >"$work/operator.log" 2>&1 &
 operator_pid=$!
 wait_for "the operator to start" grep -q "operator started" "$work/operator.log"

@@ -71,6 +71,12 @@ pub const PROMOTED: &str = "Promoted";
 pub const ROLLED_BACK: &str = "RolledBack";
 /// The candidate was aborted (`metascript.dev/abort`).
 pub const ABORTED: &str = "Aborted";
+/// The newest revision was undone (`metascript.dev/undo`): the one before it serves again.
+pub const UNDONE: &str = "Undone";
+/// `metascript.dev/undo` could not be carried out: no snapshot of the revision before.
+pub const UNDO_FAILED: &str = "UndoFailed";
+/// Condition: the serving revision's snapshot cannot be saved (its namespace, RBAC).
+pub const SNAPSHOT_NOT_SAVED: &str = "SnapshotNotSaved";
 /// Condition: a shadow candidate is evaluated without writing.
 pub const SHADOWING: &str = "Shadowing";
 /// Condition: a canary candidate serves a share of the work items.
@@ -112,6 +118,9 @@ pub const ALL: &[&str] = &[
     PROMOTED,
     ROLLED_BACK,
     ABORTED,
+    UNDONE,
+    UNDO_FAILED,
+    SNAPSHOT_NOT_SAVED,
     SHADOWING,
     CANARY_IN_PROGRESS,
     METACONTROLLER_SYNC_ERROR,

@@ -24,8 +24,9 @@ pub use kind::{
     KindName, fields, on_delete_by_default, set_hooks,
 };
 pub use rollout::{
-    ABORT_ANNOTATION, CanaryCounts, CanaryStep, DEFAULT_STEP_INTERVAL_SECONDS, HaltedRevision,
-    PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport,
+    ABORT_ANNOTATION, BRAKE_ANNOTATIONS, CanaryCounts, CanaryStep, DEFAULT_STEP_INTERVAL_SECONDS,
+    HaltedRevision, PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport,
+    UNDO_ANNOTATION,
 };
 pub use rules::{AdoptPolicy, ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
 pub use status::{Condition, ControllerStatus, ScriptStatus};

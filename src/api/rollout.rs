@@ -10,6 +10,13 @@ pub const PROMOTE_ANNOTATION: &str = "metascript.dev/promote";
 /// On a controller: stops rolling out the candidate revision named by the value (`metascript
 /// rollout abort`); the serving revision keeps serving every object.
 pub const ABORT_ANNOTATION: &str = "metascript.dev/abort";
+/// On a controller: serves again the revision that served before the one named by the value
+/// (`metascript rollout undo`), from its snapshot; the named one is held back.
+pub const UNDO_ANNOTATION: &str = "metascript.dev/undo";
+/// The rollout brake: an update that changes only these skips the admission webhook and is
+/// checked by the API server itself (the ValidatingAdmissionPolicy of deploy/webhook.yaml), so
+/// it works while the webhook is down.
+pub const BRAKE_ANNOTATIONS: [&str; 3] = [PROMOTE_ANNOTATION, ABORT_ANNOTATION, UNDO_ANNOTATION];
 
 /// `spec.rollout`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -209,6 +216,19 @@ pub struct HaltedRevision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CEL of deploy/webhook.yaml names the brake's annotations as the operator reads them
+    /// (the webhook's skip condition and the policy's match).
+    #[test]
+    fn the_shipped_brake_names_the_operators_annotations() {
+        let webhook = include_str!("../../deploy/webhook.yaml");
+        let listed = format!(
+            "[{}]",
+            BRAKE_ANNOTATIONS.map(|key| format!("'{key}'")).join(", ")
+        );
+        assert_eq!(webhook.matches(&listed).count(), 3, "{listed}");
+        assert!(webhook.contains("kind: ValidatingAdmissionPolicy\n"));
+    }
 
     #[test]
     fn problems_are_what_the_crd_refuses() {

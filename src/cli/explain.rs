@@ -144,14 +144,17 @@ async fn written_by(
         .controller(controller)
         .and_then(|named| named.controller.status())
         .and_then(|status| status.rollout.as_ref());
-    match rollout.filter(|rollout| rollout.candidate.is_some()) {
-        Some(rollout) => out.push_str(&revision_now(
+    match rollout {
+        Some(rollout) if rollout.candidate.is_some() => out.push_str(&revision_now(
             script,
             in_cluster.as_deref(),
             reported.as_ref(),
             rollout,
         )),
-        None => out.push_str(&script_now(
+        Some(rollout) if rollout.halted.is_some() => {
+            out.push_str(&held_back(script, reported.as_ref(), rollout))
+        }
+        _ => out.push_str(&script_now(
             script,
             in_cluster.as_deref(),
             reported.as_ref(),
@@ -308,6 +311,26 @@ fn revision_now(
     }
 }
 
+/// With the newest revision held back (rolled back, aborted, undone), the script in the
+/// cluster does not run: the serving revision, which the status reports, does.
+fn held_back(wrote: &str, reported: Option<&ScriptStatus>, rollout: &RolloutStatus) -> String {
+    let Some(halted) = &rollout.halted else {
+        return String::new();
+    };
+    let by_serving = reported.is_some_and(|running| running.digest.starts_with(wrote));
+    format!(
+        "  the cluster holds revision {} ({}), held back: it does not run; serving revision {} \
+         does{}\n",
+        halted.revision,
+        halted.reason,
+        rollout.serving,
+        match by_serving {
+            true => ", and wrote this object",
+            false => ", and has not written this object since",
+        }
+    )
+}
+
 /// The object's controller owner, read from the cluster.
 async fn owner(
     client: &kube::Client,
@@ -429,6 +452,20 @@ async fn dry_run(
     let spec = controller.spec();
     let namespace = object::namespace(object);
     let mut out = format!("\n{}:\n", acting.label());
+    // The spec in the cluster is held back: a dry run of it would show what does not run.
+    let held = controller
+        .status()
+        .and_then(|status| status.rollout.as_ref())
+        .filter(|rollout| rollout.candidate.is_none())
+        .and_then(|rollout| Some((rollout, rollout.halted.as_ref()?)));
+    if let Some((rollout, halted)) = held {
+        out.push_str(&format!(
+            "  no dry run: its spec in the cluster is revision {}, held back ({}: {}); serving \
+             revision {} runs from its snapshot (metascript rollout status)\n",
+            halted.revision, halted.reason, halted.message, rollout.serving
+        ));
+        return Ok(out);
+    }
     if let Some(at) = object::annotation(&acting.object, SYNC_REQUESTED_ANNOTATION) {
         out.push_str(&format!(
             "  a sync of everything it acts on last requested: {at}\n"
@@ -582,6 +619,27 @@ mod tests {
             "  the controller has no such hook now\n"
         );
     }
+    #[test]
+    fn a_held_back_revision_is_not_taken_for_the_one_running() {
+        let rollout: RolloutStatus = serde_json::from_value(serde_json::json!({
+            "strategy": "Canary", "serving": "rev-old",
+            "halted": {"revision": "rev-new", "reason": "Undone", "message": "m"}
+        }))
+        .unwrap();
+        let running = running("aaaa000000000000");
+        let text = held_back("aaaa0000", Some(&running), &rollout);
+        assert!(
+            text.contains("revision rev-new (Undone), held back: it does not run; serving revision rev-old does, and wrote this object"),
+            "{text}"
+        );
+        assert!(!text.contains("status"), "{text}");
+        let other = held_back("bbbb0000", Some(&running), &rollout);
+        assert!(
+            other.contains("has not written this object since"),
+            "{other}"
+        );
+    }
+
     #[test]
     fn during_a_rollout_the_revision_that_wrote_an_object_is_named() {
         let serving = ScriptStatus {

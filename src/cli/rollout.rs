@@ -1,10 +1,11 @@
-//! `metascript rollout status|promote|abort KIND/NAME`: where a controller's staged rollout
-//! stands, and the two decisions a person makes about it. Promotion and abort are the
-//! controller's `metascript.dev/promote` and `metascript.dev/abort` annotations, which the
-//! operator acts on; this only writes them.
+//! `metascript rollout status|promote|abort|undo KIND/NAME`: where a controller's staged
+//! rollout stands, and the decisions a person makes about it. Promotion, abort and undo are the
+//! controller's `metascript.dev/promote`, `abort` and `undo` annotations, which the operator
+//! acts on; this only writes them. Such an update skips the admission webhook (the API server
+//! checks it itself), so the brake works while the webhook is down.
 
 use super::cluster::{self, value};
-use crate::api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, RolloutStatus};
+use crate::api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, RolloutStatus, UNDO_ANNOTATION};
 use crate::kinds::ControllerKind;
 use crate::object;
 use crate::resources::{ResourceType, TypeInfo};
@@ -52,6 +53,15 @@ pub enum RolloutAction {
         #[arg(long)]
         revision: Option<String>,
     },
+    /// Go back one revision: the candidate is aborted, or (none staged) the revision that
+    /// served before the serving one serves every object again, from its snapshot. The undone
+    /// revision is held back until the controller changes or it is promoted.
+    Undo {
+        controller: String,
+        /// The revision to undo; default: the candidate, else the serving revision.
+        #[arg(long)]
+        revision: Option<String>,
+    },
 }
 
 pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
@@ -59,7 +69,8 @@ pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
     let named = match &args.action {
         RolloutAction::Status { controller, .. }
         | RolloutAction::Promote { controller, .. }
-        | RolloutAction::Abort { controller, .. } => controller,
+        | RolloutAction::Abort { controller, .. }
+        | RolloutAction::Undo { controller, .. } => controller,
     };
     let (kind, name) = controller_named(named)?;
     let resource = ResourceType::from(TypeInfo {
@@ -83,7 +94,12 @@ pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
             if *json {
                 return Ok(serde_json::to_string_pretty(&status)? + "\n");
             }
-            Ok(describe(&label, &object, status.as_ref()))
+            let mut out = describe(&label, &object, status.as_ref());
+            out.push_str(&format!(
+                "  admission webhook: {}\n",
+                webhook_probe(&api, name).await
+            ));
+            Ok(out)
         }
         RolloutAction::Promote { revision, .. } => {
             let revision = match revision {
@@ -127,6 +143,21 @@ pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
                  serves every object\n"
             ))
         }
+        RolloutAction::Undo { revision, .. } => {
+            let revision = match revision {
+                Some(revision) => revision.clone(),
+                None => undo_target(&label, status.as_ref())?,
+            };
+            // An older promotion of the same revision would win over the undo.
+            let patch = json!({"metadata": {"annotations": {
+                UNDO_ANNOTATION: revision, PROMOTE_ANNOTATION: null,
+            }}});
+            patch_annotations(&api, name, &patch).await?;
+            Ok(format!(
+                "{label}: revision {revision} undone ({UNDO_ANNOTATION}); the revision before it \
+                 serves every object (see metascript rollout status {label})\n"
+            ))
+        }
     }
 }
 
@@ -154,6 +185,33 @@ fn controller_named(text: &str) -> anyhow::Result<(&'static dyn ControllerKind, 
     Ok((kind, name))
 }
 
+/// The revision `undo` goes back from: the candidate, else the serving revision, unless a
+/// revision is held back already (then the serving one is not the newest, and undo has
+/// nothing to go back from).
+fn undo_target(label: &str, status: Option<&RolloutStatus>) -> anyhow::Result<String> {
+    let status = status.with_context(|| {
+        format!(
+            "{label} reports no staged rollout: undo needs spec.rollout.strategy Shadow or \
+             Canary, whose snapshots keep the revision before"
+        )
+    })?;
+    if let Some(candidate) = &status.candidate {
+        return Ok(candidate.clone());
+    }
+    if let Some(halted) = &status.halted {
+        anyhow::bail!(
+            "{label}: revision {} is held back already ({}) and {} serves; undo goes back one \
+             revision from the newest. To go further back, apply the spec you want (it rolls out \
+             as a change), or promote {} to serve it again",
+            halted.revision,
+            halted.reason,
+            status.serving,
+            halted.revision
+        );
+    }
+    Ok(status.serving.clone())
+}
+
 /// Sets one annotation on a controller, as the CLI's own field manager.
 async fn annotate(
     api: &Api<DynamicObject>,
@@ -161,15 +219,59 @@ async fn annotate(
     key: &str,
     value: &str,
 ) -> anyhow::Result<()> {
-    let patch = json!({"metadata": {"annotations": {key: value}}});
+    patch_annotations(
+        api,
+        name,
+        &json!({"metadata": {"annotations": {key: value}}}),
+    )
+    .await
+}
+
+/// Merges `patch` (annotations only: the brake) into a controller.
+async fn patch_annotations(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: &Value,
+) -> anyhow::Result<()> {
     let params = PatchParams {
         field_manager: Some("metascript-cli".to_string()),
         ..PatchParams::default()
     };
-    api.patch(name, &params, &Patch::Merge(&patch))
+    api.patch(name, &params, &Patch::Merge(patch))
         .await
-        .with_context(|| format!("setting {key} on {name}"))?;
+        .with_context(|| format!("annotating {name}"))?;
     Ok(())
+}
+
+/// An annotation only a dry run sets: a change the admission webhook judges.
+const PROBE_ANNOTATION: &str = "metascript.dev/webhook-probe";
+
+/// Whether the API server can call the admission webhook, found by a server-side dry run of a
+/// change it judges (nothing is stored). The brake does not need it; every other change of a
+/// controller does.
+async fn webhook_probe(api: &Api<DynamicObject>, name: &str) -> String {
+    let patch = json!({"metadata": {"annotations": {PROBE_ANNOTATION: "probe"}}});
+    let params = PatchParams {
+        field_manager: Some("metascript-cli".to_string()),
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let answer = api.patch(name, &params, &Patch::Merge(&patch)).await;
+    probe_verdict(answer.map(drop).map_err(|error| error.to_string()))
+}
+
+/// What a dry run's answer says of the webhook.
+fn probe_verdict(answer: Result<(), String>) -> String {
+    match answer {
+        Ok(()) => "reachable".into(),
+        Err(error) if error.contains("failed calling webhook") => format!(
+            "UNREACHABLE: controllers cannot be created or changed until it serves again; the \
+             rollout brake (promote, abort, undo) works without it. The API server says: \
+             {error}"
+        ),
+        Err(error) if error.contains("denied the request") => "reachable".into(),
+        Err(error) => format!("unknown (a dry-run change was refused: {error})"),
+    }
 }
 
 /// The status as people read it.
@@ -246,6 +348,35 @@ fn describe(label: &str, object: &Value, status: Option<&RolloutStatus>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_webhook_probe_tells_unreachable_from_refused() {
+        assert_eq!(probe_verdict(Ok(())), "reachable");
+        let down = probe_verdict(Err("Internal error occurred: failed calling webhook \"controllers.metascript.dev\": connection refused".into()));
+        assert!(down.starts_with("UNREACHABLE"), "{down}");
+        assert!(down.contains("connection refused"), "{down}");
+        let refused = probe_verdict(Err(
+            "admission webhook \"controllers.metascript.dev\" denied the request: user may not use"
+                .into(),
+        ));
+        assert_eq!(refused, "reachable");
+        let forbidden = probe_verdict(Err("cannot patch resource".into()));
+        assert!(forbidden.starts_with("unknown"), "{forbidden}");
+    }
+
+    #[test]
+    fn undo_goes_back_from_the_candidate_or_the_serving_revision_once() {
+        let status = |value| serde_json::from_value::<RolloutStatus>(value).unwrap();
+        let staged = status(json!({"strategy": "Canary", "serving": "aaa", "candidate": "bbb"}));
+        assert_eq!(undo_target("c", Some(&staged)).unwrap(), "bbb");
+        let serving = status(json!({"strategy": "Canary", "serving": "bbb"}));
+        assert_eq!(undo_target("c", Some(&serving)).unwrap(), "bbb");
+        let undone = status(json!({"strategy": "Canary", "serving": "aaa",
+            "halted": {"revision": "bbb", "reason": "Undone", "message": "m"}}));
+        let error = undo_target("c", Some(&undone)).unwrap_err().to_string();
+        assert!(error.contains("held back already (Undone)"), "{error}");
+        assert!(undo_target("c", None).is_err());
+    }
 
     #[test]
     fn a_controller_is_named_by_any_spelling_of_its_kind() {

@@ -159,12 +159,13 @@ pub fn changes<'a>(
             Some(current) => {
                 let mut fields = Vec::new();
                 applied_fields(&mut String::new(), child, Some(current), &mut fields);
+                removed_fields(child, current, &mut fields);
                 fields.retain(|field| !is_bookkeeping(&field.path));
-                // A field the hook stopped returning leaves the desired object a subset of the
-                // observed one; only its applied digest tells, and server-side apply removes it.
+                // Only the applied digest changed, and no field the operator applied is
+                // missing by name: one inside a list it merges by key.
                 let note = fields.is_empty().then(|| {
-                    "only fields the hook no longer returns change: server-side apply removes \
-                     them"
+                    "only fields the hook no longer returns change (inside a list): server-side \
+                     apply removes them"
                         .to_string()
                 });
                 ObjectChange {
@@ -288,6 +289,73 @@ fn applied_fields(
             before: current.cloned(),
             after: Some(desired.clone()),
         }),
+    }
+}
+
+/// The fields the operator applied to `current` (its server-side apply field managers,
+/// `metascript.dev/…`, in `managedFields`) that `desired` no longer has: server-side apply
+/// removes them. Inside a list merged by key, the list itself is named when `desired` has
+/// none; otherwise its items are not told apart.
+fn removed_fields(desired: &Value, current: &Value, out: &mut Vec<FieldChange>) {
+    let applied = current
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| {
+            entry["operation"] == "Apply"
+                && object::str_at(entry, "/manager")
+                    .is_some_and(|m| m.starts_with("metascript.dev/"))
+        });
+    for entry in applied {
+        let mut found = Vec::new();
+        owned_paths(&entry["fieldsV1"], &mut Vec::new(), &mut found);
+        for path in found {
+            let mut want = Some(desired);
+            let mut have = Some(current);
+            for key in &path {
+                want = want.and_then(|value| value.get(key));
+                have = have.and_then(|value| value.get(key));
+            }
+            if want.is_none()
+                && let Some(before) = have
+            {
+                let path = path
+                    .iter()
+                    .fold(String::new(), |path, key| join(&path, key));
+                if !out.iter().any(|field| field.path == path) {
+                    out.push(FieldChange {
+                        path,
+                        before: Some(before.clone()),
+                        after: None,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The object paths a `fieldsV1` set owns, down to a leaf or to a list merged by key (`k:`,
+/// `v:`, `i:` members), which ends the path.
+fn owned_paths(set: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(members) = set.as_object() else {
+        return;
+    };
+    let fields: Vec<(&str, &Value)> = members
+        .iter()
+        .filter_map(|(key, value)| Some((key.strip_prefix("f:")?, value)))
+        .collect();
+    let listed = members
+        .keys()
+        .any(|key| ["k:", "v:", "i:"].iter().any(|p| key.starts_with(p)));
+    if (fields.is_empty() || listed) && !path.is_empty() {
+        out.push(path.clone());
+        return;
+    }
+    for (key, value) in fields {
+        path.push(key.to_string());
+        owned_paths(value, path, out);
+        path.pop();
     }
 }
 
@@ -494,8 +562,68 @@ mod tests {
         assert_eq!(fields[0].after, Some(json!([{"port": 80}, {"port": 443}])));
     }
 
-    /// The hook stopped returning a field: the desired object is a subset of the observed one,
-    /// and only the digest differs. The change says so rather than showing nothing.
+    /// A rollback that drops a label the operator applied (a security control) names it, and
+    /// a field another manager owns is not the operator's to remove.
+    #[test]
+    fn every_field_the_operator_applied_and_the_hook_no_longer_returns_is_named() {
+        let desired = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "team-a", "labels": {"team": "a"},
+                         "annotations": {APPLIED_DIGEST_ANNOTATION: "new"}},
+        });
+        let observed = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "team-a",
+                "labels": {"team": "a", "pod-security.kubernetes.io/enforce": "restricted",
+                           "kubernetes.io/metadata.name": "team-a"},
+                "annotations": {APPLIED_DIGEST_ANNOTATION: "old"},
+                "managedFields": [
+                    {"manager": "metascript.dev/composite-teams", "operation": "Apply",
+                     "fieldsV1": {"f:metadata": {
+                         "f:labels": {"f:team": {}, "f:pod-security.kubernetes.io/enforce": {}},
+                         "f:annotations": {format!("f:{APPLIED_DIGEST_ANNOTATION}"): {}}},
+                         "f:spec": {"f:finalizers": {"v:kubernetes": {}}}}},
+                    {"manager": "kube-apiserver", "operation": "Update",
+                     "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/metadata.name": {}}}}}
+                ]},
+            "spec": {"finalizers": ["kubernetes"]},
+        });
+        let observed = index(&[observed]);
+        let plan = Plan {
+            apply: vec![desired],
+            ..Plan::default()
+        };
+        let update = change(
+            &changes(&plan, &target(), |key| observed.get(key)),
+            "team-a",
+        );
+        assert_eq!(
+            update.fields,
+            vec![
+                FieldChange {
+                    path: r#"metadata.labels["pod-security.kubernetes.io/enforce"]"#.into(),
+                    before: Some(json!("restricted")),
+                    after: None,
+                },
+                FieldChange {
+                    path: "spec.finalizers".into(),
+                    before: Some(json!(["kubernetes"])),
+                    after: None,
+                },
+            ]
+        );
+        assert_eq!(update.note, None);
+        assert!(
+            describe(&update).contains(
+                r#"metadata.labels["pod-security.kubernetes.io/enforce"]: "restricted" -> (absent)"#
+            ),
+            "{}",
+            describe(&update)
+        );
+    }
+
+    /// The hook stopped returning a field the operator's managedFields do not name: only the
+    /// digest differs. The change says so rather than showing nothing.
     #[test]
     fn a_field_no_longer_returned_is_a_change_with_a_note() {
         let desired = json!({

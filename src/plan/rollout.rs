@@ -49,7 +49,9 @@ impl Share {
 
     /// The share a step gives the candidate. `positions` are those of the work items the
     /// controller has now; a `count` step takes that many of the lowest, so that (as with
-    /// `percent`) each step's items are among the next's.
+    /// `percent`) each step's items are among the next's. A `percent` step is that share of
+    /// the hash scale, the same on every replica whatever items it owns (sharding), so over
+    /// few items it is approximate: 30% of 10 items may be 2, 3 or 4 of them.
     pub fn of_step(step: &CanaryStep, positions: impl IntoIterator<Item = u64>) -> Share {
         if let Some(count) = step.count {
             let mut positions: Vec<u64> = positions.into_iter().collect();
@@ -90,6 +92,8 @@ pub struct Revisions<'a> {
     /// The controller's `metascript.dev/promote` and `metascript.dev/abort` annotations.
     pub promote: Option<&'a str>,
     pub abort: Option<&'a str>,
+    /// The controller's `metascript.dev/undo` annotation.
+    pub undo: Option<&'a str>,
     /// A revision the operator itself decided to promote (its canary's last step ended).
     pub promoting: Option<&'a str>,
 }
@@ -98,10 +102,23 @@ pub struct Revisions<'a> {
 /// serves at once (there is nothing to compare it with); so does any revision under
 /// `Immediate`, one asked for by name in `metascript.dev/promote`, and one that is already
 /// serving. An abort or a rollback of exactly this revision holds it until it is promoted or
-/// the controller changes again.
+/// the controller changes again; so does an undo of it, even when it serves (then the revision
+/// before it serves again, from its snapshot).
 pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
     let newest = Some(revisions.newest);
     let promoted = revisions.promote == newest || revisions.promoting == newest;
+    if strategy.stages() && revisions.undo == newest && !promoted {
+        return Placement::Hold(HaltedRevision {
+            revision: revisions.newest.to_string(),
+            reason: UNDONE.to_string(),
+            message: format!(
+                "revision {} was undone by the {} annotation; the revision before it serves \
+                 every object",
+                revisions.newest,
+                crate::api::UNDO_ANNOTATION
+            ),
+        });
+    }
     if !strategy.stages() || revisions.serving.is_none() || revisions.serving == newest || promoted
     {
         return Placement::Serve;
@@ -128,6 +145,8 @@ pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
 pub const ABORTED: &str = crate::reasons::ABORTED;
 /// `status.rollout.halted.reason` of a canary whose errors passed `maxErrors`.
 pub const ROLLED_BACK: &str = crate::reasons::ROLLED_BACK;
+/// `status.rollout.halted.reason` of a revision undone.
+pub const UNDONE: &str = crate::reasons::UNDONE;
 
 /// What a canary does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -346,6 +365,48 @@ mod tests {
             ..at(Some("old"))
         };
         assert_eq!(place(canary, last_step), Placement::Serve);
+    }
+
+    #[test]
+    fn an_undone_revision_is_held_even_while_it_serves_until_promoted() {
+        let undone = Revisions {
+            newest: "new",
+            serving: Some("new"),
+            undo: Some("new"),
+            ..Revisions::default()
+        };
+        let Placement::Hold(halted) = place(RolloutStrategy::Canary, undone) else {
+            panic!("held");
+        };
+        assert_eq!(halted.reason, UNDONE);
+        assert!(
+            halted.message.contains("metascript.dev/undo"),
+            "{}",
+            halted.message
+        );
+        let restored = Revisions {
+            serving: Some("old"),
+            ..undone
+        };
+        assert!(matches!(
+            place(RolloutStrategy::Canary, restored),
+            Placement::Hold(_)
+        ));
+        let promoted = Revisions {
+            promote: Some("new"),
+            ..undone
+        };
+        assert_eq!(place(RolloutStrategy::Canary, promoted), Placement::Serve);
+        let reapplied = Revisions {
+            newest: "old",
+            serving: Some("old"),
+            ..undone
+        };
+        assert_eq!(
+            place(RolloutStrategy::Canary, reapplied),
+            Placement::Serve,
+            "the spec that serves again, applied: no canary"
+        );
     }
 
     #[test]

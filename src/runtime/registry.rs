@@ -19,7 +19,7 @@ use super::status::{self, Counts, Health, Problem, RolloutReport};
 use super::synced;
 use crate::api::{
     ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
-    SYNC_REQUESTED_ANNOTATION, ServiceAccountRef,
+    SYNC_REQUESTED_ANNOTATION, ServiceAccountRef, UNDO_ANNOTATION,
 };
 use crate::hooks::ConfigMapLookup;
 use crate::object;
@@ -426,13 +426,45 @@ impl<K: Kind> Registry<K> {
                 halted: halted.as_ref(),
                 promote: object::annotation(object, PROMOTE_ANNOTATION),
                 abort: object::annotation(object, ABORT_ANNOTATION),
+                undo: object::annotation(object, UNDO_ANNOTATION),
                 promoting: promoting.as_deref(),
             },
         );
+        // Held back with nothing else serving (an undo of the serving revision): the revision
+        // before it serves again, from its snapshot. Without one the newest serves on, and the
+        // `Rollout` condition says why.
+        let mut placement = placement;
+        let mut undone_to = None;
+        if matches!(placement, Placement::Hold(_))
+            && serving.is_none_or(|serving| serving.revision == newest.revision)
+        {
+            match self.before(context, id, object, &newest.revision).await {
+                Ok(before) => {
+                    self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+                    undone_to = Some(before);
+                }
+                Err(why) => {
+                    let message = format!("revision {} cannot be undone: {why}", newest.revision);
+                    tracing::warn!(controller = %id, revision = %newest.revision, %why, "cannot undo");
+                    if self
+                        .rollouts
+                        .trouble(name, Some(Problem::new(reasons::UNDO_FAILED, &message)))
+                    {
+                        context
+                            .warn(object, None, reasons::UNDO_FAILED, "Rollout", &message)
+                            .await;
+                    }
+                    placement = Placement::Serve;
+                }
+            }
+        } else {
+            self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+        }
         // Unless the newest revision serves anyway, the serving one runs on beside it: again
         // from its snapshot after a restart, or loaded again when its webhook credentials
         // rotated. Installed with the version it replaces, if any.
         let serving_again = match (&placement, restored, &previous) {
+            _ if undone_to.is_some() => undone_to.map(|before| (before, previous.clone())),
             (Placement::Serve, ..) | (_, None, None) => None,
             (_, Some(restored), _) => {
                 tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
@@ -498,7 +530,19 @@ impl<K: Kind> Registry<K> {
             Placement::Hold(halted) => {
                 let dropped = self.rollouts.hold(name, halted.clone());
                 if let Some((serving, replaced)) = serving_again {
+                    let undone = replaced
+                        .as_ref()
+                        .is_some_and(|replaced| replaced.revision == halted.revision);
+                    let revision = serving.revision.clone();
                     self.install(context, key, object, serving, replaced).await;
+                    if undone {
+                        self.rollouts.saved(name, &revision);
+                        tracing::info!(controller = %id, undone = %halted.revision, serving = %revision, "rollout undone");
+                        context
+                            .warn(object, None, &halted.reason, "Rollout", &halted.message)
+                            .await;
+                        self.resync_serving(context, name).await;
+                    }
                 }
                 self.unloaded.lock().remove(name);
                 self.rebuild_routes();
@@ -512,6 +556,46 @@ impl<K: Kind> Registry<K> {
                 }
             }
         }
+    }
+
+    /// The revision that served before `revision`, loaded from its snapshot (an undo), or why
+    /// it cannot be.
+    async fn before(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        revision: &str,
+    ) -> Result<Controller<K>, String> {
+        let kept = |name: &str| {
+            format!(
+                "ControllerRevision {}/{}",
+                context.config.snapshot_namespace,
+                rollout::snapshot_name(id, name)
+            )
+        };
+        let replaced = rollout::replaced(context, id, object, revision)
+            .await
+            .map_err(|error| format!("cannot read {}: {error}", kept(revision)))?
+            .ok_or_else(|| {
+                format!(
+                    "no snapshot names the revision that served before it ({} is missing or \
+                     names none: it was the first to serve, or rolled out Immediate)",
+                    kept(revision)
+                )
+            })?;
+        let snapshot = rollout::load_snapshot(context, id, object, &replaced)
+            .await
+            .map_err(|error| format!("cannot read {}: {error}", kept(&replaced)))?
+            .ok_or_else(|| {
+                format!(
+                    "the snapshot of revision {replaced} is gone ({})",
+                    kept(&replaced)
+                )
+            })?;
+        self.snapshot_version(context, id, object, &snapshot, &replaced, None)
+            .await
+            .map_err(|unloaded| format!("revision {replaced} does not load: {}", unloaded.why()))
     }
 
     /// The serving revision of a staged rollout, from the snapshot the status names (after a

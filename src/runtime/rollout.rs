@@ -167,6 +167,9 @@ struct Track<K: Kind> {
     promoting: Option<String>,
     /// The serving revision whose snapshot is saved.
     saved: Option<String>,
+    /// What keeps the rollout from being safe, for the `Rollout` condition: a snapshot that
+    /// cannot be saved, an undo that cannot be carried out.
+    trouble: Option<Problem>,
 }
 
 impl<K: Kind> Default for Track<K> {
@@ -177,6 +180,7 @@ impl<K: Kind> Default for Track<K> {
             newest: String::new(),
             promoting: None,
             saved: None,
+            trouble: None,
         }
     }
 }
@@ -494,14 +498,22 @@ impl<K: Kind> Rollouts<K> {
                     serving: serving_units,
                     failing: counts.candidate_failing,
                 });
+                let mut units: Vec<String> = serving
+                    .outcomes
+                    .keys()
+                    .iter()
+                    .map(ToString::to_string)
+                    .filter(|unit| candidate.serves(unit))
+                    .collect();
                 condition = Err(Problem::new(
                     reasons::CANARY_IN_PROGRESS,
                     format!(
-                        "revision {} serves {serving_units} work item(s) at step {} of {}; {} \
+                        "revision {} serves {serving_units} work item(s) at step {} of {}{}; {} \
                          serves the rest",
                         candidate.revision(),
                         progress.step + 1,
                         candidate.controller.rollout.steps.len(),
+                        listed(&mut units, serving_units),
                         serving.revision
                     ),
                 ));
@@ -519,7 +531,37 @@ impl<K: Kind> Rollouts<K> {
         } else if let Some(halted) = &halted {
             condition = Err(Problem::new(&halted.reason, &halted.message));
         }
+        // Trouble comes first: it says the rollout is not as safe as the rest reads.
+        if let Some(trouble) = &track.trouble {
+            let rest = match &condition {
+                Err(problem) => format!(" ({}: {})", problem.reason, problem.message),
+                Ok(()) => String::new(),
+            };
+            condition = Err(Problem::new(
+                &trouble.reason,
+                format!("{}{rest}", trouble.message),
+            ));
+        }
         Some(RolloutReport { status, condition })
+    }
+
+    /// Forgets a controller's trouble of this reason, which no longer holds.
+    pub fn clear_trouble(&self, name: &str, reason: &str) {
+        if let Some(track) = self.tracks.lock().get_mut(name)
+            && track.trouble.as_ref().is_some_and(|t| t.reason == reason)
+        {
+            track.trouble = None;
+        }
+    }
+
+    /// Notes what keeps a controller's rollout from being safe (`None`: nothing now). Returns
+    /// whether it is news, to be logged.
+    pub fn trouble(&self, name: &str, trouble: Option<Problem>) -> bool {
+        let mut tracks = self.tracks.lock();
+        let track = tracks.entry(name.to_string()).or_default();
+        let news = track.trouble != trouble;
+        track.trouble = trouble;
+        news
     }
 
     /// Whether the serving revision's snapshot is yet to be saved.
@@ -540,20 +582,40 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Saves the serving revision's snapshot when it is not yet (by the replica that writes the
-    /// controller's status: it is a write),
-    /// and deletes the controller's other snapshots. A failure is logged and tried again at
-    /// the next load or status turn.
+    /// controller's status: it is a write), naming the revision it replaces, and deletes the
+    /// controller's other snapshots but that one (`metascript rollout undo` goes back to it).
+    /// A failure shows in the `Rollout` condition and is tried again at the next load or
+    /// status turn.
     pub async fn save(&self, context: &Context, serving: &Controller<K>) {
         let owner = Item::controller(&serving.id);
-        if !context.authority.may_write_for(&owner)
-            || !self.unsaved(&serving.id.name, &serving.revision)
-        {
+        let name = &serving.id.name;
+        if !context.authority.may_write_for(&owner) || !self.unsaved(name, &serving.revision) {
             return;
         }
-        match save_snapshot(context, serving).await {
-            Ok(()) => self.saved(&serving.id.name, &serving.revision),
+        let replaces = self
+            .tracks
+            .lock()
+            .get(name)
+            .and_then(|track| track.saved.clone());
+        match save_snapshot(context, serving, replaces.as_deref()).await {
+            Ok(()) => {
+                self.saved(name, &serving.revision);
+                self.clear_trouble(name, reasons::SNAPSHOT_NOT_SAVED);
+            }
             Err(error) => {
-                tracing::warn!(controller = %serving.id, revision = %serving.revision, %error, "cannot save the serving revision's snapshot; a restart now would serve the newest revision everywhere")
+                let message = format!(
+                    "the snapshot of serving revision {} cannot be saved as ControllerRevision \
+                     {}/{}: {error}; a restart or a new leader now would serve the newest \
+                     revision everywhere, and undo has nothing to go back to",
+                    serving.revision,
+                    context.config.snapshot_namespace,
+                    snapshot_name(&serving.id, &serving.revision)
+                );
+                let trouble = Problem::new(reasons::SNAPSHOT_NOT_SAVED, &message);
+                // Once per new failure: it is retried every status turn.
+                if self.trouble(name, Some(trouble)) {
+                    tracing::warn!(controller = %serving.id, revision = %serving.revision, %error, "cannot save the serving revision's snapshot");
+                }
             }
         }
     }
@@ -568,6 +630,8 @@ pub fn rollout_status(object: &Value) -> Option<RolloutStatus> {
 const KIND_LABEL: &str = "metascript.dev/controller-kind";
 const NAME_LABEL: &str = "metascript.dev/controller";
 const REVISION_LABEL: &str = "metascript.dev/revision";
+/// On a snapshot: the revision that served before it, kept for `metascript rollout undo`.
+const REPLACES_LABEL: &str = "metascript.dev/replaces";
 
 /// A controller revision as it was loaded: the controller object (its spec) and the code of
 /// every script and library it read from a ConfigMap key (or a dev-loop file), by
@@ -685,6 +749,7 @@ pub(super) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
 async fn save_snapshot<K: Kind>(
     context: &Context,
     serving: &Controller<K>,
+    replaces: Option<&str>,
 ) -> Result<(), kube::Error> {
     let id = &serving.id;
     let object = &serving.object;
@@ -699,7 +764,13 @@ async fn save_snapshot<K: Kind>(
                     (NAME_LABEL.to_string(), name_label(&id.name)),
                     (REVISION_LABEL.to_string(), serving.revision.clone()),
                 ]
-                .into(),
+                .into_iter()
+                .chain(
+                    replaces
+                        .filter(|replaced| *replaced != serving.revision)
+                        .map(|replaced| (REPLACES_LABEL.to_string(), replaced.to_string())),
+                )
+                .collect(),
             ),
             // Deleted with the controller by the garbage collector.
             owner_references: Some(vec![
@@ -722,9 +793,16 @@ async fn save_snapshot<K: Kind>(
         id.kind.as_str(),
         name_label(&id.name)
     );
-    for old in api.list(&ListParams::default().labels(&selector)).await? {
+    let kept = api.list(&ListParams::default().labels(&selector)).await?;
+    let before = kept
+        .iter()
+        .map(kube::ResourceExt::labels)
+        .find(|labels| labels.get(REVISION_LABEL) == Some(&serving.revision))
+        .and_then(|labels| labels.get(REPLACES_LABEL).cloned());
+    for old in kept {
         let name = kube::ResourceExt::name_any(&old);
-        if kube::ResourceExt::labels(&old).get(REVISION_LABEL) != Some(&serving.revision) {
+        let revision = kube::ResourceExt::labels(&old).get(REVISION_LABEL);
+        if revision != Some(&serving.revision) && revision != before.as_ref() {
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -760,6 +838,51 @@ pub async fn load_snapshot(
         .filter(|_| owned)
         .and_then(|data| serde_json::from_value(data.0).ok()))
 }
+
+/// The revision that served before `revision`, as its snapshot names it (none when it has no
+/// snapshot of this controller object, or names none).
+pub async fn replaced(
+    context: &Context,
+    id: &ControllerId,
+    object: &Value,
+    revision: &str,
+) -> Result<Option<String>, kube::Error> {
+    let kept = snapshots(context)
+        .get_opt(&snapshot_name(id, revision))
+        .await?;
+    Ok(kept
+        .filter(|kept| {
+            kept.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|owner| Some(owner.uid.as_str()) == object::uid(object))
+        })
+        .and_then(|kept| {
+            kube::ResourceExt::labels(&kept)
+                .get(REPLACES_LABEL)
+                .cloned()
+        }))
+}
+
+/// `units`, sorted, as a condition message lists them: at most [`LISTED_UNITS`], then how
+/// many more of `total` there are.
+fn listed(units: &mut [String], total: u64) -> String {
+    if units.is_empty() {
+        return String::new();
+    }
+    units.sort_unstable();
+    let shown = units.len().min(LISTED_UNITS);
+    let more = total.saturating_sub(shown as u64);
+    let rest = match more {
+        0 => String::new(),
+        more => format!(" and {more} more"),
+    };
+    format!(": {}{rest}", units[..shown].join(", "))
+}
+
+/// The candidate's work items a `Rollout` condition names.
+const LISTED_UNITS: usize = 10;
 
 /// Evaluates a candidate on every object it acts on, as `metascript diff` does: its hooks run
 /// (with its budgets and its account's reads) and each plan is compared with the caches;
@@ -899,6 +1022,18 @@ mod tests {
             Some(Some("#{}".into()))
         );
         assert_eq!(snapshot.value("ns", "hooks", "other.rhai"), Some(None));
+    }
+
+    #[test]
+    fn a_condition_lists_a_bounded_sorted_few_and_counts_the_rest() {
+        assert_eq!(listed(&mut [], 0), "");
+        let mut two = ["b".to_string(), "a".to_string()];
+        assert_eq!(listed(&mut two, 2), ": a, b");
+        let mut many: Vec<String> = (0..30).map(|i| format!("t-{i:02}")).collect();
+        many.reverse();
+        let text = listed(&mut many, 42);
+        assert!(text.starts_with(": t-00, t-01,"), "{text}");
+        assert!(text.ends_with("t-09 and 32 more"), "{text}");
     }
 
     #[test]

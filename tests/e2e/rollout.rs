@@ -16,7 +16,7 @@ use futures::StreamExt as _;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use metascript::api::{CanaryStep, PROMOTE_ANNOTATION};
-use metascript::plan::rollout::Share;
+use metascript::plan::rollout::{Share, position};
 use metascript::resources::StaticResolver;
 use metascript::runtime::ObjRef;
 use serde_json::{Value, json};
@@ -151,21 +151,22 @@ fn canary_share(namespace: &str, names: &[String], percent: u32) -> BTreeSet<Str
     let config_maps = StaticResolver::with_builtins()
         .find_kind("v1", "ConfigMap")
         .expect("ConfigMap is built in");
+    let unit = |name: &String| {
+        ObjRef {
+            resource: config_maps.clone(),
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        }
+        .to_string()
+    };
     let step = CanaryStep {
         percent: Some(percent),
         ..CanaryStep::default()
     };
-    let share = Share::of_step(&step, []);
+    let share = Share::of_step(&step, names.iter().map(|name| position(&unit(name))));
     names
         .iter()
-        .filter(|name| {
-            let unit = ObjRef {
-                resource: config_maps.clone(),
-                namespace: Some(namespace.to_string()),
-                name: name.to_string(),
-            };
-            share.serves(&unit.to_string())
-        })
+        .filter(|name| share.serves(&unit(name)))
         .cloned()
         .collect()
 }
@@ -804,7 +805,9 @@ async fn a_map_canary_serves_a_share_of_one_parents_inputs() {
             percent: Some(50),
             ..CanaryStep::default()
         },
-        [],
+        before
+            .values()
+            .map(|(_, key, _)| position(&format!("{parent_ref}, key {key}"))),
     );
     let served: BTreeSet<String> = before
         .iter()
@@ -964,4 +967,210 @@ async fn sharded_replicas_roll_out_together() {
 async fn sharded(instance: &str, namespace: &str, group: &str) -> OperatorProcess {
     let extra = ["--status-interval", "0.3"];
     process::sharded_replica(instance, namespace, group, LEASE_SECONDS, &extra).await
+}
+
+/// The brake with the admission webhook down: promote, abort and undo skip it and the API
+/// server checks them itself, so alice, who may use the controller's account, can set each,
+/// and bob, who may write controllers but not use that account, cannot. Any other change is
+/// still the webhook's, and is refused while it is down; `rollout status` says it is.
+#[tokio::test]
+async fn the_brake_works_while_the_webhook_is_down() {
+    use crate::support::operator::{api_for, try_apply};
+    use crate::support::tenants::{AdmissionWebhook, Tenant, config_map_account};
+    use kube::api::{Patch, PatchParams};
+    let admin = client().await;
+    let operator_namespace = test_namespace(&admin, "brake-op").await;
+    let team_a = test_namespace(&admin, "brake-a").await;
+    let team_b = test_namespace(&admin, "brake-b").await;
+    let webhook = AdmissionWebhook::start(&admin, &operator_namespace, true, &[]).await;
+    config_map_account(&admin, &team_a, "bot").await;
+    let (alice, bob) = (Tenant::new("brake-a"), Tenant::new("brake-b"));
+    alice.grant(&admin, &team_a).await;
+    bob.grant(&admin, &team_b).await;
+    let (as_alice, as_bob) = (alice.client().await, bob.client().await);
+    let name = unique_name("brake");
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 50}]});
+    let mut controller = controller(&name, "rhai", "v1", &[], canary);
+    controller["metadata"]["labels"] = webhook.labels();
+    controller["spec"]["serviceAccountName"] = "bot".into();
+    controller["spec"]["serviceAccountNamespace"] = team_a.clone().into();
+    try_apply(&as_alice, &controller)
+        .await
+        .expect("alice writes a controller running as her team's account");
+    webhook.stop();
+
+    let mut changed = controller.clone();
+    changed["spec"]["resyncPeriodSeconds"] = 30.into();
+    let refused = try_apply(&as_alice, &changed)
+        .await
+        .expect_err("a spec change needs the webhook");
+    assert!(refused.contains("failed calling webhook"), "{refused}");
+    let status = stdout_of(
+        &metascript([
+            "rollout",
+            "status",
+            &format!("dec/{name}"),
+            "--kubeconfig",
+            &kubeconfig_arg().await,
+        ]),
+        "rollout status",
+    );
+    assert!(
+        status.contains("admission webhook: UNREACHABLE"),
+        "{status}"
+    );
+
+    let patch = |key: &str| json!({"metadata": {"annotations": {key: "0123456789"}}});
+    let params = PatchParams::default();
+    for key in metascript::api::BRAKE_ANNOTATIONS {
+        let refused = api_for(&as_bob, &controller)
+            .patch(&name, &params, &Patch::Merge(&patch(key)))
+            .await
+            .expect_err("bob may not use team a's account")
+            .to_string();
+        assert!(
+            refused.contains(&format!("may not use ServiceAccount {team_a}/bot")),
+            "{key}: {refused}"
+        );
+        let set = api_for(&as_alice, &controller)
+            .patch(&name, &params, &Patch::Merge(&patch(key)))
+            .await
+            .unwrap_or_else(|error| panic!("alice sets {key}: {error}"));
+        assert_eq!(
+            metascript::object::annotation(&serde_json::to_value(set).unwrap(), key),
+            Some("0123456789")
+        );
+    }
+}
+
+/// A snapshot that cannot be saved (its namespace does not exist) is on the controller's
+/// `Rollout` condition, not only in the log.
+#[tokio::test]
+async fn a_snapshot_that_cannot_be_saved_shows_in_the_condition() {
+    let client = client().await;
+    let namespace = test_namespace(&client, "rollout-nosnap").await;
+    let instance = unique_name("nosnap");
+    let missing = unique_name("no-such-namespace");
+    let _operator = OperatorProcess::start(
+        &instance,
+        &["--snapshot-namespace", &missing, "--status-interval", "0.3"],
+    )
+    .await;
+    let name = unique_name("nosnap");
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 50}]});
+    let mut controller = controller(&name, "lua", "v1", &[], canary);
+    controller["metadata"]["labels"] = json!({OWN_OPERATOR_LABEL: instance});
+    serve_v1(&client, &namespace, &controller, &target_names(2)).await;
+    let condition = wait_for_condition(&client, &controller, "Rollout", "False").await;
+    assert_eq!(condition["reason"], "SnapshotNotSaved", "{condition}");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("ControllerRevision {missing}/")),
+        "{message}"
+    );
+    assert!(message.contains("not found"), "{message}");
+}
+
+/// A canary's items are named by `rollout status`; after a
+/// promotion, `rollout undo` serves the revision before from its snapshot; applying that
+/// revision's spec again then serves it without a canary.
+#[tokio::test]
+async fn undo_goes_back_one_revision_and_the_old_spec_is_no_new_canary() {
+    let (client, namespace, name) = setup("rollout-undo", "undo").await;
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 30, "intervalSeconds": 3600}]});
+    let names = target_names(10);
+    let v1 = controller(&name, "rhai", "v1", &[], canary.clone());
+    let (_, first) = serve_v1(&client, &namespace, &v1, &names).await;
+    let share = canary_share(&namespace, &names, 30);
+    assert!(!share.is_empty(), "some of 10 at 30%");
+    let v2 = controller(&name, "rhai", "v2", &[], canary.clone());
+    apply(&client, &v2).await;
+    wait_for_share(&client, &namespace, &name, &share, "v2").await;
+    let cli = |args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.extend([format!("decorator/{name}"), "--kubeconfig".into()]);
+        all
+    };
+    let kubeconfig = kubeconfig_arg().await;
+    let run = |args: &[&str], what: &str| {
+        let mut all = cli(args);
+        all.push(kubeconfig.clone());
+        stdout_of(&metascript(all), what)
+    };
+    let status = eventually("the candidate's items in the condition", || async {
+        let text = run(&["rollout", "status"], "rollout status");
+        text.contains(&format!(
+            "serves {} work item(s) at step 1 of 1:",
+            share.len()
+        ))
+        .then_some(text)
+    })
+    .await;
+    for target in &share {
+        assert!(
+            status.contains(&format!("{namespace}/{target}")),
+            "{status}"
+        );
+    }
+    let outside = names.iter().find(|n| !share.contains(*n)).unwrap();
+    assert!(
+        !status.contains(&format!("{namespace}/{outside},")),
+        "{status}"
+    );
+
+    run(&["rollout", "promote"], "rollout promote");
+    wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
+    let promoted = wait_for(&client, &v2, "v2 serving", |o| {
+        rollout_of(o)["candidate"].is_null() && rollout_of(o)["serving"] != first.as_str()
+    })
+    .await;
+    let second = rollout_of(&promoted)["serving"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let undone = run(&["rollout", "undo"], "rollout undo");
+    assert!(
+        undone.contains(&format!("revision {second} undone")),
+        "{undone}"
+    );
+    wait_for_revs(
+        &client,
+        &namespace,
+        &name,
+        "every target at v1 again",
+        |_| "v1",
+    )
+    .await;
+    let status = wait_for(&client, &v2, "the undo in status", |o| {
+        rollout_of(o)["halted"]["reason"] == "Undone"
+    })
+    .await;
+    assert_eq!(rollout_of(&status)["serving"], first.as_str());
+    wait_for_event(&client, None, "Undone", |e| {
+        regarding_name(e) == Some(name.as_str())
+    })
+    .await;
+    let again = metascript(
+        cli(&["rollout", "undo"])
+            .into_iter()
+            .chain([kubeconfig.clone()]),
+    );
+    assert!(!again.status.success(), "a second undo in a row is refused");
+
+    // The spec that serves again, applied: it serves, with no candidate and nothing held.
+    apply(&client, &v1).await;
+    let settled = wait_for(&client, &v1, "v1 the newest and serving", |o| {
+        rollout_of(o)["halted"].is_null()
+    })
+    .await;
+    assert_eq!(rollout_of(&settled)["serving"], first.as_str());
+    assert!(
+        rollout_of(&settled)["candidate"].is_null(),
+        "{}",
+        rollout_of(&settled)
+    );
+    wait_for_condition(&client, &v1, "Rollout", "True").await;
+    let now = targets(&client, &namespace, &name).await;
+    assert!(now.values().all(|(rev, _)| rev == "v1"), "{now:?}");
 }

@@ -6,7 +6,9 @@
 use super::operator::{OWN_OPERATOR_LABEL, apply};
 use super::process::{OperatorProcess, free_port};
 use super::{eventually, kubeconfig, plane, unique_name};
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -168,15 +170,22 @@ impl AdmissionWebhook {
                 "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10
             })
         };
+        let (brake_skip, brake_policy) = rollout_brake();
+        let mut controllers = webhook(
+            "controllers.metascript.dev",
+            "metascript.dev",
+            json!([
+                "decoratorcontrollers",
+                "mapcontrollers",
+                "compositecontrollers"
+            ]),
+            json!(["CREATE", "UPDATE", "DELETE"]),
+        );
+        controllers["matchConditions"] = brake_skip;
         let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
             "metadata": {"name": instance},
             "webhooks": [
-                webhook(
-                    "controllers.metascript.dev",
-                    "metascript.dev",
-                    json!(["decoratorcontrollers", "mapcontrollers", "compositecontrollers"]),
-                    json!(["CREATE", "UPDATE", "DELETE"]),
-                ),
+                controllers,
                 webhook("scripts.metascript.dev", "", json!(["configmaps"]), json!(["CREATE", "UPDATE"]))
             ]
         }))
@@ -186,6 +195,24 @@ impl AdmissionWebhook {
             .create(&PostParams::default(), &configuration)
             .await
             .expect("creating the webhook configuration");
+        // The brake's policy, bound to this webhook's objects only.
+        let mut policy = brake_policy;
+        policy["metadata"] = json!({"name": instance});
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(policy).unwrap();
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .create(&PostParams::default(), &policy)
+            .await
+            .expect("creating the brake's policy");
+        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+            "metadata": {"name": instance},
+            "spec": {"policyName": instance, "validationActions": ["Deny"],
+                     "matchResources": {"objectSelector": selector}}
+        }))
+        .unwrap();
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("binding the brake's policy");
         let client_ca = plane().await.webhook_client_ca();
         let mut args = vec![
             "--webhook-addr".to_string(),
@@ -241,6 +268,12 @@ impl AdmissionWebhook {
         webhook
     }
 
+    /// Stops the operator serving the webhook: the API server can no longer call it, and
+    /// refuses what the webhook would have judged.
+    pub fn stop(self) {
+        drop(self._operator);
+    }
+
     /// The labels that send an object to this webhook, and a controller to this operator.
     pub fn labels(&self) -> Value {
         AdmissionWebhook::labels_of(&self.instance)
@@ -250,4 +283,29 @@ impl AdmissionWebhook {
     pub fn labels_of(instance: &str) -> Value {
         json!({OWN_OPERATOR_LABEL: instance, "metascript.test/admission": instance})
     }
+}
+
+/// What `deploy/webhook.yaml` ships for the rollout brake, from that very file: the controller
+/// webhook's `matchConditions` (which let the brake skip it) and the ValidatingAdmissionPolicy
+/// that checks the brake instead.
+fn rollout_brake() -> (Value, Value) {
+    let path = super::cli::root().join("deploy/webhook.yaml");
+    let text = std::fs::read_to_string(&path).expect("deploy/webhook.yaml");
+    let documents = metascript::yaml::parse_documents(&text).expect("the file is YAML");
+    let of_kind = |kind: &str| {
+        documents
+            .iter()
+            .find(|document| document["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("deploy/webhook.yaml has a {kind}"))
+    };
+    let configuration = of_kind("ValidatingWebhookConfiguration");
+    let skip = configuration["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|webhook| webhook["name"] == "controllers.metascript.dev")
+        .map(|webhook| webhook["matchConditions"].clone())
+        .expect("the controllers webhook");
+    (skip, of_kind("ValidatingAdmissionPolicy"))
 }
