@@ -50,7 +50,7 @@ impl Claimant<'_> {
         self.check(plan, store)
             .map_err(|refusal| SyncError::Takeover {
                 controller: controller.to_string(),
-                refusal,
+                refusal: Box::new(refusal),
             })
     }
 

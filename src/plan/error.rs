@@ -37,7 +37,7 @@ pub enum SyncError {
     #[error("{controller}: {refusal}")]
     Takeover {
         controller: String,
-        refusal: super::adoption::TakeoverRefused,
+        refusal: Box<super::adoption::TakeoverRefused>,
     },
     /// The work would hand a hook what the controller's ServiceAccount may not read.
     #[error("{controller}: {refusal}")]
