@@ -22,9 +22,9 @@ pub struct SyncedPlace {
     /// The condition type: [`SYNCED`] on parents; on a decorator's targets, which other
     /// decorators (and the target's own controller) share, one named after the decorator.
     pub condition_type: String,
-    /// Whether every sync makes sure the condition is there. Otherwise (a decorator's targets,
-    /// someone else's objects) it is written only with a status the hook writes, to report a
-    /// failure, or to clear one.
+    /// Whether it rides along with every status write of the sync (a map parent's counts).
+    /// Otherwise (a decorator's targets, someone else's objects) only with a status the hook
+    /// writes. Either way it is written on its own to report a failure, or to clear one.
     pub always: bool,
 }
 
@@ -146,8 +146,8 @@ fn set_in(conditions: &mut Vec<Value>, wanted: Value, condition_type: &str) {
 }
 
 /// Adds to `plan` what brings `object`'s condition in line with `result`. Nothing is added
-/// when the condition already says so, nor, where the place is not `always`, when the object
-/// has no such condition, the sync went well and the plan writes no status.
+/// when the condition already says so, nor when the object has no such condition, the sync
+/// went well and the plan writes no status to carry it.
 pub fn report(
     plan: &mut Plan,
     object: &Value,
@@ -182,9 +182,13 @@ pub fn report(
         map.insert("conditions".into(), conditions.into());
         return;
     }
-    if observed.is_some_and(|observed| says(observed, &wanted))
-        || (observed.is_none() && !place.always && *result == SyncResult::Ok)
-    {
+    if observed.is_some_and(|observed| says(observed, &wanted)) {
+        return;
+    }
+    let riding = matches!(plan.status, Some(StatusChange::Merge(_)));
+    if observed.is_none() && *result == SyncResult::Ok && !(place.always && riding) {
+        // Nothing to clear. A write of its own would also repeat on every sync where the
+        // schema prunes `conditions`: a healthy object gets it with a status write it has.
         return;
     }
     let mut conditions = observed_conditions.clone();
@@ -221,9 +225,15 @@ mod tests {
     }
 
     #[test]
-    fn a_parent_gets_the_condition_on_its_first_sync_and_no_write_after() {
+    fn a_parent_gets_the_condition_with_its_status_and_no_write_after() {
         let object = parent(json!([{"type": "Ready", "status": "True"}]));
         let mut plan = Plan::default();
+        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        assert_eq!(plan.status, None, "no write of its own for a healthy parent");
+        let mut plan = Plan {
+            status: Some(StatusChange::Merge(json!({"inputs": {"total": 1}}))),
+            ..Plan::default()
+        };
         reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
         let Some(StatusChange::Merge(fields)) = &plan.status else {
             panic!("expected a merge, got {:?}", plan.status);
