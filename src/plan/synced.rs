@@ -229,7 +229,10 @@ mod tests {
         let object = parent(json!([{"type": "Ready", "status": "True"}]));
         let mut plan = Plan::default();
         reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
-        assert_eq!(plan.status, None, "no write of its own for a healthy parent");
+        assert_eq!(
+            plan.status, None,
+            "no write of its own for a healthy parent"
+        );
         let mut plan = Plan {
             status: Some(StatusChange::Merge(json!({"inputs": {"total": 1}}))),
             ..Plan::default()
