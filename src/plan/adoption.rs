@@ -6,8 +6,9 @@
 //! `adopt` policy allows.
 //!
 //! The operator's caches hold every object of each child type, so the lookup is a map read.
-//! An object made by hand in the instant between the cache's last event and the apply is not
-//! seen; the next sync finds it controlled by the parent.
+//! A child the cache does not hold may still exist: made in the instant before the sync (a
+//! Namespace and its Team applied together), its event not yet arrived. Those are marked
+//! [`Plan::unseen`] and the writer reads each from the API server before creating it.
 
 use super::SyncError;
 use super::children::ChildType;
@@ -40,23 +41,32 @@ pub struct TakeoverRefused {
 }
 
 impl Claimant<'_> {
-    /// [`Claimant::check`], as the sync error of `controller`.
+    /// [`Claimant::check`], as the sync error of `controller`; marks the children the store
+    /// does not hold as [`Plan::unseen`], for the writer to make sure they are still missing.
     pub fn admit(
         &self,
         controller: &str,
-        plan: &Plan,
+        plan: &mut Plan,
         store: &dyn ObjectStore,
     ) -> Result<(), SyncError> {
-        self.check(plan, store)
+        plan.unseen = self
+            .check(plan, store)
             .map_err(|refusal| SyncError::Takeover {
                 controller: controller.to_string(),
                 refusal: Box::new(refusal),
-            })
+            })?;
+        Ok(())
     }
 
     /// Refuses the plan when one of its applies would take over an object the parent does not
     /// control and its rule does not let it adopt. Objects the plan adopts by claim are its own.
-    pub fn check(&self, plan: &Plan, store: &dyn ObjectStore) -> Result<(), TakeoverRefused> {
+    /// Returns the children the store does not hold.
+    pub fn check(
+        &self,
+        plan: &Plan,
+        store: &dyn ObjectStore,
+    ) -> Result<BTreeSet<ObjectKey>, TakeoverRefused> {
+        let mut unseen = BTreeSet::new();
         let adopted: BTreeSet<&ObjectKey> = plan
             .claims
             .iter()
@@ -77,13 +87,18 @@ impl Claimant<'_> {
                 object::namespace(child),
                 object::name(child),
             );
-            if let Some(existing) = existing
-                && let Some(why) = self.refusal(&existing, child_type.rule.adopt_policy())
-            {
-                return Err(TakeoverRefused { child: key, why });
+            match existing {
+                None => {
+                    unseen.insert(key);
+                }
+                Some(existing) => {
+                    if let Some(why) = self.refusal(&existing, child_type.rule.adopt_policy()) {
+                        return Err(TakeoverRefused { child: key, why });
+                    }
+                }
             }
         }
-        Ok(())
+        Ok(unseen)
     }
 
     /// Why `existing` may not become the parent's child, if it may not.
@@ -198,7 +213,10 @@ mod tests {
         }
     }
 
-    fn check(policy: Option<AdoptPolicy>, existing: Option<Value>) -> Result<(), TakeoverRefused> {
+    fn check(
+        policy: Option<AdoptPolicy>,
+        existing: Option<Value>,
+    ) -> Result<BTreeSet<ObjectKey>, TakeoverRefused> {
         let types = namespaces(policy);
         let parent = parent();
         let claimant = Claimant {
@@ -211,7 +229,12 @@ mod tests {
 
     #[test]
     fn a_missing_child_is_created() {
-        assert_eq!(check(None, None), Ok(()));
+        let unseen = check(None, None).expect("created");
+        assert_eq!(
+            unseen.into_iter().map(|key| key.name).collect::<Vec<_>>(),
+            ["team-a"],
+            "marked for the writer to make sure it is still missing"
+        );
     }
 
     #[test]
@@ -234,7 +257,7 @@ mod tests {
     #[test]
     fn an_orphan_this_controller_made_is_adopted_unless_never() {
         let orphan = namespace(json!({"metascript.dev/controller": "teams"}), None);
-        assert_eq!(check(None, Some(orphan.clone())), Ok(()));
+        assert_eq!(check(None, Some(orphan.clone())), Ok(BTreeSet::new()));
         let error = check(Some(AdoptPolicy::Never), Some(orphan)).unwrap_err();
         assert!(error.why.contains("adopt: Never"), "{error}");
     }
@@ -243,7 +266,7 @@ mod tests {
     fn always_takes_any_object_without_a_controller() {
         assert_eq!(
             check(Some(AdoptPolicy::Always), Some(namespace(json!({}), None))),
-            Ok(())
+            Ok(BTreeSet::new())
         );
     }
 
@@ -261,9 +284,9 @@ mod tests {
     #[test]
     fn the_parents_own_child_is_updated_unless_it_is_another_childs() {
         let own = namespace(json!({"metascript.dev/controller": "teams"}), Some("u-a"));
-        assert_eq!(check(None, Some(own)), Ok(()));
+        assert_eq!(check(None, Some(own)), Ok(BTreeSet::new()));
         let unlabelled = namespace(json!({}), Some("u-a"));
-        assert_eq!(check(None, Some(unlabelled)), Ok(()));
+        assert_eq!(check(None, Some(unlabelled)), Ok(BTreeSet::new()));
         let sibling = namespace(json!({"metascript.dev/controller": "other"}), Some("u-a"));
         let error = check(Some(AdoptPolicy::Always), Some(sibling)).unwrap_err();
         assert!(error.why.contains("another child"), "{error}");
@@ -290,6 +313,6 @@ mod tests {
                 first: true,
             },
         });
-        assert_eq!(claimant.check(&plan, &store), Ok(()));
+        assert_eq!(claimant.check(&plan, &store), Ok(BTreeSet::new()));
     }
 }

@@ -233,6 +233,12 @@ fn subject_fields(plan: &Plan, subject: &Value) -> Vec<FieldChange> {
         Some(StatusChange::Merge(desired)) => {
             merged_fields(&mut "status".to_string(), desired, current, &mut fields)
         }
+        Some(StatusChange::Conditions { conditions, .. }) => merged_fields(
+            &mut "status".to_string(),
+            &serde_json::json!({"conditions": conditions}),
+            current,
+            &mut fields,
+        ),
         None => {}
     }
     if let Some(change) = &plan.finalizer {

@@ -3,18 +3,19 @@
 //! often cannot read Events in other namespaces; an object's own status is where they look.
 //!
 //! The condition is the operator's, written beside whatever status the hook writes: into a
-//! status the hook replaces whole, or merged into `status.conditions` when the hook wrote
-//! nothing. Planners compare a hook's status with the observed one without it, so the
-//! condition never makes a status look changed.
+//! status the hook replaces whole (with other controllers' conditions of this kind kept), with
+//! a map parent's counts, or on its own, guarded by the object's resourceVersion so that
+//! conditions others wrote meanwhile are not lost. Planners and routing compare statuses
+//! without these conditions, so they never make a hook's status look changed.
 
 use super::writes::{Plan, StatusChange};
-use serde_json::{Map, Value, json};
+use crate::object;
+use serde_json::{Value, json};
 
 /// The condition type on a parent (composite, map).
 pub const SYNCED: &str = "Synced";
-/// The longest message a condition carries: enough for an error with its position and the
-/// API server's reason; the Event has the same text.
-const MAX_MESSAGE_BYTES: usize = 1024;
+/// How a decorator's condition type ends (`<decorator>.metascript.dev/Synced`).
+const DECORATED_SUFFIX: &str = ".metascript.dev/Synced";
 
 /// Where a controller reports its syncs, and how.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +40,7 @@ impl SyncedPlace {
     /// On a target of decorator `name`.
     pub fn decorated(name: &str) -> SyncedPlace {
         SyncedPlace {
-            condition_type: format!("{name}.metascript.dev/{SYNCED}"),
+            condition_type: format!("{name}{DECORATED_SUFFIX}"),
             always: false,
         }
     }
@@ -65,14 +66,22 @@ pub fn is_true(object: &Value, condition_type: &str) -> bool {
         })
 }
 
-/// `status` without the condition of `condition_type` (and without `conditions` when that was
-/// the only one): what a hook's status is compared with.
-pub fn without_condition(status: &Value, condition_type: &str) -> Value {
+/// Whether a condition is one the operator keeps (its own or another controller's).
+fn is_operators(condition: &Value) -> bool {
+    condition
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind == SYNCED || kind.ends_with(DECORATED_SUFFIX))
+}
+
+/// `status` without the operator's conditions (and without `conditions` when only those were
+/// there): what a hook's status is compared with.
+pub fn without_operators(status: &Value) -> Value {
     let mut status = status.clone();
     if let Some(map) = status.as_object_mut()
         && let Some(Value::Array(conditions)) = map.get_mut("conditions")
     {
-        conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(condition_type));
+        conditions.retain(|c| !is_operators(c));
         if conditions.is_empty() {
             map.remove("conditions");
         }
@@ -91,7 +100,7 @@ fn condition(
 ) -> Value {
     let (status, reason, message) = match result {
         SyncResult::Ok => ("True", "Synced", String::new()),
-        SyncResult::Failed { reason, message } => ("False", *reason, cut(message)),
+        SyncResult::Failed { reason, message } => ("False", *reason, message.to_string()),
     };
     let since = observed
         .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
@@ -109,17 +118,6 @@ fn condition(
         condition["observedGeneration"] = generation.into();
     }
     condition
-}
-
-fn cut(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message.to_string();
-    }
-    let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &message[..end])
 }
 
 /// Whether the observed condition already says what `wanted` does. A parent's schema may
@@ -145,16 +143,17 @@ fn set_in(conditions: &mut Vec<Value>, wanted: Value, condition_type: &str) {
     }
 }
 
-/// Adds to `plan` what brings `object`'s condition in line with `result`. Nothing is added
-/// when the condition already says so, nor when the object has no such condition, the sync
-/// went well and the plan writes no status to carry it.
+/// Brings `object`'s condition in line with `result`: in the plan's status write when it has
+/// one, otherwise as a write of its own, returned (`None`: nothing to write). Nothing is
+/// written when the condition already says so, nor when the object has no such condition,
+/// the sync went well and the plan writes no status to carry it.
 pub fn report(
     plan: &mut Plan,
     object: &Value,
     place: &SyncedPlace,
     result: &SyncResult,
     now: &str,
-) {
+) -> Option<StatusChange> {
     let empty = Vec::new();
     let observed_conditions = object
         .pointer("/status/conditions")
@@ -170,37 +169,49 @@ pub fn report(
         .filter(|_| place.always);
     let wanted = condition(observed, &place.condition_type, result, generation, now);
     if let Some(StatusChange::Replace(status)) = &mut plan.status {
-        // The hook's status replaces the observed one: the condition goes in with it.
-        let Some(map) = status.as_object_mut() else {
-            return;
-        };
-        let mut conditions = match map.remove("conditions") {
+        // The hook's status replaces the observed one: the condition goes in with it, and so
+        // do other controllers' conditions of this kind, which the hook does not know about.
+        let map = status.as_object_mut()?;
+        let mut conditions: Vec<Value> = match map.remove("conditions") {
             Some(Value::Array(conditions)) => conditions,
             _ => Vec::new(),
         };
-        set_in(&mut conditions, wanted, &place.condition_type);
+        conditions.retain(|c| !is_operators(c));
+        conditions.extend(
+            observed_conditions
+                .iter()
+                .filter(|c| {
+                    is_operators(c)
+                        && c.get("type").and_then(Value::as_str) != Some(&place.condition_type)
+                })
+                .cloned(),
+        );
+        conditions.push(wanted);
         map.insert("conditions".into(), conditions.into());
-        return;
+        return None;
     }
     if observed.is_some_and(|observed| says(observed, &wanted)) {
-        return;
+        return None;
     }
     let riding = matches!(plan.status, Some(StatusChange::Merge(_)));
     if observed.is_none() && *result == SyncResult::Ok && !(place.always && riding) {
         // Nothing to clear. A write of its own would also repeat on every sync where the
         // schema prunes `conditions`: a healthy object gets it with a status write it has.
-        return;
+        return None;
     }
     let mut conditions = observed_conditions.clone();
     set_in(&mut conditions, wanted, &place.condition_type);
-    match &mut plan.status {
-        Some(StatusChange::Merge(fields)) => fields["conditions"] = conditions.into(),
-        _ => {
-            let mut fields = Map::new();
-            fields.insert("conditions".into(), conditions.into());
-            plan.status = Some(StatusChange::Merge(Value::Object(fields)));
-        }
+    if let Some(StatusChange::Merge(fields)) = &mut plan.status {
+        // A map parent's counts: the operator's own status, written as a whole.
+        fields["conditions"] = conditions.into();
+        return None;
     }
+    Some(StatusChange::Conditions {
+        conditions: conditions.into(),
+        resource_version: object::str_at(object, "/metadata/resourceVersion")
+            .unwrap_or_default()
+            .to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -211,7 +222,7 @@ mod tests {
     const EARLIER: &str = "2026-11-27T12:00:00Z";
 
     fn parent(conditions: Value) -> Value {
-        json!({"metadata": {"name": "a", "generation": 3},
+        json!({"metadata": {"name": "a", "generation": 3, "resourceVersion": "7"},
                "status": {"phase": "Active", "conditions": conditions}})
     }
 
@@ -220,24 +231,47 @@ mod tests {
                "lastTransitionTime": since, "observedGeneration": 3})
     }
 
-    fn reported(object: &Value, place: &SyncedPlace, result: SyncResult, plan: &mut Plan) {
-        report(plan, object, place, &result, NOW);
+    fn reported(
+        object: &Value,
+        place: &SyncedPlace,
+        result: SyncResult,
+        plan: &mut Plan,
+    ) -> Option<StatusChange> {
+        report(plan, object, place, &result, NOW)
+    }
+
+    /// The conditions of a write of its own, checking it is conditioned on the version read.
+    fn alone(change: Option<StatusChange>) -> Value {
+        match change {
+            Some(StatusChange::Conditions {
+                conditions,
+                resource_version,
+            }) => {
+                assert_eq!(resource_version, "7", "conditioned on the version read");
+                conditions
+            }
+            other => panic!("expected a write of its own, got {other:?}"),
+        }
     }
 
     #[test]
     fn a_parent_gets_the_condition_with_its_status_and_no_write_after() {
         let object = parent(json!([{"type": "Ready", "status": "True"}]));
         let mut plan = Plan::default();
-        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        let alone = reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
         assert_eq!(
-            plan.status, None,
-            "no write of its own for a healthy parent"
+            (alone, &plan.status),
+            (None, &None),
+            "no write for a healthy parent"
         );
         let mut plan = Plan {
             status: Some(StatusChange::Merge(json!({"inputs": {"total": 1}}))),
             ..Plan::default()
         };
-        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        assert_eq!(
+            reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan),
+            None
+        );
         let Some(StatusChange::Merge(fields)) = &plan.status else {
             panic!("expected a merge, got {:?}", plan.status);
         };
@@ -247,70 +281,87 @@ mod tests {
 
         let object = parent(json!([synced("True", "Synced", "", EARLIER)]));
         let mut plan = Plan::default();
-        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
-        assert_eq!(plan.status, None, "nothing to say, nothing written");
+        let alone = reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        assert_eq!(
+            (alone, plan.status),
+            (None, None),
+            "nothing to say, nothing written"
+        );
     }
 
     #[test]
     fn a_failure_turns_it_false_and_the_next_good_sync_true_again() {
-        let object = parent(json!([synced("True", "Synced", "", EARLIER)]));
-        let mut plan = Plan::default();
+        let object = parent(json!([{"type": "Ready"}, synced("True", "Synced", "", EARLIER)]));
         let failed = SyncResult::Failed {
             reason: "AdoptionRefused",
             message: "Namespace team-a already exists",
         };
-        reported(&object, &SyncedPlace::parent(), failed.clone(), &mut plan);
-        let Some(StatusChange::Merge(fields)) = &plan.status else {
-            panic!("expected a merge");
-        };
+        let mut plan = Plan::default();
+        let conditions = alone(reported(
+            &object,
+            &SyncedPlace::parent(),
+            failed.clone(),
+            &mut plan,
+        ));
+        assert_eq!(plan.status, None, "the plan itself is left alone");
         let failing = synced(
             "False",
             "AdoptionRefused",
             "Namespace team-a already exists",
             NOW,
         );
-        assert_eq!(fields["conditions"], json!([failing.clone()]));
+        assert_eq!(conditions, json!([{"type": "Ready"}, failing.clone()]));
 
         // The same failure again writes nothing; its transition time stays.
         let object = parent(json!([failing]));
-        let mut plan = Plan::default();
-        reported(&object, &SyncedPlace::parent(), failed, &mut plan);
-        assert_eq!(plan.status, None);
+        let alone_again = reported(&object, &SyncedPlace::parent(), failed, &mut plan);
+        assert_eq!(alone_again, None);
 
-        let mut plan = Plan::default();
-        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
-        let Some(StatusChange::Merge(fields)) = &plan.status else {
-            panic!("expected a merge");
-        };
-        assert_eq!(fields["conditions"][0]["status"], "True");
+        let conditions = alone(reported(
+            &object,
+            &SyncedPlace::parent(),
+            SyncResult::Ok,
+            &mut plan,
+        ));
+        assert_eq!(conditions[0]["status"], "True");
     }
 
     #[test]
     fn fields_a_schema_pruned_are_not_written_again() {
         let pruned = json!({"type": "Synced", "status": "True", "reason": "Synced", "message": ""});
         let mut plan = Plan::default();
-        reported(
+        let change = reported(
             &parent(json!([pruned])),
             &SyncedPlace::parent(),
             SyncResult::Ok,
             &mut plan,
         );
-        assert_eq!(plan.status, None);
+        assert_eq!((change, plan.status), (None, None));
     }
 
     #[test]
-    fn a_status_the_hook_replaces_carries_the_condition() {
-        let object = parent(json!([synced("True", "Synced", "", EARLIER)]));
+    fn a_status_the_hook_replaces_carries_every_operator_condition() {
+        let other = json!({"type": "labels.metascript.dev/Synced", "status": "False"});
+        let object = parent(json!([
+            synced("True", "Synced", "", EARLIER),
+            other.clone(),
+            {"type": "Ready", "status": "True"},
+        ]));
         let mut plan = Plan {
-            status: Some(StatusChange::Replace(json!({"phase": "Terminating"}))),
+            status: Some(StatusChange::Replace(json!({
+                "phase": "Terminating",
+                "conditions": [{"type": "Synced", "status": "Mine"}, {"type": "Done"}],
+            }))),
             ..Plan::default()
         };
-        reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        let change = reported(&object, &SyncedPlace::parent(), SyncResult::Ok, &mut plan);
+        assert_eq!(change, None);
         assert_eq!(
             plan.status,
             Some(StatusChange::Replace(json!({
                 "phase": "Terminating",
-                "conditions": [synced("True", "Synced", "", EARLIER)],
+                // The hook's own conditions, a decorator's kept, the operator's own last.
+                "conditions": [{"type": "Done"}, other, synced("True", "Synced", "", EARLIER)],
             })))
         );
     }
@@ -319,58 +370,36 @@ mod tests {
     fn a_decorated_target_is_told_only_of_failures_and_their_end() {
         let place = SyncedPlace::decorated("team-labels");
         assert_eq!(place.condition_type, "team-labels.metascript.dev/Synced");
-        let target = json!({"metadata": {"name": "web"}, "status": {"replicas": 1}});
+        let target = json!({"metadata": {"name": "web", "resourceVersion": "7"},
+                            "status": {"replicas": 1}});
         let mut plan = Plan::default();
-        reported(&target, &place, SyncResult::Ok, &mut plan);
-        assert_eq!(plan.status, None, "a healthy target is not written to");
+        let change = reported(&target, &place, SyncResult::Ok, &mut plan);
+        assert_eq!(change, None, "a healthy target is not written to");
 
         let failed = SyncResult::Failed {
             reason: "HookFailed",
             message: "boom",
         };
-        reported(&target, &place, failed, &mut plan);
-        let Some(StatusChange::Merge(fields)) = plan.status else {
-            panic!("expected a merge");
-        };
-        assert_eq!(fields["conditions"][0]["status"], "False");
-        let target = json!({"status": fields});
-        let mut plan = Plan::default();
-        reported(&target, &place, SyncResult::Ok, &mut plan);
-        assert!(plan.status.is_some(), "the failure is cleared");
+        let conditions = alone(reported(&target, &place, failed, &mut plan));
+        assert_eq!(conditions[0]["status"], "False");
+        assert!(conditions[0]["observedGeneration"].is_null());
+        let target = json!({"metadata": {"resourceVersion": "7"},
+                            "status": {"conditions": conditions}});
+        let conditions = alone(reported(&target, &place, SyncResult::Ok, &mut plan));
+        assert_eq!(conditions[0]["status"], "True", "the failure is cleared");
     }
 
     #[test]
-    fn the_comparison_leaves_the_condition_out() {
-        let status = json!({"phase": "Active", "conditions": [synced("True", "Synced", "", NOW)]});
-        assert_eq!(
-            without_condition(&status, SYNCED),
-            json!({"phase": "Active"})
-        );
+    fn the_comparison_leaves_every_operator_condition_out() {
+        let status = json!({"phase": "Active", "conditions": [
+            synced("True", "Synced", "", NOW),
+            {"type": "a.metascript.dev/Synced"},
+        ]});
+        assert_eq!(without_operators(&status), json!({"phase": "Active"}));
         let status = json!({"conditions": [{"type": "Ready"}, synced("True", "Synced", "", NOW)]});
         assert_eq!(
-            without_condition(&status, SYNCED),
+            without_operators(&status),
             json!({"conditions": [{"type": "Ready"}]})
         );
-    }
-
-    #[test]
-    fn a_long_message_is_cut_at_a_character() {
-        let message = "é".repeat(1000);
-        let failed = SyncResult::Failed {
-            reason: "HookFailed",
-            message: &message,
-        };
-        let mut plan = Plan::default();
-        reported(
-            &parent(json!([])),
-            &SyncedPlace::parent(),
-            failed,
-            &mut plan,
-        );
-        let Some(StatusChange::Merge(fields)) = plan.status else {
-            panic!("expected a merge");
-        };
-        let written = fields["conditions"][0]["message"].as_str().unwrap();
-        assert!(written.len() <= MAX_MESSAGE_BYTES && written.ends_with('…'));
     }
 }

@@ -29,6 +29,10 @@ pub struct Plan {
     /// The hook asked to be called again for this object after this many seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resync_after_seconds: Option<f64>,
+    /// Children among `apply` that the store did not hold when the plan was checked for
+    /// take-overs ([`super::adoption`]): created, unless one appeared meanwhile.
+    #[serde(skip)]
+    pub unseen: std::collections::BTreeSet<ObjectKey>,
 }
 
 impl Plan {
@@ -55,6 +59,7 @@ impl Plan {
         self.apply.extend(other.apply);
         self.delete.extend(other.delete);
         self.claims.extend(other.claims);
+        self.unseen.extend(other.unseen);
         self.metadata_patch = self.metadata_patch.take().or(other.metadata_patch);
         self.status = self.status.take().or(other.status);
         self.finalizer = self.finalizer.take().or(other.finalizer);
@@ -107,6 +112,13 @@ pub enum StatusChange {
     Replace(Value),
     /// Merge these fields into `status` (the map controller's aggregated counts).
     Merge(Value),
+    /// Set `status.conditions` to these, only if the object is still at this resourceVersion:
+    /// the operator's `Synced` condition written on its own, which must not undo conditions
+    /// others wrote since it read them.
+    Conditions {
+        conditions: Value,
+        resource_version: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -32,6 +32,12 @@ pub enum ApplyError {
         action: &'static str,
         object: String,
     },
+    /// A child to be created exists after all: made after the cache was read.
+    #[error(
+        "{object} exists but was not in the operator's cache when the sync was planned (it was \
+         just made); nothing more was written, and the retry decides by the rule's `adopt` policy"
+    )]
+    Appeared { object: String },
     #[error("{object} is of type {kind}.{api_version}, which the controller does not declare")]
     UnknownType {
         object: String,
@@ -200,6 +206,9 @@ impl Applier {
             }
         }
         for child in &plan.apply {
+            if plan.unseen.contains(&object::ObjectKey::of(child)) {
+                self.still_missing(target, child).await?;
+            }
             let new = self.apply_child(target, child).await?;
             written.note(child, &new);
         }
@@ -288,6 +297,25 @@ impl Applier {
             api.patch(object::name(child), &params, &Patch::Apply(child)),
         )
         .await
+    }
+
+    /// Makes sure a child the cache did not hold when the plan was checked for take-overs is
+    /// still missing: applied, it would merge into an object made meanwhile. One found fails
+    /// the sync; its retry, with the object cached, judges it by the rule's `adopt` policy. A
+    /// read the account may not make is no evidence either way, and the apply goes ahead.
+    async fn still_missing(
+        &self,
+        target: &PlanTarget<'_>,
+        child: &Value,
+    ) -> Result<(), ApplyError> {
+        let resource = Self::child_type(target, &object::ObjectKey::of(child))?;
+        let api = self.api(target, resource, object::namespace(child));
+        match api.get_metadata_opt(object::name(child)).await {
+            Ok(Some(_)) => Err(ApplyError::Appeared {
+                object: object::ObjectKey::of(child).to_string(),
+            }),
+            Ok(None) | Err(_) => Ok(()),
+        }
     }
 
     /// The declared child type of an object named by its key.
@@ -389,6 +417,14 @@ impl Applier {
                     .expect("a valid JSON patch"),
             ),
             StatusChange::Merge(value) => Patch::Merge(json!({"status": value})),
+            // A resourceVersion in a patch is a precondition: a conflict, not a lost update.
+            StatusChange::Conditions {
+                conditions,
+                resource_version,
+            } => Patch::Merge(json!({
+                "metadata": {"resourceVersion": resource_version},
+                "status": {"conditions": conditions},
+            })),
         };
         if target.resource.has_status {
             let request = api.patch_status(name, &params, &patch);

@@ -482,7 +482,7 @@ const NOTE_LIMIT: usize = 1024;
 /// A note within [`NOTE_LIMIT`]: a longer one loses its middle, not its end, because an API
 /// error says what to do last (a Forbidden on a Role ends with the `escalate` or `bind` verb
 /// the account lacks), after a list of rules that can be any length.
-fn truncate_note(note: &str) -> String {
+pub(crate) fn truncate_note(note: &str) -> String {
     if note.len() <= NOTE_LIMIT {
         return note.to_string();
     }

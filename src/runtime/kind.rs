@@ -91,6 +91,7 @@ pub trait Kind: Sized + Send + Sync + 'static {
     /// and the object's type; `None` where its type has no status subresource, so the object
     /// has nowhere to say it.
     fn synced_on(
+        context: &Context,
         planner: &Self::Planner,
         object: &Value,
     ) -> Option<(crate::plan::synced::SyncedPlace, ResourceType)>;

@@ -81,13 +81,13 @@ pub fn only_status_changed(old: &Value, new: &Value) -> bool {
 /// the object's status and may keep state there (Metacontroller's daemonjob records completion
 /// in status and acts on it in the sync that reads it back); Metacontroller syncs again after
 /// its own status writes, and so does metascript. A stable status writes nothing on that sync.
-/// The operator's own `Synced` condition (`synced`, its type) is not state a hook keeps: a
-/// failure written there must not run the failing sync again at once.
-pub fn status_changed(event: &ObjectEvent, synced: &str) -> bool {
+/// The operator's `Synced` conditions are not state a hook keeps: a failure written there
+/// must not run the failing sync again at once, nor one controller's condition another's sync.
+pub fn status_changed(event: &ObjectEvent) -> bool {
     let status = |object: &Value| {
         object
             .get("status")
-            .map(|status| crate::plan::synced::without_condition(status, synced))
+            .map(crate::plan::synced::without_operators)
     };
     matches!((&event.old, &event.new), (Some(old), Some(new)) if status(old) != status(new))
 }
@@ -174,12 +174,12 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"type": "Synced", "status": "False", "reason": "HookFailed"}));
-        let changed = |old, new| status_changed(&event(old, new), "Synced");
+        let changed = |old, new| status_changed(&event(old, new));
         assert!(changed(Some(parent.clone()), Some(complete)));
         assert!(changed(Some(first), Some(parent.clone())));
         assert!(!changed(Some(parent.clone()), Some(finalizer)));
         assert!(!changed(None, Some(parent.clone())));
-        // The operator's own condition is not state a hook keeps.
+        // The operator's conditions are not state a hook keeps.
         assert!(!changed(Some(parent.clone()), Some(synced_only)));
         assert!(!changed(Some(parent), None));
     }

@@ -1,11 +1,14 @@
 //! Keeps the `Synced` condition of parents and targets ([`crate::plan::synced`]) true to their
-//! last sync: a good sync's plan carries it, a failed one writes it on its own.
+//! last sync: a good sync's status write carries it, a failure (or the end of one) is written
+//! on its own.
 
-use super::apply::PlanTarget;
+use super::apply::{PlanTarget, Written};
 use super::context::Context;
+use super::events::truncate_note;
 use super::kind::{Controller, Kind};
-use crate::plan::Plan;
+use crate::object::ObjectKey;
 use crate::plan::synced::{self, SyncResult};
+use crate::plan::{Plan, StatusChange};
 use serde_json::Value;
 
 /// Now, to the second, as Kubernetes writes condition times.
@@ -14,16 +17,20 @@ fn now() -> String {
     now.round(jiff::Unit::Second).unwrap_or(now).to_string()
 }
 
-/// Adds to a good sync's plan what turns the object's condition True.
-pub fn succeeded<K: Kind>(controller: &Controller<K>, object: &Value, plan: &mut Plan) {
-    if let Some((place, _)) = K::synced_on(&controller.planner, object) {
-        synced::report(plan, object, &place, &SyncResult::Ok, &now());
-    }
+/// Puts a good sync's condition into its plan's status write, or returns the write of its own
+/// that clears a failure, for [`write_alone`] once the plan has been carried out.
+pub fn succeeded<K: Kind>(
+    context: &Context,
+    controller: &Controller<K>,
+    object: &Value,
+    plan: &mut Plan,
+) -> Option<StatusChange> {
+    let (place, _) = K::synced_on(context, &controller.planner, object)?;
+    synced::report(plan, object, &place, &SyncResult::Ok, &now())
 }
 
-/// Writes the object's condition False with the failure's reason and message. A condition that
-/// cannot be written (the account may not patch that status, the object is gone) is logged
-/// and left: the Event already says the same.
+/// Writes the object's condition False with the failure's reason and message, cut as its
+/// Event's note is (the API server's advice at the end survives).
 pub async fn failed<K: Kind>(
     context: &Context,
     controller: &Controller<K>,
@@ -31,15 +38,46 @@ pub async fn failed<K: Kind>(
     reason: &str,
     message: &str,
 ) {
-    let Some((place, resource)) = K::synced_on(&controller.planner, object) else {
+    let Some((place, _)) = K::synced_on(context, &controller.planner, object) else {
         return;
     };
-    let mut plan = Plan::default();
-    let failure = SyncResult::Failed { reason, message };
-    synced::report(&mut plan, object, &place, &failure, &now());
-    if plan.is_noop() {
+    let message = truncate_note(message);
+    let failure = SyncResult::Failed {
+        reason,
+        message: &message,
+    };
+    let change = synced::report(&mut Plan::default(), object, &place, &failure, &now());
+    write_alone(context, controller, object, change, &Written::default()).await;
+}
+
+/// Writes a condition on its own, after the sync's own writes (`written`: the version they
+/// left the object at is the one it is conditioned on). One that cannot be written (the object
+/// changed meanwhile, the account may not patch that status, the object is gone) is logged
+/// and left: someone else's change syncs the object again, and the Event says the same.
+pub async fn write_alone<K: Kind>(
+    context: &Context,
+    controller: &Controller<K>,
+    object: &Value,
+    change: Option<StatusChange>,
+    written: &Written,
+) {
+    let (Some(mut change), Some((_, resource))) =
+        (change, K::synced_on(context, &controller.planner, object))
+    else {
         return;
+    };
+    let key = ObjectKey::of(object);
+    if let StatusChange::Conditions {
+        resource_version, ..
+    } = &mut change
+        && let Some((_, version)) = written.versions.iter().rev().find(|(k, _)| *k == key)
+    {
+        *resource_version = version.clone();
     }
+    let plan = Plan {
+        status: Some(change),
+        ..Plan::default()
+    };
     let target = PlanTarget {
         object,
         resource: &resource,

@@ -144,6 +144,22 @@ async fn a_hand_made_namespace_is_not_taken_over_unless_the_rule_says_always() {
         "not written: {untouched}"
     );
 
+    // Made together, as GitOps applies them: the Team's sync may run before the operator's
+    // cache has the Namespace, and still must not take it.
+    let together = unique_name("adopt-together");
+    cluster.apply(&namespace(&together)).await;
+    let racing = team(&teams, &unique_name("r"), json!({"namespace": together}));
+    cluster.apply(&racing).await;
+    wait_condition(&cluster, &racing, "Synced", "False", "AdoptionRefused").await;
+    let raced = cluster
+        .get(&namespace(&together))
+        .await
+        .expect("still there");
+    assert!(
+        raced["metadata"]["ownerReferences"].is_null(),
+        "not taken: {raced}"
+    );
+
     // A Team of a fresh name gets its Namespace, and says it synced.
     let fresh_name = unique_name("adopt-fresh");
     let fresh = team(&teams, &unique_name("b"), json!({"namespace": fresh_name}));

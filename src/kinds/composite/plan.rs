@@ -466,8 +466,8 @@ impl Composite {
         let desired = Value::Object(status);
         let current = parent.get("status").cloned().unwrap_or_else(|| json!({}));
         let (compared, current) = (
-            synced::without_condition(&desired, synced::SYNCED),
-            synced::without_condition(&current, synced::SYNCED),
+            synced::without_operators(&desired),
+            synced::without_operators(&current),
         );
         if same(&compared, &current) {
             return None;

@@ -176,6 +176,25 @@ fn children_are_claimed_adopted_and_released_by_selector_and_controller_referenc
 }
 
 #[test]
+fn a_rule_that_adopts_never_claims_no_orphan() {
+    let composite = composite_with(
+        json!({"childResources": [
+            {"apiVersion": "v1", "resource": "pods", "adopt": "Never"}
+        ]}),
+        true,
+    );
+    let orphan = pod("stray", "v1");
+    let owned = as_observed(&pod("web-0", "v1"), true);
+    let (claimed, claims) = composite.claim(&parent(), &selector(), [&orphan, &owned]);
+    assert_eq!(
+        claimed.iter().map(|c| object::name(c)).collect::<Vec<_>>(),
+        ["web-0"],
+        "its own child stays, the matching orphan is not taken"
+    );
+    assert!(claims.is_empty(), "{claims:?}");
+}
+
+#[test]
 fn a_parent_must_select_something_unless_the_selector_is_generated() {
     let composite = composite("RollingRecreate");
     let mut parent = parent();

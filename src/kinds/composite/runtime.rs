@@ -23,6 +23,7 @@ use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::routes::{only_status_changed, status_changed};
+use crate::runtime::synced;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
@@ -154,7 +155,11 @@ impl Kind for CompositeKind {
         }
     }
 
-    fn synced_on(composite: &Composite, _: &Value) -> Option<(SyncedPlace, ResourceType)> {
+    fn synced_on(
+        _: &Context,
+        composite: &Composite,
+        _: &Value,
+    ) -> Option<(SyncedPlace, ResourceType)> {
         let resource = &composite.parent;
         resource
             .has_status
@@ -218,9 +223,7 @@ fn route_parent(
     // next sync sets observedGeneration right.
     let behind =
         !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
-    if !behind
-        && !status_changed(event, crate::plan::synced::SYNCED)
-        && context.applier.own_writes.is_own(&controller.id, event)
+    if !behind && !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event)
     {
         return;
     }
@@ -421,7 +424,7 @@ async fn sync_parent(
         }
         Err(failure) => return failed(failure),
     };
-    crate::runtime::synced::succeeded(controller, &object, &mut plan);
+    let clear = synced::succeeded(context, controller, &object, &mut plan);
     let mut written = Written::default();
     if !plan.is_noop() {
         let owned_types = controller.planner.owned_types();
@@ -453,6 +456,7 @@ async fn sync_parent(
         };
         tracing::debug!(controller = %controller.id, parent = %parent_ref, claimed = plan.claims.len(), applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
     }
+    synced::write_alone(context, controller, &object, clear, &written).await;
     let fingerprint = seen(context, controller, parent_ref, &object)
         .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
     Outcome::Synced {

@@ -95,7 +95,7 @@ pub fn sync_parent(
         types: &composite.children,
         labels: &[],
     }
-    .admit(&composite.name, &plan, store)?;
+    .admit(&composite.name, &mut plan, store)?;
     stamp_provenance(&mut plan, runner, hook, parent);
     Ok(Some(Synced {
         hook: Some(hook),

@@ -73,8 +73,7 @@ impl Decorator {
         &self.finalizer
     }
 
-    /// Where its targets carry the `Synced` condition (computed once: routing reads it on
-    /// every target event).
+    /// Where its targets carry the `Synced` condition.
     pub fn synced_place(&self) -> &SyncedPlace {
         &self.synced
     }
@@ -198,11 +197,7 @@ impl Decorator {
                 &labels,
                 &response::string_updates(fields, "annotations")?,
             ),
-            status: status_change(
-                target,
-                fields.get("status"),
-                &self.synced_place().condition_type,
-            )?,
+            status: status_change(target, fields.get("status"))?,
             resync_after_seconds: response::resync_after(fields)?,
             ..Plan::default()
         };
@@ -249,7 +244,6 @@ fn metadata_patch(
 fn status_change(
     target: &Value,
     status: Option<&Value>,
-    condition_type: &str,
 ) -> Result<Option<StatusChange>, InvalidResponse> {
     match status {
         None | Some(Value::Null) => Ok(None),
@@ -259,10 +253,10 @@ fn status_change(
             // The API server defaults status fields the hook never sets (e.g. a StatefulSet's
             // availableReplicas), so "already has everything returned" counts as unchanged;
             // comparing for equality would rewrite the status on every sync. The operator's
-            // own condition is left out of the comparison.
+            // conditions are left out of the comparison.
             let unchanged = object::is_subset(
-                &synced::without_condition(&desired, condition_type),
-                &synced::without_condition(&current, condition_type),
+                &synced::without_operators(&desired),
+                &synced::without_operators(&current),
             );
             Ok((!unchanged).then_some(StatusChange::Replace(desired)))
         }

@@ -23,6 +23,7 @@ use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::routes::{only_status_changed, status_changed};
+use crate::runtime::synced;
 use crate::script::CallScope;
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -146,7 +147,11 @@ impl Kind for DecoratorKind {
         }
     }
 
-    fn synced_on(decorator: &Decorator, target: &Value) -> Option<(SyncedPlace, ResourceType)> {
+    fn synced_on(
+        _: &Context,
+        decorator: &Decorator,
+        target: &Value,
+    ) -> Option<(SyncedPlace, ResourceType)> {
         let resource = decorator.target_type(target)?;
         resource
             .has_status
@@ -207,8 +212,7 @@ fn route_target(
         return;
     }
     // The controller's own status write is acted on, as in Metacontroller (`status_changed`).
-    let synced = &decorator.synced_place().condition_type;
-    if !status_changed(event, synced) && context.applier.own_writes.is_own(&controller.id, event) {
+    if !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event) {
         return;
     }
     controller.enqueue(context, Work::Object(ObjRef::of(&event.resource, object)));
@@ -298,7 +302,7 @@ async fn sync_target(
         }
         Err(failure) => return failed(failure),
     };
-    crate::runtime::synced::succeeded(controller, &object, &mut plan);
+    let clear = synced::succeeded(context, controller, &object, &mut plan);
     let mut written = Written::default();
     if !plan.is_noop() {
         let child_types: Vec<ResourceType> = controller
@@ -320,6 +324,7 @@ async fn sync_target(
         };
         tracing::debug!(controller = %controller.id, target = %target, applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
     }
+    synced::write_alone(context, controller, &object, clear, &written).await;
     let fingerprint = seen(context, controller, target, &object)
         .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
     Outcome::Synced {

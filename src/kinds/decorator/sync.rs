@@ -77,7 +77,7 @@ pub fn sync_target(
         types: &decorator.attachments,
         labels: &[(DECORATOR_LABEL, &decorator.name)],
     }
-    .admit(&decorator.name, &plan, store)?;
+    .admit(&decorator.name, &mut plan, store)?;
     stamp_provenance(&mut plan, runner, hook, target);
     Ok(Some(Synced {
         hook: Some(hook),

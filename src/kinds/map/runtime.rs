@@ -146,7 +146,16 @@ impl Kind for MapKind {
         controller.state.status_changed(&group.parent);
     }
 
-    fn synced_on(mapper: &Mapper, _: &Value) -> Option<(SyncedPlace, ResourceType)> {
+    /// Not when sharded: a parent's pairs are spread over the replicas, and none of them
+    /// knows whether all of them went well.
+    fn synced_on(
+        context: &Context,
+        mapper: &Mapper,
+        _: &Value,
+    ) -> Option<(SyncedPlace, ResourceType)> {
+        if context.config.shards.is_some() {
+            return None;
+        }
         let resource = &mapper.parent;
         resource
             .has_status
@@ -834,12 +843,11 @@ async fn write_parent_status(
             .outcomes
             .any_failed(|group| &group.parent == parent_ref)
     };
-    if !synced::is_true(&parent, synced::SYNCED) && !failing() {
-        crate::runtime::synced::succeeded(controller, &parent, &mut plan);
-    }
-    if plan.is_noop() {
-        return;
-    }
+    let clear = if !synced::is_true(&parent, synced::SYNCED) && !failing() {
+        crate::runtime::synced::succeeded(context, controller, &parent, &mut plan)
+    } else {
+        None
+    };
     let target = PlanTarget {
         object: &parent,
         resource: &mapper.parent,
@@ -847,9 +855,19 @@ async fn write_parent_status(
         controller: &controller.id,
         writer: &controller.writer,
     };
-    let written = shard::acting_for(item, context.applier.execute(&target, &plan)).await;
-    if let Err(error) = written {
-        tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");
-        controller.state.status_changed(parent_ref);
+    let written = match plan.is_noop() {
+        true => Ok(Written::default()),
+        false => shard::acting_for(item.clone(), context.applier.execute(&target, &plan)).await,
+    };
+    match written {
+        Ok(written) => {
+            let clearing =
+                crate::runtime::synced::write_alone(context, controller, &parent, clear, &written);
+            shard::acting_for(item, clearing).await;
+        }
+        Err(error) => {
+            tracing::warn!(controller = %controller.id, parent = %parent_ref, %error, "cannot write aggregated status");
+            controller.state.status_changed(parent_ref);
+        }
     }
 }

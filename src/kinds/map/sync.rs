@@ -184,7 +184,7 @@ pub fn map_input(
         types: &mapper.outputs,
         labels: &[(MAP_LABEL, &mapper.name), (MAP_KEY_LABEL, &map_key)],
     }
-    .admit(&mapper.name, &plan, store)?;
+    .admit(&mapper.name, &mut plan, store)?;
     stamp_provenance(&mut plan, runner, MAP, input);
     Ok(plan)
 }
