@@ -510,6 +510,38 @@ async fn a_failing_map_hook_deletes_nothing_and_reports_on_the_parent() {
         .await
         .expect("a failing map hook must not delete outputs");
     assert_eq!(kept["data"]["fail"], "no", "nothing was applied either");
+
+    // The parent says so itself, and says so no longer once the pair maps again.
+    let parent = json!({"apiVersion": format!("{group}/v1"), "kind": "ConfigTemplate",
+        "metadata": {"name": "t", "namespace": namespace}});
+    let synced = |status: &'static str| {
+        move |parent: &Value| {
+            parent["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Synced"))
+                .is_some_and(|c| c["status"] == status)
+        }
+    };
+    let failing = cluster
+        .wait_for(&parent, "the parent's Synced=False", synced("False"))
+        .await;
+    let condition = failing["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Synced"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(condition["reason"], "HookFailed", "{condition}");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("refusing src"),
+        "{condition}"
+    );
+    cluster.apply(&source("no")).await;
+    cluster
+        .wait_for(&parent, "the parent's Synced=True", synced("True"))
+        .await;
 }
 
 /// Editing a MapController's inline map script re-runs every pair with the new version.
