@@ -254,7 +254,7 @@ pub fn undo_refusal(earlier: &Value, now: &Value) -> Option<String> {
         Err(invalid) => format!("an account that is not valid ({invalid})"),
     };
     Some(format!(
-        "it ran as {}, and the controller now runs as {}: an undo never changes whom a \
+        "ran as {}, and the controller now runs as {}: an undo never changes whom a \
          controller runs as, since the undo annotation is not checked by the admission webhook. \
          To run that revision again, apply its spec (serviceAccountName included) as a change: \
          admission then checks that you may use its account",
@@ -421,7 +421,7 @@ mod tests {
             (&bot_b, &operator, "ServiceAccount team-b/bot"),
         ] {
             let why = undo_refusal(earlier, now).expect("another account is refused");
-            assert!(why.contains(&format!("it ran as {ran}")), "{why}");
+            assert!(why.starts_with(&format!("ran as {ran}")), "{why}");
             assert!(why.contains("apply its spec"), "{why}");
         }
         let mut legacy = controller(None, "#{}");

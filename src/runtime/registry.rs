@@ -594,7 +594,9 @@ impl<K: Kind> Registry<K> {
                 )
             })?;
         if let Some(why) = crate::tenancy::undo_refusal(&snapshot.controller, object) {
-            return Err(format!("revision {replaced} {why}"));
+            return Err(format!(
+                "revision {replaced}, which served before it, {why}"
+            ));
         }
         self.snapshot_version(context, id, object, &snapshot, &replaced, None)
             .await
