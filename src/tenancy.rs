@@ -238,6 +238,31 @@ pub fn refusal(user: &str, runs_as: &RunsAs) -> String {
     }
 }
 
+/// Why an undo may not serve `earlier` (a revision's snapshot of the controller) again, when
+/// it ran as someone other than `now` (the controller as it is). The undo annotation skips the
+/// webhook, and the brake's check asks `use` of the current account only: an undo that changed
+/// the account would let a user of one account bring back a revision that ran as another.
+pub fn undo_refusal(earlier: &Value, now: &Value) -> Option<String> {
+    let (ran, runs) = (RunsAs::of(earlier), RunsAs::of(now));
+    if let (Ok(ran), Ok(runs)) = (&ran, &runs)
+        && ran == runs
+    {
+        return None;
+    }
+    let said = |runs_as: &Result<RunsAs, InvalidAccount>| match runs_as {
+        Ok(runs_as) => runs_as.to_string(),
+        Err(invalid) => format!("an account that is not valid ({invalid})"),
+    };
+    Some(format!(
+        "ran as {}, and the controller now runs as {}: an undo never changes whom a \
+         controller runs as, since the undo annotation is not checked by the admission webhook. \
+         To run that revision again, apply its spec (serviceAccountName included) as a change: \
+         admission then checks that you may use its account",
+        said(&ran),
+        said(&runs)
+    ))
+}
+
 /// Why no controller may run as the operator's own account.
 pub fn own_account_refusal(account: &ServiceAccountRef) -> String {
     format!(
@@ -380,6 +405,29 @@ mod tests {
             error.contains(r#"serviceAccountName: "bot" and serviceAccountNamespace: "team-a""#),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_undo_keeps_whom_the_controller_runs_as() {
+        let bot_a = controller(Some(("team-a", "bot")), "#{}");
+        let edited = controller(Some(("team-a", "bot")), "#{ labels: #{} }");
+        assert_eq!(undo_refusal(&bot_a, &edited), None);
+        let operator = controller(None, "#{}");
+        assert_eq!(undo_refusal(&operator, &controller(None, "x")), None);
+        let bot_b = controller(Some(("team-b", "bot")), "#{}");
+        for (earlier, now, ran) in [
+            (&bot_a, &bot_b, "ServiceAccount team-a/bot"),
+            (&operator, &bot_b, "the operator itself"),
+            (&bot_b, &operator, "ServiceAccount team-b/bot"),
+        ] {
+            let why = undo_refusal(earlier, now).expect("another account is refused");
+            assert!(why.starts_with(&format!("ran as {ran}")), "{why}");
+            assert!(why.contains("apply its spec"), "{why}");
+        }
+        let mut legacy = controller(None, "#{}");
+        legacy["spec"]["serviceAccountName"] = "bot".into();
+        let why = undo_refusal(&legacy, &bot_a).expect("an invalid account is refused");
+        assert!(why.contains("not valid"), "{why}");
     }
 
     #[test]

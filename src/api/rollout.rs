@@ -217,17 +217,99 @@ pub struct HaltedRevision {
 mod tests {
     use super::*;
 
-    /// The CEL of deploy/webhook.yaml names the brake's annotations as the operator reads them
-    /// (the webhook's skip condition and the policy's match).
+    /// The objects of an admission manifest, `{{ … }}` (the chart's templating) blanked out.
+    fn admission_objects(yaml: &str) -> Vec<serde_json::Value> {
+        let untemplated: String = yaml
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("{{"))
+            .map(|line| {
+                let mut line = line.to_string();
+                while let (Some(open), Some(close)) = (line.find("{{"), line.find("}}")) {
+                    line.replace_range(open..close + 2, "x");
+                }
+                line + "\n"
+            })
+            .collect();
+        let objects: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&untemplated).expect("the admission manifest parses");
+        objects.into_iter().filter(|o| !o.is_null()).collect()
+    }
+
+    fn one_line(expression: &serde_json::Value) -> String {
+        let text = expression.as_str().expect("a CEL expression");
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// The webhook skips exactly the updates the brake's policy checks: its match condition is
+    /// the negation of the policy's (which matches only updates), in deploy/ and in the chart
+    /// alike, and both name the brake's annotations as the operator reads them. The policy
+    /// comes first, so an install that cannot create it stops before the skip exists.
     #[test]
-    fn the_shipped_brake_names_the_operators_annotations() {
-        let webhook = include_str!("../../deploy/webhook.yaml");
+    fn the_webhook_skips_exactly_what_the_brake_policy_checks() {
         let listed = format!(
             "[{}]",
             BRAKE_ANNOTATIONS.map(|key| format!("'{key}'")).join(", ")
         );
-        assert_eq!(webhook.matches(&listed).count(), 3, "{listed}");
-        assert!(webhook.contains("kind: ValidatingAdmissionPolicy\n"));
+        let mut found = Vec::new();
+        for (file, yaml) in [
+            ("deploy", include_str!("../../deploy/webhook.yaml")),
+            (
+                "chart",
+                include_str!("../../charts/metascript/templates/webhook.yaml"),
+            ),
+        ] {
+            let objects = admission_objects(yaml);
+            let position = |kind: &str| {
+                objects
+                    .iter()
+                    .position(|o| o["kind"] == kind)
+                    .unwrap_or_else(|| panic!("{file}: no {kind}"))
+            };
+            let (policy, binding, configuration) = (
+                position("ValidatingAdmissionPolicy"),
+                position("ValidatingAdmissionPolicyBinding"),
+                position("ValidatingWebhookConfiguration"),
+            );
+            assert!(policy < configuration && binding < configuration, "{file}");
+            let policy = &objects[policy];
+            assert_eq!(
+                objects[binding]["spec"]["policyName"], policy["metadata"]["name"],
+                "{file}"
+            );
+            assert_eq!(
+                policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"],
+                serde_json::json!(["UPDATE"]),
+                "{file}"
+            );
+            let conditions = policy["spec"]["matchConditions"].as_array().expect(file);
+            let only_brake = conditions
+                .iter()
+                .find(|c| c["name"] == "only-the-rollout-brake")
+                .unwrap_or_else(|| panic!("{file}: the policy's match"));
+            let only_brake = one_line(&only_brake["expression"]);
+            assert!(only_brake.contains(&listed), "{file}: {only_brake}");
+            assert!(
+                conditions
+                    .iter()
+                    .any(|c| one_line(&c["expression"]).starts_with(&listed)),
+                "{file}: a condition that the brake changes"
+            );
+            let webhook = objects[configuration]["webhooks"]
+                .as_array()
+                .expect(file)
+                .iter()
+                .find(|w| w["name"] == "controllers.metascript.dev")
+                .unwrap_or_else(|| panic!("{file}: the controllers' webhook"));
+            let skip = webhook["matchConditions"].as_array().expect(file);
+            assert_eq!(skip.len(), 1, "{file}: the webhook's only match condition");
+            assert_eq!(
+                one_line(&skip[0]["expression"]),
+                format!("!(request.operation == 'UPDATE' && {only_brake})"),
+                "{file}: the webhook's skip is the policy's match, negated"
+            );
+            found.push(only_brake);
+        }
+        assert_eq!(found[0], found[1], "deploy/ and the chart check the same");
     }
 
     #[test]

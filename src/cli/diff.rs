@@ -261,11 +261,21 @@ fn report(
         failed,
         ..Report::default()
     };
-    for Synced { controller, step } in synced {
+    for Synced {
+        controller,
+        field_manager,
+        step,
+    } in synced
+    {
         let (changes, error) = match &step.result {
             Ok(plan) => {
                 let subject = by_key.get(&step.object).copied().unwrap_or(&Value::Null);
-                (changes(plan, subject, |key| by_key.get(key).copied()), None)
+                (
+                    changes(plan, subject, &field_manager, |key| {
+                        by_key.get(key).copied()
+                    }),
+                    None,
+                )
             }
             Err(error) => (
                 Vec::new(),
@@ -372,6 +382,7 @@ mod tests {
     fn synced(name: &str, result: Result<Plan, SyncError>) -> Synced {
         Synced {
             controller: "DecoratorController/d".into(),
+            field_manager: "metascript.dev/decorator-d".into(),
             step: Step {
                 object: ObjectKey::of(&target(name)),
                 detail: Vec::new(),

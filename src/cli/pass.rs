@@ -8,6 +8,7 @@ use crate::object::ObjectKey;
 use crate::plan::{Offline, Planner, Step};
 use crate::reads::ReadAccess;
 use crate::resources::ResourceResolver;
+use crate::runtime::ControllerId;
 use crate::script::{CallScope, ScriptEngine};
 use crate::store::{MemoryStore, ObjectStore};
 use serde_json::Value;
@@ -55,6 +56,8 @@ impl WorkId {
 pub struct Synced {
     /// `DecoratorController/<name>`.
     pub controller: String,
+    /// The controller's server-side apply field manager, as the operator's writes use it.
+    pub field_manager: String,
     pub step: Step,
 }
 
@@ -71,6 +74,9 @@ impl Pass<'_> {
         let mut failed = Vec::new();
         for controller in controllers {
             let label = controller.label();
+            let field_manager =
+                ControllerId::new(controller.kind.name(), controller.controller.name())
+                    .field_manager();
             let (planner, hooks) = match load(&engine, controller, self.resolver, self.config_maps)
             {
                 Ok(loaded) => loaded,
@@ -103,6 +109,7 @@ impl Pass<'_> {
                         .into_iter()
                         .map(|step| Synced {
                             controller: label.clone(),
+                            field_manager: field_manager.clone(),
                             step,
                         }),
                 );

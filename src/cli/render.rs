@@ -112,7 +112,10 @@ fn render(
     let (synced, mut errors) = pass.run(&cluster.controllers);
     let mut entries = Vec::new();
     let mut places = Places::default();
-    for Synced { controller, step } in synced {
+    for Synced {
+        controller, step, ..
+    } in synced
+    {
         let subject = step.subject();
         let work = WorkId::of(controller, &step);
         match step.result {

@@ -146,16 +146,19 @@ pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
         RolloutAction::Undo { revision, .. } => {
             let revision = match revision {
                 Some(revision) => revision.clone(),
-                None => undo_target(&label, status.as_ref())?,
+                None => undo_target(&label, &object, status.as_ref())?,
             };
             // An older promotion of the same revision would win over the undo.
             let patch = json!({"metadata": {"annotations": {
                 UNDO_ANNOTATION: revision, PROMOTE_ANNOTATION: null,
             }}});
             patch_annotations(&api, name, &patch).await?;
+            // The operator acts only while the revision is the newest (a script edit since
+            // the status was read makes another one newest), so this says what was asked.
             Ok(format!(
-                "{label}: revision {revision} undone ({UNDO_ANNOTATION}); the revision before it \
-                 serves every object (see metascript rollout status {label})\n"
+                "{label}: undo of revision {revision} asked ({UNDO_ANNOTATION}); if it is still \
+                 the newest revision, the revision before it serves every object, else nothing \
+                 changes. See metascript rollout status {label}\n"
             ))
         }
     }
@@ -187,14 +190,35 @@ fn controller_named(text: &str) -> anyhow::Result<(&'static dyn ControllerKind, 
 
 /// The revision `undo` goes back from: the candidate, else the serving revision, unless a
 /// revision is held back already (then the serving one is not the newest, and undo has
-/// nothing to go back from).
-fn undo_target(label: &str, status: Option<&RolloutStatus>) -> anyhow::Result<String> {
+/// nothing to go back from), or the status lags the controller's spec (it may name a revision
+/// that is no longer the newest, and the undo would do nothing).
+fn undo_target(
+    label: &str,
+    controller: &Value,
+    status: Option<&RolloutStatus>,
+) -> anyhow::Result<String> {
     let status = status.with_context(|| {
         format!(
             "{label} reports no staged rollout: undo needs spec.rollout.strategy Shadow or \
              Canary, whose snapshots keep the revision before"
         )
     })?;
+    let generation = controller
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let observed = controller
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    if generation.is_some() && observed != generation {
+        anyhow::bail!(
+            "{label}: its status is of generation {}, not of the newest ({}): the revision it \
+             names may no longer be the newest, and undoing it would do nothing. Wait until the \
+             operator reports the newest (metascript rollout status {label}), or name the \
+             revision with --revision",
+            observed.map_or_else(|| "none".to_string(), |g| g.to_string()),
+            generation.unwrap_or_default()
+        );
+    }
     if let Some(candidate) = &status.candidate {
         return Ok(candidate.clone());
     }
@@ -367,15 +391,36 @@ mod tests {
     #[test]
     fn undo_goes_back_from_the_candidate_or_the_serving_revision_once() {
         let status = |value| serde_json::from_value::<RolloutStatus>(value).unwrap();
+        let current = json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 3}});
         let staged = status(json!({"strategy": "Canary", "serving": "aaa", "candidate": "bbb"}));
-        assert_eq!(undo_target("c", Some(&staged)).unwrap(), "bbb");
+        assert_eq!(undo_target("c", &current, Some(&staged)).unwrap(), "bbb");
         let serving = status(json!({"strategy": "Canary", "serving": "bbb"}));
-        assert_eq!(undo_target("c", Some(&serving)).unwrap(), "bbb");
+        assert_eq!(undo_target("c", &current, Some(&serving)).unwrap(), "bbb");
         let undone = status(json!({"strategy": "Canary", "serving": "aaa",
             "halted": {"revision": "bbb", "reason": "Undone", "message": "m"}}));
-        let error = undo_target("c", Some(&undone)).unwrap_err().to_string();
+        let error = undo_target("c", &current, Some(&undone))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("held back already (Undone)"), "{error}");
-        assert!(undo_target("c", None).is_err());
+        assert!(undo_target("c", &current, None).is_err());
+    }
+
+    /// A status that lags the spec names a revision that may no longer be the newest: the
+    /// default is refused rather than an undo that would do nothing.
+    #[test]
+    fn undo_refuses_a_default_from_a_stale_status() {
+        let serving: RolloutStatus =
+            serde_json::from_value(json!({"strategy": "Canary", "serving": "bbb"})).unwrap();
+        for stale in [
+            json!({"metadata": {"generation": 4}, "status": {"observedGeneration": 3}}),
+            json!({"metadata": {"generation": 4}, "status": {}}),
+        ] {
+            let error = undo_target("c", &stale, Some(&serving))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("not of the newest (4)"), "{error}");
+            assert!(error.contains("--revision"), "{error}");
+        }
     }
 
     #[test]

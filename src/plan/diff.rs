@@ -127,10 +127,12 @@ pub fn describe(change: &ObjectChange) -> String {
 
 /// The changes carrying out `plan` would make, given the object it is about (`subject`, a
 /// target or parent, as observed) and the observed objects by key. In the order the operator
-/// writes: claims, children applied, children deleted, then the subject itself.
+/// writes: claims, children applied, children deleted, then the subject itself. `manager`: the
+/// controller's server-side apply field manager, whose fields a child no longer returned loses.
 pub fn changes<'a>(
     plan: &Plan,
     subject: &Value,
+    manager: &str,
     observed: impl Fn(&ObjectKey) -> Option<&'a Value>,
 ) -> Vec<ObjectChange> {
     let mut changes = Vec::new();
@@ -159,7 +161,7 @@ pub fn changes<'a>(
             Some(current) => {
                 let mut fields = Vec::new();
                 applied_fields(&mut String::new(), child, Some(current), &mut fields);
-                removed_fields(child, current, &mut fields);
+                removed_fields(child, current, manager, &mut fields);
                 fields.retain(|field| !is_bookkeeping(&field.path));
                 // Only the applied digest changed, and no field the operator applied is
                 // missing by name: one inside a list it merges by key.
@@ -298,20 +300,19 @@ fn applied_fields(
     }
 }
 
-/// The fields the operator applied to `current` (its server-side apply field managers,
-/// `metascript.dev/…`, in `managedFields`) that `desired` no longer has: server-side apply
-/// removes them. Inside a list merged by key, the list itself is named when `desired` has
-/// none; otherwise its items are not told apart.
-fn removed_fields(desired: &Value, current: &Value, out: &mut Vec<FieldChange>) {
+/// The fields this controller applied to `current` (its server-side apply field manager,
+/// `manager`, in `managedFields`) that `desired` no longer has: server-side apply removes
+/// them. Another controller's fields (its own `metascript.dev/…` manager) stay. Inside a list
+/// merged by key, the list itself is named when `desired` has none; otherwise its items are
+/// not told apart.
+fn removed_fields(desired: &Value, current: &Value, manager: &str, out: &mut Vec<FieldChange>) {
     let applied = current
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter(|entry| {
-            entry["operation"] == "Apply"
-                && object::str_at(entry, "/manager")
-                    .is_some_and(|m| m.starts_with("metascript.dev/"))
+            entry["operation"] == "Apply" && object::str_at(entry, "/manager") == Some(manager)
         });
     for entry in applied {
         let mut found = Vec::new();
@@ -493,6 +494,9 @@ mod tests {
             .collect()
     }
 
+    /// The field manager of the controller whose plans these tests compare.
+    const MANAGER: &str = "metascript.dev/composite-teams";
+
     fn change(changes: &[ObjectChange], name: &str) -> ObjectChange {
         changes
             .iter()
@@ -503,7 +507,10 @@ mod tests {
 
     #[test]
     fn a_noop_plan_changes_nothing() {
-        assert_eq!(changes(&Plan::default(), &target(), |_| None), vec![]);
+        assert_eq!(
+            changes(&Plan::default(), &target(), MANAGER, |_| None),
+            vec![]
+        );
     }
 
     #[test]
@@ -513,7 +520,7 @@ mod tests {
             apply: vec![desired.clone()],
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |_| None);
+        let found = changes(&plan, &target(), MANAGER, |_| None);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].action, Action::Create);
         assert_eq!(found[0].object, Some(desired));
@@ -531,7 +538,7 @@ mod tests {
             apply: vec![desired],
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |key| observed.get(key));
+        let found = changes(&plan, &target(), MANAGER, |key| observed.get(key));
         let update = change(&found, "web-svc");
         assert_eq!(update.action, Action::Update);
         assert_eq!(
@@ -561,7 +568,7 @@ mod tests {
             apply: vec![desired],
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |key| observed.get(key));
+        let found = changes(&plan, &target(), MANAGER, |key| observed.get(key));
         let fields = change(&found, "web-svc").fields;
         assert_eq!(fields.len(), 1, "{fields:#?}");
         assert_eq!(fields[0].path, "spec.ports");
@@ -569,7 +576,7 @@ mod tests {
     }
 
     /// A rollback that drops a label the operator applied (a security control) names it, and
-    /// a field another manager owns is not the operator's to remove.
+    /// a field another manager owns (another controller's too) is not this one's to remove.
     #[test]
     fn every_field_the_operator_applied_and_the_hook_no_longer_returns_is_named() {
         let desired = json!({
@@ -581,7 +588,7 @@ mod tests {
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": "team-a",
                 "labels": {"team": "a", "pod-security.kubernetes.io/enforce": "restricted",
-                           "kubernetes.io/metadata.name": "team-a"},
+                           "kubernetes.io/metadata.name": "team-a", "cost-centre": "42"},
                 "annotations": {APPLIED_DIGEST_ANNOTATION: "old"},
                 "managedFields": [
                     {"manager": "metascript.dev/composite-teams", "operation": "Apply",
@@ -590,7 +597,9 @@ mod tests {
                          "f:annotations": {format!("f:{APPLIED_DIGEST_ANNOTATION}"): {}}},
                          "f:spec": {"f:finalizers": {"v:kubernetes": {}}}}},
                     {"manager": "kube-apiserver", "operation": "Update",
-                     "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/metadata.name": {}}}}}
+                     "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/metadata.name": {}}}}},
+                    {"manager": "metascript.dev/decorator-costs", "operation": "Apply",
+                     "fieldsV1": {"f:metadata": {"f:labels": {"f:cost-centre": {}}}}}
                 ]},
             "spec": {"finalizers": ["kubernetes"]},
         });
@@ -600,7 +609,7 @@ mod tests {
             ..Plan::default()
         };
         let update = change(
-            &changes(&plan, &target(), |key| observed.get(key)),
+            &changes(&plan, &target(), MANAGER, |key| observed.get(key)),
             "team-a",
         );
         assert_eq!(
@@ -619,6 +628,21 @@ mod tests {
             ]
         );
         assert_eq!(update.note, None);
+        let theirs = change(
+            &changes(&plan, &target(), "metascript.dev/decorator-costs", |key| {
+                observed.get(key)
+            }),
+            "team-a",
+        );
+        assert_eq!(
+            theirs
+                .fields
+                .iter()
+                .map(|field| field.path.as_str())
+                .collect::<Vec<_>>(),
+            vec!["metadata.labels.cost-centre"],
+            "the other controller's own diff names only its own field"
+        );
         assert!(
             describe(&update).contains(
                 r#"metadata.labels["pod-security.kubernetes.io/enforce"]: "restricted" -> (absent)"#
@@ -643,7 +667,7 @@ mod tests {
             apply: vec![desired],
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |key| observed.get(key));
+        let found = changes(&plan, &target(), MANAGER, |key| observed.get(key));
         let update = change(&found, "web-svc");
         assert_eq!(update.action, Action::Update);
         assert!(update.fields.is_empty(), "{:?}", update.fields);
@@ -670,7 +694,7 @@ mod tests {
             }],
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |_| None);
+        let found = changes(&plan, &target(), MANAGER, |_| None);
         assert_eq!(
             found.iter().map(|c| c.action).collect::<Vec<_>>(),
             vec![Action::Adopt, Action::Delete]
@@ -693,7 +717,7 @@ mod tests {
             finalizer: Some(FinalizerChange::Add("metascript.dev/d".into())),
             ..Plan::default()
         };
-        let found = changes(&plan, &target(), |_| None);
+        let found = changes(&plan, &target(), MANAGER, |_| None);
         assert_eq!(found.len(), 1);
         let update = &found[0];
         assert_eq!(
@@ -744,7 +768,9 @@ mod tests {
             )),
             ..Plan::default()
         };
-        let fields = changes(&plan, &target(), |_| None).remove(0).fields;
+        let fields = changes(&plan, &target(), MANAGER, |_| None)
+            .remove(0)
+            .fields;
         assert_eq!(
             fields,
             vec![

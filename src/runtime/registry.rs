@@ -593,6 +593,11 @@ impl<K: Kind> Registry<K> {
                     kept(&replaced)
                 )
             })?;
+        if let Some(why) = crate::tenancy::undo_refusal(&snapshot.controller, object) {
+            return Err(format!(
+                "revision {replaced}, which served before it, {why}"
+            ));
+        }
         self.snapshot_version(context, id, object, &snapshot, &replaced, None)
             .await
             .map_err(|unloaded| format!("revision {replaced} does not load: {}", unloaded.why()))

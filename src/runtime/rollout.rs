@@ -915,6 +915,7 @@ async fn shadow_pass<K: Kind>(
         };
         let mut summary = Summary::default();
         let mut examples = Vec::new();
+        let manager = candidate.id.field_manager();
         for (_, subject) in subjects {
             let scope = candidate.scope(&context, &candidate.planner.reads());
             let runner = HookRunner {
@@ -939,7 +940,7 @@ async fn shadow_pass<K: Kind>(
                             .chain(plan.delete.iter().map(|d| d.key.clone()))
                             .filter_map(|key| Some((key.clone(), lookup(&key)?)))
                             .collect();
-                        let found = changes(plan, &subject, |key| {
+                        let found = changes(plan, &subject, &manager, |key| {
                             observed.get(key).map(|object| &**object)
                         });
                         (found, None)

@@ -1022,6 +1022,23 @@ async fn the_brake_works_while_the_webhook_is_down() {
 
     let patch = |key: &str| json!({"metadata": {"annotations": {key: "0123456789"}}});
     let params = PatchParams::default();
+    // The brake with anything else that makes the controller act is the webhook's to judge.
+    let abort = metascript::api::ABORT_ANNOTATION;
+    for with_more in [
+        json!({"metadata": {"labels": {"brake-test": "x"}, "annotations": {abort: "0123456789"}}}),
+        json!({"metadata": {"annotations": {abort: "0123456789",
+                                            "metascript.dev/sync-requested-at": "now"}}}),
+    ] {
+        let refused = api_for(&as_alice, &controller)
+            .patch(&name, &params, &Patch::Merge(&with_more))
+            .await
+            .expect_err("more than the brake needs the webhook")
+            .to_string();
+        assert!(
+            refused.contains("failed calling webhook"),
+            "{with_more}: {refused}"
+        );
+    }
     for key in metascript::api::BRAKE_ANNOTATIONS {
         let refused = api_for(&as_bob, &controller)
             .patch(&name, &params, &Patch::Merge(&patch(key)))
@@ -1041,6 +1058,62 @@ async fn the_brake_works_while_the_webhook_is_down() {
             Some("0123456789")
         );
     }
+}
+
+/// An undo never changes whom a controller runs as: a revision that ran as another account
+/// (here the controller's account, before it was changed to none, the operator) is not served
+/// again, and the `Rollout` condition says why and what to do instead.
+#[tokio::test]
+async fn an_undo_does_not_bring_back_a_revision_that_ran_as_another_account() {
+    use crate::support::tenants::config_map_account;
+    let (client, namespace, name) = setup("rollout-undo-account", "undo-account").await;
+    config_map_account(&client, &namespace, "bot").await;
+    let canary = json!({"strategy": "Canary", "steps": [{"percent": 50, "intervalSeconds": 3600}]});
+    let names = target_names(4);
+    let mut v1 = controller(&name, "lua", "v1", &[], canary.clone());
+    v1["spec"]["serviceAccountName"] = "bot".into();
+    v1["spec"]["serviceAccountNamespace"] = namespace.clone().into();
+    let (_, first) = serve_v1(&client, &namespace, &v1, &names).await;
+    let v2 = controller(&name, "lua", "v2", &[], canary);
+    apply(&client, &v2).await;
+    let staged = wait_for(&client, &v2, "v2 the candidate", |o| {
+        rollout_of(o)["candidate"].is_string()
+    })
+    .await;
+    let second = rollout_of(&staged)["candidate"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let kubeconfig = kubeconfig_arg().await;
+    let label = format!("decorator/{name}");
+    let run = |action: &str| {
+        stdout_of(
+            &metascript(["rollout", action, &label, "--kubeconfig", &kubeconfig]),
+            action,
+        )
+    };
+    run("promote");
+    wait_for_revs(&client, &namespace, &name, "every target at v2", |_| "v2").await;
+    wait_for(&client, &v2, "v2 serving", |o| {
+        rollout_of(o)["serving"] == second.as_str() && rollout_of(o)["candidate"].is_null()
+    })
+    .await;
+
+    run("undo");
+    let condition = wait_for_condition(&client, &v2, "Rollout", "False").await;
+    assert_eq!(condition["reason"], "UndoFailed", "{condition}");
+    let message = condition["message"].as_str().unwrap_or_default();
+    for part in [
+        format!("revision {first}, which served before it, ran as ServiceAccount {namespace}/bot"),
+        "now runs as the operator itself".to_string(),
+        "apply its spec".to_string(),
+    ] {
+        assert!(message.contains(&part), "{part:?} in {message}");
+    }
+    let now = get(&client, &v2).await.expect("the controller");
+    assert_eq!(rollout_of(&now)["serving"], second.as_str(), "{now}");
+    let targets = targets(&client, &namespace, &name).await;
+    assert!(targets.values().all(|(rev, _)| rev == "v2"), "{targets:?}");
 }
 
 /// A snapshot that cannot be saved (its namespace does not exist) is on the controller's
@@ -1131,7 +1204,7 @@ async fn undo_goes_back_one_revision_and_the_old_spec_is_no_new_canary() {
 
     let undone = run(&["rollout", "undo"], "rollout undo");
     assert!(
-        undone.contains(&format!("revision {second} undone")),
+        undone.contains(&format!("undo of revision {second} asked")),
         "{undone}"
     );
     wait_for_revs(
