@@ -857,7 +857,7 @@ async fn write_parent_status(
     };
     let written = match plan.is_noop() {
         true => Ok(Written::default()),
-        false => shard::acting_for(item.clone(), context.applier.execute(&target, &plan)).await,
+        false => shard::acting_for(item, context.applier.execute(&target, &plan)).await,
     };
     match written {
         Ok(written) => {
