@@ -9,15 +9,16 @@ use super::credentials::CredentialWatch;
 use super::fingerprint::Sweep;
 use super::keys::{ControllerId, Work, WorkKey};
 use super::load::ScriptSources;
-use super::rollout::CandidateShare;
 use super::shard::Sharded;
 use super::status::{Health, SyncOutcomes};
 use crate::api::{ControllerObject, EventReasons, KindName, Rollout};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
+use crate::plan::rollout::Share;
 use crate::reads::ReadPolicy;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use k8s_openapi::api::core::v1::ObjectReference;
+use parking_lot::RwLock;
 use serde_json::Value;
 use std::future::Future;
 use std::hash::Hash;
@@ -118,6 +119,30 @@ pub struct Interest {
     /// Events of every watched type (a customize hook may relate to any type, chosen per
     /// target at sync time).
     pub every_type: bool,
+}
+
+/// The share of work items a candidate revision serves ([`super::rollout`]), changed in place
+/// as its canary steps on. Here, beside the controller field that holds it, so that the
+/// rollouts build on controllers and not the other way round.
+#[derive(Debug)]
+pub struct CandidateShare(RwLock<Share>);
+
+impl CandidateShare {
+    pub(super) fn new(share: Share) -> CandidateShare {
+        CandidateShare(RwLock::new(share))
+    }
+
+    pub fn serves(&self, unit: &str) -> bool {
+        self.0.read().serves(unit)
+    }
+
+    pub(super) fn get(&self) -> Share {
+        *self.0.read()
+    }
+
+    pub(super) fn set(&self, share: Share) {
+        *self.0.write() = share;
+    }
 }
 
 /// One loaded controller: the version running and what it remembers.

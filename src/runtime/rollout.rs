@@ -7,7 +7,7 @@
 
 use super::context::Context;
 use super::keys::ControllerId;
-use super::kind::{Controller, Kind};
+use super::kind::{CandidateShare, Controller, Kind};
 use super::shard::Item;
 use super::status::{Counts, Problem, RolloutReport};
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
@@ -21,7 +21,7 @@ use crate::resources::ResourceType;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -33,28 +33,6 @@ pub const SHADOW_REFRESH: Duration = Duration::from_secs(60);
 /// The changes and errors a shadow report shows, and how long each may be.
 const SHADOW_EXAMPLES: usize = 5;
 const EXAMPLE_BYTES: usize = 1500;
-
-/// The share of work items a candidate serves, changed in place as its canary steps on.
-#[derive(Debug)]
-pub struct CandidateShare(RwLock<Share>);
-
-impl CandidateShare {
-    fn new(share: Share) -> CandidateShare {
-        CandidateShare(RwLock::new(share))
-    }
-
-    pub fn serves(&self, unit: &str) -> bool {
-        self.0.read().serves(unit)
-    }
-
-    fn get(&self) -> Share {
-        *self.0.read()
-    }
-
-    fn set(&self, share: Share) {
-        *self.0.write() = share;
-    }
-}
 
 /// A revision being rolled out, beside the one serving.
 pub struct Candidate<K: Kind> {

@@ -5,13 +5,31 @@
 //! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
 //! thread-local for the duration of the call instead of being rebound on every call.
 
-use super::helpers::{HelperEnv, walk_json};
+use super::helper_env::{HelperEnv, walk_json};
 use super::limits::Budget;
-use super::request_use::RequestUse;
 use serde_json::{Map, Value};
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::Arc;
+
+/// The top-level fields of `request` a script may read as script values (found from its
+/// source by [`super::request_use`]); the rest stay JSON, read by helpers in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RequestUse {
+    All,
+    Fields(BTreeSet<String>),
+}
+
+impl RequestUse {
+    /// Whether `field` is converted into the script's `request`.
+    pub fn converts(&self, field: &str) -> bool {
+        match self {
+            RequestUse::All => true,
+            RequestUse::Fields(fields) => fields.contains(field),
+        }
+    }
+}
 
 struct ActiveCall {
     env: HelperEnv,

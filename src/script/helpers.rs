@@ -3,65 +3,19 @@
 //! arguments as JSON and returns JSON, so both languages see the same names, argument rules,
 //! results and error messages. The object readers are split into where to look ([`Read`]) and
 //! what to make of what is there, so the adapters can walk their first argument in place: the
-//! walk follows one rule ([`step`]) in every engine.
+//! walk follows one rule ([`super::helper_env::step`]) in every engine.
 
 use super::active::with_active;
 use super::error::LimitKind;
+use super::helper_env::{HelperEnv, walk_json};
 use super::limits::memory_limit;
-use super::log::{LogLevel, LogLine, LogTarget};
+use super::log::{LogLevel, LogLine};
 use super::memory;
-use crate::api::{HookKind, Language};
 use crate::reads::ReadError;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use sha2::Digest;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
-
-/// What a helper may know about the call it runs in.
-#[derive(Clone, Debug)]
-pub(crate) struct HelperEnv {
-    pub controller: String,
-    pub hook: HookKind,
-    pub language: Language,
-    /// Fixed for the whole call (and by the test harness), so every `now()` in a call agrees.
-    /// Read through [`HelperEnv::now`], which notes the call as impure.
-    pub now: jiff::Timestamp,
-    /// The call's services: its log, reads, Events, purity and the secrets to scrub.
-    pub scope: super::CallScope,
-}
-
-impl HelperEnv {
-    /// The call's clock. A call that reads it may answer differently next time with the same
-    /// request, so it is noted as impure.
-    pub fn now(&self, source: &'static str) -> jiff::Timestamp {
-        self.taint(source);
-        self.now
-    }
-
-    /// Notes that the call used something besides its request and its tracked reads.
-    pub fn taint(&self, source: &'static str) {
-        self.scope.purity.taint(source);
-    }
-
-    /// Logs a line, scrubbed of the secrets the call was handed, whoever may read them.
-    pub fn log(&self, mut line: LogLine) {
-        let secrets = &self.scope.secrets;
-        if let Cow::Owned(message) = secrets.scrub(&line.message) {
-            line.message = message;
-        }
-        line.fields
-            .values_mut()
-            .for_each(|v| secrets.scrub_value(v));
-        LogTarget {
-            controller: &self.controller,
-            hook: self.hook,
-            language: self.language,
-            sink: self.scope.logs.as_ref(),
-        }
-        .emit(line);
-    }
-}
 
 /// A helper failed; becomes a runtime error at the calling line of the script.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,7 +37,8 @@ pub(crate) enum Run {
     /// Every argument converted to JSON.
     Json(fn(&HelperEnv, &[Value]) -> HelperResult),
     /// An object reader: it looks at one place in its first argument, so the engines walk there
-    /// in their own values ([`step`]) and convert only what they find, not the whole object.
+    /// in their own values ([`super::helper_env::step`]) and convert only what they find, not
+    /// the whole object.
     Read(Read),
 }
 
@@ -132,27 +87,6 @@ impl Helper {
     pub fn error(&self, error: HelperError) -> HelperError {
         HelperError(format!("{}: {}", self.name, error.0))
     }
-}
-
-/// One step of a reader's path, the same in every engine: a map's field named `segment`, or
-/// else a list's item at `segment` read as an index (`"0"` is the first item).
-pub(crate) fn step<T>(
-    segment: &str,
-    field: impl FnOnce(&str) -> Option<T>,
-    item: impl FnOnce(usize) -> Option<T>,
-) -> Option<T> {
-    field(segment).or_else(|| segment.parse().ok().and_then(item))
-}
-
-/// Follows a reader's path through JSON.
-pub(crate) fn walk_json<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(value, |value, segment| {
-        step(
-            segment,
-            |key| value.as_object().and_then(|map| map.get(key)),
-            |index| value.as_array().and_then(|items| items.get(index)),
-        )
-    })
 }
 
 /// Every helper, in the order `docs/scripting.md` documents them.
@@ -628,6 +562,7 @@ fn value_or_null(found: Option<Value>, _: &[Value]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Language;
     use serde_json::json;
 
     fn env() -> HelperEnv {

@@ -15,10 +15,10 @@
 //! mlua's typed API would register and release a reference for every table, string and key, and
 //! protect every table write, which made the conversions most of a call's cost.
 
+use super::active::RequestUse;
 use super::active::with_unconverted;
-use super::helpers::step;
+use super::helper_env::step;
 use super::limits::{MAX_DEPTH, too_deep};
-use super::request_use::RequestUse;
 use super::rhai_convert::segment;
 use super::suggest::no_such_field;
 use mlua::{Lua, Table, Value as LuaValue, ffi};
@@ -338,7 +338,7 @@ pub(crate) fn from_lua(
     result.unwrap_or_else(|| Err(ConvertError::new("the value could not be read")))
 }
 
-/// Reads what is at `path` in `value` (`helpers::step`), converting only that; `None` when a
+/// Reads what is at `path` in `value` (`helper_env::step`), converting only that; `None` when a
 /// step is missing. Tables are read raw, as the conversion reads them.
 pub(crate) fn read_at(
     lua: &Lua,

@@ -14,6 +14,7 @@ mod definitions;
 mod error;
 mod events;
 mod helper_docs;
+mod helper_env;
 mod helpers;
 mod limits;
 mod log;
@@ -45,7 +46,7 @@ pub use stack::THREAD_STACK;
 pub use typos::{Misspelled, misspelled_helpers};
 
 use crate::api::{HookKind, Language};
-use helpers::HelperEnv;
+use helper_env::HelperEnv;
 use limits::Budget;
 use sha2::Digest;
 use std::collections::{BTreeSet, HashMap};
@@ -349,7 +350,7 @@ impl Layout {
 pub(crate) struct Program {
     code: Code,
     /// The fields of `request` the script reads as script values; only those are converted.
-    request: request_use::RequestUse,
+    request: active::RequestUse,
 }
 
 pub(crate) enum Code {

@@ -17,25 +17,9 @@
 //! `request` can only be reached by that name: a Luau script cannot get at its environment
 //! (`getfenv`, `debug` are blocked) and Rhai has no way to name a variable dynamically.
 
+use super::active::RequestUse;
 use super::helpers::{HELPERS, Run};
 use std::collections::BTreeSet;
-
-/// The top-level fields of `request` a script may read as script values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RequestUse {
-    All,
-    Fields(BTreeSet<String>),
-}
-
-impl RequestUse {
-    /// Whether `field` is converted into the script's `request`.
-    pub fn converts(&self, field: &str) -> bool {
-        match self {
-            RequestUse::All => true,
-            RequestUse::Fields(fields) => fields.contains(field),
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Token<'a> {

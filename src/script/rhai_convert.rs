@@ -2,8 +2,8 @@
 //! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
 //! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
 
+use super::active::RequestUse;
 use super::limits::{MAX_DEPTH, too_deep};
-use super::request_use::RequestUse;
 use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value;
 

@@ -9,7 +9,8 @@ use super::active::{ActiveGuard, Request, with_active, with_unconverted};
 use super::coverage;
 use super::definitions::{rhai_comments, rhai_header, rhai_params};
 use super::error::{LimitKind, ScriptError, ScriptErrorKind};
-use super::helpers::{HELPERS, Helper, Run, step};
+use super::helper_env::step;
+use super::helpers::{HELPERS, Helper, Run};
 use super::limits::{DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE};
 use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTION_EXPR_DEPTH};
 use super::log::{LogLevel, LogLine};
@@ -451,7 +452,7 @@ fn address(value: &Dynamic) -> usize {
         .map_or(0, |map| &*map as *const rhai::Map as usize)
 }
 
-/// Follows a reader's path through a Rhai value (`helpers::step`) and hands what is there to
+/// Follows a reader's path through a Rhai value (`helper_env::step`) and hands what is there to
 /// `found`; values are borrowed, not copied, along the way.
 fn walk<R>(value: &Dynamic, path: &[String], found: &mut dyn FnMut(Option<&Dynamic>) -> R) -> R {
     let Some((segment, rest)) = path.split_first() else {

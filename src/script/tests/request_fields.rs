@@ -2,7 +2,7 @@
 //! all of it, and what the script changed.
 
 use super::*;
-use crate::script::request_use::RequestUse;
+use crate::script::active::RequestUse;
 use serde_json::json;
 
 fn request() -> Value {
