@@ -12,7 +12,7 @@ mod review;
 pub(crate) use certs::generate as generate_serving_cert;
 pub use certs::{CertError, ServingCert};
 
-use crate::runtime::discovery::Discovery;
+use crate::runtime::watch::discovery::Discovery;
 use crate::script::ceilings::LimitCeilings;
 use crate::script::{EffectiveLimits, ScriptEngine};
 use crate::tenancy::Operation;

@@ -5,7 +5,7 @@
 
 use crate::api::GROUP;
 use crate::hooks::ConfigMapLookup;
-use crate::runtime::discovery::Discovery;
+use crate::runtime::watch::discovery::Discovery;
 use crate::script::ScriptEngine;
 use crate::tenancy::{self, ACCOUNTS_RESOURCE, Operation, RunsAs, USE_VERB};
 use crate::validate::{self, Finding, Severity};

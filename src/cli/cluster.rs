@@ -43,7 +43,8 @@ impl ServedTypes {
         for group in discovery.groups() {
             // The preferred version first, so a bare kind finds it.
             for (api, capabilities) in group.recommended_resources() {
-                let resolved = crate::runtime::discovery::resolved_type(api.clone(), &capabilities);
+                let resolved =
+                    crate::runtime::watch::discovery::resolved_type(api.clone(), &capabilities);
                 types.insert(resolved.resource.clone());
                 resources.push((resolved.resource, api));
             }

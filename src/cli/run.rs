@@ -2,8 +2,8 @@
 
 use crate::admission::AdmissionConfig;
 use crate::hooks::egress::AllowEntry;
-use crate::runtime::health::WorkerHealth;
-use crate::runtime::metrics::Metrics;
+use crate::runtime::report::metrics::Metrics;
+use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig, ShardConfig};
 use crate::script::ceilings::{DEFAULT_CEILINGS, LimitCeilings};
 use anyhow::Context;
@@ -271,7 +271,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             let (metrics, ready, health) = (metrics.clone(), ready.clone(), health.clone());
             Some(tokio::spawn(async move {
                 if let Err(error) =
-                    crate::runtime::metrics::serve(listener, &metrics, ready, health).await
+                    crate::runtime::report::metrics::serve(listener, &metrics, ready, health).await
                 {
                     tracing::error!(%error, "the metrics endpoint stopped");
                 }
@@ -635,7 +635,7 @@ mod tests {
         }
         assert_eq!(
             args.worker_stuck_after,
-            crate::runtime::health::DEFAULT_STUCK_AFTER
+            crate::runtime::work::health::DEFAULT_STUCK_AFTER
         );
     }
 

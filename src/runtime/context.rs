@@ -2,20 +2,6 @@
 //! script engine, the applier, metrics, Events and the work queue. It knows no
 //! kind of controller.
 
-use super::access::AccessReviews;
-use super::apply::{Applier, ApplyError, Writer};
-use super::authority::Authority;
-use super::cache::Informers;
-use super::dependencies::DependencyIndex;
-use super::discovery::Discovery;
-use super::events::{Asked, Events, Origin};
-use super::health::WorkerHealth;
-use super::keys::{ControllerId, ObjRef, Work, WorkKey};
-use super::leader::{Leadership, LeaseConfig};
-use super::lru::Lru;
-use super::metrics::Metrics;
-use super::queue::WorkQueue;
-use super::shard::ShardConfig;
 use crate::api::EventType;
 use crate::api::ServiceAccountRef;
 use crate::cases::record::{Recorded, Recorder};
@@ -26,6 +12,20 @@ use crate::plan::SyncError;
 use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
 use crate::reasons;
 use crate::resources::ResourceType;
+use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
+use crate::runtime::lru::Lru;
+use crate::runtime::reads::access::AccessReviews;
+use crate::runtime::reads::dependencies::DependencyIndex;
+use crate::runtime::replicas::authority::Authority;
+use crate::runtime::replicas::leader::{Leadership, LeaseConfig};
+use crate::runtime::replicas::shard::ShardConfig;
+use crate::runtime::report::events::{Asked, Events, Origin};
+use crate::runtime::report::metrics::Metrics;
+use crate::runtime::watch::cache::Informers;
+use crate::runtime::watch::discovery::Discovery;
+use crate::runtime::work::health::WorkerHealth;
+use crate::runtime::work::queue::WorkQueue;
+use crate::runtime::write::apply::{Applier, ApplyError, Writer};
 use crate::script::ceilings::LimitCeilings;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -64,7 +64,7 @@ pub struct OperatorConfig {
     /// alone (one replica, or a laptop), or sharded.
     pub leader_election: Option<LeaseConfig>,
     /// Share the work with the other live replicas of this group, each writing its own items
-    /// ([`super::shard`]). Exclusive with `leader_election`.
+    /// ([`crate::runtime::replicas::shard`]). Exclusive with `leader_election`.
     pub shards: Option<ShardConfig>,
     /// Whether a controller without `serviceAccountName` may write as the operator itself.
     /// Shared clusters should say no: then every controller can do only what its own account
@@ -73,7 +73,7 @@ pub struct OperatorConfig {
     /// Record every hook call here as a test case (`metascript run --record DIR`).
     pub record_dir: Option<PathBuf>,
     /// Periodic resyncs sync every work item, even those a fingerprint shows unchanged
-    /// (see [`super::fingerprint`]).
+    /// (see [`crate::runtime::write::fingerprint`]).
     pub full_resync: bool,
     /// The memory all script calls may hold at once beyond each call's small floor
     /// ([`crate::script::memory`]).
@@ -429,7 +429,7 @@ impl Context {
     }
 
     /// What the reads of a work item's last run return now, as [`ReadAccess::seen_digest`] had
-    /// it then (see [`super::fingerprint`]). `work` names the item; it is not even built for a
+    /// it then (see [`crate::runtime::write::fingerprint`]). `work` names the item; it is not even built for a
     /// controller whose items read nothing.
     pub fn current_reads(&self, controller: &ControllerId, work: impl FnOnce() -> Work) -> u64 {
         let dependencies = if self.dependencies.holds_any(controller) {
@@ -505,7 +505,7 @@ impl Context {
 
     /// Publishes the Events a work item's hooks asked for (`event`) about the object the work
     /// item is about, as the operator's own Warnings are (from buckets of their own, see
-    /// [`super::events`]). Callers publish them once the hooks planned, before applying: a
+    /// [`crate::runtime::report::events`]). Callers publish them once the hooks planned, before applying: a
     /// script may say why it returns what it does, and that holds whether or not the apply
     /// then works. When planning failed they publish none: the failure's own Warning says what
     /// happened, and what the hooks said may not hold.

@@ -1,22 +1,22 @@
 //! What a kind of controller contributes to the runtime: how to read its objects, which events
 //! concern it, what work they cause and how one item of work runs. Loading, reloading,
-//! removal, status and failure handling are the runtime's ([`super::registry`]), written once.
+//! removal, status and failure handling are the runtime's ([`crate::runtime::registry`]), written once.
 
-use super::apply::Writer;
-use super::cache::ObjectEvent;
-use super::context::{Context, Failure};
-use super::credentials::CredentialWatch;
-use super::fingerprint::Sweep;
-use super::keys::{ControllerId, Work, WorkKey};
-use super::load::ScriptSources;
-use super::shard::Sharded;
-use super::status::{Health, SyncOutcomes};
 use crate::api::{ControllerObject, EventReasons, KindName, Rollout};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
 use crate::plan::rollout::Share;
 use crate::reads::ReadPolicy;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::runtime::context::{Context, Failure};
+use crate::runtime::keys::{ControllerId, Work, WorkKey};
+use crate::runtime::load::ScriptSources;
+use crate::runtime::load::credentials::CredentialWatch;
+use crate::runtime::replicas::shard::Sharded;
+use crate::runtime::report::status::{Health, SyncOutcomes};
+use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::write::apply::Writer;
+use crate::runtime::write::fingerprint::Sweep;
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::RwLock;
 use serde_json::Value;
@@ -121,7 +121,7 @@ pub struct Interest {
     pub every_type: bool,
 }
 
-/// The share of work items a candidate revision serves ([`super::rollout`]), changed in place
+/// The share of work items a candidate revision serves ([`crate::runtime::rollout`]), changed in place
 /// as its canary steps on. Here, beside the controller field that holds it, so that the
 /// rollouts build on controllers and not the other way round.
 #[derive(Debug)]
@@ -234,7 +234,7 @@ pub enum Outcome<Key> {
     /// Nothing to record.
     Done,
     /// Synced; `resync_after` asks for another sync. `fingerprint`: what the sync saw, when its
-    /// hooks were pure (see [`super::fingerprint`]).
+    /// hooks were pure (see [`crate::runtime::write::fingerprint`]).
     Synced {
         key: Key,
         resync_after: Option<Duration>,

@@ -2,26 +2,26 @@
 //! queue, and the loops that resync controllers and report their status. It owns a registry per
 //! kind of controller it is started with (`crate::kinds::runtime()` names them all).
 
-use super::access::AccessReviews;
-use super::apply::Applier;
-use super::authority::Authority;
-use super::cache::{Informers, ObjectEvent, PassedOver};
-use super::context::{Context, Identities, OperatorConfig, sweep};
-use super::discovery::{Discovery, ResolvedType};
-use super::events::Events;
-use super::fingerprint::Sweep;
-use super::keys::{ControllerId, WorkKey};
-use super::leader::{Elector, Leadership};
-use super::membership::Membership;
-use super::metrics::Metrics;
-use super::own_writes::{OwnWrites, Redelivery};
-use super::queue::WorkQueue;
-use super::rbac::{self, RBAC_TYPES, RbacChanges, RbacKind, RbacSender};
-use super::registry::{KindEntry, KindRuntime};
-use super::scripts;
-use super::shard::{self, Admit, Item, Shards};
 use crate::api::{API_VERSION, KindName, ResourceRef};
 use crate::cases::record::Recorder;
+use crate::runtime::context::{Context, Identities, OperatorConfig, sweep};
+use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::load::scripts;
+use crate::runtime::reads::access::AccessReviews;
+use crate::runtime::reads::rbac::{self, RBAC_TYPES, RbacChanges, RbacKind, RbacSender};
+use crate::runtime::registry::{KindEntry, KindRuntime};
+use crate::runtime::replicas::authority::Authority;
+use crate::runtime::replicas::leader::{Elector, Leadership};
+use crate::runtime::replicas::membership::Membership;
+use crate::runtime::replicas::shard::{self, Admit, Item, Shards};
+use crate::runtime::report::events::Events;
+use crate::runtime::report::metrics::Metrics;
+use crate::runtime::watch::cache::{Informers, ObjectEvent, PassedOver};
+use crate::runtime::watch::discovery::{Discovery, ResolvedType};
+use crate::runtime::work::queue::WorkQueue;
+use crate::runtime::write::apply::Applier;
+use crate::runtime::write::fingerprint::Sweep;
+use crate::runtime::write::own_writes::{OwnWrites, Redelivery};
 use crate::script::ScriptEngine;
 use futures::FutureExt as _;
 use std::collections::HashMap;
@@ -126,7 +126,7 @@ impl Operator {
         let (redeliver_tx, redeliver_rx) = mpsc::unbounded_channel();
         let own_writes = OwnWrites::new(redeliver_tx);
         let access = Arc::new(AccessReviews::new(client.clone(), metrics.clone()));
-        let webhooks = super::egress::webhook_client(
+        let webhooks = crate::runtime::load::egress::webhook_client(
             &client,
             &kube.cluster_url,
             &config.webhook_allow,
@@ -141,7 +141,7 @@ impl Operator {
                 kinds.iter().map(|kind| kind.name).collect(),
             ),
             applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
-            identities: Identities::new(kube, super::context::own_user(&client).await),
+            identities: Identities::new(kube, crate::runtime::context::own_user(&client).await),
             leadership,
             authority,
             recorder: config.record_dir.clone().map(Recorder::new),
@@ -397,7 +397,7 @@ async fn resolve_own_type(
 /// Watches Roles, ClusterRoles and their bindings, so a change forgets the cached answers about
 /// what controllers' accounts may read that it can alter, and retries what was refused there
 /// (see [`forget_rbac_changes`]). Without the watch (the operator may not list them) answers
-/// still expire (see [`super::access::ACCESS_TTL`]).
+/// still expire (see [`crate::runtime::reads::access::ACCESS_TTL`]).
 async fn watch_rbac(context: &Context) {
     for (api_version, plural) in RBAC_TYPES {
         let reference = ResourceRef {
@@ -464,7 +464,7 @@ async fn dispatch(
 const READ_BATCH: usize = 256;
 
 /// Queues the work whose hooks read what an event changed (`get`, `list`), found by index
-/// ([`super::dependencies`]). Apart from the dispatcher, on the blocking pool: authors choose
+/// ([`crate::runtime::reads::dependencies`]). Apart from the dispatcher, on the blocking pool: authors choose
 /// how many lists their work items make and how large their selectors are, and matching them
 /// must not hold up the routing of every other controller's events, nor a runtime thread. A
 /// read whose event is matched late is safe: [`Context::record_reads`] re-queues an item whose

@@ -905,7 +905,7 @@ spec:
 #[tokio::test]
 async fn an_object_nested_too_deep_is_passed_over_and_its_type_keeps_syncing() {
     use crate::support::cluster::Cluster;
-    use metascript::runtime::metrics::ResourceLabels;
+    use metascript::runtime::report::metrics::ResourceLabels;
     let mut cluster = Cluster::new().await;
     let namespace = test_namespace(&cluster.client, "deep").await;
     let group = format!("{}.example.com", unique_name("deep"));

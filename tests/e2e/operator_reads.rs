@@ -5,7 +5,7 @@ use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
 use metascript::runtime::ControllerId;
-use metascript::runtime::metrics::ControllerLabels;
+use metascript::runtime::report::metrics::ControllerLabels;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

@@ -104,7 +104,7 @@ async fn hook_calls(kind: &str, controller: &str, hook: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn operator_metrics() -> &'static metascript::runtime::metrics::Metrics {
+async fn operator_metrics() -> &'static metascript::runtime::report::metrics::Metrics {
     operator().await.operator.metrics()
 }
 
@@ -305,7 +305,7 @@ async fn a_failing_or_slow_webhook_applies_and_deletes_nothing_and_says_where() 
     let failures = || {
         metrics
             .hook_failures
-            .get(&metascript::runtime::metrics::HookLabels {
+            .get(&metascript::runtime::report::metrics::HookLabels {
                 kind: "decorator",
                 controller: name.clone(),
                 hook: "sync",

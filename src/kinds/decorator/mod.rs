@@ -13,7 +13,7 @@ mod sync;
 
 pub use crate::plan::lifecycle::Phase;
 pub use crate::plan::related::RelatedRule;
-pub use crate::runtime::finalizers::CLEANUP_FINALIZER;
+pub use crate::runtime::sync::finalizers::CLEANUP_FINALIZER;
 pub use api::{
     CUSTOMIZE, DecoratorController, DecoratorControllerSpec, DecoratorHooks, FINALIZE, KIND,
     ResourceRule, SYNC,

@@ -6,8 +6,8 @@
 
 use super::tally::Tallies;
 use crate::object;
-use crate::runtime::fingerprint::Seen;
 use crate::runtime::keys::{Group, ObjRef};
+use crate::runtime::write::fingerprint::Seen;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

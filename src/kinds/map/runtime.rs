@@ -13,14 +13,14 @@ use crate::object;
 use crate::plan::synced::{self, SyncedPlace};
 use crate::plan::{Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::apply::{PlanTarget, Written};
-use crate::runtime::cache::ObjectEvent;
 use crate::runtime::context::{Context, Failure};
-use crate::runtime::fingerprint::{self, Seen, Sweep};
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
-use crate::runtime::routes::only_status_changed;
-use crate::runtime::shard::{self, Item};
+use crate::runtime::registry::routes::only_status_changed;
+use crate::runtime::replicas::shard::{self, Item};
+use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::write::apply::{PlanTarget, Written};
+use crate::runtime::write::fingerprint::{self, Seen, Sweep};
 use crate::script::{CallScope, EventSink};
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -844,7 +844,7 @@ async fn write_parent_status(
             .any_failed(|group| &group.parent == parent_ref)
     };
     let clear = if !synced::is_true(&parent, synced::SYNCED) && !failing() {
-        crate::runtime::synced::succeeded(context, controller, &parent, &mut plan)
+        crate::runtime::sync::synced::succeeded(context, controller, &parent, &mut plan)
     } else {
         None
     };
@@ -861,8 +861,9 @@ async fn write_parent_status(
     };
     match written {
         Ok(written) => {
-            let clearing =
-                crate::runtime::synced::write_alone(context, controller, &parent, clear, &written);
+            let clearing = crate::runtime::sync::synced::write_alone(
+                context, controller, &parent, clear, &written,
+            );
             shard::acting_for(item, clearing).await;
         }
         Err(error) => {

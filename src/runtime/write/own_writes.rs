@@ -7,9 +7,9 @@
 //! for it are held back, and when the answer comes they are dropped (its own versions) or
 //! delivered again (anyone else's change, which must still be acted on).
 
-use super::cache::ObjectEvent;
-use super::keys::ControllerId;
 use crate::object::{self, ObjectKey};
+use crate::runtime::keys::ControllerId;
+use crate::runtime::watch::cache::ObjectEvent;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use tokio::sync::mpsc;

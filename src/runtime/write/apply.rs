@@ -1,16 +1,16 @@
 //! Carrying out a plan against the API: server-side apply for children, preconditioned deletes,
 //! merge patches for metadata and status, and finalizer edits guarded by resourceVersion.
 
-use super::authority::Authority;
-use super::decode::WrittenVersion;
-use super::keys::ControllerId;
-use super::metrics::Metrics;
-use super::own_writes::OwnWrites;
 use crate::api::ServiceAccountRef;
 use crate::object;
 use crate::plan::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 use crate::reasons;
 use crate::resources::ResourceType;
+use crate::runtime::keys::ControllerId;
+use crate::runtime::replicas::authority::Authority;
+use crate::runtime::report::metrics::Metrics;
+use crate::runtime::watch::decode::WrittenVersion;
+use crate::runtime::write::own_writes::OwnWrites;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! Where the running operator reads hook scripts: ConfigMaps from the shared cache, and in the
 //! dev loop files in a local directory, watched so that saving a file reloads its hooks.
 
-use super::cache::Informers;
 use crate::hooks::ConfigMapLookup;
 use crate::resources::ResourceType;
+use crate::runtime::watch::cache::Informers;
 use notify::RecursiveMode;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,13 +3,13 @@
 //! them (otherwise nothing would ever remove them, and those objects could not be deleted).
 //! Shared by every kind with a finalize hook.
 
-use super::apply::{PlanTarget, Writer};
-use super::context::{Context, Failure};
-use super::keys::ControllerId;
 use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::{FinalizerChange, Plan};
 use crate::reasons;
+use crate::runtime::context::{Context, Failure};
+use crate::runtime::keys::ControllerId;
+use crate::runtime::write::apply::{PlanTarget, Writer};
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
@@ -35,7 +35,9 @@ pub async fn keep_cleanup_finalizer(
         let add = FinalizerChange::Add(CLEANUP_FINALIZER.into());
         if let Err(failure) = edit_own_finalizer(context, id, object, add).await {
             tracing::warn!(controller = %id, error = %failure.message, "cannot add the cleanup finalizer");
-            context.queue.retry_later(super::keys::WorkKey::load(id));
+            context
+                .queue
+                .retry_later(crate::runtime::keys::WorkKey::load(id));
         }
     }
 }
@@ -54,7 +56,7 @@ pub async fn release_finalizers(
     // operator's account (saved before that was refused) is released by the operator itself
     // rather than left undeletable.
     let writer = match context.identities.writer(&context.client, account) {
-        Err(super::context::WriterError::OwnAccount(_)) => {
+        Err(crate::runtime::context::WriterError::OwnAccount(_)) => {
             context.identities.writer(&context.client, None)
         }
         other => other,
@@ -71,7 +73,7 @@ pub async fn release_finalizers(
         // could not be removed as the account anyway.
         if let Some(account) = &writer.identity
             && let Err(problem) =
-                super::load::may_watch(context, account, &resolved.resource, false).await
+                crate::runtime::load::may_watch(context, account, &resolved.resource, false).await
         {
             tracing::info!(controller = %id, reason = %problem.reason, message = %problem.message, "not releasing a type the controller's account may not list");
             continue;

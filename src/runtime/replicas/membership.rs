@@ -1,13 +1,13 @@
 //! Membership for sharding: each replica holds a `coordination.k8s.io/v1` Lease of its own,
 //! labelled with its group, renews it, and lists the group's Leases to see who is live. What
-//! follows from a renewal or a list (who owns what, who may write) is [`super::shard`]'s.
+//! follows from a renewal or a list (who owns what, who may write) is [`crate::runtime::replicas::shard`]'s.
 //!
 //! A Lease counts as live until it has been seen unchanged for its duration, timed by this
 //! replica from when it first saw that renewal: the holder's clock is never compared with
 //! ours. A Lease abandoned for many durations (a replica killed without a word) is deleted,
 //! so dead replicas leave nothing behind.
 
-use super::shard::{Report, ShardConfig, Shards};
+use crate::runtime::replicas::shard::{Report, ShardConfig, Shards};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;

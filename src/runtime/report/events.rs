@@ -19,10 +19,10 @@
 //! Events on one object stay apart. What is remembered for all this is capped at
 //! [`MAX_REMEMBERED`] entries per map, the least recently used forgotten first.
 
-use super::lru::Lru;
-use super::metrics::Metrics;
 use crate::api::{EventType, KindName};
 use crate::object;
+use crate::runtime::lru::Lru;
+use crate::runtime::report::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -7,11 +7,11 @@
 //! cannot be decoded ([`Undecodable`]) is passed over, said and counted, and never stops its
 //! type: what was cached of it stays until it is deleted.
 
-use super::decode::{Undecodable, WatchedObject};
-use super::metrics::ResourceLabels;
 use crate::object;
 use crate::resources::ResourceType;
-use crate::runtime::discovery::ResolvedType;
+use crate::runtime::report::metrics::ResourceLabels;
+use crate::runtime::watch::decode::{Undecodable, WatchedObject};
+use crate::runtime::watch::discovery::ResolvedType;
 use crate::store::ObjectStore;
 use futures::StreamExt as _;
 use kube::Api;

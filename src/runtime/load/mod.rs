@@ -1,10 +1,12 @@
 //! Preparing a controller object to run, whatever its kind: resolving and watching its types,
 //! and compiling its hooks, keeping the last good version when a new one fails.
 
-use super::context::Context;
-use super::credentials::{CredentialValues, WithCredentials};
-use super::scripts::CachedConfigMaps;
-use super::status::{Health, Problem};
+pub(crate) mod credentials;
+pub(crate) mod egress;
+pub(crate) mod scripts;
+
+use self::credentials::{CredentialValues, WithCredentials};
+use self::scripts::CachedConfigMaps;
 use crate::api::{ControllerSpec, KindName, ResourceRef, ScriptStatus, ServiceAccountRef};
 use crate::cases::Subject;
 use crate::cases::inline::{self, Outcome};
@@ -12,6 +14,8 @@ use crate::hooks::{ConfigMapLookup, ControllerHooks, HookError, ScriptsDir};
 use crate::plan::Planner;
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
+use crate::runtime::context::Context;
+use crate::runtime::report::status::{Health, Problem};
 use crate::script::EffectiveLimits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -247,7 +251,7 @@ async fn may_read(
     context: &Context,
     account: &ServiceAccountRef,
     spec: &ControllerSpec,
-    types: &[super::discovery::ResolvedType],
+    types: &[crate::runtime::watch::discovery::ResolvedType],
 ) -> Result<(), Problem> {
     let config_maps = &context.config_map_type;
     for reference in spec.config_map_refs() {

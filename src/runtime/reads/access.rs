@@ -1,14 +1,14 @@
 //! What a controller's ServiceAccount may read, asked of the API server with
 //! SubjectAccessReviews (its own answer: RBAC, aggregated roles and any other authorizer), one
 //! per account, verb, type and namespace, kept for [`ACCESS_TTL`]. An RBAC change forgets the
-//! answers it can alter ([`super::rbac`] says which, and gathers the changes of a second into
+//! answers it can alter ([`crate::runtime::reads::rbac`] says which, and gathers the changes of a second into
 //! one forget). The pure side, what is asked and when, is [`crate::reads`]; hooks are handed
 //! only what these answers allow.
 
-use super::metrics::Metrics;
-use super::rbac::Batch;
 use crate::api::ServiceAccountRef;
 use crate::reads::{ReadPolicy, ReadScope, Refusal};
+use crate::runtime::reads::rbac::Batch;
+use crate::runtime::report::metrics::Metrics;
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 use parking_lot::Mutex;
@@ -29,7 +29,7 @@ pub const ACCESS_TTL: Duration = Duration::from_secs(30);
 pub const REFUSAL_TTL: Duration = Duration::from_secs(5);
 
 /// How many recent forgets an answer being asked is checked against. Forgets come at most once
-/// a second ([`super::rbac::RBAC_WINDOW`]) and a question takes one round trip, so this is
+/// a second ([`crate::runtime::reads::rbac::RBAC_WINDOW`]) and a question takes one round trip, so this is
 /// ample; an answer asked before the oldest one kept is not kept.
 const FORGETS_KEPT: usize = 16;
 
@@ -182,7 +182,7 @@ impl AccessReviews {
     }
 
     /// Forgets the answers an RBAC change can alter (one window's changes: see
-    /// [`super::rbac::RbacChanges`]), and the questions about them being asked.
+    /// [`crate::runtime::reads::rbac::RbacChanges`]), and the questions about them being asked.
     pub fn forget(&self, batch: Arc<Batch>) {
         self.answers.forget(batch);
     }
@@ -302,7 +302,7 @@ async fn review(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::rbac::{Covered, Reach, Whose};
+    use crate::runtime::reads::rbac::{Covered, Reach, Whose};
     use std::sync::atomic::AtomicUsize;
 
     #[tokio::test]

@@ -2,13 +2,13 @@
 //! last sync: a good sync's status write carries it, a failure (or the end of one) is written
 //! on its own.
 
-use super::apply::{PlanTarget, Written};
-use super::context::Context;
-use super::events::truncate_note;
-use super::kind::{Controller, Kind};
 use crate::object::ObjectKey;
 use crate::plan::synced::{self, SyncResult};
 use crate::plan::{Plan, StatusChange};
+use crate::runtime::context::Context;
+use crate::runtime::kind::{Controller, Kind};
+use crate::runtime::report::events::truncate_note;
+use crate::runtime::write::apply::{PlanTarget, Written};
 use serde_json::Value;
 
 /// Now, to the second, as Kubernetes writes condition times.

@@ -1,9 +1,9 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
-use super::health::WorkerHealth;
-use super::keys::ControllerId;
-use super::queue::FlowLoad;
 use crate::api::{HookKind, ServiceAccountRef};
+use crate::runtime::keys::ControllerId;
+use crate::runtime::work::health::WorkerHealth;
+use crate::runtime::work::queue::FlowLoad;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -64,7 +64,7 @@ impl AccountLabels {
     }
 }
 
-/// Whose Events were dropped (see [`super::events`]). Bounded: one label set per controller
+/// Whose Events were dropped (see [`crate::runtime::report::events`]). Bounded: one label set per controller
 /// and origin.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DroppedEventLabels {

@@ -3,20 +3,8 @@
 //! new one fails), removal, routing events to them, running their work and recording how it
 //! ended, and writing their status.
 
-use super::cache::ObjectEvent;
-use super::context::{Context, Failure, start_sweep, sweep};
-use super::credentials::CredentialValues;
-use super::credentials::CredentialWatch;
-use super::fingerprint::{self, Sweep};
-use super::keys::{ControllerId, Work, WorkKey};
-use super::kind::{self, Controller, Kind, Outcome};
-use super::load::{self, ScriptSources};
-use super::rbac::Batch;
-use super::rollout::{self, Advance, Rollouts};
-use super::routes::{Routes, only_status_changed};
-use super::shard::{self, Item, Sharded};
-use super::status::{self, Counts, Health, Problem, RolloutReport};
-use super::synced;
+pub(crate) mod routes;
+
 use crate::api::{
     ABORT_ANNOTATION, ControllerObject, ControllerStatus, KindName, PROMOTE_ANNOTATION,
     SYNC_REQUESTED_ANNOTATION, ServiceAccountRef, UNDO_ANNOTATION,
@@ -27,6 +15,20 @@ use crate::plan::rollout::{Placement, Revisions};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use crate::resources::ResourceType;
+use crate::runtime::context::{Context, Failure, start_sweep, sweep};
+use crate::runtime::keys::{ControllerId, Work, WorkKey};
+use crate::runtime::kind::{self, Controller, Kind, Outcome};
+use crate::runtime::load::credentials::CredentialValues;
+use crate::runtime::load::credentials::CredentialWatch;
+use crate::runtime::load::{self, ScriptSources};
+use crate::runtime::reads::rbac::Batch;
+use crate::runtime::registry::routes::{Routes, only_status_changed};
+use crate::runtime::replicas::shard::{self, Item, Sharded};
+use crate::runtime::report::status::{self, Counts, Health, Problem, RolloutReport};
+use crate::runtime::rollout::{self, Advance, Rollouts};
+use crate::runtime::sync::synced;
+use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::write::fingerprint::{self, Sweep};
 use crate::store::ObjectStore;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -363,7 +365,7 @@ impl<K: Kind> Registry<K> {
             revision,
             rollout: spec.rollout.clone(),
             share: None,
-            reference: super::events::reference(object),
+            reference: crate::runtime::report::events::reference(object),
             writer,
             reads,
             generation,
@@ -661,7 +663,7 @@ impl<K: Kind> Registry<K> {
             .version(context, id, &kept, previous, Some(snapshot))
             .await?;
         // It is the same controller object: Events name it as it is now.
-        version.reference = super::events::reference(object);
+        version.reference = crate::runtime::report::events::reference(object);
         version.sync_requested =
             object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
         // Its snapshot is kept under this name, whatever its spec hashes to now.

@@ -1,6 +1,6 @@
 //! Sharding (`metascript run --shards auto`): every replica is active, and each work item is
 //! written by exactly one live replica. Membership is a `coordination.k8s.io/v1` Lease per
-//! replica, renewed and listed by [`super::membership`]; this module is what follows from it:
+//! replica, renewed and listed by [`crate::runtime::replicas::membership`]; this module is what follows from it:
 //! who owns an item, and whether this replica may write one now. The protocol, its timings and
 //! why it never lets two replicas write one item at once are in docs/operations.md
 //! ("Sharding"). In short:
@@ -24,10 +24,10 @@
 //! when the view was listed and is still waiting, or its fence had passed); views holding both
 //! give the item to the same one of them.
 
-use super::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
-use super::metrics::{ControllerLabels, Metrics};
-use super::status::Counts;
 use crate::object;
+use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
+use crate::runtime::report::metrics::{ControllerLabels, Metrics};
+use crate::runtime::report::status::Counts;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -63,30 +63,30 @@ impl ShardConfig {
     }
 
     /// A replica renews this often: three chances before its fence.
-    pub(super) fn renew_every(&self) -> Duration {
+    pub(crate) fn renew_every(&self) -> Duration {
         self.duration / 3
     }
 
     /// How long before others may think its Lease expired a replica stops writing: room for
     /// clocks that run at slightly different rates.
-    pub(super) fn margin(&self) -> Duration {
+    pub(crate) fn margin(&self) -> Duration {
         (self.duration / 5).max(Duration::from_secs(1))
     }
 
     /// A replica lists the members this often (a list of a few small Leases).
-    pub(super) fn list_every(&self) -> Duration {
+    pub(crate) fn list_every(&self) -> Duration {
         (self.duration / 10).clamp(Duration::from_millis(250), Duration::from_secs(2))
     }
 
     /// How long a list of the members may be used after it was sent (several lists fit in it,
     /// so one slow answer does not stop the writes).
-    pub(super) fn fresh_for(&self) -> Duration {
+    pub(crate) fn fresh_for(&self) -> Duration {
         self.duration / 2
     }
 
     /// How long a replica that (re)joined beside others waits before writing: longer than any
     /// view listed before it joined is used.
-    pub(super) fn warm_up(&self) -> Duration {
+    pub(crate) fn warm_up(&self) -> Duration {
         self.fresh_for() + self.margin()
     }
 }

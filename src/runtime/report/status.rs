@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 /// The last outcome of every target's sync: for the counts in status, and for a resync to skip
-/// what cannot have changed since (see [`super::fingerprint`]). Forgotten with the target.
+/// what cannot have changed since (see [`crate::runtime::write::fingerprint`]). Forgotten with the target.
 #[derive(Debug)]
 pub struct SyncOutcomes<K> {
     outcomes: Mutex<HashMap<K, Last>>,

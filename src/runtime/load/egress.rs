@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 /// The client for `allow`, with the API server's addresses guarded, reading answers of up to
 /// `max_response_bytes`.
-pub(super) async fn webhook_client(
+pub(crate) async fn webhook_client(
     client: &kube::Client,
     cluster_url: &http::Uri,
     allow: &[AllowEntry],

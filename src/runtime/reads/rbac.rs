@@ -1,7 +1,7 @@
 //! What an RBAC change can alter, and how changes are gathered before their answers are
 //! forgotten.
 //!
-//! Cached answers ([`super::access`]) are keyed by account, verb, type and namespace. A change
+//! Cached answers ([`crate::runtime::reads::access`]) are keyed by account, verb, type and namespace. A change
 //! to a Role, ClusterRole or binding can only alter some of them: [`reach`] says which (pure,
 //! from the object before and after), and [`RbacChanges`] gathers the changes of a second into
 //! one [`Batch`], so a busy cluster (namespaces created with their RoleBindings all day) costs

@@ -15,8 +15,8 @@
 //! produced, which is what the cache holds once their watch events arrive, so a sync that
 //! converged something is skipped by the next resync without running once more.
 
-use super::apply::Written;
 use crate::object;
+use crate::runtime::write::apply::Written;
 use crate::script::CallScope;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -4,11 +4,11 @@
 //! [`SelectorIndex`]): the work per event follows the object's labels and the items it
 //! affects, not how many items listed its type or how large their selectors are.
 
-use super::cache::ObjectEvent;
-use super::keys::{ControllerId, WorkKey};
 use crate::object;
 use crate::reads::{Dependency, ListFilter};
 use crate::resources::ResourceType;
+use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::watch::cache::ObjectEvent;
 use crate::selector::Field;
 use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::RwLock;

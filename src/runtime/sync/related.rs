@@ -4,14 +4,14 @@
 //! that may select it, however many targets there are; and making sure the types those rules
 //! name are watched before a sync reads them. Shared by every kind with a customize hook.
 
-use super::cache::ObjectEvent;
-use super::context::Context;
-use super::discovery::ResolvedType;
-use super::keys::{ControllerId, ObjRef};
 use crate::object;
 use crate::plan::SyncError;
 use crate::plan::related::{Related, RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
+use crate::runtime::context::Context;
+use crate::runtime::keys::{ControllerId, ObjRef};
+use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::discovery::ResolvedType;
 use crate::script::CallScope;
 use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::{Mutex, RwLock};

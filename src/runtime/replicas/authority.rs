@@ -1,11 +1,11 @@
 //! Whether this replica may write, whatever way the replicas run: alone (always), with leader
-//! election (while it leads), or sharded (for the items it owns, see [`super::shard`]). Every
+//! election (while it leads), or sharded (for the items it owns, see [`crate::runtime::replicas::shard`]). Every
 //! write asks it just before it is sent.
 
-use super::keys::{ControllerId, WorkKey};
-use super::leader::Leadership;
-use super::shard::{self, Admit, Item, Shards};
-use super::status::Counts;
+use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::replicas::leader::Leadership;
+use crate::runtime::replicas::shard::{self, Admit, Item, Shards};
+use crate::runtime::report::status::Counts;
 use std::sync::Arc;
 
 pub struct Authority {
@@ -36,7 +36,7 @@ impl Authority {
     /// needs it loaded), and so does work that only queues other work (`fans_out`). A standby
     /// runs nothing else (taking over redoes it).
     pub fn admit(&self, key: &WorkKey, fans_out: bool) -> Admit {
-        if key.work == super::keys::Work::Load {
+        if key.work == crate::runtime::keys::Work::Load {
             return Admit::Run;
         }
         if !self.leadership.is_leader() {

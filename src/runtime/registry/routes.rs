@@ -2,10 +2,10 @@
 //! controller: watched types to the controllers they concern, ConfigMaps and dev-loop script
 //! files to the controllers whose hooks they hold.
 
-use super::cache::ObjectEvent;
-use super::kind::Interest;
-use super::load::ScriptSources;
 use crate::resources::ResourceType;
+use crate::runtime::kind::Interest;
+use crate::runtime::load::ScriptSources;
+use crate::runtime::watch::cache::ObjectEvent;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -73,7 +73,8 @@ fn push_unique(list: &mut Vec<String>, item: &String) {
 
 /// Whether two versions of an object differ only in status (and bookkeeping metadata).
 pub fn only_status_changed(old: &Value, new: &Value) -> bool {
-    old.get("status") != new.get("status") && !super::cache::differs_ignoring(old, new, &["status"])
+    old.get("status") != new.get("status")
+        && !crate::runtime::watch::cache::differs_ignoring(old, new, &["status"])
 }
 
 /// Whether the event changed an existing object's status: the event after which a

@@ -5,11 +5,6 @@
 //! controller object already holds the candidate. The decisions are pure
 //! ([`crate::plan::rollout`]); the registry loads and installs revisions.
 
-use super::context::Context;
-use super::keys::ControllerId;
-use super::kind::{CandidateShare, Controller, Kind};
-use super::shard::Item;
-use super::status::{Counts, Problem, RolloutReport};
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
 use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
 use crate::object::{self, ObjectKey};
@@ -18,6 +13,11 @@ use crate::plan::rollout::{self as plan, CanaryNext, Share};
 use crate::plan::{Offline, Planner};
 use crate::reasons;
 use crate::resources::ResourceType;
+use crate::runtime::context::Context;
+use crate::runtime::keys::ControllerId;
+use crate::runtime::kind::{CandidateShare, Controller, Kind};
+use crate::runtime::replicas::shard::Item;
+use crate::runtime::report::status::{Counts, Problem, RolloutReport};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -656,7 +656,7 @@ fn snapshots(context: &Context) -> Api<ControllerRevision> {
 
 /// What a serving version snapshots: its object, and the code of the scripts it took from
 /// ConfigMap keys.
-pub(super) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
+pub(crate) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
     let mut scripts = BTreeMap::new();
     let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
         .ok()

@@ -1,0 +1,6 @@
+//! What the operator tells people: the status of each controller object, Events on the objects
+//! it syncs, and its metrics endpoint.
+
+pub(crate) mod events;
+pub mod metrics;
+pub mod status;
