@@ -25,6 +25,8 @@
 //! | `cli` | the `metascript` command line |
 //! | `testing` | a local control plane for tests (feature `testing`) |
 
+#![warn(unreachable_pub)]
+
 pub mod object;
 pub mod reasons;
 pub mod selector;

@@ -9,11 +9,11 @@ use std::fmt;
 
 /// How deep the operator reads an object it watches: lists and maps, the object itself
 /// included. Deeper, it is passed over (`runtime::decode`), so no controller may write one.
-pub const MAX_WATCHED_DEPTH: usize = 100;
+pub(crate) const MAX_WATCHED_DEPTH: usize = 100;
 
 /// How many lists and maps deep a value is (the value itself included; 0 for a scalar).
 /// Recursive: only for values already held to a depth limit (responses are, at 128).
-pub fn depth(value: &Value) -> usize {
+pub(crate) fn depth(value: &Value) -> usize {
     match value {
         Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
         Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
@@ -22,7 +22,7 @@ pub fn depth(value: &Value) -> usize {
 }
 
 /// A JSON value's type as error messages name it ("a map", "a list", …).
-pub fn json_type(value: &Value) -> &'static str {
+pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -40,7 +40,7 @@ pub fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
 /// The value at a JSON pointer, as [`Value::pointer`] finds it, without the two strings that
 /// allocates per step to unescape it when nothing is escaped: these accessors run for every
 /// object of every event, fan-out and resync (they were a fifth of a resync's CPU).
-pub fn at<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
+pub(crate) fn at<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
     if pointer.contains('~') {
         return object.pointer(pointer);
     }
@@ -86,12 +86,12 @@ pub fn kind(object: &Value) -> &str {
 
 /// A map under `metadata` (labels, annotations), read in place: selectors match the objects
 /// of a cache through it without copying any.
-pub fn metadata_map<'a>(object: &'a Value, field: &str) -> Option<&'a Map<String, Value>> {
+pub(crate) fn metadata_map<'a>(object: &'a Value, field: &str) -> Option<&'a Map<String, Value>> {
     object.get("metadata")?.get(field)?.as_object()
 }
 
 /// A string map under `metadata` (labels, annotations), copied; empty when absent or malformed.
-pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
+pub(crate) fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
     metadata_map(object, field)
         .map(|map| {
             map.iter()
@@ -101,11 +101,11 @@ pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-pub fn labels(object: &Value) -> BTreeMap<String, String> {
+pub(crate) fn labels(object: &Value) -> BTreeMap<String, String> {
     string_map(object, "labels")
 }
 
-pub fn annotations(object: &Value) -> BTreeMap<String, String> {
+pub(crate) fn annotations(object: &Value) -> BTreeMap<String, String> {
     string_map(object, "annotations")
 }
 
@@ -125,7 +125,7 @@ pub fn is_deleting(object: &Value) -> bool {
     at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
-pub fn finalizers(object: &Value) -> Vec<&str> {
+pub(crate) fn finalizers(object: &Value) -> Vec<&str> {
     at(object, "/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
@@ -146,7 +146,7 @@ pub fn controller_ref(object: &Value) -> Option<&Value> {
 
 /// Whether `owner` is the controller of `object`. Compared by uid; objects read from files for
 /// `render` may have no uid, and then kind and name decide.
-pub fn is_controlled_by(object: &Value, owner: &Value) -> bool {
+pub(crate) fn is_controlled_by(object: &Value, owner: &Value) -> bool {
     let Some(reference) = controller_ref(object) else {
         return false;
     };
@@ -176,7 +176,7 @@ pub fn owner_reference(owner: &Value) -> Value {
 }
 
 /// The group part of an apiVersion (`""` for the core group).
-pub fn group_of(api_version: &str) -> &str {
+pub(crate) fn group_of(api_version: &str) -> &str {
     api_version
         .rsplit_once('/')
         .map(|(group, _)| group)
@@ -184,7 +184,7 @@ pub fn group_of(api_version: &str) -> &str {
 }
 
 /// The object's metadata map, created if missing. Fails only when `object` is not a map.
-pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
+pub(crate) fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
     let map = object.as_object_mut()?;
     let metadata = map
         .entry("metadata")
@@ -196,7 +196,7 @@ pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
 }
 
 /// Sets `metadata.<field>.<key> = value` (labels or annotations), creating the maps as needed.
-pub fn set_string(object: &mut Value, field: &str, key: &str, value: &str) {
+pub(crate) fn set_string(object: &mut Value, field: &str, key: &str, value: &str) {
     if let Some(metadata) = metadata_mut(object) {
         let map = metadata
             .entry(field)
@@ -213,7 +213,7 @@ pub fn set_string(object: &mut Value, field: &str, key: &str, value: &str) {
 /// Whether every field set in `desired` has the same value in `observed`: maps recursively, lists
 /// of the same length element by element. Fields the server or others added are ignored, so an
 /// object that already has everything the hook asked for needs no write.
-pub fn is_subset(desired: &Value, observed: &Value) -> bool {
+pub(crate) fn is_subset(desired: &Value, observed: &Value) -> bool {
     match (desired, observed) {
         (Value::Object(want), Value::Object(have)) => want
             .iter()
@@ -235,7 +235,7 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
 ///
 /// Used to decide whether a child needs a write: a change in what the hook returns changes the
 /// child's applied digest, so a list the hook shortened is still written.
-pub fn is_applied_subset(desired: &Value, observed: &Value) -> bool {
+pub(crate) fn is_applied_subset(desired: &Value, observed: &Value) -> bool {
     match (desired, observed) {
         (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, value)| {
             have.get(key)
@@ -288,19 +288,19 @@ impl fmt::Display for ObjectKey {
 /// The digest naming an object by its identity alone (API group, kind, namespace, name), so
 /// it is the same whether it is computed from the object or from a reference to it (a
 /// MapController's map key; the work item a replica owns).
-pub fn identity_digest(group: &str, kind: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn identity_digest(group: &str, kind: &str, namespace: &str, name: &str) -> String {
     short_digest(&format!("{group}/{kind}/{namespace}/{name}"))
 }
 
 /// A short, label-safe digest of a string (hex, 32 characters).
-pub fn short_digest(text: &str) -> String {
+pub(crate) fn short_digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(&Sha256::digest(text.as_bytes())[..16])
 }
 
 /// `short_digest` of a value's compact JSON text, hashed as it is written rather than built as a
 /// string first (this runs once per desired object per sync).
-pub fn value_digest(value: &(impl serde::Serialize + ?Sized)) -> String {
+pub(crate) fn value_digest(value: &(impl serde::Serialize + ?Sized)) -> String {
     use sha2::{Digest, Sha256};
     struct Hashing(Sha256);
     impl std::io::Write for Hashing {
@@ -319,7 +319,7 @@ pub fn value_digest(value: &(impl serde::Serialize + ?Sized)) -> String {
 
 /// A JSON object of the given fields, built without re-serializing values that already are
 /// JSON (which `json!` does for every interpolated value).
-pub fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
+pub(crate) fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
     Value::Object(
         fields
             .into_iter()
@@ -330,7 +330,7 @@ pub fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
 
 /// The JSON merge patch (RFC 7386) that turns `current` into `desired`, or None when they are
 /// equal. Keys only in `current` are removed with null.
-pub fn merge_patch(current: &Value, desired: &Value) -> Option<Value> {
+pub(crate) fn merge_patch(current: &Value, desired: &Value) -> Option<Value> {
     match (current, desired) {
         (Value::Object(have), Value::Object(want)) => {
             let mut patch = Map::new();

@@ -19,11 +19,11 @@ use std::sync::Arc;
 /// The most dependencies one work item keeps. Beyond it, each type read counts as read whole
 /// (every object of the type, in every namespace): re-syncs become coarser but are never
 /// missed, and memory per work item stays bounded.
-pub const MAX_DEPENDENCIES: usize = 256;
+pub(crate) const MAX_DEPENDENCIES: usize = 256;
 
 /// A read a script made, as what would change its result.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Dependency {
+pub(crate) enum Dependency {
     /// `get`: one object, present or not.
     Object {
         resource: ResourceType,
@@ -39,7 +39,7 @@ pub enum Dependency {
 }
 
 impl Dependency {
-    pub fn resource(&self) -> &ResourceType {
+    pub(crate) fn resource(&self) -> &ResourceType {
         match self {
             Dependency::Object { resource, .. } | Dependency::List { resource, .. } => resource,
         }
@@ -47,7 +47,7 @@ impl Dependency {
 
     /// Whether a version of an object of the dependency's type would be (or was) part of what
     /// the read returned.
-    pub fn covers(&self, candidate: &Value) -> bool {
+    pub(crate) fn covers(&self, candidate: &Value) -> bool {
         match self {
             Dependency::Object {
                 resource,
@@ -107,13 +107,13 @@ impl fmt::Display for Dependency {
 
 /// What a `list` keeps of the objects in its scope: a label selector and field requirements.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     pub labels: Selector,
     pub fields: Vec<FieldRequirement>,
 }
 
 impl ListFilter {
-    pub fn matches(&self, candidate: &Value) -> bool {
+    pub(crate) fn matches(&self, candidate: &Value) -> bool {
         self.labels
             .matches(&object::metadata_map(candidate, "labels"))
             && self.fields.iter().all(|f| f.holds(candidate))
@@ -122,7 +122,7 @@ impl ListFilter {
 
 /// Why a read failed; the helper prefixes its name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     #[error(
         "{api_version} {kind} is not declared in spec.reads of this controller (declared: {declared}); add {{apiVersion: {api_version}, resource: <plural>}} to spec.reads"
     )]
@@ -131,8 +131,6 @@ pub enum ReadError {
         kind: String,
         declared: String,
     },
-    #[error("reads are not available here: {0}")]
-    Unavailable(String),
     /// The controller's ServiceAccount may not read this (see [`ReadPolicy`]).
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -184,11 +182,11 @@ impl fmt::Debug for ReadAccess {
 
 impl ReadAccess {
     /// Whether the controller may read nothing, so no call can have recorded a dependency.
-    pub fn declares_nothing(&self) -> bool {
+    pub(crate) fn declares_nothing(&self) -> bool {
         self.declared.is_empty()
     }
 
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn ObjectStore + Send + Sync>,
         declared: impl Into<Arc<[ResourceType]>>,
     ) -> ReadAccess {
@@ -202,19 +200,20 @@ impl ReadAccess {
     }
 
     /// Reads limited to what `policy` allows (a controller's ServiceAccount).
-    pub fn with_policy(mut self, policy: Option<Arc<dyn ReadPolicy>>) -> ReadAccess {
+    pub(crate) fn with_policy(mut self, policy: Option<Arc<dyn ReadPolicy>>) -> ReadAccess {
         self.policy = policy;
         self
     }
 
+    #[cfg(test)]
     /// Whether reads are limited by a policy (a controller with a ServiceAccount).
-    pub fn is_limited(&self) -> bool {
+    pub(crate) fn is_limited(&self) -> bool {
         self.policy.is_some()
     }
 
     /// Asks the policy whether a read may be handed to a hook; a refusal is kept (see
     /// [`ReadAccess::refusal`]). Everything is allowed without a policy.
-    pub fn check(&self, scope: &ReadScope) -> Result<(), Refusal> {
+    pub(crate) fn check(&self, scope: &ReadScope) -> Result<(), Refusal> {
         let Some(policy) = &self.policy else {
             return Ok(());
         };
@@ -227,7 +226,7 @@ impl ReadAccess {
     }
 
     /// [`ReadAccess::check`] of several scopes, in order, stopping at the first refusal.
-    pub fn check_all<'a>(
+    pub(crate) fn check_all<'a>(
         &self,
         scopes: impl IntoIterator<Item = &'a ReadScope>,
     ) -> Result<(), Refusal> {
@@ -235,18 +234,18 @@ impl ReadAccess {
     }
 
     /// The first read refused so far in this work item.
-    pub fn refusal(&self) -> Option<Refusal> {
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
         self.refused.lock().clone()
     }
 
     /// What was read so far, deduplicated, in the order first read (bounded, see
     /// [`MAX_DEPENDENCIES`]).
     /// How many reads were recorded so far.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.recorded.lock().dependencies.len()
     }
 
-    pub fn dependencies(&self) -> Vec<Dependency> {
+    pub(crate) fn dependencies(&self) -> Vec<Dependency> {
         let recorded = self.recorded.lock();
         recorded
             .dependencies
@@ -260,7 +259,7 @@ impl ReadAccess {
     /// found nothing to re-sync), so the runtime checks this right after indexing and syncs
     /// the work item again when it says yes. Not checked once reads collapsed to whole types
     /// (those were never read whole).
-    pub fn changed_since_read(&self) -> bool {
+    pub(crate) fn changed_since_read(&self) -> bool {
         let recorded = self.recorded.lock();
         !recorded.overflowed
             && recorded
@@ -272,7 +271,7 @@ impl ReadAccess {
     /// One digest of what every read returned when it was first made, in the order made; `None`
     /// once reads collapsed to whole types (those were never read whole). Equal to
     /// [`current_digest`] of [`ReadAccess::dependencies`] while nothing read has changed.
-    pub fn seen_digest(&self) -> Option<u64> {
+    pub(crate) fn seen_digest(&self) -> Option<u64> {
         let recorded = self.recorded.lock();
         (!recorded.overflowed).then(|| combine(recorded.dependencies.iter().map(|(_, seen)| *seen)))
     }
@@ -353,7 +352,7 @@ impl ReadAccess {
 
     /// `get(apiVersion, kind, namespace, name)`: the object, or null. Refused when copying it
     /// for the script would take more than `room` bytes ([`copy_out`]).
-    pub fn get(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
+    pub(crate) fn get(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
         let api_version = string(args, 0, "the apiVersion")?;
         let kind = string(args, 1, "the kind")?;
         let namespace = match args.get(2) {
@@ -387,7 +386,7 @@ impl ReadAccess {
     /// `list(apiVersion, kind [, {namespace, labelSelector, fieldSelector}])`: the matching
     /// objects, sorted by namespace then name. Refused when copying them for the script would
     /// take more than `room` bytes ([`copy_out`]).
-    pub fn list(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
+    pub(crate) fn list(&self, args: &[Value], room: usize) -> Result<Value, ReadError> {
         let api_version = string(args, 0, "the apiVersion")?;
         let kind = string(args, 1, "the kind")?;
         let resource = self.declared(api_version, kind)?;
@@ -497,7 +496,7 @@ pub enum ReadVerb {
 }
 
 impl ReadVerb {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ReadVerb::Get => "get",
             ReadVerb::List => "list",
@@ -518,7 +517,11 @@ pub struct ReadScope {
 impl ReadScope {
     /// A read of `resource` in `namespace` (ignored for cluster-scoped types; `None` for a
     /// namespaced type: every namespace).
-    pub fn new(verb: ReadVerb, resource: &ResourceType, namespace: Option<&str>) -> ReadScope {
+    pub(crate) fn new(
+        verb: ReadVerb,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+    ) -> ReadScope {
         ReadScope {
             verb,
             namespace: resource.scope(namespace).map(str::to_string),
@@ -527,7 +530,7 @@ impl ReadScope {
     }
 
     /// A read of an object: `get` of its type in its namespace.
-    pub fn object(resource: &ResourceType, object: &Value) -> ReadScope {
+    pub(crate) fn object(resource: &ResourceType, object: &Value) -> ReadScope {
         ReadScope::new(ReadVerb::Get, resource, resource.scope_of(object))
     }
 }
@@ -573,14 +576,14 @@ pub enum Refusal {
 
 impl Refusal {
     /// The reason Events and conditions give for it.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             Refusal::Forbidden { .. } => crate::reasons::READ_FORBIDDEN,
             Refusal::CheckFailed { .. } => crate::reasons::READ_CHECK_FAILED,
         }
     }
 
-    pub fn scope(&self) -> &ReadScope {
+    pub(crate) fn scope(&self) -> &ReadScope {
         match self {
             Refusal::Forbidden { scope, .. } | Refusal::CheckFailed { scope, .. } => scope,
         }
@@ -594,13 +597,15 @@ pub trait ReadPolicy: Send + Sync {
     fn check(&self, scope: &ReadScope) -> Result<(), Refusal>;
 }
 
-/// The reads a [`ReadPolicy`] of fixed answers allows (tests, offline tools).
+#[cfg(test)]
+/// The reads a [`ReadPolicy`] of fixed answers allows, for tests.
 #[derive(Debug, Default)]
-pub struct AllowList {
+pub(crate) struct AllowList {
     pub account: String,
     pub allowed: Vec<ReadScope>,
 }
 
+#[cfg(test)]
 impl ReadPolicy for AllowList {
     fn check(&self, scope: &ReadScope) -> Result<(), Refusal> {
         let covered = self.allowed.iter().any(|allowed| {
@@ -621,7 +626,7 @@ impl ReadPolicy for AllowList {
 
 /// The types whose contents are secret: never written to a recording, `explain` or a log, and
 /// handed to a hook only when the controller's account may read them (like every type).
-pub fn is_sensitive(api_version: &str, kind: &str) -> bool {
+pub(crate) fn is_sensitive(api_version: &str, kind: &str) -> bool {
     api_version == "v1" && kind == "Secret"
 }
 
@@ -633,7 +638,7 @@ pub const REDACTED: &str = "UkVEQUNURUQ=";
 /// hook request or response) with [`REDACTED`], keeping the keys, and drops the
 /// last-applied-configuration annotation that would repeat them. Returns how many objects it
 /// redacted.
-pub fn redact(value: &mut Value) -> usize {
+pub(crate) fn redact(value: &mut Value) -> usize {
     match value {
         Value::Object(map) => {
             let sensitive = matches!(
@@ -720,7 +725,7 @@ impl fmt::Debug for Secrets {
 
 impl Secrets {
     /// Notes the values of every Secret in `value` (a request, a read's result).
-    pub fn note(&self, value: &Value) {
+    pub(crate) fn note(&self, value: &Value) {
         let mut found = Vec::new();
         secret_strings(value, &mut found);
         if found.is_empty() {
@@ -737,7 +742,7 @@ impl Secrets {
     }
 
     /// `text` with every value noted replaced by [`REDACTED`]; borrowed when none is in it.
-    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let known = self.0.lock();
         let mut text = Cow::Borrowed(text);
         for secret in known.iter() {
@@ -749,7 +754,7 @@ impl Secrets {
     }
 
     /// [`Secrets::scrub`] of every string in a JSON tree (keys are left as they are).
-    pub fn scrub_value(&self, value: &mut Value) {
+    pub(crate) fn scrub_value(&self, value: &mut Value) {
         match value {
             Value::String(text) => {
                 if let Cow::Owned(scrubbed) = self.scrub(text) {
@@ -765,7 +770,7 @@ impl Secrets {
 
 /// What reading `dependencies` from `store` returns now, as one digest (see
 /// [`ReadAccess::seen_digest`]).
-pub fn current_digest(store: &dyn ObjectStore, dependencies: &[Dependency]) -> u64 {
+pub(crate) fn current_digest(store: &dyn ObjectStore, dependencies: &[Dependency]) -> u64 {
     combine(
         dependencies
             .iter()
@@ -774,7 +779,7 @@ pub fn current_digest(store: &dyn ObjectStore, dependencies: &[Dependency]) -> u
 }
 
 /// What [`ReadAccess::seen_digest`] says of calls that read nothing.
-pub fn nothing_read() -> u64 {
+pub(crate) fn nothing_read() -> u64 {
     combine(std::iter::empty())
 }
 
@@ -850,7 +855,7 @@ fn string<'a>(args: &'a [Value], index: usize, what: &str) -> Result<&'a str, Re
 }
 
 /// A map of the dependencies, for test-case assertions and `explain`: their descriptions.
-pub fn describe(dependencies: &[Dependency]) -> Vec<String> {
+pub(crate) fn describe(dependencies: &[Dependency]) -> Vec<String> {
     dependencies.iter().map(ToString::to_string).collect()
 }
 

@@ -4,90 +4,91 @@
 
 // Loading a controller.
 /// The controller object cannot be read as its kind.
-pub const INVALID_SPEC: &str = "InvalidSpec";
+pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 /// A type it names is not served (a CRD not installed yet, a typo).
-pub const RESOLVE_FAILED: &str = "ResolveFailed";
+pub(crate) const RESOLVE_FAILED: &str = "ResolveFailed";
 /// A type it names cannot be watched.
-pub const WATCH_FAILED: &str = "WatchFailed";
+pub(crate) const WATCH_FAILED: &str = "WatchFailed";
 /// A hook or library does not load (syntax, a missing ConfigMap, a bad webhook field).
-pub const SCRIPT_ERROR: &str = "ScriptError";
+pub(crate) const SCRIPT_ERROR: &str = "ScriptError";
 /// The operator requires `serviceAccountName` and the controller has none.
-pub const SERVICE_ACCOUNT_REQUIRED: &str = "ServiceAccountRequired";
+pub(crate) const SERVICE_ACCOUNT_REQUIRED: &str = "ServiceAccountRequired";
 /// The controller names an account no controller may run as (the operator's own).
-pub const SERVICE_ACCOUNT_REFUSED: &str = "ServiceAccountRefused";
+pub(crate) const SERVICE_ACCOUNT_REFUSED: &str = "ServiceAccountRefused";
 /// No client can be made that impersonates the controller's ServiceAccount.
-pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
+pub(crate) const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
 /// `spec.reads` names a type the controller's ServiceAccount may not list.
-pub const READ_FORBIDDEN: &str = "ReadForbidden";
+pub(crate) const READ_FORBIDDEN: &str = "ReadForbidden";
 /// Asking the API server what the ServiceAccount may read failed.
-pub const READ_CHECK_FAILED: &str = "ReadCheckFailed";
+pub(crate) const READ_CHECK_FAILED: &str = "ReadCheckFailed";
 /// The Secrets or ConfigMaps webhook credentials name could not be read: the API server did not
 /// answer (a missing or forbidden one is a `ScriptError` naming it).
-pub const CREDENTIALS_READ_FAILED: &str = "CredentialsReadFailed";
+pub(crate) const CREDENTIALS_READ_FAILED: &str = "CredentialsReadFailed";
 /// A new revision's `spec.tests` failed: it does not serve (the previous one keeps serving).
-pub const TESTS_FAILED: &str = "TestsFailed";
+pub(crate) const TESTS_FAILED: &str = "TestsFailed";
 /// The Event about a controller that did not load.
-pub const LOAD_FAILED: &str = "LoadFailed";
+pub(crate) const LOAD_FAILED: &str = "LoadFailed";
 
 // Syncing an object.
 /// A hook's response cannot be used; nothing of it is applied.
-pub const INVALID_RESPONSE: &str = "InvalidResponse";
+pub(crate) const INVALID_RESPONSE: &str = "InvalidResponse";
 /// A hook failed (a script error or budget, a webhook that did not answer).
-pub const HOOK_FAILED: &str = "HookFailed";
+pub(crate) const HOOK_FAILED: &str = "HookFailed";
 /// A webhook hook's destination is not one `--webhook-allow` allows: nothing was sent.
-pub const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
+pub(crate) const WEBHOOK_NOT_ALLOWED: &str = "WebhookNotAllowed";
 /// A hook's source cannot be read now (a ConfigMap gone, an empty file).
-pub const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
+pub(crate) const SCRIPT_UNAVAILABLE: &str = "ScriptUnavailable";
 /// A parent's `spec.selector` cannot be read; its children are left alone.
-pub const INVALID_SELECTOR: &str = "InvalidSelector";
+pub(crate) const INVALID_SELECTOR: &str = "InvalidSelector";
 /// A watched object cannot be decoded (it nests too deep): passed over, its type is not.
-pub const UNDECODABLE: &str = "Undecodable";
+pub(crate) const UNDECODABLE: &str = "Undecodable";
 /// A MapController parent selects more inputs than one parent may have pairs.
-pub const TOO_MANY_PAIRS: &str = "TooManyPairs";
+pub(crate) const TOO_MANY_PAIRS: &str = "TooManyPairs";
 /// A child a hook returned has the name of an object the parent may not take over.
-pub const ADOPTION_REFUSED: &str = "AdoptionRefused";
+pub(crate) const ADOPTION_REFUSED: &str = "AdoptionRefused";
 /// A work item panicked (a bug in the operator): retried with backoff, the worker goes on.
-pub const PANICKED: &str = "Panicked";
+pub(crate) const PANICKED: &str = "Panicked";
 /// The script work of a sync could not run at all.
-pub const SYNC_FAILED: &str = "SyncFailed";
+pub(crate) const SYNC_FAILED: &str = "SyncFailed";
 /// A write was refused by RBAC (the controller's ServiceAccount may not make it).
-pub const FORBIDDEN: &str = "Forbidden";
+pub(crate) const FORBIDDEN: &str = "Forbidden";
 /// A write failed otherwise.
-pub const APPLY_FAILED: &str = "ApplyFailed";
+pub(crate) const APPLY_FAILED: &str = "ApplyFailed";
 /// A write was not sent: this replica stopped being the one that may write the object while its
 /// sync ran (sharded, the object moved to another replica, or this replica's lease lapsed; or
 /// it lost the leader election). Whoever may write it now syncs it.
-pub const HANDED_OVER: &str = "HandedOver";
+pub(crate) const HANDED_OVER: &str = "HandedOver";
 
 // Rolling out a revision (`spec.rollout`): Events on the controller, its `Rollout` condition.
 /// A new revision became the candidate beside the serving one.
-pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+pub(crate) const ROLLOUT_STARTED: &str = "RolloutStarted";
 /// A canary's next step started: the candidate serves a larger share.
-pub const CANARY_STEP: &str = "CanaryStep";
+pub(crate) const CANARY_STEP: &str = "CanaryStep";
 /// The candidate serves every object now (its last step ended, or it was promoted).
-pub const PROMOTED: &str = "Promoted";
+pub(crate) const PROMOTED: &str = "Promoted";
 /// The candidate failed on more work items than `maxErrors` allows: the serving revision serves
 /// them again.
-pub const ROLLED_BACK: &str = "RolledBack";
+pub(crate) const ROLLED_BACK: &str = "RolledBack";
 /// The candidate was aborted (`metascript.dev/abort`).
-pub const ABORTED: &str = "Aborted";
+pub(crate) const ABORTED: &str = "Aborted";
 /// The newest revision was undone (`metascript.dev/undo`): the one before it serves again.
-pub const UNDONE: &str = "Undone";
+pub(crate) const UNDONE: &str = "Undone";
 /// `metascript.dev/undo` could not be carried out: no snapshot of the revision before.
-pub const UNDO_FAILED: &str = "UndoFailed";
+pub(crate) const UNDO_FAILED: &str = "UndoFailed";
 /// Condition: the serving revision's snapshot cannot be saved (its namespace, RBAC).
-pub const SNAPSHOT_NOT_SAVED: &str = "SnapshotNotSaved";
+pub(crate) const SNAPSHOT_NOT_SAVED: &str = "SnapshotNotSaved";
 /// Condition: a shadow candidate is evaluated without writing.
-pub const SHADOWING: &str = "Shadowing";
+pub(crate) const SHADOWING: &str = "Shadowing";
 /// Condition: a canary candidate serves a share of the work items.
-pub const CANARY_IN_PROGRESS: &str = "CanaryInProgress";
+pub(crate) const CANARY_IN_PROGRESS: &str = "CanaryInProgress";
 
 // Metacontroller's names, for controllers that keep them (`spec.compatibility`).
 /// Any sync that failed, under `eventReasons: Metacontroller`.
-pub const METACONTROLLER_SYNC_ERROR: &str = "SyncError";
+pub(crate) const METACONTROLLER_SYNC_ERROR: &str = "SyncError";
 
+#[cfg(test)]
 /// Every reason above, for docs and tests.
-pub const ALL: &[&str] = &[
+pub(crate) const ALL: &[&str] = &[
     INVALID_SPEC,
     RESOLVE_FAILED,
     WATCH_FAILED,

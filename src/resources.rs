@@ -41,11 +41,11 @@ impl Deref for ResourceType {
 
 impl ResourceType {
     /// The key hooks see this type under: `<Kind>.<apiVersion>` (e.g. `StatefulSet.apps/v1`).
-    pub fn group_key(&self) -> String {
+    pub(crate) fn group_key(&self) -> String {
         format!("{}.{}", self.kind, self.api_version)
     }
 
-    pub fn group(&self) -> &str {
+    pub(crate) fn group(&self) -> &str {
         object::group_of(&self.api_version)
     }
 
@@ -65,20 +65,20 @@ impl ResourceType {
     }
 
     /// Whether a JSON object is of this type.
-    pub fn describes(&self, object: &Value) -> bool {
+    pub(crate) fn describes(&self, object: &Value) -> bool {
         object::kind(object) == self.kind && object::api_version(object) == self.api_version
     }
 
     /// The namespace to look for objects of this type in: `namespace` when the type is
     /// namespaced, none (cluster scope, or every namespace) when it is not. This is the one
     /// place the rule lives: a cluster-scoped type ignores whatever namespace a caller has.
-    pub fn scope<'a>(&self, namespace: Option<&'a str>) -> Option<&'a str> {
+    pub(crate) fn scope<'a>(&self, namespace: Option<&'a str>) -> Option<&'a str> {
         namespace.filter(|_| self.namespaced)
     }
 
     /// The namespace `object` gives for this type: its own when the type is namespaced (e.g.
     /// a parent's namespace for its inputs or children), none otherwise.
-    pub fn scope_of<'a>(&self, object: &'a Value) -> Option<&'a str> {
+    pub(crate) fn scope_of<'a>(&self, object: &'a Value) -> Option<&'a str> {
         self.scope(object::namespace(object))
     }
 }
@@ -118,10 +118,10 @@ pub enum ResolveError {
 
 /// Types that scripts may never read, whatever a controller declares: their contents are
 /// credentials, and the operator's read-all role must not become a way to reach them.
-pub const NEVER_READABLE: &[(&str, &str)] = &[("", "secrets")];
+pub(crate) const NEVER_READABLE: &[(&str, &str)] = &[("", "secrets")];
 
 /// Whether a declared read is refused outright (see [`NEVER_READABLE`]).
-pub fn never_readable(resource: &ResourceType) -> bool {
+pub(crate) fn never_readable(resource: &ResourceType) -> bool {
     NEVER_READABLE
         .iter()
         .any(|(group, plural)| resource.group() == *group && resource.plural == *plural)
@@ -129,7 +129,7 @@ pub fn never_readable(resource: &ResourceType) -> bool {
 
 /// Resolves the types a controller declares in `spec.reads`, refusing those scripts may never
 /// read ([`never_readable`]).
-pub fn resolve_reads(
+pub(crate) fn resolve_reads(
     references: &[ResourceRef],
     resolver: &dyn ResourceResolver,
 ) -> Result<std::sync::Arc<[ResourceType]>, ResolveError> {
@@ -259,7 +259,7 @@ impl StaticResolver {
         resolver
     }
 
-    pub fn insert(&mut self, resource: ResourceType) {
+    pub(crate) fn insert(&mut self, resource: ResourceType) {
         self.types.insert(
             (resource.api_version.clone(), resource.plural.clone()),
             resource,

@@ -7,7 +7,7 @@
 //! many selectors of a type are filed in an [`index::SelectorIndex`] so an event looks only at
 //! those it may match.
 
-pub mod index;
+pub(crate) mod index;
 
 use crate::object;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -41,14 +41,14 @@ pub enum Operator {
 
 /// A selector over string maps: the shared shape of label and annotation selectors.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selector {
+pub(crate) struct Selector {
     pub match_exact: BTreeMap<String, String>,
     pub expressions: Vec<Requirement>,
 }
 
 /// Where a selector looks a key's value up: a map of strings, or an object's labels (or
 /// annotations) read in place, so that matching the many objects of a cache allocates nothing.
-pub trait Lookup {
+pub(crate) trait Lookup {
     fn value(&self, key: &str) -> Option<&str>;
 }
 
@@ -88,15 +88,15 @@ fn matches_parts(
 /// The most requirements one selector may have, `matchLabels` pairs and `matchExpressions`
 /// together. Real selectors have a handful; this is far above them, and keeps the work one
 /// event costs per selector small.
-pub const MAX_REQUIREMENTS: usize = 64;
+pub(crate) const MAX_REQUIREMENTS: usize = 64;
 
 /// The most values one `In` or `NotIn` requirement may list.
-pub const MAX_VALUES: usize = 256;
+pub(crate) const MAX_VALUES: usize = 256;
 
 /// The most bytes of keys and values one selector may hold: a label key is at most 317 bytes
 /// and a value 63, so this holds 64 long keys with a few values each, or one requirement with
 /// 256 long values.
-pub const MAX_SELECTOR_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_SELECTOR_BYTES: usize = 32 * 1024;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SelectorError {
@@ -148,7 +148,7 @@ fn check_size(
 impl Selector {
     /// Checks the requirements are well formed (In/NotIn need values, Exists/DoesNotExist none),
     /// so a malformed selector is an error rather than silently matching nothing or everything.
-    pub fn validate(&self) -> Result<(), SelectorError> {
+    pub(crate) fn validate(&self) -> Result<(), SelectorError> {
         check_size(&self.match_exact, &self.expressions)?;
         for requirement in &self.expressions {
             let problem = match requirement.operator {
@@ -170,11 +170,11 @@ impl Selector {
     }
 
     /// True when every exact pair and every requirement holds. An empty selector matches all.
-    pub fn matches(&self, map: &impl Lookup) -> bool {
+    pub(crate) fn matches(&self, map: &impl Lookup) -> bool {
         matches_parts(&self.match_exact, &self.expressions, map)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.match_exact.is_empty() && self.expressions.is_empty()
     }
 }
@@ -270,7 +270,7 @@ impl From<&AnnotationSelector> for Selector {
 impl LabelSelector {
     /// Reads a label selector from JSON (as found in a parent's `spec.selector` or a script).
     /// `null` is the empty selector.
-    pub fn from_json(value: &serde_json::Value) -> Result<LabelSelector, SelectorError> {
+    pub(crate) fn from_json(value: &serde_json::Value) -> Result<LabelSelector, SelectorError> {
         if value.is_null() {
             return Ok(LabelSelector::default());
         }
@@ -286,18 +286,18 @@ impl LabelSelector {
         Ok(selector)
     }
 
-    pub fn matches(&self, labels: &impl Lookup) -> bool {
+    pub(crate) fn matches(&self, labels: &impl Lookup) -> bool {
         matches_parts(&self.match_labels, &self.match_expressions, labels)
     }
 
     /// Whether an object's labels match, read in place.
-    pub fn matches_labels_of(&self, object: &Value) -> bool {
+    pub(crate) fn matches_labels_of(&self, object: &Value) -> bool {
         self.matches(&object::metadata_map(object, "labels"))
     }
 }
 
 impl AnnotationSelector {
-    pub fn matches(&self, annotations: &impl Lookup) -> bool {
+    pub(crate) fn matches(&self, annotations: &impl Lookup) -> bool {
         matches_parts(
             &self.match_annotations,
             &self.match_expressions,
@@ -306,13 +306,13 @@ impl AnnotationSelector {
     }
 
     /// Whether an object's annotations match, read in place.
-    pub fn matches_annotations_of(&self, object: &Value) -> bool {
+    pub(crate) fn matches_annotations_of(&self, object: &Value) -> bool {
         self.matches(&object::metadata_map(object, "annotations"))
     }
 }
 
 /// Matches a JSON label selector against labels; the entry point of the scripts' helper.
-pub fn matches_label_selector(
+pub(crate) fn matches_label_selector(
     selector: &serde_json::Value,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, SelectorError> {
@@ -322,11 +322,11 @@ pub fn matches_label_selector(
 /// A selector written in kubectl's syntax that cannot be read; says which term and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SyntaxError(pub String);
+pub(crate) struct SyntaxError(pub String);
 
 /// A label selector in kubectl syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`,
 /// `a`, `!a`, joined by commas.
-pub fn parse_label_selector(text: &str) -> Result<Selector, SyntaxError> {
+pub(crate) fn parse_label_selector(text: &str) -> Result<Selector, SyntaxError> {
     let invalid = |term: &str| SyntaxError(format!("labelSelector: invalid term {term:?}"));
     let mut selector = Selector::default();
     for term in split_terms(text) {
@@ -412,7 +412,7 @@ fn split_terms(text: &str) -> Vec<&str> {
 
 /// A field selector on `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`, joined by
 /// commas).
-pub fn parse_field_selector(text: &str) -> Result<Vec<FieldRequirement>, SyntaxError> {
+pub(crate) fn parse_field_selector(text: &str) -> Result<Vec<FieldRequirement>, SyntaxError> {
     text.split(',')
         .map(str::trim)
         .filter(|term| !term.is_empty())
@@ -466,7 +466,7 @@ impl fmt::Display for Selector {
 /// One term of a field selector. Only the fields every type has are supported, since the
 /// caches are not indexed by anything else.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldRequirement {
+pub(crate) struct FieldRequirement {
     pub field: Field,
     pub value: String,
     /// `=`/`==` when true, `!=` when false.
@@ -474,13 +474,13 @@ pub struct FieldRequirement {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Field {
+pub(crate) enum Field {
     Name,
     Namespace,
 }
 
 impl Field {
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             Field::Name => "metadata.name",
             Field::Namespace => "metadata.namespace",
@@ -489,7 +489,7 @@ impl Field {
 }
 
 impl FieldRequirement {
-    pub fn holds(&self, candidate: &Value) -> bool {
+    pub(crate) fn holds(&self, candidate: &Value) -> bool {
         let actual = match self.field {
             Field::Name => object::name(candidate),
             Field::Namespace => object::namespace(candidate).unwrap_or_default(),

@@ -45,12 +45,12 @@ pub trait ObjectStore {
 
 /// A plain in-memory store (test cases' `cluster`).
 #[derive(Debug, Default)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     objects: BTreeMap<(String, String, String, String), Arc<Value>>,
 }
 
 impl MemoryStore {
-    pub fn new(objects: impl IntoIterator<Item = Value>) -> MemoryStore {
+    pub(crate) fn new(objects: impl IntoIterator<Item = Value>) -> MemoryStore {
         MemoryStore {
             objects: objects
                 .into_iter()

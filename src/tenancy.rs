@@ -14,15 +14,15 @@ use serde_json::Value;
 use std::fmt;
 
 /// The verb that lets a user make controllers run as an account.
-pub const USE_VERB: &str = "use";
+pub(crate) const USE_VERB: &str = "use";
 
 /// The resource (in [`GROUP`]) the verb is granted on: RBAC's own `serviceaccounts`, in the
 /// operator's API group, so granting it gives nothing else (neither `kubectl --as` nor tokens).
-pub const ACCOUNTS_RESOURCE: &str = "serviceaccounts";
+pub(crate) const ACCOUNTS_RESOURCE: &str = "serviceaccounts";
 
 /// Whom a controller's writes go as.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunsAs {
+pub(crate) enum RunsAs {
     Account(ServiceAccountRef),
     /// No account: the operator itself (only where `--allow-unimpersonated` allows it).
     Operator,
@@ -30,7 +30,7 @@ pub enum RunsAs {
 
 impl RunsAs {
     /// From a controller object's spec.
-    pub fn of(controller: &Value) -> Result<RunsAs, InvalidAccount> {
+    pub(crate) fn of(controller: &Value) -> Result<RunsAs, InvalidAccount> {
         let (name, namespace) = account_fields(controller);
         Ok(
             ServiceAccountRef::from_spec(name, namespace)?
@@ -41,7 +41,7 @@ impl RunsAs {
     /// Whom an existing controller runs as: a controller saved before accounts needed their
     /// namespace ran as its account in the namespace that used to be the default, and whoever
     /// may use that account owns it.
-    pub fn as_it_ran(controller: &Value) -> RunsAs {
+    pub(crate) fn as_it_ran(controller: &Value) -> RunsAs {
         RunsAs::of(controller).unwrap_or_else(|_| {
             let (name, namespace) = account_fields(controller);
             ServiceAccountRef::as_it_ran(name, namespace).map_or(RunsAs::Operator, RunsAs::Account)
@@ -50,7 +50,7 @@ impl RunsAs {
 
     /// What a SubjectAccessReview asks to allow using it: the namespace and name of the
     /// account, or (the operator) every account everywhere.
-    pub fn use_attributes(&self) -> (Option<&str>, Option<&str>) {
+    pub(crate) fn use_attributes(&self) -> (Option<&str>, Option<&str>) {
         match self {
             RunsAs::Account(account) => (Some(&account.namespace), Some(&account.name)),
             RunsAs::Operator => (None, None),
@@ -80,7 +80,7 @@ fn account_fields(controller: &Value) -> (Option<&str>, Option<&str>) {
 
 /// What an admission request asks of a controller object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
+pub(crate) enum Operation {
     Create,
     Update,
     Delete,
@@ -98,7 +98,7 @@ impl fmt::Display for Operation {
 
 /// What a request must be checked for.
 #[derive(Debug, Default, PartialEq)]
-pub struct Checks {
+pub(crate) struct Checks {
     /// Whom the controller runs as now: changing or deleting it is acting as that account, so
     /// the requester must be allowed to use it.
     pub now: Option<RunsAs>,
@@ -111,7 +111,7 @@ pub struct Checks {
 
 impl Checks {
     /// The accounts the requester must be allowed to use, each once.
-    pub fn accounts(&self) -> Vec<&RunsAs> {
+    pub(crate) fn accounts(&self) -> Vec<&RunsAs> {
         let mut accounts: Vec<&RunsAs> = self.now.iter().collect();
         if let Some(next) = &self.next
             && !accounts.contains(&next)
@@ -135,7 +135,7 @@ const KUBERNETES_FINALIZERS: [&str; 2] = ["orphan", "foregroundDeletion"];
 /// (sync now, promote, abort) and any other finalizer (removing the operator's mid-release
 /// would leave the targets' finalizers behind) do. The operator itself may use every account,
 /// so its own finalizer writes pass. `Err` when the new object names no usable account.
-pub fn checks(
+pub(crate) fn checks(
     operation: Operation,
     old: Option<&Value>,
     new: Option<&Value>,
@@ -176,7 +176,7 @@ pub fn checks(
 
 /// Whether a request lacks the object a check needs (an update or deletion without the stored
 /// object, a creation or update without the new one): refused rather than waved through.
-pub fn incomplete(operation: Operation, old: Option<&Value>, new: Option<&Value>) -> bool {
+pub(crate) fn incomplete(operation: Operation, old: Option<&Value>, new: Option<&Value>) -> bool {
     match operation {
         Operation::Create => new.is_none(),
         Operation::Update => old.is_none() || new.is_none(),
@@ -220,7 +220,7 @@ fn acting_metadata_changed(old: &Value, new: &Value) -> bool {
 
 /// Why a requester may not make a controller run as `runs_as`, said so that they (or an
 /// admin) know what to grant.
-pub fn refusal(user: &str, runs_as: &RunsAs) -> String {
+pub(crate) fn refusal(user: &str, runs_as: &RunsAs) -> String {
     match runs_as {
         RunsAs::Account(account) => format!(
             "user {user:?} may not use ServiceAccount {}/{}: a controller acts with its \
@@ -242,7 +242,7 @@ pub fn refusal(user: &str, runs_as: &RunsAs) -> String {
 /// it ran as someone other than `now` (the controller as it is). The undo annotation skips the
 /// webhook, and the brake's check asks `use` of the current account only: an undo that changed
 /// the account would let a user of one account bring back a revision that ran as another.
-pub fn undo_refusal(earlier: &Value, now: &Value) -> Option<String> {
+pub(crate) fn undo_refusal(earlier: &Value, now: &Value) -> Option<String> {
     let (ran, runs) = (RunsAs::of(earlier), RunsAs::of(now));
     if let (Ok(ran), Ok(runs)) = (&ran, &runs)
         && ran == runs
@@ -264,7 +264,7 @@ pub fn undo_refusal(earlier: &Value, now: &Value) -> Option<String> {
 }
 
 /// Why no controller may run as the operator's own account.
-pub fn own_account_refusal(account: &ServiceAccountRef) -> String {
+pub(crate) fn own_account_refusal(account: &ServiceAccountRef) -> String {
     format!(
         "ServiceAccount {}/{} is the operator's own: no controller may run as it (it can read \
          what every controller reads, write their status and the operator's leases); name an \

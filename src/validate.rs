@@ -18,10 +18,10 @@ use std::fmt;
 
 /// A ConfigMap with this label set to `true` holds scripts: each key named `*.rhai` or `*.lua`
 /// must compile before the ConfigMap is admitted.
-pub const SCRIPTS_LABEL: &str = "metascript.dev/scripts";
+pub(crate) const SCRIPTS_LABEL: &str = "metascript.dev/scripts";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
+pub(crate) enum Severity {
     /// The object must not be admitted.
     Error,
     /// Worth saying, but the object may still work (e.g. a CRD applied after the controller).
@@ -30,7 +30,7 @@ pub enum Severity {
 
 /// One problem, and where in the object it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub severity: Severity,
     /// A field path, e.g. `spec.hooks.sync` or `spec.tests[1] (adds a label)`.
     pub path: String,
@@ -44,7 +44,7 @@ pub struct Finding {
 
 /// A check a warning says could not be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Unchecked {
+pub(crate) enum Unchecked {
     /// A hook whose script (or webhook credential) is not at hand.
     Hook,
     /// A controller whose types do not resolve.
@@ -66,7 +66,7 @@ pub struct ScriptSpot {
 }
 
 impl ScriptSpot {
-    pub fn of_script_error(error: &ScriptError) -> ScriptSpot {
+    pub(crate) fn of_script_error(error: &ScriptError) -> ScriptSpot {
         ScriptSpot {
             origin: (*error.origin).clone(),
             line: error.line,
@@ -76,7 +76,7 @@ impl ScriptSpot {
     }
 
     /// The place in a script a sync failure is about, when it is about one.
-    pub fn of_sync(error: &crate::plan::SyncError) -> Option<ScriptSpot> {
+    pub(crate) fn of_sync(error: &crate::plan::SyncError) -> Option<ScriptSpot> {
         match error {
             crate::plan::SyncError::Hook(error) => ScriptSpot::of(error),
             _ => None,
@@ -84,7 +84,7 @@ impl ScriptSpot {
     }
 
     /// The place in a script a hook failure is about, when it is about one.
-    pub fn of(error: &HookError) -> Option<ScriptSpot> {
+    pub(crate) fn of(error: &HookError) -> Option<ScriptSpot> {
         match error {
             HookError::Script(error) => Some(ScriptSpot::of_script_error(error)),
             HookError::Response(rejected) => {
@@ -147,7 +147,7 @@ impl Finding {
 /// What validating an object reads besides the object: the types it names and the ConfigMaps
 /// its hooks reference, so a caller can fetch them first.
 #[derive(Debug, Default, PartialEq)]
-pub struct References {
+pub(crate) struct References {
     pub types: Vec<ResourceRef>,
     /// (namespace, name)
     pub config_maps: Vec<(String, String)>,
@@ -155,7 +155,7 @@ pub struct References {
 
 /// The types and ConfigMaps a controller object names (none for anything else, or for an
 /// object that cannot be read; validating it says why).
-pub fn references(object: &Value) -> References {
+pub(crate) fn references(object: &Value) -> References {
     let Some(Ok(controller)) = kinds::of(object).map(|kind| kind.parse(object)) else {
         return References::default();
     };
@@ -168,7 +168,7 @@ pub fn references(object: &Value) -> References {
 
 /// Validates one object; anything that is neither a controller nor a labelled ConfigMap of
 /// scripts has nothing to check.
-pub fn validate(
+pub(crate) fn validate(
     engine: &ScriptEngine,
     resolver: &dyn ResourceResolver,
     config_maps: &dyn ConfigMapLookup,
@@ -179,7 +179,7 @@ pub fn validate(
 
 /// [`validate`], running no `spec.tests` case once `deadline` has passed (each such case is an
 /// error: it was not checked).
-pub fn validate_until(
+pub(crate) fn validate_until(
     engine: &ScriptEngine,
     resolver: &dyn ResourceResolver,
     config_maps: &dyn ConfigMapLookup,
@@ -206,7 +206,7 @@ pub fn validate_until(
 }
 
 /// Said of a child rule without `updateStrategy` (by `validate` and `render`).
-pub const ON_DELETE_BY_DEFAULT: &str = "updateStrategy is not set, so it is OnDelete (as in \
+pub(crate) const ON_DELETE_BY_DEFAULT: &str = "updateStrategy is not set, so it is OnDelete (as in \
     Metacontroller): a child that exists is never updated when the hook's output for it changes; \
     set `updateStrategy: {method: InPlace}` to keep children in line, or `{method: OnDelete}` to \
     say that is meant";

@@ -45,14 +45,14 @@ pub enum CertError {
 
 /// PEM text of the CA, the serving certificate and its key.
 #[derive(Clone, Debug)]
-pub struct ServingCert {
+pub(crate) struct ServingCert {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
 }
 
 /// A new CA and a serving certificate it signed for `names` (DNS names or IP addresses).
-pub fn generate(names: &[String]) -> Result<ServingCert, rcgen::Error> {
+pub(crate) fn generate(names: &[String]) -> Result<ServingCert, rcgen::Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::new())?;
     ca_params
@@ -82,7 +82,7 @@ pub fn generate(names: &[String]) -> Result<ServingCert, rcgen::Error> {
 
 /// The certificate in the Secret, creating the Secret first when it does not exist. Two
 /// replicas starting at once both try; the second's create fails and it reads the first's.
-pub async fn load_or_create(
+pub(super) async fn load_or_create(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -151,7 +151,7 @@ fn read(secret: &Secret, namespace: &str, name: &str) -> Result<ServingCert, Cer
 
 /// Sets the CA as the `caBundle` of every webhook of the configuration, unless it already is.
 /// `false` when the configuration does not exist (nothing to trust the server yet).
-pub async fn publish_ca_bundle(
+pub(super) async fn publish_ca_bundle(
     client: &kube::Client,
     configuration: &str,
     ca_pem: &str,

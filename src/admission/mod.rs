@@ -10,7 +10,7 @@ mod review;
 
 #[cfg(feature = "testing")]
 pub(crate) use certs::generate as generate_serving_cert;
-pub use certs::{CertError, ServingCert};
+pub(crate) use certs::{CertError, ServingCert};
 
 use crate::runtime::watch::discovery::Discovery;
 use crate::script::ceilings::LimitCeilings;
@@ -34,15 +34,15 @@ use tokio::sync::Semaphore;
 pub const PATH: &str = "/validate";
 
 /// Reviews that compile and test scripts at once; more wait, within their deadline.
-pub const MAX_CONCURRENT_REVIEWS: usize = 2;
+pub(crate) const MAX_CONCURRENT_REVIEWS: usize = 2;
 
 /// The default time a review may take: under the 10 s the shipped configuration gives the
 /// API server to wait for the webhook, with room for the round trip.
-pub const DEFAULT_REVIEW_DEADLINE: Duration = Duration::from_secs(8);
+pub(crate) const DEFAULT_REVIEW_DEADLINE: Duration = Duration::from_secs(8);
 
 /// The most any `spec.tests` call may use at admission, whatever the hook's `limits` say: the
 /// webhook runs code anyone who may create a controller wrote, before anyone checked it.
-pub const TEST_CEILING: EffectiveLimits = EffectiveLimits {
+pub(crate) const TEST_CEILING: EffectiveLimits = EffectiveLimits {
     max_operations: 1_000_000,
     timeout_millis: 250,
     max_memory_bytes: 16 * 1024 * 1024,
@@ -52,7 +52,7 @@ pub const TEST_CEILING: EffectiveLimits = EffectiveLimits {
 };
 
 #[derive(Clone, Debug)]
-pub struct AdmissionConfig {
+pub(crate) struct AdmissionConfig {
     pub addr: SocketAddr,
     /// The Secret (namespace, name) holding the serving certificate, shared by every replica.
     pub secret: (String, String),
@@ -92,7 +92,7 @@ pub enum AdmissionError {
 
 /// Gets the certificate, publishes its CA, binds the address and serves until the returned
 /// task is aborted.
-pub async fn start(
+pub(crate) async fn start(
     client: kube::Client,
     config: AdmissionConfig,
 ) -> Result<tokio::task::JoinHandle<()>, AdmissionError> {

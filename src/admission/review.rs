@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 
 /// What a review decides.
 #[derive(Debug, Default, PartialEq)]
-pub struct Verdict {
+pub(super) struct Verdict {
     /// Why the request is refused; empty: admitted.
     pub errors: Vec<String>,
     /// Said to the user either way (kubectl prints them).
@@ -49,7 +49,7 @@ impl Verdict {
 }
 
 /// Everything a review needs, shared by the requests.
-pub struct Reviewer {
+pub(super) struct Reviewer {
     pub client: kube::Client,
     pub discovery: Arc<Discovery>,
     /// The engine `spec.tests` run in at admission, with its own small ceilings.
@@ -67,7 +67,7 @@ pub struct Reviewer {
 }
 
 /// The most `spec.tests` cases admission runs: each may take the ceiling's time.
-pub const MAX_ADMISSION_TESTS: usize = 32;
+pub(super) const MAX_ADMISSION_TESTS: usize = 32;
 
 /// Why a ConfigMap is not read for a caller the webhook cannot authenticate.
 const UNAUTHENTICATED: &str = "the webhook does not authenticate its callers (no \
@@ -79,7 +79,7 @@ impl Reviewer {
     /// review and script it causes is inside it. `resource` is what the request is about (its
     /// group and plural), `object` the new object (none for a deletion), `old` the stored one
     /// (none for a creation).
-    pub async fn review(
+    pub(super) async fn review(
         self: &Arc<Self>,
         operation: Operation,
         user: &UserInfo,

@@ -27,7 +27,7 @@ pub enum EventReasons {
 
 impl EventReasons {
     /// The reason and message of the Event about a sync that failed for `reason`.
-    pub fn sync_failure<'a>(self, reason: &'a str, message: &str) -> (&'a str, String) {
+    pub(crate) fn sync_failure<'a>(self, reason: &'a str, message: &str) -> (&'a str, String) {
         match self {
             EventReasons::Metascript => (reason, message.to_string()),
             EventReasons::Metacontroller => (

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 const MAX_REASON: usize = 128;
 
 /// Messages are cut to this many characters, well inside the API server's 1 kB `note`.
-pub const MAX_MESSAGE: usize = 1024;
+pub(crate) const MAX_MESSAGE: usize = 1024;
 
 /// The two types of Event Kubernetes knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema)]
@@ -17,7 +17,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
@@ -46,7 +46,7 @@ pub struct ScriptEvent {
 
 /// Why `event` refused its arguments; the helper prefixes its name.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum InvalidEvent {
+pub(crate) enum InvalidEvent {
     #[error("the type must be \"Normal\" or \"Warning\", got {0:?}")]
     Type(String),
     #[error(
@@ -59,7 +59,11 @@ pub enum InvalidEvent {
 impl ScriptEvent {
     /// Validates `type` and `reason`, and cuts a long `message` (on a character boundary, so
     /// the Event stays valid UTF-8) rather than failing the call over it.
-    pub fn new(type_: &str, reason: &str, message: &str) -> Result<ScriptEvent, InvalidEvent> {
+    pub(crate) fn new(
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<ScriptEvent, InvalidEvent> {
         let type_ = match type_ {
             "Normal" => EventType::Normal,
             "Warning" => EventType::Warning,

@@ -28,8 +28,9 @@ pub struct Hook {
 }
 
 impl Hook {
+    #[cfg(test)]
     /// A hook running `code` inline, with the default version and limits.
-    pub fn inline(language: Language, code: &str) -> Hook {
+    pub(crate) fn inline(language: Language, code: &str) -> Hook {
         Hook {
             script: Some(ScriptSpec {
                 language: Some(language),
@@ -149,7 +150,7 @@ pub enum Language {
 
 impl Language {
     /// The language a file or ConfigMap key name implies by its suffix.
-    pub fn from_file_name(name: &str) -> Option<Language> {
+    pub(crate) fn from_file_name(name: &str) -> Option<Language> {
         if name.ends_with(".rhai") {
             Some(Language::Rhai)
         } else if name.ends_with(".lua") || name.ends_with(".luau") {
@@ -159,7 +160,7 @@ impl Language {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Language::Rhai => "rhai",
             Language::Lua => "lua",
@@ -267,7 +268,7 @@ pub struct Webhook {
 
 impl Webhook {
     /// The hook's own credentials (empty: its host's `endpointConfigs` entry applies).
-    pub fn credentials(&self) -> Credentials<'_> {
+    pub(crate) fn credentials(&self) -> Credentials<'_> {
         Credentials {
             ca_bundle: self.ca_bundle.as_ref(),
             authorization: self.authorization.as_ref(),
@@ -439,7 +440,7 @@ pub struct EndpointConfig {
 
 impl EndpointConfig {
     /// This entry's credentials, in the form a hook's own are.
-    pub fn credentials(&self) -> Credentials<'_> {
+    pub(crate) fn credentials(&self) -> Credentials<'_> {
         Credentials {
             ca_bundle: self.ca_bundle.as_ref(),
             authorization: self.authorization.as_ref(),
@@ -460,7 +461,7 @@ pub struct Credentials<'a> {
 }
 
 impl Credentials<'_> {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ca_bundle.is_none()
             && self.authorization.is_none()
             && self.basic_auth.is_none()
@@ -468,7 +469,7 @@ impl Credentials<'_> {
     }
 
     /// The objects they are read from, each once.
-    pub fn sources(&self) -> Vec<CredentialSource> {
+    pub(crate) fn sources(&self) -> Vec<CredentialSource> {
         let secret = |r: &SecretRef| CredentialSource::Secret {
             namespace: r.namespace.clone(),
             name: r.name.clone(),

@@ -37,11 +37,11 @@ pub struct KindInfo {
 pub struct KindName(pub &'static KindInfo);
 
 impl KindName {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.0.short
     }
 
-    pub fn object_kind(self) -> &'static str {
+    pub(crate) fn object_kind(self) -> &'static str {
         self.0.object_kind
     }
 
@@ -49,25 +49,25 @@ impl KindName {
         self.0.plural
     }
 
-    pub fn short_name(self) -> &'static str {
+    pub(crate) fn short_name(self) -> &'static str {
         self.0.short_name
     }
 
-    pub fn action(self) -> &'static str {
+    pub(crate) fn action(self) -> &'static str {
         self.0.action
     }
 
-    pub fn hooks(self) -> &'static [HookKind] {
+    pub(crate) fn hooks(self) -> &'static [HookKind] {
         self.0.hooks
     }
 
     /// See [`KindInfo::request_types`].
-    pub fn request_types(self) -> &'static [(&'static str, &'static str)] {
+    pub(crate) fn request_types(self) -> &'static [(&'static str, &'static str)] {
         self.0.request_types
     }
 
     /// The hook of this kind with this name.
-    pub fn hook(self, name: &str) -> Option<HookKind> {
+    pub(crate) fn hook(self, name: &str) -> Option<HookKind> {
         self.hooks()
             .iter()
             .copied()
@@ -75,7 +75,7 @@ impl KindName {
     }
 
     /// Its hooks' names, for messages: `sync, finalize or customize`.
-    pub fn hook_names(self) -> String {
+    pub(crate) fn hook_names(self) -> String {
         let names: Vec<&str> = self.hooks().iter().map(|h| h.as_str()).collect();
         match names.split_last() {
             Some((last, [])) => last.to_string(),
@@ -136,7 +136,11 @@ pub struct Field {
 }
 
 impl Field {
-    pub const fn new(name: &'static str, lua_type: &'static str, doc: &'static str) -> Field {
+    pub(crate) const fn new(
+        name: &'static str,
+        lua_type: &'static str,
+        doc: &'static str,
+    ) -> Field {
         Field {
             name,
             lua_type,
@@ -146,7 +150,7 @@ impl Field {
     }
 
     /// A response field holding a flat list of objects.
-    pub const fn objects(name: &'static str, doc: &'static str) -> Field {
+    pub(crate) const fn objects(name: &'static str, doc: &'static str) -> Field {
         Field {
             name,
             lua_type: "table<string, any>[]",
@@ -172,20 +176,20 @@ pub struct HookContract {
 pub struct HookKind(pub &'static HookContract);
 
 impl HookKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.0.name
     }
 
-    pub fn kind(self) -> KindName {
+    pub(crate) fn kind(self) -> KindName {
         self.0.kind
     }
 
-    pub fn contract(self) -> &'static HookContract {
+    pub(crate) fn contract(self) -> &'static HookContract {
         self.0
     }
 
     /// The names of the fields its response may have.
-    pub fn response_fields(self) -> impl Iterator<Item = &'static str> {
+    pub(crate) fn response_fields(self) -> impl Iterator<Item = &'static str> {
         self.0.response.iter().map(|field| field.name)
     }
 }
@@ -230,38 +234,39 @@ impl fmt::Display for HookKind {
 }
 
 /// Request fields more than one kind's hooks share.
-pub mod fields {
+pub(crate) mod fields {
     use super::Field;
 
-    pub const CONTROLLER: Field =
+    pub(crate) const CONTROLLER: Field =
         Field::new("controller", "table<string, any>", "The controller object.");
-    pub const PARENT: Field = Field::new("parent", "table<string, any>", "The parent object.");
-    pub const RELATED: Field = Field::new(
+    pub(crate) const PARENT: Field =
+        Field::new("parent", "table<string, any>", "The parent object.");
+    pub(crate) const RELATED: Field = Field::new(
         "related",
         "table<string, table<string, table<string, any>>>",
         "Related objects by `<Kind>.<apiVersion>`, then by name.",
     );
-    pub const FINALIZING: Field = Field::new(
+    pub(crate) const FINALIZING: Field = Field::new(
         "finalizing",
         "boolean",
         "Whether the object is being deleted.",
     );
-    pub const STATUS: Field = Field::new(
+    pub(crate) const STATUS: Field = Field::new(
         "status",
         "table<string, any>",
         "The object's status; null leaves it as it is.",
     );
-    pub const RESYNC_AFTER_SECONDS: Field = Field::new(
+    pub(crate) const RESYNC_AFTER_SECONDS: Field = Field::new(
         "resyncAfterSeconds",
         "number",
         "Sync again after this many seconds.",
     );
-    pub const FINALIZED: Field = Field::new(
+    pub(crate) const FINALIZED: Field = Field::new(
         "finalized",
         "boolean",
         "Whether finalizing is done (finalize hook).",
     );
-    pub const RELATED_RESOURCES: Field = Field::new(
+    pub(crate) const RELATED_RESOURCES: Field = Field::new(
         "relatedResources",
         "table<string, any>[]",
         "Rules for related objects (customize hook).",
@@ -299,7 +304,10 @@ pub struct ControllerSpec {
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
-pub fn on_delete_by_default(field: &str, unset: impl IntoIterator<Item = bool>) -> Vec<String> {
+pub(crate) fn on_delete_by_default(
+    field: &str,
+    unset: impl IntoIterator<Item = bool>,
+) -> Vec<String> {
     unset
         .into_iter()
         .enumerate()
@@ -310,14 +318,14 @@ pub fn on_delete_by_default(field: &str, unset: impl IntoIterator<Item = bool>) 
 
 impl ControllerSpec {
     /// The ConfigMaps (namespace, name) its scripts and libraries are read from.
-    pub fn config_maps(&self) -> Vec<(String, String)> {
+    pub(crate) fn config_maps(&self) -> Vec<(String, String)> {
         self.config_map_refs()
             .map(|r| (r.namespace.clone(), r.name.clone()))
             .collect()
     }
 
     /// The Secrets and ConfigMaps its webhooks' credentials are read from, each once.
-    pub fn credential_sources(&self) -> Vec<super::CredentialSource> {
+    pub(crate) fn credential_sources(&self) -> Vec<super::CredentialSource> {
         let hooks = self
             .hooks
             .iter()
@@ -334,7 +342,7 @@ impl ControllerSpec {
     }
 
     /// Every `configMapRef` of its hooks and libraries.
-    pub fn config_map_refs(&self) -> impl Iterator<Item = &super::ConfigMapKeyRef> + Clone {
+    pub(crate) fn config_map_refs(&self) -> impl Iterator<Item = &super::ConfigMapKeyRef> + Clone {
         let hooks = self
             .hooks
             .iter()
@@ -347,7 +355,7 @@ impl ControllerSpec {
     }
 
     /// The hooks as `(kind, &hook)`, as `ControllerHooks::load` takes them.
-    pub fn named_hooks(&self) -> Vec<(HookKind, &Hook)> {
+    pub(crate) fn named_hooks(&self) -> Vec<(HookKind, &Hook)> {
         self.hooks
             .iter()
             .map(|(kind, hook)| (*kind, hook))
@@ -357,10 +365,10 @@ impl ControllerSpec {
 
 /// The longest `resyncPeriodSeconds` honoured (a year), as for a hook's `resyncAfterSeconds`:
 /// a period near `i64::MAX` would overflow the timer that schedules it.
-pub const MAX_RESYNC_PERIOD_SECONDS: u64 = 365 * 24 * 3600;
+pub(super) const MAX_RESYNC_PERIOD_SECONDS: u64 = 365 * 24 * 3600;
 
 /// The parts of a spec every kind has, turned into a [`ControllerSpec`] by [`CommonSpec::spec`].
-pub struct CommonSpec<'a> {
+pub(crate) struct CommonSpec<'a> {
     pub metadata: &'a kube::api::ObjectMeta,
     pub resync_period_seconds: Option<i64>,
     pub reads: &'a [ResourceRef],
@@ -378,7 +386,7 @@ pub struct CommonSpec<'a> {
 impl CommonSpec<'_> {
     /// The spec of a controller that names `types` (its reads are added) and has `hooks`.
     /// `resyncPeriodSeconds` that is not positive means none.
-    pub fn spec(
+    pub(crate) fn spec(
         self,
         types: impl IntoIterator<Item = ResourceRef>,
         hooks: Vec<(HookKind, &Hook)>,
@@ -426,7 +434,7 @@ pub trait ControllerObject:
 }
 
 /// The set hooks of a spec's hooks, with their kinds: `[(SYNC, Some(&hooks.sync)), …]`.
-pub fn set_hooks<'a>(
+pub(crate) fn set_hooks<'a>(
     hooks: impl IntoIterator<Item = (HookKind, Option<&'a Hook>)>,
 ) -> Vec<(HookKind, &'a Hook)> {
     hooks

@@ -5,36 +5,35 @@
 
 mod compatibility;
 mod event;
-mod hook;
+pub(crate) mod hook;
 mod kind;
 mod rollout;
 mod rules;
 mod status;
 mod test_case;
 
-pub use compatibility::{Compatibility, EventReasons};
-pub use event::{EventType, InvalidEvent, MAX_MESSAGE, ScriptEvent};
+pub(crate) use compatibility::{Compatibility, EventReasons};
+pub(crate) use event::{EventType, ScriptEvent};
 pub use hook::{
     Authorization, BasicAuth, CaBundle, ClientTls, ConfigMapKeyRef, CredentialSource, Credentials,
     EndpointConfig, Etag, Hook, HookVersion, KeyRef, Language, Library, Limits, ResponseMode,
-    ScriptSpec, SecretKeyRef, SecretRef, ServiceReference, Webhook,
+    ScriptSpec, Webhook,
 };
-pub use kind::{
+pub(crate) use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
     KindName, fields, on_delete_by_default, set_hooks,
 };
 pub use rollout::{
-    ABORT_ANNOTATION, BRAKE_ANNOTATIONS, CanaryCounts, CanaryStep, DEFAULT_STEP_INTERVAL_SECONDS,
-    HaltedRevision, PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport,
-    UNDO_ANNOTATION,
+    ABORT_ANNOTATION, BRAKE_ANNOTATIONS, CanaryCounts, CanaryStep, HaltedRevision,
+    PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport, UNDO_ANNOTATION,
 };
 pub use rules::{AdoptPolicy, ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
-pub use status::{Condition, ControllerStatus, ScriptStatus};
-pub use test_case::InlineTest;
+pub(crate) use status::{Condition, ControllerStatus, ScriptStatus};
+pub(crate) use test_case::InlineTest;
 
 /// The API group of every kind; also the prefix of the labels, annotations and finalizers the
 /// operator writes.
-pub const GROUP: &str = "metascript.dev";
+pub(crate) const GROUP: &str = "metascript.dev";
 
 /// On a controller, target or parent: a new value makes the operator sync it (a controller:
 /// everything it acts on) at once, whatever a resync would skip and whatever backoff it is in.
@@ -43,12 +42,12 @@ pub const GROUP: &str = "metascript.dev";
 pub const SYNC_REQUESTED_ANNOTATION: &str = "metascript.dev/sync-requested-at";
 
 /// The apiVersion of every kind.
-pub const API_VERSION: &str = "metascript.dev/v1alpha1";
+pub(crate) const API_VERSION: &str = "metascript.dev/v1alpha1";
 
 /// The namespace a controller's `serviceAccountName` used to default to. It is no longer a
 /// default (an account must name its namespace); releasing the finalizers of a controller saved
 /// before that still goes as the account it ran as.
-pub const LEGACY_SERVICE_ACCOUNT_NAMESPACE: &str = "metascript-system";
+pub(crate) const LEGACY_SERVICE_ACCOUNT_NAMESPACE: &str = "metascript-system";
 
 /// The ServiceAccount a controller's writes impersonate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -82,7 +81,7 @@ pub enum InvalidAccount {
 impl ServiceAccountRef {
     /// From a spec's `serviceAccountName` and `serviceAccountNamespace`: none when neither is
     /// set (the controller writes as the operator, where that is allowed).
-    pub fn from_spec(
+    pub(crate) fn from_spec(
         name: Option<&str>,
         namespace: Option<&str>,
     ) -> Result<Option<ServiceAccountRef>, InvalidAccount> {
@@ -111,7 +110,10 @@ impl ServiceAccountRef {
 
     /// The account a controller saved before the namespace was required ran as: its
     /// finalizers are released as that account.
-    pub fn as_it_ran(name: Option<&str>, namespace: Option<&str>) -> Option<ServiceAccountRef> {
+    pub(crate) fn as_it_ran(
+        name: Option<&str>,
+        namespace: Option<&str>,
+    ) -> Option<ServiceAccountRef> {
         Some(ServiceAccountRef {
             name: name.filter(|n| !n.is_empty())?.to_string(),
             namespace: namespace
@@ -122,7 +124,7 @@ impl ServiceAccountRef {
     }
 
     /// The user name the API server gives the account, which impersonation names.
-    pub fn username(&self) -> String {
+    pub(crate) fn username(&self) -> String {
         format!("system:serviceaccount:{}:{}", self.namespace, self.name)
     }
 }

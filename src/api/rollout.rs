@@ -52,7 +52,7 @@ pub struct Rollout {
 impl Rollout {
     /// What the CRD's validation rules refuse, by path under `spec.rollout` (for `validate`
     /// and admission, which see objects the API server has not checked).
-    pub fn problems(&self) -> Vec<(String, &'static str)> {
+    pub(crate) fn problems(&self) -> Vec<(String, &'static str)> {
         let mut problems = Vec::new();
         match (self.strategy, self.steps.is_empty()) {
             (RolloutStrategy::Canary, true) => problems.push((
@@ -89,7 +89,7 @@ pub enum RolloutStrategy {
 
 impl RolloutStrategy {
     /// Whether a new revision waits before it serves everything.
-    pub fn stages(self) -> bool {
+    pub(crate) fn stages(self) -> bool {
         self != RolloutStrategy::Immediate
     }
 }
@@ -120,7 +120,7 @@ pub struct CanaryStep {
     pub interval_seconds: u32,
 }
 
-pub const DEFAULT_STEP_INTERVAL_SECONDS: u32 = 60;
+pub(crate) const DEFAULT_STEP_INTERVAL_SECONDS: u32 = 60;
 
 fn default_interval() -> u32 {
     DEFAULT_STEP_INTERVAL_SECONDS

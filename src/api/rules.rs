@@ -32,21 +32,21 @@ pub struct ChildRule {
 }
 
 impl ChildRule {
-    pub fn resource_ref(&self) -> ResourceRef {
+    pub(crate) fn resource_ref(&self) -> ResourceRef {
         ResourceRef {
             api_version: self.api_version.clone(),
             resource: self.resource.clone(),
         }
     }
 
-    pub fn update_method(&self) -> UpdateMethod {
+    pub(crate) fn update_method(&self) -> UpdateMethod {
         self.update_strategy
             .as_ref()
             .map(|strategy| strategy.method)
             .unwrap_or_default()
     }
 
-    pub fn adopt_policy(&self) -> AdoptPolicy {
+    pub(crate) fn adopt_policy(&self) -> AdoptPolicy {
         self.adopt.unwrap_or_default()
     }
 }

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 /// Every place where `actual` does not match `expected`, as `path: expected X, got Y`.
 /// In subset mode, maps in `actual` may have extra keys; lists must have the same length.
-pub fn mismatches(expected: &Value, actual: &Value, exact: bool) -> Vec<String> {
+pub(super) fn mismatches(expected: &Value, actual: &Value, exact: bool) -> Vec<String> {
     let mut found = Vec::new();
     walk(expected, actual, exact, "", &mut found);
     found
@@ -88,7 +88,7 @@ fn short(value: &Value) -> String {
 
 /// `actual` cut down to the keys `expected` mentions, so a subset-mode diff shows only what
 /// the case is about.
-pub fn project(expected: &Value, actual: &Value) -> Value {
+pub(super) fn project(expected: &Value, actual: &Value) -> Value {
     match (expected, actual) {
         (Value::Object(want), Value::Object(have)) => Value::Object(
             have.iter()
@@ -110,7 +110,7 @@ pub fn project(expected: &Value, actual: &Value) -> Value {
 }
 
 /// A unified diff of two values printed as YAML.
-pub fn diff(expected: &Value, actual: &Value) -> String {
+pub(super) fn diff(expected: &Value, actual: &Value) -> String {
     let expected = super::yaml(expected);
     let actual = super::yaml(actual);
     similar::TextDiff::from_lines(&expected, &actual)

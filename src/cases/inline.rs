@@ -10,7 +10,7 @@ use std::time::Instant;
 
 /// How one case came out.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Passed,
     /// Why it failed, and the hook's error when it failed with one (where in the script).
     Failed(String, Option<HookError>),
@@ -22,7 +22,7 @@ pub enum Outcome {
 }
 
 /// The hook a case calls: its `hook`, or the kind's first.
-pub fn hook_of(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
+pub(crate) fn hook_of(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
     match &test.hook {
         None => Ok(kind.hooks()[0]),
         Some(name) => kind
@@ -34,7 +34,7 @@ pub fn hook_of(test: &InlineTest, kind: KindName) -> Result<HookKind, String> {
 /// Runs every case of `spec.tests` against `subject` (the controller's hooks and planner), in
 /// order, with the hooks' own limits (within the engine's ceiling). No case starts after
 /// `deadline`: each left is `Invalid`, since it was not checked.
-pub fn run_all(
+pub(crate) fn run_all(
     engine: &ScriptEngine,
     kind: KindName,
     spec: &ControllerSpec,

@@ -3,11 +3,11 @@
 //! test`, `metascript validate` and the admission webhook all run cases through here.
 
 mod compare;
-pub mod inline;
+pub(crate) mod inline;
 pub mod record;
 mod spec;
 
-pub use spec::{Case, LibraryFile, OneOrMany, TestFile};
+pub(crate) use spec::{Case, LibraryFile, OneOrMany, TestFile};
 
 use crate::api::{HookKind, ScriptEvent};
 use crate::hooks::{ControllerHooks, HookError};
@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// The hook cases run against: from a script file, or a controller's hook (with the planner
 /// that checks its responses as the operator would).
-pub struct Subject {
+pub(crate) struct Subject {
     /// What the subject is called in reports (a file name, a controller).
     pub label: String,
     pub hook: HookKind,
@@ -29,7 +29,7 @@ pub struct Subject {
 
 impl Subject {
     /// A controller's hooks, first its kind's first hook (`spec.tests` name the others).
-    pub fn controller(
+    pub(crate) fn controller(
         name: &str,
         kind: crate::api::KindName,
         hooks: std::sync::Arc<ControllerHooks>,
@@ -46,7 +46,7 @@ impl Subject {
     /// Read access for one case: its `cluster` objects, limited to the types the controller
     /// declares in `spec.reads`, or (a script file, which declares nothing) to the types of
     /// the objects given.
-    pub fn reads(&self, cluster: Vec<Value>) -> crate::reads::ReadAccess {
+    pub(crate) fn reads(&self, cluster: Vec<Value>) -> crate::reads::ReadAccess {
         use crate::resources::{ResourceType, TypeInfo};
         let declared: std::sync::Arc<[ResourceType]> = match &self.planner {
             Some(planner) => planner.reads(),
@@ -82,7 +82,7 @@ impl Subject {
     }
 
     /// Calls the hook on a request and checks the response as the operator would.
-    pub fn call(
+    pub(crate) fn call(
         &self,
         engine: &ScriptEngine,
         request: &Value,
@@ -101,7 +101,7 @@ impl Subject {
 /// Why a case failed, or `None` when it passed; `reads` are the dependencies the call
 /// recorded, checked against `expectReads`, and `events` the Events it asked for, checked
 /// against `expectEvents`.
-pub fn judge(
+pub(crate) fn judge(
     case: &Case,
     result: &Result<Value, HookError>,
     reads: &[crate::reads::Dependency],
@@ -157,7 +157,7 @@ pub fn judge(
 
 /// The Events a call would publish: as in the operator, none when it failed (an error or a
 /// response the operator rejects).
-pub fn published(result: &Result<Value, HookError>, events: &EventSink) -> Vec<ScriptEvent> {
+pub(crate) fn published(result: &Result<Value, HookError>, events: &EventSink) -> Vec<ScriptEvent> {
     match result {
         Ok(_) => events.events(),
         Err(_) => Vec::new(),
@@ -165,7 +165,7 @@ pub fn published(result: &Result<Value, HookError>, events: &EventSink) -> Vec<S
 }
 
 /// Events as `[Warning Reason: message, ...]`, the way `kubectl get events` lists them.
-pub fn describe_events(events: &[ScriptEvent]) -> String {
+pub(crate) fn describe_events(events: &[ScriptEvent]) -> String {
     let listed: Vec<String> = events
         .iter()
         .map(|e| format!("{} {}: {:?}", e.type_, e.reason, e.message))

@@ -18,23 +18,21 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-/// What a redacted Secret value reads.
-pub use crate::reads::REDACTED;
 /// Cases kept per file.
-pub const MAX_CASES: usize = 50;
+pub(crate) const MAX_CASES: usize = 50;
 /// Requests larger than this (serialized) are not recorded.
-pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 #[error("recording into {path}: {source}")]
-pub struct RecordError {
+pub(crate) struct RecordError {
     path: PathBuf,
     #[source]
     source: std::io::Error,
 }
 
 /// One call to record.
-pub struct Recorded<'a> {
+pub(crate) struct Recorded<'a> {
     /// `decorator/<name>` or `map/<name>`, as the directory names it.
     pub controller: &'a str,
     pub hook: &'a LoadedHook,
@@ -52,7 +50,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(dir: PathBuf) -> Recorder {
+    pub(crate) fn new(dir: PathBuf) -> Recorder {
         Recorder {
             dir,
             files: Mutex::default(),
@@ -62,7 +60,7 @@ impl Recorder {
     /// Records a call, unless it was recorded already, is too large, the file is full, or it
     /// failed in a way a script alone cannot reproduce (an unavailable source, say). Returns
     /// whether a case was written.
-    pub fn record(&self, call: &Recorded) -> Result<bool, RecordError> {
+    pub(crate) fn record(&self, call: &Recorded) -> Result<bool, RecordError> {
         // Secrets redacted where they are, and their values wherever else the call copied
         // them (another object of the request, the response, the error).
         let clean = |value: &Value| {
@@ -183,7 +181,7 @@ fn case_subject(hook: HookKind, request: &Value) -> String {
 
 /// A copy with the values of every Secret's `data` and `stringData` replaced, wherever in the
 /// request or response the Secret is (see [`crate::reads::redact`]).
-pub fn redact(value: &Value) -> Value {
+pub(crate) fn redact(value: &Value) -> Value {
     let mut copy = value.clone();
     crate::reads::redact(&mut copy);
     copy
@@ -296,8 +294,8 @@ mod tests {
         let redacted = redact(&request);
         assert_eq!(redacted["object"]["data"]["a"], "kept");
         let secret = &redacted["related"]["Secret.v1"]["db"];
-        assert_eq!(secret["data"]["password"], REDACTED);
-        assert_eq!(secret["stringData"]["token"], REDACTED);
+        assert_eq!(secret["data"]["password"], crate::reads::REDACTED);
+        assert_eq!(secret["stringData"]["token"], crate::reads::REDACTED);
         assert_eq!(secret["metadata"]["name"], "db");
         assert!(!redacted.to_string().contains("c2VjcmV0"));
     }
@@ -363,7 +361,7 @@ mod tests {
                         entry.display()
                     );
                 }
-                assert!(text.contains(REDACTED), "{language}: {text}");
+                assert!(text.contains(crate::reads::REDACTED), "{language}: {text}");
             }
         }
     }

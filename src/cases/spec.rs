@@ -10,7 +10,7 @@ use serde_json::Value;
 /// the Lua version of a hook.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TestFile {
+pub(crate) struct TestFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<OneOrMany>,
     /// A directory (relative to the test file) whose files replace ConfigMap keys of the same
@@ -54,7 +54,7 @@ pub struct TestFile {
 /// A library of a test file's `script` files.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct LibraryFile {
+pub(crate) struct LibraryFile {
     /// The library's name (in Lua, the global its table is bound to).
     pub name: String,
     /// Its file; the `.rhai` or `.lua` suffix tells the language.
@@ -63,13 +63,13 @@ pub struct LibraryFile {
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(untagged)]
-pub enum OneOrMany {
+pub(crate) enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
 
 impl OneOrMany {
-    pub fn items(&self) -> Vec<&str> {
+    pub(crate) fn items(&self) -> Vec<&str> {
         match self {
             OneOrMany::One(item) => vec![item],
             OneOrMany::Many(items) => items.iter().map(String::as_str).collect(),
@@ -79,7 +79,7 @@ impl OneOrMany {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Case {
+pub(crate) struct Case {
     pub name: String,
     /// The hook request, inline...
     #[serde(default, skip_serializing_if = "Option::is_none")]

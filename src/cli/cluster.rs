@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The types a cluster serves, as discovery found them.
-pub struct ServedTypes {
+pub(super) struct ServedTypes {
     /// Resolves the types controllers name.
     pub types: StaticResolver,
     /// Each served type with what the client needs to reach it, preferred versions first.
@@ -24,7 +24,7 @@ pub struct ServedTypes {
 
 /// A client for the kubeconfig given (or $KUBECONFIG, ~/.kube/config, the in-cluster config),
 /// as `metascript run` finds it.
-pub async fn client(
+pub(super) async fn client(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> anyhow::Result<kube::Client> {
@@ -33,7 +33,7 @@ pub async fn client(
 }
 
 impl ServedTypes {
-    pub async fn discover(client: &kube::Client) -> anyhow::Result<ServedTypes> {
+    pub(super) async fn discover(client: &kube::Client) -> anyhow::Result<ServedTypes> {
         let discovery = kube::discovery::Discovery::new(client.clone())
             .run()
             .await
@@ -53,7 +53,7 @@ impl ServedTypes {
     }
 
     /// A served type by kind, plural or singular (case-insensitive), optionally `.group`.
-    pub fn find(&self, wanted: &str) -> Option<(ResourceType, ApiResource)> {
+    pub(super) fn find(&self, wanted: &str) -> Option<(ResourceType, ApiResource)> {
         let wanted = wanted.to_lowercase();
         let (name, group) = match wanted.split_once('.') {
             Some((name, group)) => (name.to_string(), Some(group.to_string())),
@@ -73,7 +73,7 @@ impl ServedTypes {
     }
 
     /// How the client reaches a resolved type, when the cluster serves it.
-    pub fn api_resource(&self, resource: &ResourceType) -> Option<&ApiResource> {
+    pub(super) fn api_resource(&self, resource: &ResourceType) -> Option<&ApiResource> {
         self.resources
             .iter()
             .find(|(served, _)| served == resource)
@@ -81,7 +81,7 @@ impl ServedTypes {
     }
 
     /// Every controller of every kind in the cluster (those that do not parse are left out).
-    pub async fn controllers(
+    pub(super) async fn controllers(
         &self,
         client: &kube::Client,
     ) -> anyhow::Result<Vec<OfflineController>> {
@@ -113,7 +113,7 @@ impl ServedTypes {
     }
 
     /// Every object of a type, in one namespace or in all, as hooks see them.
-    pub async fn list(
+    pub(super) async fn list(
         &self,
         client: &kube::Client,
         resource: &ResourceType,
@@ -134,7 +134,7 @@ impl ServedTypes {
     }
 }
 
-pub fn api(
+pub(super) fn api(
     client: &kube::Client,
     resource: &ApiResource,
     namespace: Option<&str>,
@@ -147,7 +147,7 @@ pub fn api(
 
 /// An object as hooks see it: plain JSON with apiVersion and kind, without managedFields (the
 /// operator's caches drop them too).
-pub fn value(object: DynamicObject, api: &ApiResource) -> Value {
+pub(super) fn value(object: DynamicObject, api: &ApiResource) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or_default();
     value["apiVersion"] = api.api_version.clone().into();
     value["kind"] = api.kind.clone().into();
@@ -160,7 +160,7 @@ pub fn value(object: DynamicObject, api: &ApiResource) -> Value {
 /// What a controller's hooks load from: the ConfigMaps of its scripts and libraries, and the
 /// Secrets and ConfigMaps of its webhooks' credentials. What is missing is left out, so loading
 /// names it; a credential the user may not read is left out too (loading then says which).
-pub async fn hook_sources(
+pub(super) async fn hook_sources(
     client: &kube::Client,
     spec: &ControllerSpec,
 ) -> anyhow::Result<Vec<Value>> {

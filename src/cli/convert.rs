@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The Metacontroller API this reads.
-pub const METACONTROLLER_API_VERSION: &str = "metacontroller.k8s.io/v1alpha1";
+pub(super) const METACONTROLLER_API_VERSION: &str = "metacontroller.k8s.io/v1alpha1";
 
 #[derive(Debug, clap::Args)]
-pub struct ConvertArgs {
+pub(crate) struct ConvertArgs {
     /// Manifest files or directories, or `-` for standard input (e.g. the output of `kubectl get
     /// decoratorcontrollers.metacontroller.k8s.io,compositecontrollers.metacontroller.k8s.io
     /// -o yaml`). Objects other than Metacontroller
@@ -42,7 +42,7 @@ pub struct ConvertArgs {
 
 /// `--webhook-url FROM=TO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UrlRewrite {
+pub(crate) struct UrlRewrite {
     pub from: String,
     pub to: String,
 }
@@ -72,7 +72,7 @@ fn parse_rewrite(text: &str) -> Result<UrlRewrite, String> {
 
 /// What every conversion is given.
 #[derive(Debug, Default)]
-pub struct Options {
+pub(super) struct Options {
     pub service_account_name: Option<String>,
     pub service_account_namespace: Option<String>,
     pub webhook_urls: Vec<UrlRewrite>,
@@ -80,14 +80,14 @@ pub struct Options {
 
 /// A converted controller, and what the conversion changed beyond the API group.
 #[derive(Debug)]
-pub struct Conversion {
+pub(super) struct Conversion {
     pub object: Value,
     pub notes: Vec<String>,
 }
 
 /// Why an object cannot be converted; each names the field.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ConvertError {
+pub(super) enum ConvertError {
     #[error(
         "{kind} is not supported: metascript implements {supported}; keep this one on \
          Metacontroller"
@@ -108,7 +108,10 @@ fn field(path: impl Into<String>, reason: impl Into<String>) -> ConvertError {
 
 /// Converts one object: `Ok(None)` for anything that is not a Metacontroller controller (it is
 /// passed through), every problem at once otherwise.
-pub fn convert(object: &Value, options: &Options) -> Result<Option<Conversion>, Vec<ConvertError>> {
+pub(super) fn convert(
+    object: &Value,
+    options: &Options,
+) -> Result<Option<Conversion>, Vec<ConvertError>> {
     if object::api_version(object) != METACONTROLLER_API_VERSION {
         return Ok(None);
     }
@@ -456,7 +459,7 @@ fn objects(documents: Vec<Document>) -> Vec<(String, Value)> {
 /// Prints the converted manifests, or nothing when any object cannot be converted (so a pipe
 /// into `kubectl apply` applies all of it or none). Exit code 0, 1 when something cannot be
 /// converted, 2 when the files cannot be read.
-pub fn run(args: ConvertArgs) -> ExitCode {
+pub(super) fn run(args: ConvertArgs) -> ExitCode {
     let documents = match manifests::load_objects(&args.files) {
         Ok(documents) => documents,
         Err(error) => {

@@ -27,7 +27,7 @@ use std::sync::Arc;
     would change), 1 with --exit-code when something would change, 2 on an error (a controller \
     that does not load, a hook that fails on some object, a cluster that cannot be read)."
 )]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Controller manifests, files or directories: the revision to preview. ConfigMaps in them
     /// are used instead of the cluster's (a revision of scripts kept in ConfigMaps); other
     /// objects are ignored, since the diff is against the cluster as it is.
@@ -52,7 +52,7 @@ pub struct DiffArgs {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
@@ -89,7 +89,7 @@ impl Report {
     }
 }
 
-pub fn run(args: DiffArgs) -> ExitCode {
+pub(super) fn run(args: DiffArgs) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The object, as KIND/NAME: KIND is a kind, a plural or a singular, optionally with its
     /// group (`service/web-0`, `statefulsets.apps/web`, `ConfigTemplate/t`).
     pub object: String,
@@ -50,7 +50,7 @@ struct Snapshot {
     controllers: Vec<OfflineController>,
 }
 
-pub async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
+pub(super) async fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let (kind, name) = args
         .object

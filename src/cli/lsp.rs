@@ -18,7 +18,7 @@ use std::time::Duration;
 /// cluster is current (a production one, a credential plugin that opens a browser), and an
 /// editor that merely opened a file must not reach it.
 #[derive(Debug, clap::Args)]
-pub struct LspArgs {
+pub(crate) struct LspArgs {
     /// What to log, to standard error (which editors keep in their LSP log), as a tracing
     /// filter (`debug` shows how long each check took). Kube's client is quiet by default: the
     /// server says once, itself, why a cluster could not be read.
@@ -52,7 +52,7 @@ impl LspArgs {
     }
 }
 
-pub fn run(args: LspArgs) -> ExitCode {
+pub(super) fn run(args: LspArgs) -> ExitCode {
     super::run::init_logging(&args.log, false);
     match crate::lsp::serve_stdio(&LensRunner, args.cluster()) {
         Ok(()) => ExitCode::SUCCESS,

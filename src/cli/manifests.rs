@@ -4,7 +4,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
+pub(super) enum ManifestError {
     #[error("{path}: {source}")]
     Read {
         path: PathBuf,
@@ -25,7 +25,7 @@ pub enum ManifestError {
 
 /// One YAML document and where it came from.
 #[derive(Clone, Debug)]
-pub struct Document {
+pub(super) struct Document {
     pub path: PathBuf,
     pub index: usize,
     pub value: Value,
@@ -33,14 +33,14 @@ pub struct Document {
 
 /// Parses every document of a YAML (or JSON) text, as [`crate::yaml::parse_documents`]; the
 /// error names the file.
-pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
+pub(super) fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
     crate::yaml::parse_documents(text).map_err(|error| ManifestError::Yaml {
         path: path.to_path_buf(),
         message: error.message,
     })
 }
 
-pub fn read_file(path: &Path) -> Result<String, ManifestError> {
+pub(super) fn read_file(path: &Path) -> Result<String, ManifestError> {
     std::fs::read_to_string(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => ManifestError::Missing {
             path: path.to_path_buf(),
@@ -53,13 +53,13 @@ pub fn read_file(path: &Path) -> Result<String, ManifestError> {
 }
 
 /// Standard input, as a path (`-f -`).
-pub const STDIN: &str = "-";
+pub(super) const STDIN: &str = "-";
 
 /// Loads Kubernetes objects from files and directories (recursively: `*.yaml`, `*.yml`,
 /// `*.json`, skipping `*.test.yaml` harness files), and from standard input for `-`, in a
 /// stable order.
 /// The files the documents came from, each once, in order.
-pub fn paths(documents: &[Document]) -> Vec<PathBuf> {
+pub(super) fn paths(documents: &[Document]) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for document in documents {
         if paths.last() != Some(&document.path) {
@@ -69,7 +69,7 @@ pub fn paths(documents: &[Document]) -> Vec<PathBuf> {
     paths
 }
 
-pub fn load_objects(paths: &[PathBuf]) -> Result<Vec<Document>, ManifestError> {
+pub(super) fn load_objects(paths: &[PathBuf]) -> Result<Vec<Document>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
         if path.as_os_str() == STDIN {
@@ -158,7 +158,7 @@ fn is_manifest(path: &Path) -> bool {
 }
 
 /// Writes a value as YAML, as `render` and `test --update` print it.
-pub fn to_yaml(value: &impl serde::Serialize) -> String {
+pub(super) fn to_yaml(value: &impl serde::Serialize) -> String {
     serde_saphyr::to_string(value)
         .unwrap_or_else(|error| format!("# cannot print as YAML: {error}\n"))
 }

@@ -24,13 +24,13 @@ use std::process::ExitCode;
     version = crate::version::LONG,
     about = "Kubernetes controllers as Rhai and Lua scripts"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the operator: watch the metascript.dev controllers (DecoratorControllers,
     /// MapControllers, CompositeControllers) and sync their objects.
     Run(Box<run::RunArgs>),
@@ -84,7 +84,7 @@ pub enum Command {
 
 /// `--lang` of `definitions` (the API's `Language` has no clap derive).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum DefinitionsLanguage {
+pub(crate) enum DefinitionsLanguage {
     Lua,
     Rhai,
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{path} (document {index}): invalid {kind} {name:?}: {message}")]
-pub struct InvalidController {
+pub(super) struct InvalidController {
     pub path: PathBuf,
     pub index: usize,
     pub kind: String,
@@ -21,7 +21,7 @@ pub struct InvalidController {
 }
 
 /// A controller read from a manifest, with its kind.
-pub struct OfflineController {
+pub(super) struct OfflineController {
     pub kind: &'static dyn ControllerKind,
     pub controller: Box<dyn Controller>,
     /// The controller object as read (its metadata, for `explain`).
@@ -30,7 +30,7 @@ pub struct OfflineController {
 
 impl OfflineController {
     /// `DecoratorController/<name>`, as output names it.
-    pub fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         format!(
             "{}/{}",
             self.kind.name().object_kind(),
@@ -40,7 +40,7 @@ impl OfflineController {
 
     /// What to warn about before running it: child types left to `OnDelete` by default, whose
     /// children a changed hook output never reaches.
-    pub fn warnings(&self) -> Vec<String> {
+    pub(super) fn warnings(&self) -> Vec<String> {
         self.controller
             .spec()
             .on_delete_by_default
@@ -57,7 +57,7 @@ impl OfflineController {
 }
 
 #[derive(Default)]
-pub struct OfflineCluster {
+pub(super) struct OfflineCluster {
     pub resolver: StaticResolver,
     /// The controllers, in the order given.
     pub controllers: Vec<OfflineController>,
@@ -66,7 +66,9 @@ pub struct OfflineCluster {
 }
 
 impl OfflineCluster {
-    pub fn from_documents(documents: Vec<Document>) -> Result<OfflineCluster, InvalidController> {
+    pub(super) fn from_documents(
+        documents: Vec<Document>,
+    ) -> Result<OfflineCluster, InvalidController> {
         let mut cluster = OfflineCluster {
             resolver: StaticResolver::with_builtins(),
             ..OfflineCluster::default()
@@ -106,7 +108,7 @@ impl OfflineCluster {
     }
 
     /// The controllers whose name is `name` (every one when `None`).
-    pub fn named<'a>(
+    pub(super) fn named<'a>(
         &'a self,
         name: Option<&'a str>,
     ) -> impl Iterator<Item = &'a OfflineController> {

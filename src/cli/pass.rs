@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What a pass runs over.
-pub struct Pass<'a> {
+pub(super) struct Pass<'a> {
     /// The objects each controller is offered, and what its hooks' `get` and `list` see.
     pub objects: &'a [Value],
     /// What planning reads (children, related objects, inputs); holds at least `objects`.
@@ -31,7 +31,7 @@ pub struct Pass<'a> {
 /// Which piece of a controller's work an entry of `render` or `diff` is about, as printed.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkId {
+pub(super) struct WorkId {
     pub controller: String,
     pub object: String,
     /// What else identifies the work (`input`, `mapKey`).
@@ -42,7 +42,7 @@ pub struct WorkId {
 }
 
 impl WorkId {
-    pub fn of(controller: String, step: &Step) -> WorkId {
+    pub(super) fn of(controller: String, step: &Step) -> WorkId {
         WorkId {
             controller,
             object: step.object.to_string(),
@@ -53,7 +53,7 @@ impl WorkId {
 }
 
 /// One piece of a controller's work and what it planned.
-pub struct Synced {
+pub(super) struct Synced {
     /// `DecoratorController/<name>`.
     pub controller: String,
     /// The controller's server-side apply field manager, as the operator's writes use it.
@@ -64,7 +64,7 @@ pub struct Synced {
 impl Pass<'_> {
     /// Every controller's sync over every object, controllers in the order given, objects by
     /// key; and the controllers that could not run, with why.
-    pub fn run(&self, controllers: &[OfflineController]) -> (Vec<Synced>, Vec<String>) {
+    pub(super) fn run(&self, controllers: &[OfflineController]) -> (Vec<Synced>, Vec<String>) {
         let engine = ScriptEngine::new();
         let mut sorted: Vec<&Value> = self.objects.iter().collect();
         sorted.sort_by_key(|o| ObjectKey::of(o));
@@ -120,7 +120,7 @@ impl Pass<'_> {
 }
 
 /// A controller's planner and compiled hooks, or why it cannot run.
-pub fn load(
+pub(super) fn load(
     engine: &ScriptEngine,
     controller: &OfflineController,
     resolver: &dyn ResourceResolver,
@@ -135,7 +135,7 @@ pub fn load(
 }
 
 /// `config_maps`, with the keys a `--scripts-dir` has files for read from those files.
-pub fn with_scripts_dir<'a>(
+pub(super) fn with_scripts_dir<'a>(
     scripts_dir: Option<PathBuf>,
     config_maps: &'a dyn ConfigMapLookup,
 ) -> Box<dyn ConfigMapLookup + 'a> {

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 /// The manifest files read again for the places of their scripts, each once.
 #[derive(Default)]
-pub struct Places(HashMap<PathBuf, Option<(Manifest, Vec<Script>)>>);
+pub(super) struct Places(HashMap<PathBuf, Option<(Manifest, Vec<Script>)>>);
 
 impl Places {
     /// Where in `path` the place a spot names in one of its scripts is (0-based).
-    pub fn position(&mut self, path: &Path, spot: &ScriptSpot) -> Option<Position> {
+    pub(super) fn position(&mut self, path: &Path, spot: &ScriptSpot) -> Option<Position> {
         let line = spot.line?;
         let (manifest, scripts) = self
             .0
@@ -33,7 +33,7 @@ impl Places {
     }
 
     /// `FILE:LINE:COLUMN` (1-based) of the spot in the first of `paths` holding its script.
-    pub fn find<'a>(
+    pub(super) fn find<'a>(
         &mut self,
         paths: impl IntoIterator<Item = &'a Path>,
         spot: &ScriptSpot,
@@ -50,7 +50,7 @@ impl Places {
     }
 
     /// `FILE:LINE:COLUMN` of the line of a script in one of `paths` a sync failure is about.
-    pub fn locate<'a>(
+    pub(super) fn locate<'a>(
         &mut self,
         paths: impl IntoIterator<Item = &'a Path>,
         error: &SyncError,
@@ -60,7 +60,7 @@ impl Places {
 
     /// A sync failure as printed: its [`Places::locate`] first, when it has one, and what a
     /// failed webhook answered (the author runs this).
-    pub fn failure<'a>(
+    pub(super) fn failure<'a>(
         &mut self,
         paths: impl IntoIterator<Item = &'a Path>,
         error: &SyncError,

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
-pub struct RenderArgs {
+pub(crate) struct RenderArgs {
     /// Manifest files or directories: controllers, CRDs, ConfigMaps and the objects they act on.
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<PathBuf>,
@@ -34,7 +34,7 @@ pub struct RenderArgs {
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Yaml,
     Json,
 }
@@ -49,7 +49,7 @@ struct Entry {
     plan: Plan,
 }
 
-pub fn run(args: RenderArgs) -> ExitCode {
+pub(super) fn run(args: RenderArgs) -> ExitCode {
     let mut paths = Vec::new();
     let cluster = match manifests::load_objects(&args.files)
         .map_err(|e| e.to_string())

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct RolloutArgs {
+pub(crate) struct RolloutArgs {
     #[command(subcommand)]
     pub action: RolloutAction,
     /// Kubeconfig to use; without it, $KUBECONFIG, ~/.kube/config or the in-cluster config.
@@ -27,7 +27,7 @@ pub struct RolloutArgs {
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum RolloutAction {
+pub(crate) enum RolloutAction {
     /// Where the rollout stands: the revision serving, the candidate and its step, a shadow's
     /// findings, a revision held back and why.
     Status {
@@ -64,7 +64,7 @@ pub enum RolloutAction {
     },
 }
 
-pub async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
+pub(super) async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let named = match &args.action {
         RolloutAction::Status { controller, .. }

@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Kubeconfig to use; without it, $KUBECONFIG (a list is merged), ~/.kube/config or the
     /// in-cluster config.
     #[arg(long)]
@@ -194,12 +194,12 @@ pub struct RunArgs {
 
 /// How the work is shared between replicas (`--shards`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Sharding {
+pub(crate) enum Sharding {
     Off,
     Auto,
 }
 
-pub fn run(args: RunArgs) -> ExitCode {
+pub(super) fn run(args: RunArgs) -> ExitCode {
     init_logging(&args.log, args.log_json);
     let runtime = match crate::script::runtime() {
         Ok(runtime) => runtime,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     /// Manifest files or directories: controllers, labelled ConfigMaps of scripts, and the
     /// CRDs and ConfigMaps the controllers need.
     #[arg(short = 'f', long = "filename", required = true)]
@@ -26,7 +26,7 @@ pub struct ValidateArgs {
 
 /// Exit code 0 when nothing must be refused (warnings are printed), 1 when something would be
 /// refused, 2 when the files cannot be read.
-pub fn run(args: ValidateArgs) -> ExitCode {
+pub(super) fn run(args: ValidateArgs) -> ExitCode {
     let documents = match manifests::load_objects(&args.files) {
         Ok(documents) => documents,
         Err(error) => {

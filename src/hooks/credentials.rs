@@ -9,7 +9,7 @@ use ureq::tls::{Certificate, ClientCert, PrivateKey};
 
 /// Credentials with their values read.
 #[derive(Default)]
-pub struct Resolved {
+pub(super) struct Resolved {
     /// The trusted CAs' PEM, and the field it came from (to name in an error about it).
     pub ca_pem: Option<(&'static str, String)>,
     /// The whole header value: `Bearer <token>`, `Basic <base64>`.
@@ -20,7 +20,7 @@ pub struct Resolved {
 /// Why credentials cannot be used, with the field (under `webhook.` or the `endpointConfigs`
 /// entry) it is about.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(super) enum Refusal {
     /// The spec is wrong, or a value read is not what the field needs.
     Invalid { field: &'static str, reason: String },
     /// A value cannot be read: its Secret, ConfigMap or key is missing, or is not the
@@ -42,7 +42,7 @@ fn unavailable(field: &'static str, reason: String) -> Refusal {
 
 /// Checks what can be checked without reading a value, so a check without Secrets still
 /// finds every mistake in the spec.
-pub fn check(credentials: &Credentials) -> Result<(), Refusal> {
+pub(super) fn check(credentials: &Credentials) -> Result<(), Refusal> {
     if credentials.authorization.is_some() && credentials.basic_auth.is_some() {
         return Err(invalid(
             "authorization",
@@ -69,7 +69,7 @@ pub fn check(credentials: &Credentials) -> Result<(), Refusal> {
 }
 
 /// Reads the values of a set of credentials (after [`check`]ing them).
-pub fn resolve(
+pub(super) fn resolve(
     credentials: &Credentials,
     lookup: &dyn ConfigMapLookup,
 ) -> Result<Resolved, Refusal> {
@@ -282,7 +282,7 @@ fn usable_client_cert(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{SecretKeyRef, SecretRef};
+    use crate::api::hook::{SecretKeyRef, SecretRef};
     use serde_json::json;
 
     fn secrets() -> Vec<serde_json::Value> {

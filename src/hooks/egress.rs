@@ -199,13 +199,13 @@ pub enum Denial {
 /// Where webhook calls may go: the `--webhook-allow` entries, and the API server's addresses,
 /// guarded like loopback.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EgressPolicy {
+pub(crate) struct EgressPolicy {
     entries: Vec<AllowEntry>,
     api_server: Vec<IpAddr>,
 }
 
 impl EgressPolicy {
-    pub fn new(
+    pub(crate) fn new(
         entries: Vec<AllowEntry>,
         api_server: impl IntoIterator<Item = IpAddr>,
     ) -> EgressPolicy {
@@ -218,13 +218,8 @@ impl EgressPolicy {
         }
     }
 
-    pub fn entries(&self) -> &[AllowEntry] {
+    pub(crate) fn entries(&self) -> &[AllowEntry] {
         &self.entries
-    }
-
-    /// The addresses guarded as the API server's.
-    pub fn api_server(&self) -> &[IpAddr] {
-        &self.api_server
     }
 
     /// Whether a call to a URL whose host is `name` (`None` for an address) may connect to
@@ -233,7 +228,7 @@ impl EgressPolicy {
     /// server); a host name entry never opens it, nor does a broader range such as
     /// `0.0.0.0/0`. Any other address is open to an entry containing it, or to an entry naming
     /// the host.
-    pub fn check(&self, name: Option<&str>, address: IpAddr) -> Result<(), Denial> {
+    pub(crate) fn check(&self, name: Option<&str>, address: IpAddr) -> Result<(), Denial> {
         if self.entries.is_empty() {
             return Err(Denial::NothingAllowed);
         }

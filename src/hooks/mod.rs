@@ -5,22 +5,24 @@
 //! same limits, and call a webhook the same way.
 
 mod credentials;
-pub mod egress;
+pub(crate) mod egress;
 pub(crate) mod json;
 mod response;
 mod runner;
 mod source;
 mod webhook;
 
-pub use response::{InvalidResponse, MAX_OBJECT_BYTES, check_response_size, check_script_response};
-pub use runner::{HookCall, HookObserver, HookRunner};
+pub(crate) use response::{InvalidResponse, check_response_size, check_script_response};
+pub(crate) use runner::{HookCall, HookRunner};
 
-pub use source::{
-    ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptText, ScriptsDir, SourceError,
-    config_map_data, script_language, script_source,
+pub(crate) use source::{
+    ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptsDir, SourceError, config_map_data,
+    script_language, script_source,
 };
 pub(crate) use webhook::endpoint_host_matches;
-pub use webhook::{DEFAULT_MAX_RESPONSE_BYTES, WebhookClient, WebhookEndpoint, WebhookFailure};
+pub(crate) use webhook::{
+    DEFAULT_MAX_RESPONSE_BYTES, WebhookClient, WebhookEndpoint, WebhookFailure,
+};
 
 use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
@@ -37,7 +39,7 @@ use webhook::CallFailure;
 
 /// One hook, ready to call.
 #[derive(Clone, Debug)]
-pub struct LoadedHook {
+pub(crate) struct LoadedHook {
     pub kind: HookKind,
     pub code: HookCode,
     /// The shape of the request it gets.
@@ -46,7 +48,7 @@ pub struct LoadedHook {
 
 /// What answers a hook.
 #[derive(Clone, Debug)]
-pub enum HookCode {
+pub(crate) enum HookCode {
     Script {
         script: Arc<CompiledScript>,
         limits: Limits,
@@ -55,7 +57,11 @@ pub enum HookCode {
 }
 
 impl LoadedHook {
-    pub fn script(kind: HookKind, script: Arc<CompiledScript>, limits: Limits) -> LoadedHook {
+    pub(crate) fn script(
+        kind: HookKind,
+        script: Arc<CompiledScript>,
+        limits: Limits,
+    ) -> LoadedHook {
         LoadedHook {
             kind,
             code: HookCode::Script { script, limits },
@@ -64,14 +70,14 @@ impl LoadedHook {
     }
 
     /// Identifies what runs: a change re-syncs everything the hook decides.
-    pub fn digest(&self) -> &str {
+    pub(crate) fn digest(&self) -> &str {
         match &self.code {
             HookCode::Script { script, .. } => script.digest(),
             HookCode::Webhook(endpoint) => endpoint.digest(),
         }
     }
 
-    pub fn origin(&self) -> HookOrigin {
+    pub(crate) fn origin(&self) -> HookOrigin {
         match &self.code {
             HookCode::Script { script, .. } => HookOrigin::Script(script.origin().clone()),
             HookCode::Webhook(endpoint) => HookOrigin::Webhook {
@@ -129,7 +135,7 @@ impl From<SourceError> for HookError {
 impl HookError {
     /// The start of what a failed webhook answered, which the message leaves out: the operator
     /// logs it and never writes it to an Event or a status (see [`WebhookFailure`]).
-    pub fn body_excerpt(&self) -> Option<&str> {
+    pub(crate) fn body_excerpt(&self) -> Option<&str> {
         match self {
             HookError::Webhook(error) => match &error.failure {
                 WebhookFailure::Status { excerpt, .. } if !excerpt.is_empty() => Some(excerpt),
@@ -142,7 +148,7 @@ impl HookError {
 
     /// The message and, when a webhook answered something, the start of it: what the faces an
     /// author runs on their own machine print (`test`, `render`, `diff`).
-    pub fn with_body(&self) -> String {
+    pub(crate) fn with_body(&self) -> String {
         match self.body_excerpt() {
             Some(body) => format!("{self}\nthe webhook answered: {body}"),
             None => self.to_string(),
@@ -181,7 +187,7 @@ pub struct ControllerHooks {
 
 impl ControllerHooks {
     /// Resolves every hook of a controller's spec, as [`ControllerHooks::load`].
-    pub fn load_spec(
+    pub(crate) fn load_spec(
         engine: &ScriptEngine,
         controller: &str,
         spec: &ControllerSpec,
@@ -200,7 +206,7 @@ impl ControllerHooks {
     /// Resolves every hook (compiling scripts, each with the controller's libraries of its
     /// language; checking webhooks and reading their credentials, with `endpoints` for those
     /// that give none of their own); the first failure is returned.
-    pub fn load<'a>(
+    pub(crate) fn load<'a>(
         engine: &ScriptEngine,
         controller: &str,
         hooks: impl IntoIterator<Item = (HookKind, &'a Hook)>,
@@ -275,23 +281,23 @@ impl ControllerHooks {
 
     /// A controller with exactly one hook, from an already compiled script (the test harness
     /// runs script files this way).
-    pub fn single(controller: &str, hook: LoadedHook) -> ControllerHooks {
+    pub(crate) fn single(controller: &str, hook: LoadedHook) -> ControllerHooks {
         ControllerHooks {
             controller: controller.to_string(),
             hooks: BTreeMap::from([(hook.kind, hook)]),
         }
     }
 
-    pub fn get(&self, kind: HookKind) -> Option<&LoadedHook> {
+    pub(crate) fn get(&self, kind: HookKind) -> Option<&LoadedHook> {
         self.hooks.get(&kind)
     }
 
     /// The request shape a hook gets (`v1` for a hook that is not loaded).
-    pub fn version(&self, kind: HookKind) -> HookVersion {
+    pub(crate) fn version(&self, kind: HookKind) -> HookVersion {
         self.get(kind).map_or(HookVersion::V1, |hook| hook.version)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &LoadedHook> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &LoadedHook> {
         self.hooks.values()
     }
 
@@ -305,7 +311,7 @@ impl ControllerHooks {
     /// Runs a hook on this thread, for the faces an author runs on their own machine
     /// (`metascript test`, `validate`): a script in the engine, a webhook through
     /// [`WebhookClient::unrestricted`].
-    pub fn call(
+    pub(crate) fn call(
         &self,
         engine: &ScriptEngine,
         kind: HookKind,
@@ -317,7 +323,7 @@ impl ControllerHooks {
 
     /// Runs a hook on this thread (the operator's blocking pool, or a face an author runs): a
     /// script in the engine, a webhook through `webhooks`.
-    pub fn call_through(
+    pub(crate) fn call_through(
         &self,
         engine: &ScriptEngine,
         webhooks: &WebhookClient,
@@ -368,7 +374,7 @@ impl ControllerHooks {
     }
 
     /// Attaches the controller, hook and origin to a response validation failure.
-    pub fn invalid_response(&self, kind: HookKind, error: InvalidResponse) -> HookError {
+    pub(crate) fn invalid_response(&self, kind: HookKind, error: InvalidResponse) -> HookError {
         HookError::Response(Box::new(RejectedResponse {
             controller: self.controller.clone(),
             hook: kind,
@@ -385,7 +391,7 @@ impl ControllerHooks {
 
 /// The libraries no script hook of the controller can load, being in another language, with
 /// why: most likely a mistake, but harmless (`metascript validate` and admission warn).
-pub fn unused_libraries(
+pub(crate) fn unused_libraries(
     controller: &str,
     hooks: &[(HookKind, &Hook)],
     libraries: &[Library],
@@ -410,8 +416,6 @@ pub fn unused_libraries(
         })
         .collect()
 }
-
-pub use crate::script::MAX_LIBRARIES;
 
 struct ReadLibrary {
     language: Language,

@@ -18,7 +18,7 @@ pub struct InvalidResponse {
 }
 
 impl InvalidResponse {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> InvalidResponse {
+    pub(crate) fn new(path: impl Into<String>, reason: impl Into<String>) -> InvalidResponse {
         InvalidResponse {
             path: path.into(),
             reason: reason.into(),
@@ -26,7 +26,7 @@ impl InvalidResponse {
         }
     }
 
-    pub fn with_excerpt(mut self, excerpt: String) -> InvalidResponse {
+    pub(crate) fn with_excerpt(mut self, excerpt: String) -> InvalidResponse {
         self.excerpt = (!excerpt.is_empty()).then_some(excerpt);
         self
     }
@@ -35,7 +35,7 @@ impl InvalidResponse {
 /// What only a script's response is held to: it is not empty, and it has no field the hook does
 /// not define (a script builds its response, so an unknown field is a misspelling, which would
 /// otherwise be dropped without a word). `hint` says why a script may have returned nothing.
-pub fn check_script_response(
+pub(crate) fn check_script_response(
     hook: HookKind,
     response: &Value,
     hint: Option<&str>,
@@ -75,13 +75,13 @@ pub(super) fn field_path(field: &str) -> String {
 }
 
 /// The largest object the API server accepts in a request body.
-pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
 
 /// Refuses a response whose object lists the API server could never take: more objects in one
 /// list than `max_children` (`metascript run --max-children`), or an object larger than a
 /// request may be. Checked for scripts and webhooks alike, before anything is planned from the
 /// response, so nothing of it is applied.
-pub fn check_response_size(
+pub(crate) fn check_response_size(
     hook: HookKind,
     response: &Value,
     max_children: usize,

@@ -15,7 +15,7 @@ pub struct HookCall<'a> {
 }
 
 /// Told of every hook call (metrics, recorded fixtures, `explain`).
-pub type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
+pub(crate) type HookObserver<'a> = &'a (dyn Fn(&HookCall) + Sync);
 
 /// What every hook call of a sync shares.
 pub struct HookRunner<'a> {
@@ -30,7 +30,7 @@ pub struct HookRunner<'a> {
 }
 
 impl HookRunner<'_> {
-    pub fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
+    pub(crate) fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
         let result = self
             .hooks

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Reads ConfigMap data. The operator answers from its ConfigMap cache; `render` and the test
 /// harness from the ConfigMaps in their input files.
-pub trait ConfigMapLookup {
+pub(crate) trait ConfigMapLookup {
     /// The value of `key` in ConfigMap `namespace/name`: `None` when the ConfigMap is missing,
     /// `Some(None)` when it exists without that key.
     fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>>;
@@ -71,7 +71,7 @@ impl<T: ConfigMapLookup + ?Sized> ConfigMapLookup for &T {
 
 /// ConfigMap keys served from files in a directory first (a file named like the key replaces
 /// it in every ConfigMap), then from another lookup.
-pub struct ScriptsDir<'a> {
+pub(crate) struct ScriptsDir<'a> {
     pub dir: PathBuf,
     pub fallback: &'a dyn ConfigMapLookup,
 }
@@ -105,7 +105,7 @@ impl ConfigMapLookup for ScriptsDir<'_> {
 }
 
 /// A lookup that knows no ConfigMaps.
-pub struct NoConfigMaps;
+pub(crate) struct NoConfigMaps;
 
 impl ConfigMapLookup for NoConfigMaps {
     fn value(&self, _: &str, _: &str, _: &str) -> Option<Option<String>> {
@@ -160,7 +160,7 @@ fn secret_data(secret: &serde_json::Value, key: &str) -> Option<Vec<u8>> {
 }
 
 /// The value of one key of a ConfigMap's `data`.
-pub fn config_map_data(config_map: &serde_json::Value, key: &str) -> Option<String> {
+pub(crate) fn config_map_data(config_map: &serde_json::Value, key: &str) -> Option<String> {
     config_map
         .get("data")?
         .get(key)?
@@ -284,7 +284,7 @@ pub enum SourceError {
 }
 
 /// Where a script's text is: the fields hooks and libraries share.
-pub struct ScriptText<'a> {
+pub(crate) struct ScriptText<'a> {
     pub language: Option<Language>,
     pub inline: Option<&'a str>,
     pub config_map_ref: Option<&'a ConfigMapKeyRef>,
@@ -312,7 +312,7 @@ impl<'a> From<&'a Library> for ScriptText<'a> {
 
 /// The script a hook or library names, read from wherever it lives. An empty script is
 /// refused: it is a file caught while being written, or a mistake, never a hook.
-pub fn script_source(
+pub(crate) fn script_source(
     controller: &str,
     part: &ScriptPart,
     text: ScriptText,
@@ -330,7 +330,7 @@ pub fn script_source(
 }
 
 /// The language a script is in: its `language`, else its ConfigMap key's suffix.
-pub fn script_language(
+pub(crate) fn script_language(
     controller: &str,
     part: &ScriptPart,
     text: &ScriptText,

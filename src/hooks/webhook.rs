@@ -25,12 +25,12 @@ use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// How long a call waits for its response when `timeout` is not set (Metacontroller's default).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest response body read unless `metascript run --webhook-max-response-bytes` says
 /// otherwise: room for an object as large as the API server takes (3 MiB) and then some. Its
 /// parse is drawn from the script memory first ([`parsed_size_bound`]).
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 << 20;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 << 20;
 
 /// How much of a failed call's body is kept for the operator's log and the author's tools.
 const ERROR_BODY_CHARS: usize = 300;
@@ -50,7 +50,7 @@ impl WebhookClient {
     /// Calls go wherever their URL points, through the environment's proxy if one is set: the
     /// client of the faces an author runs on their own machine (`test`, `render`, `diff`,
     /// `explain`, the LSP), shared by the process.
-    pub fn unrestricted() -> &'static WebhookClient {
+    pub(crate) fn unrestricted() -> &'static WebhookClient {
         static CLIENT: LazyLock<WebhookClient> = LazyLock::new(|| WebhookClient {
             agent: agent_config().build().into(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -62,7 +62,7 @@ impl WebhookClient {
     /// addresses filtered, at every call), and never through a proxy, whose address would be
     /// the one connected to: the operator's client. It reads bodies of up to
     /// `max_response_bytes`.
-    pub fn restricted(policy: EgressPolicy, max_response_bytes: u64) -> WebhookClient {
+    pub(crate) fn restricted(policy: EgressPolicy, max_response_bytes: u64) -> WebhookClient {
         let config = agent_config().proxy(None).build();
         let resolver = AllowedResolver {
             policy: Arc::new(policy),
@@ -196,7 +196,7 @@ pub(crate) fn endpoint_host_matches(url: &str, host: &str) -> bool {
 }
 
 /// A webhook, resolved and checked.
-pub struct WebhookEndpoint {
+pub(crate) struct WebhookEndpoint {
     url: String,
     timeout: Duration,
     /// Only for a `caBundle` or a client certificate; otherwise the client's platform roots
@@ -376,7 +376,7 @@ fn subject_of(hook: HookKind, request: &Value) -> String {
 
 /// Why a call produced no usable response.
 #[derive(Debug)]
-pub enum CallFailure {
+pub(crate) enum CallFailure {
     /// The call itself failed: nothing came back that could be a response.
     Failed(WebhookFailure),
     /// A body came back, but it is not a response.
@@ -424,7 +424,7 @@ pub enum WebhookFailure {
 impl WebhookEndpoint {
     /// Resolves a hook's webhook spec; every problem names the field and why. A `v2` hook reads
     /// its responses strictly unless told otherwise, as in Metacontroller.
-    pub fn new(
+    pub(crate) fn new(
         controller: &str,
         hook: HookKind,
         webhook: &Webhook,
@@ -600,24 +600,25 @@ impl WebhookEndpoint {
         })
     }
 
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
-    pub fn timeout(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
     /// Changes with anything that changes what is called or how its answer is read, so a
     /// changed endpoint re-syncs everything, as a changed script does.
-    pub fn digest(&self) -> &str {
+    pub(crate) fn digest(&self) -> &str {
         &self.digest
     }
 
     /// POSTs the request through `client` and reads the response. With ETags on, a `304` (or
     /// `412`) to the `If-None-Match` of the last answer about the same object is that answer
     /// again.
-    pub fn call(
+    pub(crate) fn call(
         &self,
         client: &WebhookClient,
         hook: HookKind,
@@ -968,7 +969,8 @@ pub(super) fn parse_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{CaBundle, Hook, ServiceReference};
+    use crate::api::hook::ServiceReference;
+    use crate::api::{CaBundle, Hook};
     use crate::hooks::tests::fuzz::allocates_within;
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
     use crate::kinds::{decorator, map};
@@ -1143,7 +1145,7 @@ mod tests {
     fn token_ref(name: &str) -> crate::api::Authorization {
         crate::api::Authorization {
             type_: None,
-            secret_ref: crate::api::SecretKeyRef {
+            secret_ref: crate::api::hook::SecretKeyRef {
                 name: name.into(),
                 namespace: "hooks".into(),
                 key: "token".into(),
@@ -1221,7 +1223,7 @@ mod tests {
         let error = with(
             Webhook {
                 basic_auth: Some(crate::api::BasicAuth {
-                    secret_ref: crate::api::SecretRef {
+                    secret_ref: crate::api::hook::SecretRef {
                         name: "token".into(),
                         namespace: "hooks".into(),
                     },
@@ -1266,7 +1268,7 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
             "metadata": {"name": "keyless", "namespace": "hooks"},
             "stringData": {"tls.crt": cert.cert_pem, "tls.key": "not a key"}}));
         let client_tls = |name: &str| crate::api::ClientTls {
-            secret_ref: crate::api::SecretRef {
+            secret_ref: crate::api::hook::SecretRef {
                 name: name.into(),
                 namespace: "hooks".into(),
             },

@@ -26,7 +26,7 @@ pub trait CaseRunner {
 
 /// A test file that runs a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TestTarget {
+pub(super) struct TestTarget {
     pub test_file: PathBuf,
     /// Whether it runs the file as a `controller` manifest (else as a `script`).
     pub controller: bool,
@@ -37,7 +37,7 @@ pub struct TestTarget {
 
 impl TestTarget {
     /// Whether it runs this hook of a manifest: the one it names, or its kind's first.
-    pub fn runs(&self, hook: HookKind) -> bool {
+    pub(super) fn runs(&self, hook: HookKind) -> bool {
         self.controller
             && match &self.hook {
                 Some(name) => name == hook.as_str(),
@@ -49,7 +49,7 @@ impl TestTarget {
 /// The test files beside `file` that run it: as a `script`, as a `controller` manifest (with
 /// the hook they call), or as the script a `controller` manifest's hook reads from `scriptsDir`
 /// (`configMapRef` key named like the file), which counts as running it as a script.
-pub fn targets(file: &Path) -> Vec<TestTarget> {
+pub(super) fn targets(file: &Path) -> Vec<TestTarget> {
     let Some(dir) = file.parent() else {
         return Vec::new();
     };

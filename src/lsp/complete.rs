@@ -11,7 +11,7 @@ use crate::script::helper_infos;
 
 /// One completion.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
+pub(super) struct Item {
     pub label: String,
     pub kind: ItemKind,
     /// A signature or type, shown beside the label.
@@ -21,7 +21,7 @@ pub struct Item {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ItemKind {
+pub(super) enum ItemKind {
     Function,
     Variable,
     Field,
@@ -29,7 +29,7 @@ pub enum ItemKind {
 
 /// A field of an object's schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SchemaField {
+pub(super) struct SchemaField {
     pub name: String,
     /// `string`, `integer`, `object`, `array of object`, …
     pub type_name: String,
@@ -38,7 +38,7 @@ pub struct SchemaField {
 
 /// Whose fields are asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Object<'a> {
+pub(super) enum Object<'a> {
     /// The object in a request field: `Request("object")` is `request.object`.
     Request(&'a str),
     /// Any object of a type, as the maps keyed by type hold them.
@@ -46,7 +46,7 @@ pub enum Object<'a> {
 }
 
 /// The fields of the objects a request holds, by their types' schemas.
-pub trait ObjectSchemas {
+pub(super) trait ObjectSchemas {
     /// The fields at `path` below an object, e.g. `(Request("object"), ["spec"])`; a step that
     /// is [`INDEX`] is an array's element or a map's value.
     fn fields(&self, object: Object<'_>, path: &[String]) -> Vec<SchemaField>;
@@ -54,7 +54,7 @@ pub trait ObjectSchemas {
 
 /// A step of a chain indexed by something other than a string literal (`[0]`, `[name]`): an
 /// array's element or a map's value, whichever the indexed value is.
-pub const INDEX: &str = "[]";
+pub(super) const INDEX: &str = "[]";
 
 /// The type of the request fields that are maps of objects by `<Kind>.<apiVersion>`, then by
 /// name (`attachments`, `children`, `related`, `outputs`): the contracts declare them so.
@@ -62,7 +62,7 @@ const BY_TYPE: &str = "table<string, table<string, table<string, any>>>";
 
 /// A function a library defines.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LibraryFunction {
+pub(super) struct LibraryFunction {
     pub library: String,
     pub name: String,
     /// The line that defines it, trimmed.
@@ -74,7 +74,11 @@ pub struct LibraryFunction {
 
 /// The functions a library defines: Rhai's `fn name(…)`; Lua's `function M.name(…)`,
 /// `function name(…)` and `name = function(…)`.
-pub fn library_functions(language: Language, library: &str, text: &str) -> Vec<LibraryFunction> {
+pub(super) fn library_functions(
+    language: Language,
+    library: &str,
+    text: &str,
+) -> Vec<LibraryFunction> {
     let mut functions = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
@@ -127,7 +131,7 @@ pub fn library_functions(language: Language, library: &str, text: &str) -> Vec<L
 }
 
 /// What completion and hover know of a script.
-pub struct Setting<'a> {
+pub(super) struct Setting<'a> {
     pub language: Language,
     /// The hook it is; all hooks when it is not known (a script file).
     pub hooks: Vec<HookKind>,
@@ -137,7 +141,7 @@ pub struct Setting<'a> {
 
 /// What is being written at a place in a script.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cursor {
+pub(super) struct Cursor {
     /// The names before the word, from `request.object.` (`["request", "object"]`); an index
     /// by a string literal is its text (`x["a.b"].` is `["x", "a.b"]`), any other is [`INDEX`].
     pub chain: Vec<String>,
@@ -214,7 +218,7 @@ fn index_before(chars: &[char], end: usize) -> Option<(usize, String)> {
 }
 
 /// Reads the place `offset` (in characters) of `code`.
-pub fn cursor(language: Language, code: &str, offset: usize) -> Cursor {
+pub(super) fn cursor(language: Language, code: &str, offset: usize) -> Cursor {
     let chars: Vec<char> = code.chars().collect();
     let offset = offset.min(chars.len());
     let mut start = offset;
@@ -286,7 +290,7 @@ const REQUEST_DOC: &str = "The hook's request (strict: reading a field it lacks 
     `get_path` reads one that may be missing).";
 
 /// What fits at the cursor.
-pub fn complete(setting: &Setting, cursor: &Cursor) -> Vec<Item> {
+pub(super) fn complete(setting: &Setting, cursor: &Cursor) -> Vec<Item> {
     match cursor.chain.as_slice() {
         [] if cursor.key => fields_of(&setting.hooks, |contract| contract.response)
             .into_iter()
@@ -397,7 +401,7 @@ fn library_item(function: &LibraryFunction) -> Item {
 }
 
 /// The word at `offset` (around it, not only before it), and its cursor.
-pub fn word_at(language: Language, code: &str, offset: usize) -> Option<(Cursor, String)> {
+pub(super) fn word_at(language: Language, code: &str, offset: usize) -> Option<(Cursor, String)> {
     let chars: Vec<char> = code.chars().collect();
     let mut end = offset.min(chars.len());
     while end < chars.len() && is_word(chars[end]) {
@@ -411,7 +415,7 @@ pub fn word_at(language: Language, code: &str, offset: usize) -> Option<(Cursor,
 }
 
 /// Markdown about the word at the cursor.
-pub fn hover(setting: &Setting, cursor: &Cursor, word: &str) -> Option<String> {
+pub(super) fn hover(setting: &Setting, cursor: &Cursor, word: &str) -> Option<String> {
     let item = complete(setting, cursor)
         .into_iter()
         .find(|item| item.label == word)?;

@@ -19,14 +19,14 @@ use std::path::Path;
 
 /// One problem, where it is in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
+pub(super) struct Problem {
     pub range: Range,
     pub severity: Severity,
     pub message: String,
 }
 
 /// What checks read besides the file: the types and ConfigMaps of the workspace.
-pub struct Checks<'a> {
+pub(super) struct Checks<'a> {
     pub engine: &'a ScriptEngine,
     /// Built-in types and the CustomResourceDefinitions of the workspace and the cluster.
     pub resolver: &'a StaticResolver,
@@ -38,7 +38,7 @@ pub struct Checks<'a> {
 }
 
 /// The problems of a manifest.
-pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
+pub(super) fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
     let manifest = match Manifest::parse(text) {
         Ok(manifest) => manifest,
         Err(unreadable) => {
@@ -88,7 +88,7 @@ pub fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
 
 /// The problems of a script file: it compiles, and calls no misspelled helper (which only a
 /// run would otherwise find, and a script file has no `spec.tests` of its own).
-pub fn script_file(
+pub(super) fn script_file(
     engine: &ScriptEngine,
     path: &Path,
     language: Language,
@@ -142,7 +142,12 @@ pub fn script_file(
 
 /// Where a place in a script is in an open file: a manifest holding the script, or the script's
 /// own file.
-pub fn spot_range(text: &str, file: &Path, manifest: bool, spot: &ScriptSpot) -> Option<Range> {
+pub(super) fn spot_range(
+    text: &str,
+    file: &Path,
+    manifest: bool,
+    spot: &ScriptSpot,
+) -> Option<Range> {
     if manifest {
         let parsed = Manifest::parse(text).ok()?;
         return in_script(&parsed, &parsed.scripts(), spot);
@@ -254,7 +259,7 @@ fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<Problem> {
 
 /// A script error's message without the source excerpt under it (`12 | code` and a caret):
 /// the editor shows the place itself.
-pub fn without_excerpt(message: &str) -> String {
+pub(super) fn without_excerpt(message: &str) -> String {
     let kept: Vec<&str> = message
         .lines()
         .filter(|line| {

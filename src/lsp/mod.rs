@@ -16,10 +16,10 @@ mod cluster;
 mod complete;
 mod diagnose;
 mod schema;
-pub mod scripts;
+pub(crate) mod scripts;
 mod server;
 mod workspace;
 
 pub use cases::{CaseOutcome, CaseRunner};
-pub use cluster::{ClusterCrds, ClusterError};
-pub use server::{ServerError, serve, serve_stdio};
+pub(crate) use cluster::{ClusterCrds, ClusterError};
+pub use server::{serve, serve_stdio};

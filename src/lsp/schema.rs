@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// No schemas: a script file, whose controller is not known.
-pub struct NoSchemas;
+pub(super) struct NoSchemas;
 
 impl ObjectSchemas for NoSchemas {
     fn fields(&self, _object: Object<'_>, _path: &[String]) -> Vec<SchemaField> {
@@ -25,7 +25,7 @@ impl ObjectSchemas for NoSchemas {
 }
 
 /// The schemas of the objects one controller's hooks are handed.
-pub struct RequestSchemas<'a> {
+pub(super) struct RequestSchemas<'a> {
     /// Request field → the schema of the object in it.
     schemas: HashMap<&'static str, Arc<Value>>,
     /// The CustomResourceDefinitions known, the edited manifest's first: the first of a type
@@ -34,7 +34,7 @@ pub struct RequestSchemas<'a> {
 }
 
 impl<'a> RequestSchemas<'a> {
-    pub fn new(
+    pub(super) fn new(
         controller: &Value,
         workspace: &'a Workspace,
         manifest: Option<&'a Manifest>,

@@ -10,7 +10,7 @@ use crate::yaml::{self, Node, Position, YamlIndex};
 use serde_json::Value;
 
 /// A manifest as the editor holds it: where everything is, and each document's value.
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub index: YamlIndex,
     /// The documents that hold something: their number in `index.documents()`, and value.
     pub documents: Vec<(usize, Value)>,
@@ -18,14 +18,14 @@ pub struct Manifest {
 
 /// A manifest that does not parse, and where.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     pub at: Position,
     pub message: String,
 }
 
 /// One script of a manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Script {
+pub(crate) struct Script {
     /// Which of the manifest's `documents` holds it.
     pub document: usize,
     /// The path of its string, e.g. `spec.hooks.sync.script.inline`.
@@ -38,7 +38,7 @@ pub struct Script {
 }
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Manifest, Unreadable> {
+    pub(crate) fn parse(text: &str) -> Result<Manifest, Unreadable> {
         let index = YamlIndex::parse(text).map_err(|error| Unreadable {
             at: error.at,
             message: format!("invalid YAML: {}", error.message),
@@ -69,13 +69,13 @@ impl Manifest {
     }
 
     /// The node at a path of one of `documents`.
-    pub fn node(&self, document: usize, path: &str) -> Option<&Node> {
+    pub(crate) fn node(&self, document: usize, path: &str) -> Option<&Node> {
         let (number, _) = self.documents.get(document)?;
         self.index.documents()[*number].node(path)
     }
 
     /// Every script of every document, in order.
-    pub fn scripts(&self) -> Vec<Script> {
+    pub(crate) fn scripts(&self) -> Vec<Script> {
         let mut scripts = Vec::new();
         for (document, (_, value)) in self.documents.iter().enumerate() {
             let mut found = |path: String, language, origin, hook| {
@@ -134,7 +134,7 @@ impl Manifest {
 
     /// The script of this manifest an origin names. A ConfigMap without a namespace in the
     /// file matches a reference from any namespace (it is applied with `-n`).
-    pub fn script_of<'a>(
+    pub(crate) fn script_of<'a>(
         &self,
         scripts: &'a [Script],
         origin: &ScriptOrigin,
@@ -163,7 +163,7 @@ impl Manifest {
     }
 
     /// The script whose string holds `at`, and the offset of `at` in its text.
-    pub fn script_at<'a>(
+    pub(crate) fn script_at<'a>(
         &self,
         scripts: &'a [Script],
         at: Position,
@@ -176,14 +176,14 @@ impl Manifest {
     }
 
     /// A script's text.
-    pub fn text(&self, script: &Script) -> &str {
+    pub(crate) fn text(&self, script: &Script) -> &str {
         self.node(script.document, &script.path)
             .and_then(Node::scalar)
             .unwrap_or_default()
     }
 
     /// The value of the document a script is in.
-    pub fn value(&self, script: &Script) -> &Value {
+    pub(crate) fn value(&self, script: &Script) -> &Value {
         &self.documents[script.document].1
     }
 }

@@ -50,11 +50,11 @@ pub enum ServerError {
 
 /// The command a code lens runs: the cases of a test file (arguments: the file's URI, the test
 /// file's path, and the 0-based line of the lens).
-pub const RUN_TESTS: &str = "metascript.runTests";
+pub(super) const RUN_TESTS: &str = "metascript.runTests";
 
 /// The command that reads the cluster's CustomResourceDefinitions again (no arguments), when the
 /// server reads a cluster.
-pub const READ_CLUSTER: &str = "metascript.readCluster";
+pub(super) const READ_CLUSTER: &str = "metascript.readCluster";
 
 /// Serves the editor on standard input and output until it says `exit`; `runner` runs test
 /// files for the code lenses, `cluster` (if any) reads the cluster's types.

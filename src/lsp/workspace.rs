@@ -16,7 +16,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The types and ConfigMaps of a workspace.
 #[derive(Clone, Debug)]
-pub struct Workspace {
+pub(super) struct Workspace {
     pub root: Option<PathBuf>,
     /// Built-in types and the CustomResourceDefinitions of the workspace and the cluster.
     pub resolver: StaticResolver,
@@ -31,7 +31,7 @@ impl Workspace {
     /// Reads the manifests under `root` (none without one); `cluster_crds` are a cluster's
     /// CustomResourceDefinitions. A type both define is the workspace's: it is what the user
     /// edits, and applies next.
-    pub fn scan(root: Option<&Path>, cluster_crds: Arc<[Value]>) -> Workspace {
+    pub(super) fn scan(root: Option<&Path>, cluster_crds: Arc<[Value]>) -> Workspace {
         let mut resolver = StaticResolver::with_builtins();
         // The workspace's are added after, over the cluster's.
         for crd in cluster_crds.iter() {
@@ -73,13 +73,13 @@ impl Workspace {
     }
 
     /// The files read again (a manifest was saved), with the same cluster types.
-    pub fn rescan(&self) -> Workspace {
+    pub(super) fn rescan(&self) -> Workspace {
         Workspace::scan(self.root.as_deref(), self.cluster_crds.clone())
     }
 
     /// Every CustomResourceDefinition known, the workspace's first: the first that defines a
     /// type is its schema.
-    pub fn crds(&self) -> impl Iterator<Item = &Value> {
+    pub(super) fn crds(&self) -> impl Iterator<Item = &Value> {
         self.crds.iter().chain(self.cluster_crds.iter())
     }
 }

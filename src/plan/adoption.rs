@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// What a parent's children carry and how they are named, to tell its own objects from others.
-pub struct Claimant<'a> {
+pub(crate) struct Claimant<'a> {
     /// The parent (or decorator target) the children belong to.
     pub owner: &'a Value,
     /// The child types, with their rules' policies.
@@ -43,7 +43,7 @@ pub struct TakeoverRefused {
 impl Claimant<'_> {
     /// [`Claimant::check`], as the sync error of `controller`; marks the children the store
     /// does not hold as [`Plan::unseen`], for the writer to make sure they are still missing.
-    pub fn admit(
+    pub(crate) fn admit(
         &self,
         controller: &str,
         plan: &mut Plan,
@@ -61,7 +61,7 @@ impl Claimant<'_> {
     /// Refuses the plan when one of its applies would take over an object the parent does not
     /// control and its rule does not let it adopt. Objects the plan adopts by claim are its own.
     /// Returns the children the store does not hold.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         plan: &Plan,
         store: &dyn ObjectStore,

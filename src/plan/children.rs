@@ -19,7 +19,7 @@ pub struct ChildType {
 }
 
 /// Resolves the types of a controller's child rules (attachments, outputs).
-pub fn resolve_child_types(
+pub(crate) fn resolve_child_types(
     rules: &[ChildRule],
     resolver: &dyn crate::resources::ResourceResolver,
 ) -> Result<Vec<ChildType>, crate::resources::ResolveError> {
@@ -36,7 +36,7 @@ pub fn resolve_child_types(
 
 /// A controller object as hooks receive it in `controller`: with its apiVersion and kind,
 /// which typed objects do not serialize.
-pub fn controller_json(controller: &impl serde::Serialize, kind: KindName) -> Value {
+pub(crate) fn controller_json(controller: &impl serde::Serialize, kind: KindName) -> Value {
     let mut json = serde_json::to_value(controller).unwrap_or(Value::Null);
     if let Some(map) = json.as_object_mut() {
         map.insert("apiVersion".into(), API_VERSION.into());
@@ -48,7 +48,7 @@ pub fn controller_json(controller: &impl serde::Serialize, kind: KindName) -> Va
 /// The key of an object under its type in a hook request. In `v1`, its name, or
 /// `namespace/name` when the parent cannot imply the namespace (a cluster-scoped parent, or an
 /// object in another namespace); in `v2`, `namespace/name` for every namespaced object.
-pub fn request_key(parent: &Value, child: &Value, version: HookVersion) -> String {
+pub(crate) fn request_key(parent: &Value, child: &Value, version: HookVersion) -> String {
     match (object::namespace(child), version) {
         (Some(namespace), HookVersion::V2) => format!("{namespace}/{}", object::name(child)),
         (Some(namespace), HookVersion::V1) if object::namespace(parent) != Some(namespace) => {
@@ -60,7 +60,7 @@ pub fn request_key(parent: &Value, child: &Value, version: HookVersion) -> Strin
 
 /// Groups objects as hooks receive them: `{"<Kind>.<apiVersion>": {key: object}}`, with every
 /// declared type present even when it has no objects.
-pub fn group_for_request<'a>(
+pub(crate) fn group_for_request<'a>(
     parent: &Value,
     types: impl IntoIterator<Item = &'a ResourceType>,
     objects: impl IntoIterator<Item = &'a Value>,
@@ -90,7 +90,7 @@ pub fn group_for_request<'a>(
 /// Checks the objects a hook returned under `field` and completes them: namespace defaulted from
 /// the parent, owner reference to the parent, the given labels. Rejects anything that could not
 /// be applied, naming the item and why.
-pub fn desired_children(
+pub(crate) fn desired_children(
     items: &[Value],
     field: &str,
     parent: &Value,
@@ -197,7 +197,7 @@ fn applied_digest(child: &Value) -> String {
 /// Writes that bring `observed` to `desired`: create what is missing, update or recreate what
 /// differs (per the type's update method), delete what is no longer desired. A child being
 /// deleted is left to finish.
-pub fn reconcile(
+pub(crate) fn reconcile(
     desired: Vec<(Value, usize)>,
     observed: &[&Value],
     types: &[ChildType],
@@ -212,7 +212,7 @@ pub fn reconcile(
 
 /// [`reconcile`], with the update method of each desired child given with it (a rolling
 /// update decides child by child).
-pub fn reconcile_each(
+pub(crate) fn reconcile_each(
     desired: Vec<(Value, UpdateMethod)>,
     observed: &[&Value],
     delete_reason: &'static str,
@@ -252,7 +252,7 @@ pub fn reconcile_each(
 /// Whether the observed child already has everything desired. Owner references are left out of
 /// the comparison: observed children were selected by their controller reference already, and
 /// other owners may have added theirs.
-pub fn already_applied(desired: &Value, existing: &Value) -> bool {
+pub(crate) fn already_applied(desired: &Value, existing: &Value) -> bool {
     let mut desired = desired.clone();
     if let Some(metadata) = object::metadata_mut(&mut desired) {
         metadata.remove("ownerReferences");
@@ -260,7 +260,7 @@ pub fn already_applied(desired: &Value, existing: &Value) -> bool {
     object::is_applied_subset(&desired, existing)
 }
 
-pub fn deletion(existing: &Value, reason: &'static str) -> Deletion {
+pub(crate) fn deletion(existing: &Value, reason: &'static str) -> Deletion {
     Deletion {
         key: ObjectKey::of(existing),
         uid: object::uid(existing).map(str::to_string),

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 /// One object a plan writes to, and how.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectChange {
+pub(crate) struct ObjectChange {
     #[serde(flatten)]
     pub key: ObjectKey,
     pub action: Action,
@@ -32,7 +32,7 @@ pub struct ObjectChange {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Action {
+pub(crate) enum Action {
     Create,
     Update,
     Delete,
@@ -44,7 +44,7 @@ pub enum Action {
 
 /// One field's value now and after the write (`None`: absent).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FieldChange {
+pub(crate) struct FieldChange {
     /// Where, as `spec.ports[0].port` (keys with dots or slashes quoted: `metadata.labels["app.kubernetes.io/name"]`).
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,7 +64,7 @@ const BOOKKEEPING: [&str; 3] = [
 /// How many changes of each kind a set of plans would make, and how many of them failed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Pieces of work synced (targets, parents, map pairs).
     pub evaluated: usize,
     pub create: usize,
@@ -78,7 +78,7 @@ pub struct Summary {
 
 impl Summary {
     /// Counts one piece of work: the changes its plan makes, or its failure.
-    pub fn add(&mut self, changes: &[ObjectChange], failed: bool) {
+    pub(crate) fn add(&mut self, changes: &[ObjectChange], failed: bool) {
         self.evaluated += 1;
         self.errors += usize::from(failed);
         for change in changes {
@@ -95,7 +95,7 @@ impl Summary {
 
 /// One change as `metascript diff` prints it: the object with `+` (create), `~` (update, its
 /// fields below, before and after), `-` (delete), each line indented and ending in a newline.
-pub fn describe(change: &ObjectChange) -> String {
+pub(crate) fn describe(change: &ObjectChange) -> String {
     let (sign, word) = match change.action {
         Action::Create => ('+', "create"),
         Action::Update => ('~', "change"),
@@ -129,7 +129,7 @@ pub fn describe(change: &ObjectChange) -> String {
 /// target or parent, as observed) and the observed objects by key. In the order the operator
 /// writes: claims, children applied, children deleted, then the subject itself. `manager`: the
 /// controller's server-side apply field manager, whose fields a child no longer returned loses.
-pub fn changes<'a>(
+pub(crate) fn changes<'a>(
     plan: &Plan,
     subject: &Value,
     manager: &str,

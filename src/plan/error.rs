@@ -49,7 +49,7 @@ pub enum SyncError {
 
 impl SyncError {
     /// A short PascalCase reason, as used for Kubernetes Events.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             SyncError::Hook(HookError::Response(_)) => reasons::INVALID_RESPONSE,
             SyncError::Hook(HookError::Webhook(error))
@@ -73,7 +73,7 @@ impl SyncError {
 
     /// The message and the start of what a failed webhook answered, for the faces an author
     /// runs on their own machine ([`HookError::with_body`]).
-    pub fn with_body(&self) -> String {
+    pub(crate) fn with_body(&self) -> String {
         match self {
             SyncError::Hook(error) => error.with_body(),
             error => error.to_string(),
@@ -81,7 +81,7 @@ impl SyncError {
     }
 
     /// The read refused, when that is why the work failed.
-    pub fn refusal(&self) -> Option<&crate::reads::Refusal> {
+    pub(crate) fn refusal(&self) -> Option<&crate::reads::Refusal> {
         match self {
             SyncError::Hook(HookError::Refused { refusal, .. })
             | SyncError::Refused { refusal, .. } => Some(refusal),
@@ -90,7 +90,7 @@ impl SyncError {
     }
 
     /// Whether a hook ran out of time: a script's time budget, or a webhook's timeout.
-    pub fn timed_out(&self) -> bool {
+    pub(crate) fn timed_out(&self) -> bool {
         match self {
             SyncError::Hook(HookError::Script(error)) => matches!(
                 error.kind,

@@ -24,7 +24,7 @@ pub enum Phase {
 impl Phase {
     /// The phase of an object that the controller `selects` (or not), `holding` its finalizer
     /// (or not), for a controller with or without a finalize hook.
-    pub fn of(object: &Value, selects: bool, holding: bool, has_finalize: bool) -> Phase {
+    pub(crate) fn of(object: &Value, selects: bool, holding: bool, has_finalize: bool) -> Phase {
         if selects && !object::is_deleting(object) {
             Phase::Sync
         } else if holding && has_finalize {
@@ -37,7 +37,7 @@ impl Phase {
     }
 
     /// Whether an object in this phase runs a hook (and so needs its related objects).
-    pub fn runs_hook(self) -> bool {
+    pub(crate) fn runs_hook(self) -> bool {
         matches!(self, Phase::Sync | Phase::Finalize)
     }
 }
@@ -45,7 +45,7 @@ impl Phase {
 /// The finalizer a controller of `kind` named `controller` puts on the objects it finalizes:
 /// `metascript.dev/<kind>-<controller>`. Finalizer names are qualified names, whose name part
 /// is at most 63 characters; longer controller names are digested.
-pub fn finalizer_for(kind: KindName, controller: &str) -> String {
+pub(crate) fn finalizer_for(kind: KindName, controller: &str) -> String {
     let mut name = format!("{}-{controller}", kind.as_str());
     if name.len() > 63 {
         name = format!("{}-{}", kind.as_str(), object::short_digest(controller));
@@ -55,7 +55,7 @@ pub fn finalizer_for(kind: KindName, controller: &str) -> String {
 
 /// What a sync or finalize response means for the finalizer: added while the controller has a
 /// finalize hook, removed once `finalize` answers `finalized: true` (or when the hook is gone).
-pub fn finalizer_change(
+pub(crate) fn finalizer_change(
     phase: Phase,
     response: &Map<String, Value>,
     finalizer: &str,

@@ -5,41 +5,40 @@
 //! objects into a [`Plan`]. Each kind's planner (`crate::kinds::*::plan`) is built from these;
 //! nothing here talks to Kubernetes or knows a kind.
 
-pub mod adoption;
-pub mod children;
-pub mod diff;
+pub(crate) mod adoption;
+pub(crate) mod children;
+pub(crate) mod diff;
 mod error;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 mod offline;
 mod provenance;
-pub mod related;
-pub mod response;
+pub(crate) mod related;
+pub(crate) mod response;
 pub mod rollout;
-pub mod sanity;
-pub mod synced;
+pub(crate) mod sanity;
+pub(crate) mod synced;
 mod writes;
 
-pub use children::ChildType;
-pub use error::{InvalidSelector, SyncError};
-pub use offline::{Offline, Planner, Role, Step};
-pub use provenance::{stamp_provenance, strip_provenance};
-pub use writes::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
+pub(crate) use error::{InvalidSelector, SyncError};
+pub(crate) use offline::{Offline, Planner, Role, Step};
+pub(crate) use provenance::{stamp_provenance, strip_provenance};
+pub(crate) use writes::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 
 /// Annotation holding the digest of the desired state last applied to a child, so that a field
 /// the hook stops returning is noticed even though the observed object still has it.
-pub const APPLIED_DIGEST_ANNOTATION: &str = "metascript.dev/applied-digest";
+pub(crate) const APPLIED_DIGEST_ANNOTATION: &str = "metascript.dev/applied-digest";
 /// Who wrote a child or output, as `<kind>/<controller> <hook> <script>`: the first 12 hex
 /// digits of the script's digest (the controller's `status.scripts` shows all of it).
-pub const PROVENANCE_ANNOTATION: &str = "metascript.dev/provenance";
+pub(crate) const PROVENANCE_ANNOTATION: &str = "metascript.dev/provenance";
 /// What a child or output was computed from: the target's (or input's) `<uid>@<resourceVersion>`
 /// when it was last written.
-pub const SOURCE_ANNOTATION: &str = "metascript.dev/source";
+pub(crate) const SOURCE_ANNOTATION: &str = "metascript.dev/source";
 
 /// Hands a hook nothing its controller's account may not read: checks every read a work item
 /// is about to show its hooks (`scopes`) against the scope's read policy (without one, a
 /// controller reading with the operator's access, everything passes). Called on the blocking
 /// thread the hooks run on, before the first hook call.
-pub fn admit<'a>(
+pub(crate) fn admit<'a>(
     scope: &crate::script::CallScope,
     controller: &str,
     scopes: impl IntoIterator<Item = &'a crate::reads::ReadScope>,

@@ -34,7 +34,7 @@ pub struct Step {
 impl Step {
     /// The object and what else identifies the work, as messages name it
     /// (`ConfigMap.v1 ns/a, input ConfigMap.v1 ns/b`).
-    pub fn subject(&self) -> String {
+    pub(crate) fn subject(&self) -> String {
         let detail: String = self
             .detail
             .iter()

@@ -11,7 +11,12 @@ use serde_json::Value;
 /// Annotates every object a plan applies with who computed it from what (see
 /// [`PROVENANCE_ANNOTATION`]). Added after planning, so it never makes an object differ: it
 /// changes when the object is written anyway, and then says what that write came from.
-pub fn stamp_provenance(plan: &mut Plan, runner: &HookRunner, hook: HookKind, source: &Value) {
+pub(crate) fn stamp_provenance(
+    plan: &mut Plan,
+    runner: &HookRunner,
+    hook: HookKind,
+    source: &Value,
+) {
     let digest = runner
         .hooks
         .get(hook)
@@ -46,7 +51,7 @@ pub fn stamp_provenance(plan: &mut Plan, runner: &HookRunner, hook: HookKind, so
 /// Takes the provenance annotations off every object a plan applies (`render --no-provenance`):
 /// they name the script's digest, so plans that are otherwise the same (a hook's Rhai and Lua
 /// flavours, a script before and after a refactoring) differ only there.
-pub fn strip_provenance(plan: &mut Plan) {
+pub(crate) fn strip_provenance(plan: &mut Plan) {
     for child in &mut plan.apply {
         let annotations = child
             .pointer_mut("/metadata/annotations")

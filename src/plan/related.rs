@@ -33,10 +33,10 @@ pub struct RelatedRule {
 }
 
 /// The related resource rules an object's customize hook returned, each with its resolved type.
-pub type RelatedRules = Vec<(RelatedRule, ResourceType)>;
+pub(crate) type RelatedRules = Vec<(RelatedRule, ResourceType)>;
 
 impl RelatedRule {
-    pub fn resource_ref(&self) -> ResourceRef {
+    pub(crate) fn resource_ref(&self) -> ResourceRef {
         ResourceRef {
             api_version: self.api_version.clone(),
             resource: self.resource.clone(),
@@ -45,7 +45,7 @@ impl RelatedRule {
 
     /// The namespace this rule looks in: the one given, else (`v1`) a namespaced object's own,
     /// else all.
-    pub fn namespace_for<'a>(&'a self, target: &'a Value) -> Option<&'a str> {
+    pub(crate) fn namespace_for<'a>(&'a self, target: &'a Value) -> Option<&'a str> {
         let given = self.namespace.as_deref().filter(|ns| !ns.is_empty());
         match self.version {
             HookVersion::V1 => given.or_else(|| object::namespace(target)),
@@ -54,7 +54,7 @@ impl RelatedRule {
     }
 
     /// Whether `candidate` (of this rule's type) is related to `target` under this rule.
-    pub fn selects(&self, target: &Value, candidate: &Value) -> bool {
+    pub(crate) fn selects(&self, target: &Value, candidate: &Value) -> bool {
         let namespace_ok = match (self.namespace_for(target), object::namespace(candidate)) {
             (Some(wanted), Some(actual)) => wanted == actual,
             (Some(_), None) => true, // cluster-scoped related objects have no namespace
@@ -70,7 +70,7 @@ impl RelatedRule {
 }
 
 /// The customize hook request: the controller and the object (as `parent`).
-pub fn customize_request(controller: &Value, target: &Value) -> Value {
+pub(crate) fn customize_request(controller: &Value, target: &Value) -> Value {
     object::fields([
         ("controller", controller.clone()),
         ("parent", target.clone()),
@@ -79,7 +79,7 @@ pub fn customize_request(controller: &Value, target: &Value) -> Value {
 
 /// Reads a customize response: the related resource rules it asks for, read the way the
 /// customize hook's `version` means them.
-pub fn related_rules(
+pub(crate) fn related_rules(
     response: &Value,
     version: HookVersion,
 ) -> Result<Vec<RelatedRule>, InvalidResponse> {
@@ -105,7 +105,7 @@ pub fn related_rules(
 
 /// Where an object's sync gets the types of its customize hook's rules, and the rules
 /// themselves when an earlier answer still holds.
-pub trait Related {
+pub(crate) trait Related {
     /// The rules a customize call returned for the object as it is now, if kept.
     fn cached(&self) -> Option<Vec<RelatedRule>> {
         None
@@ -122,7 +122,7 @@ pub trait Related {
 /// answer to `request`, validated. An answer is kept when it followed from the object alone:
 /// the call read nothing else (no clock, randomness or `get`/`list`). A webhook's answer is kept
 /// too, as Metacontroller keeps it: until the object or the controller changes.
-pub fn customize(
+pub(crate) fn customize(
     runner: &HookRunner,
     hook: HookKind,
     request: &Value,
@@ -151,7 +151,7 @@ pub fn customize(
 }
 
 /// Related rules offline: their types resolve without being watched, nothing is kept.
-pub struct Unwatched<'a> {
+pub(crate) struct Unwatched<'a> {
     /// The controller's name, for errors.
     pub controller: &'a str,
     pub resolver: &'a dyn ResourceResolver,
@@ -164,7 +164,7 @@ impl Related for Unwatched<'_> {
 }
 
 /// Resolves the type of each related resource rule (offline: no watch to start).
-pub fn resolve_related(
+pub(crate) fn resolve_related(
     controller: &str,
     resolver: &dyn ResourceResolver,
     rules: Vec<RelatedRule>,
@@ -185,7 +185,7 @@ pub fn resolve_related(
 }
 
 /// The related objects an object's rules select.
-pub fn related_objects(
+pub(crate) fn related_objects(
     store: &dyn ObjectStore,
     target: &Value,
     rules: &[(RelatedRule, ResourceType)],
@@ -206,7 +206,7 @@ pub fn related_objects(
 /// otherwise, in the rule's namespace, or in every namespace when it names none (hook version
 /// v2, or a cluster-scoped object): a selection across namespaces needs the account to read
 /// the type in all of them, as it would to list them itself.
-pub fn related_scopes(
+pub(crate) fn related_scopes(
     rules: &[(RelatedRule, ResourceType)],
     target: &Value,
 ) -> Vec<crate::reads::ReadScope> {

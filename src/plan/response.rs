@@ -1,6 +1,6 @@
 //! Reading the fields of hook responses: every rejection names the field or item and why.
 
-pub use crate::hooks::InvalidResponse;
+pub(crate) use crate::hooks::InvalidResponse;
 pub(crate) use crate::object::json_type;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -69,11 +69,11 @@ pub(crate) fn string_updates(
 /// The soonest a hook may ask to be called again (`resyncAfterSeconds`): a hook asking sooner
 /// is called after this, so one object cannot keep a worker (and the Events it publishes)
 /// busy without pause.
-pub const MIN_RESYNC_AFTER_SECONDS: f64 = 1.0;
+pub(crate) const MIN_RESYNC_AFTER_SECONDS: f64 = 1.0;
 
 /// The latest a hook may ask to be called again: a year. Past it the answer is refused (a
 /// value like `1e300` is a mistake, and no timer holds it).
-pub const MAX_RESYNC_AFTER_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+pub(crate) const MAX_RESYNC_AFTER_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 
 /// `resyncAfterSeconds`: a positive number of seconds up to [`MAX_RESYNC_AFTER_SECONDS`],
 /// raised to [`MIN_RESYNC_AFTER_SECONDS`]; zero or absent means none.

@@ -14,7 +14,7 @@ const REVISION_DIGITS: usize = 10;
 /// A controller revision: a digest of its spec (less `rollout`, which says how revisions move,
 /// not what one does) and of every hook's digest (which covers scripts kept in ConfigMaps and
 /// the libraries they load). Two loads of the same revision give the same name, on any replica.
-pub fn revision(spec: &Value, hook_digests: &BTreeMap<String, String>) -> String {
+pub(crate) fn revision(spec: &Value, hook_digests: &BTreeMap<String, String>) -> String {
     let mut spec = spec.clone();
     if let Some(fields) = spec.as_object_mut() {
         fields.remove("rollout");
@@ -72,7 +72,7 @@ impl Share {
 
 /// What loading the newest revision of a controller does with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// It serves every work item.
     Serve,
     /// It becomes the candidate beside the serving revision.
@@ -83,7 +83,7 @@ pub enum Placement {
 
 /// Where things stand when a controller's newest revision is loaded.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Revisions<'a> {
+pub(crate) struct Revisions<'a> {
     pub newest: &'a str,
     /// The revision serving now, if one is known (none: the controller's first).
     pub serving: Option<&'a str>,
@@ -104,7 +104,7 @@ pub struct Revisions<'a> {
 /// serving. An abort or a rollback of exactly this revision holds it until it is promoted or
 /// the controller changes again; so does an undo of it, even when it serves (then the revision
 /// before it serves again, from its snapshot).
-pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
+pub(crate) fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
     let newest = Some(revisions.newest);
     let promoted = revisions.promote == newest || revisions.promoting == newest;
     if strategy.stages() && revisions.undo == newest && !promoted {
@@ -142,15 +142,15 @@ pub fn place(strategy: RolloutStrategy, revisions: Revisions) -> Placement {
 }
 
 /// `status.rollout.halted.reason` of a revision asked to stop.
-pub const ABORTED: &str = crate::reasons::ABORTED;
+pub(crate) const ABORTED: &str = crate::reasons::ABORTED;
 /// `status.rollout.halted.reason` of a canary whose errors passed `maxErrors`.
-pub const ROLLED_BACK: &str = crate::reasons::ROLLED_BACK;
+pub(crate) const ROLLED_BACK: &str = crate::reasons::ROLLED_BACK;
 /// `status.rollout.halted.reason` of a revision undone.
-pub const UNDONE: &str = crate::reasons::UNDONE;
+pub(crate) const UNDONE: &str = crate::reasons::UNDONE;
 
 /// What a canary does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CanaryNext {
+pub(crate) enum CanaryNext {
     /// The step goes on for this long (at most), unless errors pass `maxErrors` first.
     Wait(Duration),
     /// The step with this index starts.
@@ -163,7 +163,12 @@ pub enum CanaryNext {
 
 /// The canary's next move, `running` into step `step` with `failing` of the candidate's work
 /// items failing now. Errors are judged first: a step never ends while it is over budget.
-pub fn canary_next(rollout: &Rollout, step: usize, running: Duration, failing: u64) -> CanaryNext {
+pub(crate) fn canary_next(
+    rollout: &Rollout,
+    step: usize,
+    running: Duration,
+    failing: u64,
+) -> CanaryNext {
     if failing > u64::from(rollout.max_errors) {
         return CanaryNext::RollBack(format!(
             "{failing} work item{} failing under the candidate revision, more than maxErrors \

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Set to `"true"` on a child whose empty selector is meant (e.g. a NetworkPolicy that does
 /// apply to every pod of its namespace).
-pub const ALLOW_EMPTY_SELECTOR: &str = "metascript.dev/allow-empty-selector";
+pub(crate) const ALLOW_EMPTY_SELECTOR: &str = "metascript.dev/allow-empty-selector";
 
 /// Kinds whose selector, when empty, selects everything in the namespace, where it is, and
 /// whether the bare `{}` is a normal way to mean that. A NetworkPolicy's `podSelector: {}` is
@@ -29,7 +29,7 @@ const EVERYTHING_SELECTORS: &[(&str, &str, bool)] = &[
 
 /// Checks one child (at `path` in the response): its name and its labels, and a selector that
 /// would select everything.
-pub fn check_child(child: &Value, path: &str) -> Result<(), InvalidResponse> {
+pub(crate) fn check_child(child: &Value, path: &str) -> Result<(), InvalidResponse> {
     let fail =
         |field: &str, reason: String| InvalidResponse::new(format!("{path}.{field}"), reason);
     // Deeper, the operator could not read it back from its watch: it would be applied again
@@ -103,7 +103,7 @@ fn name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// A label's key and value as the API server requires them.
-pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_label(key: &str, value: &str) -> Result<(), String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

@@ -13,7 +13,7 @@ use crate::object;
 use serde_json::{Value, json};
 
 /// The condition type on a parent (composite, map).
-pub const SYNCED: &str = "Synced";
+pub(crate) const SYNCED: &str = "Synced";
 /// How a decorator's condition type ends (`<decorator>.metascript.dev/Synced`).
 const DECORATED_SUFFIX: &str = ".metascript.dev/Synced";
 
@@ -30,7 +30,7 @@ pub struct SyncedPlace {
 }
 
 impl SyncedPlace {
-    pub fn parent() -> SyncedPlace {
+    pub(crate) fn parent() -> SyncedPlace {
         SyncedPlace {
             condition_type: SYNCED.to_string(),
             always: true,
@@ -38,7 +38,7 @@ impl SyncedPlace {
     }
 
     /// On a target of decorator `name`.
-    pub fn decorated(name: &str) -> SyncedPlace {
+    pub(crate) fn decorated(name: &str) -> SyncedPlace {
         SyncedPlace {
             condition_type: format!("{name}{DECORATED_SUFFIX}"),
             always: false,
@@ -48,13 +48,13 @@ impl SyncedPlace {
 
 /// What a sync ended with.
 #[derive(Clone, Debug, PartialEq)]
-pub enum SyncResult<'a> {
+pub(crate) enum SyncResult<'a> {
     Ok,
     Failed { reason: &'a str, message: &'a str },
 }
 
 /// Whether `object` says its condition of `condition_type` is True.
-pub fn is_true(object: &Value, condition_type: &str) -> bool {
+pub(crate) fn is_true(object: &Value, condition_type: &str) -> bool {
     object
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -76,7 +76,7 @@ fn is_operators(condition: &Value) -> bool {
 
 /// `status` without the operator's conditions (and without `conditions` when only those were
 /// there): what a hook's status is compared with.
-pub fn without_operators(status: &Value) -> Value {
+pub(crate) fn without_operators(status: &Value) -> Value {
     let mut status = status.clone();
     if let Some(map) = status.as_object_mut()
         && let Some(Value::Array(conditions)) = map.get_mut("conditions")
@@ -147,7 +147,7 @@ fn set_in(conditions: &mut Vec<Value>, wanted: Value, condition_type: &str) {
 /// one, otherwise as a write of its own, returned (`None`: nothing to write). Nothing is
 /// written when the condition already says so, nor when the object has no such condition,
 /// the sync went well and the plan writes no status to carry it.
-pub fn report(
+pub(crate) fn report(
     plan: &mut Plan,
     object: &Value,
     place: &SyncedPlace,

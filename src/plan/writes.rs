@@ -37,7 +37,7 @@ pub struct Plan {
 
 impl Plan {
     /// True when carrying out the plan writes nothing.
-    pub fn is_noop(&self) -> bool {
+    pub(crate) fn is_noop(&self) -> bool {
         self.apply.is_empty()
             && self.delete.is_empty()
             && self.claims.is_empty()
@@ -49,24 +49,9 @@ impl Plan {
     /// When the hook asked to be called again. The response's bounds
     /// ([`super::response::resync_after`]) keep the seconds within what a timer holds; a value
     /// that is not is no resync, never a panic.
-    pub fn resync_after(&self) -> Option<std::time::Duration> {
+    pub(crate) fn resync_after(&self) -> Option<std::time::Duration> {
         self.resync_after_seconds
             .and_then(|seconds| std::time::Duration::try_from_secs_f64(seconds).ok())
-    }
-
-    /// Appends another plan's writes (used when one parent's work is computed in pieces).
-    pub fn merge(&mut self, other: Plan) {
-        self.apply.extend(other.apply);
-        self.delete.extend(other.delete);
-        self.claims.extend(other.claims);
-        self.unseen.extend(other.unseen);
-        self.metadata_patch = self.metadata_patch.take().or(other.metadata_patch);
-        self.status = self.status.take().or(other.status);
-        self.finalizer = self.finalizer.take().or(other.finalizer);
-        self.resync_after_seconds = match (self.resync_after_seconds, other.resync_after_seconds) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
     }
 }
 

@@ -18,7 +18,7 @@ pub struct ObjRef {
 impl ObjRef {
     /// [`object::identity_digest`] of the object referred to: the same digest as computed from
     /// the object itself (a MapController's map key of an input, whether or not it still exists).
-    pub fn identity_digest(&self) -> String {
+    pub(crate) fn identity_digest(&self) -> String {
         object::identity_digest(
             self.resource.group(),
             &self.resource.kind,
@@ -27,7 +27,7 @@ impl ObjRef {
         )
     }
 
-    pub fn of(resource: &ResourceType, object: &Value) -> ObjRef {
+    pub(crate) fn of(resource: &ResourceType, object: &Value) -> ObjRef {
         ObjRef {
             resource: resource.clone(),
             namespace: resource.scope_of(object).map(str::to_string),
@@ -36,7 +36,7 @@ impl ObjRef {
     }
 
     /// The object an owner reference on `child` names, when it is of type `owner_type`.
-    pub fn owner_of(owner_type: &ResourceType, child: &Value) -> Option<ObjRef> {
+    pub(crate) fn owner_of(owner_type: &ResourceType, child: &Value) -> Option<ObjRef> {
         let reference = object::controller_ref(child)?;
         let same_type = object::str_at(reference, "/kind") == Some(owner_type.kind.as_str())
             && object::group_of(object::str_at(reference, "/apiVersion")?) == owner_type.group();
@@ -77,13 +77,13 @@ impl ControllerId {
     }
 
     /// `<kind>/<name>`, e.g. `decorator/service-per-pod`.
-    pub fn to_string_short(&self) -> String {
+    pub(crate) fn to_string_short(&self) -> String {
         format!("{}/{}", self.kind.as_str(), self.name)
     }
 
     /// The server-side apply field manager of the controller, so every field it writes is
     /// attributed to it in managedFields and two controllers never fight over ownership.
-    pub fn field_manager(&self) -> String {
+    pub(crate) fn field_manager(&self) -> String {
         format!("metascript.dev/{}-{}", self.kind.as_str(), self.name)
     }
 }
@@ -123,7 +123,7 @@ pub enum Work {
 impl Work {
     /// The object whose users should hear of this work's failures: the object synced, or the
     /// map parent a pair or group belongs to; none for loading the controller.
-    pub fn subject(&self) -> Option<&ObjRef> {
+    pub(crate) fn subject(&self) -> Option<&ObjRef> {
         match self {
             Work::Load => None,
             Work::Object(object) => Some(object),
@@ -151,14 +151,14 @@ pub struct WorkKey {
 }
 
 impl WorkKey {
-    pub fn load(controller: &ControllerId) -> WorkKey {
+    pub(crate) fn load(controller: &ControllerId) -> WorkKey {
         WorkKey {
             controller: controller.clone(),
             work: Work::Load,
         }
     }
 
-    pub fn new(controller: &ControllerId, work: Work) -> WorkKey {
+    pub(crate) fn new(controller: &ControllerId, work: Work) -> WorkKey {
         WorkKey {
             controller: controller.clone(),
             work,

@@ -109,7 +109,7 @@ pub trait Kind: Sized + Send + Sync + 'static {
 }
 
 /// The kind's names (from its API type).
-pub fn name<K: Kind>() -> KindName {
+pub(crate) fn name<K: Kind>() -> KindName {
     <K::Object as ControllerObject>::KIND
 }
 
@@ -132,7 +132,7 @@ impl CandidateShare {
         CandidateShare(RwLock::new(share))
     }
 
-    pub fn serves(&self, unit: &str) -> bool {
+    pub(crate) fn serves(&self, unit: &str) -> bool {
         self.0.read().serves(unit)
     }
 
@@ -192,7 +192,7 @@ pub struct Controller<K: Kind> {
 impl<K: Kind> Controller<K> {
     /// What its webhook credentials were when it loaded (a digest that hides them), `None` for
     /// a controller whose webhooks name none.
-    pub fn credentials_digest(&self) -> Option<&str> {
+    pub(crate) fn credentials_digest(&self) -> Option<&str> {
         self.credentials.as_deref().map(CredentialWatch::digest)
     }
 
@@ -200,7 +200,7 @@ impl<K: Kind> Controller<K> {
     /// seen in a list that its queueing of everything already read. Deletions always are (what
     /// was deleted must be forgotten); kinds keep their indexes up to date with every event and
     /// only skip queueing.
-    pub fn is_news(&self, event: &ObjectEvent) -> bool {
+    pub(crate) fn is_news(&self, event: &ObjectEvent) -> bool {
         event.new.is_none()
             || event
                 .listed_at
@@ -209,7 +209,7 @@ impl<K: Kind> Controller<K> {
 
     /// A scope for one work item's hooks: reading the types in `declared`, as the controller's
     /// account may.
-    pub fn scope(
+    pub(crate) fn scope(
         &self,
         context: &Context,
         declared: &Arc<[ResourceType]>,
@@ -219,7 +219,7 @@ impl<K: Kind> Controller<K> {
 
     /// Queues one work item of this controller (of a candidate revision, only one of its
     /// share).
-    pub fn enqueue(&self, context: &Context, work: Work) {
+    pub(crate) fn enqueue(&self, context: &Context, work: Work) {
         if let Some(share) = &self.share
             && !K::rollout_unit(&work).is_some_and(|unit| share.serves(&unit.to_string()))
         {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 #[derive(Debug)]
-pub struct Lru<K, V> {
+pub(super) struct Lru<K, V> {
     capacity: usize,
     /// Bumped on every use: an entry's stamp says when it was last used.
     clock: u64,
@@ -17,7 +17,7 @@ pub struct Lru<K, V> {
 
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     /// At least one entry is always held.
-    pub fn new(capacity: usize) -> Lru<K, V> {
+    pub(super) fn new(capacity: usize) -> Lru<K, V> {
         Lru {
             capacity: capacity.max(1),
             clock: 0,
@@ -32,7 +32,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 
     /// The value under `key`, now the most recently used.
-    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+    pub(super) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         let (value, stamp) = self.entries.get_mut(key)?;
         self.clock += 1;
         self.order.remove(stamp);
@@ -42,7 +42,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 
     /// Inserts or replaces the value under `key`; returns the entry evicted to make room.
-    pub fn insert(&mut self, key: K, value: V) -> Option<(K, V)> {
+    pub(super) fn insert(&mut self, key: K, value: V) -> Option<(K, V)> {
         let evicted = self.make_room_for(&key);
         self.clock += 1;
         if let Some((_, stamp)) = self.entries.insert(key.clone(), (value, self.clock)) {
@@ -54,7 +54,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
 
     /// The value under `key`, inserted with `make` when absent (evicting the least recently
     /// used entry if the map is full); either way now the most recently used.
-    pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
+    pub(super) fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
         self.make_room_for(key);
         self.clock += 1;
         let (value, stamp) = self

@@ -28,8 +28,8 @@ pub mod work;
 pub mod write;
 
 pub use context::{DEFAULT_CONTROLLER_SHARE, DEFAULT_NAMESPACE, OperatorConfig, own_user};
-pub use keys::{ControllerId, ObjRef, Work, WorkKey};
+pub use keys::{ControllerId, ObjRef};
 pub use operator::{Operator, StartError};
-pub use registry::{KindEntry, KindRuntime};
-pub use replicas::leader::{ElectionError, LeaseConfig};
-pub use replicas::shard::ShardConfig;
+pub(crate) use registry::KindEntry;
+pub use replicas::leader::LeaseConfig;
+pub(crate) use replicas::shard::ShardConfig;

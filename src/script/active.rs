@@ -23,7 +23,7 @@ pub(crate) enum RequestUse {
 
 impl RequestUse {
     /// Whether `field` is converted into the script's `request`.
-    pub fn converts(&self, field: &str) -> bool {
+    pub(super) fn converts(&self, field: &str) -> bool {
         match self {
             RequestUse::All => true,
             RequestUse::Fields(fields) => fields.contains(field),
@@ -60,7 +60,11 @@ pub(crate) struct Request<'a> {
 
 impl<'a> Request<'a> {
     /// The request of a call, when the script was given only some of its fields.
-    pub fn partial(id: usize, json: &'a Value, converted: &'a RequestUse) -> Option<Request<'a>> {
+    pub(super) fn partial(
+        id: usize,
+        json: &'a Value,
+        converted: &'a RequestUse,
+    ) -> Option<Request<'a>> {
         match (json, converted) {
             (Value::Object(json), RequestUse::Fields(_)) => Some(Request {
                 id,
@@ -80,7 +84,7 @@ pub(crate) struct Unconverted<'a> {
 
 impl Unconverted<'_> {
     /// The names of the fields the script was not given.
-    pub fn fields(&self) -> impl Iterator<Item = &str> {
+    pub(super) fn fields(&self) -> impl Iterator<Item = &str> {
         self.json
             .keys()
             .filter(|k| !self.converted.converts(k))
@@ -90,7 +94,7 @@ impl Unconverted<'_> {
     /// What a reader finds at `path` in the script's `request`, which holds only the fields the
     /// script reads itself: those are read by `walk` in the engine's values, the others from the
     /// JSON they would have been converted from. `whole` is the script's value as JSON.
-    pub fn read<E>(
+    pub(super) fn read<E>(
         &self,
         path: &[String],
         whole: impl FnOnce() -> Result<Value, E>,
@@ -127,7 +131,7 @@ pub(crate) struct ActiveGuard<'a> {
 }
 
 impl<'a> ActiveGuard<'a> {
-    pub fn enter(
+    pub(super) fn enter(
         env: HelperEnv,
         budget: Arc<Budget>,
         request: Option<Request<'a>>,

@@ -17,7 +17,7 @@ pub struct LimitCeilings {
 /// Twenty times the default operations and time, twice the default memory: room for heavy
 /// hooks, while one call still ends in seconds and holds at most half the default pool
 /// (`--script-memory 256Mi`), so it cannot starve every other call.
-pub const DEFAULT_CEILINGS: LimitCeilings = LimitCeilings {
+pub(crate) const DEFAULT_CEILINGS: LimitCeilings = LimitCeilings {
     max_operations: 20 * DEFAULT_MAX_OPERATIONS,
     timeout_millis: 20 * DEFAULT_TIMEOUT_MILLIS,
     max_memory_bytes: 2 * DEFAULT_MAX_MEMORY_BYTES,
@@ -45,7 +45,7 @@ pub struct AboveCeiling {
 impl LimitCeilings {
     /// The first field of `limits` above its ceiling; unset fields take the defaults, which
     /// every ceiling is at least.
-    pub fn check(&self, limits: &Limits) -> Result<(), AboveCeiling> {
+    pub(crate) fn check(&self, limits: &Limits) -> Result<(), AboveCeiling> {
         let fields = [
             (
                 "maxOperations",

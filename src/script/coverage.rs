@@ -12,26 +12,26 @@ use std::sync::Mutex;
 
 /// The lines of one script that can run, and those the calls reached.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LineCoverage {
+pub(crate) struct LineCoverage {
     pub executable: BTreeSet<u32>,
     pub hit: BTreeSet<u32>,
 }
 
 impl LineCoverage {
     /// Executable lines no call reached.
-    pub fn missed(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn missed(&self) -> impl Iterator<Item = u32> + '_ {
         self.executable.difference(&self.hit).copied()
     }
 
     /// Lines reached, among the executable ones.
-    pub fn hit_count(&self) -> usize {
+    pub(crate) fn hit_count(&self) -> usize {
         self.executable.intersection(&self.hit).count()
     }
 }
 
 /// The coverage of one script.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptCoverage {
+pub(crate) struct ScriptCoverage {
     pub origin: ScriptOrigin,
     /// Kept apart per language: a controller's Rhai and Lua flavours share their origin's name
     /// (`inline script of DecoratorController x hook sync`) but not their lines.
@@ -47,7 +47,7 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Adds what one call found; `executable` is only computed for a script seen first.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         origin: &ScriptOrigin,
         language: Language,
@@ -69,7 +69,7 @@ impl Recorder {
         entry.lines.hit.extend(hit);
     }
 
-    pub fn report(&self) -> Vec<ScriptCoverage> {
+    pub(crate) fn report(&self) -> Vec<ScriptCoverage> {
         let scripts = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
         scripts.values().cloned().collect()
     }
@@ -113,7 +113,7 @@ pub(crate) fn hit(line: u32) {
 }
 
 /// `lcov` tracefile text (`SF`, `DA`, `LF`, `LH` per script); `name` gives each script's file.
-pub fn lcov(scripts: &[ScriptCoverage], name: impl Fn(&ScriptOrigin) -> String) -> String {
+pub(crate) fn lcov(scripts: &[ScriptCoverage], name: impl Fn(&ScriptOrigin) -> String) -> String {
     let mut out = String::new();
     for script in scripts {
         out.push_str("TN:\n");

@@ -33,7 +33,7 @@ fn request_fields(hooks: &[HookKind]) -> Vec<(&'static Field, String)> {
 /// A helper as an editor shows it (completion, hover): the same table the definitions files
 /// are written from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HelperInfo {
+pub(crate) struct HelperInfo {
     pub name: &'static str,
     /// `get_path(obj: any, path: string|(string|integer)[], default?: any): any?` in Lua's
     /// notation, or with Rhai's type names.
@@ -42,7 +42,7 @@ pub struct HelperInfo {
 }
 
 /// Every helper, documented in the notation of `language`.
-pub fn helper_infos(language: Language) -> Vec<HelperInfo> {
+pub(crate) fn helper_infos(language: Language) -> Vec<HelperInfo> {
     HELPERS
         .iter()
         .map(|helper| {
@@ -93,7 +93,7 @@ fn response_class(hook: HookKind) -> String {
 }
 
 /// The LuaLS annotation file (`---@meta`).
-pub fn lua(hooks: &[HookKind]) -> String {
+pub(super) fn lua(hooks: &[HookKind]) -> String {
     let mut out = String::new();
     out.push_str(
         "---@meta metascript\n\

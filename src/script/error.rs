@@ -40,7 +40,7 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LimitKind::Operations => "operations",
             LimitKind::Timeout => "timeout",
@@ -126,7 +126,8 @@ impl ScriptError {
         self
     }
 
-    pub fn limit(&self) -> Option<LimitKind> {
+    #[cfg(test)]
+    pub(crate) fn limit(&self) -> Option<LimitKind> {
         match self.kind {
             ScriptErrorKind::Limit { limit } => Some(limit),
             _ => None,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 /// The most Events one work item's hooks may ask for in one sync: a script looping over its
 /// children must not flood the API server (or `kubectl describe`). Further ones are dropped.
-pub const MAX_EVENTS_PER_SYNC: usize = 10;
+pub(crate) const MAX_EVENTS_PER_SYNC: usize = 10;
 
 /// Collects the Events of the calls it is passed to; cheap to clone (shared buffer).
 #[derive(Clone, Debug, Default)]
@@ -20,7 +20,8 @@ struct Collected {
 }
 
 impl EventSink {
-    pub fn new() -> EventSink {
+    #[cfg(test)]
+    pub(crate) fn new() -> EventSink {
         EventSink::default()
     }
 
@@ -31,7 +32,7 @@ impl EventSink {
 
     /// Adds an Event, or drops it when the sync already has [`MAX_EVENTS_PER_SYNC`]; the
     /// first drop is logged (once, so the log is not flooded in its turn).
-    pub fn push(&self, event: ScriptEvent, controller: &str) {
+    pub(crate) fn push(&self, event: ScriptEvent, controller: &str) {
         let mut collected = self.lock();
         if collected.events.len() < MAX_EVENTS_PER_SYNC {
             collected.events.push(event);
@@ -49,7 +50,7 @@ impl EventSink {
     }
 
     /// A copy of every Event collected so far.
-    pub fn events(&self) -> Vec<ScriptEvent> {
+    pub(crate) fn events(&self) -> Vec<ScriptEvent> {
         self.lock().events.clone()
     }
 }

@@ -24,7 +24,7 @@ pub(crate) enum Type {
 
 impl Type {
     /// LuaLS annotation syntax.
-    pub fn lua(self) -> &'static str {
+    pub(super) fn lua(self) -> &'static str {
         match self {
             Type::Any => "any",
             Type::String => "string",
@@ -41,7 +41,7 @@ impl Type {
     }
 
     /// Rhai definitions syntax (`?` is any value).
-    pub fn rhai(self) -> &'static str {
+    pub(super) fn rhai(self) -> &'static str {
         match self {
             Type::Any | Type::Path | Type::Number => "?",
             Type::String => "String",

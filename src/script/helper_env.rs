@@ -22,18 +22,18 @@ pub(crate) struct HelperEnv {
 impl HelperEnv {
     /// The call's clock. A call that reads it may answer differently next time with the same
     /// request, so it is noted as impure.
-    pub fn now(&self, source: &'static str) -> jiff::Timestamp {
+    pub(crate) fn now(&self, source: &'static str) -> jiff::Timestamp {
         self.taint(source);
         self.now
     }
 
     /// Notes that the call used something besides its request and its tracked reads.
-    pub fn taint(&self, source: &'static str) {
+    pub(crate) fn taint(&self, source: &'static str) {
         self.scope.purity.taint(source);
     }
 
     /// Logs a line, scrubbed of the secrets the call was handed, whoever may read them.
-    pub fn log(&self, mut line: LogLine) {
+    pub(crate) fn log(&self, mut line: LogLine) {
         let secrets = &self.scope.secrets;
         if let Cow::Owned(message) = secrets.scrub(&line.message) {
             line.message = message;

@@ -52,7 +52,7 @@ pub(crate) struct Read {
 
 impl Helper {
     /// Checks the argument count, then runs the helper, prefixing errors with its name.
-    pub fn call(&self, env: &HelperEnv, args: &[Value]) -> HelperResult {
+    pub(super) fn call(&self, env: &HelperEnv, args: &[Value]) -> HelperResult {
         self.check_arity(args.len())?;
         match &self.run {
             Run::Json(run) => run(env, args).map_err(|e| self.error(e)),
@@ -66,7 +66,7 @@ impl Helper {
         }
     }
 
-    pub fn check_arity(&self, count: usize) -> Result<(), HelperError> {
+    pub(super) fn check_arity(&self, count: usize) -> Result<(), HelperError> {
         if count < self.min_args || count > self.max_args {
             return Err(HelperError(format!("{}, got {count}", self.arity_text())));
         }
@@ -74,7 +74,7 @@ impl Helper {
     }
 
     /// `name: expected 1 to 2 argument(s)`, the start of every wrong-count message.
-    pub fn arity_text(&self) -> String {
+    pub(super) fn arity_text(&self) -> String {
         let expected = if self.min_args == self.max_args {
             self.min_args.to_string()
         } else {
@@ -84,7 +84,7 @@ impl Helper {
     }
 
     /// The helper's error as scripts see it: prefixed with its name.
-    pub fn error(&self, error: HelperError) -> HelperError {
+    pub(super) fn error(&self, error: HelperError) -> HelperError {
         HelperError(format!("{}: {}", self.name, error.0))
     }
 }

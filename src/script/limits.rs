@@ -11,38 +11,38 @@ use std::time::{Duration, Instant};
 /// Rhai operations or Luau interrupt ticks. Both engines run this many in well under a second
 /// (measured in `limits_tests`), so the operation budget, not the clock, stops a runaway loop in
 /// a release build; the timeout is the backstop for slow operations (big conversions, regexes).
-pub const DEFAULT_MAX_OPERATIONS: u64 = 5_000_000;
+pub(crate) const DEFAULT_MAX_OPERATIONS: u64 = 5_000_000;
 /// A hook is a pure function of its request; half a second is generous for any sane one.
-pub const DEFAULT_TIMEOUT_MILLIS: u64 = 500;
+pub(crate) const DEFAULT_TIMEOUT_MILLIS: u64 = 500;
 /// What one call may hold at once: its heap (Luau's, Rhai's values) and the conversions of its
 /// request and response.
-pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
 /// Rhai counts the bytes of every string inside a value (recursively), so this also bounds the
 /// text held by one response.
-pub const DEFAULT_MAX_STRING_SIZE: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_STRING_SIZE: u64 = 16 * 1024 * 1024;
 /// Rhai counts nested arrays and maps recursively too.
-pub const DEFAULT_MAX_ARRAY_SIZE: u64 = 1_000_000;
-pub const DEFAULT_MAX_MAP_SIZE: u64 = 1_000_000;
+pub(crate) const DEFAULT_MAX_ARRAY_SIZE: u64 = 1_000_000;
+pub(crate) const DEFAULT_MAX_MAP_SIZE: u64 = 1_000_000;
 /// Rhai function-call nesting; not configurable per hook.
-pub const MAX_CALL_DEPTH: usize = 64;
+pub(crate) const MAX_CALL_DEPTH: usize = 64;
 /// Deepest expression nesting Rhai accepts at the top level and inside functions, the same in
 /// every build.
-pub const MAX_EXPR_DEPTH: usize = 64;
-pub const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
+pub(super) const MAX_EXPR_DEPTH: usize = 64;
+pub(super) const MAX_FUNCTION_EXPR_DEPTH: usize = 32;
 
 /// How deeply lists and maps may nest in a value crossing between JSON and a script (a request,
 /// a response, a helper's arguments and its result), in both languages: the conversions recurse
 /// once per level. Luau's conversion always stopped here, and serde_json, which parses what the
 /// API server sends, stops at about the same depth.
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Why a value deeper than [`MAX_DEPTH`] is refused.
-pub fn too_deep() -> String {
+pub(super) fn too_deep() -> String {
     format!("lists and maps nested deeper than {MAX_DEPTH} levels")
 }
 
 /// The limit a call that exceeded a memory budget is stopped by.
-pub fn memory_limit(exceeded: Exceeded) -> LimitKind {
+pub(super) fn memory_limit(exceeded: Exceeded) -> LimitKind {
     match exceeded {
         Exceeded::Call => LimitKind::Memory,
         Exceeded::Pool => LimitKind::ScriptMemory,
@@ -51,7 +51,7 @@ pub fn memory_limit(exceeded: Exceeded) -> LimitKind {
 
 /// A hook's limits with every default filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct EffectiveLimits {
+pub(crate) struct EffectiveLimits {
     pub max_operations: u64,
     pub timeout_millis: u64,
     pub max_memory_bytes: u64,
@@ -75,7 +75,7 @@ impl From<&Limits> for EffectiveLimits {
 
 impl EffectiveLimits {
     /// Each limit, at most `ceiling`'s.
-    pub fn at_most(self, ceiling: &EffectiveLimits) -> EffectiveLimits {
+    pub(crate) fn at_most(self, ceiling: &EffectiveLimits) -> EffectiveLimits {
         EffectiveLimits {
             max_operations: self.max_operations.min(ceiling.max_operations),
             timeout_millis: self.timeout_millis.min(ceiling.timeout_millis),
@@ -87,7 +87,7 @@ impl EffectiveLimits {
     }
 
     /// The user-facing description of a violated limit, with its value.
-    pub fn describe(&self, limit: LimitKind) -> String {
+    pub(crate) fn describe(&self, limit: LimitKind) -> String {
         match limit {
             LimitKind::Operations => {
                 format!("operation budget of {} exhausted", self.max_operations)
@@ -140,7 +140,7 @@ fn bytes(n: u64) -> String {
 /// interrupt; once tripped it stays tripped, so a script that catches the error (Lua `pcall`)
 /// is stopped again at its next tick and the call still reports the limit.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     limits: EffectiveLimits,
     max_operations: u64,
     deadline: Instant,
@@ -152,7 +152,7 @@ pub struct Budget {
 const CLOCK_EVERY: u64 = 1024;
 
 impl Budget {
-    pub fn start(limits: &EffectiveLimits) -> Budget {
+    pub(crate) fn start(limits: &EffectiveLimits) -> Budget {
         Budget {
             limits: *limits,
             max_operations: limits.max_operations,
@@ -163,14 +163,14 @@ impl Budget {
     }
 
     /// Counts one tick (Lua).
-    pub fn tick(&self) -> Result<(), LimitKind> {
+    pub(crate) fn tick(&self) -> Result<(), LimitKind> {
         // Relaxed is enough: a call's budget is only ticked by the thread running the call.
         let ops = self.ops.fetch_add(1, Ordering::Relaxed) + 1;
         self.check(ops)
     }
 
     /// Records the engine's running operation count (Rhai counts for us).
-    pub fn progress(&self, ops: u64) -> Result<(), LimitKind> {
+    pub(crate) fn progress(&self, ops: u64) -> Result<(), LimitKind> {
         self.ops.store(ops, Ordering::Relaxed);
         self.check(ops)
     }
@@ -195,21 +195,21 @@ impl Budget {
     }
 
     /// Marks the budget as exhausted by `limit` (first one wins) and returns the winner.
-    pub fn trip(&self, limit: LimitKind) -> LimitKind {
+    pub(crate) fn trip(&self, limit: LimitKind) -> LimitKind {
         *self.tripped.get_or_init(|| limit)
     }
 
     /// The user-facing description of `limit` with this budget's value.
-    pub fn describe(&self, limit: LimitKind) -> String {
+    pub(crate) fn describe(&self, limit: LimitKind) -> String {
         self.limits.describe(limit)
     }
 
-    pub fn tripped(&self) -> Option<LimitKind> {
+    pub(crate) fn tripped(&self) -> Option<LimitKind> {
         self.tripped.get().copied()
     }
 
     /// Whether the deadline has passed, for checks outside the tick loop (after a conversion).
-    pub fn check_clock(&self) -> Result<(), LimitKind> {
+    pub(crate) fn check_clock(&self) -> Result<(), LimitKind> {
         if let Some(limit) = self.tripped() {
             return Err(limit);
         }
@@ -219,7 +219,7 @@ impl Budget {
         Ok(())
     }
 
-    pub fn operations(&self) -> u64 {
+    pub(crate) fn operations(&self) -> u64 {
         self.ops.load(Ordering::Relaxed)
     }
 }

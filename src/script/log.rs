@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     Error,
     Warn,
     Info,
@@ -16,7 +16,7 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    pub fn parse(level: &str) -> Option<LogLevel> {
+    pub(crate) fn parse(level: &str) -> Option<LogLevel> {
         Some(match level.to_ascii_lowercase().as_str() {
             "error" => LogLevel::Error,
             "warn" | "warning" => LogLevel::Warn,
@@ -27,7 +27,7 @@ impl LogLevel {
         })
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LogLevel::Error => "error",
             LogLevel::Warn => "warn",
@@ -46,7 +46,7 @@ impl fmt::Display for LogLevel {
 
 /// One line logged by a script.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LogLine {
+pub(crate) struct LogLine {
     pub level: LogLevel,
     pub message: String,
     /// Structured fields passed as the third argument of `log` (empty when none).
@@ -58,23 +58,18 @@ pub struct LogLine {
 pub struct LogSink(Arc<Mutex<Vec<LogLine>>>);
 
 impl LogSink {
-    pub fn new() -> LogSink {
+    pub(crate) fn new() -> LogSink {
         LogSink::default()
     }
 
-    pub fn push(&self, line: LogLine) {
+    pub(crate) fn push(&self, line: LogLine) {
         // A poisoned buffer only means another call panicked mid-push; the lines are still valid.
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 
     /// A copy of every line collected so far.
-    pub fn lines(&self) -> Vec<LogLine> {
+    pub(crate) fn lines(&self) -> Vec<LogLine> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Removes and returns the collected lines.
-    pub fn take(&self) -> Vec<LogLine> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -87,7 +82,7 @@ pub(crate) struct LogTarget<'a> {
 }
 
 impl LogTarget<'_> {
-    pub fn emit(&self, line: LogLine) {
+    pub(super) fn emit(&self, line: LogLine) {
         let controller = self.controller;
         let hook = self.hook.as_str();
         let language = self.language.as_str();

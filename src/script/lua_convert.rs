@@ -38,7 +38,7 @@ pub(crate) struct Markers {
 }
 
 impl Markers {
-    pub fn new(lua: &Lua) -> mlua::Result<Markers> {
+    pub(super) fn new(lua: &Lua) -> mlua::Result<Markers> {
         let make = |name: &str| -> mlua::Result<Table> {
             let mt = lua.create_table()?;
             // `__metatable` hides and protects the marker: getmetatable returns the name and
@@ -152,7 +152,7 @@ impl ConvertError {
         self
     }
 
-    pub fn path(&self) -> String {
+    pub(super) fn path(&self) -> String {
         self.reversed_path.iter().rev().cloned().collect()
     }
 }

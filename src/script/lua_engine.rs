@@ -121,7 +121,7 @@ pub(crate) struct LuaStates {
 }
 
 impl LuaStates {
-    pub fn new() -> LuaStates {
+    pub(super) fn new() -> LuaStates {
         LuaStates {
             idle: Mutex::new(Vec::new()),
             built: AtomicUsize::new(0),
@@ -133,7 +133,7 @@ impl LuaStates {
         self.built.load(Ordering::Relaxed)
     }
 
-    pub fn call(&self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
+    pub(super) fn call(&self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut state = match idle {
             Some(state) => state,

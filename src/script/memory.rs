@@ -18,12 +18,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a call may allocate before it draws on the shared pool: small hooks never wait on (or
 /// fail because of) other calls' memory.
-pub const FLOOR_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const FLOOR_BYTES: usize = 4 * 1024 * 1024;
 /// The default size of the shared pool: with 16 workers' floors, the caches of a thousand
 /// targets and the hostile suite's scripts, the operator peaked under 200 MiB
 /// (docs/performance.md, "Hostile neighbours"); responses being applied are not counted here
 /// (docs/operations.md, "Sizing script memory").
-pub const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
 /// The pool is drawn from and returned to in chunks of this size.
 const CHUNK: usize = 256 * 1024;
 
@@ -33,22 +33,22 @@ static POOL_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 static POOL_USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the size of the pool every call beyond its floor draws from (`metascript run`).
-pub fn set_pool_limit(bytes: usize) {
+pub(crate) fn set_pool_limit(bytes: usize) {
     POOL_LIMIT.store(bytes, Ordering::Relaxed);
 }
 
-pub fn pool_limit() -> usize {
+pub(crate) fn pool_limit() -> usize {
     POOL_LIMIT.load(Ordering::Relaxed)
 }
 
 /// Bytes of the pool drawn by the calls running now.
-pub fn pool_used() -> usize {
+pub(crate) fn pool_used() -> usize {
     POOL_USED.load(Ordering::Relaxed)
 }
 
 /// What a call whose own limit is `limit` may allocate if it starts now: its floor (the call
 /// running on this thread's, if any) and what the pool has left, up to its limit.
-pub fn allowance(limit: usize) -> usize {
+pub(crate) fn allowance(limit: usize) -> usize {
     let left = pool_limit().saturating_sub(pool_used());
     let floor = CALL.with(|call| call.tracked.get().floor);
     limit.min(floor.saturating_add(left))
@@ -57,7 +57,7 @@ pub fn allowance(limit: usize) -> usize {
 /// What the current call may still allocate before it goes over a budget, and which budget
 /// that is; `None` outside a call. The progress checks stop a call only after an allocation,
 /// so what is about to be copied into a script whole (a `list()` result) is weighed here first.
-pub fn room() -> Option<(usize, Exceeded)> {
+pub(crate) fn room() -> Option<(usize, Exceeded)> {
     CALL.with(|call| {
         if !call.active.get() {
             return None;
@@ -80,7 +80,7 @@ pub fn room() -> Option<(usize, Exceeded)> {
 
 /// Which memory budget a call exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exceeded {
+pub(crate) enum Exceeded {
     /// Its own limit.
     Call,
     /// The pool all calls share.
@@ -215,7 +215,7 @@ fn set_thresholds(call: &CallCell, tracked: &Tracked) {
 
 /// The process's allocator: mimalloc (glibc's per-thread arenas fragment the caches' many
 /// small JSON maps), with the accounting above.
-pub struct Accounting;
+pub(crate) struct Accounting;
 
 // SAFETY: every method forwards to `MiMalloc` unchanged; `track` only reads and writes a
 // thread-local `Cell` and atomics, and never allocates.
@@ -272,7 +272,7 @@ const PURGE_DELAY_VARIABLES: [&str; 2] = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESE
 /// the caches: 10,000 map pairs peak at 179 MiB RSS with it and 163 MiB without, for no CPU
 /// that the map benchmark can tell apart. A delay set in the environment is kept (mimalloc has
 /// read it at load, so this is the only place that can honour it).
-pub fn return_freed_pages_promptly() {
+pub(crate) fn return_freed_pages_promptly() {
     if PURGE_DELAY_VARIABLES
         .iter()
         .any(|variable| std::env::var_os(variable).is_some())
@@ -286,20 +286,20 @@ pub fn return_freed_pages_promptly() {
 }
 
 /// Counts the current thread's allocations against a call's budgets until dropped.
-pub struct CallMemory {
+pub(crate) struct CallMemory {
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl CallMemory {
     /// Starts counting for a call whose own limit is `limit` bytes.
-    pub fn enter(limit: usize) -> CallMemory {
+    pub(crate) fn enter(limit: usize) -> CallMemory {
         CallMemory::start(Tracked { limit, ..IDLE })
     }
 
     /// [`CallMemory::enter`] for a call that never draws on the shared pool: what holds its
     /// kind of call bounds it already (the admission webhook's tests: a small limit each, a
     /// few at once), and it must neither wait for production hooks' memory nor take theirs.
-    pub fn enter_apart(limit: usize) -> CallMemory {
+    pub(crate) fn enter_apart(limit: usize) -> CallMemory {
         CallMemory::start(Tracked {
             limit,
             // Counted as an isize by the allocator's thresholds.
@@ -322,12 +322,12 @@ impl CallMemory {
     }
 
     /// The budget the call exceeded, if any. Read on every script operation: one byte.
-    pub fn exceeded() -> Option<Exceeded> {
+    pub(crate) fn exceeded() -> Option<Exceeded> {
         CALL.with(|call| call.exceeded.get())
     }
 
     /// The most the call held at once, in bytes (as seen when it crossed its thresholds).
-    pub fn peak() -> usize {
+    pub(crate) fn peak() -> usize {
         CALL.with(|call| call.tracked.get().peak.max(call.net.get()).max(0) as usize)
     }
 }
@@ -352,7 +352,7 @@ impl Drop for CallMemory {
 /// size of its input), and given back when dropped.
 #[must_use = "the bytes go back to the pool when the reservation is dropped"]
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     drawn: usize,
 }
 
@@ -369,7 +369,7 @@ impl Reservation {
     /// Draws what work needing at most `bytes` takes beyond the floor every call has, all or
     /// nothing. On a thread running a call ([`CallMemory`]) it draws nothing: the allocator
     /// counts that call's work already, and counting it twice would stop it at half its budget.
-    pub fn draw(bytes: usize) -> Result<Reservation, PoolShort> {
+    pub(crate) fn draw(bytes: usize) -> Result<Reservation, PoolShort> {
         if CALL.with(|call| call.active.get()) {
             return Ok(Reservation { drawn: 0 });
         }

@@ -8,7 +8,7 @@
 //! see is documented in `docs/scripting.md`.
 
 mod active;
-pub mod ceilings;
+pub(crate) mod ceilings;
 mod coverage;
 mod definitions;
 mod error;
@@ -20,30 +20,28 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
-pub mod memory;
+pub(crate) mod memory;
 mod purity;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
 mod scope;
 mod stack;
+pub use stack::THREAD_STACK;
 pub(crate) mod suggest;
 mod typos;
 
-pub use crate::api::{EventType, ScriptEvent};
-pub use coverage::{LineCoverage, ScriptCoverage, lcov};
-pub use definitions::{HelperInfo, helper_infos};
-pub use error::{LimitKind, ScriptError, ScriptErrorKind};
-pub use events::{EventSink, MAX_EVENTS_PER_SYNC};
-pub use limits::{
-    DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPERATIONS,
-    DEFAULT_MAX_STRING_SIZE, DEFAULT_TIMEOUT_MILLIS, EffectiveLimits, MAX_CALL_DEPTH, MAX_DEPTH,
+pub(crate) use coverage::{ScriptCoverage, lcov};
+pub(crate) use definitions::helper_infos;
+pub(crate) use error::{LimitKind, ScriptError, ScriptErrorKind};
+pub(crate) use events::EventSink;
+pub(crate) use limits::{
+    DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_MAP_SIZE, DEFAULT_MAX_STRING_SIZE, EffectiveLimits,
 };
-pub use log::{LogLevel, LogLine, LogSink};
-pub use purity::Purity;
+pub(crate) use log::LogSink;
+pub(crate) use purity::Purity;
 pub use scope::{CallContext, CallScope};
-pub use stack::THREAD_STACK;
-pub use typos::{Misspelled, misspelled_helpers};
+pub(crate) use typos::misspelled_helpers;
 
 use crate::api::{HookKind, Language};
 use helper_env::HelperEnv;
@@ -96,7 +94,7 @@ impl fmt::Display for ScriptOrigin {
 
 /// A path as messages show it: without the `.` steps that joining relative directories leaves
 /// (`././sync.rhai` is shown `./sync.rhai`).
-pub fn shown_path(path: &std::path::Path) -> PathBuf {
+pub(crate) fn shown_path(path: &std::path::Path) -> PathBuf {
     path.components().collect()
 }
 
@@ -121,7 +119,7 @@ impl ScriptSource {
         }
     }
 
-    pub fn with_libraries(mut self, libraries: Vec<LibrarySource>) -> Self {
+    pub(crate) fn with_libraries(mut self, libraries: Vec<LibrarySource>) -> Self {
         self.libraries = libraries;
         self
     }
@@ -138,7 +136,7 @@ pub struct LibrarySource {
 
 /// The most libraries a script may be compiled with (a controller may list): each one runs
 /// before every call of its hooks.
-pub const MAX_LIBRARIES: usize = 16;
+pub(crate) const MAX_LIBRARIES: usize = 16;
 
 /// Names a library may not take: the Lua globals a hook relies on (keywords, the standard
 /// library, the sandbox's own) and the helpers, which a Lua library bound to the same name would
@@ -224,7 +222,7 @@ const RESERVED_NAMES: &[&str] = &[
 
 /// Whether `names` can name a list of libraries: at most [`MAX_LIBRARIES`], none twice, each
 /// a plain identifier that hides nothing a script uses. The error names the library and why.
-pub fn check_library_names<'a>(
+pub(crate) fn check_library_names<'a>(
     names: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), (String, String)> {
     let mut seen = BTreeSet::new();
@@ -302,16 +300,16 @@ impl Layout {
     }
 
     /// The hook's part.
-    pub fn hook(&self) -> &Part {
+    pub(crate) fn hook(&self) -> &Part {
         self.parts.last().expect("a layout always holds the hook")
     }
 
-    pub fn libraries(&self) -> &[Part] {
+    pub(crate) fn libraries(&self) -> &[Part] {
         &self.parts[..self.parts.len() - 1]
     }
 
     /// The part a program line falls in, and the line within it.
-    pub fn locate(&self, line: u32) -> (&Part, u32) {
+    pub(crate) fn locate(&self, line: u32) -> (&Part, u32) {
         let part = self
             .parts
             .iter()
@@ -322,7 +320,7 @@ impl Layout {
     }
 
     /// The program line of a line of a part.
-    pub fn program_line(part: &Part, line: u32) -> u32 {
+    pub(crate) fn program_line(part: &Part, line: u32) -> u32 {
         part.first_line + line.saturating_sub(1)
     }
 
@@ -333,7 +331,7 @@ impl Layout {
     }
 
     /// Splits program lines into each part's own lines.
-    pub fn split(&self, lines: &BTreeSet<u32>) -> Vec<(&Part, BTreeSet<u32>)> {
+    pub(crate) fn split(&self, lines: &BTreeSet<u32>) -> Vec<(&Part, BTreeSet<u32>)> {
         let mut split: Vec<(&Part, BTreeSet<u32>)> =
             self.parts.iter().map(|p| (p, BTreeSet::new())).collect();
         for line in lines {
@@ -377,24 +375,24 @@ pub struct CompiledScript {
 impl CompiledScript {
     /// SHA-256 (hex) of the language, the code and the libraries': the cache key, and what the
     /// operator compares to notice that a hook's script (or a library it uses) changed.
-    pub fn digest(&self) -> &str {
+    pub(crate) fn digest(&self) -> &str {
         &self.digest
     }
 
-    pub fn language(&self) -> Language {
+    pub(crate) fn language(&self) -> Language {
         self.language
     }
 
-    pub fn origin(&self) -> &ScriptOrigin {
+    pub(crate) fn origin(&self) -> &ScriptOrigin {
         &self.layout.hook().origin
     }
 
-    pub fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         &self.layout.hook().code
     }
 
     /// The libraries compiled with the script, in load order.
-    pub fn libraries(&self) -> impl Iterator<Item = LibrarySource> + '_ {
+    pub(crate) fn libraries(&self) -> impl Iterator<Item = LibrarySource> + '_ {
         self.layout.libraries().iter().map(|part| LibrarySource {
             name: part.library.clone().unwrap_or_default(),
             code: part.code.clone(),
@@ -404,7 +402,7 @@ impl CompiledScript {
 
     /// Why this script may have returned nothing (null) where a map was expected: a Rhai script
     /// that came out of YAML may have lost its final map literal `#{...}` to a YAML comment.
-    pub fn empty_response_hint(&self) -> Option<&'static str> {
+    pub(crate) fn empty_response_hint(&self) -> Option<&'static str> {
         (self.language == Language::Rhai && from_yaml(self.origin())).then_some(YAML_COMMENT_HINT)
     }
 }
@@ -432,7 +430,7 @@ pub(crate) struct CallSetup<'a> {
 impl CallSetup<'_> {
     /// An error of this call at a program line (`Layout`): it names the part (the hook or a
     /// library) the line falls in, and its own line there.
-    pub fn error(
+    pub(crate) fn error(
         &self,
         kind: ScriptErrorKind,
         message: impl Into<String>,
@@ -453,7 +451,7 @@ impl CallSetup<'_> {
     }
 
     /// Moves an error to a program line: the part it falls in, and its own line there.
-    pub fn at_line(&self, mut error: ScriptError, line: u32) -> ScriptError {
+    pub(crate) fn at_line(&self, mut error: ScriptError, line: u32) -> ScriptError {
         let (part, own) = self.script.layout.locate(line);
         error.origin = part.origin.clone();
         error.at(&part.code, Some(own), None)
@@ -461,7 +459,7 @@ impl CallSetup<'_> {
 
     /// The error of a request the script cannot be given (a part nested too deeply); `path` is
     /// where in the request.
-    pub fn request_error(&self, path: &str, message: &str) -> ScriptError {
+    pub(crate) fn request_error(&self, path: &str, message: &str) -> ScriptError {
         self.error(
             ScriptErrorKind::Conversion,
             format!("request{path} cannot be given to the script: {message}"),
@@ -470,7 +468,7 @@ impl CallSetup<'_> {
         )
     }
 
-    pub fn limit_error(&self, limit: LimitKind, line: Option<u32>) -> ScriptError {
+    pub(crate) fn limit_error(&self, limit: LimitKind, line: Option<u32>) -> ScriptError {
         self.error(
             ScriptErrorKind::Limit { limit },
             self.limits.describe(limit),
@@ -482,7 +480,7 @@ impl CallSetup<'_> {
     /// Fails the call when it went over a memory budget. Checked once the script has returned,
     /// before its response is converted (which no progress check watches, and which copies
     /// the response once more), and again after.
-    pub fn check_memory(&self) -> Result<(), ScriptError> {
+    pub(crate) fn check_memory(&self) -> Result<(), ScriptError> {
         match memory::CallMemory::exceeded() {
             None => Ok(()),
             Some(exceeded) => {
@@ -513,7 +511,7 @@ pub struct ScriptEngine {
 
 /// How many objects one response may return in a list by default: more than a controller
 /// should own per object, and far fewer than would strain the API server.
-pub const DEFAULT_MAX_CHILDREN: usize = 1000;
+pub(crate) const DEFAULT_MAX_CHILDREN: usize = 1000;
 
 struct Inner {
     /// Weak entries: a program lives as long as some hook holds it, so scripts replaced by hot
@@ -546,7 +544,7 @@ impl ScriptEngine {
     /// `metascript test --coverage`. Rhai scripts run under a stepping debugger and Luau scripts
     /// are compiled with coverage counters, so this is slower than [`ScriptEngine::new`]; the
     /// results are the same.
-    pub fn with_coverage() -> ScriptEngine {
+    pub(crate) fn with_coverage() -> ScriptEngine {
         ScriptEngine::build(true)
     }
 
@@ -566,42 +564,42 @@ impl ScriptEngine {
     }
 
     /// Caps every call's limits at `ceiling`, whatever its hook asks.
-    pub fn with_ceiling(mut self, ceiling: EffectiveLimits) -> ScriptEngine {
+    pub(crate) fn with_ceiling(mut self, ceiling: EffectiveLimits) -> ScriptEngine {
         self.ceiling = Some(ceiling);
         self
     }
 
     /// Runs every call on its own limit alone, apart from the shared pool: for calls whose
     /// number and limits are bounded by other means (the admission webhook's test runs).
-    pub fn apart_from_pool(mut self) -> ScriptEngine {
+    pub(crate) fn apart_from_pool(mut self) -> ScriptEngine {
         self.apart_from_pool = true;
         self
     }
 
     /// Refuses hooks whose `limits` ask for more than `allowed` ([`ScriptEngine::admits`]).
-    pub fn with_limit_ceilings(mut self, allowed: ceilings::LimitCeilings) -> ScriptEngine {
+    pub(crate) fn with_limit_ceilings(mut self, allowed: ceilings::LimitCeilings) -> ScriptEngine {
         self.allowed = Some(allowed);
         self
     }
 
     /// Whether a hook may ask for `limits` on this engine.
-    pub fn admits(&self, limits: &crate::api::Limits) -> Result<(), ceilings::AboveCeiling> {
+    pub(crate) fn admits(&self, limits: &crate::api::Limits) -> Result<(), ceilings::AboveCeiling> {
         self.allowed.map_or(Ok(()), |allowed| allowed.check(limits))
     }
 
     /// Sets how many objects one response may return in a list.
-    pub fn with_max_children(mut self, max_children: usize) -> ScriptEngine {
+    pub(crate) fn with_max_children(mut self, max_children: usize) -> ScriptEngine {
         self.max_children = max_children;
         self
     }
 
-    pub fn max_children(&self) -> usize {
+    pub(crate) fn max_children(&self) -> usize {
         self.max_children
     }
 
     /// The line coverage gathered so far, by script origin; empty unless built
     /// [`ScriptEngine::with_coverage`].
-    pub fn coverage(&self) -> Vec<ScriptCoverage> {
+    pub(crate) fn coverage(&self) -> Vec<ScriptCoverage> {
         self.inner
             .coverage
             .as_ref()
@@ -665,8 +663,9 @@ impl ScriptEngine {
         }))
     }
 
+    #[cfg(test)]
     /// How many distinct programs are cached and alive (for tests and metrics).
-    pub fn cached_programs(&self) -> usize {
+    pub(crate) fn cached_programs(&self) -> usize {
         self.inner
             .cache
             .lock()
@@ -767,9 +766,10 @@ impl ScriptEngine {
         result
     }
 
+    #[cfg(test)]
     /// Runs a script on tokio's blocking pool, so a slow script never stalls the runtime's
     /// worker threads.
-    pub async fn call_async(
+    pub(crate) async fn call_async(
         &self,
         script: Arc<CompiledScript>,
         request: Arc<serde_json::Value>,
@@ -796,7 +796,7 @@ impl ScriptEngine {
 /// The operator's async runtime. Its threads, the blocking pool's among them (where hook
 /// scripts run), have the stack a Rhai call needs ([`stack::THREAD_STACK`]), so calls run on
 /// them as they are rather than on a stack made for each.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(stack::THREAD_STACK)
@@ -804,7 +804,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// Advice for a Rhai script in YAML that lost a line starting with `#` (a map literal `#{`).
-pub const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
+pub(crate) const YAML_COMMENT_HINT: &str = "in YAML, a line starting with `#` (such as a Rhai map literal \
     `#{`) is a comment unless it is inside a block scalar (`inline: |`) and indented at least as \
     far as the block's first line: if the script's map literal became a YAML comment, indent it";
 
@@ -817,7 +817,7 @@ fn from_yaml(origin: &ScriptOrigin) -> bool {
 /// Editor definitions of the hook environment (`request`, responses, helpers) for a language:
 /// a LuaLS `---@meta` file or a Rhai `.d.rhai` file (`docs/scripting.md`).
 /// `hooks` are the hooks of every kind.
-pub fn definitions(language: Language, hooks: &[HookKind]) -> String {
+pub(crate) fn definitions(language: Language, hooks: &[HookKind]) -> String {
     match language {
         Language::Lua => definitions::lua(hooks),
         Language::Rhai => rhai_engine::definitions(hooks),

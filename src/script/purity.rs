@@ -13,22 +13,24 @@ use std::sync::{Arc, OnceLock};
 pub struct Purity(Arc<OnceLock<&'static str>>);
 
 impl Purity {
-    pub fn new() -> Purity {
+    #[cfg(test)]
+    pub(crate) fn new() -> Purity {
         Purity::default()
     }
 
     /// Notes that a call used something besides its request (the first use is kept, to be
     /// named in logs).
-    pub fn taint(&self, source: &'static str) {
+    pub(crate) fn taint(&self, source: &'static str) {
         let _ = self.0.set(source);
     }
 
     /// What made the calls impure, or `None` while they are pure.
-    pub fn impurity(&self) -> Option<&'static str> {
+    pub(crate) fn impurity(&self) -> Option<&'static str> {
         self.0.get().copied()
     }
 
-    pub fn is_pure(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_pure(&self) -> bool {
         self.impurity().is_none()
     }
 }

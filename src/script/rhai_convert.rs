@@ -28,7 +28,7 @@ impl ConvertError {
     }
 
     /// A path like `.attachments[2].metadata`, empty for the value itself.
-    pub fn path(&self) -> String {
+    pub(super) fn path(&self) -> String {
         self.reversed_path.iter().rev().cloned().collect()
     }
 }

@@ -53,7 +53,7 @@ pub(crate) struct RhaiEngines {
 }
 
 impl RhaiEngines {
-    pub fn new(coverage: bool) -> RhaiEngines {
+    pub(super) fn new(coverage: bool) -> RhaiEngines {
         RhaiEngines {
             base: Arc::new(build_engine(DEFAULT_SIZES, coverage)),
             sized: Mutex::new(Vec::with_capacity(MAX_SIZED_ENGINES)),
@@ -95,7 +95,7 @@ impl RhaiEngines {
 
     /// Compiles a hook with its libraries: each library alone first (so its errors name it, and
     /// to check it only defines functions), then the whole program as one text.
-    pub fn compile(&self, layout: &Layout) -> Result<Code, ScriptError> {
+    pub(super) fn compile(&self, layout: &Layout) -> Result<Code, ScriptError> {
         for library in layout.libraries() {
             let refuse = |message: String, (line, column)| {
                 ScriptError::new(
@@ -161,7 +161,7 @@ impl RhaiEngines {
         Ok(Code::Rhai(ast))
     }
 
-    pub fn call(
+    pub(super) fn call(
         &self,
         ast: &AST,
         request: &Value,

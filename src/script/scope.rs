@@ -31,7 +31,7 @@ pub struct CallScope {
 
 impl CallScope {
     /// A scope whose `get` and `list` read through `reads`.
-    pub fn reading(reads: ReadAccess) -> CallScope {
+    pub(crate) fn reading(reads: ReadAccess) -> CallScope {
         CallScope {
             reads: Some(reads),
             ..CallScope::default()
@@ -64,17 +64,14 @@ impl CallContext {
         self
     }
 
-    pub fn with_scope(mut self, scope: CallScope) -> CallContext {
-        self.scope = scope;
-        self
-    }
-
-    pub fn with_clock(mut self, clock: jiff::Timestamp) -> CallContext {
+    #[cfg(test)]
+    pub(crate) fn with_clock(mut self, clock: jiff::Timestamp) -> CallContext {
         self.scope.clock = Some(clock);
         self
     }
 
-    pub fn with_logs(mut self, logs: LogSink) -> CallContext {
+    #[cfg(test)]
+    pub(crate) fn with_logs(mut self, logs: LogSink) -> CallContext {
         self.scope.logs = Some(logs);
         self
     }

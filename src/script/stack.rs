@@ -27,14 +27,14 @@ const MIB: usize = 1024 * 1024;
 /// What evaluating a call may use: the deepest a script can go (64 nested calls) used 376 KiB.
 /// Printing or comparing a nested value takes 1.4 to 1.8 KiB per level, so a value about 2,500
 /// levels deep stops there.
-pub const STACK_BUDGET: usize = 4 * MIB;
+pub(super) const STACK_BUDGET: usize = 4 * MIB;
 /// Left below [`STACK_BUDGET`] for the recursions over values that run within one operation:
 /// dropping, copying or formatting (in an error) a value takes at most 354 bytes per level of
 /// maps and 267 of lists, so this holds maps about 190,000 levels deep, which take a call about
 /// 30 minutes to build (lists: 250,000 levels, as long).
-pub const DEPTH_RESERVE: usize = 64 * MIB;
+pub(super) const DEPTH_RESERVE: usize = 64 * MIB;
 /// The stack a Rhai call runs with.
-pub const CALL_STACK: usize = STACK_BUDGET + DEPTH_RESERVE;
+pub(super) const CALL_STACK: usize = STACK_BUDGET + DEPTH_RESERVE;
 /// The stack of the operator's threads: a call, and what its thread used before it. Virtual
 /// memory: a thread only holds the pages its deepest call touched.
 pub const THREAD_STACK: usize = CALL_STACK + 2 * MIB;
@@ -47,7 +47,7 @@ thread_local! {
 /// Runs a Rhai call with [`CALL_STACK`] of stack: on this thread's when it has that much left
 /// (the operator's threads have, [`THREAD_STACK`]), else on one made for the call and freed
 /// after it (tests, command-line tools).
-pub fn run<R>(call: impl FnOnce() -> R) -> R {
+pub(super) fn run<R>(call: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(CALL_STACK, THREAD_STACK, || {
         let _floor = Floor::set(here().saturating_sub(STACK_BUDGET));
         call()
@@ -55,7 +55,7 @@ pub fn run<R>(call: impl FnOnce() -> R) -> R {
 }
 
 /// Whether the running call has used its [`STACK_BUDGET`].
-pub fn exhausted() -> bool {
+pub(super) fn exhausted() -> bool {
     let floor = FLOOR.with(Cell::get);
     floor != 0 && here() < floor
 }

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 /// A call that is probably a misspelled helper.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Misspelled {
+pub(crate) struct Misspelled {
     /// 1-based.
     pub line: u32,
     pub column: u32,
@@ -32,7 +32,7 @@ impl std::fmt::Display for Misspelled {
 }
 
 /// The calls in `code` that are probably misspelled helpers, in order.
-pub fn misspelled_helpers(language: Language, code: &str) -> Vec<Misspelled> {
+pub(crate) fn misspelled_helpers(language: Language, code: &str) -> Vec<Misspelled> {
     static RHAI: OnceLock<BTreeSet<String>> = OnceLock::new();
     static LUA: OnceLock<BTreeSet<String>> = OnceLock::new();
     let (calls, known) = match language {

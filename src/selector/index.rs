@@ -13,7 +13,7 @@ use std::hash::Hash;
 
 /// Where a selector is filed: something every object it matches has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Anchor<'a> {
+pub(crate) enum Anchor<'a> {
     /// One of these names (a related rule's `names`, a field selector's `metadata.name=`).
     Names(&'a [String]),
     /// The label `key` with one of these values (an exact pair, an `In`).
@@ -27,7 +27,7 @@ pub enum Anchor<'a> {
 impl<'a> Anchor<'a> {
     /// The most selective anchor of a selector whose objects must also bear one of `names`
     /// (none: any name).
-    pub fn of(
+    pub(crate) fn of(
         names: &'a [String],
         exact: &'a BTreeMap<String, String>,
         expressions: &'a [Requirement],
@@ -53,13 +53,13 @@ impl<'a> Anchor<'a> {
 }
 
 impl Selector {
-    pub fn anchor<'a>(&'a self, names: &'a [String]) -> Anchor<'a> {
+    pub(crate) fn anchor<'a>(&'a self, names: &'a [String]) -> Anchor<'a> {
         Anchor::of(names, &self.match_exact, &self.expressions)
     }
 }
 
 impl LabelSelector {
-    pub fn anchor<'a>(&'a self, names: &'a [String]) -> Anchor<'a> {
+    pub(crate) fn anchor<'a>(&'a self, names: &'a [String]) -> Anchor<'a> {
         Anchor::of(names, &self.match_labels, &self.match_expressions)
     }
 }
@@ -67,7 +67,7 @@ impl LabelSelector {
 /// Items (whatever names a selector: a work item's read, a target's rule) filed by their
 /// selectors' anchors.
 #[derive(Debug)]
-pub struct SelectorIndex<T> {
+pub(crate) struct SelectorIndex<T> {
     everything: HashSet<T>,
     names: HashMap<String, HashSet<T>>,
     labels: HashMap<String, Label<T>>,
@@ -100,7 +100,7 @@ impl<T> Default for Label<T> {
 }
 
 impl<T: Hash + Eq + Clone> SelectorIndex<T> {
-    pub fn insert(&mut self, anchor: Anchor<'_>, item: T) {
+    pub(crate) fn insert(&mut self, anchor: Anchor<'_>, item: T) {
         match anchor {
             Anchor::Names(names) => {
                 for name in names {
@@ -131,7 +131,7 @@ impl<T: Hash + Eq + Clone> SelectorIndex<T> {
     }
 
     /// Removes an item filed under `anchor` (the anchor it was inserted with).
-    pub fn remove(&mut self, anchor: Anchor<'_>, item: &T) {
+    pub(crate) fn remove(&mut self, anchor: Anchor<'_>, item: &T) {
         match anchor {
             Anchor::Names(names) => {
                 for name in names {
@@ -162,14 +162,14 @@ impl<T: Hash + Eq + Clone> SelectorIndex<T> {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.everything.is_empty() && self.names.is_empty() && self.labels.is_empty()
     }
 
     /// The items whose selectors may match `object`: every one that does, and some that do not
     /// (the caller checks each). None twice: an item is filed under one name, value or label
     /// of a key, and an object has one name and one value per label.
-    pub fn candidates<'a>(&'a self, object: &'a Value) -> impl Iterator<Item = &'a T> + 'a {
+    pub(crate) fn candidates<'a>(&'a self, object: &'a Value) -> impl Iterator<Item = &'a T> + 'a {
         let named = self.names.get(object::name(object)).into_iter().flatten();
         let labelled = object::metadata_map(object, "labels")
             .into_iter()

@@ -2,11 +2,9 @@
 //! is in the text ([`positions`]), so a place inside an inline script (an error's line and
 //! column, an editor's cursor) can be told as the file's own line and column.
 
-pub mod positions;
+pub(crate) mod positions;
 
-pub use positions::{
-    Comment, Node, Position, Range, Step, YamlDocument, YamlIndex, YamlSyntaxError, path_text,
-};
+pub(crate) use positions::{Node, Position, Range, YamlIndex};
 
 use serde_json::Value;
 

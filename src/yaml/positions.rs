@@ -11,7 +11,7 @@ use std::fmt;
 
 /// A place in a text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Position {
+pub(crate) struct Position {
     /// 0-based line.
     pub line: u32,
     /// 0-based column, in characters (not bytes).
@@ -20,27 +20,27 @@ pub struct Position {
 
 /// A stretch of a text, its end exclusive.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Range {
+pub(crate) struct Range {
     pub start: Position,
     pub end: Position,
 }
 
 impl Range {
     /// Whether `at` is in the range or at its end (where a cursor after the last character is).
-    pub fn contains(&self, at: Position) -> bool {
+    pub(crate) fn contains(&self, at: Position) -> bool {
         self.start <= at && at <= self.end
     }
 }
 
 /// One step of a path from a document's root.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Key(String),
     Index(usize),
 }
 
 /// A path the way findings and errors name fields: `spec.tests[1]`, `data.sync.rhai`.
-pub fn path_text(path: &[Step]) -> String {
+pub(crate) fn path_text(path: &[Step]) -> String {
     let mut text = String::new();
     for step in path {
         match step {
@@ -58,7 +58,7 @@ pub fn path_text(path: &[Step]) -> String {
 
 /// A value in a document: a scalar, a mapping or a sequence.
 #[derive(Clone, Debug)]
-pub struct Node {
+pub(crate) struct Node {
     pub path: Vec<Step>,
     /// Where its key is, for a value in a mapping.
     pub key: Option<Range>,
@@ -67,21 +67,13 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn path_text(&self) -> String {
+    pub(crate) fn path_text(&self) -> String {
         path_text(&self.path)
     }
 
     /// The string value of a scalar (whatever its type to YAML: `1` is "1").
-    pub fn scalar(&self) -> Option<&str> {
+    pub(crate) fn scalar(&self) -> Option<&str> {
         self.scalar.as_ref().map(|scalar| scalar.text.as_str())
-    }
-
-    /// The last step of its path, when it is a key.
-    pub fn key_name(&self) -> Option<&str> {
-        match self.path.last() {
-            Some(Step::Key(key)) => Some(key),
-            _ => None,
-        }
     }
 }
 
@@ -99,7 +91,7 @@ struct Scalar {
 
 /// A comment, `#` and all.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Comment {
+pub(crate) struct Comment {
     /// What follows the `#`.
     pub text: String,
     pub range: Range,
@@ -107,7 +99,7 @@ pub struct Comment {
 
 /// One document of a YAML text.
 #[derive(Clone, Debug, Default)]
-pub struct YamlDocument {
+pub(crate) struct YamlDocument {
     /// In the order they appear; the root first.
     pub nodes: Vec<Node>,
     pub comments: Vec<Comment>,
@@ -115,18 +107,12 @@ pub struct YamlDocument {
 
 impl YamlDocument {
     /// The node at a path, named as [`path_text`] names it (`spec.hooks.sync`).
-    pub fn node(&self, path: &str) -> Option<&Node> {
+    pub(crate) fn node(&self, path: &str) -> Option<&Node> {
         self.nodes.iter().find(|node| node.path_text() == path)
     }
 
-    /// The innermost node whose value is at `at`.
-    pub fn node_at(&self, at: Position) -> Option<&Node> {
-        // Nodes nest in order, so the last one containing `at` is the innermost.
-        self.nodes.iter().rev().find(|node| node.value.contains(at))
-    }
-
     /// Whether the document holds nothing (`parse_documents` skips it): no node, or a null root.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         match self.nodes.first() {
             None => true,
             Some(root) => {
@@ -138,7 +124,10 @@ impl YamlDocument {
 
     /// The comments between the end of `node` and the start of the next node: where a line that
     /// was meant to continue a script went when YAML read it as a comment.
-    pub fn comments_after<'a>(&'a self, node: &Node) -> impl Iterator<Item = &'a Comment> + 'a {
+    pub(crate) fn comments_after<'a>(
+        &'a self,
+        node: &Node,
+    ) -> impl Iterator<Item = &'a Comment> + 'a {
         let end = node.value.end;
         let next = self
             .nodes
@@ -154,7 +143,7 @@ impl YamlDocument {
 
 /// YAML that does not parse, and where.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct YamlSyntaxError {
+pub(crate) struct YamlSyntaxError {
     pub at: Position,
     pub message: String,
 }
@@ -174,7 +163,7 @@ impl fmt::Display for YamlSyntaxError {
 /// The nodes and comments of every document of a YAML text, and the text, to map places in
 /// string values to places in the file.
 #[derive(Clone, Debug)]
-pub struct YamlIndex {
+pub(crate) struct YamlIndex {
     chars: Vec<char>,
     /// The character offset at which each line starts.
     line_starts: Vec<usize>,
@@ -196,7 +185,7 @@ enum Frame {
 
 impl YamlIndex {
     /// Indexes a YAML text.
-    pub fn parse(text: &str) -> Result<YamlIndex, YamlSyntaxError> {
+    pub(crate) fn parse(text: &str) -> Result<YamlIndex, YamlSyntaxError> {
         let chars: Vec<char> = text.chars().collect();
         let line_starts = std::iter::once(0)
             .chain(
@@ -327,13 +316,14 @@ impl YamlIndex {
         Ok(index)
     }
 
-    pub fn documents(&self) -> &[YamlDocument] {
+    pub(crate) fn documents(&self) -> &[YamlDocument] {
         &self.documents
     }
 
+    #[cfg(test)]
     /// The documents that hold something, in order: the ones [`super::parse_documents`]
     /// returns values of.
-    pub fn non_empty(&self) -> impl Iterator<Item = &YamlDocument> {
+    pub(crate) fn non_empty(&self) -> impl Iterator<Item = &YamlDocument> {
         self.documents
             .iter()
             .filter(|document| !document.is_empty())
@@ -429,7 +419,12 @@ impl YamlIndex {
     /// Where in the file a place in a scalar's string value is: `line` and `column` 1-based, as
     /// script errors count them. Without a column, the line's first character that is not
     /// white space. `None` for a node that is not a scalar.
-    pub fn file_position(&self, node: &Node, line: u32, column: Option<u32>) -> Option<Position> {
+    pub(crate) fn file_position(
+        &self,
+        node: &Node,
+        line: u32,
+        column: Option<u32>,
+    ) -> Option<Position> {
         let scalar = node.scalar.as_ref()?;
         let text: Vec<char> = scalar.text.chars().collect();
         let origins = self.origins(scalar);
@@ -461,7 +456,7 @@ impl YamlIndex {
     /// The character offset in a scalar's string value of a place in the file (an editor's
     /// cursor): the offset of the character there, or of the one after the last character
     /// before it. `None` when `at` is not in the node.
-    pub fn string_offset(&self, node: &Node, at: Position) -> Option<usize> {
+    pub(crate) fn string_offset(&self, node: &Node, at: Position) -> Option<usize> {
         let scalar = node.scalar.as_ref()?;
         if !node.value.contains(at) {
             return None;
@@ -479,7 +474,7 @@ impl YamlIndex {
     }
 
     /// The text of a line of the file, without its line break.
-    pub fn line_text(&self, line: u32) -> String {
+    pub(crate) fn line_text(&self, line: u32) -> String {
         let Some(start) = self.line_starts.get(line as usize) else {
             return String::new();
         };

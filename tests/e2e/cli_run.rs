@@ -158,7 +158,7 @@ async fn recorded_calls_replay_as_tests_with_secrets_redacted() {
     })
     .await;
     let text = std::fs::read_to_string(&recorded).unwrap();
-    assert!(text.contains(metascript::cases::record::REDACTED), "{text}");
+    assert!(text.contains(metascript::reads::REDACTED), "{text}");
     assert!(!text.contains("aHVudGVyMg=="), "the secret leaked:\n{text}");
     let stdout = stdout_of(
         &metascript([OsStr::new("test"), dir.path().as_os_str()]),

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// Test files, or directories searched for `*.test.yaml` (default: the current directory).
     pub paths: Vec<PathBuf>,
     /// Run only cases whose name (or `file :: name`) contains this text.
@@ -43,7 +43,7 @@ pub struct TestArgs {
 /// A test file that cannot be used: bad YAML, a missing file, an unknown hook.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
-pub struct UnusableTest {
+pub(crate) struct UnusableTest {
     pub path: PathBuf,
     pub message: String,
 }
@@ -57,7 +57,7 @@ struct Outcome {
 }
 
 /// The harness as the language server runs it: one test file's cases, for a code lens.
-pub struct LensRunner;
+pub(crate) struct LensRunner;
 
 impl crate::lsp::CaseRunner for LensRunner {
     fn run(&self, test_file: &Path) -> Result<Vec<crate::lsp::CaseOutcome>, String> {
@@ -82,7 +82,7 @@ impl crate::lsp::CaseRunner for LensRunner {
     }
 }
 
-pub fn run(args: TestArgs) -> ExitCode {
+pub(crate) fn run(args: TestArgs) -> ExitCode {
     let roots = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {

@@ -4,7 +4,7 @@ pub(crate) mod fuzz;
 
 use super::*;
 use crate::api::ConfigMapKeyRef;
-use crate::script::CallScope;
+use crate::script::{CallScope, MAX_LIBRARIES};
 use serde_json::json;
 
 fn inline_library(name: &str, language: Language, code: &str) -> Library {

@@ -19,7 +19,7 @@ type Keys = Option<BTreeMap<String, Vec<u8>>>;
 
 /// The objects a controller's webhook credentials name, as its account read them.
 #[derive(Default)]
-pub struct CredentialValues {
+pub(crate) struct CredentialValues {
     objects: BTreeMap<CredentialSource, Keys>,
 }
 
@@ -27,7 +27,7 @@ pub struct CredentialValues {
 /// server did not answer): the load is retried.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read {kind} {namespace}/{name} for webhook credentials: {source}")]
-pub struct ReadError {
+pub(crate) struct ReadError {
     kind: &'static str,
     namespace: String,
     name: String,
@@ -37,7 +37,7 @@ pub struct ReadError {
 
 impl CredentialValues {
     /// Reads every source with `client` (no request at all when there are none).
-    pub async fn read(
+    pub(crate) async fn read(
         client: &kube::Client,
         sources: &[CredentialSource],
     ) -> Result<CredentialValues, ReadError> {
@@ -50,7 +50,7 @@ impl CredentialValues {
 
     /// Identifies what was read (values, absences), to tell a rotation; a hash, so the values
     /// never leave this struct.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         let mut hasher = sha2::Sha256::new();
         for (source, keys) in &self.objects {
             hasher.update(format!("{source:?}").as_bytes());
@@ -125,7 +125,7 @@ fn absent_if_denied<T>(read: Result<Option<T>, kube::Error>) -> Result<Option<T>
 }
 
 /// Credentials from what the controller's account read; scripts from `fallback`.
-pub struct WithCredentials<'a> {
+pub(crate) struct WithCredentials<'a> {
     pub credentials: &'a CredentialValues,
     pub fallback: &'a dyn ConfigMapLookup,
 }
@@ -173,7 +173,7 @@ pub struct CredentialWatch {
 
 impl CredentialWatch {
     /// `None` for a controller whose webhooks name no credential object: nothing to poll.
-    pub fn new(
+    pub(crate) fn new(
         reader: &kube::Client,
         sources: Vec<CredentialSource>,
         read: &CredentialValues,
@@ -185,17 +185,17 @@ impl CredentialWatch {
         })
     }
 
-    pub fn digest(&self) -> &str {
+    pub(crate) fn digest(&self) -> &str {
         &self.digest
     }
 
     /// Whether both read the same objects (though maybe when they held other values).
-    pub fn reads_the_same(&self, other: &CredentialWatch) -> bool {
+    pub(crate) fn reads_the_same(&self, other: &CredentialWatch) -> bool {
         self.sources == other.sources
     }
 
     /// Whether the objects read differ now from what the controller loaded with.
-    pub async fn changed(&self) -> Result<bool, ReadError> {
+    pub(crate) async fn changed(&self) -> Result<bool, ReadError> {
         let now = CredentialValues::read(&self.reader, &self.sources).await?;
         Ok(now.digest() != self.digest)
     }

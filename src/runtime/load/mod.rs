@@ -31,7 +31,7 @@ pub struct ScriptSources {
 }
 
 impl ScriptSources {
-    pub fn of(spec: &ControllerSpec) -> ScriptSources {
+    pub(crate) fn of(spec: &ControllerSpec) -> ScriptSources {
         ScriptSources {
             config_maps: spec.config_maps(),
             script_keys: spec.config_map_refs().map(|r| r.key.clone()).collect(),
@@ -40,7 +40,7 @@ impl ScriptSources {
 }
 
 /// A controller's hooks, compiled.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub hooks: Arc<ControllerHooks>,
     pub health: Health,
     /// True when the newest scripts failed and the previous version keeps running.
@@ -51,7 +51,7 @@ pub struct Prepared {
 /// webhook `credentials` its account read; scripts come from `pinned` when given (a revision's
 /// snapshot), else from the ConfigMaps (or the dev loop's files). When the new hooks do not
 /// load but `previous` hooks exist, those keep running and are marked stale.
-pub async fn prepare(
+pub(crate) async fn prepare(
     context: &Context,
     name: &str,
     spec: &ControllerSpec,
@@ -161,7 +161,7 @@ impl Prepared {
 
     /// The previous version's hooks kept running, marked stale, because the newest failed
     /// after they compiled (their `spec.tests`).
-    pub fn kept(
+    pub(crate) fn kept(
         generation: Option<i64>,
         previous: Arc<ControllerHooks>,
         problem: Problem,
@@ -179,12 +179,12 @@ impl Prepared {
 
 /// The most one revision's `spec.tests` may take in the operator: a case not started by then
 /// fails (it was not checked), so the revision does not serve.
-pub const GATE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const GATE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The most one `spec.tests` call may use in the operator, whatever its hook's `limits` ask:
 /// room for a heavy production hook, but not for a case that would hold a blocking thread and
 /// the script pool for minutes.
-pub const GATE_CEILING: EffectiveLimits = EffectiveLimits {
+pub(crate) const GATE_CEILING: EffectiveLimits = EffectiveLimits {
     max_operations: 100_000_000,
     timeout_millis: 5_000,
     max_memory_bytes: 256 * 1024 * 1024,
@@ -197,7 +197,7 @@ pub const GATE_CEILING: EffectiveLimits = EffectiveLimits {
 /// the blocking pool (they run scripts, with the hooks' own limits under [`GATE_CEILING`],
 /// within [`GATE_DEADLINE`]): `Err` names every case that failed. Cases of webhook hooks are
 /// not run, as at admission.
-pub async fn run_spec_tests(
+pub(crate) async fn run_spec_tests(
     context: &Context,
     kind: KindName,
     name: &str,
@@ -284,7 +284,7 @@ async fn may_read(
 /// Whether a type may be watched for a controller running as `account`: the account may list
 /// it cluster-wide, or (a namespaced type the hooks do not `list` through `spec.reads`) in its
 /// own namespace. `Err` says which and what to grant.
-pub async fn may_watch(
+pub(crate) async fn may_watch(
     context: &Context,
     account: &ServiceAccountRef,
     resource: &crate::resources::ResourceType,
@@ -357,7 +357,7 @@ fn keep_last_good(
 }
 
 /// The digests of the hooks running, to tell whether a reload changed anything.
-pub fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
+pub(crate) fn digests(hooks: &ControllerHooks) -> BTreeMap<String, String> {
     hooks
         .iter()
         .map(|hook| (hook.kind.to_string(), hook.digest().to_string()))

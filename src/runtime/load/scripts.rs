@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// ConfigMap keys read from the watch cache (wrapped in `hooks::ScriptsDir` for the dev loop).
-pub struct CachedConfigMaps<'a> {
+pub(crate) struct CachedConfigMaps<'a> {
     pub informers: &'a Informers,
     /// The ConfigMap type as discovery resolved it (the cache's key).
     pub config_maps: &'a ResourceType,
@@ -27,17 +27,17 @@ impl ConfigMapLookup for CachedConfigMaps<'_> {
 }
 
 /// The dev loop's watcher; dropping it stops watching.
-pub type ScriptsWatcher = notify_debouncer_full::Debouncer<
+pub(crate) type ScriptsWatcher = notify_debouncer_full::Debouncer<
     notify::RecommendedWatcher,
     notify_debouncer_full::RecommendedCache,
 >;
 
 /// How long a file must stay unchanged before its change counts: editors save in several
 /// writes (truncate, write, rename), and one save must be one reload of the finished file.
-pub const SETTLE: Duration = Duration::from_millis(150);
+pub(crate) const SETTLE: Duration = Duration::from_millis(150);
 
 /// Watches a scripts directory and sends the name of every file whose changes have settled.
-pub fn watch_dir(
+pub(crate) fn watch_dir(
     dir: &Path,
     changed: mpsc::UnboundedSender<String>,
 ) -> Result<ScriptsWatcher, notify::Error> {

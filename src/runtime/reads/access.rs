@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 /// How long an answer is kept. RBAC changes forget the answers they can alter (see
 /// [`AccessReviews::forget`]); the time bound covers what the watch does not see: authorizers
 /// other than RBAC, and a watch that is re-listing.
-pub const ACCESS_TTL: Duration = Duration::from_secs(30);
+pub(crate) const ACCESS_TTL: Duration = Duration::from_secs(30);
 
 /// How long a refusal is kept: shorter, so a grant the watch has not delivered yet (or that
 /// the API server's authorizer had not seen when asked) is not held against work for long.
-pub const REFUSAL_TTL: Duration = Duration::from_secs(5);
+pub(crate) const REFUSAL_TTL: Duration = Duration::from_secs(5);
 
 /// How many recent forgets an answer being asked is checked against. Forgets come at most once
 /// a second ([`crate::runtime::reads::rbac::RBAC_WINDOW`]) and a question takes one round trip, so this is
@@ -172,7 +172,7 @@ pub struct AccessReviews {
 }
 
 impl AccessReviews {
-    pub fn new(client: kube::Client, metrics: Metrics) -> AccessReviews {
+    pub(crate) fn new(client: kube::Client, metrics: Metrics) -> AccessReviews {
         AccessReviews {
             client,
             answers: Answers::new(ACCESS_TTL),
@@ -183,12 +183,12 @@ impl AccessReviews {
 
     /// Forgets the answers an RBAC change can alter (one window's changes: see
     /// [`crate::runtime::reads::rbac::RbacChanges`]), and the questions about them being asked.
-    pub fn forget(&self, batch: Arc<Batch>) {
+    pub(crate) fn forget(&self, batch: Arc<Batch>) {
         self.answers.forget(batch);
     }
 
     /// SubjectAccessReviews sent so far.
-    pub fn reviews(&self) -> u64 {
+    pub(crate) fn reviews(&self) -> u64 {
         self.reviews.load(Ordering::Relaxed)
     }
 
@@ -197,7 +197,7 @@ impl AccessReviews {
     }
 
     /// Whether `account` may make the read, from the cache or the API server.
-    pub async fn allowed(&self, account: &ServiceAccountRef, scope: &ReadScope) -> Answer {
+    pub(crate) async fn allowed(&self, account: &ServiceAccountRef, scope: &ReadScope) -> Answer {
         self.answers
             .answer((account.clone(), scope.clone()), || {
                 self.reviews.fetch_add(1, Ordering::Relaxed);
@@ -210,7 +210,7 @@ impl AccessReviews {
     }
 
     /// [`AccessReviews::allowed`] as a refusal.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         account: &ServiceAccountRef,
         scope: &ReadScope,
@@ -230,7 +230,7 @@ impl AccessReviews {
     }
 
     /// The policy a controller's hooks read under.
-    pub fn policy(self: &Arc<Self>, account: &ServiceAccountRef) -> Arc<dyn ReadPolicy> {
+    pub(crate) fn policy(self: &Arc<Self>, account: &ServiceAccountRef) -> Arc<dyn ReadPolicy> {
         Arc::new(AccountReads {
             reviews: self.clone(),
             account: account.clone(),

@@ -60,7 +60,7 @@ fn anchor(filter: &ListFilter) -> Anchor<'_> {
 impl DependencyIndex {
     /// Records what a work item's run read, replacing what its previous run read. Returns the
     /// controller's dependency count afterwards.
-    pub fn set(&self, key: &WorkKey, dependencies: Vec<Dependency>) -> usize {
+    pub(crate) fn set(&self, key: &WorkKey, dependencies: Vec<Dependency>) -> usize {
         let mut inner = self.inner.write();
         inner.remove(key);
         if !dependencies.is_empty() {
@@ -98,7 +98,7 @@ impl DependencyIndex {
     }
 
     /// What a work item's last run read, in the order read.
-    pub fn of(&self, key: &WorkKey) -> Vec<Dependency> {
+    pub(crate) fn of(&self, key: &WorkKey) -> Vec<Dependency> {
         self.inner
             .read()
             .by_key
@@ -108,24 +108,24 @@ impl DependencyIndex {
     }
 
     /// Whether any work item of the controller depends on something (a shared lock only).
-    pub fn holds_any(&self, controller: &ControllerId) -> bool {
+    pub(crate) fn holds_any(&self, controller: &ControllerId) -> bool {
         self.inner.read().count(controller) > 0
     }
 
     /// Whether any work item read objects of this type: events of other types need no look.
-    pub fn watches_type(&self, resource: &ResourceType) -> bool {
+    pub(crate) fn watches_type(&self, resource: &ResourceType) -> bool {
         self.inner.read().by_type.contains_key(resource)
     }
 
     /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
-    pub fn remove(&self, key: &WorkKey) -> usize {
+    pub(crate) fn remove(&self, key: &WorkKey) -> usize {
         let mut inner = self.inner.write();
         inner.remove(key);
         inner.count(&key.controller)
     }
 
     /// Forgets every work item of a controller (it was removed).
-    pub fn remove_controller(&self, controller: &ControllerId) {
+    pub(crate) fn remove_controller(&self, controller: &ControllerId) {
         let mut inner = self.inner.write();
         let keys: Vec<WorkKey> = inner
             .by_key
@@ -142,7 +142,7 @@ impl DependencyIndex {
     /// The work items whose reads an event changes: those that got the object, and those
     /// whose list matched its old or its new version (an object that starts or stops matching
     /// changes the list).
-    pub fn affected(&self, event: &ObjectEvent) -> Vec<WorkKey> {
+    pub(crate) fn affected(&self, event: &ObjectEvent) -> Vec<WorkKey> {
         let inner = self.inner.read();
         let Some(index) = inner.by_type.get(&event.resource) else {
             return Vec::new();

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
 
 /// The types whose changes may change an answer, as the operator watches them.
-pub const RBAC_TYPES: [(&str, &str); 4] = [
+pub(crate) const RBAC_TYPES: [(&str, &str); 4] = [
     (RBAC_API_VERSION, "roles"),
     (RBAC_API_VERSION, "rolebindings"),
     (RBAC_API_VERSION, "clusterroles"),
@@ -43,16 +43,16 @@ pub const RBAC_TYPES: [(&str, &str); 4] = [
 
 /// How long RBAC changes are gathered before their answers are forgotten together: at most one
 /// forget (and one retry of refused work) per window, however many changes it saw.
-pub const RBAC_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const RBAC_WINDOW: Duration = Duration::from_secs(1);
 
 /// How long after a window closes its answers are forgotten: the API server's authorizer learns
 /// of a change through a watch of its own, a moment after ours, so a question asked before then
 /// could get the old answer again.
-pub const RBAC_SETTLE: Duration = Duration::from_millis(500);
+pub(crate) const RBAC_SETTLE: Duration = Duration::from_millis(500);
 
 /// Which RBAC type an object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RbacKind {
+pub(crate) enum RbacKind {
     Role,
     ClusterRole,
     RoleBinding,
@@ -61,7 +61,7 @@ pub enum RbacKind {
 
 impl RbacKind {
     /// The RBAC type of a resource type; `None` for every other type.
-    pub fn of(resource: &ResourceType) -> Option<RbacKind> {
+    pub(crate) fn of(resource: &ResourceType) -> Option<RbacKind> {
         if resource.api_version != RBAC_API_VERSION {
             return None;
         }
@@ -77,7 +77,7 @@ impl RbacKind {
 
 /// Accounts an RBAC subject covers, among those whose reads are checked.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Covered {
+pub(crate) enum Covered {
     /// One ServiceAccount (a `ServiceAccount` subject, or a `User` named as its username).
     Account { namespace: String, name: String },
     /// Every ServiceAccount of a namespace (group `system:serviceaccounts:<namespace>`).
@@ -86,7 +86,7 @@ pub enum Covered {
 
 /// Whose answers a change can alter.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Whose {
+pub(crate) enum Whose {
     /// Every account's.
     Every,
     /// Those of the accounts covered (never empty).
@@ -119,7 +119,7 @@ impl Whose {
 /// The answers one RBAC change can alter: some accounts' (or every one's), in one namespace or
 /// everywhere.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reach {
+pub(crate) struct Reach {
     pub whose: Whose,
     /// `Some(namespace)`: reads in that namespace only; `None`: reads in every namespace and
     /// cluster-wide ones.
@@ -129,7 +129,7 @@ pub struct Reach {
 /// What a change of an RBAC object can alter: `old` is the object before (`None` when it was
 /// added, or first seen), `new` after (`None` when it was deleted). `None` when it alters no
 /// answer (see the module's documentation for what each kind reaches).
-pub fn reach(kind: RbacKind, old: Option<&Value>, new: Option<&Value>) -> Option<Reach> {
+pub(crate) fn reach(kind: RbacKind, old: Option<&Value>, new: Option<&Value>) -> Option<Reach> {
     let object = new.or(old)?;
     // A Role or RoleBinding always has a namespace; without one, assume the widest.
     let namespace = match kind {
@@ -229,7 +229,7 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn add(&mut self, reach: Reach) {
+    pub(crate) fn add(&mut self, reach: Reach) {
         self.changes += 1;
         let whose = match reach.namespace {
             None => self.everywhere.as_mut(),
@@ -246,36 +246,40 @@ impl Batch {
 
     /// Whether the changes may have altered whether `account` may make a read in `namespace`
     /// (`None`: a cluster-wide read). An `account` of `None` stands for any account.
-    pub fn covers(&self, account: Option<&ServiceAccountRef>, namespace: Option<&str>) -> bool {
+    pub(crate) fn covers(
+        &self,
+        account: Option<&ServiceAccountRef>,
+        namespace: Option<&str>,
+    ) -> bool {
         let reached = |whose: Option<&Whose>| whose.is_some_and(|whose| whose.covers(account));
         reached(self.everywhere.as_ref())
             || namespace.is_some_and(|namespace| reached(self.namespaces.get(namespace)))
     }
 
     /// How many changes it merges.
-    pub fn changes(&self) -> usize {
+    pub(crate) fn changes(&self) -> usize {
         self.changes
     }
 
     /// Whether it reaches every answer.
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.everywhere == Some(Whose::Every)
     }
 }
 
 /// Where the watch reports what each RBAC change reaches.
 #[derive(Clone, Debug)]
-pub struct RbacSender(mpsc::UnboundedSender<(Instant, Reach)>);
+pub(crate) struct RbacSender(mpsc::UnboundedSender<(Instant, Reach)>);
 
 impl RbacSender {
-    pub fn changed(&self, reach: Reach) {
+    pub(crate) fn changed(&self, reach: Reach) {
         // A closed channel means the operator is shutting down.
         let _ = self.0.send((Instant::now(), reach));
     }
 }
 
 /// The changes the watch reported, gathered into batches (see [`RbacChanges::next`]).
-pub struct RbacChanges {
+pub(crate) struct RbacChanges {
     changes: mpsc::UnboundedReceiver<(Instant, Reach)>,
     /// A change received while gathering a window that closed before it came: the first of the
     /// next window.
@@ -283,7 +287,7 @@ pub struct RbacChanges {
 }
 
 /// A channel for RBAC changes: the watch sends, [`RbacChanges::next`] gathers.
-pub fn rbac_changes() -> (RbacSender, RbacChanges) {
+pub(crate) fn rbac_changes() -> (RbacSender, RbacChanges) {
     let (sender, changes) = mpsc::unbounded_channel();
     (
         RbacSender(sender),
@@ -299,7 +303,7 @@ impl RbacChanges {
     /// [`RBAC_SETTLE`] after the window closed. So batches are at least a window apart, and a
     /// change is acted on at most a window and a settle after it came. `None` once the sender
     /// is gone.
-    pub async fn next(&mut self) -> Option<Batch> {
+    pub(crate) async fn next(&mut self) -> Option<Batch> {
         let (came, first) = match self.early.take() {
             Some(early) => early,
             None => self.changes.recv().await?,

@@ -17,7 +17,7 @@ pub struct Authority {
 impl Authority {
     /// Whether the running task may write now, for the item it acts for (see
     /// [`shard::acting_for`]). Sharded, a task acting for nothing writes nothing.
-    pub fn may_write(&self) -> bool {
+    pub(crate) fn may_write(&self) -> bool {
         match &self.shards {
             Some(shards) => {
                 self.leadership.is_leader()
@@ -28,14 +28,14 @@ impl Authority {
     }
 
     /// Whether this replica may write for `item` now.
-    pub fn may_write_for(&self, item: &Item) -> bool {
+    pub(crate) fn may_write_for(&self, item: &Item) -> bool {
         self.leadership.is_leader() && self.shards.as_ref().is_none_or(|s| s.may_write(item))
     }
 
     /// Whether a work item runs here now. Loading a controller runs on every replica (each
     /// needs it loaded), and so does work that only queues other work (`fans_out`). A standby
     /// runs nothing else (taking over redoes it).
-    pub fn admit(&self, key: &WorkKey, fans_out: bool) -> Admit {
+    pub(crate) fn admit(&self, key: &WorkKey, fans_out: bool) -> Admit {
         if key.work == crate::runtime::keys::Work::Load {
             return Admit::Run;
         }
@@ -50,12 +50,12 @@ impl Authority {
 
     /// Whether this replica keeps what concerns the item (its outcome, its queued work): it
     /// does unless another replica owns it.
-    pub fn assigned(&self, item: &Item) -> bool {
+    pub(crate) fn assigned(&self, item: &Item) -> bool {
         self.shards.as_ref().is_none_or(|s| s.assigned(item))
     }
 
     /// A controller's counts across every replica, from this replica's own.
-    pub fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
+    pub(crate) fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
         match &self.shards {
             Some(shards) => shards.total(controller, own),
             None => own,

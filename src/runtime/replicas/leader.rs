@@ -58,7 +58,7 @@ pub struct Leadership {
 
 impl Leadership {
     /// A replica that runs alone: the leader for good.
-    pub fn always(gauge: Gauge) -> Leadership {
+    pub(crate) fn always(gauge: Gauge) -> Leadership {
         gauge.set(1);
         Leadership {
             fence: Mutex::new(Some(
@@ -70,7 +70,7 @@ impl Leadership {
     }
 
     /// A replica that must win an election before it writes.
-    pub fn standby(gauge: Gauge) -> Leadership {
+    pub(crate) fn standby(gauge: Gauge) -> Leadership {
         gauge.set(0);
         Leadership {
             fence: Mutex::new(None),
@@ -79,7 +79,7 @@ impl Leadership {
         }
     }
 
-    pub fn is_leader(&self) -> bool {
+    pub(crate) fn is_leader(&self) -> bool {
         self.fence
             .lock()
             .is_some_and(|until| Instant::now() < until)
@@ -88,7 +88,7 @@ impl Leadership {
     /// Changes of leadership, as they are noticed (a lapsed fence stops writes at once, even
     /// before it is noticed here). `true` comes again after any lapse, noticed or not: work
     /// was skipped meanwhile.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.changes.subscribe()
     }
 
@@ -131,7 +131,7 @@ impl Leadership {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ElectionError {
+pub(crate) enum ElectionError {
     #[error("lease {namespace}/{name}: {source}")]
     Api {
         namespace: String,
@@ -180,13 +180,13 @@ fn decide(spec: &LeaseSpec, identity: &str, now: jiff::Timestamp) -> Decision {
 }
 
 /// One replica's part in the election.
-pub struct Elector {
+pub(crate) struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
 }
 
 impl Elector {
-    pub fn new(client: kube::Client, config: LeaseConfig) -> Elector {
+    pub(crate) fn new(client: kube::Client, config: LeaseConfig) -> Elector {
         Elector {
             api: Api::namespaced(client, &config.namespace),
             config,
@@ -195,7 +195,7 @@ impl Elector {
 
     /// Takes part until dropped: renews while leading, takes the lease when it is free, and
     /// keeps `leadership` current.
-    pub async fn run(&self, leadership: &Leadership) {
+    pub(crate) async fn run(&self, leadership: &Leadership) {
         loop {
             let sent = Instant::now();
             let pause = match self.acquire_or_renew().await {
@@ -308,7 +308,7 @@ impl Elector {
 
     /// Gives the lease up (on shutdown, after the last write), so a standby takes over at its
     /// next poll instead of after the lease expires.
-    pub async fn release(&self, leadership: &Leadership) -> Result<(), ElectionError> {
+    pub(crate) async fn release(&self, leadership: &Leadership) -> Result<(), ElectionError> {
         leadership.step_down();
         let Some(lease) = self
             .api

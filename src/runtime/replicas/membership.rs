@@ -19,13 +19,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The annotation a replica's counts travel in (see [`Report`]).
-pub const REPORT_ANNOTATION: &str = "metascript.dev/shard-report";
+pub(crate) const REPORT_ANNOTATION: &str = "metascript.dev/shard-report";
 
 /// A Lease seen unchanged for this many of its durations is deleted.
 const ABANDONED_AFTER: u32 = 5;
 
 #[derive(Debug, thiserror::Error)]
-pub enum MembershipError {
+pub(crate) enum MembershipError {
     #[error("shard lease {namespace}/{name}: {source}")]
     Api {
         namespace: String,
@@ -41,14 +41,14 @@ pub enum MembershipError {
 }
 
 /// One replica's part in the membership.
-pub struct Membership {
+pub(crate) struct Membership {
     api: Api<Lease>,
     shards: Arc<Shards>,
     sightings: Mutex<Sightings>,
 }
 
 impl Membership {
-    pub fn new(client: kube::Client, shards: Arc<Shards>) -> Membership {
+    pub(crate) fn new(client: kube::Client, shards: Arc<Shards>) -> Membership {
         Membership {
             api: Api::namespaced(client, &shards.config().namespace),
             shards,
@@ -61,7 +61,7 @@ impl Membership {
     }
 
     /// Takes part until dropped: renews this replica's Lease and lists everyone's.
-    pub async fn run(&self) {
+    pub(crate) async fn run(&self) {
         tokio::join!(self.renew_loop(), self.list_loop());
     }
 
@@ -190,7 +190,7 @@ impl Membership {
     /// Leaves the group (on shutdown, after the last write): writes stop, and the Lease is
     /// deleted, so the others take this replica's items at their next list instead of after
     /// it expires.
-    pub async fn leave(&self) -> Result<(), MembershipError> {
+    pub(crate) async fn leave(&self) -> Result<(), MembershipError> {
         self.shards.stop();
         let name = self.config().lease_name();
         match self.api.delete(&name, &DeleteParams::default()).await {

@@ -50,11 +50,11 @@ pub struct ShardConfig {
 
 impl ShardConfig {
     /// The label every Lease of a group carries.
-    pub const GROUP_LABEL: &str = "metascript.dev/shard-group";
+    pub(crate) const GROUP_LABEL: &str = "metascript.dev/shard-group";
 
     /// This replica's Lease: the group and a digest of the identity (which need not be a valid
     /// object name).
-    pub fn lease_name(&self) -> String {
+    pub(crate) fn lease_name(&self) -> String {
         format!(
             "{}-{}",
             self.group,
@@ -98,11 +98,11 @@ impl ShardConfig {
 pub struct Item([u8; 32]);
 
 impl Item {
-    pub fn controller(controller: &ControllerId) -> Item {
+    pub(crate) fn controller(controller: &ControllerId) -> Item {
         Item::digest(&["controller", controller.kind.as_str(), &controller.name])
     }
 
-    pub fn object(controller: &ControllerId, object: &ObjRef) -> Item {
+    pub(crate) fn object(controller: &ControllerId, object: &ObjRef) -> Item {
         Item::digest(&[
             "object",
             controller.kind.as_str(),
@@ -113,7 +113,7 @@ impl Item {
 
     /// A map parent's outputs of one map key. The group with no key stands for the parent
     /// itself (its selector), and is the parent's.
-    pub fn group(controller: &ControllerId, parent: &ObjRef, key: &str) -> Item {
+    pub(crate) fn group(controller: &ControllerId, parent: &ObjRef, key: &str) -> Item {
         if key.is_empty() {
             return Item::object(controller, parent);
         }
@@ -129,7 +129,7 @@ impl Item {
     /// What a work item writes for. A map pair is its input's group (the map key is a digest
     /// of the input's identity), so the pair and an item settling that group's outputs are
     /// always the same replica's.
-    pub fn of(key: &WorkKey) -> Item {
+    pub(crate) fn of(key: &WorkKey) -> Item {
         let controller = &key.controller;
         match &key.work {
             Work::Load => Item::controller(controller),
@@ -204,7 +204,7 @@ fn owner<'a>(members: &'a [Member], item: &Item) -> Option<&'a Member> {
 
 /// What one replica tells the others in its Lease: its counts per controller, which the
 /// replica owning a controller adds up into its status.
-pub type Report = BTreeMap<String, Counts>;
+pub(crate) type Report = BTreeMap<String, Counts>;
 
 /// The members as one list of the Leases showed them.
 #[derive(Debug)]
@@ -238,7 +238,7 @@ struct State {
 
 /// Whether a work item runs here now.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     Run,
     /// This replica owns it but may not write yet (warming up, or its view or lease lapsed):
     /// look again then.
@@ -259,7 +259,7 @@ pub struct Shards {
 }
 
 impl Shards {
-    pub fn new(config: ShardConfig, metrics: Metrics) -> Shards {
+    pub(crate) fn new(config: ShardConfig, metrics: Metrics) -> Shards {
         Shards {
             me: Member::new(config.identity.clone()),
             config,
@@ -269,14 +269,14 @@ impl Shards {
         }
     }
 
-    pub fn config(&self) -> &ShardConfig {
+    pub(crate) fn config(&self) -> &ShardConfig {
         &self.config
     }
 
     /// A renewal (or the creation) of this replica's Lease, sent and answered then. It keeps
     /// the replica a member without a break only if answered before the fence; otherwise the
     /// others may have dropped it meanwhile, and it joins again.
-    pub fn renewed(&self, sent: Instant, answered: Instant) {
+    pub(crate) fn renewed(&self, sent: Instant, answered: Instant) {
         let fence = sent + self.config.duration - self.config.margin();
         if answered >= fence {
             // Answered after the fence it would set (the replica was frozen, or the API slow):
@@ -295,7 +295,7 @@ impl Shards {
     }
 
     /// This replica's Lease is gone (deleted, or never created): writes stop at once.
-    pub fn lost(&self) {
+    pub(crate) fn lost(&self) {
         if self.stop() {
             tracing::warn!(identity = %self.config.identity, "this replica's Lease is gone; writes stop");
         }
@@ -303,7 +303,7 @@ impl Shards {
 
     /// Stops every write at once (the replica leaves, or lost its Lease); whether it was a
     /// member.
-    pub fn stop(&self) -> bool {
+    pub(crate) fn stop(&self) -> bool {
         let mut state = self.state.lock();
         let was_member = state.fence.take().is_some();
         state.joining = None;
@@ -313,7 +313,7 @@ impl Shards {
     }
 
     /// A list of the members, sent then, with what each reported.
-    pub fn listed(&self, sent: Instant, members: Vec<(String, Report)>) {
+    pub(crate) fn listed(&self, sent: Instant, members: Vec<(String, Report)>) {
         let mut state = self.state.lock();
         let mut reports = HashMap::new();
         let mut listed: Vec<Member> = Vec::with_capacity(members.len());
@@ -368,26 +368,26 @@ impl Shards {
     }
 
     /// Changes of the members, as they are noticed.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }
 
     /// Whether the current view gives the item to this replica (whether or not it may write
     /// now): what it keeps outcomes and queued work for.
-    pub fn assigned(&self, item: &Item) -> bool {
+    pub(crate) fn assigned(&self, item: &Item) -> bool {
         let state = self.state.lock();
         self.owned_in(&state, item)
     }
 
     /// Whether this replica may write for the item now.
-    pub fn may_write(&self, item: &Item) -> bool {
+    pub(crate) fn may_write(&self, item: &Item) -> bool {
         let state = self.state.lock();
         self.wait(&state, Instant::now()).is_none() && self.owned_in(&state, item)
     }
 
     /// Whether a work item for `item` runs now (`fans_out`: it only queues other work, which
     /// every replica does for itself).
-    pub fn admit(&self, item: &Item, fans_out: bool) -> Admit {
+    pub(crate) fn admit(&self, item: &Item, fans_out: bool) -> Admit {
         let state = self.state.lock();
         if fans_out {
             return Admit::Run;
@@ -403,7 +403,7 @@ impl Shards {
 
     /// Records this replica's counts for one controller (for its Lease), and returns them
     /// added to what the other members reported for it.
-    pub fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
+    pub(crate) fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
         let key = controller.to_string_short();
         self.metrics
             .owned_items
@@ -418,12 +418,12 @@ impl Shards {
     }
 
     /// Forgets the report of controllers that are gone.
-    pub fn retain_report(&self, keep: impl Fn(&str) -> bool) {
+    pub(crate) fn retain_report(&self, keep: impl Fn(&str) -> bool) {
         self.state.lock().report.retain(|key, _| keep(key));
     }
 
     /// What this replica reports in its Lease.
-    pub fn report(&self) -> Report {
+    pub(crate) fn report(&self) -> Report {
         self.state.lock().report.clone()
     }
 
@@ -457,7 +457,7 @@ impl Shards {
     }
 
     /// Refreshes the `writable` gauge (a fence or view lapses, a warm-up ends, with time).
-    pub fn refresh_metrics(&self) {
+    pub(crate) fn refresh_metrics(&self) {
         self.publish_writable(&self.state.lock());
     }
 }
@@ -469,12 +469,12 @@ tokio::task_local! {
 
 /// Runs `work` as writing for `item`: every write it makes, however deep, is checked against
 /// that item's owner at the moment it is sent, without handing the item down every call.
-pub async fn acting_for<F: Future>(item: Item, work: F) -> F::Output {
+pub(crate) async fn acting_for<F: Future>(item: Item, work: F) -> F::Output {
     ACTING_FOR.scope(item, work).await
 }
 
 /// The item the running task writes for, if any.
-pub fn acting() -> Option<Item> {
+pub(crate) fn acting() -> Option<Item> {
     ACTING_FOR.try_with(|item| *item).ok()
 }
 

@@ -22,7 +22,7 @@ pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
 /// that may write for the controller only: a standby or a new owner adds it when it takes
 /// over, since it reloads every controller then). A failure is retried through the
 /// controller's load.
-pub async fn keep_cleanup_finalizer(
+pub(crate) async fn keep_cleanup_finalizer(
     context: &Arc<Context>,
     id: &ControllerId,
     object: &Value,
@@ -44,7 +44,7 @@ pub async fn keep_cleanup_finalizer(
 
 /// Removes `finalizer` from every object of the `types` a deleted controller synced, as the
 /// controller's ServiceAccount, then the cleanup finalizer from the controller object itself.
-pub async fn release_finalizers(
+pub(crate) async fn release_finalizers(
     context: &Context,
     id: &ControllerId,
     object: &Value,

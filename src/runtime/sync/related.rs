@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// as in Metacontroller (whose cache goes by generation): a status the object's own controller
 /// updates all the time would otherwise ask the hook again at every sync.
 #[derive(Debug, Default)]
-pub struct CustomizeCache(Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
+pub(crate) struct CustomizeCache(Mutex<HashMap<ObjRef, (String, Vec<RelatedRule>)>>);
 
 /// Fields of an object that change without anything a customize hook answers about changing.
 const NOT_ASKED_ABOUT: [&str; 3] = ["status", "resourceVersion", "managedFields"];
@@ -78,14 +78,14 @@ impl CustomizeCache {
         )
     }
 
-    pub fn remove(&self, target: &ObjRef) {
+    pub(crate) fn remove(&self, target: &ObjRef) {
         self.0.lock().remove(target);
     }
 }
 
 /// An object's related rules in the operator: its customize answer kept while it holds, and the
 /// rules' types resolved, watched and indexed, so their objects' changes re-sync the object.
-pub struct Watched<'a> {
+pub(crate) struct Watched<'a> {
     pub context: &'a Context,
     pub id: &'a ControllerId,
     pub index: &'a RelatedIndex,
@@ -142,7 +142,7 @@ impl Related for Watched<'_> {
 type Scope = (ResourceType, Option<String>);
 
 #[derive(Debug, Default)]
-pub struct RelatedIndex {
+pub(crate) struct RelatedIndex {
     inner: RwLock<Inner>,
 }
 
@@ -168,7 +168,7 @@ static NO_LABELS: std::collections::BTreeMap<String, String> = std::collections:
 
 impl RelatedIndex {
     /// Records a target's rules, replacing those of its previous sync.
-    pub fn set(&self, target: &ObjRef, target_object: &Value, rules: RelatedRules) {
+    pub(crate) fn set(&self, target: &ObjRef, target_object: &Value, rules: RelatedRules) {
         let mut inner = self.inner.write();
         inner.remove(target);
         if rules.is_empty() {
@@ -192,7 +192,7 @@ impl RelatedIndex {
     }
 
     /// The rules a target's last customize returned (none recorded: none returned).
-    pub fn rules_of(&self, target: &ObjRef) -> RelatedRules {
+    pub(crate) fn rules_of(&self, target: &ObjRef) -> RelatedRules {
         self.inner
             .read()
             .rules
@@ -201,14 +201,14 @@ impl RelatedIndex {
             .unwrap_or_default()
     }
 
-    pub fn remove(&self, target: &ObjRef) {
+    pub(crate) fn remove(&self, target: &ObjRef) {
         self.inner.write().remove(target);
     }
 
     /// The targets (still in the cache, as `get` finds them) one of whose rules selects the
     /// event's object, before or after the change. Only the rules filed under the object's
     /// type, namespace (or all), name and labels are looked at.
-    pub fn affected(
+    pub(crate) fn affected(
         &self,
         event: &ObjectEvent,
         get: impl Fn(&ObjRef) -> Option<Arc<Value>>,

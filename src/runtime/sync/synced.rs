@@ -19,7 +19,7 @@ fn now() -> String {
 
 /// Puts a good sync's condition into its plan's status write, or returns the write of its own
 /// that clears a failure, for [`write_alone`] once the plan has been carried out.
-pub fn succeeded<K: Kind>(
+pub(crate) fn succeeded<K: Kind>(
     context: &Context,
     controller: &Controller<K>,
     object: &Value,
@@ -31,7 +31,7 @@ pub fn succeeded<K: Kind>(
 
 /// Writes the object's condition False with the failure's reason and message, cut as its
 /// Event's note is (the API server's advice at the end survives).
-pub async fn failed<K: Kind>(
+pub(crate) async fn failed<K: Kind>(
     context: &Context,
     controller: &Controller<K>,
     object: &Value,
@@ -54,7 +54,7 @@ pub async fn failed<K: Kind>(
 /// left the object at is the one it is conditioned on). One that cannot be written (the object
 /// changed meanwhile, the account may not patch that status, the object is gone) is logged
 /// and left: someone else's change syncs the object again, and the Event says the same.
-pub async fn write_alone<K: Kind>(
+pub(crate) async fn write_alone<K: Kind>(
     context: &Context,
     controller: &Controller<K>,
     object: &Value,

@@ -82,7 +82,7 @@ struct PassOver {
 
 /// An object a watch passed over, and its type.
 #[derive(Debug)]
-pub struct PassedOver {
+pub(crate) struct PassedOver {
     pub resource: ResourceType,
     pub object: Undecodable,
 }
@@ -121,7 +121,7 @@ impl Informers {
     }
 
     /// Reports every object passed over from now on to `reports` too.
-    pub fn report_passed_over(&self, reports: mpsc::Sender<PassedOver>) {
+    pub(crate) fn report_passed_over(&self, reports: mpsc::Sender<PassedOver>) {
         let _ = self.passed_over.set(reports);
     }
 
@@ -139,7 +139,7 @@ impl Informers {
     /// (kubectl syntax, checked by the apiserver). The selector applies to the type's one
     /// shared watch, so it is for types only the operator itself reads (its controller
     /// objects); a watch that already runs keeps its selector.
-    pub async fn ensure_selected(
+    pub(crate) async fn ensure_selected(
         &self,
         resolved: &ResolvedType,
         label_selector: Option<&str>,
@@ -182,7 +182,7 @@ impl Informers {
     }
 
     /// Whether the type of this apiVersion and resource (plural) is watched.
-    pub fn watches(&self, api_version: &str, plural: &str) -> bool {
+    pub(crate) fn watches(&self, api_version: &str, plural: &str) -> bool {
         self.watches
             .lock()
             .keys()
@@ -190,7 +190,7 @@ impl Informers {
     }
 
     /// A cached object. `namespace` is ignored for cluster-scoped types.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
@@ -427,14 +427,14 @@ const BOOKKEEPING: &[&str] = &["resourceVersion", "managedFields"];
 
 /// Whether an update changed anything but bookkeeping (resourceVersion, managedFields), i.e.
 /// whether controllers need to hear about it.
-pub fn is_meaningful_update(old: &Value, new: &Value) -> bool {
+pub(crate) fn is_meaningful_update(old: &Value, new: &Value) -> bool {
     differs_ignoring(old, new, &[])
 }
 
 /// Whether two versions of an object differ in anything but bookkeeping metadata and the
 /// top-level fields named in `ignored` (e.g. `status`). Compares in place, without copies:
 /// it runs for every watch event.
-pub fn differs_ignoring(old: &Value, new: &Value, ignored: &[&str]) -> bool {
+pub(crate) fn differs_ignoring(old: &Value, new: &Value, ignored: &[&str]) -> bool {
     let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
         return old != new;
     };

@@ -31,7 +31,7 @@ use std::fmt;
 /// reads to resume: `Resource::meta()` says nothing else (no name, no labels), so read those
 /// from the JSON.
 #[derive(Clone, Debug)]
-pub struct WatchedObject {
+pub(crate) struct WatchedObject {
     metadata: ObjectMeta,
     object: Map<String, Value>,
     /// Why the object cannot be used, when it cannot: `object` then holds only its metadata.
@@ -41,11 +41,11 @@ pub struct WatchedObject {
 /// How deep an object's own JSON may nest (the object itself is the first level). serde_json
 /// reads 127 levels counted from the top of the document, and a list item starts 3 levels
 /// in (the list, its items, the item), a watch event's object 2: this leaves room for both.
-pub const MAX_OBJECT_DEPTH: usize = crate::object::MAX_WATCHED_DEPTH;
+pub(crate) const MAX_OBJECT_DEPTH: usize = crate::object::MAX_WATCHED_DEPTH;
 
 /// A watched object the operator cannot use, named as far as its metadata could be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Undecodable {
+pub(crate) struct Undecodable {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub uid: Option<String>,
@@ -55,7 +55,7 @@ pub struct Undecodable {
 impl WatchedObject {
     /// The object, with `apiVersion` and `kind` set from `api` where the server left them out
     /// (list items come without them); or why it cannot be used.
-    pub fn decoded(self, api: &ApiResource) -> Result<Value, Undecodable> {
+    pub(crate) fn decoded(self, api: &ApiResource) -> Result<Value, Undecodable> {
         if let Some(reason) = self.undecodable {
             let metadata = self.object.get("metadata");
             let read = |field: &str| {
@@ -173,13 +173,13 @@ impl<'de> DeserializeSeed<'de> for Metadata<'_> {
 
 /// A written object as far as the operator needs it: metadata holding only `resourceVersion`.
 #[derive(Clone, Debug, Deserialize)]
-pub struct WrittenVersion {
+pub(crate) struct WrittenVersion {
     #[serde(deserialize_with = "resource_version_only")]
     metadata: ObjectMeta,
 }
 
 impl WrittenVersion {
-    pub fn resource_version(&self) -> Option<&str> {
+    pub(crate) fn resource_version(&self) -> Option<&str> {
         self.metadata.resource_version.as_deref()
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The shortest time between two discoveries of the same group/version.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// A resolved type: what the controllers reason about, and what a client needs to call the API.
 #[derive(Clone, Debug)]
@@ -97,7 +97,7 @@ impl Discovery {
     }
 
     /// The cached resolution of a reference, without asking the apiserver.
-    pub fn cached(&self, reference: &ResourceRef) -> Option<ResolvedType> {
+    pub(crate) fn cached(&self, reference: &ResourceRef) -> Option<ResolvedType> {
         self.known
             .read()
             .get(&(reference.api_version.clone(), reference.resource.clone()))

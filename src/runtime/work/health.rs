@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 /// How long one work item may run before its worker counts as stuck: above what a slow sync
 /// can take (hook timeouts of at most 30 s, API requests of at most kube's 295 s read
 /// timeout, a new type's first list), so only a hang trips it.
-pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
+pub(crate) const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// The workers of one operator, each as a [`WorkerSlot`] it holds while it runs.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ struct Slot {
 /// What one worker holds: it says when an item begins and ends, and its drop (a return, an
 /// abort, or a panic that escaped) marks the worker gone.
 #[derive(Debug)]
-pub struct WorkerSlot {
+pub(crate) struct WorkerSlot {
     health: Arc<WorkerHealth>,
     slot: Arc<Slot>,
 }
@@ -45,7 +45,7 @@ impl Default for WorkerHealth {
 }
 
 impl WorkerHealth {
-    pub fn new(stuck_after: Duration) -> WorkerHealth {
+    pub(crate) fn new(stuck_after: Duration) -> WorkerHealth {
         WorkerHealth {
             stuck_after,
             epoch: Instant::now(),
@@ -55,7 +55,7 @@ impl WorkerHealth {
     }
 
     /// A new worker's slot.
-    pub fn register(self: &Arc<Self>) -> WorkerSlot {
+    pub(crate) fn register(self: &Arc<Self>) -> WorkerSlot {
         let slot = Arc::new(Slot::default());
         slot.alive.store(true, Ordering::Relaxed);
         self.workers.lock().push(slot.clone());
@@ -66,13 +66,13 @@ impl WorkerHealth {
     }
 
     /// The operator is stopping its workers: their exits are not failures.
-    pub fn stopping(&self) {
+    pub(crate) fn stopping(&self) {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
     /// Ok while every worker is alive and none has run one item longer than `stuck_after`;
     /// otherwise what is wrong, a line per worker.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.check_at(Instant::now())
     }
 
@@ -112,13 +112,13 @@ impl WorkerHealth {
 
 impl WorkerSlot {
     /// The worker begins `item` (a description for the report).
-    pub fn begin(&self, item: impl FnOnce() -> String) {
+    pub(crate) fn begin(&self, item: impl FnOnce() -> String) {
         *self.slot.item.lock() = item();
         let since = millis(self.health.epoch.elapsed()).saturating_add(1);
         self.slot.busy_since.store(since, Ordering::Relaxed);
     }
 
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.slot.busy_since.store(0, Ordering::Relaxed);
     }
 }

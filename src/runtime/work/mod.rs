@@ -1,5 +1,5 @@
 //! The workers' primitives: the queue that hands each key to one worker at a time (never
 //! two, queued once however many events arrive), and the health of the workers.
 
-pub mod health;
-pub mod queue;
+pub(crate) mod health;
+pub(crate) mod queue;

@@ -49,7 +49,7 @@ struct State<K, F> {
 }
 
 /// Backoff after the n-th consecutive failure: 1 s doubling to at most 5 minutes.
-pub fn backoff(failures: u32) -> Duration {
+pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
 }
 
@@ -67,8 +67,9 @@ impl<K: Clone + Eq + Hash> Default for WorkQueue<K> {
 }
 
 impl<K: Clone + Eq + Hash> WorkQueue<K> {
+    #[cfg(test)]
     /// One flow: first come, first served.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 }
@@ -76,7 +77,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     /// Keys grouped into flows by `flow`, each holding at most `cap` workers while another has
     /// work waiting and `solo_cap` at all (each at least one).
-    pub fn fair(flow: fn(&K) -> F, cap: usize, solo_cap: usize) -> Self {
+    pub(crate) fn fair(flow: fn(&K) -> F, cap: usize, solo_cap: usize) -> Self {
         WorkQueue {
             state: Mutex::new(State {
                 ready: HashMap::new(),
@@ -114,7 +115,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Queues a key now (coalescing with a pending one).
-    pub fn add(&self, key: K) {
+    pub(crate) fn add(&self, key: K) {
         let mut state = self.state();
         if state.shut_down {
             return;
@@ -132,7 +133,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Queues a key after `delay`, unless it is queued sooner anyway.
-    pub fn add_after(&self, key: K, delay: Duration) {
+    pub(crate) fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
         }
@@ -159,7 +160,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Records a failure and queues the key again after its backoff.
-    pub fn retry_later(&self, key: K) -> Duration {
+    pub(crate) fn retry_later(&self, key: K) -> Duration {
         let delay = {
             let mut state = self.state();
             let failures = state.failures.entry(key.clone()).or_default();
@@ -171,13 +172,13 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Clears a key's failure count after a success.
-    pub fn forget(&self, key: &K) {
+    pub(crate) fn forget(&self, key: &K) {
         self.state().failures.remove(key);
     }
 
     /// Holds a flow to one worker for a backoff that grows each time in a row it is throttled
     /// (its calls keep running into their time budget). Returns for how long.
-    pub fn throttle(&self, flow: &F) -> Duration {
+    pub(crate) fn throttle(&self, flow: &F) -> Duration {
         let mut state = self.state();
         let now = Instant::now();
         let strikes = state.throttled.get(flow).map_or(0, |(strikes, _)| *strikes) + 1;
@@ -187,7 +188,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Ends a flow's throttling (one of its calls finished within its budget).
-    pub fn unthrottle(&self, flow: &F) {
+    pub(crate) fn unthrottle(&self, flow: &F) {
         let mut state = self.state();
         if state.throttled.remove(flow).is_some() {
             drop(state);
@@ -231,7 +232,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// The next key to work on, waiting for one; `None` once shut down.
-    pub async fn next(&self) -> Option<K> {
+    pub(crate) async fn next(&self) -> Option<K> {
         loop {
             // Registered before the state is read, so a wake-up between the check and the
             // wait is not lost.
@@ -276,7 +277,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Marks a key's work finished; if it was added meanwhile it is queued again.
-    pub fn done(&self, key: &K) {
+    pub(crate) fn done(&self, key: &K) {
         let mut state = self.state();
         state.active.remove(key);
         let flow = (self.flow)(key);
@@ -296,24 +297,25 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// Wakes every waiting worker with `None`.
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.state().shut_down = true;
         self.wake.notify_waiters();
     }
 
     /// Keys waiting now or later (not counting those being worked on).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let state = self.state();
         state.queued.len() + state.delayed.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Keys `selected` picks that wait now or later or are being worked on. A scan of the
     /// queue: for tests and tools that wait for one controller to settle, not for hot paths.
-    pub fn pending(&self, selected: impl Fn(&K) -> bool) -> usize {
+    pub(crate) fn pending(&self, selected: impl Fn(&K) -> bool) -> usize {
         let state = self.state();
         // A dirty key is in progress and queued again: it counts twice.
         let waiting = state.ready.values().flatten().chain(state.delayed.values());
@@ -325,7 +327,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// What each flow has waiting (now or later) and running, for metrics.
-    pub fn loads(&self) -> HashMap<F, FlowLoad> {
+    pub(crate) fn loads(&self) -> HashMap<F, FlowLoad> {
         let state = self.state();
         let mut loads: HashMap<F, FlowLoad> = HashMap::new();
         for key in state.ready.values().flatten().chain(state.delayed.values()) {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     #[error("{action} {object}: {source}")]
     Api {
         action: &'static str,
@@ -50,7 +50,7 @@ impl ApplyError {
     /// A short PascalCase reason for Events and metrics: `Forbidden` when RBAC refused the
     /// write (the API's message names the verb, the resource and the identity), `HandedOver`
     /// when this replica may no longer write it, else `ApplyFailed`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             ApplyError::Api {
                 source: kube::Error::Api(status),
@@ -90,7 +90,7 @@ pub struct Applier {
 /// version the API server answered the last write to it with), and whether anything was
 /// deleted.
 #[derive(Debug, Default)]
-pub struct Written {
+pub(crate) struct Written {
     pub versions: Vec<(object::ObjectKey, String)>,
     pub deleted: bool,
 }
@@ -112,7 +112,7 @@ fn advance(version: &mut String, new: Option<String>) {
 
 /// The object a plan is about, the types of its children, and the controller writing (as
 /// whom).
-pub struct PlanTarget<'a> {
+pub(crate) struct PlanTarget<'a> {
     pub object: &'a Value,
     pub resource: &'a ResourceType,
     pub child_types: &'a [ResourceType],
@@ -126,7 +126,11 @@ impl Applier {
     /// Writes only while `authority` allows (the leader; sharded, the owner of the item the
     /// work acts for): checked before every request, so a replica whose lease lapsed or whose
     /// item moved stops in the middle of a plan.
-    pub fn new(metrics: Metrics, authority: Arc<Authority>, own_writes: OwnWrites) -> Applier {
+    pub(crate) fn new(
+        metrics: Metrics,
+        authority: Arc<Authority>,
+        own_writes: OwnWrites,
+    ) -> Applier {
         Applier {
             metrics,
             authority,
@@ -173,7 +177,7 @@ impl Applier {
     /// Executes a plan. Order matters: the finalizer is added before any child exists and
     /// removed only after everything else succeeded, so a crash in between never leaves a
     /// child without the cleanup that was promised.
-    pub async fn execute(
+    pub(crate) async fn execute(
         &self,
         target: &PlanTarget<'_>,
         plan: &Plan,

@@ -33,7 +33,10 @@ pub enum Sweep {
 }
 
 /// What a version of a controller runs: its generation and each hook's digest.
-pub fn controller_version(generation: Option<i64>, digests: &BTreeMap<String, String>) -> u64 {
+pub(crate) fn controller_version(
+    generation: Option<i64>,
+    digests: &BTreeMap<String, String>,
+) -> u64 {
     let mut hasher = DefaultHasher::new();
     (generation, digests).hash(&mut hasher);
     hasher.finish()
@@ -50,7 +53,7 @@ const VOLATILE: [&str; 2] = ["/metadata/resourceVersion", "/metadata/managedFiel
 
 impl Seen {
     /// An object at its resourceVersion.
-    pub fn object(&mut self, object: &Value) {
+    pub(crate) fn object(&mut self, object: &Value) {
         let version = object::str_at(object, "/metadata/resourceVersion").unwrap_or_default();
         self.entries.push((
             identity(
@@ -66,7 +69,7 @@ impl Seen {
     /// An object by its content, leaving out the fields `ignored` points at (JSON pointers)
     /// besides those every write changes: for an object whose changes to those fields alone
     /// must not count (a parent's status that the controller itself aggregates).
-    pub fn content(&mut self, object: &Value, ignored: &[&str]) {
+    pub(crate) fn content(&mut self, object: &Value, ignored: &[&str]) {
         let mut kept = object.clone();
         for pointer in VOLATILE.iter().chain(ignored) {
             remove(&mut kept, pointer);
@@ -81,7 +84,7 @@ impl Seen {
     }
 
     /// The sync's own writes: each written object at the version its last write produced.
-    pub fn written(&mut self, written: &Written) {
+    pub(crate) fn written(&mut self, written: &Written) {
         for (key, version) in &written.versions {
             let id = identity(
                 &key.api_version,
@@ -98,7 +101,7 @@ impl Seen {
     }
 
     /// The fingerprint, whatever order the objects were seen in.
-    pub fn fingerprint(mut self, controller_version: u64, reads: u64) -> u64 {
+    pub(crate) fn fingerprint(mut self, controller_version: u64, reads: u64) -> u64 {
         self.entries.sort_unstable();
         let mut hasher = DefaultHasher::new();
         (controller_version, &self.entries, reads).hash(&mut hasher);
@@ -109,7 +112,7 @@ impl Seen {
 /// The fingerprint to record after a sync that succeeded, or `None` when the next resync must
 /// run it anyway: a hook was impure, the reads collapsed to whole types (nothing to compare),
 /// or the plan deleted something (what the cache holds next is not known).
-pub fn after_sync(
+pub(crate) fn after_sync(
     controller_version: u64,
     mut seen: Seen,
     written: &Written,

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 /// An event held back during a write, to be routed again to the controller that wrote.
 #[derive(Debug)]
-pub struct Redelivery {
+pub(crate) struct Redelivery {
     pub controller: ControllerId,
     pub event: ObjectEvent,
 }
@@ -40,7 +40,7 @@ pub struct OwnWrites {
 }
 
 impl OwnWrites {
-    pub fn new(redeliver: mpsc::UnboundedSender<Redelivery>) -> OwnWrites {
+    pub(crate) fn new(redeliver: mpsc::UnboundedSender<Redelivery>) -> OwnWrites {
         OwnWrites {
             records: Mutex::default(),
             redeliver,
@@ -48,7 +48,7 @@ impl OwnWrites {
     }
 
     /// A write of `controller` to the object `key` is about to be sent.
-    pub fn begin(&self, controller: &ControllerId, key: ObjectKey) {
+    pub(crate) fn begin(&self, controller: &ControllerId, key: ObjectKey) {
         self.records
             .lock()
             .entry((controller.clone(), key))
@@ -58,7 +58,12 @@ impl OwnWrites {
 
     /// The write's answer: the version it produced, or none when it failed. Events held back
     /// meanwhile that are not its own are delivered again.
-    pub fn finish(&self, controller: &ControllerId, key: ObjectKey, version: Option<String>) {
+    pub(crate) fn finish(
+        &self,
+        controller: &ControllerId,
+        key: ObjectKey,
+        version: Option<String>,
+    ) {
         let held = {
             let mut records = self.records.lock();
             let id = (controller.clone(), key);
@@ -99,7 +104,7 @@ impl OwnWrites {
     /// Whether `controller` should ignore this event of an object it writes: it is the event of
     /// its own write, or a write is in flight (the event is held back and decided when the
     /// write's answer comes).
-    pub fn is_own(&self, controller: &ControllerId, event: &ObjectEvent) -> bool {
+    pub(crate) fn is_own(&self, controller: &ControllerId, event: &ObjectEvent) -> bool {
         let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
             return false;
         };

@@ -2,6 +2,7 @@
 //! maps, integers and floats surviving; compile caching; async calls; logs and clock.
 
 use super::*;
+use crate::script::log::LogLevel;
 use serde_json::json;
 
 fn ok(result: &Result<Value, ScriptError>) -> &Value {

@@ -2,6 +2,7 @@
 //! straight code (table constructors spread over lines included) misses none.
 
 use super::*;
+use crate::script::coverage::LineCoverage;
 use proptest::prelude::*;
 use serde_json::json;
 

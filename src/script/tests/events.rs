@@ -1,6 +1,7 @@
 //! `event` in both languages: the same Events collected, the same errors for bad arguments.
 
 use super::*;
+use crate::api::EventType;
 use serde_json::json;
 
 #[test]

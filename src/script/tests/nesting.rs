@@ -2,6 +2,7 @@
 //! limit, in both languages and both ways (responses, requests, helper arguments).
 
 use super::*;
+use crate::script::limits::MAX_DEPTH;
 use serde_json::json;
 
 /// The deepest value is `levels` lists, one inside the other, around `1`.

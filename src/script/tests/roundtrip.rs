@@ -4,6 +4,7 @@
 //! stands for or a conversion error, never a panic.
 
 use super::*;
+use crate::script::limits::MAX_DEPTH;
 use proptest::prelude::*;
 use serde_json::{Map, Number};
 

@@ -1,6 +1,7 @@
 //! One test per sandbox escape: each is blocked, with an error that says why.
 
 use super::*;
+use crate::script::log::LogLevel;
 use serde_json::json;
 
 fn blocked(language: Language, code: &str, expected: &str) {
