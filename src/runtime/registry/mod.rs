@@ -15,7 +15,7 @@ use crate::plan::rollout::{Placement, Revisions};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use crate::resources::ResourceType;
-use crate::runtime::context::{Context, Failure, start_sweep, sweep};
+use crate::runtime::context::{Context, start_sweep, sweep};
 use crate::runtime::keys::{ControllerId, Work, WorkKey};
 use crate::runtime::kind::{self, Controller, Kind, Outcome};
 use crate::runtime::load::credentials::CredentialValues;
@@ -883,17 +883,15 @@ impl<K: Kind> Registry<K> {
             candidate.record(unit, matches!(outcome, Outcome::Failed { .. }));
         }
         let refused = match &outcome {
-            Outcome::Failed { failure, .. } => {
-                is_refused_read(failure.reason).then(|| RefusedItem {
-                    key: key.clone(),
-                    problem: Problem::new(failure.reason, &failure.message),
-                    read: controller
-                        .writer
-                        .identity
-                        .clone()
-                        .zip(failure.refused.clone()),
-                })
-            }
+            Outcome::Failed { failure, .. } if failure.is_refused_read() => Some(RefusedItem {
+                key: key.clone(),
+                read: controller
+                    .writer
+                    .identity
+                    .clone()
+                    .zip(failure.refused_read().cloned()),
+                problem: failure.clone(),
+            }),
             _ => None,
         };
         let problem = refused.as_ref().map(|item| item.problem.clone());
@@ -903,7 +901,7 @@ impl<K: Kind> Registry<K> {
             // namespace (the object is named in neither).
             context
                 .metrics
-                .count_failure(&controller.id, failure_reason(&problem));
+                .count_failure(&controller.id, problem.reason.clone());
             let delay = context.queue.retry_later(key.clone());
             tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason = %problem.reason, error = %problem.message, "read refused");
             if let Outcome::Failed { key: failed, .. } = outcome {
@@ -953,17 +951,14 @@ impl<K: Kind> Registry<K> {
             Outcome::Failed {
                 key: failed,
                 about,
-                failure:
-                    Failure {
-                        reason,
-                        message,
-                        timed_out,
-                        ..
-                    },
+                failure,
             } => {
-                context.metrics.count_failure(&controller.id, reason);
+                let (reason, message) = (&*failure.reason, &failure.message);
+                context
+                    .metrics
+                    .count_failure(&controller.id, failure.reason.clone());
                 let delay = context.queue.retry_later(key.clone());
-                if timed_out {
+                if failure.timed_out() {
                     // Its calls keep running out of time: hold it to one worker for a while,
                     // so the others' work is not stuck behind it.
                     let throttled = context.queue.throttle(&controller.id);
@@ -972,8 +967,8 @@ impl<K: Kind> Registry<K> {
                 tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
                 let related = Some(&controller.reference);
-                synced::failed(context, &controller, &about, reason, &message).await;
-                let (reason, message) = controller.event_reasons.sync_failure(reason, &message);
+                synced::failed(context, &controller, &about, reason, message).await;
+                let (reason, message) = controller.event_reasons.sync_failure(reason, message);
                 context
                     .warn(
                         &about,
@@ -1398,7 +1393,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 .health
                 .ready
                 .as_ref()
-                .is_err_and(|problem| is_refused_read(&problem.reason))
+                .is_err_and(Problem::is_refused_read)
             {
                 context.queue.add(WorkKey::load(&Self::id(name)));
             }
@@ -1434,21 +1429,6 @@ async fn enqueue_all<K: Kind>(
     .await;
 }
 
-/// Whether a failure is a read the controller's account may not make (or that could not be
-/// checked).
-fn is_refused_read(reason: &str) -> bool {
-    reason == reasons::READ_FORBIDDEN || reason == reasons::READ_CHECK_FAILED
-}
-
-/// The static reason of a refused read, for the failure metric.
-fn failure_reason(problem: &Problem) -> &'static str {
-    if problem.reason == reasons::READ_CHECK_FAILED {
-        reasons::READ_CHECK_FAILED
-    } else {
-        reasons::READ_FORBIDDEN
-    }
-}
-
 /// Checks at load what can be checked before any object is seen: that the account may list
 /// every cluster-scoped type the controller acts on (namespaced types are checked per
 /// namespace, when a work item hands their objects to a hook).
@@ -1460,7 +1440,7 @@ async fn check_static_reads(
     for resource in interest.types.iter().filter(|t| !t.namespaced) {
         let scope = ReadScope::new(ReadVerb::List, resource, None);
         if let Err(refusal) = context.access.check(account, &scope).await {
-            return Err(Problem::new(refusal.reason(), refusal));
+            return Err(Problem::new(refusal.reason(), refusal).refusing(None));
         }
     }
     Ok(())
