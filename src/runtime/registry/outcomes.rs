@@ -177,3 +177,81 @@ impl<K: Kind> Registry<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::decorator::DecoratorKind;
+    use crate::reads::ReadVerb;
+    use crate::resources::ResourceType;
+    use crate::runtime::keys::{ObjRef, Work};
+
+    fn pods() -> ResourceType {
+        crate::resources::StaticResolver::with_builtins()
+            .find_kind("v1", "Pod")
+            .expect("Pod is built in")
+    }
+
+    fn refused(name: &str) -> (WorkKey, Problem) {
+        let key = WorkKey {
+            controller: Registry::<DecoratorKind>::id("web"),
+            work: Work::Object(ObjRef {
+                resource: pods(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+            }),
+        };
+        let scope = ReadScope::new(ReadVerb::Get, &pods(), Some("shop"));
+        let problem = Problem::new(
+            crate::reasons::READ_FORBIDDEN,
+            format!("may not get {name}"),
+        )
+        .refusing(Some(&scope));
+        (key, problem)
+    }
+
+    /// Each work item refused a read counts once in `ReadsAllowed` until its next sync is not
+    /// refused; the first refusal is the one named.
+    #[test]
+    fn refused_reads_are_recorded_per_work_item_until_one_is_not() {
+        let registry = Registry::<DecoratorKind>::new(pods());
+        assert_eq!(registry.reads_allowed("web"), Ok(()));
+        let item = |(key, problem): (WorkKey, Problem)| RefusedItem {
+            key: key.clone(),
+            read: None,
+            problem,
+        };
+        let (a, b) = (refused("a"), refused("b"));
+        registry.note_refused("web", &a.0, Some(item(a.clone())));
+        registry.note_refused("web", &a.0, Some(item(a.clone())));
+        registry.note_refused("web", &b.0, Some(item(b.clone())));
+        let problem = registry.reads_allowed("web").unwrap_err();
+        assert_eq!(problem.reason, crate::reasons::READ_FORBIDDEN);
+        assert_eq!(
+            problem.message,
+            "may not get a (and 1 more work item refused a read)"
+        );
+        registry.note_refused("web", &a.0, None);
+        assert_eq!(
+            registry.reads_allowed("web").unwrap_err().message,
+            "may not get b"
+        );
+        registry.note_refused("web", &b.0, None);
+        assert_eq!(registry.reads_allowed("web"), Ok(()));
+        assert!(
+            registry.refused.lock().is_empty(),
+            "nothing kept for a healed controller"
+        );
+    }
+
+    #[test]
+    fn any_rbac_change_heals_a_refusal_that_names_no_read() {
+        let (key, problem) = refused("a");
+        let item = RefusedItem {
+            key,
+            problem,
+            read: None,
+        };
+        assert!(item.healed_by(&Batch::default()));
+    }
+}
