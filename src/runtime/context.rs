@@ -9,7 +9,7 @@ use crate::hooks::egress::AllowEntry;
 use crate::hooks::{ControllerHooks, HookCall, HookRunner, WebhookClient};
 use crate::object;
 use crate::plan::SyncError;
-use crate::reads::{ReadAccess, ReadPolicy, ReadScope, Secrets};
+use crate::reads::{ReadAccess, ReadPolicy};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
@@ -21,6 +21,7 @@ use crate::runtime::replicas::leader::{Leadership, LeaseConfig};
 use crate::runtime::replicas::shard::ShardConfig;
 use crate::runtime::report::events::{Asked, Events, Origin};
 use crate::runtime::report::metrics::Metrics;
+use crate::runtime::report::problem::{Cause, Problem};
 use crate::runtime::watch::cache::Informers;
 use crate::runtime::watch::discovery::Discovery;
 use crate::runtime::work::health::WorkerHealth;
@@ -31,7 +32,6 @@ use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
 use parking_lot::Mutex;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -128,54 +128,30 @@ impl Default for OperatorConfig {
     }
 }
 
-/// Why a sync failed: an Event reason and the message.
-#[derive(Debug)]
-pub struct Failure {
-    pub reason: &'static str,
-    pub message: String,
-    /// A hook ran out of time: its controller's flow of work is throttled (see
-    /// [`WorkQueue::throttle`]).
-    pub timed_out: bool,
-    /// The read refused, when that is why: an RBAC change that can alter it retries the work.
-    pub refused: Option<ReadScope>,
-}
+/// Why a sync failed: the reason its Warning Event gives, the message, and what the runtime
+/// does about it (a hook out of time throttles its controller's flow of work, see
+/// [`WorkQueue::throttle`]; a read refused is retried when RBAC changes).
+pub type Failure = Problem;
 
-impl From<SyncError> for Failure {
+impl From<SyncError> for Problem {
     fn from(error: SyncError) -> Self {
-        Failure {
-            reason: error.reason(),
-            timed_out: error.timed_out(),
-            refused: error.refusal().map(|refusal| refusal.scope().clone()),
-            message: error.to_string(),
+        let problem = Problem::new(error.reason(), &error);
+        if let Some(refusal) = error.refusal() {
+            problem.refusing(Some(refusal.scope()))
+        } else if error.timed_out() {
+            Problem {
+                cause: Cause::TimedOut,
+                ..problem
+            }
+        } else {
+            problem
         }
     }
 }
 
-impl From<ApplyError> for Failure {
+impl From<ApplyError> for Problem {
     fn from(error: ApplyError) -> Self {
-        Failure::new(error.reason(), error)
-    }
-}
-
-impl Failure {
-    pub fn new(reason: &'static str, message: impl ToString) -> Failure {
-        Failure {
-            reason,
-            message: message.to_string(),
-            timed_out: false,
-            refused: None,
-        }
-    }
-
-    /// The failure with the values of the Secrets its work item's hooks were handed scrubbed
-    /// from its message, which goes to a Warning Event, the log and the controller's status.
-    /// Every kind applies it to whatever ends a work item that ran hooks: their errors, and
-    /// the API server's answers to the writes they asked for.
-    pub fn scrubbed(mut self, secrets: &Secrets) -> Failure {
-        if let Cow::Owned(scrubbed) = secrets.scrub(&self.message) {
-            self.message = scrubbed;
-        }
-        self
+        Problem::new(error.reason(), error)
     }
 }
 

@@ -59,7 +59,7 @@ pub(crate) async fn prepare(
     credentials: &CredentialValues,
     pinned: Option<&(dyn ConfigMapLookup + Sync)>,
 ) -> Result<Prepared, Health> {
-    let fail = |reason: &str, message: String| {
+    let fail = |reason: &'static str, message: String| {
         Health::failed(spec.generation, Problem::new(reason, message))
     };
     let mut resolved = Vec::with_capacity(spec.types.len() + 1);
@@ -269,6 +269,7 @@ async fn may_read(
                         reference.namespace, reference.name
                     ),
                 )
+                .refusing(None)
             })?;
     }
     for resolved in types {
@@ -299,10 +300,12 @@ pub(crate) async fn may_watch(
                 .access
                 .allowed(account, &own)
                 .await
-                .map_err(|error| Problem::new(reasons::READ_CHECK_FAILED, error))?
+                .map_err(|error| Problem::new(reasons::READ_CHECK_FAILED, error).refusing(None))?
         }
         Ok(false) => false,
-        Err(error) => return Err(Problem::new(reasons::READ_CHECK_FAILED, error)),
+        Err(error) => {
+            return Err(Problem::new(reasons::READ_CHECK_FAILED, error).refusing(None));
+        }
     };
     if allowed {
         return Ok(());
@@ -323,7 +326,7 @@ pub(crate) async fn may_watch(
             account.username()
         )
     };
-    Err(Problem::new(reasons::READ_FORBIDDEN, message))
+    Err(Problem::new(reasons::READ_FORBIDDEN, message).refusing(None))
 }
 
 /// The hooks a controller runs after a load.

@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub struct FailureLabels {
     pub kind: &'static str,
     pub controller: String,
     /// The Event reason (HookFailed, InvalidResponse, ApplyFailed, …).
-    pub reason: &'static str,
+    pub reason: Cow<'static, str>,
 }
 
 /// Which ServiceAccount a sample is about (`<namespace>/<name>`). Bounded by the accounts
@@ -400,12 +401,12 @@ impl Metrics {
         }
     }
 
-    pub fn count_failure(&self, controller: &ControllerId, reason: &'static str) {
+    pub fn count_failure(&self, controller: &ControllerId, reason: impl Into<Cow<'static, str>>) {
         self.failures
             .get_or_create(&FailureLabels {
                 kind: controller.kind.as_str(),
                 controller: controller.name.clone(),
-                reason,
+                reason: reason.into(),
             })
             .inc();
     }

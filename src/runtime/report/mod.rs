@@ -3,4 +3,5 @@
 
 pub(crate) mod events;
 pub mod metrics;
+pub mod problem;
 pub mod status;

@@ -2,6 +2,7 @@
 //! the digests of the scripts running.
 
 use crate::api::{Condition, ControllerStatus, RolloutStatus, ScriptStatus};
+pub use crate::runtime::report::problem::Problem;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -130,22 +131,6 @@ impl std::ops::Add for Counts {
     }
 }
 
-/// Why a condition is False: a PascalCase reason and a message for people.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub reason: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(reason: &str, message: impl ToString) -> Problem {
-        Problem {
-            reason: reason.to_string(),
-            message: message.to_string(),
-        }
-    }
-}
-
 /// What the operator knows about a controller at one moment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Health {
@@ -186,7 +171,10 @@ pub fn reads_allowed<'a>(
             first.message
         ),
     };
-    Err(Problem::new(&first.reason, message))
+    Err(Problem {
+        message,
+        ..first.clone()
+    })
 }
 
 /// A staged rollout as the controller's status reports it: `status.rollout`, and the `Rollout`
@@ -209,7 +197,7 @@ pub fn status(
     let condition = |kind: &str, state: &Result<(), Problem>| {
         let (status, reason, message) = match state {
             Ok(()) => ("True", "Ok".to_string(), String::new()),
-            Err(problem) => ("False", problem.reason.clone(), problem.message.clone()),
+            Err(problem) => ("False", problem.reason.to_string(), problem.message.clone()),
         };
         let earlier = previous
             .into_iter()

@@ -507,7 +507,7 @@ impl<K: Kind> Rollouts<K> {
                 ));
             }
         } else if let Some(halted) = &halted {
-            condition = Err(Problem::new(&halted.reason, &halted.message));
+            condition = Err(Problem::new(halted.reason.clone(), &halted.message));
         }
         // Trouble comes first: it says the rollout is not as safe as the rest reads.
         if let Some(trouble) = &track.trouble {
@@ -516,7 +516,7 @@ impl<K: Kind> Rollouts<K> {
                 Ok(()) => String::new(),
             };
             condition = Err(Problem::new(
-                &trouble.reason,
+                trouble.reason.clone(),
                 format!("{}{rest}", trouble.message),
             ));
         }

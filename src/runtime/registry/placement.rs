@@ -1,0 +1,409 @@
+//! Where the registry drives a controller's staged rollout: placing its newest revision
+//! (serve, stage beside the serving one, or hold back), restoring the serving revision from its
+//! snapshot, and each status turn of the rollout.
+
+use super::version::Unloaded;
+use super::{Registry, enqueue_all};
+use crate::api::{
+    ABORT_ANNOTATION, PROMOTE_ANNOTATION, SYNC_REQUESTED_ANNOTATION, UNDO_ANNOTATION,
+};
+use crate::object;
+use crate::plan::rollout::{Placement, Revisions};
+use crate::reasons;
+use crate::runtime::context::{Context, start_sweep};
+use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::kind::{Controller, Kind};
+use crate::runtime::replicas::shard::{self, Item};
+use crate::runtime::report::status::Problem;
+use crate::runtime::rollout::{self, Advance};
+use crate::runtime::write::fingerprint::Sweep;
+use serde_json::Value;
+use std::sync::Arc;
+
+impl<K: Kind> Registry<K> {
+    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
+    /// serving one, or is held back ([`crate::plan::rollout::place`]). After a restart the
+    /// serving revision is restored from its snapshot, as the controller's status names it.
+    pub(super) async fn place(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Arc<Value>,
+        mut newest: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) {
+        let id = &key.controller;
+        let name = id.name.as_str();
+        let restored = match (&previous, rollout::rollout_status(object)) {
+            (None, Some(status)) if status.serving != newest.revision => {
+                match self.restore(context, id, object, &status.serving).await {
+                    Ok(restored) => restored,
+                    // Nothing runs until the serving revision is known: serving the newest
+                    // everywhere because an API call failed would undo the rollout.
+                    Err(error) => {
+                        tracing::warn!(controller = %id, revision = %status.serving, %error, "cannot read the serving revision's snapshot; loading again later");
+                        context.queue.retry_later(key.clone());
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
+        let serving = previous.as_deref().or(restored.as_ref());
+        if let Some(serving) = serving {
+            // The candidate and the serving revision count the same work items.
+            newest.outcomes = serving.outcomes.clone();
+            newest.state = serving.state.clone();
+        }
+        let (halted, promoting) = self.rollouts.revisions_of(name, object, &newest.revision);
+        let placement = crate::plan::rollout::place(
+            newest.rollout.strategy,
+            Revisions {
+                newest: &newest.revision,
+                serving: serving.map(|s| s.revision.as_str()),
+                halted: halted.as_ref(),
+                promote: object::annotation(object, PROMOTE_ANNOTATION),
+                abort: object::annotation(object, ABORT_ANNOTATION),
+                undo: object::annotation(object, UNDO_ANNOTATION),
+                promoting: promoting.as_deref(),
+            },
+        );
+        // Held back with nothing else serving (an undo of the serving revision): the revision
+        // before it serves again, from its snapshot. Without one the newest serves on, and the
+        // `Rollout` condition says why.
+        let mut placement = placement;
+        let mut undone_to = None;
+        if matches!(placement, Placement::Hold(_))
+            && serving.is_none_or(|serving| serving.revision == newest.revision)
+        {
+            match self.before(context, id, object, &newest.revision).await {
+                Ok(before) => {
+                    self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+                    undone_to = Some(before);
+                }
+                Err(why) => {
+                    let message = format!("revision {} cannot be undone: {why}", newest.revision);
+                    tracing::warn!(controller = %id, revision = %newest.revision, %why, "cannot undo");
+                    if self
+                        .rollouts
+                        .trouble(name, Some(Problem::new(reasons::UNDO_FAILED, &message)))
+                    {
+                        context
+                            .warn(object, None, reasons::UNDO_FAILED, "Rollout", &message)
+                            .await;
+                    }
+                    placement = Placement::Serve;
+                }
+            }
+        } else {
+            self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+        }
+        // Unless the newest revision serves anyway, the serving one runs on beside it: again
+        // from its snapshot after a restart, or loaded again when its webhook credentials
+        // rotated. Installed with the version it replaces, if any.
+        let serving_again = match (&placement, restored, &previous) {
+            _ if undone_to.is_some() => undone_to.map(|before| (before, previous.clone())),
+            (Placement::Serve, ..) | (_, None, None) => None,
+            (_, Some(restored), _) => {
+                tracing::info!(controller = %id, revision = %restored.revision, "serving revision restored from its snapshot");
+                Some((restored, None))
+            }
+            (_, None, Some(serving)) => self
+                .with_rotated_credentials(context, id, object, serving, &newest)
+                .await
+                .map(|reloaded| (reloaded, Some(serving.clone()))),
+        };
+        match placement {
+            Placement::Serve => {
+                let dropped = self.rollouts.serve(name, &newest.revision);
+                let promoted = dropped
+                    .as_ref()
+                    .is_some_and(|candidate| candidate.revision() == newest.revision);
+                let revision = newest.revision.clone();
+                self.install(context, key, object, newest, previous).await;
+                if dropped.is_some() {
+                    self.resync_serving(context, name).await;
+                }
+                if promoted {
+                    let note = format!("revision {revision} serves every object");
+                    context
+                        .note(object, reasons::PROMOTED, "Rollout", &note)
+                        .await;
+                }
+                if let Some(serving) = self.get(name) {
+                    self.rollouts.save(context, &serving).await;
+                }
+            }
+            Placement::Stage => {
+                // Staged first, so that the serving revision's work items of the candidate's
+                // share go to the candidate.
+                let (candidate, started) = self.rollouts.stage(name, newest, object);
+                if let Some((serving, replaced)) = serving_again {
+                    self.install(context, key, object, serving, replaced).await;
+                }
+                let serving = self.get(name).expect("a serving revision to stage beside");
+                self.rollouts.save(context, &serving).await;
+                self.unloaded.lock().remove(name);
+                self.rebuild_routes();
+                context.queue.forget(key);
+                if started {
+                    let note = format!(
+                        "revision {} is rolled out ({:?}) beside revision {}, which serves the \
+                         rest",
+                        candidate.revision(),
+                        candidate.controller.rollout.strategy,
+                        serving.revision
+                    );
+                    tracing::info!(controller = %id, candidate = %candidate.revision(), serving = %serving.revision, "rollout started");
+                    context
+                        .note(object, reasons::ROLLOUT_STARTED, "Rollout", &note)
+                        .await;
+                    // Whatever an earlier candidate served goes back to the serving revision.
+                    self.resync_serving(context, name).await;
+                }
+                if candidate.serves_any() {
+                    enqueue_all(context, &candidate.controller, Sweep::Changed).await;
+                }
+            }
+            Placement::Hold(halted) => {
+                let dropped = self.rollouts.hold(name, halted.clone());
+                if let Some((serving, replaced)) = serving_again {
+                    let undone = replaced
+                        .as_ref()
+                        .is_some_and(|replaced| replaced.revision == halted.revision);
+                    let revision = serving.revision.clone();
+                    self.install(context, key, object, serving, replaced).await;
+                    if undone {
+                        self.rollouts.saved(name, &revision);
+                        tracing::info!(controller = %id, undone = %halted.revision, serving = %revision, "rollout undone");
+                        context
+                            .warn(object, None, &halted.reason, "Rollout", &halted.message)
+                            .await;
+                        self.resync_serving(context, name).await;
+                    }
+                }
+                self.unloaded.lock().remove(name);
+                self.rebuild_routes();
+                context.queue.forget(key);
+                if let Some(dropped) = dropped {
+                    tracing::warn!(controller = %id, candidate = %dropped.revision(), reason = %halted.reason, message = %halted.message, "rollout halted");
+                    context
+                        .warn(object, None, &halted.reason, "Rollout", &halted.message)
+                        .await;
+                    self.resync_serving(context, name).await;
+                }
+            }
+        }
+    }
+
+    /// The revision that served before `revision`, loaded from its snapshot (an undo), or why
+    /// it cannot be.
+    pub(super) async fn before(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        revision: &str,
+    ) -> Result<Controller<K>, String> {
+        let kept = |name: &str| {
+            format!(
+                "ControllerRevision {}/{}",
+                context.config.snapshot_namespace,
+                rollout::snapshot_name(id, name)
+            )
+        };
+        let replaced = rollout::replaced(context, id, object, revision)
+            .await
+            .map_err(|error| format!("cannot read {}: {error}", kept(revision)))?
+            .ok_or_else(|| {
+                format!(
+                    "no snapshot names the revision that served before it ({} is missing or \
+                     names none: it was the first to serve, or rolled out Immediate)",
+                    kept(revision)
+                )
+            })?;
+        let snapshot = rollout::load_snapshot(context, id, object, &replaced)
+            .await
+            .map_err(|error| format!("cannot read {}: {error}", kept(&replaced)))?
+            .ok_or_else(|| {
+                format!(
+                    "the snapshot of revision {replaced} is gone ({})",
+                    kept(&replaced)
+                )
+            })?;
+        if let Some(why) = crate::tenancy::undo_refusal(&snapshot.controller, object) {
+            return Err(format!(
+                "revision {replaced}, which served before it, {why}"
+            ));
+        }
+        self.snapshot_version(context, id, object, &snapshot, &replaced, None)
+            .await
+            .map_err(|unloaded| format!("revision {replaced} does not load: {}", unloaded.why()))
+    }
+
+    /// The serving revision of a staged rollout, from the snapshot the status names (after a
+    /// restart): `None` when it is gone or does not load, and then the newest revision serves;
+    /// an error when the snapshot could not be read.
+    pub(super) async fn restore(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        revision: &str,
+    ) -> Result<Option<Controller<K>>, kube::Error> {
+        let snapshot = match rollout::load_snapshot(context, id, object, revision).await? {
+            Some(snapshot) => snapshot,
+            None => {
+                let note = format!(
+                    "the snapshot of serving revision {revision} is gone \
+                     (ControllerRevision {}/{}): the newest revision serves every object",
+                    context.config.snapshot_namespace,
+                    rollout::snapshot_name(id, revision)
+                );
+                tracing::warn!(controller = %id, revision, "{note}");
+                context
+                    .warn(object, None, reasons::LOAD_FAILED, "Rollout", &note)
+                    .await;
+                return Ok(None);
+            }
+        };
+        match self
+            .snapshot_version(context, id, object, &snapshot, revision, None)
+            .await
+        {
+            Ok(serving) => {
+                self.rollouts.saved(&id.name, revision);
+                Ok(Some(serving))
+            }
+            Err(unloaded) => {
+                let message = unloaded.why();
+                tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
+                Ok(None)
+            }
+        }
+    }
+
+    /// A revision loaded from a snapshot of it (`previous`: the version of it running now,
+    /// whose outcomes it keeps).
+    pub(super) async fn snapshot_version(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        snapshot: &rollout::Snapshot,
+        revision: &str,
+        previous: Option<&Arc<Controller<K>>>,
+    ) -> Result<Controller<K>, Box<Unloaded>> {
+        let kept = Arc::new(snapshot.controller.clone());
+        let mut version = self
+            .version(context, id, &kept, previous, Some(snapshot))
+            .await?;
+        // It is the same controller object: Events name it as it is now.
+        version.reference = crate::runtime::report::events::reference(object);
+        version.sync_requested =
+            object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
+        // Its snapshot is kept under this name, whatever its spec hashes to now.
+        version.revision = revision.to_string();
+        Ok(version)
+    }
+
+    /// The serving revision loaded again with rotated webhook credentials, while it runs
+    /// beside a candidate or a held-back revision (the newest version read is not it, so it
+    /// would go on with the old ones). It is loaded from a snapshot of itself as it runs, so
+    /// nothing else about it changes. `newest` was read just now: when it reads the same
+    /// credential objects, its digest tells without reading them again.
+    pub(super) async fn with_rotated_credentials(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        serving: &Arc<Controller<K>>,
+        newest: &Controller<K>,
+    ) -> Option<Controller<K>> {
+        let watch = serving.credentials.as_ref()?;
+        let rotated = match &newest.credentials {
+            Some(read) if read.reads_the_same(watch) => read.digest() != watch.digest(),
+            _ => match watch.changed().await {
+                Ok(changed) => changed,
+                Err(error) => {
+                    tracing::warn!(controller = %id, revision = %serving.revision, %error, "cannot read the serving revision's webhook credentials again");
+                    return None;
+                }
+            },
+        };
+        if !rotated {
+            return None;
+        }
+        let snapshot = rollout::snapshot_of(serving);
+        match self
+            .snapshot_version(
+                context,
+                id,
+                object,
+                &snapshot,
+                &serving.revision,
+                Some(serving),
+            )
+            .await
+        {
+            Ok(reloaded) => Some(reloaded),
+            Err(unloaded) => {
+                let message = unloaded.why();
+                tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
+                None
+            }
+        }
+    }
+
+    /// A turn of a controller's staged rollout: a canary's next step starts, or its candidate
+    /// is promoted or rolled back (by loading the controller again); a shadow is evaluated
+    /// again when due. A snapshot that could not be saved is tried again.
+    pub(super) async fn advance_rollout(
+        &self,
+        context: &Arc<Context>,
+        serving: &Arc<Controller<K>>,
+        failing: u64,
+    ) {
+        let name = &serving.id.name;
+        let Some(candidate) = self.rollouts.candidate(name) else {
+            return;
+        };
+        self.rollouts.save(context, serving).await;
+        let owner = Item::controller(&serving.id);
+        match self.rollouts.advance(context, name, failing) {
+            Advance::Nothing => {}
+            Advance::Stepped => {
+                enqueue_all(context, &candidate.controller, Sweep::Changed).await;
+                if let Some(object) = context.informers.get(&self.resource, None, name) {
+                    let note = format!(
+                        "revision {} serves a larger share of the work items (step {} of {})",
+                        candidate.revision(),
+                        candidate.step() + 1,
+                        candidate.controller.rollout.steps.len()
+                    );
+                    let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
+                    shard::acting_for(owner, published).await;
+                }
+            }
+            Advance::Reload => context.queue.add(WorkKey::load(&serving.id)),
+        }
+    }
+
+    /// Follows what the replica driving a controller's rollout recorded in its status: the
+    /// candidate's next step, or a reload to promote or hold it back.
+    pub(super) fn follow_rollout(&self, context: &Arc<Context>, name: &str, object: &Value) {
+        match self.rollouts.follow(name, object) {
+            Advance::Nothing => {}
+            Advance::Stepped => {
+                if let Some(candidate) = self.rollouts.candidate(name) {
+                    // The router goes on with the next event; the sweep ends on its own.
+                    let (context, controller) = (context.clone(), candidate.controller.clone());
+                    let _sweep = start_sweep(move || {
+                        K::enqueue_all(&context, &controller, Sweep::Changed);
+                    });
+                }
+            }
+            Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Writing each controller's status: its health, counts, refused reads and rollout, only
+//! when it changed.
+
+use super::Registry;
+use crate::api::ControllerStatus;
+use crate::runtime::context::Context;
+use crate::runtime::kind::Kind;
+use crate::runtime::replicas::shard::Item;
+use crate::runtime::report::status::{self, Counts, Health, Problem, RolloutReport};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+impl<K: Kind> Registry<K> {
+    /// A controller's `ReadsAllowed` condition.
+    pub(super) fn reads_allowed(&self, controller: &str) -> Result<(), Problem> {
+        let refused = self.refused.lock();
+        match refused.get(controller) {
+            Some(items) => status::reads_allowed(items.values().map(|item| &item.problem)),
+            None => Ok(()),
+        }
+    }
+
+    /// Brings every controller's status up to date (and what its kind reports besides),
+    /// writing only what changed.
+    pub(super) async fn write_statuses(&self, context: &Arc<Context>) {
+        let loaded = self.all();
+        let mut reports: HashMap<String, (Health, Counts, Option<RolloutReport>)> = HashMap::new();
+        for controller in &loaded {
+            K::report(context, controller).await;
+            let name = &controller.id.name;
+            let (candidate, candidate_serving, candidate_failing) =
+                self.rollouts.candidate_counts(name, controller);
+            let own = Counts {
+                candidate,
+                candidate_serving,
+                candidate_failing,
+                ..controller.outcomes.counts()
+            };
+            let counts = context.authority.total(&controller.id, own);
+            // The replica writing the controller's status drives its rollout.
+            if context
+                .authority
+                .may_write_for(&Item::controller(&controller.id))
+            {
+                self.advance_rollout(context, controller, counts.candidate_failing)
+                    .await;
+            }
+            let rollout = self.rollouts.report(name, controller, counts);
+            reports.insert(name.clone(), (controller.health.clone(), counts, rollout));
+        }
+        // The newest spec's problem wins over the health of a version still running.
+        for (name, unloaded) in self.unloaded.lock().iter() {
+            let (counts, rollout) = reports
+                .remove(name)
+                .map(|(_, counts, rollout)| (counts, rollout))
+                .unwrap_or_default();
+            reports.insert(name.clone(), (unloaded.health.clone(), counts, rollout));
+        }
+        for (name, (health, counts, rollout)) in reports {
+            context
+                .metrics
+                .set_ready(&Self::id(&name), health.ready.is_ok());
+            let reads = self.reads_allowed(&name);
+            self.write_status(context, &name, &health, counts, &reads, rollout.as_ref())
+                .await;
+        }
+    }
+
+    /// Writes a controller's status when it differs from what was last written.
+    pub(super) async fn write_status(
+        &self,
+        context: &Context,
+        name: &str,
+        health: &Health,
+        counts: Counts,
+        reads: &Result<(), Problem>,
+        rollout: Option<&RolloutReport>,
+    ) {
+        if !context
+            .authority
+            .may_write_for(&Item::controller(&Self::id(name)))
+        {
+            return;
+        }
+        let previous = self
+            .written_status
+            .lock()
+            .get(name)
+            .cloned()
+            .or_else(|| self.current_status(context, name));
+        let Some(status) = status::changed(previous.as_ref(), health, counts, reads, rollout)
+        else {
+            return;
+        };
+        let api: Api<DynamicObject> =
+            Api::all_with(context.client.clone(), &self.resource.api_resource());
+        // Replaces the whole status, so hooks removed from the spec leave no stale entries.
+        let patch: Patch<Value> = Patch::Json(
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+                .expect("a valid JSON patch"),
+        );
+        context.metrics.count_write(&Self::id(name));
+        match api
+            .patch_status(name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => {
+                self.written_status.lock().insert(name.to_string(), status);
+            }
+            Err(error) => {
+                tracing::warn!(controller = name, %error, "cannot write controller status")
+            }
+        }
+    }
+
+    /// The status the controller object carries now, as seen by the cache.
+    pub(super) fn current_status(&self, context: &Context, name: &str) -> Option<ControllerStatus> {
+        let object = context.informers.get(&self.resource, None, name)?;
+        serde_json::from_value(object.get("status")?.clone()).ok()
+    }
+}
