@@ -111,17 +111,6 @@ impl Decorator {
         related::customize_request(&self.controller_json, target)
     }
 
-    /// Groups related objects for the request the same way as attachments.
-    pub fn group_related<'a>(
-        &self,
-        target: &Value,
-        types: impl IntoIterator<Item = &'a ResourceType>,
-        related: impl IntoIterator<Item = &'a Value>,
-        version: HookVersion,
-    ) -> Value {
-        children::group_for_request(target, types, related, version)
-    }
-
     /// The sync or finalize hook request, in the shape of the hook's `version`.
     pub fn request(&self, phase: Phase, observed: &Observed, version: HookVersion) -> Value {
         let related = if observed.related.is_object() {

@@ -106,7 +106,12 @@ fn v2_requests_key_every_namespaced_object_by_namespace_and_name() {
         (HookVersion::V2, "prod/web-0", "prod/shared"),
     ] {
         let observed = Observed {
-            related: decorator.group_related(&target, [&configmaps], [&related], version),
+            related: crate::plan::children::group_for_request(
+                &target,
+                [&configmaps],
+                [&related],
+                version,
+            ),
             ..observed(&target, &[&attachment])
         };
         let request = decorator.request(Phase::Sync, &observed, version);
@@ -592,7 +597,7 @@ fn related_rules_select_by_namespace_names_and_labels() {
 /// What a target's hooks are handed, as reads its controller's account must be allowed.
 #[test]
 fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
-    use super::sync::observed_scopes;
+    use crate::kinds::one_object::OneObject;
     use crate::plan::related::{RelatedRule, related_scopes};
     let decorator = decorator(false, "InPlace");
     let resolver = StaticResolver::with_builtins();
@@ -601,7 +606,7 @@ fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
         scopes.iter().map(ToString::to_string).collect::<Vec<_>>()
     };
     assert_eq!(
-        shown(observed_scopes(&decorator, &target_type, &target())),
+        shown(decorator.observed_scopes(&target_type, &target())),
         [
             "get statefulsets (apps) in namespace prod",
             "list services (core) in namespace prod",
