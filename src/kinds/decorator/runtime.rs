@@ -107,7 +107,10 @@ impl ObjectRuntime for Decorator {
     }
 
     fn owned_types(&self) -> Vec<ResourceType> {
-        self.attachments.iter().map(|c| c.resource.clone()).collect()
+        self.attachments
+            .iter()
+            .map(|c| c.resource.clone())
+            .collect()
     }
 }
 

@@ -76,7 +76,11 @@ pub(crate) trait ObjectRuntime: OneObject {
 
     /// How long to wait before planning the object again, when the caches have not yet
     /// caught up with its last sync's writes.
-    fn behind(_context: &Context, _controller: &Controller<ObjectKind<Self>>, _key: &ObjRef) -> Option<Duration> {
+    fn behind(
+        _context: &Context,
+        _controller: &Controller<ObjectKind<Self>>,
+        _key: &ObjRef,
+    ) -> Option<Duration> {
         None
     }
 
@@ -343,11 +347,20 @@ async fn plan_object<P: ObjectRuntime>(
                     target: &object_now,
                     scope: runner.scope,
                 };
-                sync(&*planner, runner, &*context.informers, &object_now, &related)
+                sync(
+                    &*planner,
+                    runner,
+                    &*context.informers,
+                    &object_now,
+                    &related,
+                )
             },
         )
         .await;
-    context.record_reads(&WorkKey::new(&controller.id, Work::Object(key.clone())), scope);
+    context.record_reads(
+        &WorkKey::new(&controller.id, Work::Object(key.clone())),
+        scope,
+    );
     if planned.is_ok() {
         let action = kind::name::<ObjectKind<P>>().action();
         context
