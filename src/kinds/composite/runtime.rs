@@ -6,7 +6,7 @@
 use super::api::CompositeController;
 use super::plan::Composite;
 use crate::api::{ResourceRef, ServiceAccountRef};
-use crate::kinds::one_object::{ObjectKind, ObjectRuntime, RelatedState};
+use crate::kinds::one_object::{ObjectKind, ObjectRuntime, OneObject, RelatedState};
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::Phase;
 use crate::plan::synced::SyncedPlace;
@@ -68,12 +68,8 @@ impl ObjectRuntime for Composite {
             types: std::iter::once(self.parent.clone())
                 .chain(self.owned_types())
                 .collect(),
-            every_type: self.has_customize,
+            every_type: self.common.has_customize,
         }
-    }
-
-    fn has_finalize(&self) -> bool {
-        self.has_finalize
     }
 
     fn related(state: &CompositeState) -> &RelatedState {
@@ -96,10 +92,6 @@ impl ObjectRuntime for Composite {
 
     fn object_types(&self) -> impl Iterator<Item = &ResourceType> {
         std::iter::once(&self.parent)
-    }
-
-    fn wants(&self, parent: &Value) -> bool {
-        Composite::wants(self, parent)
     }
 
     /// A parent's own events, and its children's (a child's controller, the parents whose

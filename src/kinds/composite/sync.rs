@@ -7,7 +7,7 @@ use super::plan::{Composite, Observed, Rollout};
 use super::rolling::{self, REVISION_LABEL, Revision};
 use crate::api::HookKind;
 use crate::hooks::{HookRunner, InvalidResponse};
-use crate::kinds::one_object::OneObject;
+use crate::kinds::one_object::{Common, OneObject};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
@@ -29,36 +29,18 @@ impl OneObject for Composite {
     /// The parent's selector and the objects it may claim.
     type Found = (LabelSelector, Vec<Arc<Value>>);
 
-    fn name(&self) -> &str {
-        &self.name
+    fn common(&self) -> &Common {
+        &self.common
     }
 
-    fn reads(&self) -> &Arc<[ResourceType]> {
-        &self.reads
-    }
-
-    fn has_customize(&self) -> bool {
-        self.has_customize
-    }
-
-    fn phase(&self, parent: &Value) -> Phase {
-        Composite::phase(self, parent)
+    fn selects(&self, object: &Value) -> bool {
+        Self::selects(self, object)
     }
 
     fn object_type(&self, parent: &Value) -> Option<&ResourceType> {
         self.parent.describes(parent).then_some(&self.parent)
     }
 
-    fn customize_request(&self, parent: &Value) -> Value {
-        Composite::customize_request(self, parent)
-    }
-
-    fn release_plan(&self) -> Plan {
-        Composite::release_plan(self)
-    }
-
-    /// A parent whose selector cannot be read fails: it must never look like "owns nothing",
-    /// which would let go of every child.
     fn find(&self, store: &dyn ObjectStore, parent: &Value) -> Result<Self::Found, SyncError> {
         let selector = self.selector(parent)?;
         Ok((selector, candidates(self, store, parent)))

@@ -4,6 +4,7 @@ use super::DECORATOR_LABEL;
 use super::api::DecoratorController;
 use super::plan::{Decorator, Observed};
 use crate::api::HookVersion;
+use crate::kinds::one_object::OneObject;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related::related_rules;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
@@ -471,7 +472,7 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
 #[test]
 fn finalizer_lifecycle_follows_the_finalize_hook() {
     let with_finalize = decorator(true, "InPlace");
-    let finalizer = with_finalize.finalizer().to_string();
+    let finalizer = with_finalize.common.finalizer().to_string();
     assert_eq!(finalizer, "metascript.dev/decorator-service-per-pod");
     let mut target = target();
     assert_eq!(with_finalize.phase(&target), Phase::Sync);
@@ -536,11 +537,13 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     // Without a finalize hook a leftover finalizer is released, never left to block deletion.
     let without = decorator(false, "InPlace");
     let mut leftover = deleting.clone();
-    leftover["metadata"]["finalizers"] = json!([without.finalizer()]);
+    leftover["metadata"]["finalizers"] = json!([without.common.finalizer()]);
     assert_eq!(without.phase(&leftover), Phase::Release);
     assert_eq!(
-        without.release_plan().finalizer,
-        Some(FinalizerChange::Remove(without.finalizer().to_string()))
+        without.common.release_plan().finalizer,
+        Some(FinalizerChange::Remove(
+            without.common.finalizer().to_string()
+        ))
     );
     let mut plain = target.clone();
     plain["metadata"]["annotations"] = json!({});
@@ -597,7 +600,6 @@ fn related_rules_select_by_namespace_names_and_labels() {
 /// What a target's hooks are handed, as reads its controller's account must be allowed.
 #[test]
 fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
-    use crate::kinds::one_object::OneObject;
     use crate::plan::related::{RelatedRule, related_scopes};
     let decorator = decorator(false, "InPlace");
     let resolver = StaticResolver::with_builtins();

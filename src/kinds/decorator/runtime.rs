@@ -6,7 +6,7 @@ use super::DECORATOR_LABEL;
 use super::api::DecoratorController;
 use super::plan::Decorator;
 use crate::api::{ResourceRef, ServiceAccountRef};
-use crate::kinds::one_object::{ObjectKind, ObjectRuntime, RelatedState};
+use crate::kinds::one_object::{ObjectKind, ObjectRuntime, OneObject, RelatedState};
 use crate::object;
 use crate::plan::synced::SyncedPlace;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
@@ -37,12 +37,8 @@ impl ObjectRuntime for Decorator {
                 .chain(self.attachments.iter().map(|child| &child.resource))
                 .cloned()
                 .collect(),
-            every_type: self.has_customize,
+            every_type: self.common.has_customize,
         }
-    }
-
-    fn has_finalize(&self) -> bool {
-        self.has_finalize
     }
 
     fn related(state: &RelatedState) -> &RelatedState {
@@ -66,10 +62,6 @@ impl ObjectRuntime for Decorator {
 
     fn object_types(&self) -> impl Iterator<Item = &ResourceType> {
         self.rules.iter().map(|(_, resource)| resource)
-    }
-
-    fn wants(&self, target: &Value) -> bool {
-        self.selects(target) || object::has_finalizer(target, self.finalizer())
     }
 
     /// The object itself when it is (or was) a target, and its owner when it is an attachment.

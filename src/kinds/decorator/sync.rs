@@ -6,7 +6,7 @@ use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
 use crate::hooks::{HookRunner, InvalidResponse};
-use crate::kinds::one_object::OneObject;
+use crate::kinds::one_object::{Common, OneObject};
 use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
 use crate::plan::{Plan, SyncError};
@@ -25,32 +25,16 @@ impl OneObject for Decorator {
     /// The target's attachments.
     type Found = Vec<Arc<Value>>;
 
-    fn name(&self) -> &str {
-        &self.name
+    fn common(&self) -> &Common {
+        &self.common
     }
 
-    fn reads(&self) -> &Arc<[ResourceType]> {
-        &self.reads
-    }
-
-    fn has_customize(&self) -> bool {
-        self.has_customize
-    }
-
-    fn phase(&self, target: &Value) -> Phase {
-        Decorator::phase(self, target)
+    fn selects(&self, object: &Value) -> bool {
+        Self::selects(self, object)
     }
 
     fn object_type(&self, target: &Value) -> Option<&ResourceType> {
         self.target_type(target)
-    }
-
-    fn customize_request(&self, target: &Value) -> Value {
-        Decorator::customize_request(self, target)
-    }
-
-    fn release_plan(&self) -> Plan {
-        Decorator::release_plan(self)
     }
 
     fn find(&self, store: &dyn ObjectStore, target: &Value) -> Result<Self::Found, SyncError> {
@@ -84,7 +68,7 @@ impl OneObject for Decorator {
     }
 
     fn claim_labels(&self) -> Vec<(&'static str, &str)> {
-        vec![(DECORATOR_LABEL, &self.name)]
+        vec![(DECORATOR_LABEL, &self.common.name)]
     }
 
     fn observed(&self, store: &dyn ObjectStore, target: &Value) -> Option<Vec<Arc<Value>>> {

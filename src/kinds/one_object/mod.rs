@@ -5,10 +5,12 @@
 //! sync finds before its hooks run, how a hook's answer becomes a plan, which children its
 //! requests show and how its events are routed.
 
+mod common;
 mod offline;
 mod runtime;
 mod sync;
 
+pub(crate) use common::Common;
 pub(crate) use runtime::{ObjectKind, ObjectRuntime, RelatedState};
 pub(crate) use sync::{Synced, sync};
 
@@ -35,23 +37,38 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
     /// objects it may claim fail the sync early when unreadable).
     type Found;
 
+    /// What it holds whatever its objects are called.
+    fn common(&self) -> &Common;
+
+    /// Whether an object matches the controller's rules, selectors included.
+    fn selects(&self, object: &Value) -> bool;
+
     /// The controller's name.
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        &self.common().name
+    }
 
     /// The types hooks may read (`spec.reads`).
-    fn reads(&self) -> &Arc<[ResourceType]>;
+    fn reads(&self) -> &Arc<[ResourceType]> {
+        &self.common().reads
+    }
 
-    fn has_customize(&self) -> bool;
+    fn has_customize(&self) -> bool {
+        self.common().has_customize
+    }
 
-    fn phase(&self, object: &Value) -> Phase;
+    fn phase(&self, object: &Value) -> Phase {
+        self.common().phase(object, self.selects(object))
+    }
+
+    /// Whether the controller has work for this version of an object: selected, or holding
+    /// its finalizer.
+    fn wants(&self, object: &Value) -> bool {
+        self.common().wants(object, self.selects(object))
+    }
 
     /// The object's type, when it is of a type the controller syncs.
     fn object_type(&self, object: &Value) -> Option<&ResourceType>;
-
-    fn customize_request(&self, object: &Value) -> Value;
-
-    /// The plan for an object whose finalizer must go without calling any hook.
-    fn release_plan(&self) -> Plan;
 
     fn find(&self, store: &dyn ObjectStore, object: &Value) -> Result<Self::Found, SyncError>;
 

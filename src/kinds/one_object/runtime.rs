@@ -47,8 +47,6 @@ pub(crate) trait ObjectRuntime: OneObject {
 
     fn interest(&self) -> Interest;
 
-    fn has_finalize(&self) -> bool;
-
     fn related(state: &Self::State) -> &RelatedState;
 
     /// The account a deleted controller ran as, and the types of the objects that may still
@@ -57,9 +55,6 @@ pub(crate) trait ObjectRuntime: OneObject {
 
     /// The types of the objects it syncs.
     fn object_types(&self) -> impl Iterator<Item = &ResourceType>;
-
-    /// Whether the controller has work for a version of an object of its types.
-    fn wants(&self, object: &Value) -> bool;
 
     /// Queues the work one watch event causes, but for related objects.
     fn route(
@@ -111,7 +106,7 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
         object: &Value,
         _first: bool,
     ) {
-        let has_finalize = controller.planner.has_finalize();
+        let has_finalize = controller.planner.common().has_finalize;
         finalizers::keep_cleanup_finalizer(context, &controller.id, object, has_finalize).await;
     }
 

@@ -38,7 +38,7 @@ pub(crate) fn sync<P: OneObject>(
         Phase::Release => {
             return Ok(Some(Synced {
                 hook: None,
-                plan: planner.release_plan(),
+                plan: planner.common().release_plan(),
             }));
         }
         Phase::Sync => P::SYNC,
@@ -49,7 +49,7 @@ pub(crate) fn sync<P: OneObject>(
         true => related.resolve(related::customize(
             runner,
             P::CUSTOMIZE,
-            &planner.customize_request(object),
+            &planner.common().customize_request(object),
             related,
         )?)?,
         false => Vec::new(),
