@@ -10,6 +10,7 @@ pub mod composite;
 mod crds;
 pub mod decorator;
 pub mod map;
+mod one_object;
 
 pub use crds::{all_crds, crds_yaml, json_schema, json_schema_string};
 

@@ -2,11 +2,11 @@
 //! selector; the `sync` hook returns the parent's status and its desired children, which roll
 //! out by each child type's update strategy; `finalize` runs on deletion, `customize` selects
 //! related objects. Its API type and hooks (`api`), its pure planner (`plan`) and rolling updates
-//! (`rolling`), one parent's sync (`sync`), its face offline (`offline`) and in the operator
-//! (`runtime`).
+//! (`rolling`), and what it adds to the one-object sync it shares with DecoratorController
+//! ([`crate::kinds::one_object`]): one parent's claims, hooks and plan (`sync`), its routing and
+//! write expectations in the operator (`runtime`).
 
 mod api;
-mod offline;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
@@ -20,4 +20,4 @@ pub use api::{
 };
 pub use plan::{CONTROLLER_UID_LABEL, Composite, Observed};
 pub use rolling::{REVISION_LABEL, UPDATED};
-pub use runtime::CompositeKind;
+pub(crate) use runtime::CompositeKind;

@@ -2,16 +2,16 @@
 //! (Kubernetes' ControllerRef rules), what its hooks are asked, and what a response means for
 //! the cluster: children, claims, revisions, the parent's status and its finalizer.
 
-use super::api::{CompositeController, KIND, revisions_ref};
+use super::api::{CompositeController, revisions_ref};
 use super::rolling::{self, Revision, RollingType};
 use crate::api::{AdoptPolicy, HookVersion, UpdateMethod};
+use crate::kinds::one_object::Common;
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
-use crate::plan::lifecycle::{self, Phase, finalizer_for};
-use crate::plan::related;
+use crate::plan::lifecycle::Phase;
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::synced;
-use crate::plan::{Claim, ClaimChange, FinalizerChange, InvalidSelector, Plan, StatusChange};
+use crate::plan::{Claim, ClaimChange, InvalidSelector, Plan, StatusChange};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::selector::LabelSelector;
 use serde_json::{Map, Value, json};
@@ -24,9 +24,7 @@ pub const CONTROLLER_UID_LABEL: &str = "controller-uid";
 /// from one parent to the next.
 #[derive(Clone, Debug)]
 pub struct Composite {
-    pub name: String,
-    /// The controller object exactly as hooks receive it in `controller`.
-    pub controller_json: Value,
+    pub(crate) common: Common,
     pub parent: ResourceType,
     /// `parentResource.labelSelector`: only these parents are synced.
     pub parent_selector: Option<LabelSelector>,
@@ -39,11 +37,6 @@ pub struct Composite {
     /// ControllerRevisions, when a child type rolls out.
     pub revisions: Option<ResourceType>,
     pub generate_selector: bool,
-    pub has_finalize: bool,
-    pub has_customize: bool,
-    /// The types hooks may read (`spec.reads`).
-    pub reads: std::sync::Arc<[ResourceType]>,
-    finalizer: String,
 }
 
 /// What one parent's hooks are asked about: the parent, the children it claims, the claims
@@ -103,8 +96,6 @@ impl Composite {
             .filter(|paths| !paths.is_empty())
             .unwrap_or_else(|| vec!["spec".to_string()]);
         Ok(Composite {
-            name: kube::ResourceExt::name_any(controller),
-            controller_json: children::controller_json(controller, KIND),
             parent,
             parent_selector: parent_rule.label_selector.clone(),
             ignore_status_changes: parent_rule.ignore_status_changes == Some(true),
@@ -128,16 +119,16 @@ impl Composite {
             field_paths,
             revisions,
             generate_selector: spec.generate_selector == Some(true),
-            has_finalize: spec.hooks.finalize.is_some(),
-            has_customize: spec.hooks.customize.is_some(),
-            reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
-            finalizer: finalizer_for(KIND, &kube::ResourceExt::name_any(controller)),
+            common: Common::new(
+                controller,
+                (
+                    spec.hooks.finalize.is_some(),
+                    spec.hooks.customize.is_some(),
+                ),
+                &spec.reads,
+                resolver,
+            )?,
         })
-    }
-
-    /// The finalizer this controller puts on parents when it has a finalize hook.
-    pub fn finalizer(&self) -> &str {
-        &self.finalizer
     }
 
     /// Whether a parent is one this controller syncs (`parentResource.labelSelector`).
@@ -147,16 +138,6 @@ impl Composite {
                 .parent_selector
                 .as_ref()
                 .is_none_or(|selector| selector.matches_labels_of(parent))
-    }
-
-    pub fn phase(&self, parent: &Value) -> Phase {
-        let holding = object::has_finalizer(parent, self.finalizer());
-        Phase::of(parent, self.selects(parent), holding, self.has_finalize)
-    }
-
-    /// Whether the controller has work for this version of a parent.
-    pub fn wants(&self, parent: &Value) -> bool {
-        self.selects(parent) || object::has_finalizer(parent, self.finalizer())
     }
 
     /// Every type of object the parent owns: its child types, and ControllerRevisions when a
@@ -256,10 +237,6 @@ impl Composite {
         (claimed, claims)
     }
 
-    pub fn customize_request(&self, parent: &Value) -> Value {
-        related::customize_request(&self.controller_json, parent)
-    }
-
     /// The sync or finalize request about `parent` (a revision's parent for an older revision),
     /// in the shape of the hook's `version`.
     pub fn request(
@@ -269,34 +246,18 @@ impl Composite {
         observed: &Observed,
         version: HookVersion,
     ) -> Value {
-        let related = if observed.related.is_object() {
-            observed.related.clone()
-        } else {
-            json!({})
-        };
-        object::fields([
-            ("controller", self.controller_json.clone()),
-            ("parent", parent.clone()),
-            (
-                "children",
-                children::group_for_request(
-                    observed.parent,
-                    self.children.iter().map(|t| &t.resource),
-                    observed.children.iter().copied(),
-                    version,
-                ),
-            ),
-            ("related", related),
-            ("finalizing", (phase == Phase::Finalize).into()),
-        ])
-    }
-
-    /// The plan for a parent whose finalizer must go without calling any hook.
-    pub fn release_plan(&self) -> Plan {
-        Plan {
-            finalizer: Some(FinalizerChange::Remove(self.finalizer.clone())),
-            ..Plan::default()
-        }
+        let children = children::group_for_request(
+            observed.parent,
+            self.children.iter().map(|t| &t.resource),
+            observed.children.iter().copied(),
+            version,
+        );
+        self.common.request(
+            phase,
+            ("parent", parent),
+            ("children", children),
+            &observed.related,
+        )
     }
 
     /// The children a response asks for, checked and completed (namespace, owner reference,
@@ -432,13 +393,7 @@ impl Composite {
             apply,
             delete,
             status: self.status_change(parent, status),
-            finalizer: lifecycle::finalizer_change(
-                phase,
-                fields,
-                self.finalizer(),
-                object::has_finalizer(parent, self.finalizer()),
-                self.has_finalize,
-            )?,
+            finalizer: self.common.finalizer_change(phase, fields, parent)?,
             resync_after_seconds: response::resync_after(fields)?,
             ..Plan::default()
         })

@@ -5,6 +5,7 @@ use super::api::CompositeController;
 use super::plan::{Composite, Observed, Rollout};
 use super::rolling::{self, REVISION_LABEL, Revision};
 use crate::api::HookVersion;
+use crate::kinds::one_object::OneObject;
 use crate::object::{self, ObjectKey};
 use crate::plan::lifecycle::Phase;
 use crate::plan::{ClaimChange, FinalizerChange, Plan, StatusChange};

@@ -1,44 +1,35 @@
-//! CompositeControllers in the running operator: which events reach which parents (a child's
-//! controller, the parents whose selector an orphan matches, the parents whose customize rules
-//! select a related object), syncing one parent, and releasing every parent's finalizer when the
-//! controller itself is deleted.
+//! CompositeControllers in the running operator, as one-object controllers
+//! ([`crate::kinds::one_object`]): which events reach which parents (a child's controller, the
+//! parents whose selector an orphan matches), what a deleted controller releases, and waiting
+//! for the caches to show a parent's last writes before planning it again.
 
-use super::api::{CompositeController, KIND};
+use super::api::CompositeController;
 use super::plan::Composite;
-use super::sync;
 use crate::api::{ResourceRef, ServiceAccountRef};
+use crate::kinds::one_object::{ObjectKind, ObjectRuntime, OneObject, RelatedState};
 use crate::object::{self, ObjectKey};
-use crate::plan::lifecycle::{Phase, finalizer_for};
-use crate::plan::related::related_objects;
+use crate::plan::lifecycle::Phase;
 use crate::plan::synced::SyncedPlace;
 use crate::plan::{Deletion, Plan};
-use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::context::{Context, Failure};
-use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
-use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
+use crate::runtime::context::Context;
+use crate::runtime::keys::{ObjRef, Work};
+use crate::runtime::kind::{Controller, Interest};
 use crate::runtime::registry::routes::{only_status_changed, status_changed};
-use crate::runtime::sync::finalizers;
-use crate::runtime::sync::related::{CustomizeCache, RelatedIndex, Watched};
-use crate::runtime::sync::synced;
 use crate::runtime::watch::cache::ObjectEvent;
-use crate::runtime::write::apply::{PlanTarget, Written};
-use crate::runtime::write::fingerprint::{self, Seen, Sweep};
-use crate::script::CallScope;
+use crate::runtime::write::apply::Written;
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub struct CompositeKind;
+pub(crate) type CompositeKind = ObjectKind<Composite>;
 
 /// What a CompositeController remembers across reloads.
 #[derive(Default)]
 pub struct CompositeState {
-    related: RelatedIndex,
-    customized: CustomizeCache,
+    related: RelatedState,
     expectations: Mutex<HashMap<ObjRef, Expectation>>,
 }
 
@@ -61,11 +52,9 @@ const EXPECTATION_TTL: Duration = Duration::from_secs(10);
 /// events usually queue it sooner).
 const CATCH_UP_DELAY: Duration = Duration::from_millis(200);
 
-impl Kind for CompositeKind {
+impl ObjectRuntime for Composite {
     type Object = CompositeController;
-    type Planner = Composite;
     type State = CompositeState;
-    type OutcomeKey = ObjRef;
 
     fn build(
         controller: &CompositeController,
@@ -74,34 +63,21 @@ impl Kind for CompositeKind {
         Composite::new(controller, resolver)
     }
 
-    fn interest(composite: &Composite) -> Interest {
+    fn interest(&self) -> Interest {
         Interest {
-            types: std::iter::once(composite.parent.clone())
-                .chain(composite.owned_types())
+            types: std::iter::once(self.parent.clone())
+                .chain(self.owned_types())
                 .collect(),
-            every_type: composite.has_customize,
+            every_type: self.common.has_customize,
         }
     }
 
-    async fn installed(
-        context: &Arc<Context>,
-        controller: &Arc<Controller<Self>>,
-        object: &Value,
-        _first: bool,
-    ) {
-        let has_finalize = controller.planner.has_finalize;
-        finalizers::keep_cleanup_finalizer(context, &controller.id, object, has_finalize).await;
+    fn related(state: &CompositeState) -> &RelatedState {
+        &state.related
     }
 
-    /// Removes the controller's finalizer from every parent, then its own cleanup finalizer.
-    /// Children stay: their parents own them.
-    async fn release(
-        context: &Arc<Context>,
-        id: &ControllerId,
-        object: &Value,
-    ) -> Result<(), Failure> {
-        let controller: CompositeController = serde_json::from_value(object.clone())
-            .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
+    /// The parent type only: its children stay, their parents own them.
+    fn released(controller: &CompositeController) -> (Option<ServiceAccountRef>, Vec<ResourceRef>) {
         let spec = &controller.spec;
         let account = ServiceAccountRef::as_it_ran(
             spec.service_account_name.as_deref(),
@@ -111,32 +87,21 @@ impl Kind for CompositeKind {
             api_version: spec.parent_resource.api_version.clone(),
             resource: spec.parent_resource.resource.clone(),
         };
-        let finalizer = finalizer_for(KIND, &id.name);
-        finalizers::release_finalizers(context, id, object, account.as_ref(), &[parent], &finalizer)
-            .await
+        (account, vec![parent])
     }
 
-    fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
-        let composite = &controller.planner;
-        let mut skipped = 0;
-        for parent in ObjectStore::list(&*context.informers, &composite.parent, None) {
-            if !composite.wants(&parent) {
-                continue;
-            }
-            let parent_ref = ObjRef::of(&composite.parent, &parent);
-            if sweep == Sweep::Changed && unchanged(context, controller, &parent_ref, &parent) {
-                skipped += 1;
-                continue;
-            }
-            controller.enqueue(context, Work::Object(parent_ref));
-        }
-        skipped
+    fn object_types(&self) -> impl Iterator<Item = &ResourceType> {
+        std::iter::once(&self.parent)
     }
 
-    fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
-        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
-            return;
-        };
+    /// A parent's own events, and its children's (a child's controller, the parents whose
+    /// selector an orphan matches).
+    fn route(
+        context: &Context,
+        controller: &Controller<CompositeKind>,
+        event: &ObjectEvent,
+        object: &Value,
+    ) {
         let composite = &controller.planner;
         let news = controller.is_news(event);
         if event.resource == composite.parent && news {
@@ -146,45 +111,50 @@ impl Kind for CompositeKind {
         if owned && news {
             route_child(context, controller, event);
         }
-        for parent in controller
-            .state
-            .related
-            .affected(event, |parent| context.get(parent))
-        {
-            controller.enqueue(context, Work::Object(parent));
-        }
     }
 
-    fn synced_on(
-        _: &Context,
-        composite: &Composite,
-        _: &Value,
-    ) -> Option<(SyncedPlace, ResourceType)> {
-        let resource = &composite.parent;
+    fn synced_on(&self, _: &Value) -> Option<(SyncedPlace, ResourceType)> {
+        let resource = &self.parent;
         resource
             .has_status
             .then(|| (SyncedPlace::parent(), resource.clone()))
     }
 
-    fn rollout_unit(work: &Work) -> Option<ObjRef> {
-        match work {
-            Work::Object(object) => Some(object.clone()),
-            _ => None,
-        }
+    fn owned_types(&self) -> Vec<ResourceType> {
+        Composite::owned_types(self)
     }
 
-    async fn sync(
-        context: &Arc<Context>,
-        controller: &Arc<Controller<Self>>,
-        work: &Work,
-    ) -> Outcome<ObjRef> {
-        match work {
-            Work::Object(parent) => sync_parent(context, controller, parent).await,
-            _ => Outcome::Done,
-        }
+    fn behind(
+        context: &Context,
+        controller: &Controller<CompositeKind>,
+        parent_ref: &ObjRef,
+    ) -> Option<Duration> {
+        (!caught_up(context, controller, parent_ref)).then_some(CATCH_UP_DELAY)
     }
 
-    async fn report(_: &Arc<Context>, _: &Arc<Controller<Self>>) {}
+    /// Expected even when a write failed: those before it were made.
+    fn executed(
+        state: &CompositeState,
+        parent_ref: &ObjRef,
+        plan: &Plan,
+        written: Option<&Written>,
+    ) {
+        let expectation = Expectation {
+            written: written
+                .map(|written| written.versions.clone())
+                .unwrap_or_default(),
+            deleted: plan.delete.clone(),
+            since: Instant::now(),
+        };
+        state
+            .expectations
+            .lock()
+            .insert(parent_ref.clone(), expectation);
+    }
+
+    fn forget(state: &CompositeState, parent_ref: &ObjRef) {
+        state.expectations.lock().remove(parent_ref);
+    }
 }
 
 /// A parent event: queued when the controller has work for the new version or had for the old
@@ -331,196 +301,6 @@ fn at_least(seen: &str, written: &str) -> bool {
         (Ok(seen), Ok(written)) => seen >= written,
         _ => seen == written,
     }
-}
-
-/// Whether a parent's last sync was pure and saw exactly what the cache holds now.
-fn unchanged(
-    context: &Context,
-    controller: &Controller<CompositeKind>,
-    parent_ref: &ObjRef,
-    parent: &Value,
-) -> bool {
-    let Some(recorded) = controller.outcomes.fingerprint(parent_ref) else {
-        return false;
-    };
-    let Some(seen) = seen(context, controller, parent_ref, parent) else {
-        return false;
-    };
-    let reads = context.current_reads(&controller.id, || Work::Object(parent_ref.clone()));
-    seen.fingerprint(controller.version, reads) == recorded
-}
-
-/// What a sync of the parent builds its hook requests from, as the cache holds it now: the
-/// parent, the children it claims, its ControllerRevisions and the objects its customize rules
-/// relate to it. `None` when the parent's phase runs no hook or its selector is unreadable.
-fn seen(
-    context: &Context,
-    controller: &Controller<CompositeKind>,
-    parent_ref: &ObjRef,
-    parent: &Value,
-) -> Option<Seen> {
-    let composite = &controller.planner;
-    if !composite.phase(parent).runs_hook() {
-        return None;
-    }
-    let selector = composite.selector(parent).ok()?;
-    let store = &*context.informers;
-    let mut seen = Seen::default();
-    seen.object(parent);
-    for child in sync::claimed(composite, store, parent, &selector) {
-        seen.object(&child);
-    }
-    if let Some(revision_type) = &composite.revisions {
-        for revision in sync::revisions(store, revision_type, parent) {
-            seen.object(&revision);
-        }
-    }
-    if composite.has_customize {
-        let rules = controller.state.related.rules_of(parent_ref);
-        for related in related_objects(store, parent, &rules) {
-            seen.object(&related);
-        }
-    }
-    Some(seen)
-}
-
-/// Syncs one parent: hooks on the blocking pool, then the plan's writes. A parent that is gone
-/// or no longer the controller's is forgotten.
-async fn sync_parent(
-    context: &Arc<Context>,
-    controller: &Arc<Controller<CompositeKind>>,
-    parent_ref: &ObjRef,
-) -> Outcome<ObjRef> {
-    let object = context
-        .get(parent_ref)
-        .filter(|object| controller.planner.phase(object) != Phase::Idle);
-    let Some(object) = object else {
-        controller.state.related.remove(parent_ref);
-        controller.state.customized.remove(parent_ref);
-        controller.state.expectations.lock().remove(parent_ref);
-        return Outcome::Forgotten(parent_ref.clone());
-    };
-    if !caught_up(context, controller, parent_ref) {
-        return Outcome::Synced {
-            key: parent_ref.clone(),
-            resync_after: Some(CATCH_UP_DELAY),
-            fingerprint: None,
-        };
-    }
-    let scope = controller.scope(context, &controller.planner.reads);
-    let failed = |failure: Failure| Outcome::Failed {
-        key: parent_ref.clone(),
-        about: object.clone(),
-        failure: failure.scrubbed(&scope.secrets),
-    };
-    let mut plan = match plan_parent(context, controller, &object, parent_ref, &scope).await {
-        Ok(Some(plan)) => plan,
-        Ok(None) => {
-            return Outcome::Synced {
-                key: parent_ref.clone(),
-                resync_after: None,
-                fingerprint: None,
-            };
-        }
-        Err(failure) => return failed(failure),
-    };
-    let clear = synced::succeeded(context, controller, &object, &mut plan);
-    let mut written = Written::default();
-    if !plan.is_noop() {
-        let owned_types = controller.planner.owned_types();
-        let target = PlanTarget {
-            object: &object,
-            resource: &parent_ref.resource,
-            child_types: &owned_types,
-            controller: &controller.id,
-            writer: &controller.writer,
-        };
-        let executed = context.applier.execute(&target, &plan).await;
-        // Expected even when a write failed: those before it were made.
-        let expectation = Expectation {
-            written: executed
-                .as_ref()
-                .map(|written| written.versions.clone())
-                .unwrap_or_default(),
-            deleted: plan.delete.clone(),
-            since: Instant::now(),
-        };
-        controller
-            .state
-            .expectations
-            .lock()
-            .insert(parent_ref.clone(), expectation);
-        written = match executed {
-            Ok(written) => written,
-            Err(error) => return failed(error.into()),
-        };
-        tracing::debug!(controller = %controller.id, parent = %parent_ref, claimed = plan.claims.len(), applied = plan.apply.len(), deleted = plan.delete.len(), "synced");
-    }
-    synced::write_alone(context, controller, &object, clear, &written).await;
-    let fingerprint = seen(context, controller, parent_ref, &object)
-        .and_then(|seen| fingerprint::after_sync(controller.version, seen, &written, &scope));
-    Outcome::Synced {
-        key: parent_ref.clone(),
-        resync_after: plan.resync_after(),
-        fingerprint,
-    }
-}
-
-/// Plans a parent on the blocking pool (customize, older revisions, then sync or finalize),
-/// then records what its hooks read and publishes the Events they asked for. Every hook of the
-/// sync runs in `scope`, so what they read together is what the parent depends on.
-async fn plan_parent(
-    context: &Arc<Context>,
-    controller: &Arc<Controller<CompositeKind>>,
-    object: &Arc<Value>,
-    parent_ref: &ObjRef,
-    scope: &CallScope,
-) -> Result<Option<Plan>, Failure> {
-    let (planner, parent, key, state, id, version) = (
-        controller.planner.clone(),
-        object.clone(),
-        parent_ref.clone(),
-        controller.state.clone(),
-        controller.id.clone(),
-        controller.version,
-    );
-    let planned = context
-        .blocking(
-            &controller.id,
-            &controller.hooks,
-            scope,
-            move |context, runner| {
-                // Nothing its account may not read reaches its hooks.
-                if planner.phase(&parent).runs_hook() {
-                    let reads = sync::observed_scopes(&planner, &parent);
-                    crate::plan::admit(runner.scope, &id.name, &reads)?;
-                }
-                // The customize hook's types are resolved and watched before sync reads them
-                // from the caches, and indexed so their changes re-sync this parent.
-                let related = Watched {
-                    context,
-                    id: &id,
-                    index: &state.related,
-                    customized: &state.customized,
-                    version,
-                    target_ref: &key,
-                    target: &parent,
-                    scope: runner.scope,
-                };
-                sync::sync_parent(&planner, runner, &*context.informers, &parent, &related)
-            },
-        )
-        .await;
-    context.record_reads(
-        &WorkKey::new(&controller.id, Work::Object(parent_ref.clone())),
-        scope,
-    );
-    if planned.is_ok() {
-        context
-            .publish_script_events(object, &controller.reference, KIND.action(), &scope.events)
-            .await;
-    }
-    Ok(planned?.map(|synced| synced.plan))
 }
 
 #[cfg(test)]

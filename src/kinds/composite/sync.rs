@@ -1,18 +1,18 @@
-//! One parent's sync, start to end: its selector and the children it claims, its customize hook
-//! (the related rules), the hook calls of a rolling update's older revisions, then sync or
-//! finalize, and the plan. The operator runs it over its watch caches (on a blocking thread),
-//! `render` and `explain` over files and a cluster's objects, so all three do the same thing.
+//! A parent's sync as a one-object sync ([`crate::kinds::one_object`]): its selector and the
+//! children it claims, the hook calls of a rolling update's older revisions, then the sync or
+//! finalize request about it and the plan its answer makes.
 
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Composite, Observed, Rollout};
 use super::rolling::{self, REVISION_LABEL, Revision};
 use crate::api::HookKind;
-use crate::hooks::HookRunner;
+use crate::hooks::{HookRunner, InvalidResponse};
+use crate::kinds::one_object::{Common, OneObject};
 use crate::object::{self, ObjectKey};
-use crate::plan::adoption::Claimant;
+use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
-use crate::plan::related::{self, Related, related_objects};
-use crate::plan::{Plan, SyncError, stamp_provenance};
+use crate::plan::{Plan, SyncError};
+use crate::reads::{ReadScope, ReadVerb};
 use crate::resources::ResourceType;
 use crate::selector::LabelSelector;
 use crate::store::ObjectStore;
@@ -20,96 +20,129 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// What one parent's sync decided.
-pub struct Synced {
-    /// The hook that planned; none when only a finalizer is released.
-    pub hook: Option<HookKind>,
-    pub plan: Plan,
-}
+impl OneObject for Composite {
+    const SYNC: HookKind = SYNC;
+    const FINALIZE: HookKind = FINALIZE;
+    const CUSTOMIZE: HookKind = CUSTOMIZE;
+    const ROLE: &'static str = "parent";
 
-/// Plans one parent: `None` when it needs nothing. With a customize hook, its rules (called for,
-/// or kept from an earlier call) are turned into types by `related` (the operator also starts
-/// watching them there) before sync or finalize runs. A parent whose selector cannot be read fails: it must never look like "owns
-/// nothing", which would let go of every child.
-pub fn sync_parent(
-    composite: &Composite,
-    runner: &HookRunner,
-    store: &dyn ObjectStore,
-    parent: &Value,
-    related: &dyn Related,
-) -> Result<Option<Synced>, SyncError> {
-    let phase = composite.phase(parent);
-    let hook = match phase {
-        Phase::Idle => return Ok(None),
-        Phase::Release => {
-            return Ok(Some(Synced {
-                hook: None,
-                plan: composite.release_plan(),
-            }));
-        }
-        Phase::Sync => SYNC,
-        Phase::Finalize => FINALIZE,
-    };
-    let selector = composite.selector(parent)?;
-    let candidates = candidates(composite, store, parent);
-    let (children, claims) = composite.claim(parent, &selector, candidates.iter().map(Arc::as_ref));
-    let related = match composite.has_customize {
-        true => related.resolve(related::customize(
-            runner,
-            CUSTOMIZE,
-            &composite.customize_request(parent),
-            related,
-        )?)?,
-        false => Vec::new(),
-    };
-    let related_objects = related_objects(store, parent, &related);
-    let version = runner.hooks.version(hook);
-    let observed = Observed {
-        parent,
-        children,
-        claims,
-        related: crate::plan::children::group_for_request(
-            parent,
-            related.iter().map(|(_, resource)| resource),
-            related_objects.iter().map(Arc::as_ref),
-            version,
-        ),
-    };
-    let revisions = match (phase, &composite.revisions) {
-        (Phase::Sync, Some(revision_type)) => revisions(store, revision_type, parent),
-        _ => Vec::new(),
-    };
-    let rollout = match (phase, &composite.revisions) {
-        (Phase::Sync, Some(_)) => Some(rollout(
-            composite, runner, &observed, &selector, &revisions,
-        )?),
-        _ => None,
-    };
-    let response = runner.call(hook, &composite.request(phase, parent, &observed, version))?;
-    let mut plan = composite
-        .plan(phase, &observed, &selector, &response, rollout.as_ref())
-        .map_err(|error| runner.hooks.invalid_response(hook, error))?;
-    // Orphans the selector matches were claimed above; no other object is taken by label.
-    Claimant {
-        owner: parent,
-        types: &composite.children,
-        labels: &[],
+    /// The parent's selector and the objects it may claim.
+    type Found = (LabelSelector, Vec<Arc<Value>>);
+
+    fn common(&self) -> &Common {
+        &self.common
     }
-    .admit(&composite.name, &mut plan, store)?;
-    stamp_provenance(&mut plan, runner, hook, parent);
-    Ok(Some(Synced {
-        hook: Some(hook),
-        plan,
-    }))
+
+    fn selects(&self, object: &Value) -> bool {
+        Self::selects(self, object)
+    }
+
+    fn object_type(&self, parent: &Value) -> Option<&ResourceType> {
+        self.parent.describes(parent).then_some(&self.parent)
+    }
+
+    fn find(&self, store: &dyn ObjectStore, parent: &Value) -> Result<Self::Found, SyncError> {
+        let selector = self.selector(parent)?;
+        Ok((selector, candidates(self, store, parent)))
+    }
+
+    fn plan_hook(
+        &self,
+        runner: &HookRunner,
+        store: &dyn ObjectStore,
+        phase: Phase,
+        hook: HookKind,
+        parent: &Value,
+        (selector, candidates): &Self::Found,
+        related: Value,
+    ) -> Result<Plan, SyncError> {
+        let (children, claims) = self.claim(parent, selector, candidates.iter().map(Arc::as_ref));
+        let version = runner.hooks.version(hook);
+        let observed = Observed {
+            parent,
+            children,
+            claims,
+            related,
+        };
+        let revisions = match (phase, &self.revisions) {
+            (Phase::Sync, Some(revision_type)) => revisions(store, revision_type, parent),
+            _ => Vec::new(),
+        };
+        let rollout = match (phase, &self.revisions) {
+            (Phase::Sync, Some(_)) => Some(rollout(self, runner, &observed, selector, &revisions)?),
+            _ => None,
+        };
+        let response = runner.call(hook, &self.request(phase, parent, &observed, version))?;
+        Ok(self
+            .plan(phase, &observed, selector, &response, rollout.as_ref())
+            .map_err(|error| runner.hooks.invalid_response(hook, error))?)
+    }
+
+    fn children(&self) -> &[ChildType] {
+        &self.children
+    }
+
+    /// None: orphans the selector matches are claimed before planning; no other object is
+    /// taken by label.
+    fn claim_labels(&self) -> Vec<(&'static str, &str)> {
+        Vec::new()
+    }
+
+    /// The children it claims and its ControllerRevisions; `None` when its selector is
+    /// unreadable.
+    fn observed(&self, store: &dyn ObjectStore, parent: &Value) -> Option<Vec<Arc<Value>>> {
+        let selector = self.selector(parent).ok()?;
+        let mut observed = claimed(self, store, parent, &selector);
+        if let Some(revision_type) = &self.revisions {
+            observed.extend(revisions(store, revision_type, parent));
+        }
+        Some(observed)
+    }
+
+    /// The parent (`get` in its namespace) and its children (`list` of each child type in its
+    /// scope: its namespace, or every namespace for a cluster-scoped parent).
+    fn observed_scopes(&self, _: &ResourceType, parent: &Value) -> Vec<ReadScope> {
+        let scope = self.parent.scope_of(parent);
+        let mut scopes = vec![ReadScope::object(&self.parent, parent)];
+        scopes.extend(
+            self.children
+                .iter()
+                .map(|child| ReadScope::new(ReadVerb::List, &child.resource, scope)),
+        );
+        scopes
+    }
+
+    fn check(
+        &self,
+        phase: Phase,
+        request: &Value,
+        response: &Value,
+    ) -> Result<(), InvalidResponse> {
+        let parent = &request["parent"];
+        if !self.parent.describes(parent) {
+            return Err(InvalidResponse::new(
+                "(request)",
+                "request.parent is not of the controller's parent type, so the response cannot \
+                 be checked as the operator would",
+            ));
+        }
+        let selector = self.selector(parent).map_err(|error| {
+            InvalidResponse::new("(request)", format!("request.parent: {error}"))
+        })?;
+        let observed = Observed {
+            parent,
+            children: Vec::new(),
+            claims: Vec::new(),
+            related: Value::Null,
+        };
+        self.plan(phase, &observed, &selector, response, None)
+            .map(drop)
+    }
 }
 
 /// The objects a parent may claim: those of the child types it controls, and the orphans in
 /// its scope (its namespace, or everywhere for a cluster-scoped parent).
-pub fn candidates(
-    composite: &Composite,
-    store: &dyn ObjectStore,
-    parent: &Value,
-) -> Vec<Arc<Value>> {
+fn candidates(composite: &Composite, store: &dyn ObjectStore, parent: &Value) -> Vec<Arc<Value>> {
     let scope = composite.parent.scope_of(parent);
     composite
         .children
@@ -126,7 +159,7 @@ pub fn candidates(
 }
 
 /// The children a parent owns now (claiming orphans as it would), as the cache holds them.
-pub fn claimed(
+fn claimed(
     composite: &Composite,
     store: &dyn ObjectStore,
     parent: &Value,
@@ -143,7 +176,7 @@ pub fn claimed(
 }
 
 /// The ControllerRevisions of a parent (those carrying a revision label).
-pub fn revisions(
+fn revisions(
     store: &dyn ObjectStore,
     revision_type: &ResourceType,
     parent: &Value,
@@ -211,21 +244,4 @@ fn rollout<'a>(
         revisions: revisions.iter().map(Arc::as_ref).collect(),
         old,
     })
-}
-
-/// What a parent's hook requests show besides related objects, as reads its controller's
-/// account must be allowed: the parent (`get` in its namespace) and its children (`list` of
-/// each child type in its scope: its namespace, or every namespace for a cluster-scoped
-/// parent). Related objects are checked by [`crate::plan::related`].
-pub fn observed_scopes(composite: &Composite, parent: &Value) -> Vec<crate::reads::ReadScope> {
-    use crate::reads::{ReadScope, ReadVerb};
-    let scope = composite.parent.scope_of(parent);
-    let mut scopes = vec![ReadScope::object(&composite.parent, parent)];
-    scopes.extend(
-        composite
-            .children
-            .iter()
-            .map(|child| ReadScope::new(ReadVerb::List, &child.resource, scope)),
-    );
-    scopes
 }

@@ -1,10 +1,10 @@
 //! DecoratorController: for every object matching its resource rules, a `sync` hook returns
 //! attachments, labels, annotations and status; `finalize` runs on deletion, `customize` selects
-//! related objects. Its API type and hooks (`api`), its pure planner (`plan`), one target's sync
-//! (`sync`), its face offline (`offline`) and in the operator (`runtime`).
+//! related objects. Its API type and hooks (`api`), its pure planner (`plan`), and what it adds
+//! to the one-object sync it shares with CompositeController ([`crate::kinds::one_object`]):
+//! one target's hooks and plan (`sync`), its routing in the operator (`runtime`).
 
 mod api;
-mod offline;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
@@ -19,7 +19,7 @@ pub use api::{
     ResourceRule, SYNC,
 };
 pub use plan::{Decorator, Observed};
-pub use runtime::DecoratorKind;
+pub(crate) use runtime::DecoratorKind;
 
 /// Label naming the DecoratorController that attached an object.
 pub const DECORATOR_LABEL: &str = "metascript.dev/decorator";

@@ -2,15 +2,15 @@
 //! a hook's answer means for the cluster.
 
 use super::DECORATOR_LABEL;
-use super::api::{DecoratorController, KIND, ResourceRule};
+use super::api::{DecoratorController, ResourceRule};
 use crate::api::HookVersion;
+use crate::kinds::one_object::Common;
 use crate::object;
 use crate::plan::children::{self, ChildType};
-use crate::plan::lifecycle::{self, Phase, finalizer_for};
-use crate::plan::related;
+use crate::plan::lifecycle::Phase;
 use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::synced::{self, SyncedPlace};
-use crate::plan::{FinalizerChange, Plan, StatusChange, sanity};
+use crate::plan::{Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -19,18 +19,9 @@ use std::collections::BTreeMap;
 /// not change from one target to the next.
 #[derive(Clone, Debug)]
 pub struct Decorator {
-    pub name: String,
-    /// The controller object exactly as hooks receive it in `controller`.
-    pub controller_json: Value,
+    pub(crate) common: Common,
     pub rules: Vec<(ResourceRule, ResourceType)>,
     pub attachments: Vec<ChildType>,
-    pub has_finalize: bool,
-    pub has_customize: bool,
-    /// The types hooks may read (`spec.reads`).
-    pub reads: std::sync::Arc<[ResourceType]>,
-    /// The finalizer this controller puts on targets when it has a finalize hook (computed
-    /// once: it is checked on every target event).
-    finalizer: String,
     synced: SyncedPlace,
 }
 
@@ -56,21 +47,19 @@ impl Decorator {
             .map(|rule| Ok((rule.clone(), resolver.resolve(&rule.resource_ref())?)))
             .collect::<Result<Vec<_>, ResolveError>>()?;
         Ok(Decorator {
-            name: kube::ResourceExt::name_any(controller),
-            controller_json: children::controller_json(controller, KIND),
             rules,
             attachments: children::resolve_child_types(&spec.attachments, resolver)?,
-            has_finalize: spec.hooks.finalize.is_some(),
-            has_customize: spec.hooks.customize.is_some(),
-            reads: crate::resources::resolve_reads(&spec.reads, resolver)?,
-            finalizer: finalizer_for(KIND, &kube::ResourceExt::name_any(controller)),
+            common: Common::new(
+                controller,
+                (
+                    spec.hooks.finalize.is_some(),
+                    spec.hooks.customize.is_some(),
+                ),
+                &spec.reads,
+                resolver,
+            )?,
             synced: SyncedPlace::decorated(&kube::ResourceExt::name_any(controller)),
         })
-    }
-
-    /// The finalizer this controller puts on targets when it has a finalize hook.
-    pub fn finalizer(&self) -> &str {
-        &self.finalizer
     }
 
     /// Where its targets carry the `Synced` condition.
@@ -93,65 +82,29 @@ impl Decorator {
             .any(|(rule, resource)| resource.describes(target) && rule.selects(target))
     }
 
-    pub fn phase(&self, target: &Value) -> Phase {
-        let holding = object::has_finalizer(target, self.finalizer());
-        Phase::of(target, self.selects(target), holding, self.has_finalize)
-    }
-
     /// Whether `child` is an attachment of this decorator on `target`: controlled by the target
     /// and labelled with this decorator's name, so other decorators' attachments and the
     /// target's own children are never touched.
     pub fn owns(&self, target: &Value, child: &Value) -> bool {
-        object::label(child, DECORATOR_LABEL) == Some(self.name.as_str())
+        object::label(child, DECORATOR_LABEL) == Some(self.common.name.as_str())
             && object::is_controlled_by(child, target)
             && self.attachments.iter().any(|t| t.resource.describes(child))
     }
 
-    pub fn customize_request(&self, target: &Value) -> Value {
-        related::customize_request(&self.controller_json, target)
-    }
-
-    /// Groups related objects for the request the same way as attachments.
-    pub fn group_related<'a>(
-        &self,
-        target: &Value,
-        types: impl IntoIterator<Item = &'a ResourceType>,
-        related: impl IntoIterator<Item = &'a Value>,
-        version: HookVersion,
-    ) -> Value {
-        children::group_for_request(target, types, related, version)
-    }
-
     /// The sync or finalize hook request, in the shape of the hook's `version`.
     pub fn request(&self, phase: Phase, observed: &Observed, version: HookVersion) -> Value {
-        let related = if observed.related.is_object() {
-            observed.related.clone()
-        } else {
-            json!({})
-        };
-        object::fields([
-            ("controller", self.controller_json.clone()),
-            ("object", observed.target.clone()),
-            (
-                "attachments",
-                children::group_for_request(
-                    observed.target,
-                    self.attachments.iter().map(|t| &t.resource),
-                    observed.attachments.iter().copied(),
-                    version,
-                ),
-            ),
-            ("related", related),
-            ("finalizing", (phase == Phase::Finalize).into()),
-        ])
-    }
-
-    /// The plan for a target whose finalizer must go without calling any hook.
-    pub fn release_plan(&self) -> Plan {
-        Plan {
-            finalizer: Some(FinalizerChange::Remove(self.finalizer.clone())),
-            ..Plan::default()
-        }
+        let attachments = children::group_for_request(
+            observed.target,
+            self.attachments.iter().map(|t| &t.resource),
+            observed.attachments.iter().copied(),
+            version,
+        );
+        self.common.request(
+            phase,
+            ("object", observed.target),
+            ("attachments", attachments),
+            &observed.related,
+        )
     }
 
     /// Turns a sync or finalize response into the writes that converge the target.
@@ -176,7 +129,7 @@ impl Decorator {
             target,
             target_type.namespaced,
             &self.attachments,
-            &[(DECORATOR_LABEL, &self.name)],
+            &[(DECORATOR_LABEL, &self.common.name)],
         )?;
         let (apply, delete) = children::reconcile(
             desired,
@@ -201,13 +154,7 @@ impl Decorator {
             resync_after_seconds: response::resync_after(fields)?,
             ..Plan::default()
         };
-        plan.finalizer = lifecycle::finalizer_change(
-            phase,
-            fields,
-            self.finalizer(),
-            object::has_finalizer(target, self.finalizer()),
-            self.has_finalize,
-        )?;
+        plan.finalizer = self.common.finalizer_change(phase, fields, target)?;
         Ok(plan)
     }
 }

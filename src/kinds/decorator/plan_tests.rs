@@ -4,6 +4,7 @@ use super::DECORATOR_LABEL;
 use super::api::DecoratorController;
 use super::plan::{Decorator, Observed};
 use crate::api::HookVersion;
+use crate::kinds::one_object::OneObject;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related::related_rules;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
@@ -106,7 +107,12 @@ fn v2_requests_key_every_namespaced_object_by_namespace_and_name() {
         (HookVersion::V2, "prod/web-0", "prod/shared"),
     ] {
         let observed = Observed {
-            related: decorator.group_related(&target, [&configmaps], [&related], version),
+            related: crate::plan::children::group_for_request(
+                &target,
+                [&configmaps],
+                [&related],
+                version,
+            ),
             ..observed(&target, &[&attachment])
         };
         let request = decorator.request(Phase::Sync, &observed, version);
@@ -466,7 +472,7 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
 #[test]
 fn finalizer_lifecycle_follows_the_finalize_hook() {
     let with_finalize = decorator(true, "InPlace");
-    let finalizer = with_finalize.finalizer().to_string();
+    let finalizer = with_finalize.common.finalizer().to_string();
     assert_eq!(finalizer, "metascript.dev/decorator-service-per-pod");
     let mut target = target();
     assert_eq!(with_finalize.phase(&target), Phase::Sync);
@@ -531,11 +537,13 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     // Without a finalize hook a leftover finalizer is released, never left to block deletion.
     let without = decorator(false, "InPlace");
     let mut leftover = deleting.clone();
-    leftover["metadata"]["finalizers"] = json!([without.finalizer()]);
+    leftover["metadata"]["finalizers"] = json!([without.common.finalizer()]);
     assert_eq!(without.phase(&leftover), Phase::Release);
     assert_eq!(
-        without.release_plan().finalizer,
-        Some(FinalizerChange::Remove(without.finalizer().to_string()))
+        without.common.release_plan().finalizer,
+        Some(FinalizerChange::Remove(
+            without.common.finalizer().to_string()
+        ))
     );
     let mut plain = target.clone();
     plain["metadata"]["annotations"] = json!({});
@@ -592,7 +600,6 @@ fn related_rules_select_by_namespace_names_and_labels() {
 /// What a target's hooks are handed, as reads its controller's account must be allowed.
 #[test]
 fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
-    use super::sync::observed_scopes;
     use crate::plan::related::{RelatedRule, related_scopes};
     let decorator = decorator(false, "InPlace");
     let resolver = StaticResolver::with_builtins();
@@ -601,7 +608,7 @@ fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
         scopes.iter().map(ToString::to_string).collect::<Vec<_>>()
     };
     assert_eq!(
-        shown(observed_scopes(&decorator, &target_type, &target())),
+        shown(decorator.observed_scopes(&target_type, &target())),
         [
             "get statefulsets (apps) in namespace prod",
             "list services (core) in namespace prod",

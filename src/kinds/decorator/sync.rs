@@ -1,93 +1,120 @@
-//! One target's sync, start to end: its customize hook (the related rules), their types, then
-//! sync or finalize over what a store holds, and the plan. The operator runs it over its watch
-//! caches (on a blocking thread), `render` and `explain` over files and a cluster's objects, so
-//! all three do exactly the same thing.
+//! A target's sync as a one-object sync ([`crate::kinds::one_object`]): its attachments, the
+//! sync or finalize request about it, and the plan its answer makes.
 
 use super::DECORATOR_LABEL;
 use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
-use crate::hooks::HookRunner;
-use crate::plan::adoption::Claimant;
+use crate::hooks::{HookRunner, InvalidResponse};
+use crate::kinds::one_object::{Common, OneObject};
+use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
-use crate::plan::related::{self, Related, related_objects};
-use crate::plan::{Plan, SyncError, stamp_provenance};
+use crate::plan::{Plan, SyncError};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::resources::ResourceType;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// What one target's sync decided.
-pub struct Synced {
-    /// The hook that planned; none when only a finalizer is released.
-    pub hook: Option<HookKind>,
-    pub plan: Plan,
-}
+impl OneObject for Decorator {
+    const SYNC: HookKind = SYNC;
+    const FINALIZE: HookKind = FINALIZE;
+    const CUSTOMIZE: HookKind = CUSTOMIZE;
+    const ROLE: &'static str = "target";
 
-/// Plans one target: `None` when it needs nothing. With a customize hook, its rules (called for,
-/// or kept from an earlier call) are turned into types by `related` before sync or finalize runs.
-pub fn sync_target(
-    decorator: &Decorator,
-    runner: &HookRunner,
-    store: &dyn ObjectStore,
-    target: &Value,
-    related: &dyn Related,
-) -> Result<Option<Synced>, SyncError> {
-    let phase = decorator.phase(target);
-    let hook = match phase {
-        Phase::Idle => return Ok(None),
-        Phase::Release => {
-            return Ok(Some(Synced {
-                hook: None,
-                plan: decorator.release_plan(),
-            }));
-        }
-        Phase::Sync => SYNC,
-        Phase::Finalize => FINALIZE,
-    };
-    let related = match decorator.has_customize {
-        true => related.resolve(related::customize(
-            runner,
-            CUSTOMIZE,
-            &decorator.customize_request(target),
-            related,
-        )?)?,
-        false => Vec::new(),
-    };
-    let related_objects = related_objects(store, target, &related);
-    let attachments = observed_attachments(decorator, store, target);
-    let version = runner.hooks.version(hook);
-    let observed = Observed {
-        target,
-        attachments: attachments.iter().map(Arc::as_ref).collect(),
-        related: decorator.group_related(
-            target,
-            related.iter().map(|(_, resource)| resource),
-            related_objects.iter().map(Arc::as_ref),
-            version,
-        ),
-    };
-    let response = runner.call(hook, &decorator.request(phase, &observed, version))?;
-    let mut plan = decorator
-        .plan(phase, &observed, &response)
-        .map_err(|error| runner.hooks.invalid_response(hook, error))?;
-    Claimant {
-        owner: target,
-        types: &decorator.attachments,
-        labels: &[(DECORATOR_LABEL, &decorator.name)],
+    /// The target's attachments.
+    type Found = Vec<Arc<Value>>;
+
+    fn common(&self) -> &Common {
+        &self.common
     }
-    .admit(&decorator.name, &mut plan, store)?;
-    stamp_provenance(&mut plan, runner, hook, target);
-    Ok(Some(Synced {
-        hook: Some(hook),
-        plan,
-    }))
+
+    fn selects(&self, object: &Value) -> bool {
+        Self::selects(self, object)
+    }
+
+    fn object_type(&self, target: &Value) -> Option<&ResourceType> {
+        self.target_type(target)
+    }
+
+    fn find(&self, store: &dyn ObjectStore, target: &Value) -> Result<Self::Found, SyncError> {
+        Ok(observed_attachments(self, store, target))
+    }
+
+    fn plan_hook(
+        &self,
+        runner: &HookRunner,
+        _: &dyn ObjectStore,
+        phase: Phase,
+        hook: HookKind,
+        target: &Value,
+        attachments: &Self::Found,
+        related: Value,
+    ) -> Result<Plan, SyncError> {
+        let observed = Observed {
+            target,
+            attachments: attachments.iter().map(Arc::as_ref).collect(),
+            related,
+        };
+        let version = runner.hooks.version(hook);
+        let response = runner.call(hook, &self.request(phase, &observed, version))?;
+        Ok(self
+            .plan(phase, &observed, &response)
+            .map_err(|error| runner.hooks.invalid_response(hook, error))?)
+    }
+
+    fn children(&self) -> &[ChildType] {
+        &self.attachments
+    }
+
+    fn claim_labels(&self) -> Vec<(&'static str, &str)> {
+        vec![(DECORATOR_LABEL, &self.common.name)]
+    }
+
+    fn observed(&self, store: &dyn ObjectStore, target: &Value) -> Option<Vec<Arc<Value>>> {
+        Some(observed_attachments(self, store, target))
+    }
+
+    /// The target (`get` in its namespace) and its attachments (`list` of each type where the
+    /// target's children live: its namespace, or every namespace for a cluster-scoped target).
+    fn observed_scopes(&self, target_type: &ResourceType, target: &Value) -> Vec<ReadScope> {
+        let mut scopes = vec![ReadScope::object(target_type, target)];
+        scopes.extend(self.attachments.iter().map(|child| {
+            ReadScope::new(
+                ReadVerb::List,
+                &child.resource,
+                target_type.scope_of(target),
+            )
+        }));
+        scopes
+    }
+
+    fn check(
+        &self,
+        phase: Phase,
+        request: &Value,
+        response: &Value,
+    ) -> Result<(), InvalidResponse> {
+        let target = &request["object"];
+        if self.target_type(target).is_none() {
+            return Err(InvalidResponse::new(
+                "(request)",
+                "request.object is not of a type the controller targets, so the response \
+                 cannot be checked as the operator would",
+            ));
+        }
+        let observed = Observed {
+            target,
+            attachments: Vec::new(),
+            related: Value::Null,
+        };
+        self.plan(phase, &observed, response).map(drop)
+    }
 }
 
 /// The attachments a target's request shows: its children of the attachment types that this
 /// controller owns.
-pub fn observed_attachments(
+fn observed_attachments(
     decorator: &Decorator,
     store: &dyn ObjectStore,
     target: &Value,
@@ -98,24 +125,4 @@ pub fn observed_attachments(
         .flat_map(|child| store.controlled_by(&child.resource, target))
         .filter(|child| decorator.owns(target, child))
         .collect()
-}
-
-/// What a target's hook request shows besides related objects, as reads its controller's
-/// account must be allowed: the target (`get` in its namespace) and its attachments (`list` of
-/// each type where the target's children live: its namespace, or every namespace for a
-/// cluster-scoped target). Related objects are checked by [`crate::plan::related`].
-pub fn observed_scopes(
-    decorator: &Decorator,
-    target_type: &ResourceType,
-    target: &Value,
-) -> Vec<ReadScope> {
-    let mut scopes = vec![ReadScope::object(target_type, target)];
-    scopes.extend(decorator.attachments.iter().map(|child| {
-        ReadScope::new(
-            ReadVerb::List,
-            &child.resource,
-            target_type.scope_of(target),
-        )
-    }));
-    scopes
 }

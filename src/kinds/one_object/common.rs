@@ -1,0 +1,113 @@
+//! What every one-object planner holds and decides the same way, whatever it calls its object:
+//! its name and hooks, its finalizer and the object's phase, and the shape of a hook request.
+
+use crate::api::{ControllerObject, ResourceRef};
+use crate::object;
+use crate::plan::children;
+use crate::plan::lifecycle::{self, Phase, finalizer_for};
+use crate::plan::related;
+use crate::plan::response::InvalidResponse;
+use crate::plan::{FinalizerChange, Plan};
+use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Common {
+    pub name: String,
+    /// The controller object exactly as hooks receive it in `controller`.
+    pub controller_json: Value,
+    pub has_finalize: bool,
+    pub has_customize: bool,
+    /// The types hooks may read (`spec.reads`).
+    pub reads: Arc<[ResourceType]>,
+    /// The finalizer this controller puts on its objects when it has a finalize hook (computed
+    /// once: it is checked on every event of them).
+    finalizer: String,
+}
+
+impl Common {
+    pub fn new<C: ControllerObject>(
+        controller: &C,
+        (has_finalize, has_customize): (bool, bool),
+        reads: &[ResourceRef],
+        resolver: &dyn ResourceResolver,
+    ) -> Result<Common, ResolveError> {
+        let name = controller.name();
+        Ok(Common {
+            controller_json: children::controller_json(controller, C::KIND),
+            has_finalize,
+            has_customize,
+            reads: crate::resources::resolve_reads(reads, resolver)?,
+            finalizer: finalizer_for(C::KIND, &name),
+            name,
+        })
+    }
+
+    /// The finalizer this controller puts on its objects when it has a finalize hook.
+    pub fn finalizer(&self) -> &str {
+        &self.finalizer
+    }
+
+    /// The object's phase, `selected` by the controller's rules or not.
+    pub fn phase(&self, object: &Value, selected: bool) -> Phase {
+        let holding = object::has_finalizer(object, self.finalizer());
+        Phase::of(object, selected, holding, self.has_finalize)
+    }
+
+    /// Whether the controller has work for this version of an object, `selected` or not.
+    pub fn wants(&self, object: &Value, selected: bool) -> bool {
+        selected || object::has_finalizer(object, self.finalizer())
+    }
+
+    pub fn customize_request(&self, object: &Value) -> Value {
+        related::customize_request(&self.controller_json, object)
+    }
+
+    /// The plan for an object whose finalizer must go without calling any hook.
+    pub fn release_plan(&self) -> Plan {
+        Plan {
+            finalizer: Some(FinalizerChange::Remove(self.finalizer.clone())),
+            ..Plan::default()
+        }
+    }
+
+    /// What a response's `finalized` means for the object's finalizer in `phase`.
+    pub fn finalizer_change(
+        &self,
+        phase: Phase,
+        fields: &Map<String, Value>,
+        object: &Value,
+    ) -> Result<Option<FinalizerChange>, InvalidResponse> {
+        lifecycle::finalizer_change(
+            phase,
+            fields,
+            self.finalizer(),
+            object::has_finalizer(object, self.finalizer()),
+            self.has_finalize,
+        )
+    }
+
+    /// A sync or finalize request: the controller, the object and its children under the
+    /// kind's names for them, its related objects (`related`, grouped) and the phase.
+    pub fn request(
+        &self,
+        phase: Phase,
+        (object_field, object): (&'static str, &Value),
+        (children_field, children): (&'static str, Value),
+        related: &Value,
+    ) -> Value {
+        let related = if related.is_object() {
+            related.clone()
+        } else {
+            json!({})
+        };
+        object::fields([
+            ("controller", self.controller_json.clone()),
+            (object_field, object.clone()),
+            (children_field, children),
+            ("related", related),
+            ("finalizing", (phase == Phase::Finalize).into()),
+        ])
+    }
+}

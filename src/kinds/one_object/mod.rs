@@ -1,0 +1,106 @@
+//! What DecoratorController and CompositeController share: each syncs one object at a time (a
+//! target, a parent) by the same path, written here once: the customize hook, then sync or
+//! finalize, then the plan's writes, then a fingerprint of what the sync saw. A kind says what
+//! differs through [`OneObject`] (pure planning) and [`ObjectRuntime`] (the operator): what a
+//! sync finds before its hooks run, how a hook's answer becomes a plan, which children its
+//! requests show and how its events are routed.
+
+mod common;
+mod offline;
+mod runtime;
+mod sync;
+
+pub(crate) use common::Common;
+pub(crate) use runtime::{ObjectKind, ObjectRuntime, RelatedState};
+pub(crate) use sync::{Synced, sync};
+
+use crate::api::HookKind;
+use crate::hooks::{HookRunner, InvalidResponse};
+use crate::plan::children::ChildType;
+use crate::plan::lifecycle::Phase;
+use crate::plan::{Plan, SyncError};
+use crate::reads::ReadScope;
+use crate::resources::ResourceType;
+use crate::store::ObjectStore;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A planner whose hooks are about one object and its children.
+pub(crate) trait OneObject: Clone + Send + Sync + 'static {
+    const SYNC: HookKind;
+    const FINALIZE: HookKind;
+    const CUSTOMIZE: HookKind;
+    /// What the kind calls the object, as `explain` says it: `target`, `parent`.
+    const ROLE: &'static str;
+
+    /// What a sync reads from the store before any hook runs (a parent's selector and the
+    /// objects it may claim fail the sync early when unreadable).
+    type Found;
+
+    /// What it holds whatever its objects are called.
+    fn common(&self) -> &Common;
+
+    /// Whether an object matches the controller's rules, selectors included.
+    fn selects(&self, object: &Value) -> bool;
+
+    /// The controller's name.
+    fn name(&self) -> &str {
+        &self.common().name
+    }
+
+    /// The types hooks may read (`spec.reads`).
+    fn reads(&self) -> &Arc<[ResourceType]> {
+        &self.common().reads
+    }
+
+    fn has_customize(&self) -> bool {
+        self.common().has_customize
+    }
+
+    fn phase(&self, object: &Value) -> Phase {
+        self.common().phase(object, self.selects(object))
+    }
+
+    /// Whether the controller has work for this version of an object: selected, or holding
+    /// its finalizer.
+    fn wants(&self, object: &Value) -> bool {
+        self.common().wants(object, self.selects(object))
+    }
+
+    /// The object's type, when it is of a type the controller syncs.
+    fn object_type(&self, object: &Value) -> Option<&ResourceType>;
+
+    fn find(&self, store: &dyn ObjectStore, object: &Value) -> Result<Self::Found, SyncError>;
+
+    /// Calls `hook` (sync or finalize) about the object and turns its answer into a plan;
+    /// `related` holds the related objects, grouped as requests show them.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_hook(
+        &self,
+        runner: &HookRunner,
+        store: &dyn ObjectStore,
+        phase: Phase,
+        hook: HookKind,
+        object: &Value,
+        found: &Self::Found,
+        related: Value,
+    ) -> Result<Plan, SyncError>;
+
+    /// The child types a plan may write.
+    fn children(&self) -> &[ChildType];
+
+    /// Labels every child carries, by which an orphan made by this controller is adopted.
+    fn claim_labels(&self) -> Vec<(&'static str, &str)>;
+
+    /// What the object's hook requests show of its children, as the cache holds them now;
+    /// `None` when that cannot be read.
+    fn observed(&self, store: &dyn ObjectStore, object: &Value) -> Option<Vec<Arc<Value>>>;
+
+    /// What its hook requests show besides related objects, as reads its controller's account
+    /// must be allowed. Related objects are checked by [`crate::plan::related`].
+    fn observed_scopes(&self, resource: &ResourceType, object: &Value) -> Vec<ReadScope>;
+
+    /// Checks a sync or finalize response to `request` as [`OneObject::plan_hook`] would.
+    fn check(&self, phase: Phase, request: &Value, response: &Value)
+    -> Result<(), InvalidResponse>;
+}
