@@ -33,3 +33,6 @@ pub use operator::{Operator, StartError};
 pub use registry::{KindEntry, KindRuntime};
 pub use replicas::leader::{ElectionError, LeaseConfig};
 pub use replicas::shard::ShardConfig;
+
+#[cfg(test)]
+mod tests;
