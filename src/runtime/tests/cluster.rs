@@ -7,7 +7,7 @@ use crate::api::{API_VERSION, ResourceRef};
 use crate::hooks::WebhookClient;
 use crate::hooks::egress::EgressPolicy;
 use crate::runtime::context::{Context, Identities, OperatorConfig};
-use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::keys::WorkKey;
 use crate::runtime::reads::access::AccessReviews;
 use crate::runtime::registry::KindRuntime;
 use crate::runtime::replicas::authority::Authority;
@@ -195,12 +195,6 @@ impl Cluster {
                 kind.resync(&self.context, &name);
             }
         }
-        self.settle().await;
-    }
-
-    /// Runs one controller's load (as a change to its object would queue).
-    pub async fn reload(&mut self, id: &ControllerId) {
-        self.context.queue.add(WorkKey::load(id));
         self.settle().await;
     }
 

@@ -26,7 +26,12 @@ let left = get_path(request, ["attachments", "ConfigMap.v1"], #{});
 #{ attachments: [], finalized: left.is_empty() }
 "#;
 
-fn controller() -> Value {
+pub fn controller() -> Value {
+    controller_running(SYNC)
+}
+
+/// The controller, its sync hook given.
+pub fn controller_running(sync: &str) -> Value {
     let inline = |code: &str| json!({"script": {"language": "rhai", "inline": code}});
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
@@ -34,12 +39,12 @@ fn controller() -> Value {
         "spec": {
             "resources": [{"apiVersion": WIDGETS.api_version, "resource": WIDGETS.plural}],
             "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
-            "hooks": {"sync": inline(SYNC), "finalize": inline(FINALIZE)},
+            "hooks": {"sync": inline(sync), "finalize": inline(FINALIZE)},
         }
     })
 }
 
-fn widget(spec: Value) -> Value {
+pub fn widget(spec: Value) -> Value {
     json!({
         "apiVersion": WIDGETS.api_version, "kind": WIDGETS.kind,
         "metadata": {"name": "w", "namespace": "team"},

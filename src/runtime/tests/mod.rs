@@ -5,3 +5,4 @@
 mod api;
 mod cluster;
 mod decorator;
+mod registry;
