@@ -583,13 +583,13 @@ impl State {
             (None, false) => return Err(not_found(key)),
         };
         let mut patch = patch;
-        if applying || content_type.starts_with("application/merge-patch") {
-            if let Some(expected) = patch["metadata"]
+        // A resourceVersion in the patch is a precondition, not a field to write.
+        if (applying || content_type.starts_with("application/merge-patch"))
+            && let Some(expected) = patch["metadata"]
                 .as_object_mut()
                 .and_then(|m| m.remove("resourceVersion"))
-            {
-                precondition(previous.as_ref(), "resourceVersion", &expected)?;
-            }
+        {
+            precondition(previous.as_ref(), "resourceVersion", &expected)?;
         }
         match content_type.split(';').next().unwrap_or_default() {
             APPLY => {
@@ -671,7 +671,7 @@ impl State {
     /// Stores a written object: its server-set fields, a new resourceVersion and a watch event
     /// when it changed; removed when it is deleting and no finalizer holds it any more.
     fn store(&mut self, key: &Key, previous: Option<&Value>, mut object: Value) -> Value {
-        let served = self.served(&key.0, &key.1).ok().expect("a served type");
+        let served = self.served(&key.0, &key.1).expect("a served type");
         object["apiVersion"] = json!(key.0);
         object["kind"] = json!(served.kind);
         object["metadata"]["name"] = json!(key.3);
