@@ -33,3 +33,6 @@ pub use operator::{Operator, StartError};
 pub(crate) use registry::KindEntry;
 pub use replicas::leader::LeaseConfig;
 pub(crate) use replicas::shard::ShardConfig;
+
+#[cfg(test)]
+mod tests;
