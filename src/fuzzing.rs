@@ -5,7 +5,7 @@
 
 use proptest::test_runner::Config;
 
-pub fn config(cases: u32) -> Config {
+pub(crate) fn config(cases: u32) -> Config {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|text| text.parse().ok())

@@ -38,7 +38,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Credentials rotate rarely, and each poll is a read per Secret per controller that names one.
-pub const DEFAULT_CREDENTIALS_POLL_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CREDENTIALS_POLL_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The operator's namespace when it runs outside a pod and none is given.
 pub const DEFAULT_NAMESPACE: &str = "metascript-system";
@@ -127,11 +127,6 @@ impl Default for OperatorConfig {
         }
     }
 }
-
-/// Why a sync failed: the reason its Warning Event gives, the message, and what the runtime
-/// does about it (a hook out of time throttles its controller's flow of work, see
-/// [`WorkQueue::throttle`]; a read refused is retried when RBAC changes).
-pub type Failure = Problem;
 
 impl From<SyncError> for Problem {
     fn from(error: SyncError) -> Self {
@@ -315,12 +310,12 @@ fn token_subject(token: &str) -> Option<String> {
 /// recomputed, what changed queued) on the blocking pool: CPU work that grows with the items
 /// (about 0.4 s at 10,000 map pairs) and would hold a runtime thread (watches, the dispatcher,
 /// connections) meanwhile. A caller that cannot wait drops the handle; the sweep ends on its own.
-pub fn start_sweep(work: impl FnOnce() + Send + 'static) -> tokio::task::JoinHandle<()> {
+pub(crate) fn start_sweep(work: impl FnOnce() + Send + 'static) -> tokio::task::JoinHandle<()> {
     tokio::task::spawn_blocking(work)
 }
 
 /// [`start_sweep`], waited for; `what` names it in the log should it panic.
-pub async fn sweep(what: &str, work: impl FnOnce() + Send + 'static) {
+pub(crate) async fn sweep(what: &str, work: impl FnOnce() + Send + 'static) {
     if let Err(error) = start_sweep(work).await {
         tracing::warn!(%error, "{what} failed");
     }
@@ -344,7 +339,7 @@ impl Context {
         hooks: &Arc<ControllerHooks>,
         scope: &CallScope,
         work: impl FnOnce(&Context, &HookRunner) -> Result<T, SyncError> + Send + 'static,
-    ) -> Result<T, Failure> {
+    ) -> Result<T, Problem> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
         let mut scope = scope.clone();
         tokio::task::spawn_blocking(move || {
@@ -380,14 +375,14 @@ impl Context {
                 scope: &scope,
             };
             let started = std::time::Instant::now();
-            let result = work(&context, &runner).map_err(Failure::from);
+            let result = work(&context, &runner).map_err(Problem::from);
             context
                 .metrics
                 .count_sync(&controller, started.elapsed().as_secs_f64());
             result
         })
         .await
-        .map_err(|e| Failure::new(reasons::SYNC_FAILED, format!("sync task failed: {e}")))?
+        .map_err(|e| Problem::new(reasons::SYNC_FAILED, format!("sync task failed: {e}")))?
     }
 
     /// A scope for one work item's hooks: reads from the watch caches, limited to the types

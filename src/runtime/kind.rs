@@ -8,11 +8,12 @@ use crate::plan::Planner;
 use crate::plan::rollout::Share;
 use crate::reads::ReadPolicy;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::context::{Context, Failure};
+use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, Work, WorkKey};
 use crate::runtime::load::ScriptSources;
 use crate::runtime::load::credentials::CredentialWatch;
 use crate::runtime::replicas::shard::Sharded;
+use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{Health, SyncOutcomes};
 use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::write::apply::Writer;
@@ -59,7 +60,7 @@ pub trait Kind: Sized + Send + Sync + 'static {
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Value,
-    ) -> impl Future<Output = Result<(), Failure>> + Send;
+    ) -> impl Future<Output = Result<(), Problem>> + Send;
 
     /// Queues every work item the controller has (a reload, a resync); with
     /// [`Sweep::Changed`], only those whose fingerprint differs from their last sync's. Returns
@@ -246,6 +247,6 @@ pub enum Outcome<Key> {
     Failed {
         key: Key,
         about: Arc<Value>,
-        failure: Failure,
+        failure: Problem,
     },
 }

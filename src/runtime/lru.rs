@@ -27,7 +27,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 

@@ -129,7 +129,7 @@ impl LuaStates {
     }
 
     #[cfg(test)]
-    pub fn built(&self) -> usize {
+    pub(super) fn built(&self) -> usize {
         self.built.load(Ordering::Relaxed)
     }
 

@@ -214,7 +214,7 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ControlPlaneE
 
 /// What the API server audits: writes of ConfigMaps only (the tests' usual targets), at the
 /// Metadata level, once each (when the response is complete), so the log stays small.
-pub const AUDIT_POLICY: &str = "\
+pub(super) const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]

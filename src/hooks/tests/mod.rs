@@ -303,7 +303,7 @@ fn secret_values_are_scrubbed_from_the_notes_of_script_events() {
 
 /// What a work item that ran `code` (which fails) ends with: its failure, as the operator turns
 /// it into the Warning Event, the log line and the controller's status.
-fn failure_of(language: Language, code: &str) -> crate::runtime::context::Failure {
+fn failure_of(language: Language, code: &str) -> crate::runtime::report::problem::Problem {
     let engine = ScriptEngine::new();
     let hooks = load(
         &[(crate::kinds::decorator::SYNC, &Hook::inline(language, code))],
@@ -321,7 +321,7 @@ fn failure_of(language: Language, code: &str) -> crate::runtime::context::Failur
     let error = runner
         .call(crate::kinds::decorator::SYNC, &secret_request())
         .unwrap_err();
-    crate::runtime::context::Failure::from(crate::plan::SyncError::from(error))
+    crate::runtime::report::problem::Problem::from(crate::plan::SyncError::from(error))
         .scrubbed(&scope.secrets)
 }
 

@@ -252,7 +252,7 @@ impl CompositeControllerSpec {
 }
 
 /// ControllerRevisions, where rolling updates keep the parent's revisions.
-pub fn revisions_ref() -> ResourceRef {
+pub(super) fn revisions_ref() -> ResourceRef {
     ResourceRef {
         api_version: "apps/v1".into(),
         resource: "controllerrevisions".into(),

@@ -113,7 +113,7 @@ impl Revision {
 }
 
 /// The values of `field_paths` in `parent`, as a patch with the same shape.
-pub fn parent_patch(parent: &Value, field_paths: &[String]) -> Value {
+pub(super) fn parent_patch(parent: &Value, field_paths: &[String]) -> Value {
     let mut patch = json!({});
     for path in field_paths {
         let parts: Vec<&str> = path.split('.').collect();
@@ -150,7 +150,7 @@ fn set(value: &mut Value, parts: &[&str], new: Value) {
 }
 
 /// Labels a desired child with the revision it is computed for.
-pub fn stamped(mut child: Value, revision: &str) -> Value {
+pub(super) fn stamped(mut child: Value, revision: &str) -> Value {
     object::set_string(&mut child, "labels", REVISION_LABEL, revision);
     child
 }
@@ -189,7 +189,7 @@ fn same_content(desired: &Value, observed: &Value) -> bool {
 
 /// What a rolling step decided.
 #[derive(Debug)]
-pub struct Rolled {
+pub(super) struct Rolled {
     /// Every desired child with the method it is reconciled with.
     pub desired: Vec<(Value, UpdateMethod)>,
     /// The `Updated` condition to report.
@@ -202,7 +202,7 @@ pub struct Rolled {
 /// order, with their type's index), `observed` (the children the parent owns), `rolling` (per
 /// child type, how it rolls, or `None`), `old` (the desired children of each older revision that
 /// can still be computed, by hash, then key).
-pub fn roll(
+pub(super) fn roll(
     desired: Vec<(Value, usize)>,
     observed: &[&Value],
     types: &[ChildType],
@@ -326,7 +326,7 @@ fn gate(
 }
 
 /// Metacontroller's status condition checks, with its messages.
-pub fn status_check(checks: &[StatusConditionCheck], child: &Value) -> Result<(), String> {
+pub(super) fn status_check(checks: &[StatusConditionCheck], child: &Value) -> Result<(), String> {
     for check in checks {
         let condition = child
             .pointer("/status/conditions")
@@ -360,7 +360,7 @@ fn condition(status: &str, reason: &str, message: &str) -> Value {
 }
 
 /// Puts `condition` into `status.conditions`, replacing one of the same type.
-pub fn set_condition(status: &mut Map<String, Value>, condition: Value) {
+pub(super) fn set_condition(status: &mut Map<String, Value>, condition: Value) {
     let conditions = status
         .entry("conditions")
         .or_insert_with(|| Value::Array(Vec::new()));

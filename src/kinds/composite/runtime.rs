@@ -28,7 +28,7 @@ pub(crate) type CompositeKind = ObjectKind<Composite>;
 
 /// What a CompositeController remembers across reloads.
 #[derive(Default)]
-pub struct CompositeState {
+pub(crate) struct CompositeState {
     related: RelatedState,
     expectations: Mutex<HashMap<ObjRef, Expectation>>,
 }

@@ -13,11 +13,12 @@ use crate::object;
 use crate::plan::synced::{self, SyncedPlace};
 use crate::plan::{Plan, SyncError};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::context::{Context, Failure};
+use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
 use crate::runtime::registry::routes::only_status_changed;
 use crate::runtime::replicas::shard::{self, Item};
+use crate::runtime::report::problem::Problem;
 use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::write::apply::{PlanTarget, Written};
 use crate::runtime::write::fingerprint::{self, Seen, Sweep};
@@ -75,7 +76,7 @@ impl Kind for MapKind {
     }
 
     /// Outputs are owned by their parents, which outlive the controller: nothing to release.
-    async fn release(_: &Arc<Context>, _: &ControllerId, _: &Value) -> Result<(), Failure> {
+    async fn release(_: &Arc<Context>, _: &ControllerId, _: &Value) -> Result<(), Problem> {
         Ok(())
     }
 
@@ -699,7 +700,7 @@ async fn publish_events(
     controller: &Controller<MapKind>,
     parent: &Value,
     events: &EventSink,
-    planned: &Result<Plan, Failure>,
+    planned: &Result<Plan, Problem>,
 ) {
     if planned.is_err() {
         return;
@@ -735,7 +736,7 @@ async fn settle_detached(
     parent: &Arc<Value>,
     group: &Group,
     scope: &CallScope,
-) -> Result<Plan, Failure> {
+) -> Result<Plan, Problem> {
     let detached = group_outputs(context, controller, parent, group);
     if detached.is_empty() {
         return Ok(Plan::default());
@@ -769,7 +770,7 @@ async fn finish(
     group: Group,
     scope: &CallScope,
     live: Option<Seen>,
-    result: Result<Plan, Failure>,
+    result: Result<Plan, Problem>,
 ) -> Outcome<Group> {
     let applied = match result {
         Ok(plan) if plan.is_noop() => Ok(Written::default()),
@@ -786,7 +787,7 @@ async fn finish(
                 .applier
                 .execute(&target, &plan)
                 .await
-                .map_err(Failure::from)
+                .map_err(Problem::from)
         }
         Err(failure) => Err(failure),
     };

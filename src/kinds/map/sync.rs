@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// The most inputs one parent may select: each is a pair, a hook call and an output, queued
 /// at once. Five times the largest fan-out benchmarked (bench_map, 10,000 inputs); past it a
 /// parent's queue and outputs would crowd out every other controller's.
-pub const MAX_PAIRS_PER_PARENT: usize = 50_000;
+pub(super) const MAX_PAIRS_PER_PARENT: usize = 50_000;
 
 /// What one map parent fans out into, read from a store in one go: the inputs it selects (a
 /// pair each) and the outputs it owns (grouped by map key; a group whose key no selected input
@@ -28,7 +28,7 @@ pub const MAX_PAIRS_PER_PARENT: usize = 50_000;
 /// operator queues each pair and group as its own work item, so pairs run in parallel, and
 /// counts it for the parent's status (then keeps the counts up to date from events: `tally`).
 #[derive(Debug)]
-pub struct MapFanOut {
+pub(super) struct MapFanOut {
     pub inputs: Vec<Arc<Value>>,
     pub outputs: Vec<Arc<Value>>,
 }
@@ -37,7 +37,7 @@ impl MapFanOut {
     /// Reads a parent's inputs and outputs. An unreadable selector is an error, never "no
     /// inputs" (which would detach every output); so is a selection past
     /// [`MAX_PAIRS_PER_PARENT`].
-    pub fn read(
+    pub(super) fn read(
         mapper: &Mapper,
         store: &dyn ObjectStore,
         parent: &Value,
@@ -58,12 +58,12 @@ impl MapFanOut {
     }
 
     /// The parent's outputs by map key.
-    pub fn groups(&self, mapper: &Mapper) -> BTreeMap<String, Vec<&Value>> {
+    pub(super) fn groups(&self, mapper: &Mapper) -> BTreeMap<String, Vec<&Value>> {
         mapper.group_by_key(self.outputs.iter().map(Arc::as_ref))
     }
 
     /// The map keys of the selected inputs.
-    pub fn live_keys(&self) -> BTreeSet<String> {
+    pub(super) fn live_keys(&self) -> BTreeSet<String> {
         self.inputs
             .iter()
             .map(|input| Mapper::map_key(input))
@@ -71,7 +71,7 @@ impl MapFanOut {
     }
 
     /// Output groups whose input is no longer selected, by map key.
-    pub fn detached(&self, mapper: &Mapper) -> Vec<(String, Vec<&Value>)> {
+    pub(super) fn detached(&self, mapper: &Mapper) -> Vec<(String, Vec<&Value>)> {
         let live = self.live_keys();
         self.groups(mapper)
             .into_iter()
@@ -80,7 +80,7 @@ impl MapFanOut {
     }
 
     /// The status aggregated on the parent, when it differs from what it carries.
-    pub fn status(&self, mapper: &Mapper, parent: &Value) -> Option<StatusChange> {
+    pub(super) fn status(&self, mapper: &Mapper, parent: &Value) -> Option<StatusChange> {
         let selected: Vec<&Value> = self.inputs.iter().map(Arc::as_ref).collect();
         let owned: Vec<&Value> = self.outputs.iter().map(Arc::as_ref).collect();
         mapper.aggregate_status(parent, &selected, &owned)
@@ -90,7 +90,7 @@ impl MapFanOut {
 /// One step of a map parent's sync: a selected input mapped, a detached group settled, or the
 /// aggregated status.
 #[derive(Debug)]
-pub struct MapStep {
+pub(super) struct MapStep {
     pub hook: Option<HookKind>,
     pub map_key: String,
     /// The input the step is about (absent for detached groups and the status step).
@@ -100,7 +100,7 @@ pub struct MapStep {
 
 /// Plans everything for one parent, one pair after another (the operator runs the same steps
 /// as separate work items). A failing pair does not stop the others.
-pub fn sync_map_parent(
+pub(super) fn sync_map_parent(
     mapper: &Mapper,
     runner: &HookRunner,
     store: &dyn ObjectStore,
@@ -165,7 +165,7 @@ fn owned_outputs(mapper: &Mapper, store: &dyn ObjectStore, parent: &Value) -> Ve
 
 /// Runs the map hook for one selected input and plans its outputs (`observed`: the parent's
 /// outputs tagged with the input's map key).
-pub fn map_input(
+pub(super) fn map_input(
     mapper: &Mapper,
     runner: &HookRunner,
     store: &dyn ObjectStore,
@@ -190,7 +190,7 @@ pub fn map_input(
 }
 
 /// Decides a detached group: the tombstone hook picks what stays, or everything goes.
-pub fn plan_detached(
+pub(super) fn plan_detached(
     mapper: &Mapper,
     runner: &HookRunner,
     parent: &Value,
@@ -233,7 +233,7 @@ pub fn plan_detached(
 /// allowed: the parent (`get`), its inputs and outputs (`list` of each type in the parent's
 /// namespace, or in every namespace for a cluster-scoped parent: a selection across namespaces
 /// needs the account to read the type in all of them, as it would to list them itself).
-pub fn observed_scopes(mapper: &Mapper, parent: &Value) -> Vec<ReadScope> {
+pub(super) fn observed_scopes(mapper: &Mapper, parent: &Value) -> Vec<ReadScope> {
     let namespace = mapper.parent.scope_of(parent);
     let mut scopes = vec![ReadScope::object(&mapper.parent, parent)];
     scopes.extend(

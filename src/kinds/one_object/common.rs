@@ -27,7 +27,7 @@ pub(crate) struct Common {
 }
 
 impl Common {
-    pub fn new<C: ControllerObject>(
+    pub(crate) fn new<C: ControllerObject>(
         controller: &C,
         (has_finalize, has_customize): (bool, bool),
         reads: &[ResourceRef],
@@ -45,27 +45,27 @@ impl Common {
     }
 
     /// The finalizer this controller puts on its objects when it has a finalize hook.
-    pub fn finalizer(&self) -> &str {
+    pub(crate) fn finalizer(&self) -> &str {
         &self.finalizer
     }
 
     /// The object's phase, `selected` by the controller's rules or not.
-    pub fn phase(&self, object: &Value, selected: bool) -> Phase {
+    pub(crate) fn phase(&self, object: &Value, selected: bool) -> Phase {
         let holding = object::has_finalizer(object, self.finalizer());
         Phase::of(object, selected, holding, self.has_finalize)
     }
 
     /// Whether the controller has work for this version of an object, `selected` or not.
-    pub fn wants(&self, object: &Value, selected: bool) -> bool {
+    pub(crate) fn wants(&self, object: &Value, selected: bool) -> bool {
         selected || object::has_finalizer(object, self.finalizer())
     }
 
-    pub fn customize_request(&self, object: &Value) -> Value {
+    pub(crate) fn customize_request(&self, object: &Value) -> Value {
         related::customize_request(&self.controller_json, object)
     }
 
     /// The plan for an object whose finalizer must go without calling any hook.
-    pub fn release_plan(&self) -> Plan {
+    pub(crate) fn release_plan(&self) -> Plan {
         Plan {
             finalizer: Some(FinalizerChange::Remove(self.finalizer.clone())),
             ..Plan::default()
@@ -73,7 +73,7 @@ impl Common {
     }
 
     /// What a response's `finalized` means for the object's finalizer in `phase`.
-    pub fn finalizer_change(
+    pub(crate) fn finalizer_change(
         &self,
         phase: Phase,
         fields: &Map<String, Value>,
@@ -90,7 +90,7 @@ impl Common {
 
     /// A sync or finalize request: the controller, the object and its children under the
     /// kind's names for them, its related objects (`related`, grouped) and the phase.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         phase: Phase,
         (object_field, object): (&'static str, &Value),

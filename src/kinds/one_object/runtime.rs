@@ -11,9 +11,10 @@ use crate::plan::related::related_objects;
 use crate::plan::synced::SyncedPlace;
 use crate::reasons;
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::runtime::context::{Context, Failure};
+use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{self, Controller, Interest, Kind, Outcome};
+use crate::runtime::report::problem::Problem;
 use crate::runtime::sync::finalizers;
 use crate::runtime::sync::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::sync::synced;
@@ -116,9 +117,9 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Value,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Problem> {
         let controller: P::Object = serde_json::from_value(object.clone())
-            .map_err(|e| Failure::new(reasons::INVALID_SPEC, e))?;
+            .map_err(|e| Problem::new(reasons::INVALID_SPEC, e))?;
         let (account, types) = P::released(&controller);
         let finalizer = finalizer_for(kind::name::<Self>(), &id.name);
         finalizers::release_finalizers(context, id, object, account.as_ref(), &types, &finalizer)
@@ -255,7 +256,7 @@ async fn sync_object<P: ObjectRuntime>(
         };
     }
     let scope = controller.scope(context, controller.planner.reads());
-    let failed = |failure: Failure| Outcome::Failed {
+    let failed = |failure: Problem| Outcome::Failed {
         key: key.clone(),
         about: object.clone(),
         failure: failure.scrubbed(&scope.secrets),
@@ -309,7 +310,7 @@ async fn plan_object<P: ObjectRuntime>(
     object: &Arc<Value>,
     key: &ObjRef,
     scope: &CallScope,
-) -> Result<Option<Plan>, Failure> {
+) -> Result<Option<Plan>, Problem> {
     let (planner, object_now, key_now, state, id, version) = (
         controller.planner.clone(),
         object.clone(),

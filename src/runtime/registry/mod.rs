@@ -24,7 +24,7 @@ use crate::runtime::load::{self};
 use crate::runtime::reads::rbac::Batch;
 use crate::runtime::registry::routes::{Routes, only_status_changed};
 use crate::runtime::replicas::shard::Sharded;
-use crate::runtime::report::status::Problem;
+use crate::runtime::report::problem::Problem;
 use crate::runtime::rollout::Rollouts;
 use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::write::fingerprint::Sweep;
@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use version::Unloaded;
 
-pub struct Registry<K: Kind> {
+pub(crate) struct Registry<K: Kind> {
     /// The controller objects' type.
     resource: ResourceType,
     loaded: RwLock<HashMap<String, Arc<Controller<K>>>>,
@@ -57,7 +57,7 @@ pub struct Registry<K: Kind> {
 }
 
 impl<K: Kind> Registry<K> {
-    pub fn new(resource: ResourceType) -> Registry<K> {
+    pub(crate) fn new(resource: ResourceType) -> Registry<K> {
         Registry {
             resource,
             loaded: RwLock::default(),
@@ -74,7 +74,7 @@ impl<K: Kind> Registry<K> {
         ControllerId::new(kind::name::<K>(), name)
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<Controller<K>>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Controller<K>>> {
         self.loaded.read().get(name).cloned()
     }
 

@@ -8,7 +8,7 @@ use crate::runtime::context::Context;
 use crate::runtime::keys::WorkKey;
 use crate::runtime::kind::{self, Kind, Outcome};
 use crate::runtime::reads::rbac::Batch;
-use crate::runtime::report::status::Problem;
+use crate::runtime::report::problem::Problem;
 use crate::runtime::sync::synced;
 use std::collections::BTreeMap;
 use std::sync::Arc;

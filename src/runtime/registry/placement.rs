@@ -14,7 +14,7 @@ use crate::runtime::context::{Context, start_sweep};
 use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{Controller, Kind};
 use crate::runtime::replicas::shard::{self, Item};
-use crate::runtime::report::status::Problem;
+use crate::runtime::report::problem::Problem;
 use crate::runtime::rollout::{self, Advance};
 use crate::runtime::write::fingerprint::Sweep;
 use serde_json::Value;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 /// Rebuilt whenever a controller is loaded or removed (rare), read on every event (often).
 #[derive(Debug, Default)]
-pub struct Routes {
+pub(crate) struct Routes {
     /// Watched types → the controllers their events concern.
     types: HashMap<ResourceType, Vec<String>>,
     /// Controllers that see events of every type.
@@ -25,7 +25,7 @@ pub struct Routes {
 impl Routes {
     /// Adds a controller: the events it wants (none for one that never loaded) and where its
     /// scripts come from.
-    pub fn add(&mut self, name: &str, interest: Option<&Interest>, sources: &ScriptSources) {
+    pub(crate) fn add(&mut self, name: &str, interest: Option<&Interest>, sources: &ScriptSources) {
         let name = name.to_string();
         match interest {
             Some(interest) if interest.every_type => push_unique(&mut self.every_type, &name),
@@ -49,18 +49,18 @@ impl Routes {
 
     /// The controllers an event of this type concerns, each once (a controller that sees
     /// every type is listed under no type).
-    pub fn for_type(&self, resource: &ResourceType) -> impl Iterator<Item = &String> {
+    pub(crate) fn for_type(&self, resource: &ResourceType) -> impl Iterator<Item = &String> {
         let typed = self.types.get(resource).into_iter().flatten();
         typed.chain(&self.every_type)
     }
 
-    pub fn for_config_map(&self, namespace: &str, name: &str) -> &[String] {
+    pub(crate) fn for_config_map(&self, namespace: &str, name: &str) -> &[String] {
         self.config_maps
             .get(&(namespace.to_string(), name.to_string()))
             .map_or(&[], Vec::as_slice)
     }
 
-    pub fn for_script_key(&self, key: &str) -> &[String] {
+    pub(crate) fn for_script_key(&self, key: &str) -> &[String] {
         self.script_keys.get(key).map_or(&[], Vec::as_slice)
     }
 }
@@ -72,7 +72,7 @@ fn push_unique(list: &mut Vec<String>, item: &String) {
 }
 
 /// Whether two versions of an object differ only in status (and bookkeeping metadata).
-pub fn only_status_changed(old: &Value, new: &Value) -> bool {
+pub(crate) fn only_status_changed(old: &Value, new: &Value) -> bool {
     old.get("status") != new.get("status")
         && !crate::runtime::watch::cache::differs_ignoring(old, new, &["status"])
 }
@@ -84,7 +84,7 @@ pub fn only_status_changed(old: &Value, new: &Value) -> bool {
 /// its own status writes, and so does metascript. A stable status writes nothing on that sync.
 /// The operator's `Synced` conditions are not state a hook keeps: a failure written there
 /// must not run the failing sync again at once, nor one controller's condition another's sync.
-pub fn status_changed(event: &ObjectEvent) -> bool {
+pub(crate) fn status_changed(event: &ObjectEvent) -> bool {
     let status = |object: &Value| {
         object
             .get("status")

@@ -38,34 +38,34 @@ const REMEMBER: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
 /// Distinct messages of similar Events about one object within [`AGGREGATE_WINDOW`] from
 /// which on they are combined into one Event (client-go's default).
-pub const AGGREGATE_AFTER: usize = 10;
+pub(crate) const AGGREGATE_AFTER: usize = 10;
 
 /// How long similar Events are remembered for combining, from the last of them.
-pub const AGGREGATE_WINDOW: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
+pub(crate) const AGGREGATE_WINDOW: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
 
 /// What a combined Event's note starts with, as client-go has it.
 const COMBINED: &str = "(combined from similar events): ";
 
 /// Events one origin may publish about one object of a controller at once (client-go's).
-pub const OBJECT_BURST: f64 = 25.0;
+pub(crate) const OBJECT_BURST: f64 = 25.0;
 
 /// Then one more each this long (client-go's): a thing that stays broken keeps saying so,
 /// slowly.
-pub const OBJECT_REFILL: jiff::SignedDuration = jiff::SignedDuration::from_mins(5);
+pub(crate) const OBJECT_REFILL: jiff::SignedDuration = jiff::SignedDuration::from_mins(5);
 
 /// Events one origin may publish for one controller at once, whatever the objects: the object
 /// buckets alone would let a controller over many objects publish many times as much.
-pub const CONTROLLER_BURST: f64 = 100.0;
+pub(crate) const CONTROLLER_BURST: f64 = 100.0;
 
 /// Then one more each this long: 3,600 an hour per controller at most, about what the API
 /// server keeps of them (Events expire after an hour).
-pub const CONTROLLER_REFILL: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
+pub(crate) const CONTROLLER_REFILL: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
 
 /// Entries each map of the correlation holds, as client-go's caches: the note (up to 1 KiB) is
 /// the largest part of one, so all of them stay within a few MiB however many objects,
 /// controllers or messages there are. A bucket forgotten this way starts full again, which the
 /// controller's own bucket still bounds.
-pub const MAX_REMEMBERED: usize = 4096;
+pub(crate) const MAX_REMEMBERED: usize = 4096;
 
 /// Who asked for an Event: each has buckets of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -465,7 +465,7 @@ impl Events {
 }
 
 /// A reference to an object, as Events carry it.
-pub fn reference(about: &Value) -> ObjectReference {
+pub(crate) fn reference(about: &Value) -> ObjectReference {
     ObjectReference {
         api_version: Some(object::api_version(about).to_string()),
         kind: Some(object::kind(about).to_string()),

@@ -2,7 +2,7 @@
 //! the digests of the scripts running.
 
 use crate::api::{Condition, ControllerStatus, RolloutStatus, ScriptStatus};
-pub use crate::runtime::report::problem::Problem;
+use crate::runtime::report::problem::Problem;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;

@@ -17,7 +17,8 @@ use crate::runtime::context::Context;
 use crate::runtime::keys::ControllerId;
 use crate::runtime::kind::{CandidateShare, Controller, Kind};
 use crate::runtime::replicas::shard::Item;
-use crate::runtime::report::status::{Counts, Problem, RolloutReport};
+use crate::runtime::report::problem::Problem;
+use crate::runtime::report::status::{Counts, RolloutReport};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -29,13 +30,13 @@ use std::time::{Duration, Instant};
 
 /// How often a shadow revision is evaluated again over every object, while it waits: the
 /// objects and what the serving revision wrote keep changing.
-pub const SHADOW_REFRESH: Duration = Duration::from_secs(60);
+pub(crate) const SHADOW_REFRESH: Duration = Duration::from_secs(60);
 /// The changes and errors a shadow report shows, and how long each may be.
 const SHADOW_EXAMPLES: usize = 5;
 const EXAMPLE_BYTES: usize = 1500;
 
 /// A revision being rolled out, beside the one serving.
-pub struct Candidate<K: Kind> {
+pub(crate) struct Candidate<K: Kind> {
     pub controller: Arc<Controller<K>>,
     share: Arc<CandidateShare>,
     /// Shared with the candidate it replaces when loaded again with rotated credentials, so
@@ -58,7 +59,7 @@ struct Progress {
 }
 
 impl<K: Kind> Candidate<K> {
-    pub fn revision(&self) -> &str {
+    pub(crate) fn revision(&self) -> &str {
         &self.controller.revision
     }
 
@@ -80,22 +81,22 @@ impl<K: Kind> Candidate<K> {
     }
 
     /// The canary step running (from 0).
-    pub fn step(&self) -> usize {
+    pub(crate) fn step(&self) -> usize {
         self.progress.lock().step
     }
 
     /// Whether it serves this work item (by its rollout unit).
-    pub fn serves(&self, unit: &str) -> bool {
+    pub(crate) fn serves(&self, unit: &str) -> bool {
         self.share.serves(unit)
     }
 
     /// Whether it serves any work item at all (a shadow serves none).
-    pub fn serves_any(&self) -> bool {
+    pub(crate) fn serves_any(&self) -> bool {
         self.share.get() != Share::Nothing
     }
 
     /// How one of its work items ended.
-    pub fn record(&self, unit: String, failed: bool) {
+    pub(crate) fn record(&self, unit: String, failed: bool) {
         let mut progress = self.progress.lock();
         if failed {
             progress.failing.insert(unit);
@@ -164,7 +165,7 @@ impl<K: Kind> Default for Track<K> {
 }
 
 /// The rollouts of one kind's controllers, by controller name.
-pub struct Rollouts<K: Kind> {
+pub(crate) struct Rollouts<K: Kind> {
     tracks: Mutex<HashMap<String, Track<K>>>,
 }
 
@@ -177,7 +178,7 @@ impl<K: Kind> Default for Rollouts<K> {
 }
 
 /// What a step of the status loop asks the registry to do for a controller.
-pub enum Advance {
+pub(crate) enum Advance {
     Nothing,
     /// The candidate's share grew: queue the work items it serves now.
     Stepped,
@@ -186,13 +187,13 @@ pub enum Advance {
 }
 
 impl<K: Kind> Rollouts<K> {
-    pub fn candidate(&self, name: &str) -> Option<Arc<Candidate<K>>> {
+    pub(crate) fn candidate(&self, name: &str) -> Option<Arc<Candidate<K>>> {
         self.tracks.lock().get(name)?.candidate.clone()
     }
 
     /// The placement inputs of a controller whose newest revision is `newest`: remembered, or
     /// (the first time this replica sees it) as its status says.
-    pub fn revisions_of(
+    pub(crate) fn revisions_of(
         &self,
         name: &str,
         object: &Value,
@@ -209,12 +210,12 @@ impl<K: Kind> Rollouts<K> {
 
     /// Forgets a controller's rollout (a controller removed, or back to `Immediate`); returns
     /// the candidate it had.
-    pub fn forget(&self, name: &str) -> Option<Arc<Candidate<K>>> {
+    pub(crate) fn forget(&self, name: &str) -> Option<Arc<Candidate<K>>> {
         self.tracks.lock().remove(name)?.candidate
     }
 
     /// The newest revision serves: no candidate any more. Returns the one dropped.
-    pub fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
+    pub(crate) fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.promoting = None;
@@ -229,7 +230,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// The newest revision is held back. Returns the candidate dropped.
-    pub fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
+    pub(crate) fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.halted = Some(halted);
@@ -243,7 +244,7 @@ impl<K: Kind> Rollouts<K> {
     /// takes over). A kept one loaded again with rotated webhook credentials runs with them
     /// from then on. Returns it, and whether it is new (also when only its rollout settings
     /// changed).
-    pub fn stage(
+    pub(crate) fn stage(
         &self,
         name: &str,
         mut controller: Controller<K>,
@@ -313,7 +314,7 @@ impl<K: Kind> Rollouts<K> {
     /// This replica's part of a controller's canary: which candidate (see
     /// [`Counts::candidate`]), the work items (of those it keeps outcomes of) it serves, and
     /// how many of them failed on their last sync.
-    pub fn candidate_counts(&self, name: &str, serving: &Controller<K>) -> (u64, u64, u64) {
+    pub(crate) fn candidate_counts(&self, name: &str, serving: &Controller<K>) -> (u64, u64, u64) {
         let Some(candidate) = self.candidate(name).filter(|c| c.serves_any()) else {
             return (0, 0, 0);
         };
@@ -333,7 +334,7 @@ impl<K: Kind> Rollouts<K> {
     /// the controller's status): a canary steps on, is promoted, or is rolled back when
     /// `failing` of its work items (on every replica) fail; a shadow is evaluated again when
     /// due.
-    pub fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance {
+    pub(crate) fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance {
         let Some(candidate) = self.candidate(name) else {
             return Advance::Nothing;
         };
@@ -396,7 +397,7 @@ impl<K: Kind> Rollouts<K> {
     /// Follows what the replica driving a controller's rollout recorded in its status (when
     /// sharded, every replica serves a candidate's work items it owns): a later step, a
     /// rollback of the candidate, or its promotion.
-    pub fn follow(&self, name: &str, object: &Value) -> Advance {
+    pub(crate) fn follow(&self, name: &str, object: &Value) -> Advance {
         let (Some(status), Some(candidate)) = (rollout_status(object), self.candidate(name)) else {
             return Advance::Nothing;
         };
@@ -434,7 +435,7 @@ impl<K: Kind> Rollouts<K> {
     /// `status.rollout` and the `Rollout` condition of a controller whose serving version is
     /// `serving` and whose counts (on every replica) are `counts`; none for one that rolls out
     /// `Immediate` with nothing held back.
-    pub fn report(
+    pub(crate) fn report(
         &self,
         name: &str,
         serving: &Controller<K>,
@@ -524,7 +525,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Forgets a controller's trouble of this reason, which no longer holds.
-    pub fn clear_trouble(&self, name: &str, reason: &str) {
+    pub(crate) fn clear_trouble(&self, name: &str, reason: &str) {
         if let Some(track) = self.tracks.lock().get_mut(name)
             && track.trouble.as_ref().is_some_and(|t| t.reason == reason)
         {
@@ -534,7 +535,7 @@ impl<K: Kind> Rollouts<K> {
 
     /// Notes what keeps a controller's rollout from being safe (`None`: nothing now). Returns
     /// whether it is news, to be logged.
-    pub fn trouble(&self, name: &str, trouble: Option<Problem>) -> bool {
+    pub(crate) fn trouble(&self, name: &str, trouble: Option<Problem>) -> bool {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         let news = track.trouble != trouble;
@@ -551,7 +552,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Notes that the serving revision's snapshot is saved.
-    pub fn saved(&self, name: &str, revision: &str) {
+    pub(crate) fn saved(&self, name: &str, revision: &str) {
         self.tracks
             .lock()
             .entry(name.to_string())
@@ -564,7 +565,7 @@ impl<K: Kind> Rollouts<K> {
     /// controller's other snapshots but that one (`metascript rollout undo` goes back to it).
     /// A failure shows in the `Rollout` condition and is tried again at the next load or
     /// status turn.
-    pub async fn save(&self, context: &Context, serving: &Controller<K>) {
+    pub(crate) async fn save(&self, context: &Context, serving: &Controller<K>) {
         let owner = Item::controller(&serving.id);
         let name = &serving.id.name;
         if !context.authority.may_write_for(&owner) || !self.unsaved(name, &serving.revision) {
@@ -600,7 +601,7 @@ impl<K: Kind> Rollouts<K> {
 }
 
 /// `status.rollout` as the controller object carries it.
-pub fn rollout_status(object: &Value) -> Option<RolloutStatus> {
+pub(crate) fn rollout_status(object: &Value) -> Option<RolloutStatus> {
     serde_json::from_value(object.pointer("/status/rollout")?.clone()).ok()
 }
 
@@ -615,7 +616,7 @@ const REPLACES_LABEL: &str = "metascript.dev/replaces";
 /// every script and library it read from a ConfigMap key (or a dev-loop file), by
 /// `namespace/name/key`, so that it runs the same when those change.
 #[derive(Debug, serde::Deserialize, serde::Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub controller: Value,
     #[serde(default)]
     pub scripts: BTreeMap<String, String>,
@@ -641,7 +642,7 @@ fn name_label(name: &str) -> String {
 }
 
 /// The snapshot's name: `<kind>-<controller>-<revision>`, shortened to fit.
-pub fn snapshot_name(id: &ControllerId, revision: &str) -> String {
+pub(crate) fn snapshot_name(id: &ControllerId, revision: &str) -> String {
     let name = if id.name.len() + revision.len() + 12 <= 253 {
         id.name.clone()
     } else {
@@ -793,7 +794,7 @@ async fn save_snapshot<K: Kind>(
 
 /// The snapshot of a controller's revision, when it is kept and belongs to this very
 /// controller object (not an earlier one of the same name).
-pub async fn load_snapshot(
+pub(crate) async fn load_snapshot(
     context: &Context,
     id: &ControllerId,
     object: &Value,
@@ -819,7 +820,7 @@ pub async fn load_snapshot(
 
 /// The revision that served before `revision`, as its snapshot names it (none when it has no
 /// snapshot of this controller object, or names none).
-pub async fn replaced(
+pub(crate) async fn replaced(
     context: &Context,
     id: &ControllerId,
     object: &Value,

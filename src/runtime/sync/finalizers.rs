@@ -7,8 +7,9 @@ use crate::api::{ResourceRef, ServiceAccountRef};
 use crate::object;
 use crate::plan::{FinalizerChange, Plan};
 use crate::reasons;
-use crate::runtime::context::{Context, Failure};
+use crate::runtime::context::Context;
 use crate::runtime::keys::ControllerId;
+use crate::runtime::report::problem::Problem;
 use crate::runtime::write::apply::{PlanTarget, Writer};
 use crate::store::ObjectStore;
 use serde_json::Value;
@@ -51,7 +52,7 @@ pub(crate) async fn release_finalizers(
     account: Option<&ServiceAccountRef>,
     types: &[ResourceRef],
     finalizer: &str,
-) -> Result<(), Failure> {
+) -> Result<(), Problem> {
     // Releasing only removes this controller's own finalizer, so a controller that named the
     // operator's account (saved before that was refused) is released by the operator itself
     // rather than left undeletable.
@@ -61,13 +62,13 @@ pub(crate) async fn release_finalizers(
         }
         other => other,
     }
-    .map_err(|e| Failure::new(e.reason(), e))?;
+    .map_err(|e| Problem::new(e.reason(), e))?;
     for reference in types {
         let resolved = context
             .discovery
             .resolve(reference)
             .await
-            .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
+            .map_err(|e| Problem::new(reasons::RESOLVE_FAILED, e))?;
         // A type its account may not list was never watched for it (it never loaded, or lost
         // the right): the release starts no watch for it either, and its finalizers, if any,
         // could not be removed as the account anyway.
@@ -82,7 +83,7 @@ pub(crate) async fn release_finalizers(
             .informers
             .ensure(&resolved)
             .await
-            .map_err(|e| Failure::new(reasons::WATCH_FAILED, e))?;
+            .map_err(|e| Problem::new(reasons::WATCH_FAILED, e))?;
         let resource = &resolved.resource;
         for held in ObjectStore::list(&*context.informers, resource, None) {
             if !object::has_finalizer(&held, finalizer) {
@@ -112,7 +113,7 @@ async fn edit_own_finalizer(
     id: &ControllerId,
     object: &Value,
     change: FinalizerChange,
-) -> Result<(), Failure> {
+) -> Result<(), Problem> {
     let reference = ResourceRef {
         api_version: object::api_version(object).to_string(),
         resource: id.kind.plural().to_string(),
@@ -121,7 +122,7 @@ async fn edit_own_finalizer(
         .discovery
         .resolve(&reference)
         .await
-        .map_err(|e| Failure::new(reasons::RESOLVE_FAILED, e))?;
+        .map_err(|e| Problem::new(reasons::RESOLVE_FAILED, e))?;
     let plan = Plan {
         finalizer: Some(change),
         ..Plan::default()

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 
 /// A type the fake serves.
 #[derive(Clone, Debug)]
-pub struct Served {
+pub(super) struct Served {
     pub api_version: &'static str,
     pub kind: &'static str,
     pub plural: &'static str,
@@ -41,7 +41,7 @@ pub struct Served {
 }
 
 impl Served {
-    pub const fn namespaced(
+    pub(super) const fn namespaced(
         api_version: &'static str,
         kind: &'static str,
         plural: &'static str,
@@ -55,7 +55,7 @@ impl Served {
         }
     }
 
-    pub const fn cluster(
+    pub(super) const fn cluster(
         api_version: &'static str,
         kind: &'static str,
         plural: &'static str,
@@ -67,7 +67,7 @@ impl Served {
     }
 
     /// The type with a `/status` subresource.
-    pub const fn with_status(self) -> Served {
+    pub(super) const fn with_status(self) -> Served {
         Served {
             status: true,
             ..self
@@ -77,7 +77,7 @@ impl Served {
 
 /// One request as the fake saw it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Seen {
+pub(super) struct Seen {
     pub method: Method,
     pub path: String,
     pub status: StatusCode,
@@ -120,7 +120,7 @@ struct State {
 
 /// The fake API; clones share it.
 #[derive(Clone)]
-pub struct FakeApi {
+pub(super) struct FakeApi {
     state: Arc<Mutex<State>>,
     /// The newest resourceVersion, for open watches to wake on.
     changed: Arc<watch::Sender<u64>>,
@@ -136,7 +136,7 @@ struct Refused(StatusCode, &'static str, String);
 type Answer = Result<(StatusCode, Value), Refused>;
 
 impl FakeApi {
-    pub fn new(types: &[Served]) -> FakeApi {
+    pub(super) fn new(types: &[Served]) -> FakeApi {
         let state = State {
             types: types.to_vec(),
             ..State::default()
@@ -148,7 +148,7 @@ impl FakeApi {
     }
 
     /// A client whose every request this fake answers.
-    pub fn client(&self) -> kube::Client {
+    pub(super) fn client(&self) -> kube::Client {
         let fake = self.clone();
         let router = axum::Router::new().fallback(move |request: Request| {
             let fake = fake.clone();
@@ -159,7 +159,7 @@ impl FakeApi {
 
     /// Applies an object as a user would (server-side, as field manager `user`), outside the
     /// runtime (not recorded): what others set (finalizers, status) stays.
-    pub fn put(&self, object: Value) -> Value {
+    pub(super) fn put(&self, object: Value) -> Value {
         let mut state = self.state.lock();
         let (key, served) = state.key_of(&object).expect("a served type");
         let answer = state.patch(&key, &served, false, APPLY, "user", object);
@@ -169,7 +169,7 @@ impl FakeApi {
     }
 
     /// Deletes an object as a user would (finalizers hold it), outside the runtime.
-    pub fn remove(&self, api_version: &str, plural: &str, namespace: &str, name: &str) {
+    pub(super) fn remove(&self, api_version: &str, plural: &str, namespace: &str, name: &str) {
         let key = (
             api_version.into(),
             plural.into(),
@@ -184,7 +184,7 @@ impl FakeApi {
         self.wake();
     }
 
-    pub fn get(
+    pub(super) fn get(
         &self,
         api_version: &str,
         plural: &str,
@@ -201,7 +201,7 @@ impl FakeApi {
     }
 
     /// The names of the objects of a type in a namespace.
-    pub fn names(&self, api_version: &str, plural: &str, namespace: &str) -> Vec<String> {
+    pub(super) fn names(&self, api_version: &str, plural: &str, namespace: &str) -> Vec<String> {
         let state = self.state.lock();
         state
             .objects
@@ -212,7 +212,7 @@ impl FakeApi {
     }
 
     /// The (namespace, name) of every object of a type.
-    pub fn all_names(&self, api_version: &str, plural: &str) -> Vec<(String, String)> {
+    pub(super) fn all_names(&self, api_version: &str, plural: &str) -> Vec<(String, String)> {
         let state = self.state.lock();
         state
             .objects
@@ -223,7 +223,7 @@ impl FakeApi {
     }
 
     /// The requests answered since the last call.
-    pub fn take_requests(&self) -> Vec<Seen> {
+    pub(super) fn take_requests(&self) -> Vec<Seen> {
         std::mem::take(&mut self.state.lock().requests)
     }
 

@@ -26,8 +26,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The test type most tests act on: namespaced, with a status subresource.
-pub const WIDGETS: Served = Served::namespaced("example.com/v1", "Widget", "widgets").with_status();
-pub const CONFIG_MAPS: Served = Served::namespaced("v1", "ConfigMap", "configmaps");
+pub(super) const WIDGETS: Served =
+    Served::namespaced("example.com/v1", "Widget", "widgets").with_status();
+pub(super) const CONFIG_MAPS: Served = Served::namespaced("v1", "ConfigMap", "configmaps");
 
 /// Every type the fake serves: the controller objects', Events, and the tests' own.
 const SERVED: &[Served] = &[
@@ -46,7 +47,7 @@ const MAX_ROUNDS: usize = 20;
 /// How long a watch may take to show the cache a write (it is in-process: milliseconds).
 const CACHE_DEADLINE: Duration = Duration::from_secs(5);
 
-pub struct Cluster {
+pub(super) struct Cluster {
     pub api: FakeApi,
     pub context: Arc<Context>,
     kinds: Vec<Arc<dyn KindRuntime>>,
@@ -56,7 +57,7 @@ pub struct Cluster {
 impl Cluster {
     /// The runtime of every kind, started against an empty fake API, its controller objects
     /// watched, as `Operator::start` does.
-    pub async fn start() -> Cluster {
+    pub(super) async fn start() -> Cluster {
         // `RUST_LOG=debug` shows what the runtime did.
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -136,20 +137,26 @@ impl Cluster {
     }
 
     /// Writes an object as a user would, then lets the runtime act on it.
-    pub async fn put(&mut self, object: Value) -> Value {
+    pub(super) async fn put(&mut self, object: Value) -> Value {
         let written = self.api.put(object);
         self.settle().await;
         written
     }
 
     /// Deletes an object as a user would, then lets the runtime act on it.
-    pub async fn delete(&mut self, api_version: &str, plural: &str, namespace: &str, name: &str) {
+    pub(super) async fn delete(
+        &mut self,
+        api_version: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) {
         self.api.remove(api_version, plural, namespace, name);
         self.settle().await;
     }
 
     /// The registry of a kind, as the operator drives it.
-    pub fn kind(&self, name: crate::api::KindName) -> &Arc<dyn KindRuntime> {
+    pub(super) fn kind(&self, name: crate::api::KindName) -> &Arc<dyn KindRuntime> {
         self.kinds
             .iter()
             .find(|kind| kind.kind() == name)
@@ -158,7 +165,7 @@ impl Cluster {
 
     /// Runs the runtime until it is quiet: the caches hold what the API holds, every event is
     /// routed and every work item due now has run. Retries that back off stay queued.
-    pub async fn settle(&mut self) {
+    pub(super) async fn settle(&mut self) {
         for _ in 0..MAX_ROUNDS {
             self.caught_up().await;
             let mut busy = false;
@@ -189,7 +196,7 @@ impl Cluster {
     }
 
     /// Syncs every item of every controller again, as a periodic resync would.
-    pub async fn sync_again_all(&mut self) {
+    pub(super) async fn sync_again_all(&mut self) {
         for kind in &self.kinds {
             for name in kind.names() {
                 kind.resync(&self.context, &name);
@@ -199,7 +206,7 @@ impl Cluster {
     }
 
     /// The writes sent since the last call (reads and watches left out).
-    pub fn writes(&self) -> Vec<Seen> {
+    pub(super) fn writes(&self) -> Vec<Seen> {
         self.api
             .take_requests()
             .into_iter()

@@ -26,12 +26,12 @@ let left = get_path(request, ["attachments", "ConfigMap.v1"], #{});
 #{ attachments: [], finalized: left.is_empty() }
 "#;
 
-pub fn controller() -> Value {
+pub(super) fn controller() -> Value {
     controller_running(SYNC)
 }
 
 /// The controller, its sync hook given.
-pub fn controller_running(sync: &str) -> Value {
+pub(super) fn controller_running(sync: &str) -> Value {
     let inline = |code: &str| json!({"script": {"language": "rhai", "inline": code}});
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
@@ -44,7 +44,7 @@ pub fn controller_running(sync: &str) -> Value {
     })
 }
 
-pub fn widget(spec: Value) -> Value {
+pub(super) fn widget(spec: Value) -> Value {
     json!({
         "apiVersion": WIDGETS.api_version, "kind": WIDGETS.kind,
         "metadata": {"name": "w", "namespace": "team"},
