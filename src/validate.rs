@@ -8,7 +8,7 @@ use crate::cases::inline::{self, Outcome};
 use crate::hooks::{
     ConfigMapLookup, ControllerHooks, HookError, HookOrigin, SourceError, unused_libraries,
 };
-use crate::kinds::{self, Controller};
+use crate::kinds::{self, ParsedController};
 use crate::object;
 use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver};
@@ -216,7 +216,7 @@ fn check_controller(
     engine: &ScriptEngine,
     config_maps: &dyn ConfigMapLookup,
     kind: KindName,
-    controller: &dyn Controller,
+    controller: &dyn ParsedController,
     planner: Result<Box<dyn Planner>, ResolveError>,
     deadline: Option<std::time::Instant>,
 ) -> Vec<Finding> {

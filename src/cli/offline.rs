@@ -2,7 +2,7 @@
 //! types, and every other object. `render` syncs over it; `test` finds controllers in it.
 
 use super::manifests::Document;
-use crate::kinds::{self, Controller, ControllerKind};
+use crate::kinds::{self, ControllerKind, ParsedController};
 use crate::object;
 use crate::resources::{ResourceType, StaticResolver};
 use crate::store::ObjectStore;
@@ -23,7 +23,7 @@ pub(super) struct InvalidController {
 /// A controller read from a manifest, with its kind.
 pub(super) struct OfflineController {
     pub kind: &'static dyn ControllerKind,
-    pub controller: Box<dyn Controller>,
+    pub controller: Box<dyn ParsedController>,
     /// The controller object as read (its metadata, for `explain`).
     pub object: Value,
 }

@@ -20,7 +20,7 @@ pub(super) struct Resolved {
 /// Why credentials cannot be used, with the field (under `webhook.` or the `endpointConfigs`
 /// entry) it is about.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Refusal {
+pub(super) enum CredentialRefusal {
     /// The spec is wrong, or a value read is not what the field needs.
     Invalid { field: &'static str, reason: String },
     /// A value cannot be read: its Secret, ConfigMap or key is missing, or is not the
@@ -29,20 +29,20 @@ pub(super) enum Refusal {
     Unavailable { field: &'static str, reason: String },
 }
 
-fn invalid(field: &'static str, reason: impl Into<String>) -> Refusal {
-    Refusal::Invalid {
+fn invalid(field: &'static str, reason: impl Into<String>) -> CredentialRefusal {
+    CredentialRefusal::Invalid {
         field,
         reason: reason.into(),
     }
 }
 
-fn unavailable(field: &'static str, reason: String) -> Refusal {
-    Refusal::Unavailable { field, reason }
+fn unavailable(field: &'static str, reason: String) -> CredentialRefusal {
+    CredentialRefusal::Unavailable { field, reason }
 }
 
 /// Checks what can be checked without reading a value, so a check without Secrets still
 /// finds every mistake in the spec.
-pub(super) fn check(credentials: &Credentials) -> Result<(), Refusal> {
+pub(super) fn check(credentials: &Credentials) -> Result<(), CredentialRefusal> {
     if credentials.authorization.is_some() && credentials.basic_auth.is_some() {
         return Err(invalid(
             "authorization",
@@ -72,7 +72,7 @@ pub(super) fn check(credentials: &Credentials) -> Result<(), Refusal> {
 pub(super) fn resolve(
     credentials: &Credentials,
     lookup: &dyn ConfigMapLookup,
-) -> Result<Resolved, Refusal> {
+) -> Result<Resolved, CredentialRefusal> {
     check(credentials)?;
     let authorization = match (credentials.authorization, credentials.basic_auth) {
         (Some(authorization), _) => Some(bearer(authorization, lookup)?),
@@ -99,7 +99,7 @@ fn secret(
     namespace: &str,
     name: &str,
     key: &str,
-) -> Result<Vec<u8>, Refusal> {
+) -> Result<Vec<u8>, CredentialRefusal> {
     match lookup.secret_value(namespace, name, key) {
         Some(Some(value)) => Ok(value),
         Some(None) => Err(unavailable(
@@ -116,12 +116,12 @@ fn secret(
     }
 }
 
-fn text(field: &'static str, what: &str, value: Vec<u8>) -> Result<String, Refusal> {
+fn text(field: &'static str, what: &str, value: Vec<u8>) -> Result<String, CredentialRefusal> {
     String::from_utf8(value).map_err(|_| invalid(field, format!("{what} is not UTF-8 text")))
 }
 
 /// The header's scheme: `Bearer` unless given; never `Basic`, which has a field of its own.
-fn scheme(authorization: &Authorization) -> Result<&str, Refusal> {
+fn scheme(authorization: &Authorization) -> Result<&str, CredentialRefusal> {
     let scheme = authorization.type_.as_deref().unwrap_or("Bearer");
     if scheme.eq_ignore_ascii_case("basic") {
         return Err(invalid(
@@ -143,7 +143,10 @@ fn scheme(authorization: &Authorization) -> Result<&str, Refusal> {
     Ok(scheme)
 }
 
-fn bearer(authorization: &Authorization, lookup: &dyn ConfigMapLookup) -> Result<String, Refusal> {
+fn bearer(
+    authorization: &Authorization,
+    lookup: &dyn ConfigMapLookup,
+) -> Result<String, CredentialRefusal> {
     let scheme = scheme(authorization)?;
     let reference = &authorization.secret_ref;
     let field = "authorization.secretRef";
@@ -158,7 +161,10 @@ fn bearer(authorization: &Authorization, lookup: &dyn ConfigMapLookup) -> Result
     Ok(format!("{scheme} {}", credential.trim()))
 }
 
-fn basic_auth(basic: &BasicAuth, lookup: &dyn ConfigMapLookup) -> Result<String, Refusal> {
+fn basic_auth(
+    basic: &BasicAuth,
+    lookup: &dyn ConfigMapLookup,
+) -> Result<String, CredentialRefusal> {
     let reference = &basic.secret_ref;
     let field = "basicAuth.secretRef";
     let read = |key: &str| {
@@ -181,7 +187,7 @@ fn basic_auth(basic: &BasicAuth, lookup: &dyn ConfigMapLookup) -> Result<String,
 fn ca_bundle(
     bundle: &CaBundle,
     lookup: &dyn ConfigMapLookup,
-) -> Result<(&'static str, String), Refusal> {
+) -> Result<(&'static str, String), CredentialRefusal> {
     let key = |reference: &KeyRef| reference.key.clone().unwrap_or_else(|| "ca.crt".into());
     match (&bundle.inline, &bundle.secret_ref, &bundle.config_map_ref) {
         (Some(pem), None, None) => Ok(("caBundle.inline", pem.clone())),
@@ -218,7 +224,10 @@ fn ca_bundle(
     }
 }
 
-fn client_cert(tls: &ClientTls, lookup: &dyn ConfigMapLookup) -> Result<ClientCert, Refusal> {
+fn client_cert(
+    tls: &ClientTls,
+    lookup: &dyn ConfigMapLookup,
+) -> Result<ClientCert, CredentialRefusal> {
     let reference = &tls.secret_ref;
     let field = "clientTLS.secretRef";
     let read = |key: &str| secret(lookup, field, &reference.namespace, &reference.name, key);
@@ -347,7 +356,9 @@ mod tests {
             authorization: Some(&missing),
             ..Credentials::default()
         };
-        let Err(Refusal::Unavailable { field, reason }) = resolve(&credentials, &secrets()) else {
+        let Err(CredentialRefusal::Unavailable { field, reason }) =
+            resolve(&credentials, &secrets())
+        else {
             panic!("a missing key is refused");
         };
         assert_eq!(field, "authorization.secretRef");
@@ -359,7 +370,7 @@ mod tests {
             },
             ..missing.clone()
         };
-        let Err(Refusal::Unavailable { reason, .. }) = resolve(
+        let Err(CredentialRefusal::Unavailable { reason, .. }) = resolve(
             &Credentials {
                 authorization: Some(&elsewhere),
                 ..Credentials::default()
@@ -379,7 +390,7 @@ mod tests {
                 authorization: Some(&basic),
                 ..Credentials::default()
             }),
-            Err(Refusal::Invalid {
+            Err(CredentialRefusal::Invalid {
                 field: "authorization.type",
                 ..
             })

@@ -521,8 +521,8 @@ impl WebhookEndpoint {
             true => format!("webhook.{name}"),
             false => format!("{prefix}.{name}"),
         };
-        let refuse = |refusal: credentials::Refusal| match refusal {
-            credentials::Refusal::Invalid {
+        let refuse = |refusal: credentials::CredentialRefusal| match refusal {
+            credentials::CredentialRefusal::Invalid {
                 field: name,
                 reason,
             } => SourceError::Webhook {
@@ -531,7 +531,7 @@ impl WebhookEndpoint {
                 field: field(name),
                 reason,
             },
-            credentials::Refusal::Unavailable {
+            credentials::CredentialRefusal::Unavailable {
                 field: name,
                 reason,
             } => SourceError::MissingCredential {
@@ -548,7 +548,7 @@ impl WebhookEndpoint {
             ("clientTLS", credentials.client_tls.is_some()),
         ] {
             if given && !https {
-                return Err(refuse(credentials::Refusal::Invalid {
+                return Err(refuse(credentials::CredentialRefusal::Invalid {
                     field: name,
                     reason: format!("is only used for https, and {url:?} is not"),
                 }));
@@ -560,7 +560,7 @@ impl WebhookEndpoint {
             (ca_pem, client_cert) => {
                 let roots = match ca_pem {
                     Some((field, pem)) => trusted_certificates(pem).map_err(|reason| {
-                        refuse(credentials::Refusal::Invalid { field, reason })
+                        refuse(credentials::CredentialRefusal::Invalid { field, reason })
                     })?,
                     None => RootCerts::PlatformVerifier,
                 };

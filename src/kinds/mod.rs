@@ -39,14 +39,14 @@ pub trait ControllerKind: Sync {
     fn crd(&self) -> CustomResourceDefinition;
 
     /// Reads a controller object of this kind; the error names the field.
-    fn parse(&self, object: &Value) -> Result<Box<dyn Controller>, ParseError>;
+    fn parse(&self, object: &Value) -> Result<Box<dyn ParsedController>, ParseError>;
 
     /// The kind as the operator runs it.
     fn runtime(&self) -> KindEntry;
 }
 
 /// A controller object of some kind, read.
-pub trait Controller: Send + Sync {
+pub trait ParsedController: Send + Sync {
     fn name(&self) -> String;
 
     /// What loading reads of it: the types it names, its hooks, libraries and tests.
@@ -112,7 +112,7 @@ impl<K: Kind> ControllerKind for Registered<K> {
         <K::Object as kube::CustomResourceExt>::crd()
     }
 
-    fn parse(&self, object: &Value) -> Result<Box<dyn Controller>, ParseError> {
+    fn parse(&self, object: &Value) -> Result<Box<dyn ParsedController>, ParseError> {
         let parsed: K::Object =
             serde_path_to_error::deserialize(object).map_err(|error| ParseError {
                 path: error.path().to_string(),
@@ -136,7 +136,7 @@ struct Parsed<K: Kind> {
     status: Option<ControllerStatus>,
 }
 
-impl<K: Kind> Controller for Parsed<K> {
+impl<K: Kind> ParsedController for Parsed<K> {
     fn name(&self) -> String {
         self.object.name()
     }

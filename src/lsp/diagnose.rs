@@ -19,7 +19,7 @@ use std::path::Path;
 
 /// One problem, where it is in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Problem {
+pub(super) struct FileProblem {
     pub range: Range,
     pub severity: Severity,
     pub message: String,
@@ -38,11 +38,11 @@ pub(super) struct Checks<'a> {
 }
 
 /// The problems of a manifest.
-pub(super) fn manifest(checks: &Checks, text: &str) -> Vec<Problem> {
+pub(super) fn manifest(checks: &Checks, text: &str) -> Vec<FileProblem> {
     let manifest = match Manifest::parse(text) {
         Ok(manifest) => manifest,
         Err(unreadable) => {
-            return vec![Problem {
+            return vec![FileProblem {
                 range: Range {
                     start: unreadable.at,
                     end: unreadable.at,
@@ -93,7 +93,7 @@ pub(super) fn script_file(
     path: &Path,
     language: Language,
     text: &str,
-) -> Vec<Problem> {
+) -> Vec<FileProblem> {
     let source = ScriptSource::new(
         language,
         text,
@@ -107,7 +107,7 @@ pub(super) fn script_file(
             .map(|misspelled| {
                 let line = misspelled.line.saturating_sub(1);
                 let line_text = text.lines().nth(line as usize).unwrap_or_default();
-                Problem {
+                FileProblem {
                     range: word_at(
                         line_text,
                         Position {
@@ -127,7 +127,7 @@ pub(super) fn script_file(
         Some(column) => column.saturating_sub(1),
         None => first_non_blank(line_text),
     };
-    vec![Problem {
+    vec![FileProblem {
         range: word_at(
             line_text,
             Position {
@@ -168,14 +168,19 @@ pub(super) fn spot_range(
 
 /// Where a finding goes: at its place in a script of this file when it has one, else at the
 /// field it names.
-fn place(manifest: &Manifest, scripts: &[Script], document: usize, finding: Finding) -> Problem {
+fn place(
+    manifest: &Manifest,
+    scripts: &[Script],
+    document: usize,
+    finding: Finding,
+) -> FileProblem {
     let range = finding
         .script
         .as_ref()
         .and_then(|spot| in_script(manifest, scripts, spot))
         .or_else(|| at_field(manifest, document, &finding.path))
         .unwrap_or_default();
-    Problem {
+    FileProblem {
         range,
         severity: finding.severity,
         message: without_excerpt(&finding.to_string()),
@@ -233,7 +238,7 @@ fn at_field(manifest: &Manifest, document: usize, path: &str) -> Option<Range> {
 }
 
 /// A `#{` line that YAML read as a comment after a Rhai script: the script lost it.
-fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<Problem> {
+fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<FileProblem> {
     let mut problems = Vec::new();
     for script in scripts.iter().filter(|s| s.language == Language::Rhai) {
         let Some(node) = manifest.node(script.document, &script.path) else {
@@ -243,7 +248,7 @@ fn comment_traps(manifest: &Manifest, scripts: &[Script]) -> Vec<Problem> {
         let document = &manifest.index.documents()[number];
         for comment in document.comments_after(node) {
             if comment.text.starts_with('{') {
-                problems.push(Problem {
+                problems.push(FileProblem {
                     range: comment.range,
                     severity: Severity::Warning,
                     message: format!(
@@ -321,7 +326,7 @@ fn word_at(line: &str, at: Position) -> Range {
 mod tests {
     use super::*;
 
-    fn check(text: &str) -> Vec<Problem> {
+    fn check(text: &str) -> Vec<FileProblem> {
         let engine = ScriptEngine::new();
         let resolver = StaticResolver::with_builtins();
         manifest(

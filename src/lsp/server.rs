@@ -6,7 +6,7 @@
 use super::cases::{self, CaseRunner};
 use super::cluster::{self, Cluster, ClusterCrds};
 use super::complete::{self, LibraryFunction, ObjectSchemas, Setting};
-use super::diagnose::{self, Checks, Problem};
+use super::diagnose::{self, Checks, FileProblem};
 use super::schema::{NoSchemas, RequestSchemas};
 use super::scripts::{Manifest, Script};
 use super::workspace::Workspace;
@@ -213,7 +213,7 @@ struct OpenFile {
     text: String,
     version: i32,
     /// The failures of the last test run from a code lens, until the next edit.
-    failed_cases: Vec<Problem>,
+    failed_cases: Vec<FileProblem>,
 }
 
 struct Server<'a> {
@@ -386,7 +386,7 @@ impl Server<'_> {
         Ok(())
     }
 
-    fn problems(&self, uri: &Uri, file: &OpenFile) -> Vec<Problem> {
+    fn problems(&self, uri: &Uri, file: &OpenFile) -> Vec<FileProblem> {
         match file.kind {
             FileKind::Manifest => {
                 let path = file_path(uri);
@@ -547,7 +547,7 @@ impl Server<'_> {
                         diagnose::spot_range(&file.text, &path, manifest, spot)
                     })
                     .unwrap_or(fallback);
-                Some(Problem {
+                Some(FileProblem {
                     range,
                     severity: Severity::Error,
                     message: format!(
@@ -800,7 +800,7 @@ fn notify(
         .map_err(|error| ServerError::Closed(error.to_string()))
 }
 
-fn diagnostic(lines: &Lines, problem: &Problem) -> Diagnostic {
+fn diagnostic(lines: &Lines, problem: &FileProblem) -> Diagnostic {
     Diagnostic {
         range: Range {
             start: lines.to_lsp(problem.range.start),

@@ -27,7 +27,7 @@ pub(crate) struct CredentialValues {
 /// server did not answer): the load is retried.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read {kind} {namespace}/{name} for webhook credentials: {source}")]
-pub(crate) struct ReadError {
+pub(crate) struct CredentialReadError {
     kind: &'static str,
     namespace: String,
     name: String,
@@ -40,7 +40,7 @@ impl CredentialValues {
     pub(crate) async fn read(
         client: &kube::Client,
         sources: &[CredentialSource],
-    ) -> Result<CredentialValues, ReadError> {
+    ) -> Result<CredentialValues, CredentialReadError> {
         let mut objects = BTreeMap::new();
         for source in sources {
             objects.insert(source.clone(), read_one(client, source).await?);
@@ -77,8 +77,11 @@ impl CredentialValues {
     }
 }
 
-async fn read_one(client: &kube::Client, source: &CredentialSource) -> Result<Keys, ReadError> {
-    let failed = |kind, namespace: &str, name: &str, source| ReadError {
+async fn read_one(
+    client: &kube::Client,
+    source: &CredentialSource,
+) -> Result<Keys, CredentialReadError> {
+    let failed = |kind, namespace: &str, name: &str, source| CredentialReadError {
         kind,
         namespace: namespace.to_string(),
         name: name.to_string(),
@@ -195,7 +198,7 @@ impl CredentialWatch {
     }
 
     /// Whether the objects read differ now from what the controller loaded with.
-    pub(crate) async fn changed(&self) -> Result<bool, ReadError> {
+    pub(crate) async fn changed(&self) -> Result<bool, CredentialReadError> {
         let now = CredentialValues::read(&self.reader, &self.sources).await?;
         Ok(now.digest() != self.digest)
     }

@@ -66,7 +66,7 @@ pub enum CacheError {
 pub struct Informers {
     client: kube::Client,
     events: mpsc::UnboundedSender<ObjectEvent>,
-    watches: Mutex<HashMap<ResourceType, Watched>>,
+    watches: Mutex<HashMap<ResourceType, RunningWatch>>,
     /// Objects passed over because they cannot be decoded, per type.
     undecodable: Family<ResourceLabels, Counter>,
     /// Where each passed-over object is reported, for an Event on it (set once by the
@@ -88,7 +88,7 @@ pub(crate) struct PassedOver {
 }
 
 /// One running watch.
-struct Watched {
+struct RunningWatch {
     store: Arc<RwLock<Store>>,
     progress: watch::Receiver<Progress>,
     task: JoinHandle<()>,
@@ -224,7 +224,7 @@ impl Informers {
             .map(|watched| watched.store.clone())
     }
 
-    fn start(&self, resolved: &ResolvedType, label_selector: Option<&str>) -> Watched {
+    fn start(&self, resolved: &ResolvedType, label_selector: Option<&str>) -> RunningWatch {
         let store = Arc::new(RwLock::new(Store::default()));
         let (progress_tx, progress) = watch::channel(Progress::default());
         let mut config = watcher::Config::default();
@@ -247,7 +247,7 @@ impl Informers {
             },
         ));
         tracing::info!(resource = %resolved.resource.group_key(), "started watching");
-        Watched {
+        RunningWatch {
             store,
             progress,
             task,
