@@ -4,5 +4,7 @@
 
 mod api;
 mod cluster;
+mod composite;
 mod decorator;
 mod registry;
+mod steps;
