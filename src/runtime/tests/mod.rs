@@ -6,5 +6,6 @@ mod api;
 mod cluster;
 mod composite;
 mod decorator;
+mod map;
 mod registry;
 mod steps;
