@@ -4,5 +4,8 @@
 
 mod api;
 mod cluster;
+mod composite;
 mod decorator;
+mod map;
 mod registry;
+mod steps;
