@@ -14,8 +14,7 @@ use crate::runtime::context::{Context, start_sweep};
 use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{Controller, Kind};
 use crate::runtime::replicas::shard::{self, Item};
-use crate::runtime::report::problem::Problem;
-use crate::runtime::rollout::{self, Advance};
+use crate::runtime::rollout::{self, Advance, Trouble};
 use crate::runtime::write::fingerprint::Sweep;
 use serde_json::Value;
 use std::sync::Arc;
@@ -78,7 +77,7 @@ impl<K: Kind> Registry<K> {
         {
             match self.before(context, id, object, &newest.revision).await {
                 Ok(before) => {
-                    self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+                    self.rollouts.clear_trouble(name, Trouble::UndoFailed);
                     undone_to = Some(before);
                 }
                 Err(why) => {
@@ -86,7 +85,7 @@ impl<K: Kind> Registry<K> {
                     tracing::warn!(controller = %id, revision = %newest.revision, %why, "cannot undo");
                     if self
                         .rollouts
-                        .trouble(name, Some(Problem::new(reasons::UNDO_FAILED, &message)))
+                        .trouble(name, Trouble::UndoFailed, message.clone())
                     {
                         context
                             .warn(object, None, reasons::UNDO_FAILED, "Rollout", &message)
@@ -96,7 +95,7 @@ impl<K: Kind> Registry<K> {
                 }
             }
         } else {
-            self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+            self.rollouts.clear_trouble(name, Trouble::UndoFailed);
         }
         // Unless the newest revision serves anyway, the serving one runs on beside it: again
         // from its snapshot after a restart, or loaded again when its webhook credentials

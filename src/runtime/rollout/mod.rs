@@ -146,9 +146,26 @@ struct Track<K: Kind> {
     promoting: Option<String>,
     /// The serving revision whose snapshot is saved.
     saved: Option<String>,
-    /// What keeps the rollout from being safe, for the `Rollout` condition: a snapshot that
-    /// cannot be saved, an undo that cannot be carried out.
-    trouble: Option<Problem>,
+    /// What keeps the rollout from being safe, for the `Rollout` condition, and its message.
+    trouble: Option<(Trouble, String)>,
+}
+
+/// What keeps a rollout from being safe: each clears on its own once it no longer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trouble {
+    /// An undo (`metascript rollout undo`) cannot be carried out.
+    UndoFailed,
+    /// The serving revision's snapshot cannot be saved.
+    SnapshotNotSaved,
+}
+
+impl Trouble {
+    fn reason(self) -> &'static str {
+        match self {
+            Trouble::UndoFailed => reasons::UNDO_FAILED,
+            Trouble::SnapshotNotSaved => reasons::SNAPSHOT_NOT_SAVED,
+        }
+    }
 }
 
 impl<K: Kind> Default for Track<K> {
@@ -511,33 +528,34 @@ impl<K: Kind> Rollouts<K> {
             condition = Err(Problem::new(halted.reason.clone(), &halted.message));
         }
         // Trouble comes first: it says the rollout is not as safe as the rest reads.
-        if let Some(trouble) = &track.trouble {
+        if let Some((trouble, message)) = &track.trouble {
             let rest = match &condition {
                 Err(problem) => format!(" ({}: {})", problem.reason, problem.message),
                 Ok(()) => String::new(),
             };
-            condition = Err(Problem::new(
-                trouble.reason.clone(),
-                format!("{}{rest}", trouble.message),
-            ));
+            condition = Err(Problem::new(trouble.reason(), format!("{message}{rest}")));
         }
         Some(RolloutReport { status, condition })
     }
 
-    /// Forgets a controller's trouble of this reason, which no longer holds.
-    pub(crate) fn clear_trouble(&self, name: &str, reason: &str) {
+    /// Forgets a controller's trouble of this kind, which no longer holds.
+    pub(crate) fn clear_trouble(&self, name: &str, cleared: Trouble) {
         if let Some(track) = self.tracks.lock().get_mut(name)
-            && track.trouble.as_ref().is_some_and(|t| t.reason == reason)
+            && track
+                .trouble
+                .as_ref()
+                .is_some_and(|(trouble, _)| *trouble == cleared)
         {
             track.trouble = None;
         }
     }
 
-    /// Notes what keeps a controller's rollout from being safe (`None`: nothing now). Returns
-    /// whether it is news, to be logged.
-    pub(crate) fn trouble(&self, name: &str, trouble: Option<Problem>) -> bool {
+    /// Notes what keeps a controller's rollout from being safe. Returns whether it is news,
+    /// to be logged.
+    pub(crate) fn trouble(&self, name: &str, trouble: Trouble, message: String) -> bool {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
+        let trouble = Some((trouble, message));
         let news = track.trouble != trouble;
         track.trouble = trouble;
         news
@@ -579,7 +597,7 @@ impl<K: Kind> Rollouts<K> {
         match save_snapshot(context, serving, replaces.as_deref()).await {
             Ok(()) => {
                 self.saved(name, &serving.revision);
-                self.clear_trouble(name, reasons::SNAPSHOT_NOT_SAVED);
+                self.clear_trouble(name, Trouble::SnapshotNotSaved);
             }
             Err(error) => {
                 let message = format!(
@@ -590,9 +608,8 @@ impl<K: Kind> Rollouts<K> {
                     context.config.snapshot_namespace,
                     snapshot_name(&serving.id, &serving.revision)
                 );
-                let trouble = Problem::new(reasons::SNAPSHOT_NOT_SAVED, &message);
                 // Once per new failure: it is retried every status turn.
-                if self.trouble(name, Some(trouble)) {
+                if self.trouble(name, Trouble::SnapshotNotSaved, message) {
                     tracing::warn!(controller = %serving.id, revision = %serving.revision, %error, "cannot save the serving revision's snapshot");
                 }
             }
