@@ -2,9 +2,9 @@
 //! them whatever their kind. This file holds the table of loaded controllers: loading and
 //! reloading (the last good version keeps running when a new one fails), installing, removal
 //! and routing events to them. Beside it: `version` builds a version from the controller
-//! object, `placement` drives a staged rollout, `outcomes` runs work items and records how they
-//! ended, `statuses` writes each controller's status, `routes` says which controllers an event
-//! concerns.
+//! object, `placement` places a staged rollout's newest revision, `outcomes` runs work items
+//! and records how they ended, `statuses` writes each controller's status, `routes` says which
+//! controllers an event concerns.
 
 mod outcomes;
 mod placement;
@@ -25,7 +25,7 @@ use crate::runtime::reads::rbac::Batch;
 use crate::runtime::registry::routes::{Routes, only_status_changed};
 use crate::runtime::replicas::shard::Sharded;
 use crate::runtime::report::problem::Problem;
-use crate::runtime::rollout::Rollouts;
+use crate::runtime::rollout::{Rollouts, Turn};
 use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::write::fingerprint::Sweep;
 use crate::store::ObjectStore;
@@ -352,7 +352,11 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 context.queue.add(WorkKey::load(&Self::id(name)));
                 return;
             }
-            self.follow_rollout(context, name, object);
+            // The router goes on with the next event: a canary step's queueing ends on its
+            // own, and the replica driving the rollout announces it.
+            let _ = self
+                .rollouts
+                .turn(context, &Self::id(name), Turn::Follow { object });
             return;
         }
         let routes = self.routes.read();

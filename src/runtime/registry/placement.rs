@@ -1,6 +1,7 @@
-//! Where the registry drives a controller's staged rollout: placing its newest revision
-//! (serve, stage beside the serving one, or hold back), restoring the serving revision from its
-//! snapshot, and each status turn of the rollout.
+//! Where the registry places a controller's newest revision in a staged rollout: it serves,
+//! is staged beside the serving one, or is held back; the serving revision is restored from its
+//! snapshot, or the one before it from its own (an undo). Each later turn of the rollout is
+//! [`crate::runtime::rollout::Rollouts::turn`]'s.
 
 use super::version::Unloaded;
 use super::{Registry, enqueue_all};
@@ -10,11 +11,10 @@ use crate::api::{
 use crate::object;
 use crate::plan::rollout::{Placement, Revisions};
 use crate::reasons;
-use crate::runtime::context::{Context, start_sweep};
+use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{Controller, Kind};
-use crate::runtime::replicas::shard::{self, Item};
-use crate::runtime::rollout::{self, Advance, Trouble};
+use crate::runtime::rollout::{self, Trouble};
 use crate::runtime::write::fingerprint::Sweep;
 use serde_json::Value;
 use std::sync::Arc;
@@ -351,58 +351,6 @@ impl<K: Kind> Registry<K> {
                 tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
                 None
             }
-        }
-    }
-
-    /// A turn of a controller's staged rollout: a canary's next step starts, or its candidate
-    /// is promoted or rolled back (by loading the controller again); a shadow is evaluated
-    /// again when due. A snapshot that could not be saved is tried again.
-    pub(super) async fn advance_rollout(
-        &self,
-        context: &Arc<Context>,
-        serving: &Arc<Controller<K>>,
-        failing: u64,
-    ) {
-        let name = &serving.id.name;
-        let Some(candidate) = self.rollouts.candidate(name) else {
-            return;
-        };
-        self.rollouts.save(context, serving).await;
-        let owner = Item::controller(&serving.id);
-        match self.rollouts.advance(context, name, failing) {
-            Advance::Nothing => {}
-            Advance::Stepped => {
-                enqueue_all(context, &candidate.controller, Sweep::Changed).await;
-                if let Some(object) = context.informers.get(&self.resource, None, name) {
-                    let note = format!(
-                        "revision {} serves a larger share of the work items (step {} of {})",
-                        candidate.revision(),
-                        candidate.step() + 1,
-                        candidate.controller.rollout.steps.len()
-                    );
-                    let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
-                    shard::acting_for(owner, published).await;
-                }
-            }
-            Advance::Reload => context.queue.add(WorkKey::load(&serving.id)),
-        }
-    }
-
-    /// Follows what the replica driving a controller's rollout recorded in its status: the
-    /// candidate's next step, or a reload to promote or hold it back.
-    pub(super) fn follow_rollout(&self, context: &Arc<Context>, name: &str, object: &Value) {
-        match self.rollouts.follow(name, object) {
-            Advance::Nothing => {}
-            Advance::Stepped => {
-                if let Some(candidate) = self.rollouts.candidate(name) {
-                    // The router goes on with the next event; the sweep ends on its own.
-                    let (context, controller) = (context.clone(), candidate.controller.clone());
-                    let _sweep = start_sweep(move || {
-                        K::enqueue_all(&context, &controller, Sweep::Changed);
-                    });
-                }
-            }
-            Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! every object without writing (Shadow), its progress step by step, and the snapshot of the
 //! serving revision that lets a restarted replica, or a new leader, go on serving it while the
 //! controller object already holds the candidate. The decisions are pure
-//! ([`crate::plan::rollout`]); the registry loads and installs revisions.
+//! ([`crate::plan::rollout`]); every turn of a rollout after its candidate is staged moves its
+//! state in one place, [`Rollouts::turn`]; the registry loads and installs revisions.
 
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
 use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
@@ -13,12 +14,13 @@ use crate::plan::rollout::{self as plan, CanaryNext, Share};
 use crate::plan::{Offline, Planner};
 use crate::reasons;
 use crate::resources::ResourceType;
-use crate::runtime::context::Context;
-use crate::runtime::keys::ControllerId;
+use crate::runtime::context::{Context, start_sweep};
+use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{CandidateShare, Controller, Kind};
-use crate::runtime::replicas::shard::Item;
+use crate::runtime::replicas::shard::{self, Item};
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{Counts, RolloutReport};
+use crate::runtime::write::fingerprint::Sweep;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -194,13 +196,29 @@ impl<K: Kind> Default for Rollouts<K> {
     }
 }
 
-/// What a step of the status loop asks the registry to do for a controller.
-pub(crate) enum Advance {
+/// Where a turn of a controller's rollout comes from.
+pub(crate) enum Turn<'a> {
+    /// The status loop, on the replica that writes the controller's status: the candidate's
+    /// clock and its work items failing on every replica (`failing`) decide.
+    Lead { failing: u64 },
+    /// The controller object's status changed: the replica driving the rollout moved it,
+    /// and this one follows what it recorded there.
+    Follow { object: &'a Value },
+}
+
+/// Where a turn took a rollout.
+enum Advance<K: Kind> {
     Nothing,
-    /// The candidate's share grew: queue the work items it serves now.
-    Stepped,
-    /// Load the controller again: the candidate is to be promoted or held back.
+    /// The candidate's share grew: the work items it serves now are to be queued.
+    Stepped(Arc<Candidate<K>>),
+    /// The controller is to load again: the candidate is to be promoted or held back.
     Reload,
+}
+
+/// A canary that stepped on: the queueing of the work items its larger share serves.
+pub(crate) struct Stepped<K: Kind> {
+    candidate: Arc<Candidate<K>>,
+    queueing: tokio::task::JoinHandle<()>,
 }
 
 impl<K: Kind> Rollouts<K> {
@@ -347,11 +365,82 @@ impl<K: Kind> Rollouts<K> {
         (which, served, failing)
     }
 
-    /// One turn of the status loop for a controller's candidate (on the replica that writes
-    /// the controller's status): a canary steps on, is promoted, or is rolled back when
-    /// `failing` of its work items (on every replica) fail; a shadow is evaluated again when
-    /// due.
-    pub(crate) fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance {
+    /// One turn of a controller's rollout, the one place its state moves (see [`Turn`]).
+    /// What the turn calls for starts here: a canary's larger share is queued (off the
+    /// runtime's threads), a controller whose candidate is to be promoted or held back is
+    /// queued to load again. Returns the step, if the canary took one, for a leader to wait
+    /// for and announce; a follower lets the queueing end on its own.
+    pub(crate) fn turn(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        turn: Turn<'_>,
+    ) -> Option<Stepped<K>> {
+        let advance = match turn {
+            Turn::Lead { failing } => self.advance(context, &id.name, failing),
+            Turn::Follow { object } => self.follow(&id.name, object),
+        };
+        match advance {
+            Advance::Nothing => None,
+            Advance::Stepped(candidate) => {
+                let (context, controller) = (context.clone(), candidate.controller.clone());
+                let queueing = start_sweep(move || {
+                    K::enqueue_all(&context, &controller, Sweep::Changed);
+                });
+                Some(Stepped {
+                    candidate,
+                    queueing,
+                })
+            }
+            Advance::Reload => {
+                context.queue.add(WorkKey::load(id));
+                None
+            }
+        }
+    }
+
+    /// The status loop's turn of a controller's rollout (on the replica that writes its
+    /// status; `controllers`: the controller objects' type): a snapshot of the serving revision
+    /// that could not be saved is tried again, and a canary's step is announced once its share
+    /// is queued.
+    pub(crate) async fn lead(
+        &self,
+        context: &Arc<Context>,
+        serving: &Controller<K>,
+        controllers: &ResourceType,
+        failing: u64,
+    ) {
+        let id = &serving.id;
+        if self.candidate(&id.name).is_none() {
+            return;
+        }
+        self.save(context, serving).await;
+        let Some(Stepped {
+            candidate,
+            queueing,
+        }) = self.turn(context, id, Turn::Lead { failing })
+        else {
+            return;
+        };
+        if let Err(error) = queueing.await {
+            tracing::warn!(%error, "queueing what a controller acts on failed");
+        }
+        if let Some(object) = context.informers.get(controllers, None, &id.name) {
+            let note = format!(
+                "revision {} serves a larger share of the work items (step {} of {})",
+                candidate.revision(),
+                candidate.step() + 1,
+                candidate.controller.rollout.steps.len()
+            );
+            let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
+            shard::acting_for(Item::controller(id), published).await;
+        }
+    }
+
+    /// The status loop's turn for a controller's candidate: a canary steps on, is promoted, or
+    /// is rolled back when `failing` of its work items (on every replica) fail; a shadow is
+    /// evaluated again when due.
+    fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance<K> {
         let Some(candidate) = self.candidate(name) else {
             return Advance::Nothing;
         };
@@ -365,7 +454,7 @@ impl<K: Kind> Rollouts<K> {
                     CanaryNext::Wait(_) => Advance::Nothing,
                     CanaryNext::Step(next) => {
                         candidate.start_step(next, jiff::Timestamp::now());
-                        Advance::Stepped
+                        Advance::Stepped(candidate)
                     }
                     CanaryNext::Promote => {
                         if let Some(track) = self.tracks.lock().get_mut(name) {
@@ -414,7 +503,7 @@ impl<K: Kind> Rollouts<K> {
     /// Follows what the replica driving a controller's rollout recorded in its status (when
     /// sharded, every replica serves a candidate's work items it owns): a later step, a
     /// rollback of the candidate, or its promotion.
-    pub(crate) fn follow(&self, name: &str, object: &Value) -> Advance {
+    fn follow(&self, name: &str, object: &Value) -> Advance<K> {
         let (Some(status), Some(candidate)) = (rollout_status(object), self.candidate(name)) else {
             return Advance::Nothing;
         };
@@ -443,7 +532,7 @@ impl<K: Kind> Rollouts<K> {
                     && step as usize > candidate.step() =>
             {
                 candidate.start_step(step as usize, started_at);
-                Advance::Stepped
+                Advance::Stepped(candidate)
             }
             _ => Advance::Nothing,
         }
