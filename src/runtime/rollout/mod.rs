@@ -3,8 +3,14 @@
 //! every object without writing (Shadow), its progress step by step, and the snapshot of the
 //! serving revision that lets a restarted replica, or a new leader, go on serving it while the
 //! controller object already holds the candidate. The decisions are pure
-//! ([`crate::plan::rollout`]); every turn of a rollout after its candidate is staged moves its
-//! state in one place, [`Rollouts::turn`]; the registry loads and installs revisions.
+//! ([`crate::plan::rollout`]). The state moves in two places only: `placement` when a
+//! controller loads (its newest revision serves, is staged, or is held back), and
+//! [`Rollouts::turn`] at every later turn (a canary steps on, or is to be promoted or held
+//! back). The registry above loads and installs revisions for them ([`ControllerTable`]).
+
+mod placement;
+
+pub(crate) use placement::ControllerTable;
 
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
 use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
@@ -32,7 +38,7 @@ use std::time::{Duration, Instant};
 
 /// How often a shadow revision is evaluated again over every object, while it waits: the
 /// objects and what the serving revision wrote keep changing.
-pub(crate) const SHADOW_REFRESH: Duration = Duration::from_secs(60);
+const SHADOW_REFRESH: Duration = Duration::from_secs(60);
 /// The changes and errors a shadow report shows, and how long each may be.
 const SHADOW_EXAMPLES: usize = 5;
 const EXAMPLE_BYTES: usize = 1500;
@@ -154,7 +160,7 @@ struct Track<K: Kind> {
 
 /// What keeps a rollout from being safe: each clears on its own once it no longer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Trouble {
+enum Trouble {
     /// An undo (`metascript rollout undo`) cannot be carried out.
     UndoFailed,
     /// The serving revision's snapshot cannot be saved.
@@ -228,7 +234,7 @@ impl<K: Kind> Rollouts<K> {
 
     /// The placement inputs of a controller whose newest revision is `newest`: remembered, or
     /// (the first time this replica sees it) as its status says.
-    pub(crate) fn revisions_of(
+    fn revisions_of(
         &self,
         name: &str,
         object: &Value,
@@ -250,7 +256,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// The newest revision serves: no candidate any more. Returns the one dropped.
-    pub(crate) fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
+    fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.promoting = None;
@@ -265,7 +271,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// The newest revision is held back. Returns the candidate dropped.
-    pub(crate) fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
+    fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.halted = Some(halted);
@@ -279,7 +285,7 @@ impl<K: Kind> Rollouts<K> {
     /// takes over). A kept one loaded again with rotated webhook credentials runs with them
     /// from then on. Returns it, and whether it is new (also when only its rollout settings
     /// changed).
-    pub(crate) fn stage(
+    fn stage(
         &self,
         name: &str,
         mut controller: Controller<K>,
@@ -628,7 +634,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Forgets a controller's trouble of this kind, which no longer holds.
-    pub(crate) fn clear_trouble(&self, name: &str, cleared: Trouble) {
+    fn clear_trouble(&self, name: &str, cleared: Trouble) {
         if let Some(track) = self.tracks.lock().get_mut(name)
             && track
                 .trouble
@@ -641,7 +647,7 @@ impl<K: Kind> Rollouts<K> {
 
     /// Notes what keeps a controller's rollout from being safe. Returns whether it is news,
     /// to be logged.
-    pub(crate) fn trouble(&self, name: &str, trouble: Trouble, message: String) -> bool {
+    fn trouble(&self, name: &str, trouble: Trouble, message: String) -> bool {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         let trouble = Some((trouble, message));
@@ -659,7 +665,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Notes that the serving revision's snapshot is saved.
-    pub(crate) fn saved(&self, name: &str, revision: &str) {
+    fn saved(&self, name: &str, revision: &str) {
         self.tracks
             .lock()
             .entry(name.to_string())
@@ -672,7 +678,7 @@ impl<K: Kind> Rollouts<K> {
     /// controller's other snapshots but that one (`metascript rollout undo` goes back to it).
     /// A failure shows in the `Rollout` condition and is tried again at the next load or
     /// status turn.
-    pub(crate) async fn save(&self, context: &Context, serving: &Controller<K>) {
+    async fn save(&self, context: &Context, serving: &Controller<K>) {
         let owner = Item::controller(&serving.id);
         let name = &serving.id.name;
         if !context.authority.may_write_for(&owner) || !self.unsaved(name, &serving.revision) {
@@ -722,10 +728,10 @@ const REPLACES_LABEL: &str = "metascript.dev/replaces";
 /// every script and library it read from a ConfigMap key (or a dev-loop file), by
 /// `namespace/name/key`, so that it runs the same when those change.
 #[derive(Debug, serde::Deserialize, serde::Serialize)]
-pub(crate) struct Snapshot {
-    pub controller: Value,
+struct Snapshot {
+    controller: Value,
     #[serde(default)]
-    pub scripts: BTreeMap<String, String>,
+    scripts: BTreeMap<String, String>,
 }
 
 impl ConfigMapLookup for Snapshot {
@@ -748,7 +754,7 @@ fn name_label(name: &str) -> String {
 }
 
 /// The snapshot's name: `<kind>-<controller>-<revision>`, shortened to fit.
-pub(crate) fn snapshot_name(id: &ControllerId, revision: &str) -> String {
+fn snapshot_name(id: &ControllerId, revision: &str) -> String {
     let name = if id.name.len() + revision.len() + 12 <= 253 {
         id.name.clone()
     } else {
@@ -763,7 +769,7 @@ fn snapshots(context: &Context) -> Api<ControllerRevision> {
 
 /// What a serving version snapshots: its object, and the code of the scripts it took from
 /// ConfigMap keys.
-pub(crate) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
+fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
     let mut scripts = BTreeMap::new();
     let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
         .ok()
@@ -900,7 +906,7 @@ async fn save_snapshot<K: Kind>(
 
 /// The snapshot of a controller's revision, when it is kept and belongs to this very
 /// controller object (not an earlier one of the same name).
-pub(crate) async fn load_snapshot(
+async fn load_snapshot(
     context: &Context,
     id: &ControllerId,
     object: &Value,
@@ -926,7 +932,7 @@ pub(crate) async fn load_snapshot(
 
 /// The revision that served before `revision`, as its snapshot names it (none when it has no
 /// snapshot of this controller object, or names none).
-pub(crate) async fn replaced(
+async fn replaced(
     context: &Context,
     id: &ControllerId,
     object: &Value,

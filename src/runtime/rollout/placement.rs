@@ -1,30 +1,69 @@
-//! Where the registry places a controller's newest revision in a staged rollout: it serves,
-//! is staged beside the serving one, or is held back; the serving revision is restored from its
-//! snapshot, or the one before it from its own (an undo). Each later turn of the rollout is
-//! [`crate::runtime::rollout::Rollouts::turn`]'s.
+//! Where a controller's newest revision goes in a staged rollout: it serves, is staged beside
+//! the serving one, or is held back; the serving revision is restored from its snapshot after
+//! a restart, or the one before it from its own (an undo). The registry holding the kind's
+//! controllers loads and installs what this decides ([`ControllerTable`]).
 
-use super::version::Unloaded;
-use super::{Registry, enqueue_all};
+use super::{
+    Rollouts, Snapshot, Trouble, load_snapshot, replaced, rollout_status, snapshot_name,
+    snapshot_of,
+};
 use crate::api::{
     ABORT_ANNOTATION, PROMOTE_ANNOTATION, SYNC_REQUESTED_ANNOTATION, UNDO_ANNOTATION,
 };
+use crate::hooks::ConfigMapLookup;
 use crate::object;
-use crate::plan::rollout::{Placement, Revisions};
+use crate::plan::rollout::{self as plan, Placement, Revisions};
 use crate::reasons;
-use crate::runtime::context::Context;
+use crate::runtime::context::{Context, sweep};
 use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{Controller, Kind};
-use crate::runtime::rollout::{self, Trouble};
 use crate::runtime::write::fingerprint::Sweep;
 use serde_json::Value;
 use std::sync::Arc;
 
-impl<K: Kind> Registry<K> {
-    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
-    /// serving one, or is held back ([`crate::plan::rollout::place`]). After a restart the
-    /// serving revision is restored from its snapshot, as the controller's status names it.
-    pub(super) async fn place(
+/// The table of a kind's loaded controllers, as a rollout places revisions in it (the
+/// registry): it sits above the rollout, which cannot call it by name.
+pub(crate) trait ControllerTable<K: Kind>: Sync {
+    /// The revision serving a controller.
+    fn serving(&self, name: &str) -> Option<Arc<Controller<K>>>;
+
+    /// A controller object read as a version ready to run, its scripts read from `pinned`
+    /// (`previous`: the version running now), or why it does not load.
+    fn pinned_version(
         &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        previous: Option<&Arc<Controller<K>>>,
+        pinned: &(dyn ConfigMapLookup + Sync),
+    ) -> impl Future<Output = Result<Controller<K>, String>> + Send;
+
+    /// Makes `controller` serve (`previous`: the version it replaces), syncing what changed.
+    fn install(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Value,
+        controller: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The controller's load is done without installing its newest revision (staged or held
+    /// back): its routes now include the candidate's, and the load is not retried.
+    fn settle(&self, context: &Context, key: &WorkKey);
+
+    /// Queues the serving revision's work items whose last sync it did not make.
+    fn resync_serving(&self, context: &Arc<Context>, name: &str)
+    -> impl Future<Output = ()> + Send;
+}
+
+impl<K: Kind> Rollouts<K> {
+    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
+    /// serving one, or is held back ([`plan::place`]). After a restart the
+    /// serving revision is restored from its snapshot, as the controller's status names it.
+    pub(crate) async fn place(
+        &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         key: &WorkKey,
         object: &Arc<Value>,
@@ -33,9 +72,12 @@ impl<K: Kind> Registry<K> {
     ) {
         let id = &key.controller;
         let name = id.name.as_str();
-        let restored = match (&previous, rollout::rollout_status(object)) {
+        let restored = match (&previous, rollout_status(object)) {
             (None, Some(status)) if status.serving != newest.revision => {
-                match self.restore(context, id, object, &status.serving).await {
+                match self
+                    .restore(table, context, id, object, &status.serving)
+                    .await
+                {
                     Ok(restored) => restored,
                     // Nothing runs until the serving revision is known: serving the newest
                     // everywhere because an API call failed would undo the rollout.
@@ -54,8 +96,8 @@ impl<K: Kind> Registry<K> {
             newest.outcomes = serving.outcomes.clone();
             newest.state = serving.state.clone();
         }
-        let (halted, promoting) = self.rollouts.revisions_of(name, object, &newest.revision);
-        let placement = crate::plan::rollout::place(
+        let (halted, promoting) = self.revisions_of(name, object, &newest.revision);
+        let placement = plan::place(
             newest.rollout.strategy,
             Revisions {
                 newest: &newest.revision,
@@ -75,18 +117,18 @@ impl<K: Kind> Registry<K> {
         if matches!(placement, Placement::Hold(_))
             && serving.is_none_or(|serving| serving.revision == newest.revision)
         {
-            match self.before(context, id, object, &newest.revision).await {
+            match self
+                .before(table, context, id, object, &newest.revision)
+                .await
+            {
                 Ok(before) => {
-                    self.rollouts.clear_trouble(name, Trouble::UndoFailed);
+                    self.clear_trouble(name, Trouble::UndoFailed);
                     undone_to = Some(before);
                 }
                 Err(why) => {
                     let message = format!("revision {} cannot be undone: {why}", newest.revision);
                     tracing::warn!(controller = %id, revision = %newest.revision, %why, "cannot undo");
-                    if self
-                        .rollouts
-                        .trouble(name, Trouble::UndoFailed, message.clone())
-                    {
+                    if self.trouble(name, Trouble::UndoFailed, message.clone()) {
                         context
                             .warn(object, None, reasons::UNDO_FAILED, "Rollout", &message)
                             .await;
@@ -95,7 +137,7 @@ impl<K: Kind> Registry<K> {
                 }
             }
         } else {
-            self.rollouts.clear_trouble(name, Trouble::UndoFailed);
+            self.clear_trouble(name, Trouble::UndoFailed);
         }
         // Unless the newest revision serves anyway, the serving one runs on beside it: again
         // from its snapshot after a restart, or loaded again when its webhook credentials
@@ -108,20 +150,20 @@ impl<K: Kind> Registry<K> {
                 Some((restored, None))
             }
             (_, None, Some(serving)) => self
-                .with_rotated_credentials(context, id, object, serving, &newest)
+                .with_rotated_credentials(table, context, id, object, serving, &newest)
                 .await
                 .map(|reloaded| (reloaded, Some(serving.clone()))),
         };
         match placement {
             Placement::Serve => {
-                let dropped = self.rollouts.serve(name, &newest.revision);
+                let dropped = self.serve(name, &newest.revision);
                 let promoted = dropped
                     .as_ref()
                     .is_some_and(|candidate| candidate.revision() == newest.revision);
                 let revision = newest.revision.clone();
-                self.install(context, key, object, newest, previous).await;
+                table.install(context, key, object, newest, previous).await;
                 if dropped.is_some() {
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
                 if promoted {
                     let note = format!("revision {revision} serves every object");
@@ -129,22 +171,22 @@ impl<K: Kind> Registry<K> {
                         .note(object, reasons::PROMOTED, "Rollout", &note)
                         .await;
                 }
-                if let Some(serving) = self.get(name) {
-                    self.rollouts.save(context, &serving).await;
+                if let Some(serving) = table.serving(name) {
+                    self.save(context, &serving).await;
                 }
             }
             Placement::Stage => {
                 // Staged first, so that the serving revision's work items of the candidate's
                 // share go to the candidate.
-                let (candidate, started) = self.rollouts.stage(name, newest, object);
+                let (candidate, started) = self.stage(name, newest, object);
                 if let Some((serving, replaced)) = serving_again {
-                    self.install(context, key, object, serving, replaced).await;
+                    table.install(context, key, object, serving, replaced).await;
                 }
-                let serving = self.get(name).expect("a serving revision to stage beside");
-                self.rollouts.save(context, &serving).await;
-                self.unloaded.lock().remove(name);
-                self.rebuild_routes();
-                context.queue.forget(key);
+                let serving = table
+                    .serving(name)
+                    .expect("a serving revision to stage beside");
+                self.save(context, &serving).await;
+                table.settle(context, key);
                 if started {
                     let note = format!(
                         "revision {} is rolled out ({:?}) beside revision {}, which serves the \
@@ -158,38 +200,40 @@ impl<K: Kind> Registry<K> {
                         .note(object, reasons::ROLLOUT_STARTED, "Rollout", &note)
                         .await;
                     // Whatever an earlier candidate served goes back to the serving revision.
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
                 if candidate.serves_any() {
-                    enqueue_all(context, &candidate.controller, Sweep::Changed).await;
+                    let (context, controller) = (context.clone(), candidate.controller.clone());
+                    sweep("queueing what a controller acts on", move || {
+                        K::enqueue_all(&context, &controller, Sweep::Changed);
+                    })
+                    .await;
                 }
             }
             Placement::Hold(halted) => {
-                let dropped = self.rollouts.hold(name, halted.clone());
+                let dropped = self.hold(name, halted.clone());
                 if let Some((serving, replaced)) = serving_again {
                     let undone = replaced
                         .as_ref()
                         .is_some_and(|replaced| replaced.revision == halted.revision);
                     let revision = serving.revision.clone();
-                    self.install(context, key, object, serving, replaced).await;
+                    table.install(context, key, object, serving, replaced).await;
                     if undone {
-                        self.rollouts.saved(name, &revision);
+                        self.saved(name, &revision);
                         tracing::info!(controller = %id, undone = %halted.revision, serving = %revision, "rollout undone");
                         context
                             .warn(object, None, &halted.reason, "Rollout", &halted.message)
                             .await;
-                        self.resync_serving(context, name).await;
+                        table.resync_serving(context, name).await;
                     }
                 }
-                self.unloaded.lock().remove(name);
-                self.rebuild_routes();
-                context.queue.forget(key);
+                table.settle(context, key);
                 if let Some(dropped) = dropped {
                     tracing::warn!(controller = %id, candidate = %dropped.revision(), reason = %halted.reason, message = %halted.message, "rollout halted");
                     context
                         .warn(object, None, &halted.reason, "Rollout", &halted.message)
                         .await;
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
             }
         }
@@ -197,8 +241,9 @@ impl<K: Kind> Registry<K> {
 
     /// The revision that served before `revision`, loaded from its snapshot (an undo), or why
     /// it cannot be.
-    pub(super) async fn before(
+    async fn before(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
@@ -208,10 +253,10 @@ impl<K: Kind> Registry<K> {
             format!(
                 "ControllerRevision {}/{}",
                 context.config.snapshot_namespace,
-                rollout::snapshot_name(id, name)
+                snapshot_name(id, name)
             )
         };
-        let replaced = rollout::replaced(context, id, object, revision)
+        let replaced = replaced(context, id, object, revision)
             .await
             .map_err(|error| format!("cannot read {}: {error}", kept(revision)))?
             .ok_or_else(|| {
@@ -221,7 +266,7 @@ impl<K: Kind> Registry<K> {
                     kept(revision)
                 )
             })?;
-        let snapshot = rollout::load_snapshot(context, id, object, &replaced)
+        let snapshot = load_snapshot(context, id, object, &replaced)
             .await
             .map_err(|error| format!("cannot read {}: {error}", kept(&replaced)))?
             .ok_or_else(|| {
@@ -235,29 +280,30 @@ impl<K: Kind> Registry<K> {
                 "revision {replaced}, which served before it, {why}"
             ));
         }
-        self.snapshot_version(context, id, object, &snapshot, &replaced, None)
+        snapshot_version(table, context, id, object, &snapshot, &replaced, None)
             .await
-            .map_err(|unloaded| format!("revision {replaced} does not load: {}", unloaded.why()))
+            .map_err(|why| format!("revision {replaced} does not load: {why}"))
     }
 
     /// The serving revision of a staged rollout, from the snapshot the status names (after a
     /// restart): `None` when it is gone or does not load, and then the newest revision serves;
     /// an error when the snapshot could not be read.
-    pub(super) async fn restore(
+    async fn restore(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
         revision: &str,
     ) -> Result<Option<Controller<K>>, kube::Error> {
-        let snapshot = match rollout::load_snapshot(context, id, object, revision).await? {
+        let snapshot = match load_snapshot(context, id, object, revision).await? {
             Some(snapshot) => snapshot,
             None => {
                 let note = format!(
                     "the snapshot of serving revision {revision} is gone \
                      (ControllerRevision {}/{}): the newest revision serves every object",
                     context.config.snapshot_namespace,
-                    rollout::snapshot_name(id, revision)
+                    snapshot_name(id, revision)
                 );
                 tracing::warn!(controller = %id, revision, "{note}");
                 context
@@ -266,44 +312,16 @@ impl<K: Kind> Registry<K> {
                 return Ok(None);
             }
         };
-        match self
-            .snapshot_version(context, id, object, &snapshot, revision, None)
-            .await
-        {
+        match snapshot_version(table, context, id, object, &snapshot, revision, None).await {
             Ok(serving) => {
-                self.rollouts.saved(&id.name, revision);
+                self.saved(&id.name, revision);
                 Ok(Some(serving))
             }
-            Err(unloaded) => {
-                let message = unloaded.why();
+            Err(message) => {
                 tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
                 Ok(None)
             }
         }
-    }
-
-    /// A revision loaded from a snapshot of it (`previous`: the version of it running now,
-    /// whose outcomes it keeps).
-    pub(super) async fn snapshot_version(
-        &self,
-        context: &Arc<Context>,
-        id: &ControllerId,
-        object: &Arc<Value>,
-        snapshot: &rollout::Snapshot,
-        revision: &str,
-        previous: Option<&Arc<Controller<K>>>,
-    ) -> Result<Controller<K>, Box<Unloaded>> {
-        let kept = Arc::new(snapshot.controller.clone());
-        let mut version = self
-            .version(context, id, &kept, previous, Some(snapshot))
-            .await?;
-        // It is the same controller object: Events name it as it is now.
-        version.reference = crate::runtime::report::events::reference(object);
-        version.sync_requested =
-            object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
-        // Its snapshot is kept under this name, whatever its spec hashes to now.
-        version.revision = revision.to_string();
-        Ok(version)
     }
 
     /// The serving revision loaded again with rotated webhook credentials, while it runs
@@ -311,8 +329,9 @@ impl<K: Kind> Registry<K> {
     /// would go on with the old ones). It is loaded from a snapshot of itself as it runs, so
     /// nothing else about it changes. `newest` was read just now: when it reads the same
     /// credential objects, its digest tells without reading them again.
-    pub(super) async fn with_rotated_credentials(
+    async fn with_rotated_credentials(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
@@ -333,24 +352,47 @@ impl<K: Kind> Registry<K> {
         if !rotated {
             return None;
         }
-        let snapshot = rollout::snapshot_of(serving);
-        match self
-            .snapshot_version(
-                context,
-                id,
-                object,
-                &snapshot,
-                &serving.revision,
-                Some(serving),
-            )
-            .await
+        let snapshot = snapshot_of(serving);
+        match snapshot_version(
+            table,
+            context,
+            id,
+            object,
+            &snapshot,
+            &serving.revision,
+            Some(serving),
+        )
+        .await
         {
             Ok(reloaded) => Some(reloaded),
-            Err(unloaded) => {
-                let message = unloaded.why();
+            Err(message) => {
                 tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
                 None
             }
         }
     }
+}
+
+/// A revision loaded from a snapshot of it (`previous`: the version of it running now,
+/// whose outcomes it keeps).
+async fn snapshot_version<K: Kind>(
+    table: &impl ControllerTable<K>,
+    context: &Arc<Context>,
+    id: &ControllerId,
+    object: &Arc<Value>,
+    snapshot: &Snapshot,
+    revision: &str,
+    previous: Option<&Arc<Controller<K>>>,
+) -> Result<Controller<K>, String> {
+    let kept = Arc::new(snapshot.controller.clone());
+    let mut version = table
+        .pinned_version(context, id, &kept, previous, snapshot)
+        .await?;
+    // It is the same controller object: Events name it as it is now.
+    version.reference = crate::runtime::report::events::reference(object);
+    version.sync_requested =
+        object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
+    // Its snapshot is kept under this name, whatever its spec hashes to now.
+    version.revision = revision.to_string();
+    Ok(version)
 }
