@@ -7,17 +7,20 @@
 //! controller loads (its newest revision serves, is staged, or is held back), and
 //! [`Rollouts::turn`] at every later turn (a canary steps on, or is to be promoted or held
 //! back). The registry above loads and installs revisions for them ([`ControllerTable`]).
+//! Beside this file: `snapshot` keeps the serving revision's snapshot, `shadow` evaluates a
+//! shadow candidate.
 
 mod placement;
+mod shadow;
+mod snapshot;
 
 pub(crate) use placement::ControllerTable;
 
+use shadow::shadow_pass;
+use snapshot::{save_snapshot, snapshot_name};
+
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
-use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
-use crate::object::{self, ObjectKey};
-use crate::plan::diff::{Summary, changes, describe};
 use crate::plan::rollout::{self as plan, CanaryNext, Share};
-use crate::plan::{Offline, Planner};
 use crate::reasons;
 use crate::resources::ResourceType;
 use crate::runtime::context::{Context, start_sweep};
@@ -27,21 +30,15 @@ use crate::runtime::replicas::shard::{self, Item};
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{Counts, RolloutReport};
 use crate::runtime::write::fingerprint::Sweep;
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use parking_lot::Mutex;
-use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a shadow revision is evaluated again over every object, while it waits: the
 /// objects and what the serving revision wrote keep changing.
 const SHADOW_REFRESH: Duration = Duration::from_secs(60);
-/// The changes and errors a shadow report shows, and how long each may be.
-const SHADOW_EXAMPLES: usize = 5;
-const EXAMPLE_BYTES: usize = 1500;
 
 /// A revision being rolled out, beside the one serving.
 pub(crate) struct Candidate<K: Kind> {
@@ -717,245 +714,6 @@ pub(crate) fn rollout_status(object: &Value) -> Option<RolloutStatus> {
     serde_json::from_value(object.pointer("/status/rollout")?.clone()).ok()
 }
 
-/// The serving revision's snapshot: where it is kept, and what it holds.
-const KIND_LABEL: &str = "metascript.dev/controller-kind";
-const NAME_LABEL: &str = "metascript.dev/controller";
-const REVISION_LABEL: &str = "metascript.dev/revision";
-/// On a snapshot: the revision that served before it, kept for `metascript rollout undo`.
-const REPLACES_LABEL: &str = "metascript.dev/replaces";
-
-/// A controller revision as it was loaded: the controller object (its spec) and the code of
-/// every script and library it read from a ConfigMap key (or a dev-loop file), by
-/// `namespace/name/key`, so that it runs the same when those change.
-#[derive(Debug, serde::Deserialize, serde::Serialize)]
-struct Snapshot {
-    controller: Value,
-    #[serde(default)]
-    scripts: BTreeMap<String, String>,
-}
-
-impl ConfigMapLookup for Snapshot {
-    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
-        Some(self.scripts.get(&script_key(namespace, name, key)).cloned())
-    }
-}
-
-fn script_key(namespace: &str, name: &str, key: &str) -> String {
-    format!("{namespace}/{name}/{key}")
-}
-
-/// A label value for a controller name (at most 63 characters).
-fn name_label(name: &str) -> String {
-    if name.len() <= 63 {
-        name.to_string()
-    } else {
-        object::short_digest(name)
-    }
-}
-
-/// The snapshot's name: `<kind>-<controller>-<revision>`, shortened to fit.
-fn snapshot_name(id: &ControllerId, revision: &str) -> String {
-    let name = if id.name.len() + revision.len() + 12 <= 253 {
-        id.name.clone()
-    } else {
-        object::short_digest(&id.name)
-    };
-    format!("{}-{name}-{revision}", id.kind.as_str())
-}
-
-fn snapshots(context: &Context) -> Api<ControllerRevision> {
-    Api::namespaced(context.client.clone(), &context.config.snapshot_namespace)
-}
-
-/// What a serving version snapshots: its object, and the code of the scripts it took from
-/// ConfigMap keys.
-fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
-    let mut scripts = BTreeMap::new();
-    let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
-        .ok()
-        .map(|parsed| crate::api::ControllerObject::spec(&parsed));
-    let (hooks, libraries) = spec
-        .as_ref()
-        .map(|spec| (&spec.hooks[..], &spec.libraries[..]))
-        .unwrap_or_default();
-    for (hook, declared) in hooks {
-        let (Some(reference), Some(loaded)) = (
-            declared
-                .script
-                .as_ref()
-                .and_then(|s| s.config_map_ref.as_ref()),
-            serving.hooks.get(*hook),
-        ) else {
-            continue;
-        };
-        if let HookCode::Script { script, .. } = &loaded.code {
-            scripts.insert(
-                script_key(&reference.namespace, &reference.name, &reference.key),
-                script.code().to_string(),
-            );
-        }
-    }
-    let compiled: Vec<_> = serving
-        .hooks
-        .iter()
-        .filter_map(|hook| match &hook.code {
-            HookCode::Script { script, .. } => Some(script.clone()),
-            HookCode::Webhook(_) => None,
-        })
-        .collect();
-    for library in libraries {
-        let Some(reference) = &library.config_map_ref else {
-            continue;
-        };
-        let code = compiled.iter().find_map(|script| {
-            script
-                .libraries()
-                .find(|loaded| loaded.name == library.name)
-                .map(|loaded| loaded.code.to_string())
-        });
-        if let Some(code) = code {
-            scripts.insert(
-                script_key(&reference.namespace, &reference.name, &reference.key),
-                code,
-            );
-        }
-    }
-    let object = &serving.object;
-    Snapshot {
-        controller: json!({
-            "apiVersion": object::api_version(object),
-            "kind": object::kind(object),
-            "metadata": {
-                "name": object::name(object),
-                "uid": object::uid(object),
-                "generation": object.pointer("/metadata/generation"),
-                "annotations": object.pointer("/metadata/annotations"),
-            },
-            "spec": object.get("spec"),
-        }),
-        scripts,
-    }
-}
-
-async fn save_snapshot<K: Kind>(
-    context: &Context,
-    serving: &Controller<K>,
-    replaces: Option<&str>,
-) -> Result<(), kube::Error> {
-    let id = &serving.id;
-    let object = &serving.object;
-    let data = serde_json::to_value(snapshot_of(serving)).expect("a snapshot serializes");
-    let revision = ControllerRevision {
-        metadata: kube::api::ObjectMeta {
-            name: Some(snapshot_name(id, &serving.revision)),
-            namespace: Some(context.config.snapshot_namespace.clone()),
-            labels: Some(
-                [
-                    (KIND_LABEL.to_string(), id.kind.as_str().to_string()),
-                    (NAME_LABEL.to_string(), name_label(&id.name)),
-                    (REVISION_LABEL.to_string(), serving.revision.clone()),
-                ]
-                .into_iter()
-                .chain(
-                    replaces
-                        .filter(|replaced| *replaced != serving.revision)
-                        .map(|replaced| (REPLACES_LABEL.to_string(), replaced.to_string())),
-                )
-                .collect(),
-            ),
-            // Deleted with the controller by the garbage collector.
-            owner_references: Some(vec![
-                serde_json::from_value(object::owner_reference(object))
-                    .expect("an owner reference"),
-            ]),
-            ..Default::default()
-        },
-        revision: serving.generation.unwrap_or(1),
-        data: Some(RawExtension(data)),
-    };
-    let api = snapshots(context);
-    match api.create(&PostParams::default(), &revision).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => return Err(error),
-    }
-    let selector = format!(
-        "{KIND_LABEL}={},{NAME_LABEL}={}",
-        id.kind.as_str(),
-        name_label(&id.name)
-    );
-    let kept = api.list(&ListParams::default().labels(&selector)).await?;
-    let before = kept
-        .iter()
-        .map(kube::ResourceExt::labels)
-        .find(|labels| labels.get(REVISION_LABEL) == Some(&serving.revision))
-        .and_then(|labels| labels.get(REPLACES_LABEL).cloned());
-    for old in kept {
-        let name = kube::ResourceExt::name_any(&old);
-        let revision = kube::ResourceExt::labels(&old).get(REVISION_LABEL);
-        if revision != Some(&serving.revision) && revision != before.as_ref() {
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The snapshot of a controller's revision, when it is kept and belongs to this very
-/// controller object (not an earlier one of the same name).
-async fn load_snapshot(
-    context: &Context,
-    id: &ControllerId,
-    object: &Value,
-    revision: &str,
-) -> Result<Option<Snapshot>, kube::Error> {
-    let Some(kept) = snapshots(context)
-        .get_opt(&snapshot_name(id, revision))
-        .await?
-    else {
-        return Ok(None);
-    };
-    let owned = kept
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| Some(owner.uid.as_str()) == object::uid(object));
-    Ok(kept
-        .data
-        .filter(|_| owned)
-        .and_then(|data| serde_json::from_value(data.0).ok()))
-}
-
-/// The revision that served before `revision`, as its snapshot names it (none when it has no
-/// snapshot of this controller object, or names none).
-async fn replaced(
-    context: &Context,
-    id: &ControllerId,
-    object: &Value,
-    revision: &str,
-) -> Result<Option<String>, kube::Error> {
-    let kept = snapshots(context)
-        .get_opt(&snapshot_name(id, revision))
-        .await?;
-    Ok(kept
-        .filter(|kept| {
-            kept.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|owner| Some(owner.uid.as_str()) == object::uid(object))
-        })
-        .and_then(|kept| {
-            kube::ResourceExt::labels(&kept)
-                .get(REPLACES_LABEL)
-                .cloned()
-        }))
-}
-
 /// `units`, sorted, as a condition message lists them: at most [`LISTED_UNITS`], then how
 /// many more of `total` there are.
 fn listed(units: &mut [String], total: u64) -> String {
@@ -975,146 +733,9 @@ fn listed(units: &mut [String], total: u64) -> String {
 /// The candidate's work items a `Rollout` condition names.
 const LISTED_UNITS: usize = 10;
 
-/// Evaluates a candidate on every object it acts on, as `metascript diff` does: its hooks run
-/// (with its budgets and its account's reads) and each plan is compared with the caches;
-/// nothing is written, no Event published, no read recorded.
-async fn shadow_pass<K: Kind>(
-    context: &Arc<Context>,
-    candidate: &Arc<Controller<K>>,
-) -> ShadowReport {
-    let types = K::interest(&candidate.planner).types;
-    let subjects: Vec<(ResourceType, Arc<Value>)> = types
-        .iter()
-        .flat_map(|resource| {
-            crate::store::ObjectStore::list(&*context.informers, resource, None)
-                .into_iter()
-                .filter(|object| candidate.planner.acts_on(resource, object))
-                .map(|object| (resource.clone(), object))
-        })
-        .collect();
-    let (context, candidate) = (context.clone(), candidate.clone());
-    let evaluated = tokio::task::spawn_blocking(move || {
-        let by_kind: HashMap<(String, String), &ResourceType> = types
-            .iter()
-            .map(|t| ((t.api_version.clone(), t.kind.clone()), t))
-            .collect();
-        let lookup = |key: &ObjectKey| {
-            let resource = by_kind.get(&(key.api_version.clone(), key.kind.clone()))?;
-            context
-                .informers
-                .get(resource, key.namespace.as_deref(), &key.name)
-        };
-        let mut summary = Summary::default();
-        let mut examples = Vec::new();
-        let manager = candidate.id.field_manager();
-        for (_, subject) in subjects {
-            let scope = candidate.scope(&context, &candidate.planner.reads());
-            let runner = HookRunner {
-                engine: &context.engine,
-                hooks: &candidate.hooks,
-                webhooks: &context.webhooks,
-                observer: None,
-                scope: &scope,
-            };
-            let offline = Offline {
-                runner: &runner,
-                store: &*context.informers,
-                resolver: &*context.discovery,
-            };
-            for step in candidate.planner.sync_offline(&offline, &subject) {
-                let (found, error) = match &step.result {
-                    Ok(plan) => {
-                        let observed: HashMap<ObjectKey, Arc<Value>> = plan
-                            .apply
-                            .iter()
-                            .map(ObjectKey::of)
-                            .chain(plan.delete.iter().map(|d| d.key.clone()))
-                            .filter_map(|key| Some((key.clone(), lookup(&key)?)))
-                            .collect();
-                        let found = changes(plan, &subject, &manager, |key| {
-                            observed.get(key).map(|object| &**object)
-                        });
-                        (found, None)
-                    }
-                    Err(error) => (Vec::new(), Some(error.to_string())),
-                };
-                summary.add(&found, error.is_some());
-                if examples.len() < SHADOW_EXAMPLES && (!found.is_empty() || error.is_some()) {
-                    let mut example = format!("{}:\n", step.subject());
-                    if let Some(error) = &error {
-                        example.push_str(&format!("  the sync fails: {error}\n"));
-                    }
-                    for change in &found {
-                        example.push_str(&describe(change));
-                    }
-                    // Shown in the controller's status: scrubbed like a failure's message.
-                    let example = scope.secrets.scrub(&example).into_owned();
-                    examples.push(truncate(example, EXAMPLE_BYTES));
-                }
-            }
-        }
-        (summary, examples)
-    })
-    .await;
-    let (summary, examples) = evaluated.unwrap_or_else(|error| {
-        let mut failed = Summary::default();
-        failed.add(&[], true);
-        (failed, vec![format!("the evaluation stopped: {error}")])
-    });
-    ShadowReport {
-        evaluated_at: jiff::Timestamp::now().to_string(),
-        evaluated: summary.evaluated as u64,
-        would_create: summary.create as u64,
-        would_update: summary.update as u64,
-        would_delete: summary.delete as u64,
-        would_claim: summary.claim as u64,
-        errors: summary.errors as u64,
-        examples,
-    }
-}
-
-/// At most `bytes` of `text`, cut at a character boundary, saying it was cut.
-fn truncate(mut text: String, bytes: usize) -> String {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str("…\n");
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn snapshot_names_fit_and_stay_apart() {
-        let id = ControllerId::new(crate::kinds::decorator::KIND, "service-per-pod");
-        assert_eq!(
-            snapshot_name(&id, "0123456789"),
-            "decorator-service-per-pod-0123456789"
-        );
-        let long = ControllerId::new(crate::kinds::decorator::KIND, "x".repeat(250));
-        assert!(snapshot_name(&long, "0123456789").len() <= 253);
-        assert_eq!(name_label(&"y".repeat(80)).len(), 32);
-    }
-
-    #[test]
-    fn a_snapshot_answers_for_the_configmap_keys_it_holds_only() {
-        let snapshot = Snapshot {
-            controller: Value::Null,
-            scripts: [("ns/hooks/sync.rhai".to_string(), "#{}".to_string())].into(),
-        };
-        assert_eq!(
-            snapshot.value("ns", "hooks", "sync.rhai"),
-            Some(Some("#{}".into()))
-        );
-        assert_eq!(snapshot.value("ns", "hooks", "other.rhai"), Some(None));
-    }
 
     #[test]
     fn a_condition_lists_a_bounded_sorted_few_and_counts_the_rest() {
@@ -1126,12 +747,5 @@ mod tests {
         let text = listed(&mut many, 42);
         assert!(text.starts_with(": t-00, t-01,"), "{text}");
         assert!(text.ends_with("t-09 and 32 more"), "{text}");
-    }
-
-    #[test]
-    fn long_examples_are_cut_at_a_character() {
-        assert_eq!(truncate("short".into(), 10), "short");
-        let cut = truncate("é".repeat(10), 5);
-        assert_eq!(cut, "éé…\n");
     }
 }

@@ -3,10 +3,8 @@
 //! a restart, or the one before it from its own (an undo). The registry holding the kind's
 //! controllers loads and installs what this decides ([`ControllerTable`]).
 
-use super::{
-    Rollouts, Snapshot, Trouble, load_snapshot, replaced, rollout_status, snapshot_name,
-    snapshot_of,
-};
+use super::snapshot::{Snapshot, load_snapshot, replaced, snapshot_name, snapshot_of};
+use super::{Rollouts, Trouble, rollout_status};
 use crate::api::{
     ABORT_ANNOTATION, PROMOTE_ANNOTATION, SYNC_REQUESTED_ANNOTATION, UNDO_ANNOTATION,
 };
