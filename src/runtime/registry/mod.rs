@@ -2,17 +2,17 @@
 //! them whatever their kind. This file holds the table of loaded controllers: loading and
 //! reloading (the last good version keeps running when a new one fails), installing, removal
 //! and routing events to them. Beside it: `version` builds a version from the controller
-//! object, `placement` drives a staged rollout, `outcomes` runs work items and records how they
-//! ended, `statuses` writes each controller's status, `routes` says which controllers an event
-//! concerns.
+//! object, `outcomes` runs work items and records how they ended, `statuses` writes each
+//! controller's status, `routes` says which controllers an event concerns. A staged rollout
+//! places each newest revision ([`crate::runtime::rollout`]) in this table.
 
 mod outcomes;
-mod placement;
 pub(crate) mod routes;
 mod statuses;
 mod version;
 
 use crate::api::{ControllerStatus, KindName};
+use crate::hooks::ConfigMapLookup;
 use crate::object;
 use crate::reasons;
 use crate::resources::ResourceType;
@@ -25,7 +25,7 @@ use crate::runtime::reads::rbac::Batch;
 use crate::runtime::registry::routes::{Routes, only_status_changed};
 use crate::runtime::replicas::shard::Sharded;
 use crate::runtime::report::problem::Problem;
-use crate::runtime::rollout::Rollouts;
+use crate::runtime::rollout::{ControllerTable, Rollouts, Turn};
 use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::write::fingerprint::Sweep;
 use crate::store::ObjectStore;
@@ -120,7 +120,9 @@ impl<K: Kind> Registry<K> {
             }
             return;
         }
-        self.place(context, key, &object, newest, previous).await;
+        self.rollouts
+            .place(self, context, key, &object, newest, previous)
+            .await;
     }
 
     /// Queues the serving revision's work items whose last sync it did not make (a candidate's
@@ -265,6 +267,46 @@ impl<K: Kind> Registry<K> {
     }
 }
 
+impl<K: Kind> ControllerTable<K> for Registry<K> {
+    fn serving(&self, name: &str) -> Option<Arc<Controller<K>>> {
+        self.get(name)
+    }
+
+    async fn pinned_version(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        previous: Option<&Arc<Controller<K>>>,
+        pinned: &(dyn ConfigMapLookup + Sync),
+    ) -> Result<Controller<K>, String> {
+        self.version(context, id, object, previous, Some(pinned))
+            .await
+            .map_err(|unloaded| unloaded.why())
+    }
+
+    async fn install(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Value,
+        controller: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) {
+        Registry::install(self, context, key, object, controller, previous).await;
+    }
+
+    fn settle(&self, context: &Context, key: &WorkKey) {
+        self.unloaded.lock().remove(&key.controller.name);
+        self.rebuild_routes();
+        context.queue.forget(key);
+    }
+
+    async fn resync_serving(&self, context: &Arc<Context>, name: &str) {
+        Registry::resync_serving(self, context, name).await;
+    }
+}
+
 /// A kind as the operator starts it: its names, and its registry once its controller objects'
 /// type is resolved.
 #[derive(Clone, Copy)]
@@ -352,7 +394,11 @@ impl<K: Kind> KindRuntime for Registry<K> {
                 context.queue.add(WorkKey::load(&Self::id(name)));
                 return;
             }
-            self.follow_rollout(context, name, object);
+            // The router goes on with the next event: a canary step's queueing ends on its
+            // own, and the replica driving the rollout announces it.
+            let _ = self
+                .rollouts
+                .turn(context, &Self::id(name), Turn::Follow { object });
             return;
         }
         let routes = self.routes.read();

@@ -45,7 +45,13 @@ impl<K: Kind> Registry<K> {
                 .authority
                 .may_write_for(&Item::controller(&controller.id))
             {
-                self.advance_rollout(context, controller, counts.candidate_failing)
+                self.rollouts
+                    .lead(
+                        context,
+                        controller,
+                        &self.resource,
+                        counts.candidate_failing,
+                    )
                     .await;
             }
             let rollout = self.rollouts.report(name, controller, counts);

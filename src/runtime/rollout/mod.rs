@@ -3,37 +3,42 @@
 //! every object without writing (Shadow), its progress step by step, and the snapshot of the
 //! serving revision that lets a restarted replica, or a new leader, go on serving it while the
 //! controller object already holds the candidate. The decisions are pure
-//! ([`crate::plan::rollout`]); the registry loads and installs revisions.
+//! ([`crate::plan::rollout`]). The state moves in two places only: `placement` when a
+//! controller loads (its newest revision serves, is staged, or is held back), and
+//! [`Rollouts::turn`] at every later turn (a canary steps on, or is to be promoted or held
+//! back). The registry above loads and installs revisions for them ([`ControllerTable`]).
+//! Beside this file: `snapshot` keeps the serving revision's snapshot, `shadow` evaluates a
+//! shadow candidate.
+
+mod placement;
+mod shadow;
+mod snapshot;
+
+pub(crate) use placement::ControllerTable;
+
+use shadow::shadow_pass;
+use snapshot::{save_snapshot, snapshot_name};
 
 use crate::api::{CanaryCounts, HaltedRevision, RolloutStatus, RolloutStrategy, ShadowReport};
-use crate::hooks::{ConfigMapLookup, HookCode, HookRunner};
-use crate::object::{self, ObjectKey};
-use crate::plan::diff::{Summary, changes, describe};
 use crate::plan::rollout::{self as plan, CanaryNext, Share};
-use crate::plan::{Offline, Planner};
 use crate::reasons;
 use crate::resources::ResourceType;
-use crate::runtime::context::Context;
-use crate::runtime::keys::ControllerId;
+use crate::runtime::context::{Context, start_sweep};
+use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{CandidateShare, Controller, Kind};
-use crate::runtime::replicas::shard::Item;
+use crate::runtime::replicas::shard::{self, Item};
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{Counts, RolloutReport};
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use crate::runtime::write::fingerprint::Sweep;
 use parking_lot::Mutex;
-use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a shadow revision is evaluated again over every object, while it waits: the
 /// objects and what the serving revision wrote keep changing.
-pub(crate) const SHADOW_REFRESH: Duration = Duration::from_secs(60);
-/// The changes and errors a shadow report shows, and how long each may be.
-const SHADOW_EXAMPLES: usize = 5;
-const EXAMPLE_BYTES: usize = 1500;
+const SHADOW_REFRESH: Duration = Duration::from_secs(60);
 
 /// A revision being rolled out, beside the one serving.
 pub(crate) struct Candidate<K: Kind> {
@@ -146,9 +151,26 @@ struct Track<K: Kind> {
     promoting: Option<String>,
     /// The serving revision whose snapshot is saved.
     saved: Option<String>,
-    /// What keeps the rollout from being safe, for the `Rollout` condition: a snapshot that
-    /// cannot be saved, an undo that cannot be carried out.
-    trouble: Option<Problem>,
+    /// What keeps the rollout from being safe, for the `Rollout` condition, and its message.
+    trouble: Option<(Trouble, String)>,
+}
+
+/// What keeps a rollout from being safe: each clears on its own once it no longer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trouble {
+    /// An undo (`metascript rollout undo`) cannot be carried out.
+    UndoFailed,
+    /// The serving revision's snapshot cannot be saved.
+    SnapshotNotSaved,
+}
+
+impl Trouble {
+    fn reason(self) -> &'static str {
+        match self {
+            Trouble::UndoFailed => reasons::UNDO_FAILED,
+            Trouble::SnapshotNotSaved => reasons::SNAPSHOT_NOT_SAVED,
+        }
+    }
 }
 
 impl<K: Kind> Default for Track<K> {
@@ -177,13 +199,29 @@ impl<K: Kind> Default for Rollouts<K> {
     }
 }
 
-/// What a step of the status loop asks the registry to do for a controller.
-pub(crate) enum Advance {
+/// Where a turn of a controller's rollout comes from.
+pub(crate) enum Turn<'a> {
+    /// The status loop, on the replica that writes the controller's status: the candidate's
+    /// clock and its work items failing on every replica (`failing`) decide.
+    Lead { failing: u64 },
+    /// The controller object's status changed: the replica driving the rollout moved it,
+    /// and this one follows what it recorded there.
+    Follow { object: &'a Value },
+}
+
+/// Where a turn took a rollout.
+enum Advance<K: Kind> {
     Nothing,
-    /// The candidate's share grew: queue the work items it serves now.
-    Stepped,
-    /// Load the controller again: the candidate is to be promoted or held back.
+    /// The candidate's share grew: the work items it serves now are to be queued.
+    Stepped(Arc<Candidate<K>>),
+    /// The controller is to load again: the candidate is to be promoted or held back.
     Reload,
+}
+
+/// A canary that stepped on: the queueing of the work items its larger share serves.
+pub(crate) struct Stepped<K: Kind> {
+    candidate: Arc<Candidate<K>>,
+    queueing: tokio::task::JoinHandle<()>,
 }
 
 impl<K: Kind> Rollouts<K> {
@@ -193,7 +231,7 @@ impl<K: Kind> Rollouts<K> {
 
     /// The placement inputs of a controller whose newest revision is `newest`: remembered, or
     /// (the first time this replica sees it) as its status says.
-    pub(crate) fn revisions_of(
+    fn revisions_of(
         &self,
         name: &str,
         object: &Value,
@@ -215,7 +253,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// The newest revision serves: no candidate any more. Returns the one dropped.
-    pub(crate) fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
+    fn serve(&self, name: &str, revision: &str) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.promoting = None;
@@ -230,7 +268,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// The newest revision is held back. Returns the candidate dropped.
-    pub(crate) fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
+    fn hold(&self, name: &str, halted: HaltedRevision) -> Option<Arc<Candidate<K>>> {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
         track.halted = Some(halted);
@@ -244,7 +282,7 @@ impl<K: Kind> Rollouts<K> {
     /// takes over). A kept one loaded again with rotated webhook credentials runs with them
     /// from then on. Returns it, and whether it is new (also when only its rollout settings
     /// changed).
-    pub(crate) fn stage(
+    fn stage(
         &self,
         name: &str,
         mut controller: Controller<K>,
@@ -330,11 +368,82 @@ impl<K: Kind> Rollouts<K> {
         (which, served, failing)
     }
 
-    /// One turn of the status loop for a controller's candidate (on the replica that writes
-    /// the controller's status): a canary steps on, is promoted, or is rolled back when
-    /// `failing` of its work items (on every replica) fail; a shadow is evaluated again when
-    /// due.
-    pub(crate) fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance {
+    /// One turn of a controller's rollout, the one place its state moves (see [`Turn`]).
+    /// What the turn calls for starts here: a canary's larger share is queued (off the
+    /// runtime's threads), a controller whose candidate is to be promoted or held back is
+    /// queued to load again. Returns the step, if the canary took one, for a leader to wait
+    /// for and announce; a follower lets the queueing end on its own.
+    pub(crate) fn turn(
+        &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        turn: Turn<'_>,
+    ) -> Option<Stepped<K>> {
+        let advance = match turn {
+            Turn::Lead { failing } => self.advance(context, &id.name, failing),
+            Turn::Follow { object } => self.follow(&id.name, object),
+        };
+        match advance {
+            Advance::Nothing => None,
+            Advance::Stepped(candidate) => {
+                let (context, controller) = (context.clone(), candidate.controller.clone());
+                let queueing = start_sweep(move || {
+                    K::enqueue_all(&context, &controller, Sweep::Changed);
+                });
+                Some(Stepped {
+                    candidate,
+                    queueing,
+                })
+            }
+            Advance::Reload => {
+                context.queue.add(WorkKey::load(id));
+                None
+            }
+        }
+    }
+
+    /// The status loop's turn of a controller's rollout (on the replica that writes its
+    /// status; `controllers`: the controller objects' type): a snapshot of the serving revision
+    /// that could not be saved is tried again, and a canary's step is announced once its share
+    /// is queued.
+    pub(crate) async fn lead(
+        &self,
+        context: &Arc<Context>,
+        serving: &Controller<K>,
+        controllers: &ResourceType,
+        failing: u64,
+    ) {
+        let id = &serving.id;
+        if self.candidate(&id.name).is_none() {
+            return;
+        }
+        self.save(context, serving).await;
+        let Some(Stepped {
+            candidate,
+            queueing,
+        }) = self.turn(context, id, Turn::Lead { failing })
+        else {
+            return;
+        };
+        if let Err(error) = queueing.await {
+            tracing::warn!(%error, "queueing what a controller acts on failed");
+        }
+        if let Some(object) = context.informers.get(controllers, None, &id.name) {
+            let note = format!(
+                "revision {} serves a larger share of the work items (step {} of {})",
+                candidate.revision(),
+                candidate.step() + 1,
+                candidate.controller.rollout.steps.len()
+            );
+            let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
+            shard::acting_for(Item::controller(id), published).await;
+        }
+    }
+
+    /// The status loop's turn for a controller's candidate: a canary steps on, is promoted, or
+    /// is rolled back when `failing` of its work items (on every replica) fail; a shadow is
+    /// evaluated again when due.
+    fn advance(&self, context: &Arc<Context>, name: &str, failing: u64) -> Advance<K> {
         let Some(candidate) = self.candidate(name) else {
             return Advance::Nothing;
         };
@@ -348,7 +457,7 @@ impl<K: Kind> Rollouts<K> {
                     CanaryNext::Wait(_) => Advance::Nothing,
                     CanaryNext::Step(next) => {
                         candidate.start_step(next, jiff::Timestamp::now());
-                        Advance::Stepped
+                        Advance::Stepped(candidate)
                     }
                     CanaryNext::Promote => {
                         if let Some(track) = self.tracks.lock().get_mut(name) {
@@ -397,7 +506,7 @@ impl<K: Kind> Rollouts<K> {
     /// Follows what the replica driving a controller's rollout recorded in its status (when
     /// sharded, every replica serves a candidate's work items it owns): a later step, a
     /// rollback of the candidate, or its promotion.
-    pub(crate) fn follow(&self, name: &str, object: &Value) -> Advance {
+    fn follow(&self, name: &str, object: &Value) -> Advance<K> {
         let (Some(status), Some(candidate)) = (rollout_status(object), self.candidate(name)) else {
             return Advance::Nothing;
         };
@@ -426,7 +535,7 @@ impl<K: Kind> Rollouts<K> {
                     && step as usize > candidate.step() =>
             {
                 candidate.start_step(step as usize, started_at);
-                Advance::Stepped
+                Advance::Stepped(candidate)
             }
             _ => Advance::Nothing,
         }
@@ -511,33 +620,34 @@ impl<K: Kind> Rollouts<K> {
             condition = Err(Problem::new(halted.reason.clone(), &halted.message));
         }
         // Trouble comes first: it says the rollout is not as safe as the rest reads.
-        if let Some(trouble) = &track.trouble {
+        if let Some((trouble, message)) = &track.trouble {
             let rest = match &condition {
                 Err(problem) => format!(" ({}: {})", problem.reason, problem.message),
                 Ok(()) => String::new(),
             };
-            condition = Err(Problem::new(
-                trouble.reason.clone(),
-                format!("{}{rest}", trouble.message),
-            ));
+            condition = Err(Problem::new(trouble.reason(), format!("{message}{rest}")));
         }
         Some(RolloutReport { status, condition })
     }
 
-    /// Forgets a controller's trouble of this reason, which no longer holds.
-    pub(crate) fn clear_trouble(&self, name: &str, reason: &str) {
+    /// Forgets a controller's trouble of this kind, which no longer holds.
+    fn clear_trouble(&self, name: &str, cleared: Trouble) {
         if let Some(track) = self.tracks.lock().get_mut(name)
-            && track.trouble.as_ref().is_some_and(|t| t.reason == reason)
+            && track
+                .trouble
+                .as_ref()
+                .is_some_and(|(trouble, _)| *trouble == cleared)
         {
             track.trouble = None;
         }
     }
 
-    /// Notes what keeps a controller's rollout from being safe (`None`: nothing now). Returns
-    /// whether it is news, to be logged.
-    pub(crate) fn trouble(&self, name: &str, trouble: Option<Problem>) -> bool {
+    /// Notes what keeps a controller's rollout from being safe. Returns whether it is news,
+    /// to be logged.
+    fn trouble(&self, name: &str, trouble: Trouble, message: String) -> bool {
         let mut tracks = self.tracks.lock();
         let track = tracks.entry(name.to_string()).or_default();
+        let trouble = Some((trouble, message));
         let news = track.trouble != trouble;
         track.trouble = trouble;
         news
@@ -552,7 +662,7 @@ impl<K: Kind> Rollouts<K> {
     }
 
     /// Notes that the serving revision's snapshot is saved.
-    pub(crate) fn saved(&self, name: &str, revision: &str) {
+    fn saved(&self, name: &str, revision: &str) {
         self.tracks
             .lock()
             .entry(name.to_string())
@@ -565,7 +675,7 @@ impl<K: Kind> Rollouts<K> {
     /// controller's other snapshots but that one (`metascript rollout undo` goes back to it).
     /// A failure shows in the `Rollout` condition and is tried again at the next load or
     /// status turn.
-    pub(crate) async fn save(&self, context: &Context, serving: &Controller<K>) {
+    async fn save(&self, context: &Context, serving: &Controller<K>) {
         let owner = Item::controller(&serving.id);
         let name = &serving.id.name;
         if !context.authority.may_write_for(&owner) || !self.unsaved(name, &serving.revision) {
@@ -579,7 +689,7 @@ impl<K: Kind> Rollouts<K> {
         match save_snapshot(context, serving, replaces.as_deref()).await {
             Ok(()) => {
                 self.saved(name, &serving.revision);
-                self.clear_trouble(name, reasons::SNAPSHOT_NOT_SAVED);
+                self.clear_trouble(name, Trouble::SnapshotNotSaved);
             }
             Err(error) => {
                 let message = format!(
@@ -590,9 +700,8 @@ impl<K: Kind> Rollouts<K> {
                     context.config.snapshot_namespace,
                     snapshot_name(&serving.id, &serving.revision)
                 );
-                let trouble = Problem::new(reasons::SNAPSHOT_NOT_SAVED, &message);
                 // Once per new failure: it is retried every status turn.
-                if self.trouble(name, Some(trouble)) {
+                if self.trouble(name, Trouble::SnapshotNotSaved, message) {
                     tracing::warn!(controller = %serving.id, revision = %serving.revision, %error, "cannot save the serving revision's snapshot");
                 }
             }
@@ -603,245 +712,6 @@ impl<K: Kind> Rollouts<K> {
 /// `status.rollout` as the controller object carries it.
 pub(crate) fn rollout_status(object: &Value) -> Option<RolloutStatus> {
     serde_json::from_value(object.pointer("/status/rollout")?.clone()).ok()
-}
-
-/// The serving revision's snapshot: where it is kept, and what it holds.
-const KIND_LABEL: &str = "metascript.dev/controller-kind";
-const NAME_LABEL: &str = "metascript.dev/controller";
-const REVISION_LABEL: &str = "metascript.dev/revision";
-/// On a snapshot: the revision that served before it, kept for `metascript rollout undo`.
-const REPLACES_LABEL: &str = "metascript.dev/replaces";
-
-/// A controller revision as it was loaded: the controller object (its spec) and the code of
-/// every script and library it read from a ConfigMap key (or a dev-loop file), by
-/// `namespace/name/key`, so that it runs the same when those change.
-#[derive(Debug, serde::Deserialize, serde::Serialize)]
-pub(crate) struct Snapshot {
-    pub controller: Value,
-    #[serde(default)]
-    pub scripts: BTreeMap<String, String>,
-}
-
-impl ConfigMapLookup for Snapshot {
-    fn value(&self, namespace: &str, name: &str, key: &str) -> Option<Option<String>> {
-        Some(self.scripts.get(&script_key(namespace, name, key)).cloned())
-    }
-}
-
-fn script_key(namespace: &str, name: &str, key: &str) -> String {
-    format!("{namespace}/{name}/{key}")
-}
-
-/// A label value for a controller name (at most 63 characters).
-fn name_label(name: &str) -> String {
-    if name.len() <= 63 {
-        name.to_string()
-    } else {
-        object::short_digest(name)
-    }
-}
-
-/// The snapshot's name: `<kind>-<controller>-<revision>`, shortened to fit.
-pub(crate) fn snapshot_name(id: &ControllerId, revision: &str) -> String {
-    let name = if id.name.len() + revision.len() + 12 <= 253 {
-        id.name.clone()
-    } else {
-        object::short_digest(&id.name)
-    };
-    format!("{}-{name}-{revision}", id.kind.as_str())
-}
-
-fn snapshots(context: &Context) -> Api<ControllerRevision> {
-    Api::namespaced(context.client.clone(), &context.config.snapshot_namespace)
-}
-
-/// What a serving version snapshots: its object, and the code of the scripts it took from
-/// ConfigMap keys.
-pub(crate) fn snapshot_of<K: Kind>(serving: &Controller<K>) -> Snapshot {
-    let mut scripts = BTreeMap::new();
-    let spec = serde_json::from_value::<K::Object>((*serving.object).clone())
-        .ok()
-        .map(|parsed| crate::api::ControllerObject::spec(&parsed));
-    let (hooks, libraries) = spec
-        .as_ref()
-        .map(|spec| (&spec.hooks[..], &spec.libraries[..]))
-        .unwrap_or_default();
-    for (hook, declared) in hooks {
-        let (Some(reference), Some(loaded)) = (
-            declared
-                .script
-                .as_ref()
-                .and_then(|s| s.config_map_ref.as_ref()),
-            serving.hooks.get(*hook),
-        ) else {
-            continue;
-        };
-        if let HookCode::Script { script, .. } = &loaded.code {
-            scripts.insert(
-                script_key(&reference.namespace, &reference.name, &reference.key),
-                script.code().to_string(),
-            );
-        }
-    }
-    let compiled: Vec<_> = serving
-        .hooks
-        .iter()
-        .filter_map(|hook| match &hook.code {
-            HookCode::Script { script, .. } => Some(script.clone()),
-            HookCode::Webhook(_) => None,
-        })
-        .collect();
-    for library in libraries {
-        let Some(reference) = &library.config_map_ref else {
-            continue;
-        };
-        let code = compiled.iter().find_map(|script| {
-            script
-                .libraries()
-                .find(|loaded| loaded.name == library.name)
-                .map(|loaded| loaded.code.to_string())
-        });
-        if let Some(code) = code {
-            scripts.insert(
-                script_key(&reference.namespace, &reference.name, &reference.key),
-                code,
-            );
-        }
-    }
-    let object = &serving.object;
-    Snapshot {
-        controller: json!({
-            "apiVersion": object::api_version(object),
-            "kind": object::kind(object),
-            "metadata": {
-                "name": object::name(object),
-                "uid": object::uid(object),
-                "generation": object.pointer("/metadata/generation"),
-                "annotations": object.pointer("/metadata/annotations"),
-            },
-            "spec": object.get("spec"),
-        }),
-        scripts,
-    }
-}
-
-async fn save_snapshot<K: Kind>(
-    context: &Context,
-    serving: &Controller<K>,
-    replaces: Option<&str>,
-) -> Result<(), kube::Error> {
-    let id = &serving.id;
-    let object = &serving.object;
-    let data = serde_json::to_value(snapshot_of(serving)).expect("a snapshot serializes");
-    let revision = ControllerRevision {
-        metadata: kube::api::ObjectMeta {
-            name: Some(snapshot_name(id, &serving.revision)),
-            namespace: Some(context.config.snapshot_namespace.clone()),
-            labels: Some(
-                [
-                    (KIND_LABEL.to_string(), id.kind.as_str().to_string()),
-                    (NAME_LABEL.to_string(), name_label(&id.name)),
-                    (REVISION_LABEL.to_string(), serving.revision.clone()),
-                ]
-                .into_iter()
-                .chain(
-                    replaces
-                        .filter(|replaced| *replaced != serving.revision)
-                        .map(|replaced| (REPLACES_LABEL.to_string(), replaced.to_string())),
-                )
-                .collect(),
-            ),
-            // Deleted with the controller by the garbage collector.
-            owner_references: Some(vec![
-                serde_json::from_value(object::owner_reference(object))
-                    .expect("an owner reference"),
-            ]),
-            ..Default::default()
-        },
-        revision: serving.generation.unwrap_or(1),
-        data: Some(RawExtension(data)),
-    };
-    let api = snapshots(context);
-    match api.create(&PostParams::default(), &revision).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => return Err(error),
-    }
-    let selector = format!(
-        "{KIND_LABEL}={},{NAME_LABEL}={}",
-        id.kind.as_str(),
-        name_label(&id.name)
-    );
-    let kept = api.list(&ListParams::default().labels(&selector)).await?;
-    let before = kept
-        .iter()
-        .map(kube::ResourceExt::labels)
-        .find(|labels| labels.get(REVISION_LABEL) == Some(&serving.revision))
-        .and_then(|labels| labels.get(REPLACES_LABEL).cloned());
-    for old in kept {
-        let name = kube::ResourceExt::name_any(&old);
-        let revision = kube::ResourceExt::labels(&old).get(REVISION_LABEL);
-        if revision != Some(&serving.revision) && revision != before.as_ref() {
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The snapshot of a controller's revision, when it is kept and belongs to this very
-/// controller object (not an earlier one of the same name).
-pub(crate) async fn load_snapshot(
-    context: &Context,
-    id: &ControllerId,
-    object: &Value,
-    revision: &str,
-) -> Result<Option<Snapshot>, kube::Error> {
-    let Some(kept) = snapshots(context)
-        .get_opt(&snapshot_name(id, revision))
-        .await?
-    else {
-        return Ok(None);
-    };
-    let owned = kept
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| Some(owner.uid.as_str()) == object::uid(object));
-    Ok(kept
-        .data
-        .filter(|_| owned)
-        .and_then(|data| serde_json::from_value(data.0).ok()))
-}
-
-/// The revision that served before `revision`, as its snapshot names it (none when it has no
-/// snapshot of this controller object, or names none).
-pub(crate) async fn replaced(
-    context: &Context,
-    id: &ControllerId,
-    object: &Value,
-    revision: &str,
-) -> Result<Option<String>, kube::Error> {
-    let kept = snapshots(context)
-        .get_opt(&snapshot_name(id, revision))
-        .await?;
-    Ok(kept
-        .filter(|kept| {
-            kept.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|owner| Some(owner.uid.as_str()) == object::uid(object))
-        })
-        .and_then(|kept| {
-            kube::ResourceExt::labels(&kept)
-                .get(REPLACES_LABEL)
-                .cloned()
-        }))
 }
 
 /// `units`, sorted, as a condition message lists them: at most [`LISTED_UNITS`], then how
@@ -863,146 +733,9 @@ fn listed(units: &mut [String], total: u64) -> String {
 /// The candidate's work items a `Rollout` condition names.
 const LISTED_UNITS: usize = 10;
 
-/// Evaluates a candidate on every object it acts on, as `metascript diff` does: its hooks run
-/// (with its budgets and its account's reads) and each plan is compared with the caches;
-/// nothing is written, no Event published, no read recorded.
-async fn shadow_pass<K: Kind>(
-    context: &Arc<Context>,
-    candidate: &Arc<Controller<K>>,
-) -> ShadowReport {
-    let types = K::interest(&candidate.planner).types;
-    let subjects: Vec<(ResourceType, Arc<Value>)> = types
-        .iter()
-        .flat_map(|resource| {
-            crate::store::ObjectStore::list(&*context.informers, resource, None)
-                .into_iter()
-                .filter(|object| candidate.planner.acts_on(resource, object))
-                .map(|object| (resource.clone(), object))
-        })
-        .collect();
-    let (context, candidate) = (context.clone(), candidate.clone());
-    let evaluated = tokio::task::spawn_blocking(move || {
-        let by_kind: HashMap<(String, String), &ResourceType> = types
-            .iter()
-            .map(|t| ((t.api_version.clone(), t.kind.clone()), t))
-            .collect();
-        let lookup = |key: &ObjectKey| {
-            let resource = by_kind.get(&(key.api_version.clone(), key.kind.clone()))?;
-            context
-                .informers
-                .get(resource, key.namespace.as_deref(), &key.name)
-        };
-        let mut summary = Summary::default();
-        let mut examples = Vec::new();
-        let manager = candidate.id.field_manager();
-        for (_, subject) in subjects {
-            let scope = candidate.scope(&context, &candidate.planner.reads());
-            let runner = HookRunner {
-                engine: &context.engine,
-                hooks: &candidate.hooks,
-                webhooks: &context.webhooks,
-                observer: None,
-                scope: &scope,
-            };
-            let offline = Offline {
-                runner: &runner,
-                store: &*context.informers,
-                resolver: &*context.discovery,
-            };
-            for step in candidate.planner.sync_offline(&offline, &subject) {
-                let (found, error) = match &step.result {
-                    Ok(plan) => {
-                        let observed: HashMap<ObjectKey, Arc<Value>> = plan
-                            .apply
-                            .iter()
-                            .map(ObjectKey::of)
-                            .chain(plan.delete.iter().map(|d| d.key.clone()))
-                            .filter_map(|key| Some((key.clone(), lookup(&key)?)))
-                            .collect();
-                        let found = changes(plan, &subject, &manager, |key| {
-                            observed.get(key).map(|object| &**object)
-                        });
-                        (found, None)
-                    }
-                    Err(error) => (Vec::new(), Some(error.to_string())),
-                };
-                summary.add(&found, error.is_some());
-                if examples.len() < SHADOW_EXAMPLES && (!found.is_empty() || error.is_some()) {
-                    let mut example = format!("{}:\n", step.subject());
-                    if let Some(error) = &error {
-                        example.push_str(&format!("  the sync fails: {error}\n"));
-                    }
-                    for change in &found {
-                        example.push_str(&describe(change));
-                    }
-                    // Shown in the controller's status: scrubbed like a failure's message.
-                    let example = scope.secrets.scrub(&example).into_owned();
-                    examples.push(truncate(example, EXAMPLE_BYTES));
-                }
-            }
-        }
-        (summary, examples)
-    })
-    .await;
-    let (summary, examples) = evaluated.unwrap_or_else(|error| {
-        let mut failed = Summary::default();
-        failed.add(&[], true);
-        (failed, vec![format!("the evaluation stopped: {error}")])
-    });
-    ShadowReport {
-        evaluated_at: jiff::Timestamp::now().to_string(),
-        evaluated: summary.evaluated as u64,
-        would_create: summary.create as u64,
-        would_update: summary.update as u64,
-        would_delete: summary.delete as u64,
-        would_claim: summary.claim as u64,
-        errors: summary.errors as u64,
-        examples,
-    }
-}
-
-/// At most `bytes` of `text`, cut at a character boundary, saying it was cut.
-fn truncate(mut text: String, bytes: usize) -> String {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str("…\n");
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn snapshot_names_fit_and_stay_apart() {
-        let id = ControllerId::new(crate::kinds::decorator::KIND, "service-per-pod");
-        assert_eq!(
-            snapshot_name(&id, "0123456789"),
-            "decorator-service-per-pod-0123456789"
-        );
-        let long = ControllerId::new(crate::kinds::decorator::KIND, "x".repeat(250));
-        assert!(snapshot_name(&long, "0123456789").len() <= 253);
-        assert_eq!(name_label(&"y".repeat(80)).len(), 32);
-    }
-
-    #[test]
-    fn a_snapshot_answers_for_the_configmap_keys_it_holds_only() {
-        let snapshot = Snapshot {
-            controller: Value::Null,
-            scripts: [("ns/hooks/sync.rhai".to_string(), "#{}".to_string())].into(),
-        };
-        assert_eq!(
-            snapshot.value("ns", "hooks", "sync.rhai"),
-            Some(Some("#{}".into()))
-        );
-        assert_eq!(snapshot.value("ns", "hooks", "other.rhai"), Some(None));
-    }
 
     #[test]
     fn a_condition_lists_a_bounded_sorted_few_and_counts_the_rest() {
@@ -1014,12 +747,5 @@ mod tests {
         let text = listed(&mut many, 42);
         assert!(text.starts_with(": t-00, t-01,"), "{text}");
         assert!(text.ends_with("t-09 and 32 more"), "{text}");
-    }
-
-    #[test]
-    fn long_examples_are_cut_at_a_character() {
-        assert_eq!(truncate("short".into(), 10), "short");
-        let cut = truncate("é".repeat(10), 5);
-        assert_eq!(cut, "éé…\n");
     }
 }

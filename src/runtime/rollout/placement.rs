@@ -1,31 +1,67 @@
-//! Where the registry drives a controller's staged rollout: placing its newest revision
-//! (serve, stage beside the serving one, or hold back), restoring the serving revision from its
-//! snapshot, and each status turn of the rollout.
+//! Where a controller's newest revision goes in a staged rollout: it serves, is staged beside
+//! the serving one, or is held back; the serving revision is restored from its snapshot after
+//! a restart, or the one before it from its own (an undo). The registry holding the kind's
+//! controllers loads and installs what this decides ([`ControllerTable`]).
 
-use super::version::Unloaded;
-use super::{Registry, enqueue_all};
+use super::snapshot::{Snapshot, load_snapshot, replaced, snapshot_name, snapshot_of};
+use super::{Rollouts, Trouble, rollout_status};
 use crate::api::{
     ABORT_ANNOTATION, PROMOTE_ANNOTATION, SYNC_REQUESTED_ANNOTATION, UNDO_ANNOTATION,
 };
+use crate::hooks::ConfigMapLookup;
 use crate::object;
-use crate::plan::rollout::{Placement, Revisions};
+use crate::plan::rollout::{self as plan, Placement, Revisions};
 use crate::reasons;
-use crate::runtime::context::{Context, start_sweep};
+use crate::runtime::context::{Context, sweep};
 use crate::runtime::keys::{ControllerId, WorkKey};
 use crate::runtime::kind::{Controller, Kind};
-use crate::runtime::replicas::shard::{self, Item};
-use crate::runtime::report::problem::Problem;
-use crate::runtime::rollout::{self, Advance};
 use crate::runtime::write::fingerprint::Sweep;
 use serde_json::Value;
 use std::sync::Arc;
 
-impl<K: Kind> Registry<K> {
-    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
-    /// serving one, or is held back ([`crate::plan::rollout::place`]). After a restart the
-    /// serving revision is restored from its snapshot, as the controller's status names it.
-    pub(super) async fn place(
+/// The table of a kind's loaded controllers, as a rollout places revisions in it (the
+/// registry): it sits above the rollout, which cannot call it by name.
+pub(crate) trait ControllerTable<K: Kind>: Sync {
+    /// The revision serving a controller.
+    fn serving(&self, name: &str) -> Option<Arc<Controller<K>>>;
+
+    /// A controller object read as a version ready to run, its scripts read from `pinned`
+    /// (`previous`: the version running now), or why it does not load.
+    fn pinned_version(
         &self,
+        context: &Arc<Context>,
+        id: &ControllerId,
+        object: &Arc<Value>,
+        previous: Option<&Arc<Controller<K>>>,
+        pinned: &(dyn ConfigMapLookup + Sync),
+    ) -> impl Future<Output = Result<Controller<K>, String>> + Send;
+
+    /// Makes `controller` serve (`previous`: the version it replaces), syncing what changed.
+    fn install(
+        &self,
+        context: &Arc<Context>,
+        key: &WorkKey,
+        object: &Value,
+        controller: Controller<K>,
+        previous: Option<Arc<Controller<K>>>,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The controller's load is done without installing its newest revision (staged or held
+    /// back): its routes now include the candidate's, and the load is not retried.
+    fn settle(&self, context: &Context, key: &WorkKey);
+
+    /// Queues the serving revision's work items whose last sync it did not make.
+    fn resync_serving(&self, context: &Arc<Context>, name: &str)
+    -> impl Future<Output = ()> + Send;
+}
+
+impl<K: Kind> Rollouts<K> {
+    /// A staged `spec.rollout`: the newest revision serves, becomes the candidate beside the
+    /// serving one, or is held back ([`plan::place`]). After a restart the
+    /// serving revision is restored from its snapshot, as the controller's status names it.
+    pub(crate) async fn place(
+        &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         key: &WorkKey,
         object: &Arc<Value>,
@@ -34,9 +70,12 @@ impl<K: Kind> Registry<K> {
     ) {
         let id = &key.controller;
         let name = id.name.as_str();
-        let restored = match (&previous, rollout::rollout_status(object)) {
+        let restored = match (&previous, rollout_status(object)) {
             (None, Some(status)) if status.serving != newest.revision => {
-                match self.restore(context, id, object, &status.serving).await {
+                match self
+                    .restore(table, context, id, object, &status.serving)
+                    .await
+                {
                     Ok(restored) => restored,
                     // Nothing runs until the serving revision is known: serving the newest
                     // everywhere because an API call failed would undo the rollout.
@@ -55,8 +94,8 @@ impl<K: Kind> Registry<K> {
             newest.outcomes = serving.outcomes.clone();
             newest.state = serving.state.clone();
         }
-        let (halted, promoting) = self.rollouts.revisions_of(name, object, &newest.revision);
-        let placement = crate::plan::rollout::place(
+        let (halted, promoting) = self.revisions_of(name, object, &newest.revision);
+        let placement = plan::place(
             newest.rollout.strategy,
             Revisions {
                 newest: &newest.revision,
@@ -76,18 +115,18 @@ impl<K: Kind> Registry<K> {
         if matches!(placement, Placement::Hold(_))
             && serving.is_none_or(|serving| serving.revision == newest.revision)
         {
-            match self.before(context, id, object, &newest.revision).await {
+            match self
+                .before(table, context, id, object, &newest.revision)
+                .await
+            {
                 Ok(before) => {
-                    self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+                    self.clear_trouble(name, Trouble::UndoFailed);
                     undone_to = Some(before);
                 }
                 Err(why) => {
                     let message = format!("revision {} cannot be undone: {why}", newest.revision);
                     tracing::warn!(controller = %id, revision = %newest.revision, %why, "cannot undo");
-                    if self
-                        .rollouts
-                        .trouble(name, Some(Problem::new(reasons::UNDO_FAILED, &message)))
-                    {
+                    if self.trouble(name, Trouble::UndoFailed, message.clone()) {
                         context
                             .warn(object, None, reasons::UNDO_FAILED, "Rollout", &message)
                             .await;
@@ -96,7 +135,7 @@ impl<K: Kind> Registry<K> {
                 }
             }
         } else {
-            self.rollouts.clear_trouble(name, reasons::UNDO_FAILED);
+            self.clear_trouble(name, Trouble::UndoFailed);
         }
         // Unless the newest revision serves anyway, the serving one runs on beside it: again
         // from its snapshot after a restart, or loaded again when its webhook credentials
@@ -109,20 +148,20 @@ impl<K: Kind> Registry<K> {
                 Some((restored, None))
             }
             (_, None, Some(serving)) => self
-                .with_rotated_credentials(context, id, object, serving, &newest)
+                .with_rotated_credentials(table, context, id, object, serving, &newest)
                 .await
                 .map(|reloaded| (reloaded, Some(serving.clone()))),
         };
         match placement {
             Placement::Serve => {
-                let dropped = self.rollouts.serve(name, &newest.revision);
+                let dropped = self.serve(name, &newest.revision);
                 let promoted = dropped
                     .as_ref()
                     .is_some_and(|candidate| candidate.revision() == newest.revision);
                 let revision = newest.revision.clone();
-                self.install(context, key, object, newest, previous).await;
+                table.install(context, key, object, newest, previous).await;
                 if dropped.is_some() {
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
                 if promoted {
                     let note = format!("revision {revision} serves every object");
@@ -130,22 +169,22 @@ impl<K: Kind> Registry<K> {
                         .note(object, reasons::PROMOTED, "Rollout", &note)
                         .await;
                 }
-                if let Some(serving) = self.get(name) {
-                    self.rollouts.save(context, &serving).await;
+                if let Some(serving) = table.serving(name) {
+                    self.save(context, &serving).await;
                 }
             }
             Placement::Stage => {
                 // Staged first, so that the serving revision's work items of the candidate's
                 // share go to the candidate.
-                let (candidate, started) = self.rollouts.stage(name, newest, object);
+                let (candidate, started) = self.stage(name, newest, object);
                 if let Some((serving, replaced)) = serving_again {
-                    self.install(context, key, object, serving, replaced).await;
+                    table.install(context, key, object, serving, replaced).await;
                 }
-                let serving = self.get(name).expect("a serving revision to stage beside");
-                self.rollouts.save(context, &serving).await;
-                self.unloaded.lock().remove(name);
-                self.rebuild_routes();
-                context.queue.forget(key);
+                let serving = table
+                    .serving(name)
+                    .expect("a serving revision to stage beside");
+                self.save(context, &serving).await;
+                table.settle(context, key);
                 if started {
                     let note = format!(
                         "revision {} is rolled out ({:?}) beside revision {}, which serves the \
@@ -159,38 +198,40 @@ impl<K: Kind> Registry<K> {
                         .note(object, reasons::ROLLOUT_STARTED, "Rollout", &note)
                         .await;
                     // Whatever an earlier candidate served goes back to the serving revision.
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
                 if candidate.serves_any() {
-                    enqueue_all(context, &candidate.controller, Sweep::Changed).await;
+                    let (context, controller) = (context.clone(), candidate.controller.clone());
+                    sweep("queueing what a controller acts on", move || {
+                        K::enqueue_all(&context, &controller, Sweep::Changed);
+                    })
+                    .await;
                 }
             }
             Placement::Hold(halted) => {
-                let dropped = self.rollouts.hold(name, halted.clone());
+                let dropped = self.hold(name, halted.clone());
                 if let Some((serving, replaced)) = serving_again {
                     let undone = replaced
                         .as_ref()
                         .is_some_and(|replaced| replaced.revision == halted.revision);
                     let revision = serving.revision.clone();
-                    self.install(context, key, object, serving, replaced).await;
+                    table.install(context, key, object, serving, replaced).await;
                     if undone {
-                        self.rollouts.saved(name, &revision);
+                        self.saved(name, &revision);
                         tracing::info!(controller = %id, undone = %halted.revision, serving = %revision, "rollout undone");
                         context
                             .warn(object, None, &halted.reason, "Rollout", &halted.message)
                             .await;
-                        self.resync_serving(context, name).await;
+                        table.resync_serving(context, name).await;
                     }
                 }
-                self.unloaded.lock().remove(name);
-                self.rebuild_routes();
-                context.queue.forget(key);
+                table.settle(context, key);
                 if let Some(dropped) = dropped {
                     tracing::warn!(controller = %id, candidate = %dropped.revision(), reason = %halted.reason, message = %halted.message, "rollout halted");
                     context
                         .warn(object, None, &halted.reason, "Rollout", &halted.message)
                         .await;
-                    self.resync_serving(context, name).await;
+                    table.resync_serving(context, name).await;
                 }
             }
         }
@@ -198,8 +239,9 @@ impl<K: Kind> Registry<K> {
 
     /// The revision that served before `revision`, loaded from its snapshot (an undo), or why
     /// it cannot be.
-    pub(super) async fn before(
+    async fn before(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
@@ -209,10 +251,10 @@ impl<K: Kind> Registry<K> {
             format!(
                 "ControllerRevision {}/{}",
                 context.config.snapshot_namespace,
-                rollout::snapshot_name(id, name)
+                snapshot_name(id, name)
             )
         };
-        let replaced = rollout::replaced(context, id, object, revision)
+        let replaced = replaced(context, id, object, revision)
             .await
             .map_err(|error| format!("cannot read {}: {error}", kept(revision)))?
             .ok_or_else(|| {
@@ -222,7 +264,7 @@ impl<K: Kind> Registry<K> {
                     kept(revision)
                 )
             })?;
-        let snapshot = rollout::load_snapshot(context, id, object, &replaced)
+        let snapshot = load_snapshot(context, id, object, &replaced)
             .await
             .map_err(|error| format!("cannot read {}: {error}", kept(&replaced)))?
             .ok_or_else(|| {
@@ -236,29 +278,30 @@ impl<K: Kind> Registry<K> {
                 "revision {replaced}, which served before it, {why}"
             ));
         }
-        self.snapshot_version(context, id, object, &snapshot, &replaced, None)
+        snapshot_version(table, context, id, object, &snapshot, &replaced, None)
             .await
-            .map_err(|unloaded| format!("revision {replaced} does not load: {}", unloaded.why()))
+            .map_err(|why| format!("revision {replaced} does not load: {why}"))
     }
 
     /// The serving revision of a staged rollout, from the snapshot the status names (after a
     /// restart): `None` when it is gone or does not load, and then the newest revision serves;
     /// an error when the snapshot could not be read.
-    pub(super) async fn restore(
+    async fn restore(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
         revision: &str,
     ) -> Result<Option<Controller<K>>, kube::Error> {
-        let snapshot = match rollout::load_snapshot(context, id, object, revision).await? {
+        let snapshot = match load_snapshot(context, id, object, revision).await? {
             Some(snapshot) => snapshot,
             None => {
                 let note = format!(
                     "the snapshot of serving revision {revision} is gone \
                      (ControllerRevision {}/{}): the newest revision serves every object",
                     context.config.snapshot_namespace,
-                    rollout::snapshot_name(id, revision)
+                    snapshot_name(id, revision)
                 );
                 tracing::warn!(controller = %id, revision, "{note}");
                 context
@@ -267,44 +310,16 @@ impl<K: Kind> Registry<K> {
                 return Ok(None);
             }
         };
-        match self
-            .snapshot_version(context, id, object, &snapshot, revision, None)
-            .await
-        {
+        match snapshot_version(table, context, id, object, &snapshot, revision, None).await {
             Ok(serving) => {
-                self.rollouts.saved(&id.name, revision);
+                self.saved(&id.name, revision);
                 Ok(Some(serving))
             }
-            Err(unloaded) => {
-                let message = unloaded.why();
+            Err(message) => {
                 tracing::warn!(controller = %id, revision, %message, "the serving revision's snapshot does not load; the newest revision serves");
                 Ok(None)
             }
         }
-    }
-
-    /// A revision loaded from a snapshot of it (`previous`: the version of it running now,
-    /// whose outcomes it keeps).
-    pub(super) async fn snapshot_version(
-        &self,
-        context: &Arc<Context>,
-        id: &ControllerId,
-        object: &Arc<Value>,
-        snapshot: &rollout::Snapshot,
-        revision: &str,
-        previous: Option<&Arc<Controller<K>>>,
-    ) -> Result<Controller<K>, Box<Unloaded>> {
-        let kept = Arc::new(snapshot.controller.clone());
-        let mut version = self
-            .version(context, id, &kept, previous, Some(snapshot))
-            .await?;
-        // It is the same controller object: Events name it as it is now.
-        version.reference = crate::runtime::report::events::reference(object);
-        version.sync_requested =
-            object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
-        // Its snapshot is kept under this name, whatever its spec hashes to now.
-        version.revision = revision.to_string();
-        Ok(version)
     }
 
     /// The serving revision loaded again with rotated webhook credentials, while it runs
@@ -312,8 +327,9 @@ impl<K: Kind> Registry<K> {
     /// would go on with the old ones). It is loaded from a snapshot of itself as it runs, so
     /// nothing else about it changes. `newest` was read just now: when it reads the same
     /// credential objects, its digest tells without reading them again.
-    pub(super) async fn with_rotated_credentials(
+    async fn with_rotated_credentials(
         &self,
+        table: &impl ControllerTable<K>,
         context: &Arc<Context>,
         id: &ControllerId,
         object: &Arc<Value>,
@@ -334,76 +350,47 @@ impl<K: Kind> Registry<K> {
         if !rotated {
             return None;
         }
-        let snapshot = rollout::snapshot_of(serving);
-        match self
-            .snapshot_version(
-                context,
-                id,
-                object,
-                &snapshot,
-                &serving.revision,
-                Some(serving),
-            )
-            .await
+        let snapshot = snapshot_of(serving);
+        match snapshot_version(
+            table,
+            context,
+            id,
+            object,
+            &snapshot,
+            &serving.revision,
+            Some(serving),
+        )
+        .await
         {
             Ok(reloaded) => Some(reloaded),
-            Err(unloaded) => {
-                let message = unloaded.why();
+            Err(message) => {
                 tracing::warn!(controller = %id, revision = %serving.revision, %message, "the serving revision's webhook credentials changed, but it does not load with them; it goes on with the old ones");
                 None
             }
         }
     }
+}
 
-    /// A turn of a controller's staged rollout: a canary's next step starts, or its candidate
-    /// is promoted or rolled back (by loading the controller again); a shadow is evaluated
-    /// again when due. A snapshot that could not be saved is tried again.
-    pub(super) async fn advance_rollout(
-        &self,
-        context: &Arc<Context>,
-        serving: &Arc<Controller<K>>,
-        failing: u64,
-    ) {
-        let name = &serving.id.name;
-        let Some(candidate) = self.rollouts.candidate(name) else {
-            return;
-        };
-        self.rollouts.save(context, serving).await;
-        let owner = Item::controller(&serving.id);
-        match self.rollouts.advance(context, name, failing) {
-            Advance::Nothing => {}
-            Advance::Stepped => {
-                enqueue_all(context, &candidate.controller, Sweep::Changed).await;
-                if let Some(object) = context.informers.get(&self.resource, None, name) {
-                    let note = format!(
-                        "revision {} serves a larger share of the work items (step {} of {})",
-                        candidate.revision(),
-                        candidate.step() + 1,
-                        candidate.controller.rollout.steps.len()
-                    );
-                    let published = context.note(&object, reasons::CANARY_STEP, "Rollout", &note);
-                    shard::acting_for(owner, published).await;
-                }
-            }
-            Advance::Reload => context.queue.add(WorkKey::load(&serving.id)),
-        }
-    }
-
-    /// Follows what the replica driving a controller's rollout recorded in its status: the
-    /// candidate's next step, or a reload to promote or hold it back.
-    pub(super) fn follow_rollout(&self, context: &Arc<Context>, name: &str, object: &Value) {
-        match self.rollouts.follow(name, object) {
-            Advance::Nothing => {}
-            Advance::Stepped => {
-                if let Some(candidate) = self.rollouts.candidate(name) {
-                    // The router goes on with the next event; the sweep ends on its own.
-                    let (context, controller) = (context.clone(), candidate.controller.clone());
-                    let _sweep = start_sweep(move || {
-                        K::enqueue_all(&context, &controller, Sweep::Changed);
-                    });
-                }
-            }
-            Advance::Reload => context.queue.add(WorkKey::load(&Self::id(name))),
-        }
-    }
+/// A revision loaded from a snapshot of it (`previous`: the version of it running now,
+/// whose outcomes it keeps).
+async fn snapshot_version<K: Kind>(
+    table: &impl ControllerTable<K>,
+    context: &Arc<Context>,
+    id: &ControllerId,
+    object: &Arc<Value>,
+    snapshot: &Snapshot,
+    revision: &str,
+    previous: Option<&Arc<Controller<K>>>,
+) -> Result<Controller<K>, String> {
+    let kept = Arc::new(snapshot.controller.clone());
+    let mut version = table
+        .pinned_version(context, id, &kept, previous, snapshot)
+        .await?;
+    // It is the same controller object: Events name it as it is now.
+    version.reference = crate::runtime::report::events::reference(object);
+    version.sync_requested =
+        object::annotation(object, SYNC_REQUESTED_ANNOTATION).map(str::to_string);
+    // Its snapshot is kept under this name, whatever its spec hashes to now.
+    version.revision = revision.to_string();
+    Ok(version)
 }
