@@ -25,6 +25,7 @@ impl OneObject for Composite {
     const FINALIZE: HookKind = FINALIZE;
     const CUSTOMIZE: HookKind = CUSTOMIZE;
     const ROLE: &'static str = "parent";
+    const FIND_BEFORE_CUSTOMIZE: bool = true;
 
     /// The parent's selector and the objects it may claim.
     type Found = (LabelSelector, Vec<Arc<Value>>);

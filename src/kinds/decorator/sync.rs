@@ -21,6 +21,7 @@ impl OneObject for Decorator {
     const FINALIZE: HookKind = FINALIZE;
     const CUSTOMIZE: HookKind = CUSTOMIZE;
     const ROLE: &'static str = "target";
+    const FIND_BEFORE_CUSTOMIZE: bool = false;
 
     /// The target's attachments.
     type Found = Vec<Arc<Value>>;

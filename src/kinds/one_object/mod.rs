@@ -32,9 +32,12 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
     const CUSTOMIZE: HookKind;
     /// What the kind calls the object, as `explain` says it: `target`, `parent`.
     const ROLE: &'static str;
+    /// Whether `find` reads the store before the customize hook runs: a parent's selector must
+    /// fail the sync before any hook is called, while a target's attachments are read after it,
+    /// as late as can be, so the sync hook sees the freshest of them.
+    const FIND_BEFORE_CUSTOMIZE: bool;
 
-    /// What a sync reads from the store before any hook runs (a parent's selector and the
-    /// objects it may claim fail the sync early when unreadable).
+    /// What a sync reads from the store besides the object and its related objects.
     type Found;
 
     /// What it holds whatever its objects are called.

@@ -44,7 +44,10 @@ pub(crate) fn sync<P: OneObject>(
         Phase::Sync => P::SYNC,
         Phase::Finalize => P::FINALIZE,
     };
-    let found = planner.find(store, object)?;
+    let found_first = match P::FIND_BEFORE_CUSTOMIZE {
+        true => Some(planner.find(store, object)?),
+        false => None,
+    };
     let related = match planner.has_customize() {
         true => related.resolve(related::customize(
             runner,
@@ -55,6 +58,10 @@ pub(crate) fn sync<P: OneObject>(
         false => Vec::new(),
     };
     let related_objects = related_objects(store, object, &related);
+    let found = match found_first {
+        Some(found) => found,
+        None => planner.find(store, object)?,
+    };
     let related = children::group_for_request(
         object,
         related.iter().map(|(_, resource)| resource),
