@@ -367,6 +367,99 @@ impl ControllerSpec {
 /// a period near `i64::MAX` would overflow the timer that schedules it.
 pub(super) const MAX_RESYNC_PERIOD_SECONDS: u64 = 365 * 24 * 3600;
 
+/// Declares a kind's spec: the fields of its own, given first, then `hooks` and the fields every
+/// kind shares, written here once so their defaults and limits cannot drift apart (the docs of
+/// the three that say something of the kind come with it). Not
+/// `#[serde(flatten)]`: a flattened struct loses the field path of a bad value
+/// (`spec.rollout.strategy: unknown variant` would read `spec: …`), and paths are what
+/// `validate` and admission answer with. Also writes `common`, the shared fields for
+/// [`CommonSpec::spec`].
+macro_rules! controller_spec {
+    (
+        $(#[$attr:meta])*
+        pub struct $spec:ident {
+            $($own:tt)*
+        }
+        $(#[$resync:meta])*
+        resync_period_seconds;
+        $(#[$hooks_doc:meta])*
+        hooks: $hooks:ty;
+        $(#[$account:meta])*
+        service_account_name;
+    ) => {
+        $(#[$attr])*
+        pub struct $spec {
+            $($own)*
+            $(#[$resync])*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schemars(range(min = 1))]
+            pub resync_period_seconds: Option<i64>,
+            /// Types the hooks may read with the `get` and `list` helpers, served from the operator's
+            /// shared watch caches (watched from load). Every read is tracked: a change to what a call
+            /// read re-syncs exactly the work that read it. Secrets cannot be declared.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub reads: Vec<$crate::api::ResourceRef>,
+            /// Code shared by the hooks: each script hook loads the libraries of its language, in
+            /// this order, before it runs (`docs/scripting.md#libraries`).
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[schemars(length(max = 16))]
+            pub libraries: Vec<$crate::api::Library>,
+            $(#[$hooks_doc])*
+            pub hooks: $hooks,
+            $(#[$account])*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub service_account_name: Option<String>,
+            /// The namespace of `serviceAccountName`, required with it: who may use an account (verb
+            /// `use` on `serviceaccounts.metascript.dev`) is granted in its namespace.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub service_account_namespace: Option<String>,
+            /// Test cases for the hooks (at most 32): run before the controller is admitted (a failing
+            /// one rejects it), before any new revision of it serves, and by `metascript validate`.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[schemars(length(max = 32))]
+            pub tests: Vec<$crate::api::InlineTest>,
+            /// Credentials and CA bundles for the webhook hooks on each host, read with the
+            /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub endpoint_configs: Vec<$crate::api::EndpointConfig>,
+            /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
+            /// it); see `docs/migrating.md`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub compatibility: Option<$crate::api::Compatibility>,
+            /// How a new revision of this controller (its spec or the scripts it runs) reaches the
+            /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
+            /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub rollout: Option<$crate::api::Rollout>,
+        }
+
+        impl $spec {
+            /// The fields every kind shares, of a controller with `metadata`; see
+            /// [`CommonSpec::on_delete_by_default`].
+            pub(crate) fn common<'a>(
+                &'a self,
+                metadata: &'a kube::api::ObjectMeta,
+                on_delete_by_default: Vec<String>,
+            ) -> $crate::api::CommonSpec<'a> {
+                $crate::api::CommonSpec {
+                    metadata,
+                    resync_period_seconds: self.resync_period_seconds,
+                    reads: &self.reads,
+                    libraries: &self.libraries,
+                    service_account_name: self.service_account_name.as_deref(),
+                    service_account_namespace: self.service_account_namespace.as_deref(),
+                    tests: &self.tests,
+                    on_delete_by_default,
+                    endpoint_configs: &self.endpoint_configs,
+                    compatibility: self.compatibility.as_ref(),
+                    rollout: self.rollout.as_ref(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use controller_spec;
+
 /// The parts of a spec every kind has, turned into a [`ControllerSpec`] by [`CommonSpec::spec`].
 pub(crate) struct CommonSpec<'a> {
     pub metadata: &'a kube::api::ObjectMeta,

@@ -2,89 +2,55 @@
 //! `docs/src/api/compositecontroller.md`), with script hooks.
 
 use crate::api::{
-    AdoptPolicy, ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec,
-    ControllerStatus, EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo,
-    KindName, Library, ResourceRef, Rollout, UpdateMethod, UpdateStrategy, fields,
-    on_delete_by_default, set_hooks,
+    AdoptPolicy, ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
+    HookContract, HookKind, KindInfo, KindName, ResourceRef, UpdateMethod, UpdateStrategy,
+    controller_spec, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A parent resource that owns children through controller references and its selector: the
-/// `sync` hook returns the parent's status and its desired children, which roll out by each
-/// child type's update strategy.
-#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[kube(
-    group = "metascript.dev",
-    version = "v1alpha1",
-    kind = "CompositeController",
-    shortname = "cc",
-    status = "ControllerStatus",
-    printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
-    printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
-    printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
-    printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct CompositeControllerSpec {
-    /// The parent objects: each owns the children its `spec.selector` (or the generated
-    /// selector) claims.
-    pub parent_resource: ParentResourceRule,
-    /// The types of child the hooks return, each with its update strategy.
-    #[serde(default)]
-    pub child_resources: Vec<CompositeChildRule>,
+controller_spec! {
+    /// A parent resource that owns children through controller references and its selector: the
+    /// `sync` hook returns the parent's status and its desired children, which roll out by each
+    /// child type's update strategy.
+    #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+    #[kube(
+        group = "metascript.dev",
+        version = "v1alpha1",
+        kind = "CompositeController",
+        shortname = "cc",
+        status = "ControllerStatus",
+        printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+        printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
+        printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
+        printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+        printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct CompositeControllerSpec {
+        /// The parent objects: each owns the children its `spec.selector` (or the generated
+        /// selector) claims.
+        pub parent_resource: ParentResourceRule,
+        /// The types of child the hooks return, each with its update strategy.
+        #[serde(default)]
+        pub child_resources: Vec<CompositeChildRule>,
+        /// Ignore parents' `spec.selector`: children are labelled `controller-uid: <parent uid>`
+        /// and claimed by that label, as for a Job.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub generate_selector: Option<bool>,
+    }
     /// Sync every parent again this often even when nothing changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub resync_period_seconds: Option<i64>,
-    /// Ignore parents' `spec.selector`: children are labelled `controller-uid: <parent uid>`
-    /// and claimed by that label, as for a Job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generate_selector: Option<bool>,
-    /// Types the hooks may read with the `get` and `list` helpers, served from the operator's
-    /// shared watch caches (watched from load). Every read is tracked: a change to what a call
-    /// read re-syncs exactly the work that read it. Secrets cannot be declared.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reads: Vec<ResourceRef>,
-    /// Code shared by the hooks: each script hook loads the libraries of its language, in
-    /// this order, before it runs (`docs/scripting.md#libraries`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
-    pub libraries: Vec<Library>,
+    resync_period_seconds;
     /// The hooks: `sync` (required), `finalize` and `customize`.
-    pub hooks: CompositeHooks,
+    hooks: CompositeHooks;
     /// Every write the controller makes (children, claims, revisions, status, finalizers) is
     /// sent impersonating this ServiceAccount, so the controller can do only what RBAC grants
     /// that account. Without it the operator writes as itself, when its
     /// `--allow-unimpersonated` flag allows that.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_name: Option<String>,
-    /// The namespace of `serviceAccountName`, required with it: who may use an account (verb
-    /// `use` on `serviceaccounts.metascript.dev`) is granted in its namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_namespace: Option<String>,
-    /// Test cases for the hooks (at most 32): run before the controller is admitted (a failing
-    /// one rejects it), before any new revision of it serves, and by `metascript validate`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
-    pub tests: Vec<InlineTest>,
-    /// Credentials and CA bundles for the webhook hooks on each host, read with the
-    /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub endpoint_configs: Vec<EndpointConfig>,
-    /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
-    /// it); see `docs/migrating.md`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compatibility: Option<Compatibility>,
-    /// How a new revision of this controller (its spec or the scripts it runs) reaches the
-    /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
-    /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<Rollout>,
+    service_account_name;
 }
 
 /// The parent type, and which of its objects and fields matter.
@@ -273,24 +239,15 @@ impl ControllerObject for CompositeController {
             api_version: spec.parent_resource.api_version.clone(),
             resource: spec.parent_resource.resource.clone(),
         };
-        CommonSpec {
-            metadata: &self.metadata,
-            resync_period_seconds: spec.resync_period_seconds,
-            reads: &spec.reads,
-            libraries: &spec.libraries,
-            service_account_name: spec.service_account_name.as_deref(),
-            service_account_namespace: spec.service_account_namespace.as_deref(),
-            tests: &spec.tests,
-            on_delete_by_default: on_delete_by_default(
+        spec.common(
+            &self.metadata,
+            on_delete_by_default(
                 "spec.childResources",
                 spec.child_resources
                     .iter()
                     .map(|c| c.update_strategy.is_none()),
             ),
-            endpoint_configs: &spec.endpoint_configs,
-            compatibility: spec.compatibility.as_ref(),
-            rollout: spec.rollout.as_ref(),
-        }
+        )
         .spec(
             std::iter::once(parent)
                 .chain(spec.child_resources.iter().map(|c| c.resource_ref()))

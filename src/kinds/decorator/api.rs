@@ -1,82 +1,49 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
 use crate::api::{
-    ChildRule, CommonSpec, Compatibility, ControllerObject, ControllerSpec, ControllerStatus,
-    EndpointConfig, Field, Hook, HookContract, HookKind, InlineTest, KindInfo, KindName, Library,
-    ResourceRef, Rollout, fields, on_delete_by_default, set_hooks,
+    ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook, HookContract,
+    HookKind, KindInfo, KindName, ResourceRef, controller_spec, fields, on_delete_by_default,
+    set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Adds attachments, labels, annotations and status to every object matching `resources`.
-#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[kube(
-    group = "metascript.dev",
-    version = "v1alpha1",
-    kind = "DecoratorController",
-    shortname = "dec",
-    status = "ControllerStatus",
-    printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Targets","type":"integer","jsonPath":".status.targets"}"#,
-    printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
-    printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
-    printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct DecoratorControllerSpec {
-    /// The types and selectors of the objects to decorate.
-    #[schemars(length(min = 1))]
-    pub resources: Vec<ResourceRule>,
-    /// The types of object the hooks may attach to a target.
-    #[serde(default)]
-    pub attachments: Vec<ChildRule>,
+controller_spec! {
+    /// Adds attachments, labels, annotations and status to every object matching `resources`.
+    #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+    #[kube(
+        group = "metascript.dev",
+        version = "v1alpha1",
+        kind = "DecoratorController",
+        shortname = "dec",
+        status = "ControllerStatus",
+        printcolumn = r#"{"name":"Loaded","type":"string","description":"The Ready condition: types resolved, watches started, the newest scripts compiled. FAILING counts the objects whose last sync failed.","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+        printcolumn = r#"{"name":"Targets","type":"integer","jsonPath":".status.targets"}"#,
+        printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
+        printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+        printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct DecoratorControllerSpec {
+        /// The types and selectors of the objects to decorate.
+        #[schemars(length(min = 1))]
+        pub resources: Vec<ResourceRule>,
+        /// The types of object the hooks may attach to a target.
+        #[serde(default)]
+        pub attachments: Vec<ChildRule>,
+    }
     /// Re-sync every target this often even when nothing changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub resync_period_seconds: Option<i64>,
-    /// Types the hooks may read with the `get` and `list` helpers, served from the operator's
-    /// shared watch caches (watched from load). Every read is tracked: a change to what a call
-    /// read re-syncs exactly the work that read it. Secrets cannot be declared.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reads: Vec<ResourceRef>,
-    /// Code shared by the hooks: each script hook loads the libraries of its language, in
-    /// this order, before it runs (`docs/scripting.md#libraries`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
-    pub libraries: Vec<Library>,
+    resync_period_seconds;
     /// The hooks: `sync` (required), `finalize` and `customize`.
-    pub hooks: DecoratorHooks,
+    hooks: DecoratorHooks;
     /// Every write the controller makes (children, deletions, labels, annotations, status,
     /// finalizers) is sent impersonating this ServiceAccount, so the controller can do only
     /// what RBAC grants that account. Without it the operator writes as itself, when its
     /// `--allow-unimpersonated` flag allows that.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_name: Option<String>,
-    /// The namespace of `serviceAccountName`, required with it: who may use an account (verb
-    /// `use` on `serviceaccounts.metascript.dev`) is granted in its namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_namespace: Option<String>,
-    /// Test cases for the hooks (at most 32): run before the controller is admitted (a failing
-    /// one rejects it), before any new revision of it serves, and by `metascript validate`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
-    pub tests: Vec<InlineTest>,
-    /// Credentials and CA bundles for the webhook hooks on each host, read with the
-    /// controller's ServiceAccount; a hook that sets any of its own uses those instead.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub endpoint_configs: Vec<EndpointConfig>,
-    /// Behaviour kept from the tool the controller was moved from (`metascript convert` sets
-    /// it); see `docs/migrating.md`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compatibility: Option<Compatibility>,
-    /// How a new revision of this controller (its spec or the scripts it runs) reaches the
-    /// objects it acts on: at once (the default), evaluated in the shadows until promoted, or
-    /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<Rollout>,
+    service_account_name;
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -102,22 +69,13 @@ impl ControllerObject for DecoratorController {
     fn spec(&self) -> ControllerSpec {
         let spec = &self.spec;
         let hooks = &spec.hooks;
-        CommonSpec {
-            metadata: &self.metadata,
-            resync_period_seconds: spec.resync_period_seconds,
-            reads: &spec.reads,
-            libraries: &spec.libraries,
-            service_account_name: spec.service_account_name.as_deref(),
-            service_account_namespace: spec.service_account_namespace.as_deref(),
-            tests: &spec.tests,
-            on_delete_by_default: on_delete_by_default(
+        spec.common(
+            &self.metadata,
+            on_delete_by_default(
                 "spec.attachments",
                 spec.attachments.iter().map(|a| a.update_strategy.is_none()),
             ),
-            endpoint_configs: &spec.endpoint_configs,
-            compatibility: spec.compatibility.as_ref(),
-            rollout: spec.rollout.as_ref(),
-        }
+        )
         .spec(
             spec.resources
                 .iter()
