@@ -294,6 +294,60 @@ impl LabelSelector {
     pub(crate) fn matches_labels_of(&self, object: &Value) -> bool {
         self.matches(&object::metadata_map(object, "labels"))
     }
+
+    /// The selector as a watch's `labelSelector` (kubectl syntax), when the API server selects
+    /// exactly what [`LabelSelector::matches`] does: not for an empty selector (it selects
+    /// everything), one that does not hold together, or one with a key or value that is no
+    /// label's (the server refuses it, where matching here would just select nothing).
+    pub(crate) fn server_side(&self) -> Option<String> {
+        let selector = Selector::from(self);
+        if selector.is_empty() || selector.validate().is_err() {
+            return None;
+        }
+        let keys_and_values_are_labels = self
+            .match_labels
+            .iter()
+            .all(|(key, value)| is_label_key(key) && is_label_value(value))
+            && self.match_expressions.iter().all(|requirement| {
+                is_label_key(&requirement.key)
+                    && requirement.values.iter().all(|value| is_label_value(value))
+            });
+        keys_and_values_are_labels.then(|| selector.to_string())
+    }
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a name.
+fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let prefix_holds = prefix.is_none_or(|prefix| {
+        prefix.len() <= 253
+            && prefix.split('.').all(|part| {
+                !part.is_empty()
+                    && part.len() <= 63
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    prefix_holds && !name.is_empty() && is_label_value(name)
+}
+
+/// A label value: empty, or at most 63 alphanumerics, `-`, `_` and `.`, alphanumeric at both ends.
+fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let alphanumeric = |b: &u8| b.is_ascii_alphanumeric();
+    value.is_empty()
+        || (value.len() <= 63
+            && bytes.first().is_some_and(alphanumeric)
+            && bytes.last().is_some_and(alphanumeric)
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
 }
 
 impl AnnotationSelector {
@@ -523,6 +577,52 @@ mod tests {
         assert_eq!(printed, selector, "{selector} reads back as itself");
         assert!(parse_label_selector("a in x").is_err());
         assert!(parse_label_selector("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_selector_goes_to_the_api_server_only_when_it_selects_there_what_it_does_here() {
+        let selector = |value: Value| LabelSelector::from_json(&value).unwrap().server_side();
+        assert_eq!(
+            selector(json!({
+                "matchLabels": {"app": "special", "example.com/tier": "a.b_c-d"},
+                "matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["x", "y"]},
+                    {"key": "gone", "operator": "DoesNotExist"},
+                    {"key": "team", "operator": "Exists"},
+                    {"key": "stage", "operator": "NotIn", "values": ["dev"]},
+                ],
+            }))
+            .as_deref(),
+            Some("app=special,example.com/tier=a.b_c-d,zone in (x,y),!gone,team,stage notin (dev)")
+        );
+        assert_eq!(
+            selector(json!({"matchLabels": {"empty": ""}})).as_deref(),
+            Some("empty=")
+        );
+        // Everything: the whole type.
+        assert_eq!(selector(json!({})), None);
+        // Values and keys no label has: matched here (never), refused there.
+        for not_a_label in [
+            json!({"matchLabels": {"app": "has space"}}),
+            json!({"matchLabels": {"app": "a,b"}}),
+            json!({"matchLabels": {"app": "-leading"}}),
+            json!({"matchLabels": {"app": "x".repeat(64)}}),
+            json!({"matchLabels": {"Upper.Case/app": "x"}}),
+            json!({"matchLabels": {"/app": "x"}}),
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["a)"]}]}),
+        ] {
+            assert_eq!(selector(not_a_label.clone()), None, "{not_a_label}");
+        }
+        // What goes reads back as the same selector.
+        let sent = selector(json!({"matchLabels": {"a": "b"}, "matchExpressions": [
+            {"key": "c", "operator": "NotIn", "values": ["d", "e"]}]}))
+        .unwrap();
+        let read = parse_label_selector(&sent).unwrap();
+        assert!(read.matches(&BTreeMap::from([("a".to_string(), "b".to_string())])));
+        assert!(!read.matches(&BTreeMap::from([
+            ("a".to_string(), "b".to_string()),
+            ("c".to_string(), "e".to_string())
+        ])));
     }
 
     /// Reading an object's labels in place decides exactly as the copied map does, a label

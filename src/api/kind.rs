@@ -7,6 +7,7 @@ use super::{
     Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, Rollout,
     ServiceAccountRef,
 };
+use crate::selector::LabelSelector;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -301,6 +302,10 @@ pub struct ControllerSpec {
     pub compatibility: Compatibility,
     /// `spec.rollout`, or its defaults (`Immediate`).
     pub rollout: Rollout,
+    /// The types in `types` whose objects the controller needs only where these label
+    /// selectors (kubectl syntax) match: watched one watch per selector, not whole. A type not
+    /// named here is watched whole.
+    pub label_scoped: Vec<(ResourceRef, String)>,
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
@@ -477,19 +482,26 @@ pub(crate) struct CommonSpec<'a> {
 }
 
 impl CommonSpec<'_> {
-    /// The spec of a controller that names `types` (its reads are added) and has `hooks`.
-    /// `resyncPeriodSeconds` that is not positive means none.
+    /// The spec of a controller whose rules select objects of the `selected` types (by the
+    /// label selector of each, if any), that names the other `types` (its reads are added),
+    /// and has `hooks`. `resyncPeriodSeconds` that is not positive means none.
     pub(crate) fn spec(
         self,
+        selected: Vec<(ResourceRef, Option<&LabelSelector>)>,
         types: impl IntoIterator<Item = ResourceRef>,
         hooks: Vec<(HookKind, &Hook)>,
     ) -> ControllerSpec {
+        let types: Vec<ResourceRef> = selected
+            .iter()
+            .map(|(reference, _)| reference.clone())
+            .chain(types)
+            .chain(self.reads.iter().cloned())
+            .collect();
+        let label_scoped = label_scoped(&selected, &types, &hooks, self.metadata);
         ControllerSpec {
             generation: self.metadata.generation,
-            types: types
-                .into_iter()
-                .chain(self.reads.iter().cloned())
-                .collect(),
+            types,
+            label_scoped,
             hooks: hooks
                 .into_iter()
                 .map(|(kind, hook)| (kind, hook.clone()))
@@ -511,6 +523,50 @@ impl CommonSpec<'_> {
             rollout: self.rollout.cloned().unwrap_or_default(),
         }
     }
+}
+
+/// The selected types a controller needs only where its rules' label selectors match: those
+/// no rule selects whole (without a selector the API server can apply) and nothing else names
+/// (children, reads). None for a controller with a finalize hook, or whose object says it had
+/// one ([`super::CLEANUP_FINALIZER`]): objects that stop matching must still be finalized, or
+/// have its finalizer released, and a watch of what matches would not see them.
+fn label_scoped(
+    selected: &[(ResourceRef, Option<&LabelSelector>)],
+    types: &[ResourceRef],
+    hooks: &[(HookKind, &Hook)],
+    metadata: &kube::api::ObjectMeta,
+) -> Vec<(ResourceRef, String)> {
+    let finalizes = hooks.iter().any(|(kind, _)| kind.as_str() == "finalize")
+        || metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|finalizer| finalizer == super::CLEANUP_FINALIZER);
+    if finalizes {
+        return Vec::new();
+    }
+    let scoped: Vec<(&ResourceRef, Option<String>)> = selected
+        .iter()
+        .map(|(reference, selector)| (reference, selector.and_then(LabelSelector::server_side)))
+        .collect();
+    let named_whole = |reference: &ResourceRef| {
+        let by_rules = selected.iter().filter(|(r, _)| r == reference).count();
+        let everywhere = types.iter().filter(|r| *r == reference).count();
+        everywhere > by_rules
+            || scoped
+                .iter()
+                .any(|(r, selector)| *r == reference && selector.is_none())
+    };
+    let mut label_scoped: Vec<(ResourceRef, String)> = scoped
+        .iter()
+        .filter(|(reference, _)| !named_whole(reference))
+        .filter_map(|(reference, selector)| Some(((*reference).clone(), selector.clone()?)))
+        .collect();
+    label_scoped.sort_by(|a, b| {
+        (&a.0.api_version, &a.0.resource, &a.1).cmp(&(&b.0.api_version, &b.0.resource, &b.1))
+    });
+    label_scoped.dedup();
+    label_scoped
 }
 
 /// A controller object of some kind, as the shared layers read it.

@@ -41,6 +41,12 @@ pub(crate) const GROUP: &str = "metascript.dev";
 /// -Is)" --overwrite`) says when it was asked.
 pub const SYNC_REQUESTED_ANNOTATION: &str = "metascript.dev/sync-requested-at";
 
+/// The finalizer the operator keeps on a controller object with a finalize hook, so that
+/// deleting the controller first releases every object it holds a finalizer on (see
+/// `crate::runtime::sync::finalizers`). It stays when the hook is removed: objects may still
+/// hold the controller's finalizer.
+pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
+
 /// The apiVersion of every kind.
 pub(crate) const API_VERSION: &str = "metascript.dev/v1alpha1";
 

@@ -15,7 +15,7 @@ use crate::runtime::load::credentials::CredentialWatch;
 use crate::runtime::replicas::shard::Sharded;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{Health, SyncOutcomes};
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::cache::{ObjectEvent, WatchLease};
 use crate::runtime::write::apply::Writer;
 use crate::runtime::write::fingerprint::Sweep;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -167,6 +167,9 @@ pub struct Controller<K: Kind> {
     pub planner: Arc<K::Planner>,
     /// The hooks running: the newest that compiled.
     pub hooks: Arc<ControllerHooks>,
+    /// Keep the label-selected watches of the types it scopes running while it may run (a
+    /// version kept after a failed edit keeps the watches it loaded with).
+    pub watches: Arc<[WatchLease]>,
     pub health: Health,
     pub resync_period: Option<Duration>,
     /// Whose reasons its sync failure Events use (`spec.compatibility.eventReasons`).

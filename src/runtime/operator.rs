@@ -16,7 +16,7 @@ use crate::runtime::replicas::membership::Membership;
 use crate::runtime::replicas::shard::{self, Admit, Item, Shards};
 use crate::runtime::report::events::Events;
 use crate::runtime::report::metrics::Metrics;
-use crate::runtime::watch::cache::{Informers, ObjectEvent, PassedOver};
+use crate::runtime::watch::cache::{CacheMetrics, Informers, ObjectEvent, PassedOver, WatchLease};
 use crate::runtime::watch::discovery::{Discovery, ResolvedType};
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -62,6 +62,8 @@ pub struct Operator {
     elector: Option<Arc<Elector>>,
     membership: Option<Arc<Membership>>,
     _scripts_watcher: Option<scripts::ScriptsWatcher>,
+    /// The watches of its own controller objects, with `--controller-selector`.
+    _own_watches: Vec<WatchLease>,
 }
 
 impl Operator {
@@ -96,11 +98,7 @@ impl Operator {
         crate::script::memory::return_freed_pages_promptly();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let metrics = config.metrics.clone();
-        let informers = Informers::new(
-            client.clone(),
-            events_tx,
-            metrics.undecodable_objects.clone(),
-        );
+        let informers = Informers::new(client.clone(), events_tx, CacheMetrics::of(&metrics));
         // Bounded: a burst of passed-over objects beyond it is in the log and the count only.
         let (passed_over_tx, passed_over) = mpsc::channel(64);
         informers.report_passed_over(passed_over_tx);
@@ -187,15 +185,20 @@ impl Operator {
             kinds.clone(),
             rbac_changes,
         ));
+        let mut own_watches = Vec::new();
         for (kind, resolved) in &own_types {
-            context
-                .informers
-                .ensure_selected(resolved, config.controller_selector.as_deref())
-                .await
-                .map_err(|error| StartError::Watch {
-                    what: format!("{}s", kind.name.object_kind()),
-                    message: error.to_string(),
-                })?;
+            let watched = match config.controller_selector.as_deref() {
+                Some(selector) => context
+                    .informers
+                    .select(resolved, selector)
+                    .await
+                    .map(|lease| own_watches.push(lease)),
+                None => context.informers.ensure(resolved).await,
+            };
+            watched.map_err(|error| StartError::Watch {
+                what: format!("{}s", kind.name.object_kind()),
+                message: error.to_string(),
+            })?;
         }
         for _ in 0..config.workers.max(1) {
             tasks.spawn(work(context.clone(), kinds.clone()));
@@ -258,6 +261,7 @@ impl Operator {
             elector,
             membership,
             _scripts_watcher: scripts_watcher,
+            _own_watches: own_watches,
         })
     }
 

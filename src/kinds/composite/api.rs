@@ -249,8 +249,10 @@ impl ControllerObject for CompositeController {
             ),
         )
         .spec(
-            std::iter::once(parent)
-                .chain(spec.child_resources.iter().map(|c| c.resource_ref()))
+            vec![(parent, spec.parent_resource.label_selector.as_ref())],
+            spec.child_resources
+                .iter()
+                .map(|c| c.resource_ref())
                 .chain(spec.rolls().then(revisions_ref)),
             set_hooks([
                 (SYNC, Some(&hooks.sync)),

@@ -79,8 +79,9 @@ impl ControllerObject for DecoratorController {
         .spec(
             spec.resources
                 .iter()
-                .map(|r| r.resource_ref())
-                .chain(spec.attachments.iter().map(|a| a.resource_ref())),
+                .map(|r| (r.resource_ref(), r.label_selector.as_ref()))
+                .collect(),
+            spec.attachments.iter().map(|a| a.resource_ref()),
             set_hooks([
                 (SYNC, Some(&hooks.sync)),
                 (FINALIZE, hooks.finalize.as_ref()),

@@ -76,6 +76,7 @@ impl ControllerObject for MapController {
             ),
         )
         .spec(
+            Vec::new(),
             std::iter::once(spec.parent_resource.clone())
                 .chain(spec.input_resources.iter().cloned())
                 .chain(spec.output_resources.iter().map(|o| o.resource_ref())),

@@ -17,6 +17,7 @@ use crate::reasons;
 use crate::runtime::context::Context;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::Health;
+use crate::runtime::watch::cache::WatchLease;
 use crate::script::EffectiveLimits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,6 +47,9 @@ pub(crate) struct Prepared {
     pub health: Health,
     /// True when the newest scripts failed and the previous version keeps running.
     pub stale: bool,
+    /// The label-selected watches of the types the spec scopes (`ControllerSpec::label_scoped`);
+    /// none when the previous version keeps running (it keeps its own).
+    pub watches: Vec<WatchLease>,
 }
 
 /// Resolves and watches every type a controller names, then compiles its hooks, with the
@@ -92,12 +96,36 @@ pub(crate) async fn prepare(
                 .map_err(|error| fail(reasons::RESOLVE_FAILED, error.to_string()))?,
         );
     }
-    for resolved in &resolved {
-        context
-            .informers
-            .ensure(resolved)
-            .await
-            .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
+    let mut watches = Vec::new();
+    for (index, resolved) in resolved.iter().enumerate() {
+        // The ConfigMap type added last names no type of the spec: it is watched whole.
+        let selectors: Vec<&str> = spec
+            .types
+            .get(index)
+            .map(|reference| {
+                spec.label_scoped
+                    .iter()
+                    .filter(|(scoped, _)| scoped == reference)
+                    .map(|(_, selector)| selector.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if selectors.is_empty() {
+            context
+                .informers
+                .ensure(resolved)
+                .await
+                .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
+        }
+        for selector in selectors {
+            watches.push(
+                context
+                    .informers
+                    .select(resolved, selector)
+                    .await
+                    .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?,
+            );
+        }
     }
     let cached = CachedConfigMaps {
         informers: &context.informers,
@@ -125,7 +153,11 @@ pub(crate) async fn prepare(
     }
     let running = keep_last_good(loaded, previous)
         .map_err(|problem| Health::failed(spec.generation, problem))?;
-    Ok(Prepared::from_running(spec.generation, running))
+    let watches = if running.stale { Vec::new() } else { watches };
+    Ok(Prepared {
+        watches,
+        ..Prepared::from_running(spec.generation, running)
+    })
 }
 
 impl Prepared {
@@ -157,6 +189,7 @@ impl Prepared {
                 scripts,
             },
             stale,
+            watches: Vec::new(),
         }
     }
 

@@ -249,6 +249,10 @@ impl<K: Kind> Registry<K> {
             generation,
             version: fingerprint::controller_version(generation, &digests),
             planner,
+            watches: match stale {
+                Some(previous) => previous.watches.clone(),
+                None => prepared.watches.into(),
+            },
             hooks: prepared.hooks,
             health: prepared.health,
             resync_period: spec.resync_period,

@@ -82,6 +82,14 @@ pub struct ResourceLabels {
     pub resource: String,
 }
 
+/// A watched type and what its watches select.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    pub resource: String,
+    /// `all` or `labels`.
+    pub selection: &'static str,
+}
+
 /// What this build is, as labels of a gauge that is always 1 (the Prometheus convention).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -157,6 +165,10 @@ pub struct Metrics {
     /// Watched objects passed over because they cannot be decoded (one per list or watch event
     /// that carried one).
     pub undecodable_objects: Family<ResourceLabels, Counter>,
+    /// Objects held in the watch cache, per type.
+    pub cached_objects: Family<ResourceLabels, Gauge>,
+    /// Watches running, per type and selection (`all`, or `labels` for one per label selector).
+    pub watches: Family<WatchLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -188,6 +200,8 @@ impl Default for Metrics {
             rbac_forgets: Counter::default(),
             events_dropped: Family::default(),
             undecodable_objects: Family::default(),
+            cached_objects: Family::default(),
+            watches: Family::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -339,6 +353,18 @@ impl Metrics {
             "Watched objects passed over because they cannot be decoded (nested deeper than the \
              operator reads), per type: one per list or watch event that carried one",
             self.undecodable_objects.clone(),
+        );
+        registry.register(
+            "cached_objects",
+            "Objects held in the watch cache, per type: the objects of the type, or those the \
+             label selectors of the controllers that need it match",
+            self.cached_objects.clone(),
+        );
+        registry.register(
+            "watches",
+            "Watches running, per type and selection: `all` (every object of the type) or \
+             `labels` (one per distinct label selector while nothing needs the whole type)",
+            self.watches.clone(),
         );
         registry
     }

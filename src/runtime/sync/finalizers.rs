@@ -15,9 +15,7 @@ use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The finalizer the operator keeps on a controller object with a finalize hook, so that
-/// deleting the controller first releases every object it holds a finalizer on.
-pub const CLEANUP_FINALIZER: &str = "metascript.dev/release-targets";
+pub use crate::api::CLEANUP_FINALIZER;
 
 /// Adds the cleanup finalizer to a controller object that has a finalize hook (the replica
 /// that may write for the controller only: a standby or a new owner adds it when it takes

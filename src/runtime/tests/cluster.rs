@@ -13,7 +13,7 @@ use crate::runtime::registry::KindRuntime;
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::replicas::leader::Leadership;
 use crate::runtime::report::events::Events;
-use crate::runtime::watch::cache::{Informers, ObjectEvent};
+use crate::runtime::watch::cache::{CacheMetrics, Informers, ObjectEvent};
 use crate::runtime::watch::discovery::Discovery;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -74,11 +74,7 @@ impl Cluster {
         let metrics = config.metrics.clone();
         let discovery = Discovery::new(client.clone());
         let (events_tx, events) = mpsc::unbounded_channel();
-        let informers = Informers::new(
-            client.clone(),
-            events_tx,
-            metrics.undecodable_objects.clone(),
-        );
+        let informers = Informers::new(client.clone(), events_tx, CacheMetrics::of(&metrics));
         let leadership = Arc::new(Leadership::always(metrics.leader.clone()));
         let authority = Arc::new(Authority {
             leadership: leadership.clone(),

@@ -1,17 +1,25 @@
-//! Watch caches: one watch per resource type, shared by every controller, with the indexes the
+//! Watch caches: one view per resource type, shared by every controller, with the indexes the
 //! controllers need (by namespace and name, by namespace, by controller owner uid).
 //!
-//! Each watched type has a task that keeps its [`Store`] current and sends an [`ObjectEvent`] for
-//! every change to the operator's single event channel. Objects are held once, as
+//! A view is filled by one watch of every object of its type once anything needs them all, and
+//! until then by one watch per distinct label selector that the controllers needing the type
+//! declared ([`Informers::select`]): a decorator of the 10 Pods labelled `app: special` caches
+//! those 10, not the cluster's Pods. Views and their feeds are in [`super::store`]: an object
+//! held by several feeds is held once and reported once. A label-selected watch lives while a
+//! [`WatchLease`] on it does; a watch of every object is never stopped.
+//!
+//! Each feed has a task that keeps the view current and sends an [`ObjectEvent`] for every
+//! change to the operator's single event channel. Objects are held once, as
 //! `Arc<serde_json::Value>`, and handed out by reference count, never copied. An object that
 //! cannot be decoded ([`Undecodable`]) is passed over, said and counted, and never stops its
 //! type: what was cached of it stays until it is deleted.
 
 use crate::object;
 use crate::resources::ResourceType;
-use crate::runtime::report::metrics::ResourceLabels;
+use crate::runtime::report::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
+use crate::runtime::watch::store::{Change, FeedSlot, MAX_FEEDS, Store};
 use crate::store::ObjectStore;
 use futures::StreamExt as _;
 use kube::Api;
@@ -20,13 +28,15 @@ use kube::runtime::watcher::{self, Event};
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use serde_json::{Map, Value};
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use prometheus_client::metrics::gauge::Gauge;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+
+pub(crate) use crate::runtime::watch::store::differs_ignoring;
 
 /// A change to one cached object.
 #[derive(Clone, Debug)]
@@ -34,7 +44,8 @@ pub struct ObjectEvent {
     pub resource: ResourceType,
     /// The previous state; `None` when the object was added (or seen for the first time).
     pub old: Option<Arc<Value>>,
-    /// The new state; `None` when the object was deleted.
+    /// The new state; `None` when the object was deleted (or left the view: no watch of its
+    /// type selects it any more).
     pub new: Option<Arc<Value>>,
     /// When the change comes from a (re)list: when the listed objects replaced the cache. A
     /// controller that queued everything from the cache after that moment has seen it already.
@@ -62,16 +73,39 @@ pub enum CacheError {
     Released { resource: String },
 }
 
+/// What the caches count.
+#[derive(Clone, Default)]
+pub struct CacheMetrics {
+    /// Objects passed over because they cannot be decoded, per type.
+    pub undecodable: Family<ResourceLabels, Counter>,
+    /// Objects held, per type.
+    pub cached: Family<ResourceLabels, Gauge>,
+    /// Watches running, per type and selection.
+    pub watches: Family<WatchLabels, Gauge>,
+}
+
+impl CacheMetrics {
+    /// The operator's families of these.
+    pub(crate) fn of(metrics: &Metrics) -> CacheMetrics {
+        CacheMetrics {
+            undecodable: metrics.undecodable_objects.clone(),
+            cached: metrics.cached_objects.clone(),
+            watches: metrics.watches.clone(),
+        }
+    }
+}
+
 /// The watches of every type the operator needs.
 pub struct Informers {
     client: kube::Client,
     events: mpsc::UnboundedSender<ObjectEvent>,
-    watches: Mutex<HashMap<ResourceType, RunningWatch>>,
-    /// Objects passed over because they cannot be decoded, per type.
-    undecodable: Family<ResourceLabels, Counter>,
+    views: Mutex<HashMap<ResourceType, View>>,
+    metrics: CacheMetrics,
     /// Where each passed-over object is reported, for an Event on it (set once by the
     /// operator; a full channel drops the report, the log line and the count stay).
     passed_over: std::sync::OnceLock<mpsc::Sender<PassedOver>>,
+    /// Itself, for the leases it hands out.
+    this: Weak<Informers>,
 }
 
 /// Where a watch says it passed an object over: a count, and the operator's reports.
@@ -87,9 +121,18 @@ pub(crate) struct PassedOver {
     pub object: Undecodable,
 }
 
-/// One running watch.
-struct RunningWatch {
+/// The cache of one type and the watches that fill it.
+struct View {
     store: Arc<RwLock<Store>>,
+    /// The watch of every object, once anything needs them all.
+    all: Option<Feed>,
+    /// One watch per label selector, with how many leases hold it, while `all` is not running.
+    selected: HashMap<String, (Feed, usize)>,
+}
+
+/// One running watch.
+struct Feed {
+    slot: FeedSlot,
     progress: watch::Receiver<Progress>,
     task: JoinHandle<()>,
 }
@@ -103,20 +146,48 @@ struct Progress {
     last_error: Option<String>,
 }
 
+/// Keeps a label-selected watch running ([`Informers::select`]); the watch stops when its last
+/// lease is dropped, and what only it held leaves the cache (reported as deletions).
+#[must_use = "the watch stops when its lease is dropped"]
+pub struct WatchLease {
+    informers: Weak<Informers>,
+    resource: ResourceType,
+    selector: String,
+}
+
+impl std::fmt::Debug for WatchLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WatchLease({} {:?})",
+            self.resource.group_key(),
+            self.selector
+        )
+    }
+}
+
+impl Drop for WatchLease {
+    fn drop(&mut self) {
+        if let Some(informers) = self.informers.upgrade() {
+            informers.unselect(&self.resource, &self.selector);
+        }
+    }
+}
+
 impl Informers {
-    /// Informers sending their changes to `events`, counting the objects they pass over in
-    /// `undecodable`.
+    /// Informers sending their changes to `events`, counting into `metrics`.
     pub fn new(
         client: kube::Client,
         events: mpsc::UnboundedSender<ObjectEvent>,
-        undecodable: Family<ResourceLabels, Counter>,
+        metrics: CacheMetrics,
     ) -> Arc<Informers> {
-        Arc::new(Informers {
+        Arc::new_cyclic(|this| Informers {
             client,
             events,
-            watches: Mutex::default(),
-            undecodable,
+            views: Mutex::default(),
+            metrics,
             passed_over: std::sync::OnceLock::new(),
+            this: this.clone(),
         })
     }
 
@@ -125,68 +196,186 @@ impl Informers {
         let _ = self.passed_over.set(reports);
     }
 
-    /// Starts the watch for a type once (later calls share it) and waits until its initial list
-    /// is in the cache. Cluster-wide.
+    /// Starts the watch of every object of a type once (later calls share it) and waits until
+    /// its initial list is in the cache. Cluster-wide. Label-selected watches of the type stop
+    /// once it has listed: it holds all they held.
     ///
     /// Until the first list succeeds, a failed attempt (e.g. RBAC forbids listing the type) is
     /// returned as [`CacheError::Watch`]; the watch keeps retrying with backoff, and a later
     /// call waits for its next attempt, so callers retrying in a loop do not add requests.
     pub async fn ensure(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
-        self.ensure_selected(resolved, None).await
-    }
-
-    /// [`Informers::ensure`], caching only the objects whose labels match `label_selector`
-    /// (kubectl syntax, checked by the apiserver). The selector applies to the type's one
-    /// shared watch, so it is for types only the operator itself reads (its controller
-    /// objects); a watch that already runs keeps its selector.
-    pub(crate) async fn ensure_selected(
-        &self,
-        resolved: &ResolvedType,
-        label_selector: Option<&str>,
-    ) -> Result<(), CacheError> {
-        let (mut progress, seen_failures) = {
-            let mut watches = self.watches.lock();
-            match watches.entry(resolved.resource.clone()) {
-                // A new watch may fail before this borrows its progress; every failure counts.
-                Entry::Vacant(entry) => (
-                    entry
-                        .insert(self.start(resolved, label_selector))
-                        .progress
-                        .clone(),
-                    0,
-                ),
-                Entry::Occupied(entry) => {
-                    let progress = entry.get().progress.clone();
-                    let failures = progress.borrow().failures;
-                    (progress, failures)
+        let (progress, seen_failures) = {
+            let mut views = self.views.lock();
+            let view = self.view(&mut views, resolved);
+            match &view.all {
+                Some(all) => (all.progress.clone(), all.progress.borrow().failures),
+                None => {
+                    // A new watch may fail before this borrows its progress; every failure counts.
+                    let store = view.store.clone();
+                    let all = self.start(resolved, store, None);
+                    let progress = all.progress.clone();
+                    view.all = Some(all);
+                    (progress, 0)
                 }
             }
         };
-        let resource = resolved.resource.group_key();
-        let outcome = progress
-            .wait_for(|p| p.synced || p.failures > seen_failures)
-            .await
-            .map(|p| (p.synced, p.last_error.clone()));
-        match outcome {
-            Ok((true, _)) => Ok(()),
-            Ok((false, error)) => Err(CacheError::Watch {
-                resource,
-                message: error.unwrap_or_default(),
-            }),
-            Err(_) => Err(CacheError::Released { resource }),
+        wait(resolved, progress, seen_failures).await?;
+        self.retire_selected(&resolved.resource);
+        Ok(())
+    }
+
+    /// Caches the objects of a type whose labels match `label_selector` (kubectl syntax,
+    /// checked by the API server), sharing the watch of every object when one runs and one
+    /// watch per selector otherwise, and waits until they are in the cache. The watch runs
+    /// while the lease does. Failures are as for [`Informers::ensure`], except that a
+    /// selector no lease holds any more stops being retried.
+    pub async fn select(
+        &self,
+        resolved: &ResolvedType,
+        label_selector: &str,
+    ) -> Result<WatchLease, CacheError> {
+        let lease = WatchLease {
+            informers: self.this.clone(),
+            resource: resolved.resource.clone(),
+            selector: label_selector.to_string(),
+        };
+        let (progress, seen_failures) = {
+            let mut views = self.views.lock();
+            let view = self.view(&mut views, resolved);
+            if let Some(all) = &view.all {
+                (all.progress.clone(), all.progress.borrow().failures)
+            } else if let Some((feed, leases)) = view.selected.get_mut(label_selector) {
+                *leases += 1;
+                (feed.progress.clone(), feed.progress.borrow().failures)
+            } else if view.selected.len() + 1 >= MAX_FEEDS {
+                return Err(CacheError::Watch {
+                    resource: resolved.resource.group_key(),
+                    message: format!(
+                        "{} distinct label selectors on one type already; controllers with \
+                         fewer distinct selectors, or one that needs the whole type, share \
+                         watches",
+                        MAX_FEEDS - 1
+                    ),
+                });
+            } else {
+                let store = view.store.clone();
+                let feed = self.start(resolved, store, Some(label_selector));
+                let progress = feed.progress.clone();
+                view.selected.insert(label_selector.to_string(), (feed, 1));
+                (progress, 0)
+            }
+        };
+        wait(resolved, progress, seen_failures).await?;
+        Ok(lease)
+    }
+
+    /// The view of a type, made empty the first time it is asked for.
+    fn view<'a>(
+        &self,
+        views: &'a mut HashMap<ResourceType, View>,
+        resolved: &ResolvedType,
+    ) -> &'a mut View {
+        views
+            .entry(resolved.resource.clone())
+            .or_insert_with(|| View {
+                store: Arc::new(RwLock::new(Store::default())),
+                all: None,
+                selected: HashMap::new(),
+            })
+    }
+
+    /// A lease on a label-selected watch ended: the last one stops it.
+    fn unselect(&self, resource: &ResourceType, selector: &str) {
+        let stopped = {
+            let mut views = self.views.lock();
+            let Some(view) = views.get_mut(resource) else {
+                return;
+            };
+            let Some((_, leases)) = view.selected.get_mut(selector) else {
+                // Retired when the watch of every object listed.
+                return;
+            };
+            *leases -= 1;
+            if *leases > 0 {
+                return;
+            }
+            let (feed, _) = view.selected.remove(selector).expect("looked up above");
+            (view.store.clone(), feed)
+        };
+        let (store, feed) = stopped;
+        tracing::info!(resource = %resource.group_key(), selector, "stopped watching");
+        self.stop(resource, &store, feed);
+    }
+
+    /// Stops the label-selected watches of a type whose watch of every object has listed.
+    fn retire_selected(&self, resource: &ResourceType) {
+        let retired: Vec<(Arc<RwLock<Store>>, Feed)> = {
+            let mut views = self.views.lock();
+            let Some(view) = views.get_mut(resource) else {
+                return;
+            };
+            let listed = view
+                .all
+                .as_ref()
+                .is_some_and(|all| all.progress.borrow().synced);
+            if !listed {
+                return;
+            }
+            view.selected
+                .drain()
+                .map(|(_, (feed, _))| (view.store.clone(), feed))
+                .collect()
+        };
+        for (store, feed) in retired {
+            self.stop(resource, &store, feed);
+        }
+    }
+
+    /// Stops a watch; what only it held leaves the cache, reported as deletions.
+    fn stop(&self, resource: &ResourceType, store: &RwLock<Store>, feed: Feed) {
+        feed.task.abort();
+        let (changes, len) = {
+            let mut store = store.write();
+            (store.close_feed(feed.slot), store.len())
+        };
+        let group_key = resource.group_key();
+        self.metrics
+            .cached
+            .get_or_create(&ResourceLabels {
+                resource: group_key.clone(),
+            })
+            .set(len as i64);
+        self.metrics
+            .watches
+            .get_or_create(&WatchLabels {
+                resource: group_key,
+                selection: "labels",
+            })
+            .dec();
+        for (old, new) in changes {
+            let _ = self.events.send(ObjectEvent {
+                resource: resource.clone(),
+                old,
+                new,
+                listed_at: None,
+            });
         }
     }
 
     pub fn is_watched(&self, resource: &ResourceType) -> bool {
-        self.watches.lock().contains_key(resource)
+        self.views
+            .lock()
+            .get(resource)
+            .is_some_and(|view| view.all.is_some() || !view.selected.is_empty())
     }
 
     /// Whether the type of this apiVersion and resource (plural) is watched.
     pub(crate) fn watches(&self, api_version: &str, plural: &str) -> bool {
-        self.watches
-            .lock()
-            .keys()
-            .any(|watched| watched.api_version == api_version && watched.plural == plural)
+        self.views.lock().iter().any(|(watched, view)| {
+            watched.api_version == api_version
+                && watched.plural == plural
+                && (view.all.is_some() || !view.selected.is_empty())
+        })
     }
 
     /// A cached object. `namespace` is ignored for cluster-scoped types.
@@ -210,56 +399,116 @@ impl Informers {
 
     /// Stops watching a type no controller needs any more, and drops its cache.
     pub fn release(&self, resource: &ResourceType) {
-        let removed = self.watches.lock().remove(resource);
-        if let Some(watched) = removed {
-            watched.task.abort();
+        let removed = self.views.lock().remove(resource);
+        if let Some(view) = removed {
+            for feed in view
+                .all
+                .into_iter()
+                .chain(view.selected.into_values().map(|(feed, _)| feed))
+            {
+                feed.task.abort();
+            }
             tracing::info!(resource = %resource.group_key(), "stopped watching");
         }
     }
 
     fn store(&self, resource: &ResourceType) -> Option<Arc<RwLock<Store>>> {
-        self.watches
+        self.views
             .lock()
             .get(resource)
-            .map(|watched| watched.store.clone())
+            .map(|view| view.store.clone())
     }
 
-    fn start(&self, resolved: &ResolvedType, label_selector: Option<&str>) -> RunningWatch {
-        let store = Arc::new(RwLock::new(Store::default()));
+    /// Starts a watch filling `store`: of every object, or of those `label_selector` matches.
+    fn start(
+        &self,
+        resolved: &ResolvedType,
+        store: Arc<RwLock<Store>>,
+        label_selector: Option<&str>,
+    ) -> Feed {
         let (progress_tx, progress) = watch::channel(Progress::default());
+        let group_key = resolved.resource.group_key();
+        // A view has a bit for its watch of every object beside as many label selectors as
+        // `select` lets in, so a bit is always free here.
+        let slot = store
+            .write()
+            .open_feed()
+            .expect("select leaves a feed for the watch of every object");
         let mut config = watcher::Config::default();
         if let Some(selector) = label_selector {
             config = config.labels(selector);
         }
-        let undecodable = self.undecodable.get_or_create(&ResourceLabels {
-            resource: resolved.resource.group_key(),
-        });
+        let labels = ResourceLabels {
+            resource: group_key.clone(),
+        };
         let task = tokio::spawn(run_watch(
             Api::all_with(self.client.clone(), &resolved.api),
             config,
-            resolved.clone(),
-            store.clone(),
+            Target {
+                resolved: resolved.clone(),
+                store,
+                slot,
+                cached: self.metrics.cached.get_or_create(&labels).clone(),
+            },
             progress_tx,
             self.events.clone(),
             PassOver {
-                counted: undecodable.clone(),
+                counted: self.metrics.undecodable.get_or_create(&labels).clone(),
                 reports: self.passed_over.get().cloned(),
             },
         ));
-        tracing::info!(resource = %resolved.resource.group_key(), "started watching");
-        RunningWatch {
-            store,
+        self.metrics
+            .watches
+            .get_or_create(&WatchLabels {
+                resource: group_key.clone(),
+                selection: if label_selector.is_some() {
+                    "labels"
+                } else {
+                    "all"
+                },
+            })
+            .inc();
+        tracing::info!(resource = %group_key, selector = label_selector.unwrap_or("(all)"), "started watching");
+        Feed {
+            slot,
             progress,
             task,
         }
     }
 }
 
+/// Waits until a watch has listed, or fails an attempt it had not failed before.
+async fn wait(
+    resolved: &ResolvedType,
+    mut progress: watch::Receiver<Progress>,
+    seen_failures: u64,
+) -> Result<(), CacheError> {
+    let resource = resolved.resource.group_key();
+    let outcome = progress
+        .wait_for(|p| p.synced || p.failures > seen_failures)
+        .await
+        .map(|p| (p.synced, p.last_error.clone()));
+    match outcome {
+        Ok((true, _)) => Ok(()),
+        Ok((false, error)) => Err(CacheError::Watch {
+            resource,
+            message: error.unwrap_or_default(),
+        }),
+        Err(_) => Err(CacheError::Released { resource }),
+    }
+}
+
 impl Drop for Informers {
     fn drop(&mut self) {
-        let watches = self.watches.get_mut();
-        for (_, watched) in watches.drain() {
-            watched.task.abort();
+        let views = self.views.get_mut();
+        for (_, view) in views.drain() {
+            for feed in view
+                .all
+                .into_iter()
+                .chain(view.selected.into_values().map(|(feed, _)| feed))
+            {
+                feed.task.abort();
+            }
         }
     }
 }
@@ -314,18 +563,31 @@ impl ObjectStore for Informers {
     }
 }
 
-/// The watch loop of one type. Runs until aborted; errors are retried with kube's default
+/// What one watch fills: its type's view, as one of its feeds.
+struct Target {
+    resolved: ResolvedType,
+    store: Arc<RwLock<Store>>,
+    slot: FeedSlot,
+    cached: Gauge,
+}
+
+/// The watch loop of one feed. Runs until aborted; errors are retried with kube's default
 /// backoff, and the cache keeps serving what it had meanwhile. Reports its changes to
 /// `events`, and says in `passing_over` which objects it passes over.
 async fn run_watch(
     api: Api<WatchedObject>,
     config: watcher::Config,
-    resolved: ResolvedType,
-    store: Arc<RwLock<Store>>,
+    target: Target,
     progress: watch::Sender<Progress>,
     events: mpsc::UnboundedSender<ObjectEvent>,
     passing_over: PassOver,
 ) {
+    let Target {
+        resolved,
+        store,
+        slot,
+        cached,
+    } = target;
     let resource = resolved.resource.group_key();
     let pass_over = |object: &Undecodable| {
         passing_over.counted.inc();
@@ -354,28 +616,28 @@ async fn run_watch(
             });
         }
     };
-    // The list being received after a (re)start; swapped in whole at `InitDone`.
-    let mut listing: Option<Store> = None;
+    // The list being received after a (re)start; handed to the view whole at `InitDone`.
+    let mut listing: Option<Vec<Arc<Value>>> = None;
     let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
-            Ok(Event::Init) => listing = Some(Store::default()),
+            Ok(Event::Init) => listing = Some(Vec::new()),
             Ok(Event::InitApply(object)) => {
-                let listing = listing.get_or_insert_with(Store::default);
+                let listing = listing.get_or_insert_with(Vec::new);
                 match object.decoded(&resolved.api) {
                     Ok(object) => {
                         // An unchanged object keeps the cached copy, so a re-list does not
                         // briefly hold two copies of everything.
                         let cached = store.read().same_version(&object);
-                        listing.insert(cached.unwrap_or_else(|| Arc::new(object)));
+                        listing.push(cached.unwrap_or_else(|| Arc::new(object)));
                     }
                     Err(object) => {
                         pass_over(&object);
                         // What was cached of it stays, as for a watch event: a re-list must
                         // not read as its deletion.
                         if let Some(cached) = store.read().named(&object) {
-                            listing.insert(cached);
+                            listing.push(cached);
                         }
                     }
                 }
@@ -383,7 +645,7 @@ async fn run_watch(
             Ok(Event::InitDone) => {
                 let listed = listing.take().unwrap_or_default();
                 let count = listed.len();
-                let changes = store.write().replace(listed);
+                let changes = edit(&store, &cached, |store| store.replace(slot, listed));
                 let listed_at = Instant::now();
                 tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
                 send(changes, Some(listed_at));
@@ -391,26 +653,30 @@ async fn run_watch(
             }
             Ok(Event::Apply(object)) => match object.decoded(&resolved.api) {
                 Ok(object) => {
-                    let change = store.write().apply(Arc::new(object));
-                    send(change.into_iter().collect(), None);
+                    let object = Arc::new(object);
+                    let changes = edit(&store, &cached, |store| {
+                        store.apply(slot, object).into_iter().collect()
+                    });
+                    send(changes, None);
                 }
                 // Controllers keep the last version they could read.
                 Err(object) => pass_over(&object),
             },
-            Ok(Event::Delete(object)) => match object.decoded(&resolved.api) {
-                Ok(object) => {
-                    let change = store.write().delete(object);
-                    send(vec![change], None);
-                }
-                // Gone, in the last state that could be read.
-                Err(object) => {
-                    pass_over(&object);
-                    let removed = store.write().remove_named(&object);
-                    if let Some(removed) = removed {
-                        send(vec![(Some(removed), None)], None);
+            Ok(Event::Delete(object)) => {
+                let changes = match object.decoded(&resolved.api) {
+                    Ok(object) => edit(&store, &cached, |store| {
+                        store.delete(slot, object).into_iter().collect()
+                    }),
+                    // Gone, in the last state that could be read.
+                    Err(object) => {
+                        pass_over(&object);
+                        edit(&store, &cached, |store| {
+                            store.delete_named(slot, &object).into_iter().collect()
+                        })
                     }
-                }
-            },
+                };
+                send(changes, None);
+            }
             Err(error) => {
                 tracing::warn!(resource = %resource, error = %error, "watch failed; retrying with backoff");
                 progress.send_modify(|p| {
@@ -422,450 +688,14 @@ async fn run_watch(
     }
 }
 
-/// Metadata fields that change on every write without saying anything about the object.
-const BOOKKEEPING: &[&str] = &["resourceVersion", "managedFields"];
-
-/// Whether an update changed anything but bookkeeping (resourceVersion, managedFields), i.e.
-/// whether controllers need to hear about it.
-pub(crate) fn is_meaningful_update(old: &Value, new: &Value) -> bool {
-    differs_ignoring(old, new, &[])
-}
-
-/// Whether two versions of an object differ in anything but bookkeeping metadata and the
-/// top-level fields named in `ignored` (e.g. `status`). Compares in place, without copies:
-/// it runs for every watch event.
-pub(crate) fn differs_ignoring(old: &Value, new: &Value, ignored: &[&str]) -> bool {
-    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
-        return old != new;
-    };
-    if maps_differ(old, new, |key| key == "metadata" || ignored.contains(&key)) {
-        return true;
-    }
-    match (
-        old.get("metadata").and_then(Value::as_object),
-        new.get("metadata").and_then(Value::as_object),
-    ) {
-        (Some(old_meta), Some(new_meta)) => {
-            maps_differ(old_meta, new_meta, |key| BOOKKEEPING.contains(&key))
-        }
-        _ => old.get("metadata") != new.get("metadata"),
-    }
-}
-
-/// Whether two maps differ in any key `skip` does not exclude.
-fn maps_differ(
-    old: &Map<String, Value>,
-    new: &Map<String, Value>,
-    skip: impl Fn(&str) -> bool,
-) -> bool {
-    let counted = |map: &Map<String, Value>| map.keys().filter(|key| !skip(key)).count();
-    counted(old) != counted(new)
-        || old
-            .iter()
-            .any(|(key, value)| !skip(key) && new.get(key) != Some(value))
-}
-
-/// (old, new) as in [`ObjectEvent`].
-type Change = (Option<Arc<Value>>, Option<Arc<Value>>);
-
-/// The cached objects of one type and their indexes.
-///
-/// Objects are keyed by namespace (`""` for cluster-scoped ones), then name, in ordered maps: a
-/// namespace's objects are one range, and lists come out in a stable order.
-#[derive(Debug, Default)]
-struct Store {
-    objects: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
-    /// Controller owner uid → (namespace, name) of the objects it controls.
-    by_owner: HashMap<String, HashSet<(String, String)>>,
-    /// Namespace → names of the objects there without a controller (what a parent can adopt
-    /// is looked up here, not by scanning the namespace).
-    orphans: HashMap<String, BTreeSet<String>>,
-    len: usize,
-}
-
-impl Store {
-    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Value>> {
-        self.objects.get(namespace)?.get(name)
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn list(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        match namespace {
-            Some(namespace) => self
-                .objects
-                .get(namespace)
-                .map(|objects| objects.values().cloned().collect())
-                .unwrap_or_default(),
-            None => self
-                .objects
-                .values()
-                .flat_map(|objects| objects.values().cloned())
-                .collect(),
-        }
-    }
-
-    fn orphans(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        let names = |namespace: &str, names: &BTreeSet<String>| -> Vec<Arc<Value>> {
-            names
-                .iter()
-                .filter_map(|name| self.get(namespace, name).cloned())
-                .collect()
-        };
-        match namespace {
-            Some(namespace) => self
-                .orphans
-                .get(namespace)
-                .map(|set| names(namespace, set))
-                .unwrap_or_default(),
-            None => self
-                .orphans
-                .iter()
-                .flat_map(|(namespace, set)| names(namespace, set))
-                .collect(),
-        }
-    }
-
-    fn controlled_by<'a>(&'a self, uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
-        self.by_owner
-            .get(uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|(namespace, name)| self.get(namespace, name).cloned())
-    }
-
-    /// The cached version of an object that cannot be decoded, found by its name.
-    /// The cached version of an object passed over: by name, and only while it is the same
-    /// object (a deleted one recreated under its name while the watch was down is not).
-    fn named(&self, object: &Undecodable) -> Option<Arc<Value>> {
-        let name = object.name.as_deref()?;
-        self.get(object.namespace.as_deref().unwrap_or_default(), name)
-            .filter(|cached| {
-                object.uid.is_none() || crate::object::uid(cached) == object.uid.as_deref()
-            })
-            .cloned()
-    }
-
-    fn remove_named(&mut self, object: &Undecodable) -> Option<Arc<Value>> {
-        let name = object.name.as_deref()?;
-        self.remove(object.namespace.as_deref().unwrap_or_default(), name)
-    }
-
-    /// The cached object if it is this very version (same uid and resourceVersion).
-    fn same_version(&self, object: &Value) -> Option<Arc<Value>> {
-        let (namespace, name) = key(object);
-        let cached = self.get(&namespace, &name)?;
-        let version = |o: &Value| object::str_at(o, "/metadata/resourceVersion").map(str::to_owned);
-        (object::uid(cached) == object::uid(object) && version(cached) == version(object))
-            .then(|| cached.clone())
-    }
-
-    /// Inserts or replaces an object, returning the one it replaced.
-    fn insert(&mut self, object: Arc<Value>) -> Option<Arc<Value>> {
-        let (namespace, name) = key(&object);
-        let owner = controller_uid(&object);
-        let orphan = object::controller_ref(&object).is_none();
-        let previous = self
-            .objects
-            .entry(namespace.clone())
-            .or_default()
-            .insert(name.clone(), object);
-        match &previous {
-            Some(previous) => self.unindex_owner(previous, &namespace, &name),
-            None => self.len += 1,
-        }
-        if let Some(owner) = owner {
-            self.by_owner
-                .entry(owner)
-                .or_default()
-                .insert((namespace, name));
-        } else if orphan {
-            self.orphans.entry(namespace).or_default().insert(name);
-        }
-        previous
-    }
-
-    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Value>> {
-        let objects = self.objects.get_mut(namespace)?;
-        let removed = objects.remove(name)?;
-        if objects.is_empty() {
-            self.objects.remove(namespace);
-        }
-        self.len -= 1;
-        self.unindex_owner(&removed, namespace, name);
-        Some(removed)
-    }
-
-    fn unindex_owner(&mut self, object: &Value, namespace: &str, name: &str) {
-        if object::controller_ref(object).is_none()
-            && let Some(names) = self.orphans.get_mut(namespace)
-        {
-            names.remove(name);
-            if names.is_empty() {
-                self.orphans.remove(namespace);
-            }
-        }
-        let Some(owner) = controller_uid(object) else {
-            return;
-        };
-        if let Some(keys) = self.by_owner.get_mut(&owner) {
-            keys.remove(&(namespace.to_owned(), name.to_owned()));
-            if keys.is_empty() {
-                self.by_owner.remove(&owner);
-            }
-        }
-    }
-
-    /// An added or modified object; the change to report, if it is worth reporting.
-    fn apply(&mut self, object: Arc<Value>) -> Option<Change> {
-        let previous = self.insert(object.clone());
-        match previous {
-            Some(previous) if !is_meaningful_update(&previous, &object) => None,
-            previous => Some((previous, Some(object))),
-        }
-    }
-
-    /// A deleted object, reported in the final state its event carries (newer than the cached
-    /// one: a finalizer's removal, say).
-    fn delete(&mut self, object: Value) -> Change {
-        let (namespace, name) = key(&object);
-        self.remove(&namespace, &name);
-        (Some(Arc::new(object)), None)
-    }
-
-    /// Swaps in a complete list, returning what changed relative to the old contents: objects
-    /// that vanished are deletions (the watch missed their delete while it was down).
-    fn replace(&mut self, listed: Store) -> Vec<Change> {
-        let old = std::mem::replace(self, listed);
-        let mut changes = Vec::new();
-        for (namespace, objects) in &self.objects {
-            for (name, object) in objects {
-                match old.get(namespace, name) {
-                    None => changes.push((None, Some(object.clone()))),
-                    Some(previous) if Arc::ptr_eq(previous, object) => {}
-                    Some(previous) => {
-                        if is_meaningful_update(previous, object) {
-                            changes.push((Some(previous.clone()), Some(object.clone())));
-                        }
-                    }
-                }
-            }
-        }
-        for (namespace, objects) in old.objects {
-            for (name, object) in objects {
-                if self.get(&namespace, &name).is_none() {
-                    changes.push((Some(object), None));
-                }
-            }
-        }
-        changes
-    }
-}
-
-/// (namespace or `""`, name).
-fn key(object: &Value) -> (String, String) {
-    (
-        object::namespace(object).unwrap_or_default().to_owned(),
-        object::name(object).to_owned(),
-    )
-}
-
-fn controller_uid(object: &Value) -> Option<String> {
-    object::controller_ref(object)?
-        .get("uid")?
-        .as_str()
-        .filter(|uid| !uid.is_empty())
-        .map(str::to_owned)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn config_map(namespace: &str, name: &str, version: &str, data: Value) -> Arc<Value> {
-        Arc::new(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": namespace, "name": name, "uid": format!("uid-{name}"),
-                         "resourceVersion": version},
-            "data": data,
-        }))
-    }
-
-    fn owned(name: &str, owner_uid: &str) -> Arc<Value> {
-        Arc::new(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "ns", "name": name, "ownerReferences": [
-                {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other"},
-                {"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": owner_uid,
-                 "controller": true},
-            ]},
-        }))
-    }
-
-    fn names(objects: impl IntoIterator<Item = Arc<Value>>) -> Vec<String> {
-        let mut names: Vec<String> = objects
-            .into_iter()
-            .map(|o| object::name(&o).to_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    #[test]
-    fn bookkeeping_only_updates_are_not_meaningful() {
-        let old = config_map("ns", "a", "1", json!({"k": "v"}));
-        let mut new = (*old).clone();
-        new["metadata"]["resourceVersion"] = "2".into();
-        new["metadata"]["managedFields"] = json!([{"manager": "someone"}]);
-        assert!(!is_meaningful_update(&old, &new));
-
-        let mut labelled = new.clone();
-        labelled["metadata"]["labels"] = json!({"a": "b"});
-        assert!(is_meaningful_update(&old, &labelled));
-        let mut changed = new.clone();
-        changed["data"]["k"] = "w".into();
-        assert!(is_meaningful_update(&old, &changed));
-        let mut extra = new.clone();
-        extra["binaryData"] = json!({});
-        assert!(is_meaningful_update(&old, &extra));
-        let mut removed = new;
-        removed.as_object_mut().unwrap().remove("data");
-        assert!(is_meaningful_update(&old, &removed));
-    }
-
-    #[test]
-    fn apply_reports_adds_and_meaningful_updates_only() {
-        let mut store = Store::default();
-        let first = config_map("ns", "a", "1", json!({"k": "v"}));
-        let (old, new) = store.apply(first.clone()).expect("an add");
-        assert!(old.is_none() && Arc::ptr_eq(&new.unwrap(), &first));
-
-        let noise = config_map("ns", "a", "2", json!({"k": "v"}));
-        assert!(store.apply(noise.clone()).is_none());
-        // The cache still moves to the newest version.
-        assert!(Arc::ptr_eq(store.get("ns", "a").unwrap(), &noise));
-
-        let edit = config_map("ns", "a", "3", json!({"k": "w"}));
-        let (old, new) = store.apply(edit.clone()).expect("an update");
-        assert!(Arc::ptr_eq(&old.unwrap(), &noise) && Arc::ptr_eq(&new.unwrap(), &edit));
-        assert_eq!(store.len(), 1);
-    }
-
-    #[test]
-    fn delete_removes_from_every_index() {
-        let mut store = Store::default();
-        store.insert(owned("child", "owner-1"));
-        store.insert(config_map("other", "b", "1", json!({})));
-        assert_eq!(names(store.controlled_by("owner-1")), ["child"]);
-
-        let final_state = (*owned("child", "owner-1")).clone();
-        let (old, new) = store.delete(final_state);
-        assert_eq!(object::name(&old.unwrap()), "child");
-        assert!(new.is_none());
-        assert_eq!(store.controlled_by("owner-1").count(), 0);
-        assert!(store.by_owner.is_empty());
-        assert!(store.list(Some("ns")).is_empty());
-        assert!(!store.objects.contains_key("ns"));
-        assert_eq!(names(store.list(None)), ["b"]);
-        assert_eq!(store.len(), 1);
-    }
-
-    #[test]
-    fn owner_index_follows_a_changed_controller_reference() {
-        let mut store = Store::default();
-        store.insert(owned("child", "owner-1"));
-        store.insert(owned("child", "owner-2"));
-        assert_eq!(store.controlled_by("owner-1").count(), 0);
-        assert_eq!(names(store.controlled_by("owner-2")), ["child"]);
-        // A non-controller owner reference is not indexed.
-        assert_eq!(store.controlled_by("other").count(), 0);
-    }
-
-    #[test]
-    fn orphans_are_indexed_by_namespace_until_adopted() {
-        let mut store = Store::default();
-        store.insert(config_map("a", "loose", "1", json!({})));
-        store.insert(config_map("b", "elsewhere", "1", json!({})));
-        store.insert(owned("child", "owner-1"));
-        assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
-        assert_eq!(names(store.orphans(None)), ["elsewhere", "loose"]);
-        // Adopted (a controller reference added): no longer an orphan; released: one again.
-        let mut adopted = (*config_map("a", "loose", "2", json!({}))).clone();
-        adopted["metadata"]["ownerReferences"] = json!([{"uid": "owner-1", "controller": true, "kind": "K", "name": "o", "apiVersion": "v1"}]);
-        store.insert(Arc::new(adopted));
-        assert!(store.orphans(Some("a")).is_empty());
-        assert!(
-            !store.orphans.contains_key("a"),
-            "an empty namespace entry is dropped"
-        );
-        store.insert(config_map("a", "loose", "3", json!({})));
-        assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
-        store.remove("a", "loose");
-        assert!(store.orphans(Some("a")).is_empty());
-    }
-
-    #[test]
-    fn an_undecodable_object_finds_its_cached_version_by_name() {
-        let mut store = Store::default();
-        store.insert(config_map("ns", "a", "1", json!({})));
-        let undecodable = |namespace: Option<&str>, name: Option<&str>| Undecodable {
-            namespace: namespace.map(str::to_owned),
-            name: name.map(str::to_owned),
-            uid: None,
-            reason: "deep".into(),
-        };
-        assert!(store.named(&undecodable(Some("ns"), Some("a"))).is_some());
-        assert!(store.named(&undecodable(None, Some("a"))).is_none());
-        assert!(store.named(&undecodable(Some("ns"), None)).is_none());
-        assert!(store.remove_named(&undecodable(Some("ns"), None)).is_none());
-        let removed = store.remove_named(&undecodable(Some("ns"), Some("a")));
-        assert_eq!(object::name(&removed.unwrap()), "a");
-        assert_eq!(store.len(), 0);
-    }
-
-    #[test]
-    fn a_relist_reports_what_changed_while_the_watch_was_down() {
-        let mut store = Store::default();
-        let kept = config_map("ns", "kept", "1", json!({}));
-        let touched = config_map("ns", "touched", "1", json!({}));
-        let edited = config_map("ns", "edited", "1", json!({"k": "v"}));
-        let gone = config_map("ns", "gone", "1", json!({}));
-        for object in [&kept, &touched, &edited, &gone] {
-            store.insert(object.clone());
-        }
-
-        let mut listed = Store::default();
-        listed.insert(store.same_version(&kept).expect("same version is reused"));
-        let touched_again = config_map("ns", "touched", "2", json!({}));
-        assert!(store.same_version(&touched_again).is_none());
-        listed.insert(touched_again);
-        let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
-        listed.insert(edited_again.clone());
-        let added = config_map("other", "added", "1", json!({}));
-        listed.insert(added.clone());
-
-        let changes = store.replace(listed);
-        let described: Vec<(Option<String>, Option<String>)> = changes
-            .iter()
-            .map(|(old, new)| {
-                let name = |o: &Option<Arc<Value>>| o.as_ref().map(|o| object::name(o).to_owned());
-                (name(old), name(new))
-            })
-            .collect();
-        assert_eq!(
-            described,
-            [
-                (Some("edited".into()), Some("edited".into())),
-                (None, Some("added".into())),
-                (Some("gone".into()), None),
-            ]
-        );
-        assert!(Arc::ptr_eq(&changes[0].1.clone().unwrap(), &edited_again));
-        assert_eq!(store.len(), 4);
-        assert!(store.get("ns", "gone").is_none());
-        assert!(Arc::ptr_eq(store.get("ns", "kept").unwrap(), &kept));
-    }
+/// Changes a view under its lock, keeping its count true.
+fn edit(
+    store: &RwLock<Store>,
+    cached: &Gauge,
+    change: impl FnOnce(&mut Store) -> Vec<Change>,
+) -> Vec<Change> {
+    let mut store = store.write();
+    let changes = change(&mut store);
+    cached.set(store.len() as i64);
+    changes
 }

@@ -4,3 +4,4 @@
 pub mod cache;
 pub(crate) mod decode;
 pub mod discovery;
+pub(crate) mod store;

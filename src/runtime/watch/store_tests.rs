@@ -1,0 +1,331 @@
+use super::*;
+use serde_json::json;
+
+fn config_map(namespace: &str, name: &str, version: &str, data: Value) -> Arc<Value> {
+    Arc::new(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": namespace, "name": name, "uid": format!("uid-{name}"),
+                     "resourceVersion": version},
+        "data": data,
+    }))
+}
+
+fn owned(name: &str, owner_uid: &str) -> Arc<Value> {
+    Arc::new(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "ns", "name": name, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other"},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": owner_uid,
+             "controller": true},
+        ]},
+    }))
+}
+
+fn names(objects: impl IntoIterator<Item = Arc<Value>>) -> Vec<String> {
+    let mut names: Vec<String> = objects
+        .into_iter()
+        .map(|o| object::name(&o).to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Each change as (old name, new name), in order.
+fn described(changes: &[Change]) -> Vec<(Option<String>, Option<String>)> {
+    let name = |o: &Option<Arc<Value>>| o.as_ref().map(|o| object::name(o).to_owned());
+    changes
+        .iter()
+        .map(|(old, new)| (name(old), name(new)))
+        .collect()
+}
+
+fn added(name: &str) -> (Option<String>, Option<String>) {
+    (None, Some(name.into()))
+}
+
+fn deleted(name: &str) -> (Option<String>, Option<String>) {
+    (Some(name.into()), None)
+}
+
+/// A store with one feed holding `objects`.
+fn fed(objects: &[Arc<Value>]) -> (Store, FeedSlot) {
+    let mut store = Store::default();
+    let feed = store.open_feed().unwrap();
+    for object in objects {
+        store.apply(feed, object.clone());
+    }
+    (store, feed)
+}
+
+#[test]
+fn bookkeeping_only_updates_are_not_meaningful() {
+    let old = config_map("ns", "a", "1", json!({"k": "v"}));
+    let mut new = (*old).clone();
+    new["metadata"]["resourceVersion"] = "2".into();
+    new["metadata"]["managedFields"] = json!([{"manager": "someone"}]);
+    assert!(!is_meaningful_update(&old, &new));
+
+    let mut labelled = new.clone();
+    labelled["metadata"]["labels"] = json!({"a": "b"});
+    assert!(is_meaningful_update(&old, &labelled));
+    let mut changed = new.clone();
+    changed["data"]["k"] = "w".into();
+    assert!(is_meaningful_update(&old, &changed));
+    let mut extra = new.clone();
+    extra["binaryData"] = json!({});
+    assert!(is_meaningful_update(&old, &extra));
+    let mut removed = new;
+    removed.as_object_mut().unwrap().remove("data");
+    assert!(is_meaningful_update(&old, &removed));
+}
+
+#[test]
+fn apply_reports_adds_and_meaningful_updates_only() {
+    let (mut store, feed) = fed(&[]);
+    let first = config_map("ns", "a", "1", json!({"k": "v"}));
+    let (old, new) = store.apply(feed, first.clone()).expect("an add");
+    assert!(old.is_none() && Arc::ptr_eq(&new.unwrap(), &first));
+
+    let noise = config_map("ns", "a", "2", json!({"k": "v"}));
+    assert!(store.apply(feed, noise.clone()).is_none());
+    // The cache still moves to the newest version.
+    assert!(Arc::ptr_eq(store.get("ns", "a").unwrap(), &noise));
+
+    let edit = config_map("ns", "a", "3", json!({"k": "w"}));
+    let (old, new) = store.apply(feed, edit.clone()).expect("an update");
+    assert!(Arc::ptr_eq(&old.unwrap(), &noise) && Arc::ptr_eq(&new.unwrap(), &edit));
+    assert_eq!(store.len(), 1);
+}
+
+#[test]
+fn delete_removes_from_every_index() {
+    let (mut store, feed) = fed(&[
+        owned("child", "owner-1"),
+        config_map("other", "b", "1", json!({})),
+    ]);
+    assert_eq!(names(store.controlled_by("owner-1")), ["child"]);
+
+    let final_state = (*owned("child", "owner-1")).clone();
+    let (old, new) = store.delete(feed, final_state).expect("a deletion");
+    assert_eq!(object::name(&old.unwrap()), "child");
+    assert!(new.is_none());
+    assert_eq!(store.controlled_by("owner-1").count(), 0);
+    assert!(store.by_owner.is_empty());
+    assert!(store.list(Some("ns")).is_empty());
+    assert!(!store.objects.contains_key("ns"));
+    assert_eq!(names(store.list(None)), ["b"]);
+    assert_eq!(store.len(), 1);
+}
+
+#[test]
+fn owner_index_follows_a_changed_controller_reference() {
+    let (mut store, feed) = fed(&[owned("child", "owner-1")]);
+    store.apply(feed, owned("child", "owner-2"));
+    assert_eq!(store.controlled_by("owner-1").count(), 0);
+    assert_eq!(names(store.controlled_by("owner-2")), ["child"]);
+    // A non-controller owner reference is not indexed.
+    assert_eq!(store.controlled_by("other").count(), 0);
+}
+
+#[test]
+fn orphans_are_indexed_by_namespace_until_adopted() {
+    let (mut store, feed) = fed(&[
+        config_map("a", "loose", "1", json!({})),
+        config_map("b", "elsewhere", "1", json!({})),
+        owned("child", "owner-1"),
+    ]);
+    assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
+    assert_eq!(names(store.orphans(None)), ["elsewhere", "loose"]);
+    // Adopted (a controller reference added): no longer an orphan; released: one again.
+    let mut adopted = (*config_map("a", "loose", "2", json!({}))).clone();
+    adopted["metadata"]["ownerReferences"] = json!([{"uid": "owner-1", "controller": true, "kind": "K", "name": "o", "apiVersion": "v1"}]);
+    store.apply(feed, Arc::new(adopted));
+    assert!(store.orphans(Some("a")).is_empty());
+    assert!(
+        !store.orphans.contains_key("a"),
+        "an empty namespace entry is dropped"
+    );
+    store.apply(feed, config_map("a", "loose", "3", json!({})));
+    assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
+    store.delete(feed, (*config_map("a", "loose", "4", json!({}))).clone());
+    assert!(store.orphans(Some("a")).is_empty());
+}
+
+#[test]
+fn an_undecodable_object_finds_its_cached_version_by_name() {
+    let (mut store, feed) = fed(&[config_map("ns", "a", "1", json!({}))]);
+    let undecodable = |namespace: Option<&str>, name: Option<&str>| Undecodable {
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        uid: None,
+        reason: "deep".into(),
+    };
+    assert!(store.named(&undecodable(Some("ns"), Some("a"))).is_some());
+    assert!(store.named(&undecodable(None, Some("a"))).is_none());
+    assert!(store.named(&undecodable(Some("ns"), None)).is_none());
+    assert!(
+        store
+            .delete_named(feed, &undecodable(Some("ns"), None))
+            .is_none()
+    );
+    let (removed, _) = store
+        .delete_named(feed, &undecodable(Some("ns"), Some("a")))
+        .expect("a deletion");
+    assert_eq!(object::name(&removed.unwrap()), "a");
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn a_relist_reports_what_changed_while_the_watch_was_down() {
+    let kept = config_map("ns", "kept", "1", json!({}));
+    let touched = config_map("ns", "touched", "1", json!({}));
+    let edited = config_map("ns", "edited", "1", json!({"k": "v"}));
+    let gone = config_map("ns", "gone", "1", json!({}));
+    let (mut store, feed) = fed(&[kept.clone(), touched, edited, gone]);
+
+    let touched_again = config_map("ns", "touched", "2", json!({}));
+    assert!(store.same_version(&touched_again).is_none());
+    let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
+    let listed = vec![
+        store.same_version(&kept).expect("same version is reused"),
+        touched_again,
+        edited_again.clone(),
+        config_map("other", "added", "1", json!({})),
+    ];
+
+    let changes = store.replace(feed, listed);
+    assert_eq!(
+        described(&changes),
+        [
+            (Some("edited".into()), Some("edited".into())),
+            added("added"),
+            deleted("gone"),
+        ]
+    );
+    assert!(Arc::ptr_eq(&changes[0].1.clone().unwrap(), &edited_again));
+    assert_eq!(store.len(), 4);
+    assert!(store.get("ns", "gone").is_none());
+    assert!(Arc::ptr_eq(store.get("ns", "kept").unwrap(), &kept));
+}
+
+#[test]
+fn an_object_two_feeds_hold_is_held_and_reported_once() {
+    let mut store = Store::default();
+    let special = store.open_feed().unwrap();
+    let teams = store.open_feed().unwrap();
+    let both = config_map("ns", "both", "1", json!({}));
+
+    assert_eq!(
+        described(
+            &store
+                .apply(special, both.clone())
+                .into_iter()
+                .collect::<Vec<_>>()
+        ),
+        [added("both")]
+    );
+    // The second feed's copy of the same version is not news, and is not kept twice.
+    let copy = config_map("ns", "both", "1", json!({}));
+    assert!(store.apply(teams, copy).is_none());
+    assert!(Arc::ptr_eq(store.get("ns", "both").unwrap(), &both));
+    assert_eq!(store.len(), 1);
+
+    // One feed letting go (the object stopped matching its selector) is not a deletion.
+    assert!(store.delete(special, (*both).clone()).is_none());
+    assert_eq!(store.len(), 1);
+    // The last one is.
+    let (old, new) = store.delete(teams, (*both).clone()).expect("a deletion");
+    assert!(old.is_some() && new.is_none());
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn closing_a_feed_removes_only_what_no_other_feed_holds() {
+    let mut store = Store::default();
+    let selected = store.open_feed().unwrap();
+    let all = store.open_feed().unwrap();
+    let special = config_map("ns", "special", "1", json!({}));
+    let plain = config_map("ns", "plain", "1", json!({}));
+    store.apply(selected, special.clone());
+    // The feed of every object lists after the selecting feed: only the new object is news.
+    let changes = store.replace(all, vec![special.clone(), plain.clone()]);
+    assert_eq!(described(&changes), [added("plain")]);
+
+    // The selecting feed stops once the other holds everything: nothing changes.
+    assert!(store.close_feed(selected).is_empty());
+    assert_eq!(names(store.list(None)), ["plain", "special"]);
+
+    // A feed closed alone takes its objects with it, as deletions.
+    let changes = store.close_feed(all);
+    assert_eq!(described(&changes), [deleted("plain"), deleted("special")]);
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn a_narrower_feed_taking_over_reports_only_what_leaves() {
+    let mut store = Store::default();
+    let old = store.open_feed().unwrap();
+    let a = config_map("ns", "a", "1", json!({}));
+    let b = config_map("ns", "b", "1", json!({}));
+    store.replace(old, vec![a.clone(), b.clone()]);
+    // A controller's new selector matches `a` only: its feed starts before the old one stops.
+    let new = store.open_feed().unwrap();
+    assert!(store.replace(new, vec![a.clone()]).is_empty());
+    assert_eq!(described(&store.close_feed(old)), [deleted("b")]);
+    assert_eq!(names(store.list(None)), ["a"]);
+}
+
+#[test]
+fn a_closed_feeds_late_changes_are_ignored_even_when_its_bit_is_reused() {
+    let mut store = Store::default();
+    let first = store.open_feed().unwrap();
+    store.close_feed(first);
+    let second = store.open_feed().unwrap();
+    assert_eq!(first.bit, second.bit, "the bit is reused");
+    assert_ne!(first.id, second.id);
+    // The first feed's task was still finishing an event when it was stopped.
+    assert!(
+        store
+            .apply(first, config_map("ns", "late", "1", json!({})))
+            .is_none()
+    );
+    assert!(
+        store
+            .replace(first, vec![config_map("ns", "late", "1", json!({}))])
+            .is_empty()
+    );
+    assert_eq!(store.len(), 0);
+    assert!(store.close_feed(first).is_empty());
+    // The second feed is untouched by it.
+    assert!(
+        store
+            .apply(second, config_map("ns", "x", "1", json!({})))
+            .is_some()
+    );
+}
+
+#[test]
+fn a_view_has_at_most_its_number_of_feeds() {
+    let mut store = Store::default();
+    let feeds: Vec<FeedSlot> = (0..MAX_FEEDS).map(|_| store.open_feed().unwrap()).collect();
+    assert!(store.open_feed().is_none());
+    store.close_feed(feeds[7]);
+    assert_eq!(store.open_feed().map(|feed| feed.bit), Some(7));
+}
+
+#[test]
+fn a_relist_of_one_feed_releases_what_it_no_longer_matches_only_for_it() {
+    let mut store = Store::default();
+    let mine = store.open_feed().unwrap();
+    let theirs = store.open_feed().unwrap();
+    let shared = config_map("ns", "shared", "1", json!({}));
+    let only_mine = config_map("ns", "only-mine", "1", json!({}));
+    store.replace(mine, vec![shared.clone(), only_mine.clone()]);
+    store.replace(theirs, vec![shared.clone()]);
+    // My feed re-lists after its watch broke; neither object matches it any more.
+    assert_eq!(
+        described(&store.replace(mine, vec![])),
+        [deleted("only-mine")]
+    );
+    assert_eq!(names(store.list(None)), ["shared"]);
+}
