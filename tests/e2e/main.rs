@@ -9,6 +9,7 @@ mod support;
 
 mod admission;
 mod build_script;
+mod cache_selection;
 mod chart;
 mod cli_diff;
 mod cli_examples;

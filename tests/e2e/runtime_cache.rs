@@ -538,3 +538,143 @@ async fn dropping_the_informers_stops_every_watch() {
         .await
         .expect("a watch task outlived the informers");
 }
+
+/// A ConfigMap in `namespace` with `labels`.
+fn labelled(namespace: &str, name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+    }))
+    .expect("a valid ConfigMap")
+}
+
+/// The names of events in order, with `+` for an addition, `-` for a deletion and `~` for an
+/// update.
+fn described(events: &[ObjectEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| {
+            let sign = match (&event.old, &event.new) {
+                (None, Some(_)) => '+',
+                (Some(_), None) => '-',
+                _ => '~',
+            };
+            format!("{sign}{}", name_of(event))
+        })
+        .collect()
+}
+
+/// Watches of what two label selectors match share one cache: an object both match is held and
+/// announced once; a selector's watch stopping takes away only what no other holds; a watch of
+/// every object taking over announces only what the selected ones did not hold. Each step ends
+/// with a marker object whose event shows every earlier event has arrived.
+#[tokio::test]
+async fn label_selected_watches_share_one_cache_and_hand_over_without_doubled_events() {
+    let (client, ns, discovery, informers, mut events) = setup("selected-watches").await;
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    // Watches are cluster-wide: the run label keeps other tests' objects out of the selectors.
+    let run = ns.clone();
+    let create = |name: &str, group: Option<&str>| {
+        let labels = match group {
+            Some(group) => json!({"run": run, "group": group}),
+            None => json!({}),
+        };
+        let object = labelled(&ns, name, labels);
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("creating a ConfigMap");
+        }
+    };
+    for (name, group) in [
+        ("only-a", Some("a")),
+        ("only-b", Some("b")),
+        ("both", Some("both")),
+        ("neither", Some("none")),
+        ("unlabelled", None),
+    ] {
+        create(name, group).await;
+    }
+    let resolved = config_maps(&discovery).await;
+    let resource = &resolved.resource;
+    let cached = |informers: &Informers| -> Vec<String> {
+        informers
+            .list(resource, Some(&ns))
+            .iter()
+            .map(|o| object::name(o).to_owned())
+            .collect()
+    };
+
+    let lease_a = informers
+        .select(&resolved, &format!("run={run},group in (a,both)"))
+        .await
+        .expect("watching group a");
+    assert_eq!(cached(&informers), ["both", "only-a"]);
+    let mut listed = described(&events.until("only-a").await);
+    if listed.len() == 1 {
+        listed.extend(described(&events.until("both").await));
+    }
+    listed.sort();
+    assert_eq!(listed, ["+both", "+only-a"]);
+
+    let lease_b = informers
+        .select(&resolved, &format!("run={run},group in (b,both)"))
+        .await
+        .expect("watching group b");
+    assert_eq!(cached(&informers), ["both", "only-a", "only-b"]);
+    create("marker-1", Some("a")).await;
+    assert_eq!(
+        described(&events.until("marker-1").await),
+        ["+only-b", "+marker-1"],
+        "`both` was held already: its second watch is no news"
+    );
+
+    // Moving an object from one selection to the other keeps it cached.
+    api.patch(
+        "only-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"group": "b"}}})),
+    )
+    .await
+    .expect("relabelling");
+    create("marker-2", Some("b")).await;
+    events.until("marker-2").await;
+    let moved = informers
+        .get(resource, Some(&ns), "only-a")
+        .expect("still cached: the other watch selects it");
+    assert_eq!(moved["metadata"]["labels"]["group"], "b");
+
+    // The last lease on group a ends: only what no other watch holds leaves, as deletions.
+    drop(lease_a);
+    create("marker-3", Some("b")).await;
+    assert_eq!(
+        described(&events.until("marker-3").await),
+        ["-marker-1", "+marker-3"]
+    );
+    assert_eq!(
+        cached(&informers),
+        ["both", "marker-2", "marker-3", "only-a", "only-b"]
+    );
+
+    // A watch of every object takes over: only what was not cached is news, and the selected
+    // watch is retired (its lease ending later changes nothing).
+    informers
+        .ensure(&resolved)
+        .await
+        .expect("watching everything");
+    create("marker-4", None).await;
+    let mut taken_over = described(&events.until("marker-4").await);
+    let last = taken_over.pop();
+    assert_eq!(last.as_deref(), Some("+marker-4"));
+    taken_over.sort();
+    assert_eq!(taken_over, ["+marker-1", "+neither", "+unlabelled"]);
+    drop(lease_b);
+    create("marker-5", None).await;
+    assert_eq!(described(&events.until("marker-5").await), ["+marker-5"]);
+    assert_eq!(
+        informers.len(resource),
+        informers.list(resource, None).len()
+    );
+    assert_eq!(cached(&informers).len(), 10);
+}
