@@ -32,15 +32,14 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{Counter, cpu_seconds, create_namespace, init_tracing, memory, secs};
+use common::process::{OperatorProcess as Replica, until};
+use common::{Counter, cpu_seconds, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use metascript::testing::{ControlPlane, install_crds};
 use serde_json::json;
-use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NAMESPACE: &str = "sharding";
@@ -99,85 +98,27 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
-/// One `metascript run` process of a group; killed when dropped.
-struct Replica {
-    child: Child,
-    port: u16,
-}
-
-impl Replica {
-    fn start(args: &Args, plane: &ControlPlane, group: &str) -> anyhow::Result<Replica> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new(&args.bin)
-            .args(["run", "--kubeconfig"])
-            .arg(plane.kubeconfig_path())
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(["--controller-selector", &format!("bench-group={group}")])
-            .args(["--shards", "auto", "--shard-namespace", NAMESPACE])
-            .args(["--shard-group", group])
-            .args(["--lease-duration", &format!("{}s", args.lease_seconds)])
-            .args(["--workers", &args.workers.to_string()])
-            .args(["--status-interval", "0.2", "--log", "warn"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        Ok(Replica { child, port })
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-
-    /// One sample of its metrics (a sample not exposed yet is 0); `None` while it does not
-    /// answer.
-    fn metric(&self, sample: &str) -> Option<f64> {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let prefix = format!("{sample} ");
-        Some(
-            response
-                .lines()
-                .find_map(|line| line.strip_prefix(&prefix))
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0.0),
-        )
-    }
-
-    fn controller_metric(&self, name: &str, controller: &str) -> f64 {
-        let sample = format!("metascript_{name}{{kind=\"decorator\",controller=\"{controller}\"}}");
-        self.metric(&sample).unwrap_or(f64::NAN)
-    }
-
-    fn cpu(&self) -> f64 {
-        cpu_seconds(&self.pid()).unwrap_or(f64::NAN)
-    }
-
-    /// Resident and peak memory, MiB.
-    fn memory(&self) -> (f64, f64) {
-        memory(&self.pid()).map_or((f64::NAN, f64::NAN), |(peak, now)| (now, peak))
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn until(what: &str, timeout: Duration, check: impl Fn() -> bool) -> anyhow::Result<Instant> {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        anyhow::ensure!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(Instant::now())
+/// One `metascript run` process of a group.
+fn replica(args: &Args, plane: &ControlPlane, group: &str) -> anyhow::Result<Replica> {
+    let flags = [
+        "--controller-selector",
+        &format!("bench-group={group}"),
+        "--shards",
+        "auto",
+        "--shard-namespace",
+        NAMESPACE,
+        "--shard-group",
+        group,
+        "--lease-duration",
+        &format!("{}s", args.lease_seconds),
+        "--workers",
+        &args.workers.to_string(),
+        "--status-interval",
+        "0.2",
+        "--log",
+        "warn",
+    ];
+    Replica::start(&args.bin, plane, &flags.map(str::to_string))
 }
 
 /// Every replica of the group sees all of them and may write.
@@ -343,7 +284,7 @@ async fn main() -> anyhow::Result<()> {
         let group = format!("bench-{count}");
         let name = format!("decorated-by-{count}");
         let mut replicas = (0..count)
-            .map(|_| Replica::start(&args, &plane, &group))
+            .map(|_| replica(&args, &plane, &group))
             .collect::<anyhow::Result<Vec<_>>>()?;
         settled(&replicas.iter().collect::<Vec<_>>()).await?;
         let idle: Vec<String> = replicas
@@ -391,7 +332,7 @@ async fn main() -> anyhow::Result<()> {
 
         if count == largest {
             let started = Instant::now();
-            replicas.push(Replica::start(&args, &plane, &group)?);
+            replicas.push(replica(&args, &plane, &group)?);
             let all: Vec<&Replica> = replicas.iter().collect();
             let newest = all[all.len() - 1];
             let writable = settled(&all).await?;
@@ -425,11 +366,9 @@ async fn main() -> anyhow::Result<()> {
                 secs(detected - started)
             );
         }
-        for mut replica in replicas {
+        for replica in replicas {
             // SIGTERM: each leaves the group and deletes its Lease.
-            // SAFETY: kill(2) on a child this process owns and has not reaped.
-            unsafe { libc::kill(replica.child.id() as i32, libc::SIGTERM) };
-            replica.child.wait()?;
+            replica.stop()?;
         }
         controllers.delete(&name, &Default::default()).await?;
     }

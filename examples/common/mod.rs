@@ -3,6 +3,9 @@
 //! its work, and formatting.
 
 pub mod apiserver;
+// Not every benchmark runs the operator as a process.
+#[allow(dead_code)]
+pub mod process;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;

@@ -1,0 +1,449 @@
+//! What the operator holds at cluster scale: N realistic Pods (100,000 by default, created
+//! through the API server; no kubelet runs them) on a fresh local control plane, and
+//! `metascript run` processes, one per phase, so each phase's memory is its own:
+//!
+//! 1. **idle**: no controller;
+//! 2. **10 selected**: a DecoratorController whose rule selects the 10 Pods labelled
+//!    `special: "yes"`, until it has labelled them;
+//! 3. **every Pod**: one whose rule selects every Pod, until it has labelled them all, then a
+//!    **full resync** (`metascript.dev/sync-requested-at`), until every Pod was synced again;
+//! 4. **sharded**: the same controller over 1, 2 and 4 replicas with `--shards auto`, until
+//!    they have synced every Pod (already labelled: no writes).
+//!
+//! Each phase reports time, operator CPU, resident and peak memory, and the Pods the operator
+//! caches (`metascript_cached_objects`); the head line gives the Pods' average JSON size as the
+//! operator keeps them (without managedFields), and each phase the memory per cached Pod over
+//! the idle figure against it.
+//!
+//! ```sh
+//! hack/control-plane/build.sh             # once; cached afterwards
+//! cargo build --release --bin metascript   # the operator processes run this binary
+//! cargo run --release --example bench_scale -- --pods 100000
+//! # --replicas 1,2,4 (the sharded phase; empty to skip), --workers N (default 16),
+//! # --bin PATH (default target/release/metascript)
+//! ```
+
+#[allow(dead_code)]
+mod common;
+
+use common::process::{OperatorProcess, until};
+use common::{Counter, create_namespace, init_tracing, secs};
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{
+    Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
+};
+use metascript::testing::{ControlPlane, install_crds};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const NAMESPACE: &str = "scale";
+/// Upper bound for one phase at 100,000 Pods on a loaded 2-core machine.
+const PHASE: Duration = Duration::from_secs(1800);
+
+struct Args {
+    pods: usize,
+    replicas: Vec<usize>,
+    workers: usize,
+    bin: PathBuf,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        pods: 100_000,
+        replicas: vec![1, 2, 4],
+        workers: 16,
+        bin: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/release/metascript"
+        )),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--pods" => args.pods = value("--pods")?.parse()?,
+            "--replicas" => {
+                args.replicas = value("--replicas")?
+                    .split(',')
+                    .filter(|count| !count.is_empty())
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
+            "--workers" => args.workers = value("--workers")?.parse()?,
+            "--bin" => args.bin = value("--bin")?.into(),
+            "-h" | "--help" => {
+                println!(
+                    "usage: bench_scale [--pods N] [--replicas 1,2,4] [--workers N] [--bin PATH]"
+                );
+                std::process::exit(0);
+            }
+            other => anyhow::bail!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    anyhow::ensure!(args.pods >= 10, "--pods must be at least 10");
+    anyhow::ensure!(
+        args.bin.is_file(),
+        "{} does not exist: cargo build --release --bin metascript first (or give --bin)",
+        args.bin.display()
+    );
+    Ok(args)
+}
+
+/// A Pod as a Deployment's would be (two containers, probes, resources, volumes), about 1.5 KB
+/// of JSON once the API server has defaulted it; the first 10 are `special`.
+fn pod(index: usize) -> Value {
+    let app = format!("app-{}", index % 50);
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("{app}-{index:06}"),
+            "namespace": NAMESPACE,
+            "labels": {
+                "app": app, "bench": "yes", "pod-template-hash": "5d8f7c9b6",
+                "special": if index < 10 { "yes" } else { "no" }
+            },
+            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
+        },
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [
+                {
+                    "name": "server",
+                    "image": "registry.example.com/team/server:1.27.3",
+                    "args": ["--listen=:8080", "--metrics=:9090"],
+                    "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}],
+                    "env": [
+                        {"name": "LOG_LEVEL", "value": "info"},
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+                    ],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/server"}]
+                },
+                {
+                    "name": "proxy",
+                    "image": "registry.example.com/platform/proxy:2.4.1",
+                    "ports": [{"name": "proxy", "containerPort": 15001}],
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}
+                }
+            ],
+            "volumes": [{"name": "config", "configMap": {"name": format!("{app}-config")}}]
+        }
+    })
+}
+
+/// A DecoratorController of the processes in `group`, labelling the Pods `selects` matches.
+fn decorator(name: &str, group: &str, selects: Value, requested: &str) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {
+            "name": name, "labels": {"bench-group": group},
+            "annotations": {metascript::api::SYNC_REQUESTED_ANNOTATION: requested}
+        },
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "pods", "labelSelector": {"matchLabels": selects}}],
+            "hooks": {"sync": {"script": {"language": "rhai", "inline": r#"#{ labels: #{ "decorated": "yes" } }"#}}}
+        }
+    })
+}
+
+/// Counts the Pods labelled `decorated: yes`.
+fn decorated(client: &kube::Client) -> Counter {
+    let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), NAMESPACE);
+    Counter::start(api, |pod| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get("decorated"))
+            .is_some_and(|value| value == "yes")
+    })
+}
+
+/// The Pods' average JSON size as the operator keeps them (without managedFields), in bytes.
+async fn average_json_size(pods: &Api<Pod>) -> anyhow::Result<f64> {
+    let (mut bytes, mut count) = (0usize, 0usize);
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = pods.list(&params).await?;
+        for mut pod in page.items {
+            pod.metadata.managed_fields = None;
+            bytes += serde_json::to_vec(&pod)?.len();
+            count += 1;
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    Ok(bytes as f64 / count.max(1) as f64)
+}
+
+/// The figures of one phase of one process.
+struct Row<'a> {
+    phase: &'a str,
+    took: Option<Duration>,
+    cpu: f64,
+    process: &'a OperatorProcess,
+}
+
+impl Row<'_> {
+    fn print(&self, idle_rss: f64, json_size: f64) {
+        let (rss, peak) = self.process.memory();
+        let cached = self
+            .process
+            .metric(r#"metascript_cached_objects{resource="Pod.v1"}"#)
+            .unwrap_or(f64::NAN);
+        let per_pod = if cached >= 1.0 {
+            let bytes = (rss - idle_rss) * 1024.0 * 1024.0 / cached;
+            format!("{:.1} KiB ({:.1}x)", bytes / 1024.0, bytes / json_size)
+        } else {
+            "-".into()
+        };
+        println!(
+            "| {} | {} | {:.2} | {rss:.0} | {peak:.0} | {cached:.0} | {per_pod} |",
+            self.phase,
+            self.took.map_or("-".into(), secs),
+            self.cpu,
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let args = parse_args()?;
+    let plane = ControlPlane::start().await?;
+    let client = plane.client().await?;
+    install_crds(&client).await?;
+    create_namespace(&client, NAMESPACE).await?;
+    // Pods wait for their namespace's default ServiceAccount (made by the controller manager).
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    until_async(|| async { accounts.get_opt("default").await.ok().flatten().is_some() }).await?;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let created = Instant::now();
+    let mut made = 0;
+    let mut creating = futures::stream::iter(0..args.pods)
+        .map(|index| {
+            let pods = &pods;
+            async move {
+                let pod: Pod = serde_json::from_value(pod(index))?;
+                pods.create(&PostParams::default(), &pod).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32);
+    while let Some(result) = creating.next().await {
+        result?;
+        made += 1;
+        if made % 20_000 == 0 {
+            eprintln!("{made} Pods created in {}", secs(created.elapsed()));
+        }
+    }
+    drop(creating);
+    let json_size = average_json_size(&pods).await?;
+    println!(
+        "{} Pods of {json_size:.0} bytes of JSON on average (without managedFields), created in {}; \
+         {} workers; load average {}",
+        args.pods,
+        secs(created.elapsed()),
+        args.workers,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!(
+        "| phase | time | operator CPU s | RSS MiB | peak MiB | Pods cached | per cached Pod over idle (x JSON) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+
+    let controllers = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
+            "decoratorcontrollers",
+        ),
+    );
+    let apply = PatchParams::apply("bench").force();
+    let start = |group: &str, extra: &[&str]| {
+        let mut flags: Vec<String> = [
+            "--controller-selector",
+            &format!("bench-group={group}"),
+            "--workers",
+            &args.workers.to_string(),
+            "--status-interval",
+            "1",
+            "--log",
+            "warn",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        flags.extend(extra.iter().map(|flag| flag.to_string()));
+        OperatorProcess::start(&args.bin, &plane, &flags)
+    };
+    let ready = |process: &OperatorProcess| process.metric("metascript_leader") == Some(1.0);
+
+    // 1. Idle.
+    let idle = start("idle", &[])?;
+    until("the idle operator to be ready", PHASE, || ready(&idle)).await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_rss = idle.memory().0;
+    Row {
+        phase: "idle",
+        took: None,
+        cpu: idle.cpu(),
+        process: &idle,
+    }
+    .print(idle_rss, json_size);
+    idle.stop()?;
+
+    // 2. A decorator of 10 Pods.
+    let name = "ten";
+    let process = start("ten", &[])?;
+    until("the operator to be ready", PHASE, || ready(&process)).await?;
+    let mut counter = decorated(&client);
+    let (cpu, started) = (process.cpu(), Instant::now());
+    controllers
+        .patch(
+            name,
+            &apply,
+            &Patch::Apply(decorator(name, "ten", json!({"special": "yes"}), "never")),
+        )
+        .await?;
+    counter.reached(10, "10 Pods decorated").await?;
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Row {
+        phase: "a decorator selecting 10 Pods",
+        took: Some(took),
+        cpu: process.cpu() - cpu,
+        process: &process,
+    }
+    .print(idle_rss, json_size);
+    process.stop()?;
+    controllers.delete(name, &Default::default()).await?;
+
+    // 3. A decorator of every Pod, then a full resync.
+    let name = "every";
+    let process = start("every", &[])?;
+    until("the operator to be ready", PHASE, || ready(&process)).await?;
+    let (cpu, started) = (process.cpu(), Instant::now());
+    controllers
+        .patch(
+            name,
+            &apply,
+            &Patch::Apply(decorator(name, "every", json!({"bench": "yes"}), "never")),
+        )
+        .await?;
+    counter.reached(args.pods, "every Pod decorated").await?;
+    let took = started.elapsed();
+    Row {
+        phase: "a decorator on every Pod: converge",
+        took: Some(took),
+        cpu: process.cpu() - cpu,
+        process: &process,
+    }
+    .print(idle_rss, json_size);
+    let synced = process.controller_metric("syncs_total", name);
+    let (cpu, started) = (process.cpu(), Instant::now());
+    controllers
+        .patch(
+            name,
+            &apply,
+            &Patch::Apply(decorator(name, "every", json!({"bench": "yes"}), "now")),
+        )
+        .await?;
+    until("every Pod synced again", PHASE, || {
+        process.controller_metric("syncs_total", name) >= synced + args.pods as f64
+    })
+    .await?;
+    Row {
+        phase: "full resync",
+        took: Some(started.elapsed()),
+        cpu: process.cpu() - cpu,
+        process: &process,
+    }
+    .print(idle_rss, json_size);
+    process.stop()?;
+    controllers.delete(name, &Default::default()).await?;
+
+    // 4. The same over sharded replicas.
+    for &count in &args.replicas {
+        let group = format!("sharded-{count}");
+        let name = group.as_str();
+        let replicas = (0..count)
+            .map(|_| {
+                start(
+                    &group,
+                    &[
+                        "--shards",
+                        "auto",
+                        "--shard-namespace",
+                        NAMESPACE,
+                        "--shard-group",
+                        &group,
+                    ],
+                )
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        until("the replicas to settle", PHASE, || {
+            replicas.iter().all(|r| {
+                r.metric("metascript_shard_members") == Some(count as f64)
+                    && r.metric("metascript_shard_writable") == Some(1.0)
+            })
+        })
+        .await?;
+        let cpu: Vec<f64> = replicas.iter().map(OperatorProcess::cpu).collect();
+        let started = Instant::now();
+        controllers
+            .patch(
+                name,
+                &apply,
+                &Patch::Apply(decorator(name, &group, json!({"bench": "yes"}), "never")),
+            )
+            .await?;
+        until("every Pod synced", PHASE, || {
+            replicas
+                .iter()
+                .map(|r| r.controller_metric("syncs_total", name))
+                .sum::<f64>()
+                >= args.pods as f64
+        })
+        .await?;
+        let took = started.elapsed();
+        for (index, replica) in replicas.iter().enumerate() {
+            let phase = format!("every Pod, {count} sharded: replica {}", index + 1);
+            Row {
+                phase: &phase,
+                took: Some(took),
+                cpu: replica.cpu() - cpu[index],
+                process: replica,
+            }
+            .print(idle_rss, json_size);
+        }
+        for replica in replicas {
+            replica.stop()?;
+        }
+        controllers.delete(name, &Default::default()).await?;
+    }
+    Ok(())
+}
+
+/// Polls an async check every 100 ms until it holds (at most a phase).
+async fn until_async<F, Fut>(check: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + PHASE;
+    while !check().await {
+        anyhow::ensure!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
