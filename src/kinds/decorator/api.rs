@@ -210,3 +210,106 @@ pub const SYNC: HookKind = HookKind(&SYNC_HOOK);
 pub const FINALIZE: HookKind = HookKind(&FINALIZE_HOOK);
 /// Selects the related objects each target's sync request includes.
 pub const CUSTOMIZE: HookKind = HookKind(&CUSTOMIZE_HOOK);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// The label-scoped types of a decorator with these rules, attachments and hooks.
+    fn scoped(spec: Value, finalizers: &[&str]) -> Vec<(String, String)> {
+        let controller: DecoratorController = serde_json::from_value(json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": "d", "finalizers": finalizers},
+            "spec": spec,
+        }))
+        .unwrap();
+        controller
+            .spec()
+            .label_scoped
+            .into_iter()
+            .map(|(reference, selector)| (reference.resource, selector))
+            .collect()
+    }
+
+    fn rule(resource: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "resource": resource, "labelSelector": {"matchLabels": labels}})
+    }
+
+    fn sync() -> Value {
+        json!({"sync": {"script": {"language": "rhai", "inline": "#{}"}}})
+    }
+
+    #[test]
+    fn a_type_is_scoped_by_the_selectors_of_every_rule_naming_it() {
+        let spec = json!({
+            "resources": [rule("pods", json!({"app": "a"})), rule("pods", json!({"app": "b"})),
+                          rule("services", json!({"app": "a"}))],
+            "hooks": sync(),
+        });
+        assert_eq!(
+            scoped(spec, &[]),
+            [
+                ("pods".into(), "app=a".into()),
+                ("pods".into(), "app=b".into()),
+                ("services".into(), "app=a".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_type_something_else_needs_whole_is_not_scoped() {
+        let unselected = json!({"apiVersion": "v1", "resource": "pods"});
+        for (why, spec) in [
+            (
+                "a rule without a selector",
+                json!({
+                "resources": [rule("pods", json!({"app": "a"})), unselected], "hooks": sync()}),
+            ),
+            (
+                "an empty selector",
+                json!({
+                "resources": [rule("pods", json!({}))], "hooks": sync()}),
+            ),
+            (
+                "a value no label has",
+                json!({
+                "resources": [rule("pods", json!({"app": "a b"}))], "hooks": sync()}),
+            ),
+            (
+                "an attachment of the type",
+                json!({
+                "resources": [rule("pods", json!({"app": "a"}))],
+                "attachments": [{"apiVersion": "v1", "resource": "pods"}], "hooks": sync()}),
+            ),
+            (
+                "a read of the type",
+                json!({
+                "resources": [rule("pods", json!({"app": "a"}))],
+                "reads": [{"apiVersion": "v1", "resource": "pods"}], "hooks": sync()}),
+            ),
+        ] {
+            assert_eq!(scoped(spec, &[]), [], "{why}");
+        }
+    }
+
+    #[test]
+    fn a_controller_that_finalizes_or_did_scopes_nothing() {
+        let mut hooks = sync();
+        hooks["finalize"] = hooks["sync"].clone();
+        let rules = json!([rule("pods", json!({"app": "a"}))]);
+        assert_eq!(scoped(json!({"resources": rules, "hooks": hooks}), &[]), []);
+        assert_eq!(
+            scoped(
+                json!({"resources": rules, "hooks": sync()}),
+                &[crate::api::CLEANUP_FINALIZER]
+            ),
+            [],
+            "a finalize hook removed since: objects may still hold its finalizer"
+        );
+        assert_eq!(
+            scoped(json!({"resources": rules, "hooks": sync()}), &["other"]).len(),
+            1
+        );
+    }
+}
