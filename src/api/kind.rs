@@ -482,22 +482,22 @@ pub(crate) struct CommonSpec<'a> {
 }
 
 impl CommonSpec<'_> {
-    /// The spec of a controller whose rules select objects of the `selected` types (by the
-    /// label selector of each, if any), that names the other `types` (its reads are added),
-    /// and has `hooks`. `resyncPeriodSeconds` that is not positive means none.
-    pub(crate) fn spec(
+    /// The spec of a controller that names `types`, each selected as it says (its reads are
+    /// added, whole), and has `hooks`. `resyncPeriodSeconds` that is not positive means none.
+    pub(crate) fn spec<'s>(
         self,
-        selected: Vec<(ResourceRef, Option<&LabelSelector>)>,
-        types: impl IntoIterator<Item = ResourceRef>,
+        types: impl IntoIterator<Item = (ResourceRef, Selects<'s>)>,
         hooks: Vec<(HookKind, &Hook)>,
     ) -> ControllerSpec {
-        let types: Vec<ResourceRef> = selected
-            .iter()
-            .map(|(reference, _)| reference.clone())
-            .chain(types)
-            .chain(self.reads.iter().cloned())
+        let selected: Vec<(ResourceRef, Selects<'s>)> = types
+            .into_iter()
+            .chain(self.reads.iter().map(|read| (read.clone(), Selects::Whole)))
             .collect();
-        let label_scoped = label_scoped(&selected, &types, &hooks, self.metadata);
+        let label_scoped = label_scoped(&selected, &hooks, self.metadata);
+        let types = selected
+            .into_iter()
+            .map(|(reference, _)| reference)
+            .collect();
         ControllerSpec {
             generation: self.metadata.generation,
             types,
@@ -525,14 +525,26 @@ impl CommonSpec<'_> {
     }
 }
 
-/// The selected types a controller needs only where its rules' label selectors match: those
-/// no rule selects whole (without a selector the API server can apply) and nothing else names
-/// (children, reads). None for a controller with a finalize hook, or whose object says it had
-/// one ([`super::CLEANUP_FINALIZER`]): objects that stop matching must still be finalized, or
-/// have its finalizer released, and a watch of what matches would not see them.
+/// How a controller selects the objects of one of its types, for [`CommonSpec::spec`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Selects<'a> {
+    /// Every object of the type (children, inputs, reads).
+    Whole,
+    /// The objects a rule's label selector matches (every object without one): the objects it
+    /// acts on.
+    Rule(Option<&'a LabelSelector>),
+    /// The objects carrying a label the controller puts on every object it writes of the
+    /// type (`metascript.dev/decorator: <name>`): `(key, value)`.
+    Labelled(&'static str, &'a str),
+}
+
+/// The types a controller needs only where label selectors match (kubectl syntax): those whose
+/// every mention in `types` has one the API server applies exactly as the operator does. A
+/// rule's selector counts only for a controller without a finalize hook that never had one
+/// ([`super::CLEANUP_FINALIZER`]): objects that stop matching must still be finalized, or have
+/// its finalizer released, and a watch of what matches would not see them.
 fn label_scoped(
-    selected: &[(ResourceRef, Option<&LabelSelector>)],
-    types: &[ResourceRef],
+    types: &[(ResourceRef, Selects<'_>)],
     hooks: &[(HookKind, &Hook)],
     metadata: &kube::api::ObjectMeta,
 ) -> Vec<(ResourceRef, String)> {
@@ -542,20 +554,22 @@ fn label_scoped(
             .iter()
             .flatten()
             .any(|finalizer| finalizer == super::CLEANUP_FINALIZER);
-    if finalizes {
-        return Vec::new();
-    }
-    let scoped: Vec<(&ResourceRef, Option<String>)> = selected
+    let scoped: Vec<(&ResourceRef, Option<String>)> = types
         .iter()
-        .map(|(reference, selector)| (reference, selector.and_then(LabelSelector::server_side)))
+        .map(|(reference, selects)| {
+            let selector = match selects {
+                Selects::Whole => None,
+                Selects::Rule(_) if finalizes => None,
+                Selects::Rule(selector) => selector.and_then(LabelSelector::server_side),
+                Selects::Labelled(key, value) => crate::selector::label_equals(key, value),
+            };
+            (reference, selector)
+        })
         .collect();
     let named_whole = |reference: &ResourceRef| {
-        let by_rules = selected.iter().filter(|(r, _)| r == reference).count();
-        let everywhere = types.iter().filter(|r| *r == reference).count();
-        everywhere > by_rules
-            || scoped
-                .iter()
-                .any(|(r, selector)| *r == reference && selector.is_none())
+        scoped
+            .iter()
+            .any(|(r, selector)| *r == reference && selector.is_none())
     };
     let mut label_scoped: Vec<(ResourceRef, String)> = scoped
         .iter()

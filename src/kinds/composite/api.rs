@@ -3,7 +3,7 @@
 
 use crate::api::{
     AdoptPolicy, ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
-    HookContract, HookKind, KindInfo, KindName, ResourceRef, UpdateMethod, UpdateStrategy,
+    HookContract, HookKind, KindInfo, KindName, ResourceRef, Selects, UpdateMethod, UpdateStrategy,
     controller_spec, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
@@ -239,6 +239,7 @@ impl ControllerObject for CompositeController {
             api_version: spec.parent_resource.api_version.clone(),
             resource: spec.parent_resource.resource.clone(),
         };
+        let parent_selector = spec.parent_resource.label_selector.as_ref();
         spec.common(
             &self.metadata,
             on_delete_by_default(
@@ -249,11 +250,13 @@ impl ControllerObject for CompositeController {
             ),
         )
         .spec(
-            vec![(parent, spec.parent_resource.label_selector.as_ref())],
-            spec.child_resources
-                .iter()
-                .map(|c| c.resource_ref())
-                .chain(spec.rolls().then(revisions_ref)),
+            std::iter::once((parent, Selects::Rule(parent_selector))).chain(
+                spec.child_resources
+                    .iter()
+                    .map(|c| c.resource_ref())
+                    .chain(spec.rolls().then(revisions_ref))
+                    .map(|child| (child, Selects::Whole)),
+            ),
             set_hooks([
                 (SYNC, Some(&hooks.sync)),
                 (FINALIZE, hooks.finalize.as_ref()),

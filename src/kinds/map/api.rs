@@ -1,9 +1,10 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
+use super::MAP_LABEL;
 use crate::api::{
     ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook, HookContract,
-    HookKind, KindInfo, KindName, ResourceRef, controller_spec, fields, on_delete_by_default,
-    set_hooks,
+    HookKind, KindInfo, KindName, ResourceRef, Selects, controller_spec, fields,
+    on_delete_by_default, set_hooks,
 };
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -66,6 +67,7 @@ impl ControllerObject for MapController {
 
     fn spec(&self) -> ControllerSpec {
         let spec = &self.spec;
+        let name = self.metadata.name.as_deref().unwrap_or_default();
         spec.common(
             &self.metadata,
             on_delete_by_default(
@@ -76,10 +78,13 @@ impl ControllerObject for MapController {
             ),
         )
         .spec(
-            Vec::new(),
             std::iter::once(spec.parent_resource.clone())
                 .chain(spec.input_resources.iter().cloned())
-                .chain(spec.output_resources.iter().map(|o| o.resource_ref())),
+                .map(|whole| (whole, Selects::Whole))
+                .chain(spec.output_resources.iter().map(|output| {
+                    let labelled = Selects::Labelled(MAP_LABEL, name);
+                    (output.resource_ref(), labelled)
+                })),
             set_hooks([
                 (MAP, Some(&spec.hooks.map)),
                 (TOMBSTONE, spec.hooks.tombstone.as_ref()),

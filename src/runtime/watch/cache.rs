@@ -228,7 +228,8 @@ impl Informers {
     /// checked by the API server), sharing the watch of every object when one runs and one
     /// watch per selector otherwise, and waits until they are in the cache. The watch runs
     /// while the lease does. Failures are as for [`Informers::ensure`], except that a
-    /// selector no lease holds any more stops being retried.
+    /// selector no lease holds any more stops being retried. Past [`MAX_FEEDS`]` - 1` distinct
+    /// selectors on one type, the type is watched whole instead.
     pub async fn select(
         &self,
         resolved: &ResolvedType,
@@ -239,6 +240,7 @@ impl Informers {
             resource: resolved.resource.clone(),
             selector: label_selector.to_string(),
         };
+        let mut whole = false;
         let (progress, seen_failures) = {
             let mut views = self.views.lock();
             let view = self.view(&mut views, resolved);
@@ -248,15 +250,15 @@ impl Informers {
                 *leases += 1;
                 (feed.progress.clone(), feed.progress.borrow().failures)
             } else if view.selected.len() + 1 >= MAX_FEEDS {
-                return Err(CacheError::Watch {
-                    resource: resolved.resource.group_key(),
-                    message: format!(
-                        "{} distinct label selectors on one type already; controllers with \
-                         fewer distinct selectors, or one that needs the whole type, share \
-                         watches",
-                        MAX_FEEDS - 1
-                    ),
-                });
+                // Too many selectors on one type: one watch of every object serves them all,
+                // as before selections (the selected watches retire once it has listed).
+                tracing::info!(resource = %resolved.resource.group_key(), selectors = view.selected.len(), "too many label selectors on one type; watching it whole");
+                let store = view.store.clone();
+                let all = self.start(resolved, store, None);
+                let progress = all.progress.clone();
+                view.all = Some(all);
+                whole = true;
+                (progress, 0)
             } else {
                 let store = view.store.clone();
                 let feed = self.start(resolved, store, Some(label_selector));
@@ -266,6 +268,9 @@ impl Informers {
             }
         };
         wait(resolved, progress, seen_failures).await?;
+        if whole {
+            self.retire_selected(&resolved.resource);
+        }
         Ok(lease)
     }
 
