@@ -131,8 +131,9 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::mpsc;
 
-    /// A cluster whose reading waits until the test lets it go.
-    struct Gate(Mutex<mpsc::Receiver<Read>>);
+    /// A cluster whose reading waits until the test lets it go, and says when a reading holds
+    /// the gate (so a test knows which of two readings the next answer goes to).
+    struct Gate(Mutex<mpsc::Receiver<Read>>, Mutex<mpsc::Sender<()>>);
 
     impl ClusterCrds for Gate {
         fn describe(&self) -> String {
@@ -140,7 +141,9 @@ mod tests {
         }
 
         fn read(&self, _within: Duration) -> Result<Vec<Value>, ClusterError> {
-            self.0.lock().unwrap().recv().unwrap()
+            let gate = self.0.lock().unwrap();
+            let _ = self.1.lock().unwrap().send(());
+            gate.recv().unwrap()
         }
     }
 
@@ -180,7 +183,9 @@ mod tests {
     #[test]
     fn one_reading_at_a_time_and_none_waited_for_past_its_deadline() {
         let (release, gate) = mpsc::channel();
-        let mut cluster = Cluster::new(Arc::new(Gate(Mutex::new(gate))), TIMEOUT);
+        let (entered, holding) = mpsc::channel();
+        let gate = Gate(Mutex::new(gate), Mutex::new(entered));
+        let mut cluster = Cluster::new(Arc::new(gate), TIMEOUT);
         assert!(cluster.start());
         assert!(!cluster.start(), "a reading is in flight");
         release.send(Ok(vec![crd(1)])).unwrap();
@@ -194,7 +199,10 @@ mod tests {
         // A reading stuck past a short deadline is given up, and a new one can start while it
         // is still stuck; the stuck one's late answer is not the new one's.
         let mut cluster = Cluster::new(cluster.source.clone(), Duration::from_millis(1));
+        holding.recv().unwrap();
         assert!(cluster.start());
+        // The stuck reading holds the gate before the next starts: the next answer is its.
+        holding.recv().unwrap();
         let (_, deadline) = cluster.waits();
         deadline.recv().unwrap();
         let error = cluster.given_up().unwrap_err();
