@@ -268,8 +268,9 @@ impl Applier {
             .as_ref()
             .ok()
             .and_then(|w| w.resource_version().map(str::to_owned));
+        let from = object::str_at(subject, "/metadata/resourceVersion");
         self.own_writes
-            .finish(controller, key.clone(), version.clone());
+            .finish(controller, key.clone(), from, version.clone());
         written.map_err(|source| ApplyError::Api {
             action,
             object: key.to_string(),

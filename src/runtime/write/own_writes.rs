@@ -56,14 +56,19 @@ impl OwnWrites {
             .in_flight += 1;
     }
 
-    /// The write's answer: the version it produced, or none when it failed. Events held back
-    /// meanwhile that are not its own are delivered again.
+    /// The write's answer: the version it produced, or none when it failed; `from`, the version
+    /// the write was based on, if it named one. A write answered with the version it was based
+    /// on changed nothing, so no event of it will come: its version is somebody else's, whose
+    /// event must not be taken for the controller's own. Events held back meanwhile that are
+    /// not its own are delivered again.
     pub(crate) fn finish(
         &self,
         controller: &ControllerId,
         key: ObjectKey,
+        from: Option<&str>,
         version: Option<String>,
     ) {
+        let version = version.filter(|version| Some(version.as_str()) != from);
         let held = {
             let mut records = self.records.lock();
             let id = (controller.clone(), key);
@@ -180,7 +185,7 @@ mod tests {
     fn the_event_of_an_own_write_is_recognised_once() {
         let (writes, _, controller, key) = setup();
         writes.begin(&controller, key.clone());
-        writes.finish(&controller, key, Some("5".into()));
+        writes.finish(&controller, key, None, Some("5".into()));
         assert!(!writes.is_own(&controller, &event("4")), "someone else's");
         assert!(writes.is_own(&controller, &event("5")));
         assert!(!writes.is_own(&controller, &event("5")), "used up");
@@ -195,7 +200,7 @@ mod tests {
         writes.begin(&controller, key.clone());
         assert!(writes.is_own(&controller, &event("4")), "held back");
         assert!(writes.is_own(&controller, &event("5")), "held back");
-        writes.finish(&controller, key, Some("5".into()));
+        writes.finish(&controller, key, None, Some("5".into()));
         let again = redelivered
             .try_recv()
             .expect("someone else's version comes back");
@@ -210,18 +215,37 @@ mod tests {
     }
 
     #[test]
+    fn a_write_that_changed_nothing_owns_no_version() {
+        let (writes, mut redelivered, controller, key) = setup();
+        // Someone changed the object to version 6; the watch has not said so yet when a write
+        // based on version 6 comes back with it, unchanged.
+        writes.begin(&controller, key.clone());
+        writes.finish(&controller, key.clone(), Some("6"), Some("6".into()));
+        assert!(
+            !writes.is_own(&controller, &event("6")),
+            "the change to version 6 was someone else's"
+        );
+        // Held back during such a write, it is delivered again.
+        writes.begin(&controller, key.clone());
+        assert!(writes.is_own(&controller, &event("7")), "held back");
+        writes.finish(&controller, key, Some("7"), Some("7".into()));
+        assert!(redelivered.try_recv().is_ok());
+        assert!(writes.records.lock().is_empty());
+    }
+
+    #[test]
     fn several_writes_in_one_sync_are_all_recognised_and_a_failure_delivers_everything() {
         let (writes, mut redelivered, controller, key) = setup();
         for version in ["7", "8"] {
             writes.begin(&controller, key.clone());
-            writes.finish(&controller, key.clone(), Some(version.into()));
+            writes.finish(&controller, key.clone(), None, Some(version.into()));
         }
         assert!(writes.is_own(&controller, &event("7")));
         assert!(writes.is_own(&controller, &event("8")));
 
         writes.begin(&controller, key.clone());
         assert!(writes.is_own(&controller, &event("9")));
-        writes.finish(&controller, key, None);
+        writes.finish(&controller, key, None, None);
         assert!(
             redelivered.try_recv().is_ok(),
             "a failed write owns nothing"
