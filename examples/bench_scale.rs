@@ -4,7 +4,9 @@
 //!
 //! 1. **idle**: no controller;
 //! 2. **10 selected**: a DecoratorController whose rule selects the 10 Pods labelled
-//!    `special: "yes"`, until it has labelled them;
+//!    `special: "yes"`, until it has labelled them; then the same with a finalize hook, which
+//!    caches every Pod (it must see Pods that stop matching): the yardstick, as every
+//!    controller cached before caches followed selectors;
 //! 3. **every Pod**: one whose rule selects every Pod, until it has labelled them all, then a
 //!    **full resync** (`metascript.dev/sync-requested-at`), until every Pod was synced again;
 //! 4. **sharded**: the same controller over 1, 2 and 4 replicas with `--shards auto`, until
@@ -139,6 +141,7 @@ fn pod(index: usize) -> Value {
 
 /// A DecoratorController of the processes in `group`, labelling the Pods `selects` matches.
 fn decorator(name: &str, group: &str, selects: Value, requested: &str) -> Value {
+    let sync = json!({"script": {"language": "rhai", "inline": r#"#{ labels: #{ "decorated": "yes" }, finalized: true }"#}});
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
         "metadata": {
@@ -147,7 +150,7 @@ fn decorator(name: &str, group: &str, selects: Value, requested: &str) -> Value 
         },
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "pods", "labelSelector": {"matchLabels": selects}}],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": r#"#{ labels: #{ "decorated": "yes" } }"#}}}
+            "hooks": {"sync": sync}
         }
     })
 }
@@ -327,6 +330,37 @@ async fn main() -> anyhow::Result<()> {
     .print(idle_rss, json_size);
     process.stop()?;
     controllers.delete(name, &Default::default()).await?;
+
+    // The same with a finalize hook: it must see Pods that stop matching, so it caches every
+    // Pod, as every controller did before caches followed selectors (the yardstick).
+    let name = "ten-finalizing";
+    let process = start(name, &[])?;
+    until("the operator to be ready", PHASE, || ready(&process)).await?;
+    let mut finalizing = decorator(name, name, json!({"special": "yes"}), "never");
+    finalizing["spec"]["hooks"]["finalize"] = finalizing["spec"]["hooks"]["sync"].clone();
+    let (cpu, started) = (process.cpu(), Instant::now());
+    controllers
+        .patch(name, &apply, &Patch::Apply(finalizing))
+        .await?;
+    until("its list", PHASE, || {
+        process
+            .metric(r#"metascript_cached_objects{resource="Pod.v1"}"#)
+            .is_some_and(|cached| cached >= args.pods as f64)
+    })
+    .await?;
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Row {
+        phase: "the same with a finalize hook (every Pod cached)",
+        took: Some(took),
+        cpu: process.cpu() - cpu,
+        process: &process,
+    }
+    .print(idle_rss, json_size);
+    // Deleting it releases its finalizer from the 10 Pods.
+    controllers.delete(name, &Default::default()).await?;
+    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
+    process.stop()?;
 
     // 3. A decorator of every Pod, then a full resync.
     let name = "every";
