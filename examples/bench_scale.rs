@@ -31,7 +31,7 @@ mod common;
 use common::process::{OperatorProcess, until};
 use common::{Counter, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
@@ -224,9 +224,7 @@ async fn main() -> anyhow::Result<()> {
     let client = plane.client().await?;
     install_crds(&client).await?;
     create_namespace(&client, NAMESPACE).await?;
-    // Pods wait for their namespace's default ServiceAccount (made by the controller manager).
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-    until_async(|| async { accounts.get_opt("default").await.ok().flatten().is_some() }).await?;
+    // The plane runs without the ServiceAccount admission plugin: Pods need no account.
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let created = Instant::now();
