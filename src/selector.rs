@@ -316,11 +316,6 @@ impl LabelSelector {
     }
 }
 
-/// `key=value` as a watch's `labelSelector`, when both are a label's key and value.
-pub(crate) fn label_equals(key: &str, value: &str) -> Option<String> {
-    (is_label_key(key) && is_label_value(value)).then(|| format!("{key}={value}"))
-}
-
 /// A label key: an optional DNS subdomain prefix and `/`, then a name.
 fn is_label_key(key: &str) -> bool {
     let (prefix, name) = match key.rsplit_once('/') {

@@ -533,9 +533,6 @@ pub(crate) enum Selects<'a> {
     /// The objects a rule's label selector matches (every object without one): the objects it
     /// acts on.
     Rule(Option<&'a LabelSelector>),
-    /// The objects carrying a label the controller puts on every object it writes of the
-    /// type (`metascript.dev/decorator: <name>`): `(key, value)`.
-    Labelled(&'static str, &'a str),
 }
 
 /// The types a controller needs only where label selectors match (kubectl syntax): those whose
@@ -561,7 +558,6 @@ fn label_scoped(
                 Selects::Whole => None,
                 Selects::Rule(_) if finalizes => None,
                 Selects::Rule(selector) => selector.and_then(LabelSelector::server_side),
-                Selects::Labelled(key, value) => crate::selector::label_equals(key, value),
             };
             (reference, selector)
         })

@@ -12,15 +12,10 @@ const CACHED: &str = r#"metascript_cached_objects{resource="ConfigMap.v1"}"#;
 const SELECTED_WATCHES: &str = r#"metascript_watches{resource="ConfigMap.v1",selection="labels"}"#;
 const WHOLE_WATCHES: &str = r#"metascript_watches{resource="ConfigMap.v1",selection="all"}"#;
 
-/// A decorator of the ConfigMaps labelled `app: <app>`, labelling them `seen: <app>` and
-/// attaching a ConfigMap `<target>-note` to each.
+/// A decorator of the ConfigMaps labelled `app: <app>`, labelling them `seen: <app>`.
 fn decorator(instance: &str, app: &str, finalize: bool) -> Value {
-    let sync = json!({"script": {"language": "rhai", "inline": format!(r#"#{{
-        labels: #{{ "seen": "{app}" }},
-        attachments: [#{{ apiVersion: "v1", kind: "ConfigMap",
-                          metadata: #{{ name: request.object.metadata.name + "-note" }} }}],
-        finalized: true
-    }}"#)}});
+    let sync = json!({"script": {"language": "rhai",
+        "inline": format!(r#"#{{ labels: #{{ "seen": "{app}" }}, finalized: true }}"#)}});
     let mut hooks = json!({"sync": sync});
     if finalize {
         hooks["finalize"] = sync.clone();
@@ -31,7 +26,6 @@ fn decorator(instance: &str, app: &str, finalize: bool) -> Value {
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "configmaps",
                            "labelSelector": {"matchLabels": {"app": app}}}],
-            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
             "hooks": hooks
         }
     })
@@ -88,10 +82,8 @@ async fn a_decorator_caches_only_what_its_selector_matches_and_follows_an_edit()
     for name in ["special-0", "special-1", "special-2"] {
         wait_seen(&client, &namespace, name, &special).await;
     }
-    // The 3 targets and their 3 attachments (by the label the operator puts on them), through
-    // one watch each.
-    metric_is(&operator, CACHED, 6.0).await;
-    assert_eq!(operator.metric(SELECTED_WATCHES), Some(2.0));
+    metric_is(&operator, CACHED, 3.0).await;
+    assert_eq!(operator.metric(SELECTED_WATCHES), Some(1.0));
     assert_eq!(operator.metric(WHOLE_WATCHES), Some(0.0));
 
     // An object that comes to match enters the cache and is decorated.
@@ -101,25 +93,21 @@ async fn a_decorator_caches_only_what_its_selector_matches_and_follows_an_edit()
     )
     .await;
     wait_seen(&client, &namespace, "plain-0", &special).await;
-    metric_is(&operator, CACHED, 8.0).await;
+    metric_is(&operator, CACHED, 4.0).await;
 
-    // A new selector: its objects are decorated, and the old targets leave the cache once the
-    // new version serves; the 4 attachments they have stay (still the controller's).
+    // A new selector: its objects are decorated, and the old selection leaves the cache once
+    // the new version serves.
     apply(&client, &decorator(&instance, &other, false)).await;
     for name in ["other-0", "other-1"] {
         wait_seen(&client, &namespace, name, &other).await;
     }
-    metric_is(&operator, CACHED, 8.0).await;
-    assert_eq!(operator.metric(SELECTED_WATCHES), Some(2.0));
-    for target in ["special-0", "plain-0", "other-0", "other-1"] {
-        let note = labelled_config_map(&namespace, &format!("{target}-note"), json!({}));
-        wait_for(&client, &note, "an attachment", |_| true).await;
-    }
+    metric_is(&operator, CACHED, 2.0).await;
+    assert_eq!(operator.metric(SELECTED_WATCHES), Some(1.0));
 
     // A finalize hook must see objects that stop matching: the type is cached whole.
     apply(&client, &decorator(&instance, &other, true)).await;
     metric_is(&operator, WHOLE_WATCHES, 1.0).await;
     metric_is(&operator, SELECTED_WATCHES, 0.0).await;
     let cached = operator.metric(CACHED).expect("metrics answer");
-    assert!(cached >= 41.0, "every ConfigMap is cached: {cached}");
+    assert!(cached >= 37.0, "every ConfigMap is cached: {cached}");
 }

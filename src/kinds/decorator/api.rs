@@ -1,6 +1,5 @@
 //! The DecoratorController custom resource (Metacontroller's API, with script hooks).
 
-use super::DECORATOR_LABEL;
 use crate::api::{
     ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook, HookContract,
     HookKind, KindInfo, KindName, ResourceRef, Selects, controller_spec, fields,
@@ -69,7 +68,6 @@ impl ControllerObject for DecoratorController {
 
     fn spec(&self) -> ControllerSpec {
         let spec = &self.spec;
-        let name = self.metadata.name.as_deref().unwrap_or_default();
         let hooks = &spec.hooks;
         spec.common(
             &self.metadata,
@@ -82,10 +80,13 @@ impl ControllerObject for DecoratorController {
             spec.resources
                 .iter()
                 .map(|r| (r.resource_ref(), Selects::Rule(r.label_selector.as_ref())))
-                .chain(spec.attachments.iter().map(|a| {
-                    let labelled = Selects::Labelled(DECORATOR_LABEL, name);
-                    (a.resource_ref(), labelled)
-                })),
+                // Whole: a hand-made object with an attachment's name must be seen to be judged
+                // by `adopt`, and it carries no label of the decorator's.
+                .chain(
+                    spec.attachments
+                        .iter()
+                        .map(|a| (a.resource_ref(), Selects::Whole)),
+                ),
             set_hooks([
                 (SYNC, Some(&hooks.sync)),
                 (FINALIZE, hooks.finalize.as_ref()),
@@ -281,6 +282,12 @@ mod tests {
                 "resources": [rule("pods", json!({"app": "a b"}))], "hooks": sync()}),
             ),
             (
+                "an attachment of the type",
+                json!({
+                "resources": [rule("pods", json!({"app": "a"}))],
+                "attachments": [{"apiVersion": "v1", "resource": "pods"}], "hooks": sync()}),
+            ),
+            (
                 "a read of the type",
                 json!({
                 "resources": [rule("pods", json!({"app": "a"}))],
@@ -292,37 +299,11 @@ mod tests {
     }
 
     #[test]
-    fn attachments_are_scoped_by_the_label_the_decorator_puts_on_them() {
-        let spec = json!({
-            "resources": [rule("pods", json!({"app": "a"}))],
-            "attachments": [{"apiVersion": "v1", "resource": "pods"},
-                            {"apiVersion": "v1", "resource": "configmaps"}],
-            "hooks": sync(),
-        });
-        assert_eq!(
-            scoped(spec, &[]),
-            [
-                ("configmaps".into(), "metascript.dev/decorator=d".into()),
-                ("pods".into(), "app=a".into()),
-                ("pods".into(), "metascript.dev/decorator=d".into()),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_controller_that_finalizes_or_did_scopes_only_its_attachments() {
+    fn a_controller_that_finalizes_or_did_scopes_nothing() {
         let mut hooks = sync();
         hooks["finalize"] = hooks["sync"].clone();
         let rules = json!([rule("pods", json!({"app": "a"}))]);
         assert_eq!(scoped(json!({"resources": rules, "hooks": hooks}), &[]), []);
-        let attachments = json!([{"apiVersion": "v1", "resource": "configmaps"}]);
-        assert_eq!(
-            scoped(
-                json!({"resources": rules, "attachments": attachments, "hooks": hooks}),
-                &[]
-            ),
-            [("configmaps".into(), "metascript.dev/decorator=d".into())]
-        );
         assert_eq!(
             scoped(
                 json!({"resources": rules, "hooks": sync()}),

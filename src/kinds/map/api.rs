@@ -1,6 +1,5 @@
 //! The MapController custom resource: for each input a parent selects, outputs owned by the parent.
 
-use super::MAP_LABEL;
 use crate::api::{
     ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook, HookContract,
     HookKind, KindInfo, KindName, ResourceRef, Selects, controller_spec, fields,
@@ -67,7 +66,6 @@ impl ControllerObject for MapController {
 
     fn spec(&self) -> ControllerSpec {
         let spec = &self.spec;
-        let name = self.metadata.name.as_deref().unwrap_or_default();
         spec.common(
             &self.metadata,
             on_delete_by_default(
@@ -80,11 +78,8 @@ impl ControllerObject for MapController {
         .spec(
             std::iter::once(spec.parent_resource.clone())
                 .chain(spec.input_resources.iter().cloned())
-                .map(|whole| (whole, Selects::Whole))
-                .chain(spec.output_resources.iter().map(|output| {
-                    let labelled = Selects::Labelled(MAP_LABEL, name);
-                    (output.resource_ref(), labelled)
-                })),
+                .chain(spec.output_resources.iter().map(|o| o.resource_ref()))
+                .map(|whole| (whole, Selects::Whole)),
             set_hooks([
                 (MAP, Some(&spec.hooks.map)),
                 (TOMBSTONE, spec.hooks.tombstone.as_ref()),
