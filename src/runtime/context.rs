@@ -321,7 +321,25 @@ pub(crate) async fn sweep(what: &str, work: impl FnOnce() + Send + 'static) {
     }
 }
 
+/// Whether `--controller-selector` (kubectl syntax; none: every controller) selects a
+/// controller object. One that does not parse selects nothing: the API server refused it at
+/// start, when the operator's own watch was made with it.
+fn selected_by(controller_selector: Option<&str>, controller: &Value) -> bool {
+    controller_selector.is_none_or(|text| {
+        crate::selector::parse_label_selector(text)
+            .is_ok_and(|selector| selector.matches(&object::metadata_map(controller, "labels")))
+    })
+}
+
 impl Context {
+    /// Whether this operator serves a controller object: its labels match
+    /// `--controller-selector`. The watch of controller objects is label-selected, but another
+    /// controller may need their type whole (a rule or a read of it), and the shared cache then
+    /// holds other operators' controllers too.
+    pub(crate) fn serves(&self, controller: &Value) -> bool {
+        selected_by(self.config.controller_selector.as_deref(), controller)
+    }
+
     /// An object from the watch cache.
     pub fn get(&self, reference: &ObjRef) -> Option<Arc<Value>> {
         self.informers.get(
@@ -516,6 +534,24 @@ impl Context {
 mod tests {
     use super::*;
     use base64::Engine as _;
+
+    #[test]
+    fn an_operator_serves_only_the_controllers_its_selector_matches() {
+        let controller =
+            |labels: Value| serde_json::json!({"metadata": {"name": "c", "labels": labels}});
+        let mine = controller(serde_json::json!({"team": "a"}));
+        let theirs = controller(serde_json::json!({"team": "b"}));
+        let unlabelled = controller(Value::Null);
+        assert!(selected_by(None, &theirs));
+        assert!(selected_by(Some("team=a"), &mine));
+        assert!(!selected_by(Some("team=a"), &theirs));
+        assert!(!selected_by(Some("team=a"), &unlabelled));
+        assert!(selected_by(Some("!team"), &unlabelled));
+        assert!(
+            !selected_by(Some("team in (a"), &mine),
+            "one that does not parse"
+        );
+    }
 
     /// Naming ever new accounts keeps at most the cap of clients, the most recently used.
     #[tokio::test]

@@ -78,6 +78,14 @@ impl<K: Kind> Registry<K> {
         self.loaded.read().get(name).cloned()
     }
 
+    /// A controller object of this kind that this operator serves, from the cache.
+    fn own(&self, context: &Context, name: &str) -> Option<Arc<Value>> {
+        context
+            .informers
+            .get(&self.resource, None, name)
+            .filter(|object| context.serves(object))
+    }
+
     fn all(&self) -> Vec<Arc<Controller<K>>> {
         self.loaded.read().values().cloned().collect()
     }
@@ -85,7 +93,7 @@ impl<K: Kind> Registry<K> {
     /// Loads, reloads or removes a controller, from the cache.
     async fn load(&self, context: &Arc<Context>, key: &WorkKey) {
         let id = &key.controller;
-        let Some(object) = context.informers.get(&self.resource, None, &id.name) else {
+        let Some(object) = self.own(context, &id.name) else {
             self.remove(context, id);
             return;
         };
@@ -517,7 +525,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
     fn controller_names(&self, context: &Context) -> Vec<String> {
         ObjectStore::list(&*context.informers, &self.resource, None)
             .iter()
-            .filter(|object| !object::is_deleting(object))
+            .filter(|object| context.serves(object) && !object::is_deleting(object))
             .map(|object| object::name(object).to_string())
             .collect()
     }
@@ -525,9 +533,8 @@ impl<K: Kind> KindRuntime for Registry<K> {
     fn settled(&self, context: &Context, name: &str) -> bool {
         self.loaded.read().contains_key(name)
             || self.unloaded.lock().contains_key(name)
-            || context
-                .informers
-                .get(&self.resource, None, name)
+            || self
+                .own(context, name)
                 .is_none_or(|object| object::is_deleting(&object))
     }
 

@@ -132,6 +132,8 @@ struct View {
 
 /// One running watch.
 struct Feed {
+    /// Its type, as metrics name it.
+    resource: String,
     slot: FeedSlot,
     progress: watch::Receiver<Progress>,
     task: JoinHandle<()>,
@@ -153,6 +155,9 @@ pub struct WatchLease {
     informers: Weak<Informers>,
     resource: ResourceType,
     selector: String,
+    /// The label-selected watch it counts in, `None` when the watch of every object served it
+    /// (nothing to count: that watch is never stopped).
+    feed: Option<FeedSlot>,
 }
 
 impl std::fmt::Debug for WatchLease {
@@ -168,8 +173,8 @@ impl std::fmt::Debug for WatchLease {
 
 impl Drop for WatchLease {
     fn drop(&mut self) {
-        if let Some(informers) = self.informers.upgrade() {
-            informers.unselect(&self.resource, &self.selector);
+        if let (Some(informers), Some(feed)) = (self.informers.upgrade(), self.feed) {
+            informers.unselect(&self.resource, &self.selector, feed);
         }
     }
 }
@@ -235,43 +240,53 @@ impl Informers {
         resolved: &ResolvedType,
         label_selector: &str,
     ) -> Result<WatchLease, CacheError> {
-        let lease = WatchLease {
-            informers: self.this.clone(),
-            resource: resolved.resource.clone(),
-            selector: label_selector.to_string(),
-        };
-        let mut whole = false;
-        let (progress, seen_failures) = {
-            let mut views = self.views.lock();
-            let view = self.view(&mut views, resolved);
-            if let Some(all) = &view.all {
-                (all.progress.clone(), all.progress.borrow().failures)
-            } else if let Some((feed, leases)) = view.selected.get_mut(label_selector) {
-                *leases += 1;
-                (feed.progress.clone(), feed.progress.borrow().failures)
-            } else if view.selected.len() + 1 >= MAX_FEEDS {
-                // Too many selectors on one type: one watch of every object serves them all,
-                // as before selections (the selected watches retire once it has listed).
-                tracing::info!(resource = %resolved.resource.group_key(), selectors = view.selected.len(), "too many label selectors on one type; watching it whole");
-                let store = view.store.clone();
-                let all = self.start(resolved, store, None);
-                let progress = all.progress.clone();
-                view.all = Some(all);
-                whole = true;
-                (progress, 0)
-            } else {
-                let store = view.store.clone();
-                let feed = self.start(resolved, store, Some(label_selector));
-                let progress = feed.progress.clone();
-                view.selected.insert(label_selector.to_string(), (feed, 1));
-                (progress, 0)
+        loop {
+            let mut lease = WatchLease {
+                informers: self.this.clone(),
+                resource: resolved.resource.clone(),
+                selector: label_selector.to_string(),
+                feed: None,
+            };
+            let mut whole = false;
+            let (progress, seen_failures) = {
+                let mut views = self.views.lock();
+                let view = self.view(&mut views, resolved);
+                if let Some(all) = &view.all {
+                    (all.progress.clone(), all.progress.borrow().failures)
+                } else if let Some((feed, leases)) = view.selected.get_mut(label_selector) {
+                    *leases += 1;
+                    lease.feed = Some(feed.slot);
+                    (feed.progress.clone(), feed.progress.borrow().failures)
+                } else if view.selected.len() + 1 >= MAX_FEEDS {
+                    // Too many selectors on one type: one watch of every object serves them
+                    // all, as before selections (the selected ones retire once it has listed).
+                    tracing::info!(resource = %resolved.resource.group_key(), selectors = view.selected.len(), "too many label selectors on one type; watching it whole");
+                    let store = view.store.clone();
+                    let all = self.start(resolved, store, None);
+                    let progress = all.progress.clone();
+                    view.all = Some(all);
+                    whole = true;
+                    (progress, 0)
+                } else {
+                    let store = view.store.clone();
+                    let feed = self.start(resolved, store, Some(label_selector));
+                    let progress = feed.progress.clone();
+                    lease.feed = Some(feed.slot);
+                    view.selected.insert(label_selector.to_string(), (feed, 1));
+                    (progress, 0)
+                }
+            };
+            match wait(resolved, progress, seen_failures).await {
+                // The selected watch it waited on was retired by the watch of every object,
+                // which serves it now.
+                Err(CacheError::Released { .. }) if lease.feed.is_some() => continue,
+                waited => waited?,
             }
-        };
-        wait(resolved, progress, seen_failures).await?;
-        if whole {
-            self.retire_selected(&resolved.resource);
+            if whole {
+                self.retire_selected(&resolved.resource);
+            }
+            return Ok(lease);
         }
-        Ok(lease)
     }
 
     /// The view of a type, made empty the first time it is asked for.
@@ -290,31 +305,33 @@ impl Informers {
     }
 
     /// A lease on a label-selected watch ended: the last one stops it.
-    fn unselect(&self, resource: &ResourceType, selector: &str) {
-        let stopped = {
+    fn unselect(&self, resource: &ResourceType, selector: &str, leased: FeedSlot) {
+        let changes = {
             let mut views = self.views.lock();
             let Some(view) = views.get_mut(resource) else {
                 return;
             };
-            let Some((_, leases)) = view.selected.get_mut(selector) else {
-                // Retired when the watch of every object listed.
-                return;
-            };
-            *leases -= 1;
-            if *leases > 0 {
-                return;
+            match view.selected.get_mut(selector) {
+                // Not the watch it counted in: that one was retired (by the watch of every
+                // object) or stopped, and this one is someone else's.
+                Some((feed, leases)) if feed.slot == leased => {
+                    *leases -= 1;
+                    if *leases > 0 {
+                        return;
+                    }
+                }
+                _ => return,
             }
             let (feed, _) = view.selected.remove(selector).expect("looked up above");
-            (view.store.clone(), feed)
+            tracing::info!(resource = %resource.group_key(), selector, "stopped watching");
+            self.stop(&view.store, feed)
         };
-        let (store, feed) = stopped;
-        tracing::info!(resource = %resource.group_key(), selector, "stopped watching");
-        self.stop(resource, &store, feed);
+        self.announce(resource, changes);
     }
 
     /// Stops the label-selected watches of a type whose watch of every object has listed.
     fn retire_selected(&self, resource: &ResourceType) {
-        let retired: Vec<(Arc<RwLock<Store>>, Feed)> = {
+        let changes = {
             let mut views = self.views.lock();
             let Some(view) = views.get_mut(resource) else {
                 return;
@@ -326,37 +343,41 @@ impl Informers {
             if !listed {
                 return;
             }
-            view.selected
-                .drain()
-                .map(|(_, (feed, _))| (view.store.clone(), feed))
+            let retired: Vec<Feed> = view.selected.drain().map(|(_, (feed, _))| feed).collect();
+            retired
+                .into_iter()
+                .flat_map(|feed| self.stop(&view.store, feed))
                 .collect()
         };
-        for (store, feed) in retired {
-            self.stop(resource, &store, feed);
-        }
+        self.announce(resource, changes);
     }
 
-    /// Stops a watch; what only it held leaves the cache, reported as deletions.
-    fn stop(&self, resource: &ResourceType, store: &RwLock<Store>, feed: Feed) {
+    /// Stops a label-selected watch, under the lock of the views (so its bit is free before
+    /// anyone counts the type's watches again); what only it held leaves the cache, and the
+    /// deletions to announce are returned.
+    fn stop(&self, store: &RwLock<Store>, feed: Feed) -> Vec<Change> {
         feed.task.abort();
-        let (changes, len) = {
-            let mut store = store.write();
-            (store.close_feed(feed.slot), store.len())
-        };
-        let group_key = resource.group_key();
+        let mut store = store.write();
+        let changes = store.close_feed(feed.slot);
+        let resource = feed.resource;
         self.metrics
             .cached
             .get_or_create(&ResourceLabels {
-                resource: group_key.clone(),
+                resource: resource.clone(),
             })
-            .set(len as i64);
+            .set(store.len() as i64);
         self.metrics
             .watches
             .get_or_create(&WatchLabels {
-                resource: group_key,
+                resource,
                 selection: "labels",
             })
             .dec();
+        changes
+    }
+
+    /// Sends the changes a stopped watch made to the cache.
+    fn announce(&self, resource: &ResourceType, changes: Vec<Change>) {
         for (old, new) in changes {
             let _ = self.events.send(ObjectEvent {
                 resource: resource.clone(),
@@ -475,6 +496,7 @@ impl Informers {
             .inc();
         tracing::info!(resource = %group_key, selector = label_selector.unwrap_or("(all)"), "started watching");
         Feed {
+            resource: group_key,
             slot,
             progress,
             task,

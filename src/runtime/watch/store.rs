@@ -1,8 +1,11 @@
 //! The cached objects of one type, as one view filled by one or more feeds (watches): one of
 //! every object, or several of the objects a label selector matches. An object is held once
-//! however many feeds hold it, and a change is reported once: when the view changes, not when a
-//! feed does. So a feed that starts, stops or re-lists moves objects in and out of the view
-//! without a missed or a doubled event.
+//! however many feeds hold it, and a change is reported when the view changes, not when a feed
+//! does: a feed that starts, stops or re-lists moves objects in and out of the view without
+//! announcing what another feed already holds, and a feed behind another does not set an
+//! object back to an older version. Not covered: an object deleted while a feed behind
+//! another has not yet seen it come to match its selector is announced added and deleted
+//! again when that feed catches up (tombstones of recent deletions would cover it).
 
 use crate::object;
 use crate::runtime::watch::decode::Undecodable;
@@ -226,7 +229,11 @@ impl Store {
             .and_then(|objects| objects.get_mut(&name))
         {
             held.feeds |= bit;
-            if Arc::ptr_eq(&held.object, &object) || is_same_version(&held.object, &object) {
+            // Another feed may be ahead of this one: its newer version stays.
+            if Arc::ptr_eq(&held.object, &object)
+                || is_same_version(&held.object, &object)
+                || is_older(&object, &held.object)
+            {
                 return None;
             }
         }
@@ -238,7 +245,8 @@ impl Store {
     }
 
     /// A feed saw an object deleted (or, for a selecting feed, stop matching), in the final
-    /// state its event carries. It leaves the view, and is reported, once no feed holds it.
+    /// state its event carries. It leaves the view, and is reported, once no feed holds it;
+    /// an object the view does not hold is no news.
     pub(super) fn delete(&mut self, feed: FeedSlot, object: Value) -> Option<Change> {
         if !self.is_open(feed) {
             return None;
@@ -246,11 +254,12 @@ impl Store {
         let (namespace, name) = key(&object);
         let bit = 1u64 << feed.bit;
         match self.held(&namespace, &name) {
+            None => None,
             Some(held) if held.feeds & !bit != 0 => {
                 self.release(feed, &namespace, &name);
                 None
             }
-            _ => {
+            Some(_) => {
                 self.remove(&namespace, &name);
                 Some((Some(Arc::new(object)), None))
             }
@@ -373,6 +382,20 @@ fn is_same_version(cached: &Value, object: &Value) -> bool {
     object::uid(cached) == object::uid(object)
         && version(cached).is_some()
         && version(cached) == version(object)
+}
+
+/// Whether `object` is an older version of the object `than` holds: same uid, and a smaller
+/// resourceVersion. resourceVersions are opaque to clients, but the API server's are etcd
+/// revisions; two watches of one type can deliver an object out of step, and the view keeps the
+/// newer. Versions that are not numbers are never older.
+fn is_older(object: &Value, than: &Value) -> bool {
+    let version = |o| {
+        object::str_at(o, "/metadata/resourceVersion")?
+            .parse::<u64>()
+            .ok()
+    };
+    object::uid(object) == object::uid(than)
+        && matches!((version(object), version(than)), (Some(older), Some(newer)) if older < newer)
 }
 
 /// (namespace or `""`, name).

@@ -329,3 +329,29 @@ fn a_relist_of_one_feed_releases_what_it_no_longer_matches_only_for_it() {
     );
     assert_eq!(names(store.list(None)), ["shared"]);
 }
+
+#[test]
+fn a_feed_behind_another_does_not_set_an_object_back() {
+    let mut store = Store::default();
+    let ahead = store.open_feed().unwrap();
+    let behind = store.open_feed().unwrap();
+    store.apply(ahead, config_map("ns", "a", "1", json!({"k": "1"})));
+    store.apply(ahead, config_map("ns", "a", "3", json!({"k": "3"})));
+    // The other feed delivers version 2 late: held by it too, but the view stays at 3.
+    assert!(
+        store
+            .apply(behind, config_map("ns", "a", "2", json!({"k": "2"})))
+            .is_none()
+    );
+    assert_eq!(store.get("ns", "a").unwrap()["data"]["k"], "3");
+    // A new object under the same name is no older version.
+    let mut recreated = (*config_map("ns", "a", "2", json!({"k": "new"}))).clone();
+    recreated["metadata"]["uid"] = "another".into();
+    assert!(store.apply(behind, Arc::new(recreated)).is_some());
+    // A deletion the view never held is no news.
+    assert!(
+        store
+            .delete(ahead, (*config_map("ns", "never", "9", json!({}))).clone())
+            .is_none()
+    );
+}
