@@ -42,6 +42,8 @@ pub enum StartError {
     Client(String),
     #[error("cannot watch {what}: {message}")]
     Watch { what: String, message: String },
+    #[error("--controller-selector {selector:?}: {message}")]
+    ControllerSelector { selector: String, message: String },
     #[error("cannot watch the scripts directory {path}: {source}")]
     ScriptsDir {
         path: PathBuf,
@@ -131,7 +133,20 @@ impl Operator {
             config.webhook_max_response_bytes,
         )
         .await;
+        let controller_selector = config
+            .controller_selector
+            .as_deref()
+            .map(|text| {
+                crate::selector::parse_label_selector(text).map_err(|error| {
+                    StartError::ControllerSelector {
+                        selector: text.to_string(),
+                        message: error.to_string(),
+                    }
+                })
+            })
+            .transpose()?;
         let context = Arc::new(Context {
+            controller_selector,
             events: Events::new(
                 client.clone(),
                 std::env::var("POD_NAME").ok(),

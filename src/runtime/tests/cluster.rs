@@ -84,6 +84,7 @@ impl Cluster {
         let config_map_type = resolve(&discovery, "v1", "configmaps").await.resource;
         let kind_names = crate::kinds::ALL.iter().map(|kind| kind.name()).collect();
         let context = Arc::new(Context {
+            controller_selector: None,
             events: Events::new(client.clone(), None, metrics.clone(), kind_names),
             applier: Applier::new(
                 metrics.clone(),
