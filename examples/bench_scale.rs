@@ -28,7 +28,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::process::{OperatorProcess, until};
+use common::process::{OperatorProcess, existing_bin, release_bin, replica_counts, until};
 use common::{Counter, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
@@ -56,10 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
         pods: 100_000,
         replicas: vec![1, 2, 4],
         workers: 16,
-        bin: PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/metascript"
-        )),
+        bin: release_bin(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -69,13 +66,7 @@ fn parse_args() -> anyhow::Result<Args> {
         };
         match arg.as_str() {
             "--pods" => args.pods = value("--pods")?.parse()?,
-            "--replicas" => {
-                args.replicas = value("--replicas")?
-                    .split(',')
-                    .filter(|count| !count.is_empty())
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?
-            }
+            "--replicas" => args.replicas = replica_counts(&value("--replicas")?)?,
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--bin" => args.bin = value("--bin")?.into(),
             "-h" | "--help" => {
@@ -88,11 +79,7 @@ fn parse_args() -> anyhow::Result<Args> {
         }
     }
     anyhow::ensure!(args.pods >= 10, "--pods must be at least 10");
-    anyhow::ensure!(
-        args.bin.is_file(),
-        "{} does not exist: cargo build --release --bin metascript first (or give --bin)",
-        args.bin.display()
-    );
+    args.bin = existing_bin(args.bin)?;
     Ok(args)
 }
 

@@ -32,7 +32,9 @@
 #[allow(dead_code)]
 mod common;
 
-use common::process::{OperatorProcess as Replica, until};
+use common::process::{
+    OperatorProcess as Replica, existing_bin, release_bin, replica_counts, until,
+};
 use common::{Counter, cpu_seconds, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -58,10 +60,7 @@ fn parse_args() -> anyhow::Result<Args> {
         replicas: vec![1, 2, 3],
         lease_seconds: 15,
         workers: 16,
-        bin: PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/metascript"
-        )),
+        bin: release_bin(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -71,12 +70,7 @@ fn parse_args() -> anyhow::Result<Args> {
         };
         match arg.as_str() {
             "--targets" => args.targets = value("--targets")?.parse()?,
-            "--replicas" => {
-                args.replicas = value("--replicas")?
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?
-            }
+            "--replicas" => args.replicas = replica_counts(&value("--replicas")?)?,
             "--lease-seconds" => args.lease_seconds = value("--lease-seconds")?.parse()?,
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--bin" => args.bin = value("--bin")?.into(),
@@ -90,11 +84,7 @@ fn parse_args() -> anyhow::Result<Args> {
             other => anyhow::bail!("unknown argument {other:?} (see --help)"),
         }
     }
-    anyhow::ensure!(
-        args.bin.is_file(),
-        "{} does not exist: cargo build --release --bin metascript first (or give --bin)",
-        args.bin.display()
-    );
+    args.bin = existing_bin(args.bin)?;
     Ok(args)
 }
 

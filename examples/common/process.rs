@@ -5,9 +5,36 @@
 use super::{cpu_seconds, memory};
 use metascript::testing::ControlPlane;
 use std::io::{Read as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Where `cargo build --release --bin metascript` leaves the binary the processes run.
+pub fn release_bin() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/release/metascript"
+    ))
+}
+
+/// `bin`, when it is there to run.
+pub fn existing_bin(bin: PathBuf) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(
+        bin.is_file(),
+        "{} does not exist: cargo build --release --bin metascript first (or give --bin)",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// A comma-separated list of replica counts (`1,2,4`; empty for none).
+pub fn replica_counts(text: &str) -> anyhow::Result<Vec<usize>> {
+    Ok(text
+        .split(',')
+        .filter(|count| !count.is_empty())
+        .map(str::parse)
+        .collect::<Result<_, _>>()?)
+}
 
 pub struct OperatorProcess {
     pub child: Child,
