@@ -811,7 +811,6 @@ fn current(store: &dyn ObjectStore, dependency: &Dependency) -> Vec<Arc<Value>> 
         } => {
             let mut found: Vec<Arc<Value>> = store
                 .list(resource, namespace.as_deref())
-                .into_iter()
                 .filter(|o| filter.matches(o))
                 .collect();
             // The caches list in this order already, the offline stores need not; sorting
@@ -1048,7 +1047,11 @@ mod tests {
         )]));
         struct Shared(Arc<parking_lot::RwLock<Vec<Value>>>);
         impl ObjectStore for Shared {
-            fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+            fn list(
+                &self,
+                resource: &ResourceType,
+                namespace: Option<&str>,
+            ) -> crate::store::Listed {
                 MemoryStore::new(self.0.read().clone()).list(resource, namespace)
             }
         }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// Read access to observed objects.
 pub trait ObjectStore {
     /// Objects of a type, in one namespace or in all.
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>>;
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed;
 
     /// One object (`namespace` is ignored for cluster-scoped types). Stores with a key index
     /// override this.
@@ -21,7 +21,6 @@ pub trait ObjectStore {
         name: &str,
     ) -> Option<Arc<Value>> {
         self.list(resource, resource.scope(namespace))
-            .into_iter()
             .find(|o| object::name(o) == name)
     }
 
@@ -29,7 +28,6 @@ pub trait ObjectStore {
     /// one namespace or in all: what a parent may adopt. Stores with an index override this.
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
         self.list(resource, namespace)
-            .into_iter()
             .filter(|object| object::controller_ref(object).is_none())
             .collect()
     }
@@ -37,11 +35,74 @@ pub trait ObjectStore {
     /// Objects of a type whose controller is `owner`. Stores with an owner index override this.
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
         self.list(resource, resource.scope_of(owner))
-            .into_iter()
             .filter(|child| object::is_controlled_by(child, owner))
             .collect()
     }
 }
+
+/// Objects listed from a store, decoded one at a time as they are taken: a cache that keeps its
+/// objects as JSON text hands over a list of every object of a type without holding them all
+/// decoded at once (about ten times their text each).
+#[derive(Debug, Default)]
+pub struct Listed(std::vec::IntoIter<Kept>);
+
+/// An object as a store keeps it.
+#[derive(Clone, Debug)]
+pub enum Kept {
+    Decoded(Arc<Value>),
+    /// JSON text serialized from a `Value`.
+    Json(Arc<str>),
+}
+
+impl Kept {
+    /// The object. JSON text comes from serializing a `Value` no deeper than a watch reads
+    /// (`object::MAX_WATCHED_DEPTH`), so it reads back as that very value.
+    pub fn decoded(self) -> Arc<Value> {
+        match self {
+            Kept::Decoded(value) => value,
+            Kept::Json(json) => Arc::new(
+                serde_json::from_str(&json)
+                    .expect("JSON serialized from a Value within the depth limit reads back"),
+            ),
+        }
+    }
+}
+
+impl Listed {
+    pub fn new(kept: Vec<Kept>) -> Listed {
+        Listed(kept.into_iter())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+}
+
+impl From<Vec<Arc<Value>>> for Listed {
+    fn from(objects: Vec<Arc<Value>>) -> Listed {
+        Listed::new(objects.into_iter().map(Kept::Decoded).collect())
+    }
+}
+
+impl FromIterator<Arc<Value>> for Listed {
+    fn from_iter<I: IntoIterator<Item = Arc<Value>>>(objects: I) -> Listed {
+        Listed::new(objects.into_iter().map(Kept::Decoded).collect())
+    }
+}
+
+impl Iterator for Listed {
+    type Item = Arc<Value>;
+
+    fn next(&mut self) -> Option<Arc<Value>> {
+        self.0.next().map(Kept::decoded)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Listed {}
 
 /// A plain in-memory store (test cases' `cluster`).
 #[derive(Debug, Default)]
@@ -69,7 +130,7 @@ impl MemoryStore {
 }
 
 impl ObjectStore for MemoryStore {
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
         self.objects
             .values()
             .filter(|o| resource.describes(o))

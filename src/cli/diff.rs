@@ -227,10 +227,10 @@ struct Recording<'a> {
 }
 
 impl ObjectStore for Recording<'_> {
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> crate::store::Listed {
         if !self.live.listed.contains(resource) {
             self.missing.lock().insert(resource.clone());
-            return Vec::new();
+            return Default::default();
         }
         self.live
             .objects

@@ -120,7 +120,7 @@ impl OfflineCluster {
 
 /// The manifests' objects, as hooks and planners see them.
 impl ObjectStore for OfflineCluster {
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> crate::store::Listed {
         self.objects
             .iter()
             .filter(|o| resource.describes(o))

@@ -195,7 +195,6 @@ pub(crate) fn related_objects(
         related.extend(
             store
                 .list(resource, resource.scope(rule.namespace_for(target)))
-                .into_iter()
                 .filter(|candidate| rule.selects(target, candidate)),
         );
     }

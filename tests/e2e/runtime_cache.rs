@@ -118,7 +118,7 @@ async fn the_initial_list_is_cached_before_ensure_returns() {
     let resource = &resolved.resource;
     assert!(informers.is_watched(resource));
     // No waiting: `ensure` returned, so the list is there.
-    let listed = informers.list(resource, Some(&ns));
+    let listed: Vec<_> = informers.list(resource, Some(&ns)).collect();
     let names: Vec<&str> = listed.iter().map(|o| object::name(o)).collect();
     assert_eq!(names, ["a", "b", "c"]);
     let b = informers
@@ -132,7 +132,6 @@ async fn the_initial_list_is_cached_before_ensure_returns() {
     assert!(
         informers
             .list(resource, None)
-            .iter()
             .filter(|o| object::namespace(o) == Some(&ns))
             .count()
             == 3
@@ -529,8 +528,7 @@ async fn dropping_the_informers_stops_every_watch() {
     assert!(
         informers
             .list(resource, Some("elsewhere"))
-            .iter()
-            .any(|o| object::name(o) == events.namespace)
+            .any(|o| object::name(&o) == events.namespace)
     );
     drop(informers);
     // Each watch task holds a sender; the channel closes only once every task has ended.
@@ -601,8 +599,7 @@ async fn label_selected_watches_share_one_cache_and_hand_over_without_doubled_ev
     let cached = |informers: &Informers| -> Vec<String> {
         informers
             .list(resource, Some(&ns))
-            .iter()
-            .map(|o| object::name(o).to_owned())
+            .map(|o| object::name(&o).to_owned())
             .collect()
     };
 

@@ -107,7 +107,6 @@ impl Mapper {
         let parents: Vec<std::sync::Arc<Value>> = offline
             .store
             .list(&self.parent, None)
-            .into_iter()
             .filter(|p| {
                 self.parent_selector(p)
                     .is_ok_and(|selector| self.selects_input(p, &selector, input))

@@ -524,9 +524,8 @@ impl<K: Kind> KindRuntime for Registry<K> {
 
     fn controller_names(&self, context: &Context) -> Vec<String> {
         ObjectStore::list(&*context.informers, &self.resource, None)
-            .iter()
             .filter(|object| context.serves(object) && !object::is_deleting(object))
-            .map(|object| object::name(object).to_string())
+            .map(|object| object::name(&object).to_string())
             .collect()
     }
 

@@ -29,7 +29,6 @@ pub(super) async fn shadow_pass<K: Kind>(
         .iter()
         .flat_map(|resource| {
             crate::store::ObjectStore::list(&*context.informers, resource, None)
-                .into_iter()
                 .filter(|object| candidate.planner.acts_on(resource, object))
                 .map(|object| (resource.clone(), object))
         })

@@ -19,8 +19,8 @@ use crate::resources::ResourceType;
 use crate::runtime::report::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
-use crate::runtime::watch::store::{Change, FeedSlot, MAX_FEEDS, Store};
-use crate::store::ObjectStore;
+use crate::runtime::watch::store::{Change, FeedSlot, Incoming, MAX_FEEDS, Store};
+use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
 use kube::Api;
 use kube::runtime::WatchStreamExt as _;
@@ -50,6 +50,19 @@ pub struct ObjectEvent {
     /// When the change comes from a (re)list: when the listed objects replaced the cache. A
     /// controller that queued everything from the cache after that moment has seen it already.
     pub listed_at: Option<Instant>,
+}
+
+impl ObjectEvent {
+    /// A change to a view, its objects decoded now: one at a time as they are sent, so a
+    /// list of every object of a type is not held decoded all at once.
+    fn of_change(resource: &ResourceType, (old, new): Change, listed_at: Option<Instant>) -> Self {
+        ObjectEvent {
+            resource: resource.clone(),
+            old: old.map(Kept::decoded),
+            new: new.map(Kept::decoded),
+            listed_at,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -378,13 +391,10 @@ impl Informers {
 
     /// Sends the changes a stopped watch made to the cache.
     fn announce(&self, resource: &ResourceType, changes: Vec<Change>) {
-        for (old, new) in changes {
-            let _ = self.events.send(ObjectEvent {
-                resource: resource.clone(),
-                old,
-                new,
-                listed_at: None,
-            });
+        for change in changes {
+            let _ = self
+                .events
+                .send(ObjectEvent::of_change(resource, change, None));
         }
     }
 
@@ -413,9 +423,7 @@ impl Informers {
     ) -> Option<Arc<Value>> {
         let store = self.store(resource)?;
         let store = store.read();
-        store
-            .get(resource.scope(namespace).unwrap_or_default(), name)
-            .cloned()
+        store.get(resource.scope(namespace).unwrap_or_default(), name)
     }
 
     /// How many objects of a type are cached (0 when it is not watched).
@@ -551,20 +559,20 @@ impl ObjectStore for Informers {
     }
 
     /// In namespace order, then name order. `namespace` is ignored for cluster-scoped types.
-    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    fn list(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
         let Some(store) = self.store(resource) else {
-            return Vec::new();
+            return Listed::default();
         };
-        let store = store.read();
-        store.list(resource.scope(namespace))
+        let kept = store.read().list(resource.scope(namespace));
+        Listed::new(kept)
     }
 
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
-        let store = store.read();
-        store.orphans(resource.scope(namespace))
+        let kept = store.read().orphans(resource.scope(namespace));
+        Listed::new(kept).collect()
     }
 
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
@@ -572,7 +580,6 @@ impl ObjectStore for Informers {
             // Without a uid there is nothing to look up; match by kind and name instead.
             return self
                 .list(resource, resource.scope_of(owner))
-                .into_iter()
                 .filter(|child| object::is_controlled_by(child, owner))
                 .collect();
         };
@@ -633,18 +640,17 @@ async fn run_watch(
         );
     };
     let send = |changes: Vec<Change>, listed_at: Option<Instant>| {
-        for (old, new) in changes {
+        for change in changes {
             // A closed channel means the operator is shutting down; the cache stays usable.
-            let _ = events.send(ObjectEvent {
-                resource: resolved.resource.clone(),
-                old,
-                new,
+            let _ = events.send(ObjectEvent::of_change(
+                &resolved.resource,
+                change,
                 listed_at,
-            });
+            ));
         }
     };
     // The list being received after a (re)start; handed to the view whole at `InitDone`.
-    let mut listing: Option<Vec<Arc<Value>>> = None;
+    let mut listing: Option<Vec<Incoming>> = None;
     let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
@@ -653,12 +659,7 @@ async fn run_watch(
             Ok(Event::InitApply(object)) => {
                 let listing = listing.get_or_insert_with(Vec::new);
                 match object.decoded(&resolved.api) {
-                    Ok(object) => {
-                        // An unchanged object keeps the cached copy, so a re-list does not
-                        // briefly hold two copies of everything.
-                        let cached = store.read().same_version(&object);
-                        listing.push(cached.unwrap_or_else(|| Arc::new(object)));
-                    }
+                    Ok(object) => listing.push(store.read().listed(&object)),
                     Err(object) => {
                         pass_over(&object);
                         // What was cached of it stays, as for a watch event: a re-list must

@@ -9,6 +9,9 @@
 
 use crate::object;
 use crate::runtime::watch::decode::Undecodable;
+use crate::store::Kept;
+use lru::LruCache;
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -59,8 +62,14 @@ fn maps_differ(
             .any(|(key, value)| !skip(key) && new.get(key) != Some(value))
 }
 
-/// (old, new) as in [`super::cache::ObjectEvent`].
-pub(super) type Change = (Option<Arc<Value>>, Option<Arc<Value>>);
+/// (old, new) as in [`super::cache::ObjectEvent`], decoded when it is sent.
+pub(super) type Change = (Option<Kept>, Option<Kept>);
+
+/// How much JSON text of one type's recently used objects is also kept decoded (a decoded
+/// object takes about ten times its text): objects being synced, and those whose watch events
+/// just came in, are read again within moments, and decoding one costs about what a sync's
+/// bookkeeping does.
+const DECODED_BYTES: usize = 2 << 20;
 
 /// One feed of a view: its bit, and an id that is never reused, so that a stopped feed's last
 /// changes (its task may still be finishing one) are told apart from those of the next feed
@@ -71,12 +80,148 @@ pub(super) struct FeedSlot {
     id: u64,
 }
 
+/// An object as a view keeps it: its JSON text (about its size on the wire, where a decoded
+/// `Value` takes ten times that) and what the view's indexes and version checks read from it.
+#[derive(Clone, Debug)]
+pub(super) struct Compact {
+    json: Arc<str>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    controller: Controller,
+}
+
+/// Which owner index an object is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Controller {
+    /// No owner reference with `controller: true`: an orphan.
+    None,
+    Uid(Box<str>),
+    /// A controller reference without a uid: in neither index.
+    WithoutUid,
+}
+
+/// An object a feed listed, keyed as the view keys it.
+#[derive(Clone, Debug)]
+pub(super) struct Incoming {
+    namespace: String,
+    name: String,
+    object: Compact,
+}
+
+impl Incoming {
+    pub(super) fn of(object: &Value) -> Incoming {
+        let (namespace, name) = key(object);
+        let text = |pointer| object::str_at(object, pointer).map(Box::from);
+        let controller = match object::controller_ref(object) {
+            None => Controller::None,
+            Some(reference) => match reference.get("uid").and_then(Value::as_str) {
+                Some(uid) if !uid.is_empty() => Controller::Uid(uid.into()),
+                _ => Controller::WithoutUid,
+            },
+        };
+        Incoming {
+            namespace,
+            name,
+            object: Compact {
+                json: serde_json::to_string(object)
+                    .expect("a Value serializes")
+                    .into(),
+                uid: text("/metadata/uid"),
+                resource_version: text("/metadata/resourceVersion"),
+                controller,
+            },
+        }
+    }
+}
+
+impl Compact {
+    fn version(&self) -> Version<'_> {
+        (self.uid.as_deref(), self.resource_version.as_deref())
+    }
+
+    /// Whether this is an older version of the object `than` holds: same uid, and a smaller
+    /// resourceVersion. resourceVersions are opaque to clients, but the API server's are etcd
+    /// revisions; two watches of one type can deliver an object out of step, and the view
+    /// keeps the newer. Versions that are not numbers are never older.
+    fn is_older_than(&self, than: &Compact) -> bool {
+        let version = |o: &Compact| o.resource_version.as_deref()?.parse::<u64>().ok();
+        self.uid == than.uid
+            && matches!((version(self), version(than)), (Some(older), Some(newer)) if older < newer)
+    }
+}
+
 /// A cached object and the feeds that hold it.
 #[derive(Debug)]
 struct Held {
-    object: Arc<Value>,
+    object: Compact,
     /// One bit per feed ([`FeedSlot::bit`]).
     feeds: u64,
+}
+
+/// Recently used objects, decoded, by the text they were decoded from: an object replaced in
+/// the view is no longer found under its new text, so nothing here is ever stale.
+#[derive(Debug)]
+struct Decoded {
+    recent: LruCache<usize, (Arc<str>, Arc<Value>)>,
+    /// The JSON text behind `recent`.
+    bytes: usize,
+}
+
+impl Default for Decoded {
+    fn default() -> Decoded {
+        Decoded {
+            recent: LruCache::unbounded(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Decoded {
+    /// `json`'s object, decoded when it is not among the recent ones (and then kept).
+    fn get(&mut self, json: &Arc<str>) -> Arc<Value> {
+        if let Some((_, value)) = self.recent.get(&address(json)) {
+            return value.clone();
+        }
+        let value = Kept::Json(json.clone()).decoded();
+        self.remember(json.clone(), value.clone());
+        value
+    }
+
+    /// `json`'s object if it is decoded already, without counting it as used: a scan of every
+    /// object does not push the ones being worked on out.
+    fn peek(&self, json: &Arc<str>) -> Kept {
+        match self.recent.peek(&address(json)) {
+            Some((_, value)) => Kept::Decoded(value.clone()),
+            None => Kept::Json(json.clone()),
+        }
+    }
+
+    fn remember(&mut self, json: Arc<str>, value: Arc<Value>) {
+        if json.len() > DECODED_BYTES {
+            return;
+        }
+        self.bytes += json.len();
+        if let Some((_, (replaced, _))) = self.recent.push(address(&json), (json, value)) {
+            self.bytes -= replaced.len();
+        }
+        while self.bytes > DECODED_BYTES {
+            let Some((_, (evicted, _))) = self.recent.pop_lru() else {
+                break;
+            };
+            self.bytes -= evicted.len();
+        }
+    }
+
+    fn forget(&mut self, json: &Arc<str>) {
+        if let Some((evicted, _)) = self.recent.pop(&address(json)) {
+            self.bytes -= evicted.len();
+        }
+    }
+}
+
+/// Where a text lives: a key that stays unique while `Decoded` holds the text.
+fn address(json: &Arc<str>) -> usize {
+    Arc::as_ptr(json).cast::<u8>() as usize
 }
 
 /// The cached objects of one type and their indexes.
@@ -87,7 +232,7 @@ struct Held {
 pub(super) struct Store {
     objects: BTreeMap<String, BTreeMap<String, Held>>,
     /// Controller owner uid → (namespace, name) of the objects it controls.
-    by_owner: HashMap<String, HashSet<(String, String)>>,
+    by_owner: HashMap<Box<str>, HashSet<(String, String)>>,
     /// Namespace → names of the objects there without a controller (what a parent can adopt
     /// is looked up here, not by scanning the namespace).
     orphans: HashMap<String, BTreeSet<String>>,
@@ -95,11 +240,20 @@ pub(super) struct Store {
     /// The id of the feed holding each bit; `None` while the bit is free.
     feeds: Vec<Option<u64>>,
     next_feed: u64,
+    /// Taken under the view's read lock too: reading an object may decode it.
+    decoded: Mutex<Decoded>,
 }
 
 impl Store {
-    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Value>> {
-        self.held(namespace, name).map(|held| &held.object)
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let json = &self.held(namespace, name)?.object.json;
+        if let Some((_, value)) = self.decoded.lock().recent.get(&address(json)) {
+            return Some(value.clone());
+        }
+        // Decoded outside the lock: other readers of the type need not wait for it.
+        let value = Kept::Json(json.clone()).decoded();
+        self.decoded.lock().remember(json.clone(), value.clone());
+        Some(value)
     }
 
     fn held(&self, namespace: &str, name: &str) -> Option<&Held> {
@@ -110,9 +264,14 @@ impl Store {
         self.len
     }
 
-    pub(super) fn list(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        let objects = |held: &BTreeMap<String, Held>| -> Vec<Arc<Value>> {
-            held.values().map(|held| held.object.clone()).collect()
+    /// Every object in a namespace or in all, left as text where it is not decoded already:
+    /// the caller decodes them one at a time, outside the view's lock.
+    pub(super) fn list(&self, namespace: Option<&str>) -> Vec<Kept> {
+        let decoded = self.decoded.lock();
+        let objects = |held: &BTreeMap<String, Held>| -> Vec<Kept> {
+            held.values()
+                .map(|held| decoded.peek(&held.object.json))
+                .collect()
         };
         match namespace {
             Some(namespace) => self.objects.get(namespace).map(objects).unwrap_or_default(),
@@ -120,11 +279,14 @@ impl Store {
         }
     }
 
-    pub(super) fn orphans(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        let names = |namespace: &str, names: &BTreeSet<String>| -> Vec<Arc<Value>> {
+    /// The objects without a controller, as [`Store::list`] gives them.
+    pub(super) fn orphans(&self, namespace: Option<&str>) -> Vec<Kept> {
+        let decoded = self.decoded.lock();
+        let names = |namespace: &str, names: &BTreeSet<String>| -> Vec<Kept> {
             names
                 .iter()
-                .filter_map(|name| self.get(namespace, name).cloned())
+                .filter_map(|name| self.held(namespace, name))
+                .map(|held| decoded.peek(&held.object.json))
                 .collect()
         };
         match namespace {
@@ -146,25 +308,36 @@ impl Store {
             .get(uid)
             .into_iter()
             .flatten()
-            .filter_map(|(namespace, name)| self.get(namespace, name).cloned())
+            .filter_map(|(namespace, name)| self.get(namespace, name))
     }
 
     /// The cached version of an object passed over: by name, and only while it is the same
     /// object (a deleted one recreated under its name while the watch was down is not).
-    pub(super) fn named(&self, object: &Undecodable) -> Option<Arc<Value>> {
+    pub(super) fn named(&self, object: &Undecodable) -> Option<Incoming> {
         let name = object.name.as_deref()?;
-        self.get(object.namespace.as_deref().unwrap_or_default(), name)
-            .filter(|cached| {
-                object.uid.is_none() || crate::object::uid(cached) == object.uid.as_deref()
-            })
-            .cloned()
+        let namespace = object.namespace.as_deref().unwrap_or_default();
+        let held = self.held(namespace, name)?;
+        (object.uid.is_none() || held.object.uid.as_deref() == object.uid.as_deref()).then(|| {
+            Incoming {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                object: held.object.clone(),
+            }
+        })
     }
 
-    /// The cached object if it is this very version (same uid and resourceVersion).
-    pub(super) fn same_version(&self, object: &Value) -> Option<Arc<Value>> {
+    /// A listed object, sharing the cached text when the view holds this very version (so a
+    /// re-list does not briefly hold two copies of everything).
+    pub(super) fn listed(&self, object: &Value) -> Incoming {
         let (namespace, name) = key(object);
-        let cached = self.get(&namespace, &name)?;
-        is_same_version(cached, object).then(|| cached.clone())
+        match self.held(&namespace, &name) {
+            Some(held) if is_same_version(held.object.version(), version(object)) => Incoming {
+                namespace,
+                name,
+                object: held.object.clone(),
+            },
+            _ => Incoming::of(object),
+        }
     }
 
     /// A bit for a new feed, or `None` when [`MAX_FEEDS`] feeds hold them all.
@@ -215,33 +388,59 @@ impl Store {
     }
 
     /// A feed saw an object added or modified; the change to report, if it is worth reporting.
+    pub(super) fn apply(&mut self, feed: FeedSlot, object: Arc<Value>) -> Option<Change> {
+        let incoming = Incoming::of(&object);
+        self.admit(feed, incoming, Some(object))
+    }
+
+    /// [`Store::apply`] of an object as text, and its decoded form where the caller has it.
     /// An object another feed holds in this very version is only marked as held by this one
     /// too: the view did not change.
-    pub(super) fn apply(&mut self, feed: FeedSlot, object: Arc<Value>) -> Option<Change> {
+    fn admit(
+        &mut self,
+        feed: FeedSlot,
+        incoming: Incoming,
+        decoded: Option<Arc<Value>>,
+    ) -> Option<Change> {
         if !self.is_open(feed) {
             return None;
         }
         let bit = 1u64 << feed.bit;
-        let (namespace, name) = key(&object);
         if let Some(held) = self
             .objects
-            .get_mut(&namespace)
-            .and_then(|objects| objects.get_mut(&name))
+            .get_mut(&incoming.namespace)
+            .and_then(|objects| objects.get_mut(&incoming.name))
         {
             held.feeds |= bit;
             // Another feed may be ahead of this one: its newer version stays.
-            if Arc::ptr_eq(&held.object, &object)
-                || is_same_version(&held.object, &object)
-                || is_older(&object, &held.object)
+            if Arc::ptr_eq(&held.object.json, &incoming.object.json)
+                || is_same_version(held.object.version(), incoming.object.version())
+                || incoming.object.is_older_than(&held.object)
             {
                 return None;
             }
         }
-        let previous = self.insert(object.clone(), bit);
-        match previous {
-            Some(previous) if !is_meaningful_update(&previous, &object) => None,
-            previous => Some((previous, Some(object))),
-        }
+        let json = incoming.object.json.clone();
+        let new = match decoded {
+            Some(value) => {
+                self.decoded.get_mut().remember(json, value.clone());
+                Kept::Decoded(value)
+            }
+            None => Kept::Json(json),
+        };
+        let Some(previous) = self.insert(incoming, bit) else {
+            return Some((None, Some(new)));
+        };
+        // Only an update needs both versions decoded, to tell whether it is worth reporting.
+        let recent = self.decoded.get_mut();
+        let old = recent.peek(&previous.json).decoded();
+        recent.forget(&previous.json);
+        let new = match new {
+            Kept::Decoded(value) => value,
+            Kept::Json(json) => recent.get(&json),
+        };
+        is_meaningful_update(&old, &new)
+            .then_some((Some(Kept::Decoded(old)), Some(Kept::Decoded(new))))
     }
 
     /// A feed saw an object deleted (or, for a selecting feed, stop matching), in the final
@@ -261,7 +460,7 @@ impl Store {
             }
             Some(_) => {
                 self.remove(&namespace, &name);
-                Some((Some(Arc::new(object)), None))
+                Some((Some(Kept::Decoded(Arc::new(object))), None))
             }
         }
     }
@@ -278,14 +477,17 @@ impl Store {
     /// Takes a feed's complete list: objects it lists are held by it (and reported where the
     /// view changes), those it held and no longer lists are released (the watch missed their
     /// delete while it was down, or they stopped matching). Adds and updates come first.
-    pub(super) fn replace(&mut self, feed: FeedSlot, listed: Vec<Arc<Value>>) -> Vec<Change> {
+    pub(super) fn replace(&mut self, feed: FeedSlot, listed: Vec<Incoming>) -> Vec<Change> {
         if !self.is_open(feed) {
             return Vec::new();
         }
-        let listed_keys: HashSet<(String, String)> = listed.iter().map(|o| key(o)).collect();
+        let listed_keys: HashSet<(String, String)> = listed
+            .iter()
+            .map(|o| (o.namespace.clone(), o.name.clone()))
+            .collect();
         let mut changes: Vec<Change> = listed
             .into_iter()
-            .filter_map(|object| self.apply(feed, object))
+            .filter_map(|incoming| self.admit(feed, incoming, None))
             .collect();
         let gone: Vec<(String, String)> = self
             .keys_held_by(feed)
@@ -298,7 +500,6 @@ impl Store {
         );
         changes
     }
-
     /// Drops a feed's hold on an object; reports its deletion from the view when no feed holds
     /// it any more.
     fn release(&mut self, feed: FeedSlot, namespace: &str, name: &str) -> Option<Change> {
@@ -313,10 +514,13 @@ impl Store {
 
     /// Inserts or replaces an object held by `feeds` (added to the feeds already holding it),
     /// returning the one it replaced.
-    fn insert(&mut self, object: Arc<Value>, feeds: u64) -> Option<Arc<Value>> {
-        let (namespace, name) = key(&object);
-        let owner = controller_uid(&object);
-        let orphan = object::controller_ref(&object).is_none();
+    fn insert(&mut self, incoming: Incoming, feeds: u64) -> Option<Compact> {
+        let Incoming {
+            namespace,
+            name,
+            object,
+        } = incoming;
+        let controller = object.controller.clone();
         let objects = self.objects.entry(namespace.clone()).or_default();
         let previous = match objects.get_mut(&name) {
             Some(held) => {
@@ -329,73 +533,76 @@ impl Store {
             }
         };
         match &previous {
-            Some(previous) => self.unindex_owner(previous, &namespace, &name),
+            Some(previous) => self.unindex_owner(&previous.controller, &namespace, &name),
             None => self.len += 1,
         }
-        if let Some(owner) = owner {
-            self.by_owner
-                .entry(owner)
-                .or_default()
-                .insert((namespace, name));
-        } else if orphan {
-            self.orphans.entry(namespace).or_default().insert(name);
+        match controller {
+            Controller::Uid(owner) => {
+                self.by_owner
+                    .entry(owner)
+                    .or_default()
+                    .insert((namespace, name));
+            }
+            Controller::None => {
+                self.orphans.entry(namespace).or_default().insert(name);
+            }
+            Controller::WithoutUid => {}
         }
         previous
     }
 
-    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Value>> {
+    /// Takes an object out of the view, as it was (decoded if it was among the recent ones).
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Kept> {
         let objects = self.objects.get_mut(namespace)?;
         let removed = objects.remove(name)?.object;
         if objects.is_empty() {
             self.objects.remove(namespace);
         }
         self.len -= 1;
-        self.unindex_owner(&removed, namespace, name);
-        Some(removed)
+        self.unindex_owner(&removed.controller, namespace, name);
+        let recent = self.decoded.get_mut();
+        let kept = recent.peek(&removed.json);
+        recent.forget(&removed.json);
+        Some(kept)
     }
 
-    fn unindex_owner(&mut self, object: &Value, namespace: &str, name: &str) {
-        if object::controller_ref(object).is_none()
-            && let Some(names) = self.orphans.get_mut(namespace)
-        {
-            names.remove(name);
-            if names.is_empty() {
-                self.orphans.remove(namespace);
+    fn unindex_owner(&mut self, controller: &Controller, namespace: &str, name: &str) {
+        match controller {
+            Controller::None => {
+                if let Some(names) = self.orphans.get_mut(namespace) {
+                    names.remove(name);
+                    if names.is_empty() {
+                        self.orphans.remove(namespace);
+                    }
+                }
             }
-        }
-        let Some(owner) = controller_uid(object) else {
-            return;
-        };
-        if let Some(keys) = self.by_owner.get_mut(&owner) {
-            keys.remove(&(namespace.to_owned(), name.to_owned()));
-            if keys.is_empty() {
-                self.by_owner.remove(&owner);
+            Controller::Uid(owner) => {
+                if let Some(keys) = self.by_owner.get_mut(owner) {
+                    keys.remove(&(namespace.to_owned(), name.to_owned()));
+                    if keys.is_empty() {
+                        self.by_owner.remove(owner);
+                    }
+                }
             }
+            Controller::WithoutUid => {}
         }
     }
+}
+
+/// An object's (uid, resourceVersion).
+type Version<'a> = (Option<&'a str>, Option<&'a str>);
+
+fn version(object: &Value) -> Version<'_> {
+    (
+        object::uid(object),
+        object::str_at(object, "/metadata/resourceVersion"),
+    )
 }
 
 /// Whether two states are one version of one object (same uid and resourceVersion; a state
 /// without a resourceVersion is no known version).
-fn is_same_version(cached: &Value, object: &Value) -> bool {
-    let version = |o| object::str_at(o, "/metadata/resourceVersion");
-    object::uid(cached) == object::uid(object)
-        && version(cached).is_some()
-        && version(cached) == version(object)
-}
-
-/// Whether `object` is an older version of the object `than` holds: same uid, and a smaller
-/// resourceVersion. resourceVersions are opaque to clients, but the API server's are etcd
-/// revisions; two watches of one type can deliver an object out of step, and the view keeps the
-/// newer. Versions that are not numbers are never older.
-fn is_older(object: &Value, than: &Value) -> bool {
-    let version = |o| {
-        object::str_at(o, "/metadata/resourceVersion")?
-            .parse::<u64>()
-            .ok()
-    };
-    object::uid(object) == object::uid(than)
-        && matches!((version(object), version(than)), (Some(older), Some(newer)) if older < newer)
+fn is_same_version(cached: Version<'_>, other: Version<'_>) -> bool {
+    cached.0 == other.0 && cached.1.is_some() && cached.1 == other.1
 }
 
 /// (namespace or `""`, name).
@@ -404,14 +611,6 @@ fn key(object: &Value) -> (String, String) {
         object::namespace(object).unwrap_or_default().to_owned(),
         object::name(object).to_owned(),
     )
-}
-
-fn controller_uid(object: &Value) -> Option<String> {
-    object::controller_ref(object)?
-        .get("uid")?
-        .as_str()
-        .filter(|uid| !uid.is_empty())
-        .map(str::to_owned)
 }
 
 #[cfg(test)]

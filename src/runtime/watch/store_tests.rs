@@ -21,7 +21,7 @@ fn owned(name: &str, owner_uid: &str) -> Arc<Value> {
     }))
 }
 
-fn names(objects: impl IntoIterator<Item = Arc<Value>>) -> Vec<String> {
+fn names<O: std::ops::Deref<Target = Value>>(objects: impl IntoIterator<Item = O>) -> Vec<String> {
     let mut names: Vec<String> = objects
         .into_iter()
         .map(|o| object::name(&o).to_owned())
@@ -30,9 +30,24 @@ fn names(objects: impl IntoIterator<Item = Arc<Value>>) -> Vec<String> {
     names
 }
 
+/// Objects as a view lists them, decoded.
+fn decoded(kept: Vec<Kept>) -> Vec<Arc<Value>> {
+    kept.into_iter().map(Kept::decoded).collect()
+}
+
+/// A changed state, decoded.
+fn state(kept: Option<Kept>) -> Value {
+    (*kept.expect("a state").decoded()).clone()
+}
+
+/// Objects as a feed lists them.
+fn listing(objects: &[&Arc<Value>]) -> Vec<Incoming> {
+    objects.iter().map(|o| Incoming::of(o)).collect()
+}
+
 /// Each change as (old name, new name), in order.
 fn described(changes: &[Change]) -> Vec<(Option<String>, Option<String>)> {
-    let name = |o: &Option<Arc<Value>>| o.as_ref().map(|o| object::name(o).to_owned());
+    let name = |o: &Option<Kept>| o.clone().map(|o| object::name(&o.decoded()).to_owned());
     changes
         .iter()
         .map(|(old, new)| (name(old), name(new)))
@@ -84,16 +99,16 @@ fn apply_reports_adds_and_meaningful_updates_only() {
     let (mut store, feed) = fed(&[]);
     let first = config_map("ns", "a", "1", json!({"k": "v"}));
     let (old, new) = store.apply(feed, first.clone()).expect("an add");
-    assert!(old.is_none() && Arc::ptr_eq(&new.unwrap(), &first));
+    assert!(old.is_none() && state(new) == *first);
 
     let noise = config_map("ns", "a", "2", json!({"k": "v"}));
     assert!(store.apply(feed, noise.clone()).is_none());
     // The cache still moves to the newest version.
-    assert!(Arc::ptr_eq(store.get("ns", "a").unwrap(), &noise));
+    assert_eq!(store.get("ns", "a").unwrap(), noise);
 
     let edit = config_map("ns", "a", "3", json!({"k": "w"}));
     let (old, new) = store.apply(feed, edit.clone()).expect("an update");
-    assert!(Arc::ptr_eq(&old.unwrap(), &noise) && Arc::ptr_eq(&new.unwrap(), &edit));
+    assert!(state(old) == *noise && state(new) == *edit);
     assert_eq!(store.len(), 1);
 }
 
@@ -107,13 +122,13 @@ fn delete_removes_from_every_index() {
 
     let final_state = (*owned("child", "owner-1")).clone();
     let (old, new) = store.delete(feed, final_state).expect("a deletion");
-    assert_eq!(object::name(&old.unwrap()), "child");
+    assert_eq!(object::name(&state(old)), "child");
     assert!(new.is_none());
     assert_eq!(store.controlled_by("owner-1").count(), 0);
     assert!(store.by_owner.is_empty());
     assert!(store.list(Some("ns")).is_empty());
     assert!(!store.objects.contains_key("ns"));
-    assert_eq!(names(store.list(None)), ["b"]);
+    assert_eq!(names(decoded(store.list(None))), ["b"]);
     assert_eq!(store.len(), 1);
 }
 
@@ -134,8 +149,8 @@ fn orphans_are_indexed_by_namespace_until_adopted() {
         config_map("b", "elsewhere", "1", json!({})),
         owned("child", "owner-1"),
     ]);
-    assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
-    assert_eq!(names(store.orphans(None)), ["elsewhere", "loose"]);
+    assert_eq!(names(decoded(store.orphans(Some("a")))), ["loose"]);
+    assert_eq!(names(decoded(store.orphans(None))), ["elsewhere", "loose"]);
     // Adopted (a controller reference added): no longer an orphan; released: one again.
     let mut adopted = (*config_map("a", "loose", "2", json!({}))).clone();
     adopted["metadata"]["ownerReferences"] = json!([{"uid": "owner-1", "controller": true, "kind": "K", "name": "o", "apiVersion": "v1"}]);
@@ -146,7 +161,7 @@ fn orphans_are_indexed_by_namespace_until_adopted() {
         "an empty namespace entry is dropped"
     );
     store.apply(feed, config_map("a", "loose", "3", json!({})));
-    assert_eq!(names(store.orphans(Some("a"))), ["loose"]);
+    assert_eq!(names(decoded(store.orphans(Some("a")))), ["loose"]);
     store.delete(feed, (*config_map("a", "loose", "4", json!({}))).clone());
     assert!(store.orphans(Some("a")).is_empty());
 }
@@ -171,7 +186,7 @@ fn an_undecodable_object_finds_its_cached_version_by_name() {
     let (removed, _) = store
         .delete_named(feed, &undecodable(Some("ns"), Some("a")))
         .expect("a deletion");
-    assert_eq!(object::name(&removed.unwrap()), "a");
+    assert_eq!(object::name(&state(removed)), "a");
     assert_eq!(store.len(), 0);
 }
 
@@ -183,14 +198,24 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
     let gone = config_map("ns", "gone", "1", json!({}));
     let (mut store, feed) = fed(&[kept.clone(), touched, edited, gone]);
 
+    let text = |store: &Store, name| store.held("ns", name).unwrap().object.json.clone();
     let touched_again = config_map("ns", "touched", "2", json!({}));
-    assert!(store.same_version(&touched_again).is_none());
+    let relisted_touch = store.listed(&touched_again);
+    assert!(!Arc::ptr_eq(
+        &relisted_touch.object.json,
+        &text(&store, "touched")
+    ));
     let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
+    let relisted_kept = store.listed(&kept);
+    assert!(
+        Arc::ptr_eq(&relisted_kept.object.json, &text(&store, "kept")),
+        "the same version keeps the cached text"
+    );
     let listed = vec![
-        store.same_version(&kept).expect("same version is reused"),
-        touched_again,
-        edited_again.clone(),
-        config_map("other", "added", "1", json!({})),
+        relisted_kept,
+        relisted_touch,
+        Incoming::of(&edited_again),
+        Incoming::of(&config_map("other", "added", "1", json!({}))),
     ];
 
     let changes = store.replace(feed, listed);
@@ -202,10 +227,11 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
             deleted("gone"),
         ]
     );
-    assert!(Arc::ptr_eq(&changes[0].1.clone().unwrap(), &edited_again));
+    assert_eq!(state(changes[0].1.clone()), *edited_again);
     assert_eq!(store.len(), 4);
     assert!(store.get("ns", "gone").is_none());
-    assert!(Arc::ptr_eq(store.get("ns", "kept").unwrap(), &kept));
+    assert_eq!(store.get("ns", "kept").unwrap(), kept);
+    assert_eq!(store.get("ns", "touched").unwrap(), touched_again);
 }
 
 #[test]
@@ -227,7 +253,7 @@ fn an_object_two_feeds_hold_is_held_and_reported_once() {
     // The second feed's copy of the same version is not news, and is not kept twice.
     let copy = config_map("ns", "both", "1", json!({}));
     assert!(store.apply(teams, copy).is_none());
-    assert!(Arc::ptr_eq(store.get("ns", "both").unwrap(), &both));
+    assert_eq!(store.get("ns", "both").unwrap(), both);
     assert_eq!(store.len(), 1);
 
     // One feed letting go (the object stopped matching its selector) is not a deletion.
@@ -248,12 +274,12 @@ fn closing_a_feed_removes_only_what_no_other_feed_holds() {
     let plain = config_map("ns", "plain", "1", json!({}));
     store.apply(selected, special.clone());
     // The feed of every object lists after the selecting feed: only the new object is news.
-    let changes = store.replace(all, vec![special.clone(), plain.clone()]);
+    let changes = store.replace(all, listing(&[&special, &plain]));
     assert_eq!(described(&changes), [added("plain")]);
 
     // The selecting feed stops once the other holds everything: nothing changes.
     assert!(store.close_feed(selected).is_empty());
-    assert_eq!(names(store.list(None)), ["plain", "special"]);
+    assert_eq!(names(decoded(store.list(None))), ["plain", "special"]);
 
     // A feed closed alone takes its objects with it, as deletions.
     let changes = store.close_feed(all);
@@ -267,12 +293,12 @@ fn a_narrower_feed_taking_over_reports_only_what_leaves() {
     let old = store.open_feed().unwrap();
     let a = config_map("ns", "a", "1", json!({}));
     let b = config_map("ns", "b", "1", json!({}));
-    store.replace(old, vec![a.clone(), b.clone()]);
+    store.replace(old, listing(&[&a, &b]));
     // A controller's new selector matches `a` only: its feed starts before the old one stops.
     let new = store.open_feed().unwrap();
-    assert!(store.replace(new, vec![a.clone()]).is_empty());
+    assert!(store.replace(new, listing(&[&a])).is_empty());
     assert_eq!(described(&store.close_feed(old)), [deleted("b")]);
-    assert_eq!(names(store.list(None)), ["a"]);
+    assert_eq!(names(decoded(store.list(None))), ["a"]);
 }
 
 #[test]
@@ -291,7 +317,7 @@ fn a_closed_feeds_late_changes_are_ignored_even_when_its_bit_is_reused() {
     );
     assert!(
         store
-            .replace(first, vec![config_map("ns", "late", "1", json!({}))])
+            .replace(first, listing(&[&config_map("ns", "late", "1", json!({}))]))
             .is_empty()
     );
     assert_eq!(store.len(), 0);
@@ -320,14 +346,14 @@ fn a_relist_of_one_feed_releases_what_it_no_longer_matches_only_for_it() {
     let theirs = store.open_feed().unwrap();
     let shared = config_map("ns", "shared", "1", json!({}));
     let only_mine = config_map("ns", "only-mine", "1", json!({}));
-    store.replace(mine, vec![shared.clone(), only_mine.clone()]);
-    store.replace(theirs, vec![shared.clone()]);
+    store.replace(mine, listing(&[&shared, &only_mine]));
+    store.replace(theirs, listing(&[&shared]));
     // My feed re-lists after its watch broke; neither object matches it any more.
     assert_eq!(
         described(&store.replace(mine, vec![])),
         [deleted("only-mine")]
     );
-    assert_eq!(names(store.list(None)), ["shared"]);
+    assert_eq!(names(decoded(store.list(None))), ["shared"]);
 }
 
 #[test]
@@ -354,4 +380,72 @@ fn a_feed_behind_another_does_not_set_an_object_back() {
             .delete(ahead, (*config_map("ns", "never", "9", json!({}))).clone())
             .is_none()
     );
+}
+
+#[test]
+fn objects_are_kept_as_their_text_and_read_back_as_they_came() {
+    let (mut store, feed) = fed(&[]);
+    let object = config_map(
+        "ns",
+        "a",
+        "1",
+        json!({"float": 1.5, "whole": 2.0, "big": u64::MAX, "negative": -3,
+               "text": "ünïcode \"quoted\"", "nested": {"list": [1, {"x": null}]}}),
+    );
+    store.apply(feed, object.clone());
+    let held = store.held("ns", "a").unwrap().object.clone();
+    assert_eq!(*held.json, serde_json::to_string(&*object).unwrap());
+    assert_eq!(held.uid.as_deref(), Some("uid-a"));
+    assert_eq!(held.resource_version.as_deref(), Some("1"));
+    // Read back from the text alone, as after the decoded copy is dropped.
+    store.decoded.get_mut().forget(&held.json);
+    assert_eq!(store.get("ns", "a").unwrap(), object);
+    assert_eq!(decoded(store.list(None)), [object]);
+}
+
+#[test]
+fn only_recently_used_objects_stay_decoded_and_scans_do_not_count_as_use() {
+    let (mut store, feed) = fed(&[]);
+    let filler = "x".repeat(64 << 10);
+    let count = 2 * DECODED_BYTES / filler.len();
+    for i in 0..count {
+        let name = format!("cm-{i:03}");
+        store.apply(feed, config_map("ns", &name, "1", json!({"k": filler})));
+    }
+    let recent = |store: &mut Store| {
+        let decoded = store.decoded.get_mut();
+        assert!(decoded.bytes <= DECODED_BYTES);
+        decoded.recent.len()
+    };
+    let kept = recent(&mut store);
+    assert!(kept > 0 && kept < count, "{kept} of {count} stay decoded");
+    // The first objects were pushed out, and read back from their text.
+    let first = store.held("ns", "cm-000").unwrap().object.json.clone();
+    assert!(!store.decoded.get_mut().recent.contains(&address(&first)));
+    assert_eq!(store.get("ns", "cm-000").unwrap()["data"]["k"], filler);
+    // A scan hands out what is decoded as it is, and leaves the order of use alone.
+    let least = |store: &mut Store| *store.decoded.get_mut().recent.peek_lru().unwrap().0;
+    let before = least(&mut store);
+    let listed = store.list(None);
+    assert_eq!(listed.len(), count);
+    let decoded_in_list = listed
+        .iter()
+        .filter(|kept| matches!(kept, Kept::Decoded(_)))
+        .count();
+    assert_eq!(decoded_in_list, recent(&mut store));
+    assert_eq!(least(&mut store), before);
+}
+
+#[test]
+fn an_object_replaced_in_the_view_is_not_read_in_its_old_form() {
+    let (mut store, feed) = fed(&[config_map("ns", "a", "1", json!({"k": "old"}))]);
+    let old_text = store.held("ns", "a").unwrap().object.json.clone();
+    assert_eq!(store.get("ns", "a").unwrap()["data"]["k"], "old");
+    store.apply(feed, config_map("ns", "a", "2", json!({"k": "new"})));
+    assert_eq!(store.get("ns", "a").unwrap()["data"]["k"], "new");
+    assert!(!store.decoded.get_mut().recent.contains(&address(&old_text)));
+    // A relisted edit is read in its new form too.
+    let relisted = config_map("ns", "a", "3", json!({"k": "relisted"}));
+    store.replace(feed, listing(&[&relisted]));
+    assert_eq!(store.get("ns", "a").unwrap(), relisted);
 }
