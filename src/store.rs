@@ -56,7 +56,8 @@ pub enum Kept {
 
 impl Kept {
     /// The object. JSON text comes from serializing a `Value` no deeper than a watch reads
-    /// (`object::MAX_WATCHED_DEPTH`), so it reads back as that very value.
+    /// (`object::MAX_WATCHED_DEPTH`), so it reads back as that very value (floats bit for
+    /// bit too: serde_json's `float_roundtrip`).
     pub fn decoded(self) -> Arc<Value> {
         match self {
             Kept::Decoded(value) => value,

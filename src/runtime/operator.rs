@@ -16,7 +16,9 @@ use crate::runtime::replicas::membership::Membership;
 use crate::runtime::replicas::shard::{self, Admit, Item, Shards};
 use crate::runtime::report::events::Events;
 use crate::runtime::report::metrics::Metrics;
-use crate::runtime::watch::cache::{CacheMetrics, Informers, ObjectEvent, PassedOver, WatchLease};
+use crate::runtime::watch::cache::{
+    CacheEvent, CacheMetrics, Informers, ObjectEvent, PassedOver, WatchLease,
+};
 use crate::runtime::watch::discovery::{Discovery, ResolvedType};
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -443,7 +445,7 @@ async fn watch_rbac(context: &Context) {
 async fn dispatch(
     context: Arc<Context>,
     kinds: Kinds,
-    mut events: mpsc::UnboundedReceiver<ObjectEvent>,
+    mut events: mpsc::UnboundedReceiver<CacheEvent>,
     mut redeliveries: mpsc::UnboundedReceiver<Redelivery>,
     rbac: RbacSender,
     read: mpsc::UnboundedSender<ObjectEvent>,
@@ -451,6 +453,7 @@ async fn dispatch(
     loop {
         tokio::select! {
             Some(event) = events.recv() => {
+                let event = event.decoded();
                 // What controllers' accounts may read may have changed: gathered, and acted
                 // on once a second (see `forget_rbac_changes`).
                 if let Some(kind) = RbacKind::of(&event.resource)

@@ -14,7 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use metascript::api::ResourceRef;
 use metascript::object;
 use metascript::resources::{ResolveError, ResourceResolver};
-use metascript::runtime::watch::cache::{CacheError, Informers, ObjectEvent};
+use metascript::runtime::watch::cache::{CacheError, CacheEvent, Informers, ObjectEvent};
 use metascript::runtime::watch::discovery::{Discovery, ResolvedType};
 use metascript::store::ObjectStore as _;
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ fn config_map(name: &str, data: Value) -> ConfigMap {
 /// The events of one test: the watches are cluster-wide, so other tests' objects of the same
 /// type arrive too and are skipped by namespace.
 struct Events {
-    rx: mpsc::UnboundedReceiver<ObjectEvent>,
+    rx: mpsc::UnboundedReceiver<CacheEvent>,
     namespace: String,
 }
 
@@ -51,7 +51,8 @@ impl Events {
             let event = tokio::time::timeout_at(deadline, self.rx.recv())
                 .await
                 .unwrap_or_else(|_| panic!("no event in {} within {WAIT:?}", self.namespace))
-                .expect("the event channel closed");
+                .expect("the event channel closed")
+                .decoded();
             let object = event.new.as_ref().or(event.old.as_ref()).expect("a state");
             if object::namespace(object) == Some(self.namespace.as_str()) {
                 return event;

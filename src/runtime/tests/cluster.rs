@@ -13,7 +13,7 @@ use crate::runtime::registry::KindRuntime;
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::replicas::leader::Leadership;
 use crate::runtime::report::events::Events;
-use crate::runtime::watch::cache::{CacheMetrics, Informers, ObjectEvent};
+use crate::runtime::watch::cache::{CacheEvent, CacheMetrics, Informers};
 use crate::runtime::watch::discovery::Discovery;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -51,7 +51,7 @@ pub(super) struct Cluster {
     pub api: FakeApi,
     pub context: Arc<Context>,
     kinds: Vec<Arc<dyn KindRuntime>>,
-    events: mpsc::UnboundedReceiver<ObjectEvent>,
+    events: mpsc::UnboundedReceiver<CacheEvent>,
 }
 
 impl Cluster {
@@ -167,6 +167,7 @@ impl Cluster {
             self.caught_up().await;
             let mut busy = false;
             while let Ok(event) = self.events.try_recv() {
+                let event = event.decoded();
                 busy = true;
                 for kind in &self.kinds {
                     kind.route(&self.context, &event);

@@ -19,7 +19,7 @@ use crate::resources::ResourceType;
 use crate::runtime::report::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
-use crate::runtime::watch::store::{Change, FeedSlot, Incoming, MAX_FEEDS, Store};
+use crate::runtime::watch::store::{Change, FeedSlot, Incoming, MAX_FEEDS, REMEMBERED_READ, Store};
 use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
 use kube::Api;
@@ -52,15 +52,33 @@ pub struct ObjectEvent {
     pub listed_at: Option<Instant>,
 }
 
-impl ObjectEvent {
-    /// A change to a view, its objects decoded now: one at a time as they are sent, so a
-    /// list of every object of a type is not held decoded all at once.
-    fn of_change(resource: &ResourceType, (old, new): Change, listed_at: Option<Instant>) -> Self {
-        ObjectEvent {
+/// A change to one cached object as the caches send it: its states as the view keeps them,
+/// decoded by whoever takes it ([`CacheEvent::decoded`]). A list of every object of a type
+/// waits to be routed as text, not as ten times that.
+#[derive(Debug)]
+pub struct CacheEvent {
+    resource: ResourceType,
+    old: Option<Kept>,
+    new: Option<Kept>,
+    listed_at: Option<Instant>,
+}
+
+impl CacheEvent {
+    fn of(resource: &ResourceType, (old, new): Change, listed_at: Option<Instant>) -> Self {
+        CacheEvent {
             resource: resource.clone(),
-            old: old.map(Kept::decoded),
-            new: new.map(Kept::decoded),
+            old,
+            new,
             listed_at,
+        }
+    }
+
+    pub fn decoded(self) -> ObjectEvent {
+        ObjectEvent {
+            resource: self.resource,
+            old: self.old.map(Kept::decoded),
+            new: self.new.map(Kept::decoded),
+            listed_at: self.listed_at,
         }
     }
 }
@@ -111,7 +129,7 @@ impl CacheMetrics {
 /// The watches of every type the operator needs.
 pub struct Informers {
     client: kube::Client,
-    events: mpsc::UnboundedSender<ObjectEvent>,
+    events: mpsc::UnboundedSender<CacheEvent>,
     views: Mutex<HashMap<ResourceType, View>>,
     metrics: CacheMetrics,
     /// Where each passed-over object is reported, for an Event on it (set once by the
@@ -196,7 +214,7 @@ impl Informers {
     /// Informers sending their changes to `events`, counting into `metrics`.
     pub fn new(
         client: kube::Client,
-        events: mpsc::UnboundedSender<ObjectEvent>,
+        events: mpsc::UnboundedSender<CacheEvent>,
         metrics: CacheMetrics,
     ) -> Arc<Informers> {
         Arc::new_cyclic(|this| Informers {
@@ -392,9 +410,7 @@ impl Informers {
     /// Sends the changes a stopped watch made to the cache.
     fn announce(&self, resource: &ResourceType, changes: Vec<Change>) {
         for change in changes {
-            let _ = self
-                .events
-                .send(ObjectEvent::of_change(resource, change, None));
+            let _ = self.events.send(CacheEvent::of(resource, change, None));
         }
     }
 
@@ -422,8 +438,10 @@ impl Informers {
         name: &str,
     ) -> Option<Arc<Value>> {
         let store = self.store(resource)?;
-        let store = store.read();
-        store.get(resource.scope(namespace).unwrap_or_default(), name)
+        let kept = store
+            .read()
+            .get(resource.scope(namespace).unwrap_or_default(), name)?;
+        decoded(&store, vec![kept]).next()
     }
 
     /// How many objects of a type are cached (0 when it is not watched).
@@ -564,7 +582,7 @@ impl ObjectStore for Informers {
             return Listed::default();
         };
         let kept = store.read().list(resource.scope(namespace));
-        Listed::new(kept)
+        decoded(&store, kept)
     }
 
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
@@ -572,7 +590,7 @@ impl ObjectStore for Informers {
             return Vec::new();
         };
         let kept = store.read().orphans(resource.scope(namespace));
-        Listed::new(kept).collect()
+        decoded(&store, kept).collect()
     }
 
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
@@ -586,15 +604,46 @@ impl ObjectStore for Informers {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
-        let store = store.read();
+        let kept = store.read().controlled_by(uid);
         // Children of a namespaced owner live in its namespace (the garbage collector ignores
         // owner references across namespaces); those of a cluster-scoped owner anywhere.
         let namespace = resource.scope_of(owner);
-        store
-            .controlled_by(uid)
+        decoded(&store, kept)
             .filter(|child| namespace.is_none() || object::namespace(child) == namespace)
             .collect()
     }
+}
+
+/// Objects read from a view, decoded outside its lock. A small read is decoded now and kept
+/// as recently used; a larger one ([`REMEMBERED_READ`]) is decoded one object at a time as it
+/// is taken, and keeps none.
+fn decoded(store: &RwLock<Store>, kept: Vec<Kept>) -> Listed {
+    let text: usize = kept
+        .iter()
+        .map(|kept| match kept {
+            Kept::Json(json) => json.len(),
+            Kept::Decoded(_) => 0,
+        })
+        .sum();
+    if text > REMEMBERED_READ {
+        return Listed::new(kept);
+    }
+    let mut fresh = Vec::new();
+    let objects: Vec<Arc<Value>> = kept
+        .into_iter()
+        .map(|kept| match kept {
+            Kept::Decoded(value) => value,
+            Kept::Json(json) => {
+                let value = Kept::Json(json.clone()).decoded();
+                fresh.push((json, value.clone()));
+                value
+            }
+        })
+        .collect();
+    if !fresh.is_empty() {
+        store.read().remember(fresh);
+    }
+    Listed::from(objects)
 }
 
 /// What one watch fills: its type's view, as one of its feeds.
@@ -613,7 +662,7 @@ async fn run_watch(
     config: watcher::Config,
     target: Target,
     progress: watch::Sender<Progress>,
-    events: mpsc::UnboundedSender<ObjectEvent>,
+    events: mpsc::UnboundedSender<CacheEvent>,
     passing_over: PassOver,
 ) {
     let Target {
@@ -642,11 +691,7 @@ async fn run_watch(
     let send = |changes: Vec<Change>, listed_at: Option<Instant>| {
         for change in changes {
             // A closed channel means the operator is shutting down; the cache stays usable.
-            let _ = events.send(ObjectEvent::of_change(
-                &resolved.resource,
-                change,
-                listed_at,
-            ));
+            let _ = events.send(CacheEvent::of(&resolved.resource, change, listed_at));
         }
     };
     // The list being received after a (re)start; handed to the view whole at `InitDone`.

@@ -71,6 +71,11 @@ pub(super) type Change = (Option<Kept>, Option<Kept>);
 /// bookkeeping does.
 const DECODED_BYTES: usize = 2 << 20;
 
+/// How much text a read (a list, an owner's children) may decode and keep as recently used:
+/// a namespace's inputs read at every sync stay decoded, a scan of every Pod at a resync is
+/// decoded one object at a time and does not push the objects being worked on out.
+pub(super) const REMEMBERED_READ: usize = DECODED_BYTES / 4;
+
 /// One feed of a view: its bit, and an id that is never reused, so that a stopped feed's last
 /// changes (its task may still be finishing one) are told apart from those of the next feed
 /// given the same bit.
@@ -177,14 +182,12 @@ impl Default for Decoded {
 }
 
 impl Decoded {
-    /// `json`'s object, decoded when it is not among the recent ones (and then kept).
-    fn get(&mut self, json: &Arc<str>) -> Arc<Value> {
-        if let Some((_, value)) = self.recent.get(&address(json)) {
-            return value.clone();
+    /// `json`'s object if it is decoded already, counted as used.
+    fn used(&mut self, json: &Arc<str>) -> Kept {
+        match self.recent.get(&address(json)) {
+            Some((_, value)) => Kept::Decoded(value.clone()),
+            None => Kept::Json(json.clone()),
         }
-        let value = Kept::Json(json.clone()).decoded();
-        self.remember(json.clone(), value.clone());
-        value
     }
 
     /// `json`'s object if it is decoded already, without counting it as used: a scan of every
@@ -245,15 +248,21 @@ pub(super) struct Store {
 }
 
 impl Store {
-    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
-        let json = &self.held(namespace, name)?.object.json;
-        if let Some((_, value)) = self.decoded.lock().recent.get(&address(json)) {
-            return Some(value.clone());
+    /// An object, as text where it is not decoded already: the caller decodes it outside the
+    /// view's lock (and hands it to [`Store::remember`]).
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Kept> {
+        let held = self.held(namespace, name)?;
+        Some(self.decoded.lock().used(&held.object.json))
+    }
+
+    /// Keeps objects a reader decoded as recently used. One replaced in the view meanwhile
+    /// is kept under its old text, which nothing looks up any more: it only waits its turn
+    /// to leave.
+    pub(super) fn remember(&self, decoded: impl IntoIterator<Item = (Arc<str>, Arc<Value>)>) {
+        let mut recent = self.decoded.lock();
+        for (json, value) in decoded {
+            recent.remember(json, value);
         }
-        // Decoded outside the lock: other readers of the type need not wait for it.
-        let value = Kept::Json(json.clone()).decoded();
-        self.decoded.lock().remember(json.clone(), value.clone());
-        Some(value)
     }
 
     fn held(&self, namespace: &str, name: &str) -> Option<&Held> {
@@ -303,12 +312,16 @@ impl Store {
         }
     }
 
-    pub(super) fn controlled_by<'a>(&'a self, uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
+    /// The objects a controller owner uid controls, as [`Store::get`] gives them.
+    pub(super) fn controlled_by(&self, uid: &str) -> Vec<Kept> {
+        let mut recent = self.decoded.lock();
         self.by_owner
             .get(uid)
             .into_iter()
             .flatten()
-            .filter_map(|(namespace, name)| self.get(namespace, name))
+            .filter_map(|(namespace, name)| self.held(namespace, name))
+            .map(|held| recent.used(&held.object.json))
+            .collect()
     }
 
     /// The cached version of an object passed over: by name, and only while it is the same
@@ -435,12 +448,16 @@ impl Store {
         let recent = self.decoded.get_mut();
         let old = recent.peek(&previous.json).decoded();
         recent.forget(&previous.json);
-        let new = match new {
-            Kept::Decoded(value) => value,
-            Kept::Json(json) => recent.get(&json),
+        if !is_meaningful_update(&old, &new.clone().decoded()) {
+            return None;
+        }
+        // Changes of a re-list stay text until they are sent, one at a time: after a long
+        // outage they may be most of the type.
+        let old = match new {
+            Kept::Decoded(_) => Kept::Decoded(old),
+            Kept::Json(_) => Kept::Json(previous.json),
         };
-        is_meaningful_update(&old, &new)
-            .then_some((Some(Kept::Decoded(old)), Some(Kept::Decoded(new))))
+        Some((Some(old), Some(new)))
     }
 
     /// A feed saw an object deleted (or, for a selecting feed, stop matching), in the final
