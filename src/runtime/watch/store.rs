@@ -116,7 +116,7 @@ pub(super) struct Incoming {
 impl Incoming {
     pub(super) fn of(object: &Value) -> Incoming {
         let (namespace, name) = key(object);
-        let text = |pointer| object::str_at(object, pointer).map(Box::from);
+        let (uid, resource_version) = version(object);
         let controller = match object::controller_ref(object) {
             None => Controller::None,
             Some(reference) => match reference.get("uid").and_then(Value::as_str) {
@@ -131,8 +131,8 @@ impl Incoming {
                 json: serde_json::to_string(object)
                     .expect("a Value serializes")
                     .into(),
-                uid: text("/metadata/uid"),
-                resource_version: text("/metadata/resourceVersion"),
+                uid: uid.map(Box::from),
+                resource_version: resource_version.map(Box::from),
                 controller,
             },
         }
@@ -164,7 +164,7 @@ struct Held {
 }
 
 /// Recently used objects, decoded, by the text they were decoded from: an object replaced in
-/// the view is no longer found under its new text, so nothing here is ever stale.
+/// the view is looked up by its new text, so its old decoded form is never handed out.
 #[derive(Debug)]
 struct Decoded {
     recent: LruCache<usize, (Arc<str>, Arc<Value>)>,
@@ -243,7 +243,7 @@ pub(super) struct Store {
     /// The id of the feed holding each bit; `None` while the bit is free.
     feeds: Vec<Option<u64>>,
     next_feed: u64,
-    /// Taken under the view's read lock too: reading an object may decode it.
+    /// Taken under the view's read lock too: reading an object counts it as used.
     decoded: Mutex<Decoded>,
 }
 
