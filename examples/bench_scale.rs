@@ -174,31 +174,28 @@ async fn average_json_size(pods: &Api<Pod>) -> anyhow::Result<f64> {
 }
 
 /// The figures of one phase of one process.
-struct Row<'a> {
-    phase: &'a str,
-    took: Option<Duration>,
-    cpu: f64,
-    process: &'a OperatorProcess,
+/// What each phase's row is measured against: the idle operator's RSS and the Pods' JSON size.
+struct Baseline {
+    idle_rss: f64,
+    json_size: f64,
 }
 
-impl Row<'_> {
-    fn print(&self, idle_rss: f64, json_size: f64) {
-        let (rss, peak) = self.process.memory();
-        let cached = self
-            .process
+impl Baseline {
+    /// Prints a phase's row: `cpu` is what the process spent in it.
+    fn print(&self, phase: &str, took: Option<Duration>, cpu: f64, process: &OperatorProcess) {
+        let (rss, peak) = process.memory();
+        let cached = process
             .metric(r#"metascript_cached_objects{resource="Pod.v1"}"#)
             .unwrap_or(f64::NAN);
         let per_pod = if cached >= 1.0 {
-            let bytes = (rss - idle_rss) * 1024.0 * 1024.0 / cached;
-            format!("{:.1} KiB ({:.1}x)", bytes / 1024.0, bytes / json_size)
+            let bytes = (rss - self.idle_rss) * 1024.0 * 1024.0 / cached;
+            format!("{:.1} KiB ({:.1}x)", bytes / 1024.0, bytes / self.json_size)
         } else {
             "-".into()
         };
         println!(
-            "| {} | {} | {:.2} | {rss:.0} | {peak:.0} | {cached:.0} | {per_pod} |",
-            self.phase,
-            self.took.map_or("-".into(), secs),
-            self.cpu,
+            "| {phase} | {} | {cpu:.2} | {rss:.0} | {peak:.0} | {cached:.0} | {per_pod} |",
+            took.map_or("-".into(), secs),
         );
     }
 }
@@ -280,14 +277,11 @@ async fn main() -> anyhow::Result<()> {
     let idle = start("idle", &[])?;
     until("the idle operator to be ready", PHASE, || ready(&idle)).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let idle_rss = idle.memory().0;
-    Row {
-        phase: "idle",
-        took: None,
-        cpu: idle.cpu(),
-        process: &idle,
-    }
-    .print(idle_rss, json_size);
+    let baseline = Baseline {
+        idle_rss: idle.memory().0,
+        json_size,
+    };
+    baseline.print("idle", None, idle.cpu(), &idle);
     idle.stop()?;
 
     // 2. A decorator of 10 Pods.
@@ -306,13 +300,12 @@ async fn main() -> anyhow::Result<()> {
     counter.reached(10, "10 Pods decorated").await?;
     let took = started.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    Row {
-        phase: "a decorator selecting 10 Pods",
-        took: Some(took),
-        cpu: process.cpu() - cpu,
-        process: &process,
-    }
-    .print(idle_rss, json_size);
+    baseline.print(
+        "a decorator selecting 10 Pods",
+        Some(took),
+        process.cpu() - cpu,
+        &process,
+    );
     process.stop()?;
     controllers.delete(name, &Default::default()).await?;
 
@@ -335,13 +328,12 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let took = started.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    Row {
-        phase: "the same with a finalize hook (every Pod cached)",
-        took: Some(took),
-        cpu: process.cpu() - cpu,
-        process: &process,
-    }
-    .print(idle_rss, json_size);
+    baseline.print(
+        "the same with a finalize hook (every Pod cached)",
+        Some(took),
+        process.cpu() - cpu,
+        &process,
+    );
     // Deleting it releases its finalizer from the 10 Pods.
     controllers.delete(name, &Default::default()).await?;
     until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
@@ -361,13 +353,12 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     counter.reached(args.pods, "every Pod decorated").await?;
     let took = started.elapsed();
-    Row {
-        phase: "a decorator on every Pod: converge",
-        took: Some(took),
-        cpu: process.cpu() - cpu,
-        process: &process,
-    }
-    .print(idle_rss, json_size);
+    baseline.print(
+        "a decorator on every Pod: converge",
+        Some(took),
+        process.cpu() - cpu,
+        &process,
+    );
     let synced = process.controller_metric("syncs_total", name);
     let (cpu, started) = (process.cpu(), Instant::now());
     controllers
@@ -381,13 +372,12 @@ async fn main() -> anyhow::Result<()> {
         process.controller_metric("syncs_total", name) >= synced + args.pods as f64
     })
     .await?;
-    Row {
-        phase: "full resync",
-        took: Some(started.elapsed()),
-        cpu: process.cpu() - cpu,
-        process: &process,
-    }
-    .print(idle_rss, json_size);
+    baseline.print(
+        "full resync",
+        Some(started.elapsed()),
+        process.cpu() - cpu,
+        &process,
+    );
     process.stop()?;
     controllers.delete(name, &Default::default()).await?;
 
@@ -437,13 +427,7 @@ async fn main() -> anyhow::Result<()> {
         let took = started.elapsed();
         for (index, replica) in replicas.iter().enumerate() {
             let phase = format!("every Pod, {count} sharded: replica {}", index + 1);
-            Row {
-                phase: &phase,
-                took: Some(took),
-                cpu: replica.cpu() - cpu[index],
-                process: replica,
-            }
-            .print(idle_rss, json_size);
+            baseline.print(&phase, Some(took), replica.cpu() - cpu[index], replica);
         }
         for replica in replicas {
             replica.stop()?;
