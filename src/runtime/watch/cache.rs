@@ -704,7 +704,11 @@ async fn run_watch(
             Ok(Event::InitApply(object)) => {
                 let listing = listing.get_or_insert_with(Vec::new);
                 match object.decoded(&resolved.api) {
-                    Ok(object) => listing.push(store.read().listed(&object)),
+                    Ok(object) => {
+                        // Serialized outside the view's lock, when it must be.
+                        let held = store.read().held_version(&object);
+                        listing.push(held.unwrap_or_else(|| Incoming::of(&object)));
+                    }
                     Err(object) => {
                         pass_over(&object);
                         // What was cached of it stays, as for a watch event: a re-list must

@@ -339,18 +339,16 @@ impl Store {
         })
     }
 
-    /// A listed object, sharing the cached text when the view holds this very version (so a
-    /// re-list does not briefly hold two copies of everything).
-    pub(super) fn listed(&self, object: &Value) -> Incoming {
+    /// A listed object as the view holds it, when it holds this very version: a re-list
+    /// shares the cached text rather than briefly holding two copies of everything.
+    pub(super) fn held_version(&self, object: &Value) -> Option<Incoming> {
         let (namespace, name) = key(object);
-        match self.held(&namespace, &name) {
-            Some(held) if is_same_version(held.object.version(), version(object)) => Incoming {
-                namespace,
-                name,
-                object: held.object.clone(),
-            },
-            _ => Incoming::of(object),
-        }
+        let held = self.held(&namespace, &name)?;
+        is_same_version(held.object.version(), version(object)).then(|| Incoming {
+            namespace,
+            name,
+            object: held.object.clone(),
+        })
     }
 
     /// A bit for a new feed, or `None` when [`MAX_FEEDS`] feeds hold them all.

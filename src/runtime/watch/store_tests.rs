@@ -205,13 +205,10 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
 
     let text = |store: &Store, name| store.held("ns", name).unwrap().object.json.clone();
     let touched_again = config_map("ns", "touched", "2", json!({}));
-    let relisted_touch = store.listed(&touched_again);
-    assert!(!Arc::ptr_eq(
-        &relisted_touch.object.json,
-        &text(&store, "touched")
-    ));
+    assert!(store.held_version(&touched_again).is_none());
+    let relisted_touch = Incoming::of(&touched_again);
     let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
-    let relisted_kept = store.listed(&kept);
+    let relisted_kept = store.held_version(&kept).expect("the same version is held");
     assert!(
         Arc::ptr_eq(&relisted_kept.object.json, &text(&store, "kept")),
         "the same version keeps the cached text"
