@@ -245,14 +245,8 @@ impl Informers {
             let view = self.view(&mut views, resolved);
             match &view.all {
                 Some(all) => (all.progress.clone(), all.progress.borrow().failures),
-                None => {
-                    // A new watch may fail before this borrows its progress; every failure counts.
-                    let store = view.store.clone();
-                    let all = self.start(resolved, store, None);
-                    let progress = all.progress.clone();
-                    view.all = Some(all);
-                    (progress, 0)
-                }
+                // A new watch may fail before this borrows its progress; every failure counts.
+                None => (self.watch_whole(view, resolved), 0),
             }
         };
         wait(resolved, progress, seen_failures).await?;
@@ -292,12 +286,8 @@ impl Informers {
                     // Too many selectors on one type: one watch of every object serves them
                     // all, as before selections (the selected ones retire once it has listed).
                     tracing::info!(resource = %resolved.resource.group_key(), selectors = view.selected.len(), "too many label selectors on one type; watching it whole");
-                    let store = view.store.clone();
-                    let all = self.start(resolved, store, None);
-                    let progress = all.progress.clone();
-                    view.all = Some(all);
                     whole = true;
-                    (progress, 0)
+                    (self.watch_whole(view, resolved), 0)
                 } else {
                     let store = view.store.clone();
                     let feed = self.start(resolved, store, Some(label_selector));
@@ -318,6 +308,14 @@ impl Informers {
             }
             return Ok(lease);
         }
+    }
+
+    /// Starts a view's watch of every object; its progress.
+    fn watch_whole(&self, view: &mut View, resolved: &ResolvedType) -> watch::Receiver<Progress> {
+        let all = self.start(resolved, view.store.clone(), None);
+        let progress = all.progress.clone();
+        view.all = Some(all);
+        progress
     }
 
     /// The view of a type, made empty the first time it is asked for.
