@@ -7,7 +7,7 @@ use super::{
     Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, Rollout,
     ServiceAccountRef,
 };
-use crate::selector::LabelSelector;
+use crate::selector::{AnnotationSelector, LabelSelector};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -306,6 +306,9 @@ pub struct ControllerSpec {
     /// selectors (kubectl syntax) match: watched one watch per selector, not whole. A type not
     /// named here is watched whole.
     pub label_scoped: Vec<(ResourceRef, String)>,
+    /// The types in `types` a sharded replica keeps only its share of: the objects its rules
+    /// select whose items the replica owns. A type not named here is kept whole.
+    pub shard_scoped: Vec<(ResourceRef, Vec<Selection>)>,
 }
 
 /// The paths of the child rules under `field` whose `updateStrategy` is not set.
@@ -484,16 +487,24 @@ pub(crate) struct CommonSpec<'a> {
 impl CommonSpec<'_> {
     /// The spec of a controller that names `types`, each selected as it says (its reads are
     /// added, whole), and has `hooks`. `resyncPeriodSeconds` that is not positive means none.
-    pub(crate) fn spec<'s>(
+    pub(crate) fn spec(
         self,
-        types: impl IntoIterator<Item = (ResourceRef, Selects<'s>)>,
+        types: impl IntoIterator<Item = (ResourceRef, Selects)>,
         hooks: Vec<(HookKind, &Hook)>,
     ) -> ControllerSpec {
-        let selected: Vec<(ResourceRef, Selects<'s>)> = types
+        let selected: Vec<(ResourceRef, Selects)> = types
             .into_iter()
             .chain(self.reads.iter().map(|read| (read.clone(), Selects::Whole)))
             .collect();
-        let label_scoped = label_scoped(&selected, &hooks, self.metadata);
+        let finalizes = hooks.iter().any(|(kind, _)| kind.as_str() == "finalize")
+            || self
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|finalizer| finalizer == super::CLEANUP_FINALIZER);
+        let label_scoped = label_scoped(&selected, finalizes);
+        let shard_scoped = shard_scoped(&selected, finalizes);
         let types = selected
             .into_iter()
             .map(|(reference, _)| reference)
@@ -502,6 +513,7 @@ impl CommonSpec<'_> {
             generation: self.metadata.generation,
             types,
             label_scoped,
+            shard_scoped,
             hooks: hooks
                 .into_iter()
                 .map(|(kind, hook)| (kind, hook.clone()))
@@ -526,13 +538,32 @@ impl CommonSpec<'_> {
 }
 
 /// How a controller selects the objects of one of its types, for [`CommonSpec::spec`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Selects<'a> {
+#[derive(Clone, Debug)]
+pub(crate) enum Selects {
     /// Every object of the type (children, inputs, reads).
     Whole,
-    /// The objects a rule's label selector matches (every object without one): the objects it
-    /// acts on.
-    Rule(Option<&'a LabelSelector>),
+    /// The objects a rule selects: the objects it acts on.
+    Rule(Selection),
+}
+
+/// What a rule selects of its type's objects: those its label and annotation selectors match
+/// (every object without either).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection {
+    pub labels: Option<LabelSelector>,
+    pub annotations: Option<AnnotationSelector>,
+}
+
+impl Selection {
+    pub fn selects(&self, object: &serde_json::Value) -> bool {
+        self.labels
+            .as_ref()
+            .is_none_or(|selector| selector.matches_labels_of(object))
+            && self
+                .annotations
+                .as_ref()
+                .is_none_or(|selector| selector.matches_annotations_of(object))
+    }
 }
 
 /// The types a controller needs only where label selectors match (kubectl syntax): those whose
@@ -540,24 +571,17 @@ pub(crate) enum Selects<'a> {
 /// rule's selector counts only for a controller without a finalize hook that never had one
 /// ([`super::CLEANUP_FINALIZER`]): objects that stop matching must still be finalized, or have
 /// its finalizer released, and a watch of what matches would not see them.
-fn label_scoped(
-    types: &[(ResourceRef, Selects<'_>)],
-    hooks: &[(HookKind, &Hook)],
-    metadata: &kube::api::ObjectMeta,
-) -> Vec<(ResourceRef, String)> {
-    let finalizes = hooks.iter().any(|(kind, _)| kind.as_str() == "finalize")
-        || metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|finalizer| finalizer == super::CLEANUP_FINALIZER);
+fn label_scoped(types: &[(ResourceRef, Selects)], finalizes: bool) -> Vec<(ResourceRef, String)> {
     let scoped: Vec<(&ResourceRef, Option<String>)> = types
         .iter()
         .map(|(reference, selects)| {
             let selector = match selects {
                 Selects::Whole => None,
                 Selects::Rule(_) if finalizes => None,
-                Selects::Rule(selector) => selector.and_then(LabelSelector::server_side),
+                Selects::Rule(selection) => selection
+                    .labels
+                    .as_ref()
+                    .and_then(LabelSelector::server_side),
             };
             (reference, selector)
         })
@@ -577,6 +601,33 @@ fn label_scoped(
     });
     label_scoped.dedup();
     label_scoped
+}
+
+/// The types a sharded replica keeps only its share of, with what the controller's rules
+/// select of each: those whose every mention in `types` is a rule, of a controller without a
+/// finalize hook that never had one (finalizing, or releasing its finalizer from, every object
+/// it ever held needs them all). An object is the controller's work item, owned by one
+/// replica; children, inputs and reads are looked up from other objects and kept whole.
+fn shard_scoped(
+    types: &[(ResourceRef, Selects)],
+    finalizes: bool,
+) -> Vec<(ResourceRef, Vec<Selection>)> {
+    if finalizes {
+        return Vec::new();
+    }
+    let mut scoped: Vec<(ResourceRef, Vec<Selection>)> = Vec::new();
+    let mut whole: Vec<&ResourceRef> = Vec::new();
+    for (reference, selects) in types {
+        match selects {
+            Selects::Whole => whole.push(reference),
+            Selects::Rule(selection) => match scoped.iter_mut().find(|(r, _)| r == reference) {
+                Some((_, selections)) => selections.push(selection.clone()),
+                None => scoped.push((reference.clone(), vec![selection.clone()])),
+            },
+        }
+    }
+    scoped.retain(|(reference, _)| !whole.contains(&reference));
+    scoped
 }
 
 /// A controller object of some kind, as the shared layers read it.

@@ -21,7 +21,7 @@ pub use hook::{
 };
 pub(crate) use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
-    KindName, Selects, controller_spec, fields, on_delete_by_default, set_hooks,
+    KindName, Selection, Selects, controller_spec, fields, on_delete_by_default, set_hooks,
 };
 pub use rollout::{
     ABORT_ANNOTATION, BRAKE_ANNOTATIONS, CanaryCounts, CanaryStep, HaltedRevision,

@@ -13,7 +13,7 @@ use crate::runtime::registry::{KindEntry, KindRuntime};
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::replicas::leader::{Elector, Leadership};
 use crate::runtime::replicas::membership::Membership;
-use crate::runtime::replicas::shard::{self, Admit, Item, Shards};
+use crate::runtime::replicas::shard::{self, Admit, Assignment, Item, Shards};
 use crate::runtime::report::events::Events;
 use crate::runtime::report::metrics::Metrics;
 use crate::runtime::watch::cache::{
@@ -121,6 +121,14 @@ impl Operator {
         let membership = shards
             .as_ref()
             .map(|shards| Arc::new(Membership::new(client.clone(), shards.clone())));
+        if shards.is_some() {
+            // Before anything is watched: views used only for shares keep nothing until this
+            // replica's first view of the members says what it owns.
+            informers
+                .reshare(Assignment::nothing())
+                .await
+                .expect("nothing is watched yet");
+        }
         let authority = Arc::new(Authority {
             leadership: leadership.clone(),
             shards,
@@ -645,7 +653,8 @@ async fn take_over_on_election(context: Arc<Context>, kinds: Kinds) {
     }
 }
 
-/// Sharded: when the members change, each replica syncs the items it gained (it has no
+/// Sharded: when the members change, each replica's caches take the objects of the items it
+/// gained and drop those of the items it lost; then it syncs the items it gained (it has no
 /// outcome for them, so a sweep of what changed picks them) and forgets those it lost.
 async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
     let Some(shards) = context.authority.shards.clone() else {
@@ -653,7 +662,25 @@ async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
     };
     let mut changes = shards.subscribe();
     while changes.changed().await.is_ok() {
+        reshare(&context, &shards).await;
         take_over(&context, &kinds, Sweep::Changed).await;
+    }
+}
+
+/// Has the caches keep this replica's share of the current members' view, retrying a list
+/// that fails with backoff (each attempt follows the newest view). Meanwhile an item whose
+/// object is not in the cache yet is synced once it comes: it is sent as added.
+async fn reshare(context: &Context, shards: &Shards) {
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match context.informers.reshare(shards.assignment()).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, retry_seconds = delay.as_secs_f64(), "cannot take this replica's share into the caches; retrying");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
     }
 }
 

@@ -7,11 +7,12 @@
 //! One walk through the life of a group, since starting replicas is the slow part: three
 //! replicas converge, a script edit, a replica frozen (SIGSTOP) past its lease and thawed,
 //! one killed (SIGKILL), a fourth joining while the targets keep changing, and one leaving as
-//! in a rollout (SIGTERM). The hooks mirror a `generation` ConfigMap they read into a label, so
-//! one write of the test re-syncs every target. One controller does only that, over 600
-//! targets (a pure hook: a replica that keeps a target never re-runs it for nothing); another,
-//! over 60 more, also stamps a random annotation, so every one of its syncs writes (a replica
-//! that may not write, but would, shows).
+//! in a rollout (SIGTERM). The hooks mirror the label of a `generation` ServiceAccount they
+//! read into a label, so one write of the test re-syncs every target. One controller does only
+//! that, over 600 targets (a pure hook: a replica that keeps a target never re-runs it for
+//! nothing); another, over 60 more, also stamps a random annotation, so every one of its syncs
+//! writes (a replica that may not write, but would, shows). The ConfigMaps are only the
+//! controllers' targets, so each replica caches its share of them, handed over with them.
 
 use crate::support::audit::{AuditedWrite, operator_writes, operator_writes_once};
 use crate::support::cluster::Cluster;
@@ -80,15 +81,15 @@ fn controller(name: &str, instance: &str, targets: &str, extra: &str, stamp: boo
         ""
     };
     let lua = format!(
-        "local generation = get('v1', 'ConfigMap', request.object.metadata.namespace, 'generation')\n\
-         return {{ labels = {{ seen = generation.data.gen{extra} }}, {stamp} }}"
+        "local generation = get('v1', 'ServiceAccount', request.object.metadata.namespace, 'generation')\n\
+         return {{ labels = {{ seen = generation.metadata.labels.gen{extra} }}, {stamp} }}"
     );
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
         "metadata": {"name": name, "labels": {OWN_OPERATOR_LABEL: instance}},
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"shard-test": targets}}}],
-            "reads": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "reads": [{"apiVersion": "v1", "resource": "serviceaccounts"}],
             "hooks": {"sync": {"script": {"language": "lua", "inline": lua}}}
         }
     })
@@ -98,9 +99,9 @@ async fn set_generation(client: &kube::Client, namespace: &str, generation: u32)
     apply(
         client,
         &json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "generation", "namespace": namespace},
-            "data": {"gen": generation.to_string()}
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "generation", "namespace": namespace,
+                         "labels": {"gen": generation.to_string()}}
         }),
     )
     .await;
@@ -167,6 +168,24 @@ fn since(writes: &[AuditedWrite], from: jiff::Timestamp) -> Vec<&AuditedWrite> {
 }
 
 /// Each replica's share of `total` items is within a quarter of an even split.
+/// The ConfigMaps each replica caches whole.
+const CACHED: &str = r#"metascript_cached_objects{resource="ConfigMap.v1"}"#;
+
+/// Waits until the replicas cache the targets between them, each once, about evenly: each
+/// keeps its share, not the cluster's ConfigMaps.
+async fn cache_their_shares(replicas: &[&OperatorProcess]) {
+    let total = TARGETS + STAMPED;
+    let cached = eventually("each replica caches its share of the targets", || async {
+        let cached: Vec<f64> = replicas
+            .iter()
+            .map(|r| r.metric(CACHED))
+            .collect::<Option<_>>()?;
+        (cached.iter().sum::<f64>() == total as f64).then_some(cached)
+    })
+    .await;
+    even(&cached, total, "the cached targets");
+}
+
 fn even(shares: &[f64], total: usize, what: &str) {
     let fair = total as f64 / shares.len() as f64;
     for share in shares {
@@ -262,6 +281,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
             .all(|(synced, wrote)| synced >= wrote),
         "each replica synced what it wrote: {synced:?}, {first:?}"
     );
+    cache_their_shares(&[&a, &b, &c]).await;
     let status_of = controller(&mirror, &instance, &mirror, "", false);
     eventually("the status counts every replica's targets", || async {
         let object = get(&client, &status_of).await?;
@@ -351,6 +371,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "the killed replica's targets converged after {took:?}, lease {LEASE_SECONDS} s"
     );
     settled(&[&a, &c]).await;
+    cache_their_shares(&[&a, &c]).await;
 
     // A fourth joins while the targets keep changing: it takes about a third, and no target is
     // written by one replica after another started.
@@ -402,6 +423,7 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
         "every target has one writer"
     );
     even(&owned, TARGETS, "after the join");
+    cache_their_shares(&[&a, &c, &d]).await;
 
     // Stopped as in a rollout (SIGTERM): it leaves, deleting its Lease, so the others take its
     // targets at their next look instead of after the lease runs out.

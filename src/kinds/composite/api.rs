@@ -3,8 +3,8 @@
 
 use crate::api::{
     AdoptPolicy, ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook,
-    HookContract, HookKind, KindInfo, KindName, ResourceRef, Selects, UpdateMethod, UpdateStrategy,
-    controller_spec, fields, on_delete_by_default, set_hooks,
+    HookContract, HookKind, KindInfo, KindName, ResourceRef, Selection, Selects, UpdateMethod,
+    UpdateStrategy, controller_spec, fields, on_delete_by_default, set_hooks,
 };
 use crate::selector::LabelSelector;
 use kube::CustomResource;
@@ -250,7 +250,14 @@ impl ControllerObject for CompositeController {
             ),
         )
         .spec(
-            std::iter::once((parent, Selects::Rule(parent_selector))).chain(
+            std::iter::once((
+                parent,
+                Selects::Rule(Selection {
+                    labels: parent_selector.cloned(),
+                    annotations: None,
+                }),
+            ))
+            .chain(
                 spec.child_resources
                     .iter()
                     .map(|c| c.resource_ref())

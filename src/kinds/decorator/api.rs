@@ -2,7 +2,7 @@
 
 use crate::api::{
     ChildRule, ControllerObject, ControllerSpec, ControllerStatus, Field, Hook, HookContract,
-    HookKind, KindInfo, KindName, ResourceRef, Selects, controller_spec, fields,
+    HookKind, KindInfo, KindName, ResourceRef, Selection, Selects, controller_spec, fields,
     on_delete_by_default, set_hooks,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
@@ -79,7 +79,7 @@ impl ControllerObject for DecoratorController {
         .spec(
             spec.resources
                 .iter()
-                .map(|r| (r.resource_ref(), Selects::Rule(r.label_selector.as_ref())))
+                .map(|r| (r.resource_ref(), Selects::Rule(r.selection())))
                 // Whole: a hand-made object with an attachment's name must be seen to be judged
                 // by `adopt`, and it carries no label of the decorator's.
                 .chain(
@@ -125,13 +125,15 @@ impl ResourceRule {
 
     /// Whether an object's labels and annotations make it a target of this rule.
     pub fn selects(&self, object: &serde_json::Value) -> bool {
-        self.label_selector
-            .as_ref()
-            .is_none_or(|selector| selector.matches_labels_of(object))
-            && self
-                .annotation_selector
-                .as_ref()
-                .is_none_or(|selector| selector.matches_annotations_of(object))
+        self.selection().selects(object)
+    }
+
+    /// What the rule selects of its type's objects.
+    pub(crate) fn selection(&self) -> Selection {
+        Selection {
+            labels: self.label_selector.clone(),
+            annotations: self.annotation_selector.clone(),
+        }
     }
 }
 
@@ -316,5 +318,42 @@ mod tests {
             scoped(json!({"resources": rules, "hooks": sync()}), &["other"]).len(),
             1
         );
+    }
+
+    /// The shard-scoped types of a decorator, with how many rules select each.
+    fn shard_scoped(spec: Value, finalizers: &[&str]) -> Vec<(String, usize)> {
+        let controller: DecoratorController = serde_json::from_value(json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": "d", "finalizers": finalizers},
+            "spec": spec,
+        }))
+        .unwrap();
+        controller
+            .spec()
+            .shard_scoped
+            .into_iter()
+            .map(|(reference, selections)| (reference.resource, selections.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_sharded_replica_keeps_its_share_of_the_types_a_decorator_only_targets() {
+        let spec = json!({
+            "resources": [rule("pods", json!({"app": "a"})), rule("pods", json!({"app": "b"})),
+                          {"apiVersion": "v1", "resource": "services"},
+                          rule("configmaps", json!({"app": "a"}))],
+            "attachments": [{"apiVersion": "v1", "resource": "secrets"}],
+            "reads": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": sync(),
+        });
+        // Targets, with or without a selector; not an attachment, nor a type it reads.
+        assert_eq!(
+            shard_scoped(spec.clone(), &[]),
+            [("pods".into(), 2), ("services".into(), 1)]
+        );
+        let mut finalizing = spec.clone();
+        finalizing["hooks"]["finalize"] = finalizing["hooks"]["sync"].clone();
+        assert_eq!(shard_scoped(finalizing, &[]), []);
+        assert_eq!(shard_scoped(spec, &[crate::api::CLEANUP_FINALIZER]), []);
     }
 }

@@ -15,9 +15,11 @@ use crate::plan::Planner;
 use crate::reads::{ReadScope, ReadVerb};
 use crate::reasons;
 use crate::runtime::context::Context;
+use crate::runtime::keys::ControllerId;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::Health;
-use crate::runtime::watch::cache::WatchLease;
+use crate::runtime::watch::cache::{CacheError, WatchLease};
+use crate::runtime::watch::share::Sharer;
 use crate::script::EffectiveLimits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,12 +60,13 @@ pub(crate) struct Prepared {
 /// load but `previous` hooks exist, those keep running and are marked stale.
 pub(crate) async fn prepare(
     context: &Context,
-    name: &str,
+    id: &ControllerId,
     spec: &ControllerSpec,
     previous: Option<Arc<ControllerHooks>>,
     credentials: &CredentialValues,
     pinned: Option<&(dyn ConfigMapLookup + Sync)>,
 ) -> Result<Prepared, Health> {
+    let name = id.name.as_str();
     let fail = |reason: &'static str, message: String| {
         Health::failed(spec.generation, Problem::new(reason, message))
     };
@@ -98,10 +101,10 @@ pub(crate) async fn prepare(
     }
     let mut watches = Vec::new();
     for (index, resolved) in resolved.iter().enumerate() {
-        // The ConfigMap type added last names no type of the spec: it is watched whole.
-        let selectors: Vec<&str> = spec
-            .types
-            .get(index)
+        // The ConfigMap type added last names no type of the spec: it is watched and kept
+        // whole.
+        let reference = spec.types.get(index);
+        let selectors: Vec<&str> = reference
             .map(|reference| {
                 spec.label_scoped
                     .iter()
@@ -110,21 +113,35 @@ pub(crate) async fn prepare(
                     .collect()
             })
             .unwrap_or_default();
-        if selectors.is_empty() {
-            context
-                .informers
-                .ensure(resolved)
-                .await
-                .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?;
-        }
-        for selector in selectors {
-            watches.push(
-                context
-                    .informers
-                    .select(resolved, selector)
-                    .await
-                    .map_err(|error| fail(reasons::WATCH_FAILED, error.to_string()))?,
-            );
+        let share = reference.and_then(|reference| {
+            let (_, selections) = spec.shard_scoped.iter().find(|(r, _)| r == reference)?;
+            Some(Sharer {
+                controller: id.clone(),
+                selections: selections.clone(),
+            })
+        });
+        let failed = |error: CacheError| fail(reasons::WATCH_FAILED, error.to_string());
+        match (share, selectors.as_slice()) {
+            (None, []) => context.informers.ensure(resolved).await.map_err(failed)?,
+            (None, selectors) => {
+                for selector in selectors {
+                    let lease = context.informers.select(resolved, selector).await;
+                    watches.push(lease.map_err(failed)?);
+                }
+            }
+            (Some(share), []) => {
+                let lease = context.informers.share(resolved, None, share).await;
+                watches.push(lease.map_err(failed)?);
+            }
+            (Some(share), selectors) => {
+                for selector in selectors {
+                    let lease = context
+                        .informers
+                        .share(resolved, Some(selector), share.clone())
+                        .await;
+                    watches.push(lease.map_err(failed)?);
+                }
+            }
         }
     }
     let cached = CachedConfigMaps {

@@ -109,25 +109,17 @@ impl<K: Kind> Registry<K> {
         };
         let watch =
             CredentialWatch::new(&writer.client, credential_sources, &credentials).map(Arc::new);
-        let prepared = match load::prepare(
-            context,
-            &id.name,
-            &spec,
-            previous_hooks,
-            &credentials,
-            pinned,
-        )
-        .await
-        {
-            Ok(prepared) => prepared,
-            Err(health) => {
-                return Err(Box::new(Unloaded {
-                    health,
-                    sources,
-                    credentials: watch,
-                }));
-            }
-        };
+        let prepared =
+            match load::prepare(context, id, &spec, previous_hooks, &credentials, pinned).await {
+                Ok(prepared) => prepared,
+                Err(health) => {
+                    return Err(Box::new(Unloaded {
+                        health,
+                        sources,
+                        credentials: watch,
+                    }));
+                }
+            };
         // When the newest scripts fail, the whole previous version keeps running, planner
         // included, so a hook added by the broken edit is not half enabled.
         let stale = match previous {

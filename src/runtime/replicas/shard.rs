@@ -202,6 +202,36 @@ fn owner<'a>(members: &'a [Member], item: &Item) -> Option<&'a Member> {
         .map(|(_, member)| member)
 }
 
+/// The members as one view listed them, apart from the view: which items this replica owns,
+/// whether or not it may write now (what its caches keep whole).
+#[derive(Clone, Debug)]
+pub(crate) struct Assignment {
+    members: Vec<Member>,
+    me: String,
+}
+
+impl Assignment {
+    /// Before any view: this replica owns nothing.
+    pub(crate) fn nothing() -> Assignment {
+        Assignment {
+            members: Vec::new(),
+            me: String::new(),
+        }
+    }
+
+    pub(crate) fn owns(&self, item: &Item) -> bool {
+        owner(&self.members, item).is_some_and(|member| member.identity == self.me)
+    }
+    /// `me` among `members`, as a view listing them would say.
+    #[cfg(test)]
+    pub(crate) fn of(members: &[&str], me: &str) -> Assignment {
+        Assignment {
+            members: members.iter().map(|m| Member::new(m.to_string())).collect(),
+            me: me.to_string(),
+        }
+    }
+}
+
 /// What one replica tells the others in its Lease: its counts per controller, which the
 /// replica owning a controller adds up into its status.
 pub(crate) type Report = BTreeMap<String, Counts>;
@@ -364,6 +394,19 @@ impl Shards {
         drop(state);
         if changed {
             self.changes.send_modify(|epoch| *epoch += 1);
+        }
+    }
+
+    /// Who owns what in the current view, for the caches to keep this replica's share.
+    pub(crate) fn assignment(&self) -> Assignment {
+        let state = self.state.lock();
+        Assignment {
+            members: state
+                .view
+                .as_ref()
+                .map(|view| view.members.clone())
+                .unwrap_or_default(),
+            me: self.me.identity.clone(),
         }
     }
 

@@ -16,13 +16,18 @@
 
 use crate::object;
 use crate::resources::ResourceType;
+use crate::runtime::replicas::shard::Assignment;
 use crate::runtime::report::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
-use crate::runtime::watch::store::{Change, FeedSlot, Incoming, MAX_FEEDS, REMEMBERED_READ, Store};
+use crate::runtime::watch::share::Sharer;
+use crate::runtime::watch::store::{
+    Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Store,
+};
 use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
 use kube::Api;
+use kube::api::ListParams;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::{Mutex, RwLock};
@@ -102,6 +107,8 @@ pub enum CacheError {
     Watch { resource: String, message: String },
     #[error("the watch of {resource} was released before its initial list completed")]
     Released { resource: String },
+    #[error("listing {resource} again for this replica's share: {message}")]
+    Refill { resource: String, message: String },
 }
 
 /// What the caches count.
@@ -137,6 +144,9 @@ pub struct Informers {
     passed_over: std::sync::OnceLock<mpsc::Sender<PassedOver>>,
     /// Itself, for the leases it hands out.
     this: Weak<Informers>,
+    /// Sharded replicas: who owns what, so views used only for their share keep it
+    /// ([`super::share`]). `None` keeps everything.
+    assignment: Mutex<Option<Arc<Assignment>>>,
 }
 
 /// Where a watch says it passed an object over: a count, and the operator's reports.
@@ -154,11 +164,22 @@ pub(crate) struct PassedOver {
 
 /// The cache of one type and the watches that fill it.
 struct View {
+    resolved: ResolvedType,
     store: Arc<RwLock<Store>>,
     /// The watch of every object, once anything needs them all.
     all: Option<Feed>,
     /// One watch per label selector, with how many leases hold it, while `all` is not running.
     selected: HashMap<String, (Feed, usize)>,
+}
+
+impl View {
+    /// Whether one of its watches has listed: objects it knows only by name are there.
+    fn has_listed(&self) -> bool {
+        self.all
+            .iter()
+            .chain(self.selected.values().map(|(feed, _)| feed))
+            .any(|feed| feed.progress.borrow().synced)
+    }
 }
 
 /// One running watch.
@@ -189,6 +210,8 @@ pub struct WatchLease {
     /// The label-selected watch it counts in, `None` when the watch of every object served it
     /// (nothing to count: that watch is never stopped).
     feed: Option<FeedSlot>,
+    /// The controller it keeps a share of the type for ([`Informers::share`]).
+    sharer: Option<u64>,
 }
 
 impl std::fmt::Debug for WatchLease {
@@ -204,7 +227,15 @@ impl std::fmt::Debug for WatchLease {
 
 impl Drop for WatchLease {
     fn drop(&mut self) {
-        if let (Some(informers), Some(feed)) = (self.informers.upgrade(), self.feed) {
+        let Some(informers) = self.informers.upgrade() else {
+            return;
+        };
+        if let Some(sharer) = self.sharer
+            && let Some(store) = informers.store(&self.resource)
+        {
+            store.write().reshape(|share| share.remove(sharer));
+        }
+        if let Some(feed) = self.feed {
             informers.unselect(&self.resource, &self.selector, feed);
         }
     }
@@ -224,6 +255,7 @@ impl Informers {
             metrics,
             passed_over: std::sync::OnceLock::new(),
             this: this.clone(),
+            assignment: Mutex::default(),
         })
     }
 
@@ -240,6 +272,12 @@ impl Informers {
     /// returned as [`CacheError::Watch`]; the watch keeps retrying with backoff, and a later
     /// call waits for its next attempt, so callers retrying in a loop do not add requests.
     pub async fn ensure(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
+        self.keep_whole(resolved).await?;
+        self.watch_all(resolved).await
+    }
+
+    /// [`Informers::ensure`], keeping what the view keeps.
+    async fn watch_all(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
         let (progress, seen_failures) = {
             let mut views = self.views.lock();
             let view = self.view(&mut views, resolved);
@@ -265,13 +303,145 @@ impl Informers {
         resolved: &ResolvedType,
         label_selector: &str,
     ) -> Result<WatchLease, CacheError> {
-        loop {
-            let mut lease = WatchLease {
-                informers: self.this.clone(),
-                resource: resolved.resource.clone(),
-                selector: label_selector.to_string(),
-                feed: None,
+        self.keep_whole(resolved).await?;
+        self.watch_selected(resolved, label_selector).await
+    }
+
+    /// Keeps a sharded replica's share of a type for a controller that needs no more
+    /// ([`super::share`]), watched whole or by `label_selector` as [`Informers::ensure`] and
+    /// [`Informers::select`] do; the share is kept while the lease is. A view that already
+    /// held other shares is listed again for what this one adds. Without sharding, the type is
+    /// kept whole.
+    pub(crate) async fn share(
+        &self,
+        resolved: &ResolvedType,
+        label_selector: Option<&str>,
+        sharer: Sharer,
+    ) -> Result<WatchLease, CacheError> {
+        let sharded = self.assignment.lock().is_some();
+        let (id, listed) = {
+            let mut views = self.views.lock();
+            let view = self.view(&mut views, resolved);
+            let id = sharded.then(|| {
+                let mut store = view.store.write();
+                let mut id = 0;
+                store.reshape(|share| id = share.add(sharer));
+                id
+            });
+            (id, view.has_listed())
+        };
+        let mut lease = match label_selector {
+            Some(selector) => self.watch_selected(resolved, selector).await?,
+            None => {
+                self.watch_all(resolved).await?;
+                self.lease(resolved, "")
+            }
+        };
+        lease.sharer = id;
+        if id.is_some() && listed {
+            self.refill_view(&resolved.resource).await?;
+        }
+        Ok(lease)
+    }
+
+    /// Keeps every object of a type from now on: what the view knew only by name is listed
+    /// again.
+    async fn keep_whole(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
+        let partial = {
+            let mut views = self.views.lock();
+            let view = self.view(&mut views, resolved);
+            let mut store = view.store.write();
+            let mut changed = false;
+            let partial = store.reshape(|share| changed = share.keep_whole());
+            changed && partial
+        };
+        if partial {
+            self.refill_view(&resolved.resource).await?;
+        }
+        Ok(())
+    }
+
+    /// A sharded replica follows a new assignment of the items: each view kept for shares
+    /// drops what is no longer this replica's and lists again what came its way.
+    pub(crate) async fn reshare(&self, assignment: Assignment) -> Result<(), CacheError> {
+        let assignment = Arc::new(assignment);
+        let partial: Vec<ResourceType> = {
+            let mut views = self.views.lock();
+            *self.assignment.lock() = Some(assignment.clone());
+            views
+                .iter_mut()
+                .filter_map(|(resource, view)| {
+                    let partial = view
+                        .store
+                        .write()
+                        .reshape(|share| share.assign(resource, assignment.clone()));
+                    partial.then(|| resource.clone())
+                })
+                .collect()
+        };
+        for resource in partial {
+            self.refill_view(&resource).await?;
+        }
+        Ok(())
+    }
+
+    /// Lists a view's type again (as its watches select it) for the objects it knew only by
+    /// name and now keeps.
+    async fn refill_view(&self, resource: &ResourceType) -> Result<(), CacheError> {
+        let Some((resolved, store, selectors)) = self.views.lock().get(resource).map(|view| {
+            let selectors: Vec<Option<String>> = match &view.all {
+                Some(_) => vec![None],
+                None => view.selected.keys().cloned().map(Some).collect(),
             };
+            (view.resolved.clone(), view.store.clone(), selectors)
+        }) else {
+            return Ok(());
+        };
+        let api = Api::all_with(self.client.clone(), &resolved.api);
+        let cached = self
+            .metrics
+            .cached
+            .get_or_create(&ResourceLabels {
+                resource: resource.group_key(),
+            })
+            .clone();
+        for selector in selectors {
+            refill(
+                &api,
+                &resolved,
+                &store,
+                selector.as_deref(),
+                &self.events,
+                &cached,
+            )
+            .await
+            .map_err(|error| CacheError::Refill {
+                resource: resource.group_key(),
+                message: error.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A lease that counts in no watch.
+    fn lease(&self, resolved: &ResolvedType, selector: &str) -> WatchLease {
+        WatchLease {
+            informers: self.this.clone(),
+            resource: resolved.resource.clone(),
+            selector: selector.to_string(),
+            feed: None,
+            sharer: None,
+        }
+    }
+
+    /// [`Informers::select`], keeping what the view keeps.
+    async fn watch_selected(
+        &self,
+        resolved: &ResolvedType,
+        label_selector: &str,
+    ) -> Result<WatchLease, CacheError> {
+        loop {
+            let mut lease = self.lease(resolved, label_selector);
             let mut whole = false;
             let (progress, seen_failures) = {
                 let mut views = self.views.lock();
@@ -324,13 +494,18 @@ impl Informers {
         views: &'a mut HashMap<ResourceType, View>,
         resolved: &ResolvedType,
     ) -> &'a mut View {
-        views
-            .entry(resolved.resource.clone())
-            .or_insert_with(|| View {
-                store: Arc::new(RwLock::new(Store::default())),
+        views.entry(resolved.resource.clone()).or_insert_with(|| {
+            let mut store = Store::default();
+            if let Some(assignment) = self.assignment.lock().clone() {
+                store.reshape(|share| share.assign(&resolved.resource, assignment));
+            }
+            View {
+                resolved: resolved.clone(),
+                store: Arc::new(RwLock::new(store)),
                 all: None,
                 selected: HashMap::new(),
-            })
+            }
+        })
     }
 
     /// A lease on a label-selected watch ended: the last one stops it.
@@ -670,6 +845,7 @@ async fn run_watch(
         cached,
     } = target;
     let resource = resolved.resource.group_key();
+    let selector = config.label_selector.clone();
     let pass_over = |object: &Undecodable| {
         passing_over.counted.inc();
         if let Some(reports) = &passing_over.reports {
@@ -692,21 +868,23 @@ async fn run_watch(
             let _ = events.send(CacheEvent::of(&resolved.resource, change, listed_at));
         }
     };
-    // The list being received after a (re)start; handed to the view whole at `InitDone`.
+    // The list being received after a (re)start; handed to the view whole at `InitDone`, with
+    // the generation of what the view kept when it began.
     let mut listing: Option<Vec<Incoming>> = None;
-    let stream = watcher::watcher(api, config).default_backoff();
+    let mut listing_kept = 0;
+    let stream = watcher::watcher(api.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
-            Ok(Event::Init) => listing = Some(Vec::new()),
+            Ok(Event::Init) => {
+                listing = Some(Vec::new());
+                listing_kept = store.read().share().generation();
+            }
             Ok(Event::InitApply(object)) => {
                 let listing = listing.get_or_insert_with(Vec::new);
                 match object.decoded(&resolved.api) {
-                    Ok(object) => {
-                        // Serialized outside the view's lock, when it must be.
-                        let held = store.read().held_version(&object);
-                        listing.push(held.unwrap_or_else(|| Incoming::of(&object)));
-                    }
+                    // Serialized outside the view's write lock, when it must be.
+                    Ok(object) => listing.push(store.read().incoming(&object)),
                     Err(object) => {
                         pass_over(&object);
                         // What was cached of it stays, as for a watch event: a re-list must
@@ -720,10 +898,30 @@ async fn run_watch(
             Ok(Event::InitDone) => {
                 let listed = listing.take().unwrap_or_default();
                 let count = listed.len();
-                let changes = edit(&store, &cached, |store| store.replace(slot, listed));
+                let (changes, kept_changed) = {
+                    let mut view = store.write();
+                    let changes = view.replace(slot, listed);
+                    cached.set(view.len() as i64);
+                    (changes, view.share().generation() != listing_kept)
+                };
                 let listed_at = Instant::now();
                 tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
                 send(changes, Some(listed_at));
+                // What the view keeps changed while it listed: objects now this replica's may
+                // have been taken by name only.
+                if kept_changed
+                    && let Err(error) = refill(
+                        &api,
+                        &resolved,
+                        &store,
+                        selector.as_deref(),
+                        &events,
+                        &cached,
+                    )
+                    .await
+                {
+                    tracing::warn!(resource = %resource, %error, "cannot list again for this replica's share; its objects are filled in as they change");
+                }
                 progress.send_modify(|p| p.synced = true);
             }
             Ok(Event::Apply(object)) => match object.decoded(&resolved.api) {
@@ -773,4 +971,71 @@ fn edit(
     let changes = change(&mut store);
     cached.set(store.len() as i64);
     changes
+}
+
+/// Objects of a type listed at once to refill a view.
+const REFILL_PAGE: u32 = 500;
+
+/// Takes the text of the objects a view knew only by name and now keeps (its share grew): a
+/// list of the type as one watch selects it, a page at a time, each object serialized only
+/// when the view wants it. An object the list shows older than the view knows it (the list
+/// came from a cache behind the watch) is read alone. Each is sent as added.
+async fn refill(
+    api: &Api<WatchedObject>,
+    resolved: &ResolvedType,
+    store: &RwLock<Store>,
+    label_selector: Option<&str>,
+    events: &mpsc::UnboundedSender<CacheEvent>,
+    cached: &Gauge,
+) -> Result<(), kube::Error> {
+    let take = |object: &Value| -> Option<Fill> {
+        if !store.read().wants_text(object) {
+            return None;
+        }
+        let incoming = Incoming::of(object);
+        let mut view = store.write();
+        let filled = view.fill(incoming);
+        cached.set(view.len() as i64);
+        Some(filled)
+    };
+    let send = |change: Change| {
+        let _ = events.send(CacheEvent::of(&resolved.resource, change, None));
+    };
+    let mut params = ListParams::default().limit(REFILL_PAGE);
+    if let Some(selector) = label_selector {
+        params = params.labels(selector);
+    }
+    loop {
+        let page = api.list(&params).await?;
+        let mut behind = Vec::new();
+        for object in page.items {
+            let Ok(object) = object.decoded(&resolved.api) else {
+                continue;
+            };
+            match take(&object) {
+                Some(Fill::Done(Some(change))) => send(change),
+                Some(Fill::Behind) => behind.push(object),
+                Some(Fill::Done(None)) | None => {}
+            }
+        }
+        for object in behind {
+            let client = api.clone().into_client();
+            let alone: Api<WatchedObject> = match object::namespace(&object) {
+                Some(namespace) => Api::namespaced_with(client, namespace, &resolved.api),
+                None => Api::all_with(client, &resolved.api),
+            };
+            let Some(fresh) = alone.get_opt(object::name(&object)).await? else {
+                continue;
+            };
+            if let Ok(fresh) = fresh.decoded(&resolved.api)
+                && let Some(Fill::Done(Some(change))) = take(&fresh)
+            {
+                send(change);
+            }
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(()),
+        }
+    }
 }

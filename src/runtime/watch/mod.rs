@@ -4,4 +4,5 @@
 pub mod cache;
 pub(crate) mod decode;
 pub mod discovery;
+pub(crate) mod share;
 pub(crate) mod store;

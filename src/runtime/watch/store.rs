@@ -9,6 +9,7 @@
 
 use crate::object;
 use crate::runtime::watch::decode::Undecodable;
+use crate::runtime::watch::share::Share;
 use crate::store::Kept;
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -87,9 +88,10 @@ pub(super) struct FeedSlot {
 
 /// An object as a view keeps it: its JSON text (about its size on the wire, where a decoded
 /// `Value` takes ten times that) and what the view's indexes and version checks read from it.
+/// Without text it is another replica's share ([`super::share`]): known, not held.
 #[derive(Clone, Debug)]
 pub(super) struct Compact {
-    json: Arc<str>,
+    text: Option<Arc<str>>,
     uid: Option<Box<str>>,
     resource_version: Option<Box<str>>,
     controller: Controller,
@@ -114,7 +116,19 @@ pub(super) struct Incoming {
 }
 
 impl Incoming {
+    /// The object whole.
     pub(super) fn of(object: &Value) -> Incoming {
+        let mut incoming = Incoming::known(object);
+        incoming.object.text = Some(
+            serde_json::to_string(object)
+                .expect("a Value serializes")
+                .into(),
+        );
+        incoming
+    }
+
+    /// Only what identifies the object: another replica's share.
+    fn known(object: &Value) -> Incoming {
         let (namespace, name) = key(object);
         let (uid, resource_version) = version(object);
         let controller = match object::controller_ref(object) {
@@ -128,9 +142,7 @@ impl Incoming {
             namespace,
             name,
             object: Compact {
-                json: serde_json::to_string(object)
-                    .expect("a Value serializes")
-                    .into(),
+                text: None,
                 uid: uid.map(Box::from),
                 resource_version: resource_version.map(Box::from),
                 controller,
@@ -239,7 +251,11 @@ pub(super) struct Store {
     /// Namespace → names of the objects there without a controller (what a parent can adopt
     /// is looked up here, not by scanning the namespace).
     orphans: HashMap<String, BTreeSet<String>>,
+    /// The objects held whole (with their text).
     len: usize,
+    /// Every object in the view, held whole or not.
+    known: usize,
+    share: Share,
     /// The id of the feed holding each bit; `None` while the bit is free.
     feeds: Vec<Option<u64>>,
     next_feed: u64,
@@ -251,8 +267,8 @@ impl Store {
     /// An object, as text where it is not decoded already: the caller decodes it outside the
     /// view's lock (and hands it to [`Store::remember`]).
     pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Kept> {
-        let held = self.held(namespace, name)?;
-        Some(self.decoded.lock().used(&held.object.json))
+        let text = self.held(namespace, name)?.object.text.as_ref()?;
+        Some(self.decoded.lock().used(text))
     }
 
     /// Keeps objects a reader decoded as recently used. One replaced in the view meanwhile
@@ -269,6 +285,7 @@ impl Store {
         self.objects.get(namespace)?.get(name)
     }
 
+    /// How many objects it holds whole.
     pub(super) fn len(&self) -> usize {
         self.len
     }
@@ -279,7 +296,7 @@ impl Store {
         let decoded = self.decoded.lock();
         let objects = |held: &BTreeMap<String, Held>| -> Vec<Kept> {
             held.values()
-                .map(|held| decoded.peek(&held.object.json))
+                .filter_map(|held| Some(decoded.peek(held.object.text.as_ref()?)))
                 .collect()
         };
         match namespace {
@@ -294,8 +311,8 @@ impl Store {
         let names = |namespace: &str, names: &BTreeSet<String>| -> Vec<Kept> {
             names
                 .iter()
-                .filter_map(|name| self.held(namespace, name))
-                .map(|held| decoded.peek(&held.object.json))
+                .filter_map(|name| self.held(namespace, name)?.object.text.as_ref())
+                .map(|text| decoded.peek(text))
                 .collect()
         };
         match namespace {
@@ -319,8 +336,8 @@ impl Store {
             .get(uid)
             .into_iter()
             .flatten()
-            .filter_map(|(namespace, name)| self.held(namespace, name))
-            .map(|held| recent.used(&held.object.json))
+            .filter_map(|(namespace, name)| self.held(namespace, name)?.object.text.as_ref())
+            .map(|text| recent.used(text))
             .collect()
     }
 
@@ -339,16 +356,99 @@ impl Store {
         })
     }
 
-    /// A listed object as the view holds it, when it holds this very version: a re-list
-    /// shares the cached text rather than briefly holding two copies of everything.
-    pub(super) fn held_version(&self, object: &Value) -> Option<Incoming> {
+    /// A listed object as the view takes it: as the view holds it when it holds this very
+    /// version (a re-list shares the cached text rather than briefly holding two copies of
+    /// everything), serialized when the view keeps it whole, else only what identifies it.
+    pub(super) fn incoming(&self, object: &Value) -> Incoming {
+        let keeps = self.share.keeps(object);
         let (namespace, name) = key(object);
-        let held = self.held(&namespace, &name)?;
-        is_same_version(held.object.version(), version(object)).then(|| Incoming {
-            namespace,
-            name,
-            object: held.object.clone(),
+        if let Some(held) = self.held(&namespace, &name)
+            && is_same_version(held.object.version(), version(object))
+            && held.object.text.is_some() == keeps
+        {
+            return Incoming {
+                namespace,
+                name,
+                object: held.object.clone(),
+            };
+        }
+        if keeps {
+            Incoming::of(object)
+        } else {
+            Incoming::known(object)
+        }
+    }
+
+    /// How what the view keeps is decided ([`super::share`]); changed by [`Store::reshape`].
+    pub(super) fn share(&self) -> &Share {
+        &self.share
+    }
+
+    /// Changes what the view keeps whole. Objects it held and no longer keeps (another replica
+    /// owns every item they are) keep only what identifies them, without a word: nothing
+    /// changed in them, and this replica no longer reads them. Returns whether objects it
+    /// knows only by name may be kept now: the caller lists them again ([`Store::fill`]).
+    pub(super) fn reshape(&mut self, change: impl FnOnce(&mut Share)) -> bool {
+        change(&mut self.share);
+        let leaving: Vec<(String, String)> = self
+            .objects
+            .iter()
+            .flat_map(|(namespace, objects)| {
+                objects
+                    .iter()
+                    .filter(|(_, held)| held.object.text.is_some())
+                    .map(move |(name, _)| (namespace, name))
+            })
+            .filter(|(namespace, name)| !self.share.may_keep(namespace, name))
+            .map(|(namespace, name)| (namespace.clone(), name.clone()))
+            .collect();
+        for (namespace, name) in leaving {
+            let Some(held) = self
+                .objects
+                .get_mut(&namespace)
+                .and_then(|objects| objects.get_mut(&name))
+            else {
+                continue;
+            };
+            let whole = held.object.clone();
+            held.object.text = None;
+            // Still known: out of the owner indexes and the count of what is held only.
+            self.unindex(&whole, &namespace, &name);
+            self.known += 1;
+            if let Some(text) = &whole.text {
+                self.decoded.get_mut().forget(text);
+            }
+        }
+        self.known > self.len
+    }
+
+    /// Whether a listed object is one the view knows only by name and now keeps whole: worth
+    /// serializing for [`Store::fill`].
+    pub(super) fn wants_text(&self, object: &Value) -> bool {
+        let (namespace, name) = key(object);
+        self.held(&namespace, &name).is_some_and(|held| {
+            held.object.text.is_none()
+                && held.object.uid.as_deref() == object::uid(object)
+                && self.share.keeps(object)
         })
+    }
+
+    /// Takes the text of an object the view knew only by name, now its to keep, from a list
+    /// of the type: reported as added, as an object entering a selection is.
+    pub(super) fn fill(&mut self, incoming: Incoming) -> Fill {
+        let Some(held) = self.held(&incoming.namespace, &incoming.name) else {
+            // Deleted meanwhile, or not seen yet: its watch event decides.
+            return Fill::Done(None);
+        };
+        if held.object.text.is_some() || held.object.uid != incoming.object.uid {
+            return Fill::Done(None);
+        }
+        if incoming.object.is_older_than(&held.object) {
+            return Fill::Behind;
+        }
+        let text = incoming.object.text.clone();
+        self.insert(incoming, 0);
+        Fill::Done(text.map(|text| (None, Some(Kept::Json(text)))))
     }
 
     /// A bit for a new feed, or `None` when [`MAX_FEEDS`] feeds hold them all.
@@ -400,6 +500,9 @@ impl Store {
 
     /// A feed saw an object added or modified; the change to report, if it is worth reporting.
     pub(super) fn apply(&mut self, feed: FeedSlot, object: Arc<Value>) -> Option<Change> {
+        if !self.share.keeps(&object) {
+            return self.admit(feed, Incoming::known(&object), None);
+        }
         let incoming = Incoming::of(&object);
         self.admit(feed, incoming, Some(object))
     }
@@ -423,29 +526,47 @@ impl Store {
             .and_then(|objects| objects.get_mut(&incoming.name))
         {
             held.feeds |= bit;
+            let same_text = match (&held.object.text, &incoming.object.text) {
+                (Some(held), Some(incoming)) => Arc::ptr_eq(held, incoming),
+                _ => false,
+            };
+            // The same version whole where the view knew it by name only is taken; the same
+            // version by name only, where it is held, comes from a list taken before the view
+            // kept it (a change of what it keeps brings nothing else).
+            let same_version = is_same_version(held.object.version(), incoming.object.version())
+                && !(held.object.text.is_none() && incoming.object.text.is_some());
             // Another feed may be ahead of this one: its newer version stays.
-            if Arc::ptr_eq(&held.object.json, &incoming.object.json)
-                || is_same_version(held.object.version(), incoming.object.version())
-                || incoming.object.is_older_than(&held.object)
-            {
+            if same_text || same_version || incoming.object.is_older_than(&held.object) {
                 return None;
             }
         }
-        let json = incoming.object.json.clone();
-        let new = match decoded {
-            Some(value) => {
-                self.decoded.get_mut().remember(json, value.clone());
-                Kept::Decoded(value)
+        let new = match (incoming.object.text.clone(), decoded) {
+            (None, _) => None,
+            (Some(text), Some(value)) => {
+                self.decoded.get_mut().remember(text, value.clone());
+                Some(Kept::Decoded(value))
             }
-            None => Kept::Json(json),
+            (Some(text), None) => Some(Kept::Json(text)),
         };
-        let Some(previous) = self.insert(incoming, bit) else {
-            return Some((None, Some(new)));
+        let previous = self
+            .insert(incoming, bit)
+            .and_then(|previous| previous.text);
+        let (previous, new) = match (previous, new) {
+            (None, None) => return None,
+            (None, new) => return Some((None, new)),
+            // It left this replica's share: as an object leaving a selection, it is deleted.
+            (Some(previous), None) => {
+                let recent = self.decoded.get_mut();
+                let old = recent.peek(&previous);
+                recent.forget(&previous);
+                return Some((Some(old), None));
+            }
+            (Some(previous), Some(new)) => (previous, new),
         };
         // Only an update needs both versions decoded, to tell whether it is worth reporting.
         let recent = self.decoded.get_mut();
-        let old = recent.peek(&previous.json).decoded();
-        recent.forget(&previous.json);
+        let old = recent.peek(&previous).decoded();
+        recent.forget(&previous);
         if !is_meaningful_update(&old, &new.clone().decoded()) {
             return None;
         }
@@ -453,7 +574,7 @@ impl Store {
         // outage they may be most of the type.
         let old = match new {
             Kept::Decoded(_) => Kept::Decoded(old),
-            Kept::Json(_) => Kept::Json(previous.json),
+            Kept::Json(_) => Kept::Json(previous),
         };
         Some((Some(old), Some(new)))
     }
@@ -473,9 +594,10 @@ impl Store {
                 self.release(feed, &namespace, &name);
                 None
             }
-            Some(_) => {
+            Some(held) => {
+                let whole = held.object.text.is_some();
                 self.remove(&namespace, &name);
-                Some((Some(Kept::Decoded(Arc::new(object))), None))
+                whole.then(|| (Some(Kept::Decoded(Arc::new(object))), None))
             }
         }
     }
@@ -527,62 +649,38 @@ impl Store {
         Some((Some(removed), None))
     }
 
-    /// Inserts or replaces an object held by `feeds` (added to the feeds already holding it),
-    /// returning the one it replaced.
-    fn insert(&mut self, incoming: Incoming, feeds: u64) -> Option<Compact> {
-        let Incoming {
-            namespace,
-            name,
-            object,
-        } = incoming;
-        let controller = object.controller.clone();
-        let objects = self.objects.entry(namespace.clone()).or_default();
-        let previous = match objects.get_mut(&name) {
-            Some(held) => {
-                held.feeds |= feeds;
-                Some(std::mem::replace(&mut held.object, object))
-            }
-            None => {
-                objects.insert(name.clone(), Held { object, feeds });
-                None
-            }
-        };
-        match &previous {
-            Some(previous) => self.unindex_owner(&previous.controller, &namespace, &name),
-            None => self.len += 1,
+    /// Counts an object into the view's indexes: held whole, it is in the owner indexes.
+    fn index(&mut self, object: &Compact, namespace: &str, name: &str) {
+        self.known += 1;
+        if object.text.is_none() {
+            return;
         }
-        match controller {
+        self.len += 1;
+        match &object.controller {
             Controller::Uid(owner) => {
                 self.by_owner
-                    .entry(owner)
+                    .entry(owner.clone())
                     .or_default()
-                    .insert((namespace, name));
+                    .insert((namespace.to_owned(), name.to_owned()));
             }
             Controller::None => {
-                self.orphans.entry(namespace).or_default().insert(name);
+                self.orphans
+                    .entry(namespace.to_owned())
+                    .or_default()
+                    .insert(name.to_owned());
             }
             Controller::WithoutUid => {}
         }
-        previous
     }
 
-    /// Takes an object out of the view, as it was (decoded if it was among the recent ones).
-    fn remove(&mut self, namespace: &str, name: &str) -> Option<Kept> {
-        let objects = self.objects.get_mut(namespace)?;
-        let removed = objects.remove(name)?.object;
-        if objects.is_empty() {
-            self.objects.remove(namespace);
+    /// Undoes [`Store::index`].
+    fn unindex(&mut self, object: &Compact, namespace: &str, name: &str) {
+        self.known -= 1;
+        if object.text.is_none() {
+            return;
         }
         self.len -= 1;
-        self.unindex_owner(&removed.controller, namespace, name);
-        let recent = self.decoded.get_mut();
-        let kept = recent.peek(&removed.json);
-        recent.forget(&removed.json);
-        Some(kept)
-    }
-
-    fn unindex_owner(&mut self, controller: &Controller, namespace: &str, name: &str) {
-        match controller {
+        match &object.controller {
             Controller::None => {
                 if let Some(names) = self.orphans.get_mut(namespace) {
                     names.remove(name);
@@ -602,6 +700,63 @@ impl Store {
             Controller::WithoutUid => {}
         }
     }
+
+    /// Inserts or replaces an object held by `feeds` (added to the feeds already holding it),
+    /// returning the one it replaced.
+    fn insert(&mut self, incoming: Incoming, feeds: u64) -> Option<Compact> {
+        let Incoming {
+            namespace,
+            name,
+            object,
+        } = incoming;
+        let objects = self.objects.entry(namespace.clone()).or_default();
+        let previous = match objects.get_mut(&name) {
+            Some(held) => {
+                held.feeds |= feeds;
+                Some(std::mem::replace(&mut held.object, object.clone()))
+            }
+            None => {
+                objects.insert(
+                    name.clone(),
+                    Held {
+                        object: object.clone(),
+                        feeds,
+                    },
+                );
+                None
+            }
+        };
+        if let Some(previous) = &previous {
+            self.unindex(previous, &namespace, &name);
+        }
+        self.index(&object, &namespace, &name);
+        previous
+    }
+
+    /// Takes an object out of the view, as it was (decoded if it was among the recent ones);
+    /// `None` when it was not held whole.
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Kept> {
+        let objects = self.objects.get_mut(namespace)?;
+        let removed = objects.remove(name)?.object;
+        if objects.is_empty() {
+            self.objects.remove(namespace);
+        }
+        self.unindex(&removed, namespace, name);
+        let text = removed.text?;
+        let recent = self.decoded.get_mut();
+        let kept = recent.peek(&text);
+        recent.forget(&text);
+        Some(kept)
+    }
+}
+
+/// What [`Store::fill`] made of a listed object.
+#[derive(Debug)]
+pub(super) enum Fill {
+    /// Taken (the addition to report), or nothing to take.
+    Done(Option<Change>),
+    /// The list is behind the view's own version of it: read it alone.
+    Behind,
 }
 
 /// An object's (uid, resourceVersion).

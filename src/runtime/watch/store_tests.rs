@@ -203,14 +203,23 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
     let gone = config_map("ns", "gone", "1", json!({}));
     let (mut store, feed) = fed(&[kept.clone(), touched, edited, gone]);
 
-    let text = |store: &Store, name| store.held("ns", name).unwrap().object.json.clone();
+    let text = |store: &Store, name| store.held("ns", name).unwrap().object.text.clone().unwrap();
     let touched_again = config_map("ns", "touched", "2", json!({}));
-    assert!(store.held_version(&touched_again).is_none());
-    let relisted_touch = Incoming::of(&touched_again);
-    let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
-    let relisted_kept = store.held_version(&kept).expect("the same version is held");
+    let relisted_touch = store.incoming(&touched_again);
     assert!(
-        Arc::ptr_eq(&relisted_kept.object.json, &text(&store, "kept")),
+        !Arc::ptr_eq(
+            relisted_touch.object.text.as_ref().unwrap(),
+            &text(&store, "touched")
+        ),
+        "a new version is serialized"
+    );
+    let edited_again = config_map("ns", "edited", "2", json!({"k": "w"}));
+    let relisted_kept = store.incoming(&kept);
+    assert!(
+        Arc::ptr_eq(
+            relisted_kept.object.text.as_ref().unwrap(),
+            &text(&store, "kept")
+        ),
         "the same version keeps the cached text"
     );
     let listed = vec![
@@ -253,7 +262,15 @@ fn an_object_two_feeds_hold_is_held_and_reported_once() {
         [added("both")]
     );
     // The second feed's copy of the same version is not news, and is not kept twice.
-    let text = |store: &Store| store.held("ns", "both").unwrap().object.json.clone();
+    let text = |store: &Store| {
+        store
+            .held("ns", "both")
+            .unwrap()
+            .object
+            .text
+            .clone()
+            .unwrap()
+    };
     let first_text = text(&store);
     let copy = config_map("ns", "both", "1", json!({}));
     assert!(store.apply(teams, copy).is_none());
@@ -402,7 +419,7 @@ fn objects_are_kept_as_their_text_and_read_back_as_they_came() {
     assert_eq!(held.uid.as_deref(), Some("uid-a"));
     assert_eq!(held.resource_version.as_deref(), Some("1"));
     // Read back from the text alone, as after the decoded copy is dropped.
-    store.decoded.get_mut().forget(&held.json);
+    store.decoded.get_mut().forget(held.text.as_ref().unwrap());
     assert_eq!(read(&store, "ns", "a").unwrap(), object);
     assert_eq!(decoded(store.list(None)), std::slice::from_ref(&object));
     // Floats read back bit for bit, so a version read from text compares equal to the same
@@ -429,7 +446,13 @@ fn only_recently_used_objects_stay_decoded_and_scans_do_not_count_as_use() {
     let kept = recent(&mut store);
     assert!(kept > 0 && kept < count, "{kept} of {count} stay decoded");
     // The first objects were pushed out, and read back from their text.
-    let first = store.held("ns", "cm-000").unwrap().object.json.clone();
+    let first = store
+        .held("ns", "cm-000")
+        .unwrap()
+        .object
+        .text
+        .clone()
+        .unwrap();
     assert!(!store.decoded.get_mut().recent.contains(&address(&first)));
     assert_eq!(read(&store, "ns", "cm-000").unwrap()["data"]["k"], filler);
     // A scan hands out what is decoded as it is, and leaves the order of use alone.
@@ -448,7 +471,7 @@ fn only_recently_used_objects_stay_decoded_and_scans_do_not_count_as_use() {
 #[test]
 fn an_object_replaced_in_the_view_is_not_read_in_its_old_form() {
     let (mut store, feed) = fed(&[config_map("ns", "a", "1", json!({"k": "old"}))]);
-    let old_text = store.held("ns", "a").unwrap().object.json.clone();
+    let old_text = store.held("ns", "a").unwrap().object.text.clone().unwrap();
     assert_eq!(read(&store, "ns", "a").unwrap()["data"]["k"], "old");
     store.apply(feed, config_map("ns", "a", "2", json!({"k": "new"})));
     assert_eq!(read(&store, "ns", "a").unwrap()["data"]["k"], "new");
@@ -457,4 +480,191 @@ fn an_object_replaced_in_the_view_is_not_read_in_its_old_form() {
     let relisted = config_map("ns", "a", "3", json!({"k": "relisted"}));
     store.replace(feed, listing(&[&relisted]));
     assert_eq!(read(&store, "ns", "a").unwrap(), relisted);
+}
+
+/// A store of `replica`'s share (of replicas `a` and `b`) for a controller selecting the
+/// ConfigMaps labelled `team: x`.
+fn shared(replica: &str) -> (Store, FeedSlot) {
+    let mut store = Store::default();
+    let config_maps = crate::resources::StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .expect("ConfigMap is built in");
+    let assignment = Arc::new(crate::runtime::replicas::shard::Assignment::of(
+        &["a", "b"],
+        replica,
+    ));
+    store.reshape(|share| {
+        share.assign(&config_maps, assignment);
+        share.add(sharer("x"));
+    });
+    let feed = store.open_feed().unwrap();
+    (store, feed)
+}
+
+fn sharer(team: &str) -> crate::runtime::watch::share::Sharer {
+    let labels: crate::selector::LabelSelector =
+        serde_json::from_value(json!({"matchLabels": {"team": team}})).unwrap();
+    crate::runtime::watch::share::Sharer {
+        controller: crate::runtime::keys::ControllerId::new(crate::kinds::decorator::KIND, "d"),
+        selections: vec![crate::api::Selection {
+            labels: Some(labels),
+            annotations: None,
+        }],
+    }
+}
+
+fn team_map(name: &str, version: &str, team: &str) -> Arc<Value> {
+    Arc::new(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "ns", "name": name, "uid": format!("uid-{name}"),
+                     "resourceVersion": version, "labels": {"team": team}},
+    }))
+}
+
+/// The names of the objects a store holds whole.
+fn whole(store: &Store) -> Vec<String> {
+    names(decoded(store.list(None)))
+}
+
+#[test]
+fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by_name() {
+    let objects: Vec<Arc<Value>> = (0..40)
+        .map(|i| team_map(&format!("cm-{i:02}"), "1", if i < 30 { "x" } else { "y" }))
+        .collect();
+    let (mut a, feed_a) = shared("a");
+    let (mut b, feed_b) = shared("b");
+    // a follows the watch's events, b lists them.
+    let announced: Vec<Change> = objects
+        .iter()
+        .filter_map(|object| a.apply(feed_a, object.clone()))
+        .collect();
+    let listed = objects.iter().map(|object| b.incoming(object)).collect();
+    let announced_b = b.replace(feed_b, listed);
+    let (held_a, held_b) = (whole(&a), whole(&b));
+    // Between them the selected ones, each once, about half each; none of team y.
+    let mut both: Vec<String> = held_a.iter().chain(&held_b).cloned().collect();
+    both.sort();
+    let selected: Vec<String> = (0..30).map(|i| format!("cm-{i:02}")).collect();
+    assert_eq!(both, selected);
+    assert!(
+        (8..=22).contains(&held_a.len()),
+        "{} of 30 on a",
+        held_a.len()
+    );
+    assert_eq!(a.len(), held_a.len());
+    assert_eq!((a.known, b.known), (40, 40));
+    // Only what a holds is announced, read or listed there.
+    let new = |changes: &[Change]| {
+        names(
+            changes
+                .iter()
+                .map(|(_, new)| new.clone().unwrap().decoded()),
+        )
+    };
+    assert_eq!(new(&announced), held_a);
+    assert_eq!(new(&announced_b), held_b);
+    let elsewhere = &held_b[0];
+    assert!(read(&a, "ns", elsewhere).is_none());
+    assert!(read(&a, "ns", &held_a[0]).is_some());
+    // An object of b's share changes or goes without a word on a.
+    let changed = team_map(elsewhere, "2", "x");
+    assert!(a.apply(feed_a, changed.clone()).is_none());
+    assert!(a.delete(feed_a, (*changed).clone()).is_none());
+    assert_eq!(a.known, 39);
+}
+
+#[test]
+fn an_object_enters_and_leaves_a_replicas_share_as_its_selection_would() {
+    let (mut a, feed) = shared("a");
+    let (b, _) = shared("b");
+    // A name a owns: b, with the same sharers, does not keep it.
+    let name = (0..)
+        .map(|i| format!("cm-{i}"))
+        .find(|name| a.share().keeps(&team_map(name, "1", "x")))
+        .unwrap();
+    assert!(!b.share().keeps(&team_map(&name, "1", "x")));
+    assert!(a.apply(feed, team_map(&name, "1", "y")).is_none());
+    let relabelled = a.apply(feed, team_map(&name, "2", "x"));
+    assert_eq!(
+        described(&relabelled.into_iter().collect::<Vec<_>>()),
+        [added(&name)]
+    );
+    let left = a.apply(feed, team_map(&name, "3", "y"));
+    assert_eq!(
+        described(&left.into_iter().collect::<Vec<_>>()),
+        [deleted(&name)]
+    );
+    assert!(read(&a, "ns", &name).is_none());
+    assert_eq!((a.len(), a.known), (0, 1));
+}
+
+#[test]
+fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
+    let objects: Vec<Arc<Value>> = (0..30)
+        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
+        .collect();
+    let (mut a, feed) = shared("a");
+    for object in &objects {
+        a.apply(feed, object.clone());
+    }
+    let before = whole(&a);
+    // b leaves: everything is a's, known so far by name where b owned it.
+    let config_maps = crate::resources::StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .unwrap();
+    let alone = Arc::new(crate::runtime::replicas::shard::Assignment::of(&["a"], "a"));
+    assert!(a.reshape(|share| share.assign(&config_maps, alone)));
+    assert_eq!(whole(&a), before, "nothing is taken before it is listed");
+    let mut filled = Vec::new();
+    for object in &objects {
+        assert_eq!(
+            a.wants_text(object),
+            !before.contains(&object::name(object).to_string())
+        );
+        if a.wants_text(object) {
+            match a.fill(Incoming::of(object)) {
+                Fill::Done(Some(change)) => filled.push(change),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(a.len(), 30);
+    assert_eq!(filled.len(), 30 - before.len());
+    assert!(
+        filled
+            .iter()
+            .all(|(old, new)| old.is_none() && new.is_some())
+    );
+    // A list behind what the view knows is not taken: the object is read alone.
+    let (mut c, feed_c) = shared("a");
+    let newer = team_map("late", "5", "x");
+    let b_owns = !c.share().keeps(&newer);
+    c.apply(feed_c, newer);
+    if b_owns {
+        c.reshape(|share| {
+            share.assign(
+                &config_maps,
+                Arc::new(crate::runtime::replicas::shard::Assignment::of(&["a"], "a")),
+            )
+        });
+        assert!(matches!(
+            c.fill(Incoming::of(&team_map("late", "4", "x"))),
+            Fill::Behind
+        ));
+    }
+    // a joins b again: what is b's leaves a without a word, and the indexes with it.
+    let back = Arc::new(crate::runtime::replicas::shard::Assignment::of(
+        &["a", "b"],
+        "a",
+    ));
+    a.reshape(|share| share.assign(&config_maps, back));
+    assert_eq!(whole(&a), before);
+    assert_eq!(a.orphans(None).len(), before.len());
+    // Kept whole again (another controller needs every object): all of it is wanted.
+    assert!(a.reshape(|share| {
+        share.keep_whole();
+    }));
+    assert!(objects.iter().all(|object| {
+        a.wants_text(object) != before.contains(&object::name(object).to_string())
+    }));
 }
