@@ -24,7 +24,7 @@ pub(crate) struct Sharer {
 }
 
 /// What one view keeps whole.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Share {
     /// Sharded replicas only: the view's type and who owns what. Without it every object is
     /// kept.
@@ -94,15 +94,38 @@ impl Share {
         let Some((resource, assignment)) = self.filtering() else {
             return true;
         };
-        let reference = ObjRef {
-            resource: resource.clone(),
-            namespace: resource
-                .scope(Some(namespace).filter(|n| !n.is_empty()))
-                .map(str::to_string),
-            name: name.to_string(),
-        };
+        let reference = reference(resource, namespace, name);
         self.sharers
             .values()
             .any(|sharer| assignment.owns(&Item::object(&sharer.controller, &reference)))
+    }
+
+    /// Whether an object this replica knew by name only under `before` may be its to keep
+    /// now: a sharer's item of it came its way (or the sharer is new). One whose items were
+    /// already its own was left out by the rules' selectors, and its changes say when that
+    /// ends.
+    pub(super) fn gains(&self, before: &Share, namespace: &str, name: &str) -> bool {
+        let (Some((resource, assignment)), Some((_, assigned_before))) =
+            (self.filtering(), before.filtering())
+        else {
+            return self.may_keep(namespace, name);
+        };
+        let reference = reference(resource, namespace, name);
+        self.sharers.iter().any(|(id, sharer)| {
+            let item = Item::object(&sharer.controller, &reference);
+            assignment.owns(&item)
+                && !(before.sharers.contains_key(id) && assigned_before.owns(&item))
+        })
+    }
+}
+
+/// An object of `resource` by its key in a view, as its work items name it.
+fn reference(resource: &ResourceType, namespace: &str, name: &str) -> ObjRef {
+    ObjRef {
+        resource: resource.clone(),
+        namespace: resource
+            .scope(Some(namespace).filter(|n| !n.is_empty()))
+            .map(str::to_string),
+        name: name.to_string(),
     }
 }

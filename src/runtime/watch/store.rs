@@ -387,8 +387,10 @@ impl Store {
     /// Changes what the view keeps whole. Objects it held and no longer keeps (another replica
     /// owns every item they are) keep only what identifies them, without a word: nothing
     /// changed in them, and this replica no longer reads them. Returns whether objects it
-    /// knows only by name may be kept now: the caller lists them again ([`Store::fill`]).
+    /// knows only by name may be kept now (an item of theirs came this replica's way): the
+    /// caller lists them again ([`Store::fill`]).
     pub(super) fn reshape(&mut self, change: impl FnOnce(&mut Share)) -> bool {
+        let before = self.share.clone();
         change(&mut self.share);
         let leaving: Vec<(String, String)> = self
             .objects
@@ -419,7 +421,13 @@ impl Store {
                 self.decoded.get_mut().forget(text);
             }
         }
-        self.known > self.len
+        // Only objects whose items came this replica's way: after a replica joins, the others
+        // gained nothing and list nothing again.
+        self.objects.iter().any(|(namespace, objects)| {
+            objects.iter().any(|(name, held)| {
+                held.object.text.is_none() && self.share.gains(&before, namespace, name)
+            })
+        })
     }
 
     /// Whether a listed object is one the view knows only by name and now keeps whole: worth

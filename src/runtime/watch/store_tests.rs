@@ -571,6 +571,17 @@ fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by
     assert!(a.apply(feed_a, changed.clone()).is_none());
     assert!(a.delete(feed_a, (*changed).clone()).is_none());
     assert_eq!(a.known, 39);
+    // A third replica joins: a only gives items away, so nothing is listed again.
+    let config_maps = crate::resources::StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .unwrap();
+    let three = Arc::new(crate::runtime::replicas::shard::Assignment::of(
+        &["a", "b", "c"],
+        "a",
+    ));
+    assert!(!a.reshape(|share| share.assign(&config_maps, three)));
+    assert!(whole(&a).len() < held_a.len());
+    assert!(whole(&a).iter().all(|name| held_a.contains(name)));
 }
 
 #[test]
