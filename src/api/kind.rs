@@ -5,7 +5,7 @@
 
 use super::{
     Compatibility, EndpointConfig, Hook, InlineTest, Library, ResourceRef, Rollout,
-    ServiceAccountRef,
+    RolloutStrategy, ServiceAccountRef,
 };
 use crate::selector::{AnnotationSelector, LabelSelector};
 use std::fmt;
@@ -504,7 +504,11 @@ impl CommonSpec<'_> {
                 .flatten()
                 .any(|finalizer| finalizer == super::CLEANUP_FINALIZER);
         let label_scoped = label_scoped(&selected, finalizes);
-        let shard_scoped = shard_scoped(&selected, finalizes);
+        // A shadow revision is evaluated on every object its rules select, by one replica.
+        let shadowed = self
+            .rollout
+            .is_some_and(|rollout| rollout.strategy == RolloutStrategy::Shadow);
+        let shard_scoped = shard_scoped(&selected, finalizes || shadowed);
         let types = selected
             .into_iter()
             .map(|(reference, _)| reference)
@@ -604,15 +608,15 @@ fn label_scoped(types: &[(ResourceRef, Selects)], finalizes: bool) -> Vec<(Resou
 }
 
 /// The types a sharded replica keeps only its share of, with what the controller's rules
-/// select of each: those whose every mention in `types` is a rule, of a controller without a
-/// finalize hook that never had one (finalizing, or releasing its finalizer from, every object
-/// it ever held needs them all). An object is the controller's work item, owned by one
+/// select of each: those whose every mention in `types` is a rule, of a controller that does
+/// not need every object (`whole`: finalizing, or releasing its finalizer from, every object it
+/// ever held; a shadow revision's report). An object is the controller's work item, owned by one
 /// replica; children, inputs and reads are looked up from other objects and kept whole.
 fn shard_scoped(
     types: &[(ResourceRef, Selects)],
-    finalizes: bool,
+    whole: bool,
 ) -> Vec<(ResourceRef, Vec<Selection>)> {
-    if finalizes {
+    if whole {
         return Vec::new();
     }
     let mut scoped: Vec<(ResourceRef, Vec<Selection>)> = Vec::new();

@@ -661,6 +661,8 @@ async fn take_over_on_reassignment(context: Arc<Context>, kinds: Kinds) {
         return;
     };
     let mut changes = shards.subscribe();
+    // The first view may have come before this subscribed.
+    reshare(&context, &shards).await;
     while changes.changed().await.is_ok() {
         reshare(&context, &shards).await;
         take_over(&context, &kinds, Sweep::Changed).await;

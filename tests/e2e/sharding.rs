@@ -167,7 +167,6 @@ fn since(writes: &[AuditedWrite], from: jiff::Timestamp) -> Vec<&AuditedWrite> {
     writes.iter().filter(|w| w.received >= from).collect()
 }
 
-/// Each replica's share of `total` items is within a quarter of an even split.
 /// The ConfigMaps each replica caches whole.
 const CACHED: &str = r#"metascript_cached_objects{resource="ConfigMap.v1"}"#;
 
@@ -186,6 +185,7 @@ async fn cache_their_shares(replicas: &[&OperatorProcess]) {
     even(&cached, total, "the cached targets");
 }
 
+/// Each replica's share of `total` items is within a quarter of an even split.
 fn even(shares: &[f64], total: usize, what: &str) {
     let fair = total as f64 / shares.len() as f64;
     for share in shares {
@@ -448,6 +448,29 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     generation += 1;
     set_generation(&client, &namespace, generation).await;
     generation_is(generation).await;
+
+    // A controller that reads ConfigMaps needs every one of them: each replica lists them
+    // again and keeps them whole from then on.
+    let reader = json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": format!("{instance}-reader"), "labels": {OWN_OPERATOR_LABEL: &instance}},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "serviceaccounts", "labelSelector": {"matchLabels": {"shard-test": "none"}}}],
+            "reads": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"script": {"language": "lua", "inline": "return {}"}}}
+        }
+    });
+    apply(&client, &reader).await;
+    eventually("every replica caches every target", || async {
+        [&a, &c]
+            .iter()
+            .all(|r| {
+                r.metric(CACHED)
+                    .is_some_and(|n| n >= (TARGETS + STAMPED) as f64)
+            })
+            .then_some(())
+    })
+    .await;
 }
 
 /// A MapController sharded: every replica fans the parent out, each maps the pairs it owns,

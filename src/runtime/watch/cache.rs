@@ -22,7 +22,7 @@ use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
 use crate::runtime::watch::share::Sharer;
 use crate::runtime::watch::store::{
-    Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Store,
+    Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Refill, Store,
 };
 use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
@@ -36,8 +36,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -166,20 +167,12 @@ pub(crate) struct PassedOver {
 struct View {
     resolved: ResolvedType,
     store: Arc<RwLock<Store>>,
+    /// A background fill ([`Informers::fill_in_background`]) runs.
+    filling: Arc<AtomicBool>,
     /// The watch of every object, once anything needs them all.
     all: Option<Feed>,
     /// One watch per label selector, with how many leases hold it, while `all` is not running.
     selected: HashMap<String, (Feed, usize)>,
-}
-
-impl View {
-    /// Whether one of its watches has listed: objects it knows only by name are there.
-    fn has_listed(&self) -> bool {
-        self.all
-            .iter()
-            .chain(self.selected.values().map(|(feed, _)| feed))
-            .any(|feed| feed.progress.borrow().synced)
-    }
 }
 
 /// One running watch.
@@ -319,41 +312,44 @@ impl Informers {
         sharer: Sharer,
     ) -> Result<WatchLease, CacheError> {
         let sharded = self.assignment.lock().is_some();
-        let (id, listed) = {
+        let (id, wants_fill) = {
             let mut views = self.views.lock();
             let view = self.view(&mut views, resolved);
-            let id = sharded.then(|| {
-                let mut store = view.store.write();
+            if sharded {
                 let mut id = 0;
-                store.reshape(|share| id = share.add(sharer));
-                id
-            });
-            (id, view.has_listed())
-        };
-        let mut lease = match label_selector {
-            Some(selector) => self.watch_selected(resolved, selector).await?,
-            None => {
-                self.watch_all(resolved).await?;
-                self.lease(resolved, "")
+                let wants_fill = view.store.write().reshape(|share| id = share.add(sharer));
+                (Some(id), wants_fill)
+            } else {
+                (None, false)
             }
         };
+        // Held from here, so a failure below gives the share back.
+        let mut lease = self.lease(resolved, label_selector.unwrap_or_default());
         lease.sharer = id;
-        if id.is_some() && listed {
+        match label_selector {
+            Some(selector) => {
+                let mut selected = self.watch_selected(resolved, selector).await?;
+                selected.sharer = lease.sharer.take();
+                lease = selected;
+            }
+            None => self.watch_all(resolved).await?,
+        }
+        if wants_fill {
             self.refill_view(&resolved.resource).await?;
         }
         Ok(lease)
     }
 
     /// Keeps every object of a type from now on: what the view knew only by name is listed
-    /// again.
+    /// again before this returns (or fails, to be asked again).
     async fn keep_whole(&self, resolved: &ResolvedType) -> Result<(), CacheError> {
         let partial = {
             let mut views = self.views.lock();
             let view = self.view(&mut views, resolved);
             let mut store = view.store.write();
-            let mut changed = false;
-            let partial = store.reshape(|share| changed = share.keep_whole());
-            changed && partial
+            store.reshape(|share| {
+                share.keep_whole();
+            })
         };
         if partial {
             self.refill_view(&resolved.resource).await?;
@@ -379,14 +375,17 @@ impl Informers {
                 })
                 .collect()
         };
+        // Every view is filled in even when one fails; a retry lists those still wanting it.
+        let mut failed = Ok(());
         for resource in partial {
-            self.refill_view(&resource).await?;
+            if let Err(error) = self.refill_view(&resource).await {
+                failed = failed.and(Err(error));
+            }
         }
-        Ok(())
+        failed
     }
 
-    /// Lists a view's type again (as its watches select it) for the objects it knew only by
-    /// name and now keeps.
+    /// Fills in what a view keeps, when it wants that ([`refill`]).
     async fn refill_view(&self, resource: &ResourceType) -> Result<(), CacheError> {
         let Some((resolved, store, selectors)) = self.views.lock().get(resource).map(|view| {
             let selectors: Vec<Option<String>> = match &view.all {
@@ -405,22 +404,45 @@ impl Informers {
                 resource: resource.group_key(),
             })
             .clone();
-        for selector in selectors {
-            refill(
-                &api,
-                &resolved,
-                &store,
-                selector.as_deref(),
-                &self.events,
-                &cached,
-            )
+        refill(&api, &resolved, &store, &selectors, &self.events, &cached)
             .await
             .map_err(|error| CacheError::Refill {
                 resource: resource.group_key(),
                 message: error.to_string(),
-            })?;
+            })
+    }
+
+    /// Fills in what a view keeps in the background, retrying with backoff until a list
+    /// succeeds (one task per view at a time): after a re-list taken across a change of what
+    /// it keeps.
+    fn fill_in_background(&self, resource: &ResourceType) {
+        let Some(filling) = self
+            .views
+            .lock()
+            .get(resource)
+            .map(|view| view.filling.clone())
+        else {
+            return;
+        };
+        if filling.swap(true, Ordering::SeqCst) {
+            return;
         }
-        Ok(())
+        let (informers, resource) = (self.this.clone(), resource.clone());
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(500);
+            while let Some(informers) = informers.upgrade() {
+                match informers.refill_view(&resource).await {
+                    Ok(()) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, retry_seconds = delay.as_secs_f64(), "cannot fill in this replica's share; retrying");
+                    }
+                }
+                drop(informers);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+            filling.store(false, Ordering::SeqCst);
+        });
     }
 
     /// A lease that counts in no watch.
@@ -502,6 +524,7 @@ impl Informers {
             View {
                 resolved: resolved.clone(),
                 store: Arc::new(RwLock::new(store)),
+                filling: Arc::default(),
                 all: None,
                 selected: HashMap::new(),
             }
@@ -674,6 +697,7 @@ impl Informers {
                 store,
                 slot,
                 cached: self.metrics.cached.get_or_create(&labels).clone(),
+                informers: self.this.clone(),
             },
             progress_tx,
             self.events.clone(),
@@ -825,6 +849,8 @@ struct Target {
     store: Arc<RwLock<Store>>,
     slot: FeedSlot,
     cached: Gauge,
+    /// What fills in the view when a list leaves that wanted ([`Informers::fill_in_background`]).
+    informers: Weak<Informers>,
 }
 
 /// The watch loop of one feed. Runs until aborted; errors are retried with kube's default
@@ -843,9 +869,9 @@ async fn run_watch(
         store,
         slot,
         cached,
+        informers,
     } = target;
     let resource = resolved.resource.group_key();
-    let selector = config.label_selector.clone();
     let pass_over = |object: &Undecodable| {
         passing_over.counted.inc();
         if let Some(reports) = &passing_over.reports {
@@ -872,7 +898,7 @@ async fn run_watch(
     // the generation of what the view kept when it began.
     let mut listing: Option<Vec<Incoming>> = None;
     let mut listing_kept = 0;
-    let stream = watcher::watcher(api.clone(), config).default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
@@ -898,29 +924,19 @@ async fn run_watch(
             Ok(Event::InitDone) => {
                 let listed = listing.take().unwrap_or_default();
                 let count = listed.len();
-                let (changes, kept_changed) = {
+                let (changes, wants_fill) = {
                     let mut view = store.write();
-                    let changes = view.replace(slot, listed);
+                    let changes = view.replace(slot, listed, listing_kept);
                     cached.set(view.len() as i64);
-                    (changes, view.share().generation() != listing_kept)
+                    (changes, view.needs_fill().is_some())
                 };
                 let listed_at = Instant::now();
                 tracing::debug!(resource = %resource, objects = count, changes = changes.len(), "listed");
                 send(changes, Some(listed_at));
-                // What the view keeps changed while it listed: objects now this replica's may
-                // have been taken by name only.
-                if kept_changed
-                    && let Err(error) = refill(
-                        &api,
-                        &resolved,
-                        &store,
-                        selector.as_deref(),
-                        &events,
-                        &cached,
-                    )
-                    .await
-                {
-                    tracing::warn!(resource = %resource, %error, "cannot list again for this replica's share; its objects are filled in as they change");
+                // What the view keeps changed while it listed (or a fill failed before):
+                // objects now this replica's may have been taken by name only.
+                if wants_fill && let Some(informers) = informers.upgrade() {
+                    informers.fill_in_background(&resolved.resource);
                 }
                 progress.send_modify(|p| p.synced = true);
             }
@@ -973,69 +989,79 @@ fn edit(
     changes
 }
 
-/// Objects of a type listed at once to refill a view.
+/// Objects of a type listed at once to fill in a view.
 const REFILL_PAGE: u32 = 500;
 
-/// Takes the text of the objects a view knew only by name and now keeps (its share grew): a
-/// list of the type as one watch selects it, a page at a time, each object serialized only
-/// when the view wants it. An object the list shows older than the view knows it (the list
-/// came from a cache behind the watch) is read alone. Each is sent as added.
+/// Fills in what a view keeps whole after a change of it ([`Store::needs_fill`]): a list of
+/// its type as each of its watches selects it (`selectors`), a page at a time, each object
+/// serialized only when the view takes it. An object the list shows older than the view knows
+/// it (the list came from a cache behind the watch) is read alone. Each object taken or
+/// dropped is sent as added, updated or deleted.
 async fn refill(
     api: &Api<WatchedObject>,
     resolved: &ResolvedType,
     store: &RwLock<Store>,
-    label_selector: Option<&str>,
+    selectors: &[Option<String>],
     events: &mpsc::UnboundedSender<CacheEvent>,
     cached: &Gauge,
 ) -> Result<(), kube::Error> {
-    let take = |object: &Value| -> Option<Fill> {
-        if !store.read().wants_text(object) {
-            return None;
-        }
-        let incoming = Incoming::of(object);
+    let Some(wanted) = store.read().needs_fill() else {
+        return Ok(());
+    };
+    let fill = |object: &Value| -> Fill {
+        let incoming = match store.read().refill(object) {
+            Refill::Nothing => return Fill::Done(None),
+            Refill::Behind => return Fill::Behind,
+            Refill::Take => Some(Incoming::of(object)),
+            Refill::Drop => None,
+        };
         let mut view = store.write();
-        let filled = view.fill(incoming);
+        let filled = view.fill(object, incoming);
         cached.set(view.len() as i64);
-        Some(filled)
+        filled
     };
     let send = |change: Change| {
         let _ = events.send(CacheEvent::of(&resolved.resource, change, None));
     };
-    let mut params = ListParams::default().limit(REFILL_PAGE);
-    if let Some(selector) = label_selector {
-        params = params.labels(selector);
-    }
-    loop {
-        let page = api.list(&params).await?;
-        let mut behind = Vec::new();
-        for object in page.items {
-            let Ok(object) = object.decoded(&resolved.api) else {
-                continue;
-            };
-            match take(&object) {
-                Some(Fill::Done(Some(change))) => send(change),
-                Some(Fill::Behind) => behind.push(object),
-                Some(Fill::Done(None)) | None => {}
+    for selector in selectors {
+        let mut params = ListParams::default().limit(REFILL_PAGE);
+        if let Some(selector) = selector {
+            params = params.labels(selector);
+        }
+        loop {
+            let page = api.list(&params).await?;
+            let mut behind = Vec::new();
+            for object in page.items {
+                let Ok(object) = object.decoded(&resolved.api) else {
+                    continue;
+                };
+                match fill(&object) {
+                    Fill::Done(Some(change)) => send(change),
+                    Fill::Behind => behind.push(object),
+                    Fill::Done(None) => {}
+                }
+            }
+            for object in behind {
+                let client = api.clone().into_client();
+                let alone: Api<WatchedObject> = match object::namespace(&object) {
+                    Some(namespace) => Api::namespaced_with(client, namespace, &resolved.api),
+                    None => Api::all_with(client, &resolved.api),
+                };
+                let Some(fresh) = alone.get_opt(object::name(&object)).await? else {
+                    continue;
+                };
+                if let Ok(fresh) = fresh.decoded(&resolved.api)
+                    && let Fill::Done(Some(change)) = fill(&fresh)
+                {
+                    send(change);
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
             }
         }
-        for object in behind {
-            let client = api.clone().into_client();
-            let alone: Api<WatchedObject> = match object::namespace(&object) {
-                Some(namespace) => Api::namespaced_with(client, namespace, &resolved.api),
-                None => Api::all_with(client, &resolved.api),
-            };
-            let Some(fresh) = alone.get_opt(object::name(&object)).await? else {
-                continue;
-            };
-            if let Ok(fresh) = fresh.decoded(&resolved.api)
-                && let Some(Fill::Done(Some(change))) = take(&fresh)
-            {
-                send(change);
-            }
-        }
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(()),
-        }
     }
+    store.write().filled(wanted);
+    Ok(())
 }

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A controller that needs of a type only its share, and what its rules select of it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Sharer {
     pub controller: ControllerId,
     pub selections: Vec<Selection>,
@@ -45,8 +45,12 @@ impl Share {
 
     /// Follows a new assignment of the items.
     pub(super) fn assign(&mut self, resource: &ResourceType, assignment: Arc<Assignment>) {
+        let filtered = self.filters();
         self.sharded = Some((resource.clone(), assignment));
-        self.generation += 1;
+        // A view that keeps everything whatever the assignment does not change.
+        if filtered || self.filters() {
+            self.generation += 1;
+        }
     }
 
     pub(super) fn add(&mut self, sharer: Sharer) -> u64 {
@@ -56,10 +60,11 @@ impl Share {
         self.next_sharer
     }
 
-    /// A controller stopped using the type. What only it kept stays until the next change of
-    /// the members: nothing reads it meanwhile.
+    /// A controller stopped using the type.
     pub(super) fn remove(&mut self, sharer: u64) {
-        self.sharers.remove(&sharer);
+        if self.sharers.remove(&sharer).is_some() {
+            self.generation += 1;
+        }
     }
 
     /// Keeps every object from now on; whether that changed anything.
@@ -68,6 +73,11 @@ impl Share {
         self.whole = true;
         self.generation += u64::from(changed);
         changed
+    }
+
+    /// Whether only the sharers' share is kept.
+    pub(super) fn filters(&self) -> bool {
+        self.filtering().is_some()
     }
 
     /// Who owns what, when only the sharers' share is kept.
@@ -103,7 +113,7 @@ impl Share {
     /// Whether an object this replica knew by name only under `before` may be its to keep
     /// now: a sharer's item of it came its way (or the sharer is new). One whose items were
     /// already its own was left out by the rules' selectors, and its changes say when that
-    /// ends.
+    /// ends. From or to keeping everything, any object may be.
     pub(super) fn gains(&self, before: &Share, namespace: &str, name: &str) -> bool {
         let (Some((resource, assignment)), Some((_, assigned_before))) =
             (self.filtering(), before.filtering())
@@ -111,10 +121,12 @@ impl Share {
             return self.may_keep(namespace, name);
         };
         let reference = reference(resource, namespace, name);
-        self.sharers.iter().any(|(id, sharer)| {
+        self.sharers.values().any(|sharer| {
             let item = Item::object(&sharer.controller, &reference);
+            // A sharer like one before (a controller's new version with the same rules) that
+            // owned it then left it out then.
             assignment.owns(&item)
-                && !(before.sharers.contains_key(id) && assigned_before.owns(&item))
+                && !(before.sharers.values().any(|b| b == sharer) && assigned_before.owns(&item))
         })
     }
 }

@@ -256,6 +256,9 @@ pub(super) struct Store {
     /// Every object in the view, held whole or not.
     known: usize,
     share: Share,
+    /// Lists wanted and taken to fill in what the view keeps ([`Store::needs_fill`]).
+    fills_wanted: u64,
+    fills_done: u64,
     /// The id of the feed holding each bit; `None` while the bit is free.
     feeds: Vec<Option<u64>>,
     next_feed: u64,
@@ -386,77 +389,133 @@ impl Store {
 
     /// Changes what the view keeps whole. Objects it held and no longer keeps (another replica
     /// owns every item they are) keep only what identifies them, without a word: nothing
-    /// changed in them, and this replica no longer reads them. Returns whether objects it
-    /// knows only by name may be kept now (an item of theirs came this replica's way): the
-    /// caller lists them again ([`Store::fill`]).
+    /// changed in them, and this replica no longer reads them. Returns whether the view wants
+    /// a list of its type to fill in what it keeps ([`Store::needs_fill`]): objects it knows
+    /// only by name whose items came this replica's way.
     pub(super) fn reshape(&mut self, change: impl FnOnce(&mut Share)) -> bool {
         let before = self.share.clone();
         change(&mut self.share);
-        let leaving: Vec<(String, String)> = self
-            .objects
-            .iter()
-            .flat_map(|(namespace, objects)| {
-                objects
-                    .iter()
-                    .filter(|(_, held)| held.object.text.is_some())
-                    .map(move |(name, _)| (namespace, name))
-            })
-            .filter(|(namespace, name)| !self.share.may_keep(namespace, name))
-            .map(|(namespace, name)| (namespace.clone(), name.clone()))
-            .collect();
-        for (namespace, name) in leaving {
-            let Some(held) = self
+        if self.share.generation() == before.generation() {
+            return self.needs_fill().is_some();
+        }
+        if self.share.filters() {
+            let leaving: Vec<(String, String)> = self
                 .objects
-                .get_mut(&namespace)
-                .and_then(|objects| objects.get_mut(&name))
-            else {
-                continue;
-            };
-            let whole = held.object.clone();
-            held.object.text = None;
-            // Still known: out of the owner indexes and the count of what is held only.
-            self.unindex(&whole, &namespace, &name);
-            self.known += 1;
-            if let Some(text) = &whole.text {
-                self.decoded.get_mut().forget(text);
+                .iter()
+                .flat_map(|(namespace, objects)| {
+                    objects
+                        .iter()
+                        .filter(|(_, held)| held.object.text.is_some())
+                        .map(move |(name, _)| (namespace, name))
+                })
+                .filter(|(namespace, name)| !self.share.may_keep(namespace, name))
+                .map(|(namespace, name)| (namespace.clone(), name.clone()))
+                .collect();
+            for (namespace, name) in leaving {
+                self.demote(&namespace, &name);
             }
         }
         // Only objects whose items came this replica's way: after a replica joins, the others
         // gained nothing and list nothing again.
-        self.objects.iter().any(|(namespace, objects)| {
-            objects.iter().any(|(name, held)| {
-                held.object.text.is_none() && self.share.gains(&before, namespace, name)
-            })
-        })
+        let gained = self.known > self.len
+            && self.objects.iter().any(|(namespace, objects)| {
+                objects.iter().any(|(name, held)| {
+                    held.object.text.is_none() && self.share.gains(&before, namespace, name)
+                })
+            });
+        if gained {
+            self.fills_wanted += 1;
+        }
+        self.needs_fill().is_some()
     }
 
-    /// Whether a listed object is one the view knows only by name and now keeps whole: worth
-    /// serializing for [`Store::fill`].
-    pub(super) fn wants_text(&self, object: &Value) -> bool {
+    /// Keeps only what identifies an object; its last state, when it was held whole.
+    fn demote(&mut self, namespace: &str, name: &str) -> Option<Kept> {
+        let held = self.objects.get_mut(namespace)?.get_mut(name)?;
+        let whole = held.object.clone();
+        held.object.text = None;
+        // Still known: out of the owner indexes and the count of what is held whole only.
+        self.unindex(&whole, namespace, name);
+        self.known += 1;
+        let text = whole.text?;
+        let recent = self.decoded.get_mut();
+        let kept = recent.peek(&text);
+        recent.forget(&text);
+        Some(kept)
+    }
+
+    /// Whether a list of the type is wanted to fill in what the view keeps (after a change of
+    /// what it keeps, or a re-list taken across one): the count of such wants, for
+    /// [`Store::filled`].
+    pub(super) fn needs_fill(&self) -> Option<u64> {
+        (self.fills_done < self.fills_wanted).then_some(self.fills_wanted)
+    }
+
+    /// A list begun when [`Store::needs_fill`] said `wanted` was taken whole.
+    pub(super) fn filled(&mut self, wanted: u64) {
+        self.fills_done = self.fills_done.max(wanted);
+    }
+
+    /// What a list filling in the view ([`Store::fill`]) does with a listed object.
+    pub(super) fn refill(&self, object: &Value) -> Refill {
         let (namespace, name) = key(object);
-        self.held(&namespace, &name).is_some_and(|held| {
-            held.object.text.is_none()
-                && held.object.uid.as_deref() == object::uid(object)
-                && self.share.keeps(object)
-        })
+        let Some(held) = self.held(&namespace, &name) else {
+            // Deleted meanwhile, or not seen yet: its watch event decides.
+            return Refill::Nothing;
+        };
+        if held.object.uid.as_deref() != object::uid(object) {
+            return Refill::Nothing;
+        }
+        let listed = version(object);
+        let whole = held.object.text.is_some();
+        let keeps = self.share.keeps(object);
+        if is_same_version(held.object.version(), listed) {
+            return match (whole, keeps) {
+                (false, true) => Refill::Take,
+                (true, false) => Refill::Drop,
+                _ => Refill::Nothing,
+            };
+        }
+        let behind = Compact {
+            text: None,
+            uid: listed.0.map(Box::from),
+            resource_version: listed.1.map(Box::from),
+            controller: Controller::WithoutUid,
+        };
+        if behind.is_older_than(&held.object) {
+            // The list came from a cache behind the watch: what the view knows is newer.
+            return if !whole && keeps {
+                Refill::Behind
+            } else {
+                Refill::Nothing
+            };
+        }
+        // Newer than the view's (a re-list taken across a change left it behind).
+        match (whole, keeps) {
+            (_, true) => Refill::Take,
+            (true, false) => Refill::Drop,
+            (false, false) => Refill::Nothing,
+        }
     }
 
-    /// Takes the text of an object the view knew only by name, now its to keep, from a list
-    /// of the type: reported as added, as an object entering a selection is.
-    pub(super) fn fill(&mut self, incoming: Incoming) -> Fill {
-        let Some(held) = self.held(&incoming.namespace, &incoming.name) else {
-            // Deleted meanwhile, or not seen yet: its watch event decides.
-            return Fill::Done(None);
-        };
-        if held.object.text.is_some() || held.object.uid != incoming.object.uid {
-            return Fill::Done(None);
+    /// Fills in a listed object as [`Store::refill`] says, checked again under the lock:
+    /// taken whole (`incoming`, serialized by the caller) and reported as added or updated,
+    /// or dropped to its name and reported as deleted, as an object entering or leaving a
+    /// selection is.
+    pub(super) fn fill(&mut self, object: &Value, incoming: Option<Incoming>) -> Fill {
+        match (self.refill(object), incoming) {
+            (Refill::Take, Some(incoming)) => {
+                let new = incoming.object.text.clone().map(Kept::Json);
+                let previous = self.insert(incoming, 0).and_then(|previous| previous.text);
+                Fill::Done(self.changed(previous, new))
+            }
+            (Refill::Drop, _) => {
+                let (namespace, name) = key(object);
+                Fill::Done(self.demote(&namespace, &name).map(|old| (Some(old), None)))
+            }
+            (Refill::Behind, _) => Fill::Behind,
+            _ => Fill::Done(None),
         }
-        if incoming.object.is_older_than(&held.object) {
-            return Fill::Behind;
-        }
-        let text = incoming.object.text.clone();
-        self.insert(incoming, 0);
-        Fill::Done(text.map(|text| (None, Some(Kept::Json(text)))))
     }
 
     /// A bit for a new feed, or `None` when [`MAX_FEEDS`] feeds hold them all.
@@ -509,10 +568,10 @@ impl Store {
     /// A feed saw an object added or modified; the change to report, if it is worth reporting.
     pub(super) fn apply(&mut self, feed: FeedSlot, object: Arc<Value>) -> Option<Change> {
         if !self.share.keeps(&object) {
-            return self.admit(feed, Incoming::known(&object), None);
+            return self.admit(feed, Incoming::known(&object), None, true);
         }
         let incoming = Incoming::of(&object);
-        self.admit(feed, incoming, Some(object))
+        self.admit(feed, incoming, Some(object), true)
     }
 
     /// [`Store::apply`] of an object as text, and its decoded form where the caller has it.
@@ -523,6 +582,7 @@ impl Store {
         feed: FeedSlot,
         incoming: Incoming,
         decoded: Option<Arc<Value>>,
+        current: bool,
     ) -> Option<Change> {
         if !self.is_open(feed) {
             return None;
@@ -534,17 +594,22 @@ impl Store {
             .and_then(|objects| objects.get_mut(&incoming.name))
         {
             held.feeds |= bit;
+            let (whole, taken_whole) = (held.object.text.is_some(), incoming.object.text.is_some());
             let same_text = match (&held.object.text, &incoming.object.text) {
                 (Some(held), Some(incoming)) => Arc::ptr_eq(held, incoming),
                 _ => false,
             };
-            // The same version whole where the view knew it by name only is taken; the same
-            // version by name only, where it is held, comes from a list taken before the view
-            // kept it (a change of what it keeps brings nothing else).
+            // The same version whole where the view knew it by name only is taken.
             let same_version = is_same_version(held.object.version(), incoming.object.version())
-                && !(held.object.text.is_none() && incoming.object.text.is_some());
+                && (whole || !taken_whole);
             // Another feed may be ahead of this one: its newer version stays.
             if same_text || same_version || incoming.object.is_older_than(&held.object) {
+                return None;
+            }
+            // Left out by a list taken before a change of what the view keeps: that says
+            // nothing of it. It stays as held (a list fills it in: `current` is false only
+            // when one is wanted).
+            if whole && !taken_whole && !current {
                 return None;
             }
         }
@@ -559,10 +624,16 @@ impl Store {
         let previous = self
             .insert(incoming, bit)
             .and_then(|previous| previous.text);
+        self.changed(previous, new)
+    }
+
+    /// What replacing an object's text `previous` with `new` (`None`: not held whole) says:
+    /// entering or leaving this replica's share is an addition or a deletion, as entering or
+    /// leaving a selection is; an update only when it changed more than bookkeeping.
+    fn changed(&mut self, previous: Option<Arc<str>>, new: Option<Kept>) -> Option<Change> {
         let (previous, new) = match (previous, new) {
             (None, None) => return None,
             (None, new) => return Some((None, new)),
-            // It left this replica's share: as an object leaving a selection, it is deleted.
             (Some(previous), None) => {
                 let recent = self.decoded.get_mut();
                 let old = recent.peek(&previous);
@@ -622,9 +693,21 @@ impl Store {
     /// Takes a feed's complete list: objects it lists are held by it (and reported where the
     /// view changes), those it held and no longer lists are released (the watch missed their
     /// delete while it was down, or they stopped matching). Adds and updates come first.
-    pub(super) fn replace(&mut self, feed: FeedSlot, listed: Vec<Incoming>) -> Vec<Change> {
+    /// `kept_under` is the [`Share::generation`] the list was taken under ([`Store::incoming`]
+    /// decided what to keep whole); after a change of it, a list to fill in what the view
+    /// keeps is wanted.
+    pub(super) fn replace(
+        &mut self,
+        feed: FeedSlot,
+        listed: Vec<Incoming>,
+        kept_under: u64,
+    ) -> Vec<Change> {
         if !self.is_open(feed) {
             return Vec::new();
+        }
+        let current = kept_under == self.share.generation();
+        if !current {
+            self.fills_wanted += 1;
         }
         let listed_keys: HashSet<(String, String)> = listed
             .iter()
@@ -632,7 +715,7 @@ impl Store {
             .collect();
         let mut changes: Vec<Change> = listed
             .into_iter()
-            .filter_map(|incoming| self.admit(feed, incoming, None))
+            .filter_map(|incoming| self.admit(feed, incoming, None, current))
             .collect();
         let gone: Vec<(String, String)> = self
             .keys_held_by(feed)
@@ -645,6 +728,7 @@ impl Store {
         );
         changes
     }
+
     /// Drops a feed's hold on an object; reports its deletion from the view when no feed holds
     /// it any more.
     fn release(&mut self, feed: FeedSlot, namespace: &str, name: &str) -> Option<Change> {
@@ -758,12 +842,24 @@ impl Store {
     }
 }
 
+/// What a list filling in a view does with a listed object ([`Store::refill`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refill {
+    Nothing,
+    /// Keep it whole (serialize it for [`Store::fill`]).
+    Take,
+    /// Keep only what identifies it.
+    Drop,
+    /// Kept whole now, but the list is behind the view's own version of it: read it alone.
+    Behind,
+}
+
 /// What [`Store::fill`] made of a listed object.
 #[derive(Debug)]
 pub(super) enum Fill {
-    /// Taken (the addition to report), or nothing to take.
+    /// The change to report, if any.
     Done(Option<Change>),
-    /// The list is behind the view's own version of it: read it alone.
+    /// Read it alone.
     Behind,
 }
 

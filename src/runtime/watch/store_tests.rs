@@ -1,4 +1,6 @@
 use super::*;
+use crate::resources::ResourceType;
+use crate::runtime::replicas::shard::Assignment;
 use serde_json::json;
 
 fn config_map(namespace: &str, name: &str, version: &str, data: Value) -> Arc<Value> {
@@ -229,7 +231,7 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
         Incoming::of(&config_map("other", "added", "1", json!({}))),
     ];
 
-    let changes = store.replace(feed, listed);
+    let changes = store.replace(feed, listed, 0);
     assert_eq!(
         described(&changes),
         [
@@ -295,7 +297,7 @@ fn closing_a_feed_removes_only_what_no_other_feed_holds() {
     let plain = config_map("ns", "plain", "1", json!({}));
     store.apply(selected, special.clone());
     // The feed of every object lists after the selecting feed: only the new object is news.
-    let changes = store.replace(all, listing(&[&special, &plain]));
+    let changes = store.replace(all, listing(&[&special, &plain]), 0);
     assert_eq!(described(&changes), [added("plain")]);
 
     // The selecting feed stops once the other holds everything: nothing changes.
@@ -314,10 +316,10 @@ fn a_narrower_feed_taking_over_reports_only_what_leaves() {
     let old = store.open_feed().unwrap();
     let a = config_map("ns", "a", "1", json!({}));
     let b = config_map("ns", "b", "1", json!({}));
-    store.replace(old, listing(&[&a, &b]));
+    store.replace(old, listing(&[&a, &b]), 0);
     // A controller's new selector matches `a` only: its feed starts before the old one stops.
     let new = store.open_feed().unwrap();
-    assert!(store.replace(new, listing(&[&a])).is_empty());
+    assert!(store.replace(new, listing(&[&a]), 0).is_empty());
     assert_eq!(described(&store.close_feed(old)), [deleted("b")]);
     assert_eq!(names(decoded(store.list(None))), ["a"]);
 }
@@ -338,7 +340,11 @@ fn a_closed_feeds_late_changes_are_ignored_even_when_its_bit_is_reused() {
     );
     assert!(
         store
-            .replace(first, listing(&[&config_map("ns", "late", "1", json!({}))]))
+            .replace(
+                first,
+                listing(&[&config_map("ns", "late", "1", json!({}))]),
+                0,
+            )
             .is_empty()
     );
     assert_eq!(store.len(), 0);
@@ -367,11 +373,11 @@ fn a_relist_of_one_feed_releases_what_it_no_longer_matches_only_for_it() {
     let theirs = store.open_feed().unwrap();
     let shared = config_map("ns", "shared", "1", json!({}));
     let only_mine = config_map("ns", "only-mine", "1", json!({}));
-    store.replace(mine, listing(&[&shared, &only_mine]));
-    store.replace(theirs, listing(&[&shared]));
+    store.replace(mine, listing(&[&shared, &only_mine]), 0);
+    store.replace(theirs, listing(&[&shared]), 0);
     // My feed re-lists after its watch broke; neither object matches it any more.
     assert_eq!(
-        described(&store.replace(mine, vec![])),
+        described(&store.replace(mine, vec![], 0)),
         [deleted("only-mine")]
     );
     assert_eq!(names(decoded(store.list(None))), ["shared"]);
@@ -478,7 +484,7 @@ fn an_object_replaced_in_the_view_is_not_read_in_its_old_form() {
     assert!(!store.decoded.get_mut().recent.contains(&address(&old_text)));
     // A relisted edit is read in its new form too.
     let relisted = config_map("ns", "a", "3", json!({"k": "relisted"}));
-    store.replace(feed, listing(&[&relisted]));
+    store.replace(feed, listing(&[&relisted]), 0);
     assert_eq!(read(&store, "ns", "a").unwrap(), relisted);
 }
 
@@ -539,7 +545,8 @@ fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by
         .filter_map(|object| a.apply(feed_a, object.clone()))
         .collect();
     let listed = objects.iter().map(|object| b.incoming(object)).collect();
-    let announced_b = b.replace(feed_b, listed);
+    let kept_under = b.share().generation();
+    let announced_b = b.replace(feed_b, listed, kept_under);
     let (held_a, held_b) = (whole(&a), whole(&b));
     // Between them the selected ones, each once, about half each; none of team y.
     let mut both: Vec<String> = held_a.iter().chain(&held_b).cloned().collect();
@@ -609,6 +616,36 @@ fn an_object_enters_and_leaves_a_replicas_share_as_its_selection_would() {
     assert_eq!((a.len(), a.known), (0, 1));
 }
 
+/// The view's type, and an assignment of `members` as `me` sees it.
+fn assignment(members: &[&str], me: &str) -> (ResourceType, Arc<Assignment>) {
+    let config_maps = crate::resources::StaticResolver::with_builtins()
+        .find_kind("v1", "ConfigMap")
+        .unwrap();
+    (config_maps, Arc::new(Assignment::of(members, me)))
+}
+
+/// Fills in `store` from a list of `objects`, as a refill does: the changes it reports.
+fn filled_in(store: &mut Store, objects: &[Arc<Value>]) -> Vec<Change> {
+    let wanted = store.needs_fill().expect("a fill is wanted");
+    let changes = objects
+        .iter()
+        .filter_map(|object| {
+            let incoming = match store.refill(object) {
+                Refill::Take => Some(Incoming::of(object)),
+                Refill::Drop => None,
+                Refill::Nothing => return None,
+                Refill::Behind => panic!("{object} is behind"),
+            };
+            match store.fill(object, incoming) {
+                Fill::Done(change) => change,
+                Fill::Behind => panic!("{object} is behind"),
+            }
+        })
+        .collect();
+    store.filled(wanted);
+    changes
+}
+
 #[test]
 fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
     let objects: Vec<Arc<Value>> = (0..30)
@@ -619,63 +656,100 @@ fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
         a.apply(feed, object.clone());
     }
     let before = whole(&a);
+    assert!(a.needs_fill().is_none());
     // b leaves: everything is a's, known so far by name where b owned it.
-    let config_maps = crate::resources::StaticResolver::with_builtins()
-        .find_kind("v1", "ConfigMap")
-        .unwrap();
-    let alone = Arc::new(crate::runtime::replicas::shard::Assignment::of(&["a"], "a"));
+    let (config_maps, alone) = assignment(&["a"], "a");
     assert!(a.reshape(|share| share.assign(&config_maps, alone)));
     assert_eq!(whole(&a), before, "nothing is taken before it is listed");
-    let mut filled = Vec::new();
-    for object in &objects {
-        assert_eq!(
-            a.wants_text(object),
-            !before.contains(&object::name(object).to_string())
-        );
-        if a.wants_text(object) {
-            match a.fill(Incoming::of(object)) {
-                Fill::Done(Some(change)) => filled.push(change),
-                other => panic!("{other:?}"),
-            }
-        }
-    }
+    let filled = filled_in(&mut a, &objects);
     assert_eq!(a.len(), 30);
+    assert_eq!(a.needs_fill(), None);
     assert_eq!(filled.len(), 30 - before.len());
     assert!(
         filled
             .iter()
             .all(|(old, new)| old.is_none() && new.is_some())
     );
-    // A list behind what the view knows is not taken: the object is read alone.
-    let (mut c, feed_c) = shared("a");
-    let newer = team_map("late", "5", "x");
-    let b_owns = !c.share().keeps(&newer);
-    c.apply(feed_c, newer);
-    if b_owns {
-        c.reshape(|share| {
-            share.assign(
-                &config_maps,
-                Arc::new(crate::runtime::replicas::shard::Assignment::of(&["a"], "a")),
-            )
-        });
-        assert!(matches!(
-            c.fill(Incoming::of(&team_map("late", "4", "x"))),
-            Fill::Behind
-        ));
-    }
     // a joins b again: what is b's leaves a without a word, and the indexes with it.
-    let back = Arc::new(crate::runtime::replicas::shard::Assignment::of(
-        &["a", "b"],
-        "a",
-    ));
-    a.reshape(|share| share.assign(&config_maps, back));
+    let (_, back) = assignment(&["a", "b"], "a");
+    assert!(!a.reshape(|share| share.assign(&config_maps, back)));
     assert_eq!(whole(&a), before);
     assert_eq!(a.orphans(None).len(), before.len());
-    // Kept whole again (another controller needs every object): all of it is wanted.
+    // Kept whole again (another controller needs every object): all of it is wanted, and a
+    // fill that fails is wanted again until one succeeds.
     assert!(a.reshape(|share| {
         share.keep_whole();
     }));
-    assert!(objects.iter().all(|object| {
-        a.wants_text(object) != before.contains(&object::name(object).to_string())
+    assert!(a.reshape(|share| {
+        share.keep_whole();
     }));
+    assert!(
+        objects
+            .iter()
+            .all(|object| (a.refill(object) == Refill::Take)
+                != before.contains(&object::name(object).to_string()))
+    );
+    filled_in(&mut a, &objects);
+    assert_eq!(a.len(), 30);
+}
+
+#[test]
+fn a_list_behind_the_view_is_not_taken_and_an_object_is_read_alone() {
+    let (mut store, feed) = shared("a");
+    // A name b owns, known to a by name at version 5.
+    let late = (0..)
+        .map(|i| team_map(&format!("late-{i}"), "5", "x"))
+        .find(|object| !store.share().keeps(object))
+        .unwrap();
+    store.apply(feed, late.clone());
+    let (config_maps, alone) = assignment(&["a"], "a");
+    assert!(store.reshape(|share| share.assign(&config_maps, alone)));
+    let mut older = (*late).clone();
+    older["metadata"]["resourceVersion"] = json!("4");
+    assert_eq!(store.refill(&older), Refill::Behind);
+    assert!(matches!(
+        store.fill(&older, Some(Incoming::of(&older))),
+        Fill::Behind
+    ));
+    assert_eq!(store.refill(&late), Refill::Take);
+}
+
+#[test]
+fn a_relist_taken_across_a_change_of_the_share_keeps_what_it_held_until_filled_in() {
+    let objects: Vec<Arc<Value>> = (0..30)
+        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
+        .collect();
+    let (mut a, feed) = shared("a");
+    for object in &objects {
+        a.apply(feed, object.clone());
+    }
+    let before = whole(&a);
+    // A re-list decides what to keep, then the members change before it is taken: a is alone.
+    let kept_under = a.share().generation();
+    let edited: Vec<Arc<Value>> = (0..30)
+        .map(|i| team_map(&format!("cm-{i:02}"), "2", "x"))
+        .collect();
+    let listed: Vec<Incoming> = edited.iter().map(|object| a.incoming(object)).collect();
+    let (config_maps, alone) = assignment(&["a"], "a");
+    a.reshape(|share| share.assign(&config_maps, alone));
+    filled_in(&mut a, &objects);
+    assert_eq!(a.len(), 30);
+    // The re-list left out what b owned when it began: that says nothing of it, so it stays
+    // held (as version 1) until a fill takes version 2.
+    a.replace(feed, listed, kept_under);
+    assert_eq!(a.len(), 30, "nothing held is lost");
+    assert!(a.needs_fill().is_some());
+    let changes = filled_in(&mut a, &edited);
+    assert_eq!(a.len(), 30);
+    assert!(
+        decoded(a.list(None))
+            .iter()
+            .all(|object| object["metadata"]["resourceVersion"] == "2"),
+        "the list's versions are taken"
+    );
+    assert!(
+        changes.is_empty(),
+        "only the resourceVersions changed: {changes:?}"
+    );
+    assert!(!before.is_empty() && before.len() < 30);
 }
