@@ -175,6 +175,65 @@ struct Held {
     feeds: u64,
 }
 
+/// An object of another replica's share ([`super::share`]): what tells its versions apart
+/// and the feeds that hold it, in about a tenth of what a held object's entry takes beside
+/// its text.
+#[derive(Clone, Copy, Debug)]
+struct Known {
+    /// A digest of its uid (0 without one).
+    uid: u64,
+    /// Its resourceVersion, when it is a number (as the API server's are).
+    version: Option<u64>,
+    feeds: u64,
+}
+
+impl Known {
+    fn of(object: &Compact, feeds: u64) -> Known {
+        Known {
+            uid: object.uid.as_deref().map_or(0, digest),
+            version: object
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok()),
+            feeds,
+        }
+    }
+
+    fn is_same_object(&self, object: &Compact) -> bool {
+        self.uid == object.uid.as_deref().map_or(0, digest)
+    }
+
+    /// Whether `object` is this very version.
+    fn is(&self, object: &Compact) -> bool {
+        let version = object
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        self.is_same_object(object) && self.version.is_some() && self.version == version
+    }
+
+    /// Whether `object` is an older version (as [`Compact::is_older_than`]).
+    fn is_newer_than(&self, object: &Compact) -> bool {
+        let version: Option<u64> = object
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        self.is_same_object(object)
+            && matches!((version, self.version), (Some(older), Some(newer)) if older < newer)
+    }
+}
+
+/// A digest of a text that stays the same while the process runs.
+fn digest(text: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(text)
+}
+
+/// How [`Store`] keys what it knows only by name: `namespace/name` (neither holds a `/`).
+fn path(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
 /// Recently used objects, decoded, by the text they were decoded from: an object replaced in
 /// the view is looked up by its new text, so its old decoded form is never handed out.
 #[derive(Debug)]
@@ -242,7 +301,9 @@ fn address(json: &Arc<str>) -> usize {
 /// The cached objects of one type and their indexes.
 ///
 /// Objects are keyed by namespace (`""` for cluster-scoped ones), then name, in ordered maps: a
-/// namespace's objects are one range, and lists come out in a stable order.
+/// namespace's objects are one range, and lists come out in a stable order. Every object in
+/// `objects` is held whole (its text is there); those of other replicas' shares are in
+/// `elsewhere`.
 #[derive(Debug, Default)]
 pub(super) struct Store {
     objects: BTreeMap<String, BTreeMap<String, Held>>,
@@ -251,10 +312,10 @@ pub(super) struct Store {
     /// Namespace → names of the objects there without a controller (what a parent can adopt
     /// is looked up here, not by scanning the namespace).
     orphans: HashMap<String, BTreeSet<String>>,
-    /// The objects held whole (with their text).
+    /// The objects held whole.
     len: usize,
-    /// Every object in the view, held whole or not.
-    known: usize,
+    /// The objects of other replicas' shares, by [`path`]: known, not held.
+    elsewhere: HashMap<Box<str>, Known>,
     share: Share,
     /// Lists wanted and taken to fill in what the view keeps ([`Store::needs_fill`]).
     fills_wanted: u64,
@@ -367,7 +428,7 @@ impl Store {
         let (namespace, name) = key(object);
         if let Some(held) = self.held(&namespace, &name)
             && is_same_version(held.object.version(), version(object))
-            && held.object.text.is_some() == keeps
+            && keeps
         {
             return Incoming {
                 namespace,
@@ -402,12 +463,7 @@ impl Store {
             let leaving: Vec<(String, String)> = self
                 .objects
                 .iter()
-                .flat_map(|(namespace, objects)| {
-                    objects
-                        .iter()
-                        .filter(|(_, held)| held.object.text.is_some())
-                        .map(move |(name, _)| (namespace, name))
-                })
+                .flat_map(|(namespace, objects)| objects.keys().map(move |name| (namespace, name)))
                 .filter(|(namespace, name)| !self.share.may_keep(namespace, name))
                 .map(|(namespace, name)| (namespace.clone(), name.clone()))
                 .collect();
@@ -417,12 +473,10 @@ impl Store {
         }
         // Only objects whose items came this replica's way: after a replica joins, the others
         // gained nothing and list nothing again.
-        let gained = self.known > self.len
-            && self.objects.iter().any(|(namespace, objects)| {
-                objects.iter().any(|(name, held)| {
-                    held.object.text.is_none() && self.share.gains(&before, namespace, name)
-                })
-            });
+        let gained = self.elsewhere.keys().any(|path| {
+            let (namespace, name) = path.split_once('/').expect("a path holds a /");
+            self.share.gains(&before, namespace, name)
+        });
         if gained {
             self.fills_wanted += 1;
         }
@@ -431,17 +485,27 @@ impl Store {
 
     /// Keeps only what identifies an object; its last state, when it was held whole.
     fn demote(&mut self, namespace: &str, name: &str) -> Option<Kept> {
-        let held = self.objects.get_mut(namespace)?.get_mut(name)?;
-        let whole = held.object.clone();
-        held.object.text = None;
-        // Still known: out of the owner indexes and the count of what is held whole only.
-        self.unindex(&whole, namespace, name);
-        self.known += 1;
-        let text = whole.text?;
+        let objects = self.objects.get_mut(namespace)?;
+        let held = objects.remove(name)?;
+        if objects.is_empty() {
+            self.objects.remove(namespace);
+        }
+        self.unindex(&held.object, namespace, name);
+        self.elsewhere.insert(
+            path(namespace, name).into(),
+            Known::of(&held.object, held.feeds),
+        );
+        let text = held.object.text?;
         let recent = self.decoded.get_mut();
         let kept = recent.peek(&text);
         recent.forget(&text);
         Some(kept)
+    }
+
+    /// How many objects the view knows, held whole or not.
+    #[cfg(test)]
+    pub(super) fn known(&self) -> usize {
+        self.len + self.elsewhere.len()
     }
 
     /// Whether a list of the type is wanted to fill in what the view keeps (after a change of
@@ -459,42 +523,29 @@ impl Store {
     /// What a list filling in the view ([`Store::fill`]) does with a listed object.
     pub(super) fn refill(&self, object: &Value) -> Refill {
         let (namespace, name) = key(object);
-        let Some(held) = self.held(&namespace, &name) else {
-            // Deleted meanwhile, or not seen yet: its watch event decides.
-            return Refill::Nothing;
-        };
-        if held.object.uid.as_deref() != object::uid(object) {
-            return Refill::Nothing;
-        }
-        let listed = version(object);
-        let whole = held.object.text.is_some();
+        let listed = Incoming::known(object).object;
         let keeps = self.share.keeps(object);
-        if is_same_version(held.object.version(), listed) {
-            return match (whole, keeps) {
-                (false, true) => Refill::Take,
-                (true, false) => Refill::Drop,
-                _ => Refill::Nothing,
+        if let Some(held) = self.held(&namespace, &name) {
+            if held.object.uid != listed.uid || listed.is_older_than(&held.object) {
+                return Refill::Nothing;
+            }
+            let same = is_same_version(held.object.version(), listed.version());
+            return match keeps {
+                // Newer than the view's (a re-list taken across a change left it behind).
+                true if !same => Refill::Take,
+                false => Refill::Drop,
+                true => Refill::Nothing,
             };
         }
-        let behind = Compact {
-            text: None,
-            uid: listed.0.map(Box::from),
-            resource_version: listed.1.map(Box::from),
-            controller: Controller::WithoutUid,
+        // Not in the view (deleted meanwhile, or not seen yet): its watch event decides.
+        let Some(known) = self.elsewhere.get(path(&namespace, &name).as_str()) else {
+            return Refill::Nothing;
         };
-        if behind.is_older_than(&held.object) {
+        match () {
+            _ if !keeps || !known.is_same_object(&listed) => Refill::Nothing,
             // The list came from a cache behind the watch: what the view knows is newer.
-            return if !whole && keeps {
-                Refill::Behind
-            } else {
-                Refill::Nothing
-            };
-        }
-        // Newer than the view's (a re-list taken across a change left it behind).
-        match (whole, keeps) {
-            (_, true) => Refill::Take,
-            (true, false) => Refill::Drop,
-            (false, false) => Refill::Nothing,
+            _ if known.is_newer_than(&listed) => Refill::Behind,
+            _ => Refill::Take,
         }
     }
 
@@ -542,6 +593,11 @@ impl Store {
             return Vec::new();
         }
         self.feeds[usize::from(feed.bit)] = None;
+        let bit = 1u64 << feed.bit;
+        self.elsewhere.retain(|_, known| {
+            known.feeds &= !bit;
+            known.feeds != 0
+        });
         let held: Vec<(String, String)> = self.keys_held_by(feed);
         held.into_iter()
             .filter_map(|(namespace, name)| self.release(feed, &namespace, &name))
@@ -588,43 +644,75 @@ impl Store {
             return None;
         }
         let bit = 1u64 << feed.bit;
+        let taken_whole = incoming.object.text.is_some();
         if let Some(held) = self
             .objects
             .get_mut(&incoming.namespace)
             .and_then(|objects| objects.get_mut(&incoming.name))
         {
             held.feeds |= bit;
-            let (whole, taken_whole) = (held.object.text.is_some(), incoming.object.text.is_some());
             let same_text = match (&held.object.text, &incoming.object.text) {
                 (Some(held), Some(incoming)) => Arc::ptr_eq(held, incoming),
                 _ => false,
             };
-            // The same version whole where the view knew it by name only is taken.
-            let same_version = is_same_version(held.object.version(), incoming.object.version())
-                && (whole || !taken_whole);
             // Another feed may be ahead of this one: its newer version stays.
-            if same_text || same_version || incoming.object.is_older_than(&held.object) {
+            if same_text
+                || is_same_version(held.object.version(), incoming.object.version())
+                || incoming.object.is_older_than(&held.object)
+            {
                 return None;
             }
-            // Left out by a list taken before a change of what the view keeps: that says
-            // nothing of it. It stays as held (a list fills it in: `current` is false only
-            // when one is wanted).
-            if whole && !taken_whole && !current {
+            if !taken_whole {
+                // Left out by a list taken before a change of what the view keeps: that says
+                // nothing of it, and a fill is wanted (`current` is false only then). It
+                // stays as held until the fill takes its newer version.
+                if !current {
+                    return None;
+                }
+                // It left this replica's share: as an object leaving a selection, it is
+                // deleted.
+                let path = path(&incoming.namespace, &incoming.name);
+                let old = self.demote(&incoming.namespace, &incoming.name)?;
+                if let Some(known) = self.elsewhere.get_mut(path.as_str()) {
+                    *known = Known::of(&incoming.object, known.feeds);
+                }
+                return Some((Some(old), None));
+            }
+        } else if let Some(known) = self
+            .elsewhere
+            .get_mut(path(&incoming.namespace, &incoming.name).as_str())
+        {
+            known.feeds |= bit;
+            if known.is_newer_than(&incoming.object) {
+                // A list behind what the watch told: a fill reads it alone, when it is kept.
+                self.fills_wanted += u64::from(taken_whole);
                 return None;
             }
+            if !taken_whole && known.is(&incoming.object) {
+                return None;
+            }
+            if !taken_whole {
+                *known = Known::of(&incoming.object, known.feeds);
+                return None;
+            }
+        } else if !taken_whole {
+            self.elsewhere.insert(
+                path(&incoming.namespace, &incoming.name).into(),
+                Known::of(&incoming.object, bit),
+            );
+            return None;
         }
         let new = match (incoming.object.text.clone(), decoded) {
-            (None, _) => None,
             (Some(text), Some(value)) => {
                 self.decoded.get_mut().remember(text, value.clone());
-                Some(Kept::Decoded(value))
+                Kept::Decoded(value)
             }
-            (Some(text), None) => Some(Kept::Json(text)),
+            (text, _) => Kept::Json(text.expect("taken whole")),
         };
         let previous = self
             .insert(incoming, bit)
             .and_then(|previous| previous.text);
-        self.changed(previous, new)
+        self.changed(previous, Some(new))
     }
 
     /// What replacing an object's text `previous` with `new` (`None`: not held whole) says:
@@ -668,15 +756,14 @@ impl Store {
         let (namespace, name) = key(&object);
         let bit = 1u64 << feed.bit;
         match self.held(&namespace, &name) {
-            None => None,
+            None => self.release(feed, &namespace, &name),
             Some(held) if held.feeds & !bit != 0 => {
                 self.release(feed, &namespace, &name);
                 None
             }
-            Some(held) => {
-                let whole = held.object.text.is_some();
+            Some(_) => {
                 self.remove(&namespace, &name);
-                whole.then(|| (Some(Kept::Decoded(Arc::new(object))), None))
+                Some((Some(Kept::Decoded(Arc::new(object))), None))
             }
         }
     }
@@ -717,6 +804,17 @@ impl Store {
             .into_iter()
             .filter_map(|incoming| self.admit(feed, incoming, None, current))
             .collect();
+        let bit = 1u64 << feed.bit;
+        let listed_paths: HashSet<String> = listed_keys
+            .iter()
+            .map(|(namespace, name)| path(namespace, name))
+            .collect();
+        self.elsewhere.retain(|path, known| {
+            if known.feeds & bit != 0 && !listed_paths.contains(&**path) {
+                known.feeds &= !bit;
+            }
+            known.feeds != 0
+        });
         let gone: Vec<(String, String)> = self
             .keys_held_by(feed)
             .into_iter()
@@ -732,7 +830,20 @@ impl Store {
     /// Drops a feed's hold on an object; reports its deletion from the view when no feed holds
     /// it any more.
     fn release(&mut self, feed: FeedSlot, namespace: &str, name: &str) -> Option<Change> {
-        let held = self.objects.get_mut(namespace)?.get_mut(name)?;
+        let bit = 1u64 << feed.bit;
+        let Some(held) = self
+            .objects
+            .get_mut(namespace)
+            .and_then(|objects| objects.get_mut(name))
+        else {
+            let path = path(namespace, name);
+            let known = self.elsewhere.get_mut(path.as_str())?;
+            known.feeds &= !bit;
+            if known.feeds == 0 {
+                self.elsewhere.remove(path.as_str());
+            }
+            return None;
+        };
         held.feeds &= !(1u64 << feed.bit);
         if held.feeds != 0 {
             return None;
@@ -743,10 +854,6 @@ impl Store {
 
     /// Counts an object into the view's indexes: held whole, it is in the owner indexes.
     fn index(&mut self, object: &Compact, namespace: &str, name: &str) {
-        self.known += 1;
-        if object.text.is_none() {
-            return;
-        }
         self.len += 1;
         match &object.controller {
             Controller::Uid(owner) => {
@@ -767,10 +874,6 @@ impl Store {
 
     /// Undoes [`Store::index`].
     fn unindex(&mut self, object: &Compact, namespace: &str, name: &str) {
-        self.known -= 1;
-        if object.text.is_none() {
-            return;
-        }
         self.len -= 1;
         match &object.controller {
             Controller::None => {
@@ -801,6 +904,18 @@ impl Store {
             name,
             object,
         } = incoming;
+        // Known by name only until now: the feeds that hold it stay.
+        let held_whole = self
+            .objects
+            .get(&namespace)
+            .is_some_and(|objects| objects.contains_key(&name));
+        let feeds = match held_whole {
+            true => feeds,
+            false => self
+                .elsewhere
+                .remove(path(&namespace, &name).as_str())
+                .map_or(feeds, |known| known.feeds | feeds),
+        };
         let objects = self.objects.entry(namespace.clone()).or_default();
         let previous = match objects.get_mut(&name) {
             Some(held) => {

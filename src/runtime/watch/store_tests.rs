@@ -559,7 +559,7 @@ fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by
         held_a.len()
     );
     assert_eq!(a.len(), held_a.len());
-    assert_eq!((a.known, b.known), (40, 40));
+    assert_eq!((a.known(), b.known()), (40, 40));
     // Only what a holds is announced, read or listed there.
     let new = |changes: &[Change]| {
         names(
@@ -577,7 +577,7 @@ fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by
     let changed = team_map(elsewhere, "2", "x");
     assert!(a.apply(feed_a, changed.clone()).is_none());
     assert!(a.delete(feed_a, (*changed).clone()).is_none());
-    assert_eq!(a.known, 39);
+    assert_eq!(a.known(), 39);
     // A third replica joins: a only gives items away, so nothing is listed again.
     let config_maps = crate::resources::StaticResolver::with_builtins()
         .find_kind("v1", "ConfigMap")
@@ -613,7 +613,7 @@ fn an_object_enters_and_leaves_a_replicas_share_as_its_selection_would() {
         [deleted(&name)]
     );
     assert!(read(&a, "ns", &name).is_none());
-    assert_eq!((a.len(), a.known), (0, 1));
+    assert_eq!((a.len(), a.known()), (0, 1));
 }
 
 /// The view's type, and an assignment of `members` as `me` sees it.
