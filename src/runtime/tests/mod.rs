@@ -8,4 +8,5 @@ mod composite;
 mod decorator;
 mod map;
 mod registry;
+mod shares;
 mod steps;
