@@ -541,11 +541,13 @@ impl Store {
         let Some(known) = self.elsewhere.get(path(&namespace, &name).as_str()) else {
             return Refill::Nothing;
         };
-        match () {
-            _ if !keeps || !known.is_same_object(&listed) => Refill::Nothing,
+        if !keeps || !known.is_same_object(&listed) {
+            Refill::Nothing
+        } else if known.is_newer_than(&listed) {
             // The list came from a cache behind the watch: what the view knows is newer.
-            _ if known.is_newer_than(&listed) => Refill::Behind,
-            _ => Refill::Take,
+            Refill::Behind
+        } else {
+            Refill::Take
         }
     }
 
