@@ -223,16 +223,20 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    /// The label-scoped types of a decorator with these rules, attachments and hooks.
-    fn scoped(spec: Value, finalizers: &[&str]) -> Vec<(String, String)> {
+    /// What loading reads of a decorator with this spec and these finalizers.
+    fn loaded(spec: Value, finalizers: &[&str]) -> ControllerSpec {
         let controller: DecoratorController = serde_json::from_value(json!({
             "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
             "metadata": {"name": "d", "finalizers": finalizers},
             "spec": spec,
         }))
         .unwrap();
-        controller
-            .spec()
+        controller.spec()
+    }
+
+    /// The label-scoped types of a decorator with these rules, attachments and hooks.
+    fn scoped(spec: Value, finalizers: &[&str]) -> Vec<(String, String)> {
+        loaded(spec, finalizers)
             .label_scoped
             .into_iter()
             .map(|(reference, selector)| (reference.resource, selector))
@@ -322,14 +326,7 @@ mod tests {
 
     /// The shard-scoped types of a decorator, with how many rules select each.
     fn shard_scoped(spec: Value, finalizers: &[&str]) -> Vec<(String, usize)> {
-        let controller: DecoratorController = serde_json::from_value(json!({
-            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-            "metadata": {"name": "d", "finalizers": finalizers},
-            "spec": spec,
-        }))
-        .unwrap();
-        controller
-            .spec()
+        loaded(spec, finalizers)
             .shard_scoped
             .into_iter()
             .map(|(reference, selections)| (reference.resource, selections.len()))

@@ -646,16 +646,23 @@ fn filled_in(store: &mut Store, objects: &[Arc<Value>]) -> Vec<Change> {
     changes
 }
 
-#[test]
-fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
+/// Replica a's store (of a and b) fed 30 selected objects at `version`: the store, its feed,
+/// the objects, and the names it holds whole.
+fn a_of_two(version: &str) -> (Store, FeedSlot, Vec<Arc<Value>>, Vec<String>) {
     let objects: Vec<Arc<Value>> = (0..30)
-        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
+        .map(|i| team_map(&format!("cm-{i:02}"), version, "x"))
         .collect();
     let (mut a, feed) = shared("a");
     for object in &objects {
         a.apply(feed, object.clone());
     }
-    let before = whole(&a);
+    let held = whole(&a);
+    (a, feed, objects, held)
+}
+
+#[test]
+fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
+    let (mut a, _, objects, before) = a_of_two("1");
     assert!(a.needs_fill().is_none());
     // b leaves: everything is a's, known so far by name where b owned it.
     let (config_maps, alone) = assignment(&["a"], "a");
@@ -716,14 +723,7 @@ fn a_list_behind_the_view_is_not_taken_and_an_object_is_read_alone() {
 
 #[test]
 fn a_relist_taken_across_a_change_of_the_share_keeps_what_it_held_until_filled_in() {
-    let objects: Vec<Arc<Value>> = (0..30)
-        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
-        .collect();
-    let (mut a, feed) = shared("a");
-    for object in &objects {
-        a.apply(feed, object.clone());
-    }
-    let before = whole(&a);
+    let (mut a, feed, objects, before) = a_of_two("1");
     // A re-list decides what to keep, then the members change before it is taken: a is alone.
     let kept_under = a.share().generation();
     let edited: Vec<Arc<Value>> = (0..30)
