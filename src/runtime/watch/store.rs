@@ -410,7 +410,24 @@ impl Store {
     pub(super) fn named(&self, object: &Undecodable) -> Option<Incoming> {
         let name = object.name.as_deref()?;
         let namespace = object.namespace.as_deref().unwrap_or_default();
-        let held = self.held(namespace, name)?;
+        let Some(held) = self.held(namespace, name) else {
+            // Known by name only: listed as that, with no version, it stays as it is.
+            let known = self.elsewhere.get(path(namespace, name).as_str())?;
+            let same = object
+                .uid
+                .as_deref()
+                .is_none_or(|uid| digest(uid) == known.uid);
+            return same.then(|| Incoming {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                object: Compact {
+                    text: None,
+                    uid: None,
+                    resource_version: None,
+                    controller: Controller::WithoutUid,
+                },
+            });
+        };
         (object.uid.is_none() || held.object.uid.as_deref() == object.uid.as_deref()).then(|| {
             Incoming {
                 namespace: namespace.to_owned(),
@@ -646,6 +663,15 @@ impl Store {
             return None;
         }
         let bit = 1u64 << feed.bit;
+        let mut incoming = incoming;
+        // Taken whole by a list that began before a change of what the view keeps, and no
+        // item of it is this replica's now: only what identifies it.
+        if !current
+            && incoming.object.text.is_some()
+            && !self.share.may_keep(&incoming.namespace, &incoming.name)
+        {
+            incoming.object.text = None;
+        }
         let taken_whole = incoming.object.text.is_some();
         if let Some(held) = self
             .objects
@@ -685,12 +711,13 @@ impl Store {
             .get_mut(path(&incoming.namespace, &incoming.name).as_str())
         {
             known.feeds |= bit;
-            if known.is_newer_than(&incoming.object) {
-                // A list behind what the watch told: a fill reads it alone, when it is kept.
-                self.fills_wanted += u64::from(taken_whole);
-                return None;
-            }
-            if !taken_whole && known.is(&incoming.object) {
+            // Another feed is ahead (what it saw is not kept), or the same version; or an
+            // object a re-list passed over ([`Store::named`]): what the view knew stays.
+            let passed_over =
+                incoming.object.uid.is_none() && incoming.object.version().1.is_none();
+            if known.is_newer_than(&incoming.object)
+                || (!taken_whole && (known.is(&incoming.object) || passed_over))
+            {
                 return None;
             }
             if !taken_whole {

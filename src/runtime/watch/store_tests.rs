@@ -753,3 +753,56 @@ fn a_relist_taken_across_a_change_of_the_share_keeps_what_it_held_until_filled_i
     );
     assert!(!before.is_empty() && before.len() < 30);
 }
+
+#[test]
+fn a_relist_taken_across_a_change_takes_nothing_that_moved_away() {
+    let (config_maps, alone) = assignment(&["a"], "a");
+    let (mut a, feed) = shared("a");
+    a.reshape(|share| share.assign(&config_maps, alone));
+    let objects: Vec<Arc<Value>> = (0..30)
+        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
+        .collect();
+    for object in &objects {
+        a.apply(feed, object.clone());
+    }
+    assert_eq!(a.len(), 30);
+    // A re-list takes everything whole, then b joins before it is taken.
+    let kept_under = a.share().generation();
+    let listed: Vec<Incoming> = objects.iter().map(|object| a.incoming(object)).collect();
+    let (_, two) = assignment(&["a", "b"], "a");
+    a.reshape(|share| share.assign(&config_maps, two));
+    let share = whole(&a);
+    assert!(share.len() < 30);
+    let changes = a.replace(feed, listed, kept_under);
+    assert!(changes.is_empty(), "nothing moved back in: {changes:?}");
+    assert_eq!(whole(&a), share);
+    assert_eq!(a.known(), 30);
+}
+
+#[test]
+fn a_relist_passing_over_an_object_known_by_name_keeps_knowing_it() {
+    let (mut store, feed) = shared("a");
+    let theirs = (0..)
+        .map(|i| team_map(&format!("theirs-{i}"), "1", "x"))
+        .find(|object| !store.share().keeps(object))
+        .unwrap();
+    store.apply(feed, theirs.clone());
+    assert_eq!((store.len(), store.known()), (0, 1));
+    let passed_over = Undecodable {
+        namespace: Some("ns".into()),
+        name: Some(object::name(&theirs).into()),
+        uid: Some(format!("uid-{}", object::name(&theirs))),
+        reason: "not decodable".into(),
+    };
+    let listed = store.named(&passed_over).into_iter().collect();
+    let kept_under = store.share().generation();
+    assert!(store.replace(feed, listed, kept_under).is_empty());
+    assert_eq!(
+        store.known(),
+        1,
+        "still known: a re-list passing it over is not its deletion"
+    );
+    // Its deletion, by name, still finds it.
+    assert!(store.delete_named(feed, &passed_over).is_none());
+    assert_eq!(store.known(), 0);
+}
