@@ -37,6 +37,18 @@ pub struct KindInfo {
 #[derive(Clone, Copy)]
 pub struct KindName(pub &'static KindInfo);
 
+/// A kind for the tests of layers below the kinds (which may not name a real one).
+#[cfg(test)]
+pub(crate) const TEST_KIND: KindName = KindName(&KindInfo {
+    short: "test",
+    object_kind: "TestController",
+    plural: "testcontrollers",
+    short_name: "test",
+    action: "Sync",
+    hooks: &[],
+    request_types: &[],
+});
+
 impl KindName {
     pub(crate) fn as_str(self) -> &'static str {
         self.0.short

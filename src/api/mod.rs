@@ -19,6 +19,8 @@ pub use hook::{
     EndpointConfig, Etag, Hook, HookVersion, KeyRef, Language, Library, Limits, ResponseMode,
     ScriptSpec, Webhook,
 };
+#[cfg(test)]
+pub(crate) use kind::TEST_KIND;
 pub(crate) use kind::{
     CommonSpec, ControllerObject, ControllerSpec, Field, HookContract, HookKind, KindInfo,
     KindName, Selection, Selects, controller_spec, fields, on_delete_by_default, set_hooks,

@@ -41,7 +41,7 @@ async fn a_replica_caches_its_share_follows_the_members_and_keeps_a_type_whole_w
         .await
         .expect("a served type");
     let resource = resolved.resource.clone();
-    let controller = ControllerId::new(crate::kinds::decorator::KIND, "d");
+    let controller = ControllerId::new(crate::api::TEST_KIND, "d");
     let sharer = Sharer {
         controller: controller.clone(),
         selections: vec![Selection {

@@ -161,9 +161,13 @@ impl Compact {
     /// revisions; two watches of one type can deliver an object out of step, and the view
     /// keeps the newer. Versions that are not numbers are never older.
     fn is_older_than(&self, than: &Compact) -> bool {
-        let version = |o: &Compact| o.resource_version.as_deref()?.parse::<u64>().ok();
         self.uid == than.uid
-            && matches!((version(self), version(than)), (Some(older), Some(newer)) if older < newer)
+            && matches!((self.number(), than.number()), (Some(older), Some(newer)) if older < newer)
+    }
+
+    /// Its resourceVersion as the number the API server's are (etcd revisions).
+    fn number(&self) -> Option<u64> {
+        self.resource_version.as_deref()?.parse().ok()
     }
 }
 
@@ -191,10 +195,7 @@ impl Known {
     fn of(object: &Compact, feeds: u64) -> Known {
         Known {
             uid: object.uid.as_deref().map_or(0, digest),
-            version: object
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse().ok()),
+            version: object.number(),
             feeds,
         }
     }
@@ -205,21 +206,13 @@ impl Known {
 
     /// Whether `object` is this very version.
     fn is(&self, object: &Compact) -> bool {
-        let version = object
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse().ok());
-        self.is_same_object(object) && self.version.is_some() && self.version == version
+        self.is_same_object(object) && self.version.is_some() && self.version == object.number()
     }
 
     /// Whether `object` is an older version (as [`Compact::is_older_than`]).
     fn is_newer_than(&self, object: &Compact) -> bool {
-        let version: Option<u64> = object
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse().ok());
         self.is_same_object(object)
-            && matches!((version, self.version), (Some(older), Some(newer)) if older < newer)
+            && matches!((object.number(), self.version), (Some(older), Some(newer)) if older < newer)
     }
 }
 

@@ -511,7 +511,7 @@ fn sharer(team: &str) -> crate::runtime::watch::share::Sharer {
     let labels: crate::selector::LabelSelector =
         serde_json::from_value(json!({"matchLabels": {"team": team}})).unwrap();
     crate::runtime::watch::share::Sharer {
-        controller: crate::runtime::keys::ControllerId::new(crate::kinds::decorator::KIND, "d"),
+        controller: crate::runtime::keys::ControllerId::new(crate::api::TEST_KIND, "d"),
         selections: vec![crate::api::Selection {
             labels: Some(labels),
             annotations: None,
@@ -525,6 +525,14 @@ fn team_map(name: &str, version: &str, team: &str) -> Arc<Value> {
         "metadata": {"namespace": "ns", "name": name, "uid": format!("uid-{name}"),
                      "resourceVersion": version, "labels": {"team": team}},
     }))
+}
+
+/// A selected object named `<prefix>-<n>` that replica a's `store` does not keep: b's.
+fn of_replica_b(store: &Store, prefix: &str, version: &str) -> Arc<Value> {
+    (0..)
+        .map(|i| team_map(&format!("{prefix}-{i}"), version, "x"))
+        .find(|object| !store.share().keeps(object))
+        .expect("some name is b's")
 }
 
 /// The names of the objects a store holds whole.
@@ -704,10 +712,7 @@ fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
 fn a_list_behind_the_view_is_not_taken_and_an_object_is_read_alone() {
     let (mut store, feed) = shared("a");
     // A name b owns, known to a by name at version 5.
-    let late = (0..)
-        .map(|i| team_map(&format!("late-{i}"), "5", "x"))
-        .find(|object| !store.share().keeps(object))
-        .unwrap();
+    let late = of_replica_b(&store, "late", "5");
     store.apply(feed, late.clone());
     let (config_maps, alone) = assignment(&["a"], "a");
     assert!(store.reshape(|share| share.assign(&config_maps, alone)));
@@ -782,10 +787,7 @@ fn a_relist_taken_across_a_change_takes_nothing_that_moved_away() {
 #[test]
 fn a_relist_passing_over_an_object_known_by_name_keeps_knowing_it() {
     let (mut store, feed) = shared("a");
-    let theirs = (0..)
-        .map(|i| team_map(&format!("theirs-{i}"), "1", "x"))
-        .find(|object| !store.share().keeps(object))
-        .unwrap();
+    let theirs = of_replica_b(&store, "theirs", "1");
     store.apply(feed, theirs.clone());
     assert_eq!((store.len(), store.known()), (0, 1));
     let passed_over = Undecodable {
