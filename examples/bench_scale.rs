@@ -12,6 +12,11 @@
 //! 4. **sharded**: the same controller over 1, 2 and 4 replicas with `--shards auto`, until
 //!    they have synced every Pod (already labelled: no writes).
 //!
+//! With `--metacontroller BIN --metacontroller-crds FILE` (a Metacontroller binary built from its
+//! source and the CRD manifest of that source tree), phases 1 and 2 also run on Metacontroller,
+//! its DecoratorController's sync answered by a webhook served from this process (its CPU is
+//! not Metacontroller's), labelling the 10 Pods `metacontroller: yes`.
+//!
 //! Each phase reports time, operator CPU, resident and peak memory, and the Pods the operator
 //! caches (`metascript_cached_objects`); the head line gives the Pods' average JSON size as the
 //! operator keeps them (without managedFields), and each phase the memory per cached Pod over
@@ -22,7 +27,8 @@
 //! cargo build --release --bin metascript   # the operator processes run this binary
 //! cargo run --release --example bench_scale -- --pods 100000
 //! # --replicas 1,2,4 (the sharded phase; empty to skip), --workers N (default 16),
-//! # --bin PATH (default target/release/metascript)
+//! # --bin PATH (default target/release/metascript), --metacontroller BIN
+//! # --metacontroller-crds FILE (its manifests/production/metacontroller-crds-v1.yaml)
 //! ```
 
 #[allow(dead_code)]
@@ -35,7 +41,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
-use metascript::testing::{ControlPlane, install_crds};
+use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, install_these_crds};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -49,6 +55,8 @@ struct Args {
     replicas: Vec<usize>,
     workers: usize,
     bin: PathBuf,
+    /// Metacontroller's binary and CRD manifest, to run phases 1 and 2 on it too.
+    metacontroller: Option<(PathBuf, PathBuf)>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -57,7 +65,9 @@ fn parse_args() -> anyhow::Result<Args> {
         replicas: vec![1, 2, 4],
         workers: 16,
         bin: release_bin(),
+        metacontroller: None,
     };
+    let (mut metacontroller, mut metacontroller_crds) = (None, None);
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -69,9 +79,14 @@ fn parse_args() -> anyhow::Result<Args> {
             "--replicas" => args.replicas = replica_counts(&value("--replicas")?)?,
             "--workers" => args.workers = value("--workers")?.parse()?,
             "--bin" => args.bin = value("--bin")?.into(),
+            "--metacontroller" => metacontroller = Some(value("--metacontroller")?.into()),
+            "--metacontroller-crds" => {
+                metacontroller_crds = Some(value("--metacontroller-crds")?.into())
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_scale [--pods N] [--replicas 1,2,4] [--workers N] [--bin PATH]"
+                    "usage: bench_scale [--pods N] [--replicas 1,2,4] [--workers N] [--bin PATH] \
+                     [--metacontroller BIN --metacontroller-crds FILE]"
                 );
                 std::process::exit(0);
             }
@@ -80,6 +95,19 @@ fn parse_args() -> anyhow::Result<Args> {
     }
     anyhow::ensure!(args.pods >= 10, "--pods must be at least 10");
     args.bin = existing_bin(args.bin)?;
+    args.metacontroller = match (metacontroller, metacontroller_crds) {
+        (None, None) => None,
+        (Some(bin), Some(crds)) => {
+            let bin: PathBuf = bin;
+            anyhow::ensure!(
+                bin.is_file(),
+                "--metacontroller {}: no such file",
+                bin.display()
+            );
+            Some((bin, crds))
+        }
+        _ => anyhow::bail!("--metacontroller and --metacontroller-crds go together"),
+    };
     Ok(args)
 }
 
@@ -142,14 +170,14 @@ fn decorator(name: &str, group: &str, selects: Value, requested: &str) -> Value 
     })
 }
 
-/// Counts the Pods labelled `decorated: yes`.
-fn decorated(client: &kube::Client) -> Counter {
+/// Counts the Pods labelled `key: yes`.
+fn labelled(client: &kube::Client, key: &'static str) -> Counter {
     let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), NAMESPACE);
-    Counter::start(api, |pod| {
+    Counter::start(api, move |pod| {
         pod.metadata
             .labels
             .as_ref()
-            .and_then(|labels| labels.get("decorated"))
+            .and_then(|labels| labels.get(key))
             .is_some_and(|value| value == "yes")
     })
 }
@@ -183,10 +211,22 @@ struct Baseline {
 impl Baseline {
     /// Prints a phase's row: `cpu` is what the process spent in it.
     fn print(&self, phase: &str, took: Option<Duration>, cpu: f64, process: &OperatorProcess) {
-        let (rss, peak) = process.memory();
         let cached = process
             .metric(r#"metascript_cached_objects{resource="Pod.v1"}"#)
             .unwrap_or(f64::NAN);
+        self.print_cached(phase, took, cpu, process, cached);
+    }
+
+    /// Prints a phase's row for a process that caches `cached` Pods.
+    fn print_cached(
+        &self,
+        phase: &str,
+        took: Option<Duration>,
+        cpu: f64,
+        process: &OperatorProcess,
+        cached: f64,
+    ) {
+        let (rss, peak) = process.memory();
         let per_pod = if cached >= 1.0 {
             let bytes = (rss - self.idle_rss) * 1024.0 * 1024.0 / cached;
             format!("{:.1} KiB ({:.1}x)", bytes / 1024.0, bytes / self.json_size)
@@ -288,7 +328,7 @@ async fn main() -> anyhow::Result<()> {
     let name = "ten";
     let process = start("ten", &[])?;
     until("the operator to be ready", PHASE, || ready(&process)).await?;
-    let mut counter = decorated(&client);
+    let mut counter = labelled(&client, "decorated");
     let (cpu, started) = (process.cpu(), Instant::now());
     controllers
         .patch(
@@ -338,6 +378,10 @@ async fn main() -> anyhow::Result<()> {
     controllers.delete(name, &Default::default()).await?;
     until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
     process.stop()?;
+
+    if let Some((bin, crds)) = &args.metacontroller {
+        metacontroller(&client, &plane, bin, crds, &args, json_size).await?;
+    }
 
     // 3. A decorator of every Pod, then a full resync.
     let name = "every";
@@ -448,5 +492,91 @@ where
         anyhow::ensure!(Instant::now() < deadline, "timed out");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(())
+}
+
+/// Phases 1 and 2 on Metacontroller: idle, then a DecoratorController of the 10 special Pods
+/// whose webhook labels them `metacontroller: yes`. Its informers cache every Pod whatever the
+/// selector, so the rows count every Pod as cached.
+async fn metacontroller(
+    client: &kube::Client,
+    plane: &ControlPlane,
+    bin: &std::path::Path,
+    crds: &std::path::Path,
+    args: &Args,
+    json_size: f64,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(crds)
+        .map_err(|error| anyhow::anyhow!("--metacontroller-crds {}: {error}", crds.display()))?;
+    let documents = metascript::yaml::parse_documents(&text)?;
+    let definitions = documents
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<Vec<_>, _>>()?;
+    install_these_crds(client, definitions).await?;
+    let webhook = HookServer::start_unrecorded(|_, _| {
+        Reply::json(&json!({"labels": {"metacontroller": "yes"}}))
+    })?;
+    let answers = |process: &OperatorProcess| process.metric("go_goroutines").is_some();
+
+    let idle = OperatorProcess::metacontroller(bin, plane, args.workers)?;
+    until("Metacontroller to answer", PHASE, || answers(&idle)).await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let baseline = Baseline {
+        idle_rss: idle.memory().0,
+        json_size,
+    };
+    baseline.print_cached("Metacontroller: idle", None, idle.cpu(), &idle, 0.0);
+    idle.stop()?;
+
+    let controllers = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "metacontroller.k8s.io",
+                "v1alpha1",
+                "DecoratorController",
+            ),
+            "decoratorcontrollers",
+        ),
+    );
+    let process = OperatorProcess::metacontroller(bin, plane, args.workers)?;
+    until("Metacontroller to answer", PHASE, || answers(&process)).await?;
+    let mut counter = labelled(client, "metacontroller");
+    let (cpu, started) = (process.cpu(), Instant::now());
+    let name = "ten";
+    let decorator = json!({
+        "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": [{
+                "apiVersion": "v1", "resource": "pods",
+                "labelSelector": {"matchLabels": {"special": "yes"}}
+            }],
+            "hooks": {"sync": {"webhook": {"url": webhook.url("/sync")}}}
+        }
+    });
+    controllers
+        .patch(
+            name,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(decorator),
+        )
+        .await?;
+    counter
+        .reached(10, "10 Pods labelled by Metacontroller")
+        .await?;
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    baseline.print_cached(
+        "Metacontroller: a decorator selecting 10 Pods",
+        Some(took),
+        process.cpu() - cpu,
+        &process,
+        args.pods as f64,
+    );
+    controllers.delete(name, &Default::default()).await?;
+    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
+    process.stop()?;
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `metascript run` as a process of its own on the benchmark's plane, so its CPU and memory
-//! are its own: started with the arguments a benchmark gives, read through `/metrics` and
+//! `metascript run` (or Metacontroller, for a comparison) as a process of its own on the
+//! benchmark's plane, so its CPU and memory are its own: started with the arguments a benchmark gives, read through `/metrics` and
 //! `/proc`, killed when dropped.
 
 use super::{cpu_seconds, memory};
@@ -44,14 +44,45 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// `bin run` against `plane`, serving metrics on a free port, with `args` after those.
     pub fn start(bin: &Path, plane: &ControlPlane, args: &[String]) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new(bin)
-            .args(["run", "--kubeconfig"])
-            .arg(plane.kubeconfig_path())
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(args)
+        Self::spawn(bin, |command, metrics| {
+            command
+                .args(["run", "--kubeconfig"])
+                .arg(plane.kubeconfig_path())
+                .args(["--metrics-addr", metrics])
+                .args(args);
+        })
+    }
+
+    /// A Metacontroller binary (built by the user from its source) against `plane`, with
+    /// `workers` sync workers and the client rate the comparisons tune it to (qps 150, burst
+    /// 300), its probes and metrics on loopback.
+    pub fn metacontroller(
+        bin: &Path,
+        plane: &ControlPlane,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
+        let probes = free_port()?;
+        Self::spawn(bin, |command, metrics| {
+            command
+                .arg("--kubeconfig")
+                .arg(plane.kubeconfig_path())
+                .args(["--metrics-address", metrics])
+                .args([
+                    "--health-probe-bind-address",
+                    &format!("127.0.0.1:{probes}"),
+                ])
+                .args(["--pprof-address", "0", "--zap-log-level", "error"])
+                .args(["--workers", &workers.to_string()])
+                .args(["--client-go-qps", "150", "--client-go-burst", "300"]);
+        })
+    }
+
+    /// Runs `bin` with the arguments `arguments` adds, given the metrics address to serve.
+    fn spawn(bin: &Path, arguments: impl FnOnce(&mut Command, &str)) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let mut command = Command::new(bin);
+        arguments(&mut command, &format!("127.0.0.1:{port}"));
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -110,6 +141,12 @@ impl Drop for OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Polls `check` every 50 ms until it holds; fails after `timeout` naming `what`.

@@ -35,8 +35,17 @@ pub enum InstallCrdsError {
 /// until each is Established: the operator resolves its types through discovery at start, so a
 /// CRD that is stored but not yet served would make it fail.
 pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError> {
+    install_these_crds(client, crate::kinds::all_crds()).await
+}
+
+/// Applies `these` CRDs as [`install_crds`] does its own (a benchmark installs another
+/// system's beside them).
+pub async fn install_these_crds(
+    client: &kube::Client,
+    these: impl IntoIterator<Item = CustomResourceDefinition>,
+) -> Result<(), InstallCrdsError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crate::kinds::all_crds() {
+    for crd in these {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(
             &name,

@@ -13,7 +13,7 @@ mod webhook;
 pub use control_plane::{
     BIN_DIR_ENV, ControlPlane, ControlPlaneError, Flavor, default_bin_dir, kubectl,
 };
-pub use crds::{InstallCrdsError, install_crds};
+pub use crds::{InstallCrdsError, install_crds, install_these_crds};
 pub use webhook::{
     Call, HookServer, HookServerError, Reply, SERVICE_PER_POD_MARKER, service_per_pod,
 };
