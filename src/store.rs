@@ -24,6 +24,14 @@ pub trait ObjectStore {
             .find(|o| object::name(o) == name)
     }
 
+    /// Objects of a type as [`ObjectStore::list`] gives them, for a caller that reads no more
+    /// of each than its `apiVersion`, `kind` and `metadata` (labels, names, owners, versions):
+    /// a store that keeps objects as text decodes only those, a fraction of the cost of the
+    /// whole. Other stores hand over the whole objects.
+    fn heads(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
+        self.list(resource, namespace)
+    }
+
     /// Objects of a type without a controller (no owner reference with `controller: true`), in
     /// one namespace or in all: what a parent may adopt. Stores with an index override this.
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
@@ -44,7 +52,11 @@ pub trait ObjectStore {
 /// objects as JSON text hands over a list of every object of a type without holding them all
 /// decoded at once (about ten times their text each).
 #[derive(Debug, Default)]
-pub struct Listed(std::vec::IntoIter<Kept>);
+pub struct Listed {
+    kept: std::vec::IntoIter<Kept>,
+    /// Only the heads of objects kept as text are decoded ([`ObjectStore::heads`]).
+    heads: bool,
+}
 
 /// An object as a store keeps it.
 #[derive(Clone, Debug)]
@@ -67,15 +79,57 @@ impl Kept {
             ),
         }
     }
+
+    /// Its `apiVersion`, `kind` and `metadata` (an object decoded already is handed over
+    /// whole). From text the rest is passed over without being built.
+    pub fn head(self) -> Arc<Value> {
+        /// Fields not named here are skipped (serde passes over unknown fields).
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(rename = "apiVersion")]
+            api_version: Option<Value>,
+            kind: Option<Value>,
+            metadata: Option<Value>,
+        }
+        match self {
+            Kept::Decoded(value) => value,
+            Kept::Json(json) => {
+                let head: Head = serde_json::from_str(&json)
+                    .expect("JSON serialized from a Value within the depth limit reads back");
+                let fields = [
+                    ("apiVersion", head.api_version),
+                    ("kind", head.kind),
+                    ("metadata", head.metadata),
+                ];
+                Arc::new(Value::Object(
+                    fields
+                        .into_iter()
+                        .filter_map(|(field, value)| Some((field.to_owned(), value?)))
+                        .collect(),
+                ))
+            }
+        }
+    }
 }
 
 impl Listed {
     pub fn new(kept: Vec<Kept>) -> Listed {
-        Listed(kept.into_iter())
+        Listed {
+            kept: kept.into_iter(),
+            heads: false,
+        }
+    }
+
+    /// Objects of which the taker reads only the heads ([`Kept::head`]).
+    pub fn heads(kept: Vec<Kept>) -> Listed {
+        Listed {
+            kept: kept.into_iter(),
+            heads: true,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.len() == 0
+        self.kept.len() == 0
     }
 }
 
@@ -95,11 +149,16 @@ impl Iterator for Listed {
     type Item = Arc<Value>;
 
     fn next(&mut self) -> Option<Arc<Value>> {
-        self.0.next().map(Kept::decoded)
+        let kept = self.kept.next()?;
+        Some(if self.heads {
+            kept.head()
+        } else {
+            kept.decoded()
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        self.kept.size_hint()
     }
 }
 
@@ -138,5 +197,50 @@ impl ObjectStore for MemoryStore {
             .filter(|o| namespace.is_none() || resource.scope_of(o) == namespace)
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "n", "labels": {"app": "x"}, "resourceVersion": "7"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        })
+    }
+
+    #[test]
+    fn a_head_from_text_is_the_object_without_its_body() {
+        let text: Arc<str> = pod().to_string().into();
+        let head = Kept::Json(text).head();
+        let mut expected = pod();
+        let fields = expected.as_object_mut().unwrap();
+        fields.remove("spec");
+        fields.remove("status");
+        assert_eq!(*head, expected);
+    }
+
+    #[test]
+    fn a_head_of_a_decoded_object_is_the_whole_object() {
+        let decoded = Arc::new(pod());
+        assert!(Arc::ptr_eq(
+            &Kept::Decoded(decoded.clone()).head(),
+            &decoded
+        ));
+    }
+
+    #[test]
+    fn listed_heads_decode_only_heads() {
+        let kept = vec![Kept::Json(pod().to_string().into())];
+        let head = Listed::heads(kept.clone()).next().unwrap();
+        assert!(head.get("spec").is_none());
+        assert_eq!(head["metadata"]["labels"]["app"], "x");
+        let whole = Listed::new(kept).next().unwrap();
+        assert_eq!(*whole, pod());
     }
 }

@@ -43,7 +43,9 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
     /// What it holds whatever its objects are called.
     fn common(&self) -> &Common;
 
-    /// Whether an object matches the controller's rules, selectors included.
+    /// Whether an object matches the controller's rules, selectors included. Reads no more
+    /// of it than its `apiVersion`, `kind` and `metadata`: a sweep hands it only those
+    /// ([`crate::store::ObjectStore::heads`]).
     fn selects(&self, object: &Value) -> bool;
 
     /// The controller's name.

@@ -127,17 +127,24 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
     }
 
     /// Every object the controller has work for: selected ones and those holding its
-    /// finalizer.
+    /// finalizer. Whether it wants one reads only its head; an object is read whole only to
+    /// compare its fingerprint (the planner may read its spec: a parent's selector).
     fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
         let planner = &controller.planner;
         let mut skipped = 0;
         for resource in planner.object_types() {
-            for object in ObjectStore::list(&*context.informers, resource, None) {
-                if !planner.wants(&object) {
+            for head in ObjectStore::heads(&*context.informers, resource, None) {
+                if !planner.wants(&head) {
                     continue;
                 }
-                let key = ObjRef::of(resource, &object);
-                if sweep == Sweep::Changed && unchanged(context, controller, &key, &object) {
+                let key = ObjRef::of(resource, &head);
+                let fingerprinted = controller.outcomes.fingerprint(&key).is_some();
+                if sweep == Sweep::Changed
+                    && fingerprinted
+                    && context
+                        .get(&key)
+                        .is_some_and(|object| unchanged(context, controller, &key, &object))
+                {
                     skipped += 1;
                     continue;
                 }

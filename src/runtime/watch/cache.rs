@@ -782,6 +782,16 @@ impl ObjectStore for Informers {
         decoded(&store, kept)
     }
 
+    /// As `list`, decoding only the heads of objects not decoded already, and keeping none
+    /// of them as recently used.
+    fn heads(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
+        let Some(store) = self.store(resource) else {
+            return Listed::default();
+        };
+        let kept = store.read().list(resource.scope(namespace));
+        Listed::heads(kept)
+    }
+
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
         let Some(store) = self.store(resource) else {
             return Vec::new();
