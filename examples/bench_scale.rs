@@ -38,6 +38,7 @@ use common::process::{OperatorProcess, existing_bin, release_bin, replica_counts
 use common::{Counter, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
@@ -55,8 +56,8 @@ struct Args {
     replicas: Vec<usize>,
     workers: usize,
     bin: PathBuf,
-    /// Metacontroller's binary and CRD manifest, to run phases 1 and 2 on it too.
-    metacontroller: Option<(PathBuf, PathBuf)>,
+    /// Metacontroller's binary and CRDs, to run phases 1 and 2 on it too.
+    metacontroller: Option<(PathBuf, Vec<CustomResourceDefinition>)>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -98,13 +99,23 @@ fn parse_args() -> anyhow::Result<Args> {
     args.metacontroller = match (metacontroller, metacontroller_crds) {
         (None, None) => None,
         (Some(bin), Some(crds)) => {
-            let bin: PathBuf = bin;
+            let (bin, crds): (PathBuf, PathBuf) = (bin, crds);
             anyhow::ensure!(
                 bin.is_file(),
                 "--metacontroller {}: no such file",
                 bin.display()
             );
-            Some((bin, crds))
+            let read = || -> anyhow::Result<Vec<CustomResourceDefinition>> {
+                let text = std::fs::read_to_string(&crds)?;
+                metascript::yaml::parse_documents(&text)?
+                    .into_iter()
+                    .map(|document| Ok(serde_json::from_value(document)?))
+                    .collect()
+            };
+            let definitions = read().map_err(|error| {
+                anyhow::anyhow!("--metacontroller-crds {}: {error}", crds.display())
+            })?;
+            Some((bin, definitions))
         }
         _ => anyhow::bail!("--metacontroller and --metacontroller-crds go together"),
     };
@@ -201,7 +212,6 @@ async fn average_json_size(pods: &Api<Pod>) -> anyhow::Result<f64> {
     Ok(bytes as f64 / count.max(1) as f64)
 }
 
-/// The figures of one phase of one process.
 /// What each phase's row is measured against: the idle operator's RSS and the Pods' JSON size.
 struct Baseline {
     idle_rss: f64,
@@ -502,18 +512,11 @@ async fn metacontroller(
     client: &kube::Client,
     plane: &ControlPlane,
     bin: &std::path::Path,
-    crds: &std::path::Path,
+    crds: &[CustomResourceDefinition],
     args: &Args,
     json_size: f64,
 ) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(crds)
-        .map_err(|error| anyhow::anyhow!("--metacontroller-crds {}: {error}", crds.display()))?;
-    let documents = metascript::yaml::parse_documents(&text)?;
-    let definitions = documents
-        .into_iter()
-        .map(serde_json::from_value)
-        .collect::<Result<Vec<_>, _>>()?;
-    install_these_crds(client, definitions).await?;
+    install_these_crds(client, crds.to_vec()).await?;
     let webhook = HookServer::start_unrecorded(|_, _| {
         Reply::json(&json!({"labels": {"metacontroller": "yes"}}))
     })?;

@@ -1,6 +1,6 @@
 //! `metascript run` (or Metacontroller, for a comparison) as a process of its own on the
-//! benchmark's plane, so its CPU and memory are its own: started with the arguments a benchmark gives, read through `/metrics` and
-//! `/proc`, killed when dropped.
+//! benchmark's plane, so its CPU and memory are its own: started with the arguments a
+//! benchmark gives, read through `/metrics` and `/proc`, killed when dropped.
 
 use super::{cpu_seconds, memory};
 use metascript::testing::ControlPlane;

@@ -127,24 +127,23 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
     }
 
     /// Every object the controller has work for: selected ones and those holding its
-    /// finalizer. Whether it wants one reads only its head; an object is read whole only to
-    /// compare its fingerprint (the planner may read its spec: a parent's selector).
+    /// finalizer. A sweep of everything reads only each object's head (whether the controller
+    /// wants it); one of changes reads it whole, to compare its fingerprint (the planner may
+    /// read its spec: a parent's selector), one at a time as the list is taken.
     fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
         let planner = &controller.planner;
         let mut skipped = 0;
         for resource in planner.object_types() {
-            for head in ObjectStore::heads(&*context.informers, resource, None) {
-                if !planner.wants(&head) {
+            let objects = match sweep {
+                Sweep::Everything => ObjectStore::heads(&*context.informers, resource, None),
+                Sweep::Changed => ObjectStore::list(&*context.informers, resource, None),
+            };
+            for object in objects {
+                if !planner.wants(&object) {
                     continue;
                 }
-                let key = ObjRef::of(resource, &head);
-                let fingerprinted = controller.outcomes.fingerprint(&key).is_some();
-                if sweep == Sweep::Changed
-                    && fingerprinted
-                    && context
-                        .get(&key)
-                        .is_some_and(|object| unchanged(context, controller, &key, &object))
-                {
+                let key = ObjRef::of(resource, &object);
+                if sweep == Sweep::Changed && unchanged(context, controller, &key, &object) {
                     skipped += 1;
                     continue;
                 }
