@@ -385,8 +385,7 @@ async fn main() -> anyhow::Result<()> {
         &process,
     );
     // Deleting it releases its finalizer from the 10 Pods.
-    controllers.delete(name, &Default::default()).await?;
-    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
+    delete_and_wait(&controllers, name).await?;
     process.stop()?;
 
     if let Some((bin, crds)) = &args.metacontroller {
@@ -491,6 +490,12 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Deletes a controller and waits until it is gone (its finalizers released).
+async fn delete_and_wait(controllers: &Api<DynamicObject>, name: &str) -> anyhow::Result<()> {
+    controllers.delete(name, &Default::default()).await?;
+    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await
+}
+
 /// Polls an async check every 100 ms until it holds (at most a phase).
 async fn until_async<F, Fut>(check: F) -> anyhow::Result<()>
 where
@@ -578,8 +583,7 @@ async fn metacontroller(
         &process,
         args.pods as f64,
     );
-    controllers.delete(name, &Default::default()).await?;
-    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await?;
+    delete_and_wait(&controllers, name).await?;
     process.stop()?;
     Ok(())
 }

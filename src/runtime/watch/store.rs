@@ -648,7 +648,7 @@ impl Store {
     fn admit(
         &mut self,
         feed: FeedSlot,
-        incoming: Incoming,
+        mut incoming: Incoming,
         decoded: Option<Arc<Value>>,
         current: bool,
     ) -> Option<Change> {
@@ -656,7 +656,6 @@ impl Store {
             return None;
         }
         let bit = 1u64 << feed.bit;
-        let mut incoming = incoming;
         // Taken whole by a list that began before a change of what the view keeps, and no
         // item of it is this replica's now: only what identifies it.
         if !current

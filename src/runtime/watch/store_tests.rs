@@ -654,12 +654,17 @@ fn filled_in(store: &mut Store, objects: &[Arc<Value>]) -> Vec<Change> {
     changes
 }
 
-/// Replica a's store (of a and b) fed 30 selected objects at `version`: the store, its feed,
+/// 30 selected objects, `cm-00` to `cm-29`, at `version`.
+fn thirty(version: &str) -> Vec<Arc<Value>> {
+    (0..30)
+        .map(|i| team_map(&format!("cm-{i:02}"), version, "x"))
+        .collect()
+}
+
+/// Replica a's store (of a and b) fed [`thirty`] objects at `version`: the store, its feed,
 /// the objects, and the names it holds whole.
 fn a_of_two(version: &str) -> (Store, FeedSlot, Vec<Arc<Value>>, Vec<String>) {
-    let objects: Vec<Arc<Value>> = (0..30)
-        .map(|i| team_map(&format!("cm-{i:02}"), version, "x"))
-        .collect();
+    let objects = thirty(version);
     let (mut a, feed) = shared("a");
     for object in &objects {
         a.apply(feed, object.clone());
@@ -731,9 +736,7 @@ fn a_relist_taken_across_a_change_of_the_share_keeps_what_it_held_until_filled_i
     let (mut a, feed, objects, before) = a_of_two("1");
     // A re-list decides what to keep, then the members change before it is taken: a is alone.
     let kept_under = a.share().generation();
-    let edited: Vec<Arc<Value>> = (0..30)
-        .map(|i| team_map(&format!("cm-{i:02}"), "2", "x"))
-        .collect();
+    let edited = thirty("2");
     let listed: Vec<Incoming> = edited.iter().map(|object| a.incoming(object)).collect();
     let (config_maps, alone) = assignment(&["a"], "a");
     a.reshape(|share| share.assign(&config_maps, alone));
@@ -764,9 +767,7 @@ fn a_relist_taken_across_a_change_takes_nothing_that_moved_away() {
     let (config_maps, alone) = assignment(&["a"], "a");
     let (mut a, feed) = shared("a");
     a.reshape(|share| share.assign(&config_maps, alone));
-    let objects: Vec<Arc<Value>> = (0..30)
-        .map(|i| team_map(&format!("cm-{i:02}"), "1", "x"))
-        .collect();
+    let objects = thirty("1");
     for object in &objects {
         a.apply(feed, object.clone());
     }
