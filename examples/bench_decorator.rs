@@ -62,6 +62,7 @@
 mod common;
 
 use common::apiserver::ApiserverCounts;
+use common::stateful_sets::{CREATE_CONCURRENCY, create_stateful_sets};
 use common::{
     Counter, CpuClock, PHASE_TIMEOUT, create_namespace, idle_cpu, init_tracing, memory, per_item,
     ready, secs, settle,
@@ -87,8 +88,6 @@ const YARDSTICK_LABEL: &str = "bench.example/decorator";
 const NAMESPACE_LABEL: &str = "bench.metascript.dev/tier";
 const TIER_LABEL: &str = "bench.metascript.dev/namespace-tier";
 const DECORATOR_LABEL: &str = "metascript.dev/decorator";
-/// Requests the plain client keeps in flight when creating StatefulSets.
-const CREATE_CONCURRENCY: usize = 16;
 
 struct Args {
     targets: usize,
@@ -230,33 +229,6 @@ fn edited_script(language: &str, reads: bool, value: &str) -> anyhow::Result<Str
         ),
     };
     replace_once(&original, &from, &to)
-}
-
-/// A StatefulSet of one replica; a target of the example's controller only when `target` (the
-/// yardstick's are not, so the operator never acts on them).
-fn stateful_set(namespace: &str, name: &str, target: bool) -> StatefulSet {
-    let annotations = if target {
-        json!({
-            "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
-            "service-per-pod-ports": "80:8080"
-        })
-    } else {
-        json!({})
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": {
-            "replicas": 1,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "example.invalid/web"}]}
-            }
-        }
-    }))
-    .expect("a valid StatefulSet")
 }
 
 /// The example's own controller manifest (`scripts/service-per-pod/controller.<lang>.yaml`,
@@ -447,33 +419,6 @@ fn metric_sum(operator: &Operator, prefix: &str, label: &str) -> Option<i64> {
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
-/// Creates `n` StatefulSets `<prefix>-<i>`, a few requests in flight at a time.
-async fn create_stateful_sets(
-    client: &kube::Client,
-    namespace: &str,
-    prefix: &str,
-    n: usize,
-    targets: bool,
-) -> anyhow::Result<Duration> {
-    let api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    let started = Instant::now();
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                api.create(
-                    &PostParams::default(),
-                    &stateful_set(namespace, &format!("{prefix}-{i}"), targets),
-                )
-                .await
-            }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await?;
-    Ok(started.elapsed())
-}
-
 /// The yardstick: a plain client making exactly the writes the operator must make for the
 /// example, per target one Service applied (owned by its StatefulSet) and one patch of the
 /// StatefulSet setting the marker label and the finalizer, {CREATE_CONCURRENCY} targets in flight.
@@ -619,7 +564,7 @@ async fn main() -> anyhow::Result<()> {
     // N StatefulSets the controller does not select, on a plane as fresh as the operator's.
     let yardstick_namespace = "bench-yardstick";
     create_namespace(&client, yardstick_namespace).await?;
-    create_stateful_sets(&client, yardstick_namespace, "plain", n, false).await?;
+    create_stateful_sets(&client, yardstick_namespace, "plain", n, 1, false).await?;
     let cpu_before = cpu.now();
     let api_before = ApiserverCounts::scrape(&client).await?;
     // Timed like the operator: until the benchmark's metadata watches have seen every Service
@@ -680,7 +625,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. The plain client creates the targets.
     let cpu_before = cpu.now();
-    let created = create_stateful_sets(&client, namespace, "sts", n, true).await?;
+    let created = create_stateful_sets(&client, namespace, "sts", n, 1, true).await?;
     row(
         "plain client creates the StatefulSets",
         secs(created),
@@ -922,7 +867,7 @@ async fn main() -> anyhow::Result<()> {
         let mut live_marked = marker_counter(&client, live, "v2");
         let cpu_before = cpu.now();
         let started = Instant::now();
-        let created = create_stateful_sets(&client, live, "live", n, true).await?;
+        let created = create_stateful_sets(&client, live, "live", n, 1, true).await?;
         let done_services = live_services.reached(n, "the live Services").await?;
         let done_marked = live_marked.reached(n, "the live labels").await?;
         let done = done_services.max(done_marked) - started;

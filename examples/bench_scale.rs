@@ -34,11 +34,11 @@
 #[allow(dead_code)]
 mod common;
 
+use common::metacontroller::{Metacontroller, answers, decorator_controllers};
 use common::process::{OperatorProcess, existing_bin, release_bin, replica_counts, until};
 use common::{Counter, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
 };
@@ -57,7 +57,7 @@ struct Args {
     workers: usize,
     bin: PathBuf,
     /// Metacontroller's binary and CRDs, to run phases 1 and 2 on it too.
-    metacontroller: Option<(PathBuf, Vec<CustomResourceDefinition>)>,
+    metacontroller: Option<Metacontroller>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -96,29 +96,7 @@ fn parse_args() -> anyhow::Result<Args> {
     }
     anyhow::ensure!(args.pods >= 10, "--pods must be at least 10");
     args.bin = existing_bin(args.bin)?;
-    args.metacontroller = match (metacontroller, metacontroller_crds) {
-        (None, None) => None,
-        (Some(bin), Some(crds)) => {
-            let (bin, crds): (PathBuf, PathBuf) = (bin, crds);
-            anyhow::ensure!(
-                bin.is_file(),
-                "--metacontroller {}: no such file",
-                bin.display()
-            );
-            let read = || -> anyhow::Result<Vec<CustomResourceDefinition>> {
-                let text = std::fs::read_to_string(&crds)?;
-                metascript::yaml::parse_documents(&text)?
-                    .into_iter()
-                    .map(|document| Ok(serde_json::from_value(document)?))
-                    .collect()
-            };
-            let definitions = read().map_err(|error| {
-                anyhow::anyhow!("--metacontroller-crds {}: {error}", crds.display())
-            })?;
-            Some((bin, definitions))
-        }
-        _ => anyhow::bail!("--metacontroller and --metacontroller-crds go together"),
-    };
+    args.metacontroller = Metacontroller::from_args(metacontroller, metacontroller_crds)?;
     Ok(args)
 }
 
@@ -388,8 +366,8 @@ async fn main() -> anyhow::Result<()> {
     delete_and_wait(&controllers, name).await?;
     process.stop()?;
 
-    if let Some((bin, crds)) = &args.metacontroller {
-        metacontroller(&client, &plane, bin, crds, &args, json_size).await?;
+    if let Some(metacontroller) = &args.metacontroller {
+        beside_metacontroller(&client, &plane, metacontroller, &args, json_size).await?;
     }
 
     // 3. A decorator of every Pod, then a full resync.
@@ -513,11 +491,10 @@ where
 /// Phases 1 and 2 on Metacontroller: idle, then a DecoratorController of the 10 special Pods
 /// whose webhook labels them `metacontroller: yes`. Its informers cache every Pod whatever the
 /// selector, so the rows count every Pod as cached.
-async fn metacontroller(
+async fn beside_metacontroller(
     client: &kube::Client,
     plane: &ControlPlane,
-    bin: &std::path::Path,
-    crds: &[CustomResourceDefinition],
+    Metacontroller { bin, crds }: &Metacontroller,
     args: &Args,
     json_size: f64,
 ) -> anyhow::Result<()> {
@@ -525,7 +502,6 @@ async fn metacontroller(
     let webhook = HookServer::start_unrecorded(|_, _| {
         Reply::json(&json!({"labels": {"metacontroller": "yes"}}))
     })?;
-    let answers = |process: &OperatorProcess| process.metric("go_goroutines").is_some();
 
     let idle = OperatorProcess::metacontroller(bin, plane, args.workers)?;
     until("Metacontroller to answer", PHASE, || answers(&idle)).await?;
@@ -537,17 +513,7 @@ async fn metacontroller(
     baseline.print_cached("Metacontroller: idle", None, idle.cpu(), &idle, 0.0);
     idle.stop()?;
 
-    let controllers = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "metacontroller.k8s.io",
-                "v1alpha1",
-                "DecoratorController",
-            ),
-            "decoratorcontrollers",
-        ),
-    );
+    let controllers = decorator_controllers(client);
     let process = OperatorProcess::metacontroller(bin, plane, args.workers)?;
     until("Metacontroller to answer", PHASE, || answers(&process)).await?;
     let mut counter = labelled(client, "metacontroller");

@@ -41,6 +41,7 @@
 #[allow(dead_code)]
 mod common;
 
+use common::stateful_sets::create_stateful_sets;
 use common::{
     Counter, CpuClock, PHASE_TIMEOUT, create_namespace, idle_cpu, init_tracing, memory, per_item,
     secs, settle,
@@ -64,7 +65,7 @@ const DECORATOR_LABEL: &str = "metascript.dev/decorator";
 /// takes those for its own.
 const YARDSTICK_LABEL: &str = "bench.example/decorator";
 /// Requests the plain client keeps in flight.
-const CONCURRENCY: usize = 16;
+const CONCURRENCY: usize = common::stateful_sets::CREATE_CONCURRENCY;
 const TARGETS: &str = "bench";
 const YARDSTICK: &str = "bench-yardstick";
 
@@ -174,56 +175,6 @@ impl Example {
         }))
         .expect("a valid ConfigMap")
     }
-}
-
-/// A StatefulSet of `replicas` Pods; a target of the example's controller only when `target`.
-fn stateful_set(namespace: &str, name: &str, replicas: usize, target: bool) -> StatefulSet {
-    let annotations = if target {
-        json!({
-            "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
-            "service-per-pod-ports": "80:8080"
-        })
-    } else {
-        json!({})
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                // kwok runs no containers, so the image is never pulled.
-                "spec": {"containers": [{"name": "web", "image": "example.invalid/web", "ports": [{"containerPort": 8080}]}]}
-            }
-        }
-    }))
-    .expect("a valid StatefulSet")
-}
-
-/// Creates `n` StatefulSets `sts-<i>`, a few requests in flight at a time.
-async fn create_stateful_sets(
-    client: &kube::Client,
-    namespace: &str,
-    n: usize,
-    replicas: usize,
-    targets: bool,
-) -> anyhow::Result<()> {
-    let api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let sts = stateful_set(namespace, &format!("sts-{i}"), replicas, targets);
-                api.create(&PostParams::default(), &sts).await
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await?;
-    Ok(())
 }
 
 /// Merge-patches every StatefulSet `sts-<i>` of the namespace with `patch`.
@@ -445,8 +396,8 @@ async fn main() -> anyhow::Result<()> {
     let mut yardstick_pods = ready_pods(&client, YARDSTICK);
     let cpu_before = cpu.now();
     let started = Instant::now();
-    create_stateful_sets(&client, TARGETS, n, r, true).await?;
-    create_stateful_sets(&client, YARDSTICK, n, r, false).await?;
+    create_stateful_sets(&client, TARGETS, "sts", n, r, true).await?;
+    create_stateful_sets(&client, YARDSTICK, "sts", n, r, false).await?;
     let all_running = target_pods
         .reached(pods, "the targets' Ready Pods")
         .await?

@@ -69,6 +69,34 @@ impl ApiserverCounts {
         ApiserverCounts(counts)
     }
 
+    /// The write requests (create, update, patch, apply, delete) to `resources` since `before`,
+    /// answered or refused: what a controller sent them. Their subresources are not counted
+    /// (the controller-manager writes StatefulSets' status, not a controller).
+    #[allow(dead_code)] // Not every benchmark counts writes from here.
+    pub fn writes_since(&self, before: &ApiserverCounts, resources: &[&str]) -> f64 {
+        const WRITES: &[&str] = &[
+            "POST",
+            "PUT",
+            "PATCH",
+            "APPLY",
+            "DELETE",
+            "DELETECOLLECTION",
+        ];
+        self.0
+            .iter()
+            .filter(|(key, _)| {
+                let mut parts = key.splitn(3, ' ');
+                parts.next() == Some("requests")
+                    && parts.next().is_some_and(|verb| WRITES.contains(&verb))
+                    && parts
+                        .next()
+                        .is_some_and(|resource| resources.contains(&resource))
+            })
+            .map(|(key, now)| now - before.0.get(key).copied().unwrap_or(0.0))
+            .sum::<f64>()
+            + 0.0
+    }
+
     /// What happened since `before`, as a few lines: the request kinds and watched types that
     /// took the most apiserver time or bytes, largest first.
     pub fn since(&self, before: &ApiserverCounts) -> String {
@@ -175,5 +203,30 @@ apiserver_request_total{code="200",resource="",subresource="/readyz",verb="GET"}
             "{text}"
         );
         assert!(!text.contains("readyz"), "{text}");
+    }
+
+    #[test]
+    fn writes_are_the_write_verbs_to_the_resources_named_not_their_subresources() {
+        let before = ApiserverCounts::parse(
+            r#"apiserver_request_total{code="200",group="apps",resource="statefulsets",subresource="",verb="PATCH"} 10
+apiserver_request_total{code="201",resource="services",subresource="",verb="POST"} 1
+"#,
+        );
+        let after = ApiserverCounts::parse(
+            r#"apiserver_request_total{code="200",group="apps",resource="statefulsets",subresource="",verb="PATCH"} 30
+apiserver_request_total{code="409",group="apps",resource="statefulsets",subresource="",verb="PATCH"} 2
+apiserver_request_total{code="200",group="apps",resource="statefulsets",subresource="status",verb="PUT"} 7
+apiserver_request_total{code="200",group="apps",resource="statefulsets",subresource="",verb="GET"} 50
+apiserver_request_total{code="201",resource="services",subresource="",verb="POST"} 4
+apiserver_request_total{code="200",resource="services",subresource="",verb="APPLY"} 3
+apiserver_request_total{code="201",resource="endpointslices",subresource="",verb="POST"} 9
+"#,
+        );
+        assert_eq!(after.writes_since(&before, &["statefulsets"]), 22.0);
+        assert_eq!(after.writes_since(&before, &["services"]), 6.0);
+        assert_eq!(
+            after.writes_since(&before, &["statefulsets", "services"]),
+            28.0
+        );
     }
 }

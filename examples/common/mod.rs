@@ -3,9 +3,13 @@
 //! its work, and formatting.
 
 pub mod apiserver;
+#[allow(dead_code)]
+pub mod metacontroller;
 // Not every benchmark runs the operator as a process.
 #[allow(dead_code)]
 pub mod process;
+#[allow(dead_code)]
+pub mod stateful_sets;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
