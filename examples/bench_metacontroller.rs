@@ -29,6 +29,7 @@
 //!    carries the marker label. Reported: the time; the CPU seconds of the system's process, of
 //!    the webhook's and of the apiserver; the write requests to StatefulSets and Services
 //!    (create, update, patch, delete; the apiserver's own count); the system's CPU per target;
+//!    metascript's sync hook calls (its `syncs_total`);
 //! 3. steady state: the converged namespace left alone for `--steady-seconds`: the system's CPU
 //!    over that time, per minute, and its peak RSS over the run;
 //! 4. teardown: the namespace is deleted while the system runs, so every StatefulSet's finalize
@@ -257,6 +258,8 @@ struct Row {
     webhook_cpu: f64,
     apiserver_cpu: f64,
     writes: f64,
+    /// The hook calls of the converge (metascript's own count; Metacontroller keeps none).
+    syncs: Option<f64>,
     steady_cpu_per_minute: f64,
     peak_rss: f64,
     teardown: Duration,
@@ -382,6 +385,8 @@ impl Bench {
         let writes = ApiserverCounts::scrape(&self.client)
             .await?
             .writes_since(&counts, &["statefulsets", "services"]);
+        let syncs = (system != System::Metacontroller)
+            .then(|| process.controller_metric("syncs_total", &name));
 
         let before = process.cpu() + self.webhook_cpu();
         tokio::time::sleep(self.args.steady).await;
@@ -408,6 +413,7 @@ impl Bench {
             webhook_cpu,
             apiserver_cpu,
             writes,
+            syncs,
             steady_cpu_per_minute,
             peak_rss,
             teardown,
@@ -441,7 +447,7 @@ where
 
 fn print_row(run: usize, row: &Row, targets: usize) {
     println!(
-        "| {run} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.1} | {:.0} | {} | {:.2} |",
+        "| {run} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.1} | {:.0} | {} | {:.2} |",
         row.system.name(),
         secs(row.converge),
         row.cpu,
@@ -449,6 +455,8 @@ fn print_row(run: usize, row: &Row, targets: usize) {
         row.per_target(targets),
         row.apiserver_cpu,
         row.writes,
+        row.syncs
+            .map_or("–".to_string(), |syncs| format!("{syncs:.0}")),
         row.steady_cpu_per_minute,
         row.peak_rss,
         secs(row.teardown),
@@ -539,9 +547,9 @@ async fn bench() -> anyhow::Result<()> {
     );
     println!(
         "| run | system | converge | system CPU s | webhook CPU s | CPU ms/target | apiserver CPU s | \
-         writes | steady CPU s/min | peak RSS MiB | teardown | teardown CPU s |"
+         writes | syncs | steady CPU s/min | peak RSS MiB | teardown | teardown CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let targets = args.targets;
     let bench = Bench {
         args,
