@@ -519,13 +519,7 @@ async fn main() -> anyhow::Result<()> {
             operator.queued()
         )
     };
-    let controllers = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "CompositeController"),
-            "compositecontrollers",
-        ),
-    );
+    let controllers = common::controllers(&client, "metascript.dev", "CompositeController");
     controllers
         .patch(
             CONTROLLER,

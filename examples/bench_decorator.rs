@@ -643,11 +643,7 @@ async fn main() -> anyhow::Result<()> {
     let operator_config = plane.config().await?;
     // The controller first, so start-up (operator start until every controller is loaded and
     // its types' caches are filled) and sync (from then until converged) are timed apart.
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-        "decoratorcontrollers",
-    );
-    let controllers: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let controllers = common::controllers(&client, "metascript.dev", "DecoratorController");
     controllers
         .patch(
             &example.name,

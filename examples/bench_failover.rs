@@ -70,13 +70,7 @@ async fn main() -> anyhow::Result<()> {
     create_namespace(&client, NAMESPACE).await?;
     let apply = PatchParams::apply("bench").force();
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
-    let controllers = Api::<kube::api::DynamicObject>::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-            "decoratorcontrollers",
-        ),
-    );
+    let controllers = common::controllers(&client, "metascript.dev", "DecoratorController");
     controllers
         .patch(CONTROLLER, &apply, &Patch::Apply(json!({
             "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",

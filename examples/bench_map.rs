@@ -527,13 +527,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     println!("operator started in {}", secs(started.elapsed()));
     let status = || operator_status(&operator);
-    let controllers = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "MapController"),
-            "mapcontrollers",
-        ),
-    );
+    let controllers = common::controllers(&client, "metascript.dev", "MapController");
     let started = Instant::now();
     let converge_cpu = cpu.now();
     let converge_api = ApiserverCounts::scrape(&client).await?;

@@ -31,7 +31,7 @@
 //!    (create, update, patch, delete; the apiserver's own count); the system's CPU per target;
 //!    metascript's sync hook calls (its `syncs_total`);
 //! 3. steady state: the converged namespace left alone for `--steady-seconds`: the system's CPU
-//!    over that time, per minute, and its peak RSS over the run;
+//!    over that time, per minute, and its peak RSS over converge and steady state;
 //! 4. teardown: the namespace is deleted while the system runs, so every StatefulSet's finalize
 //!    hook releases it: until the namespace is gone.
 //!
@@ -47,7 +47,10 @@ use common::apiserver::ApiserverCounts;
 use common::metacontroller::{self, Metacontroller};
 use common::process::{OperatorProcess, existing_bin, release_bin, until};
 use common::stateful_sets::create_stateful_sets;
-use common::{Counter, CpuClock, PHASE_TIMEOUT, cpu_seconds, create_namespace, init_tracing, secs};
+use common::{
+    Counter, CpuClock, PHASE_TIMEOUT, cpu_seconds, create_namespace, delete_and_wait, init_tracing,
+    secs,
+};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::ResourceExt as _;
@@ -187,12 +190,18 @@ fn controller(api_version: &str, hooks: Value) -> anyhow::Result<Value> {
     Ok(controller)
 }
 
+#[derive(Clone, Copy)]
+enum ScriptLanguage {
+    Rhai,
+    Lua,
+}
+
 /// The example's sync script, inline, as both the sync and the finalize hook (as the example's
 /// manifests name it from a ConfigMap for both).
-fn script_hooks(language: &str) -> Value {
-    let code = match language {
-        "rhai" => include_str!("../scripts/service-per-pod/sync.rhai"),
-        _ => include_str!("../scripts/service-per-pod/sync.lua"),
+fn script_hooks(language: ScriptLanguage) -> Value {
+    let (language, code) = match language {
+        ScriptLanguage::Rhai => ("rhai", include_str!("../scripts/service-per-pod/sync.rhai")),
+        ScriptLanguage::Lua => ("lua", include_str!("../scripts/service-per-pod/sync.lua")),
     };
     let hook = json!({"script": {"language": language, "inline": code}});
     json!({"sync": hook, "finalize": hook})
@@ -207,21 +216,26 @@ struct WebhookProcess {
 
 impl WebhookProcess {
     fn start() -> anyhow::Result<WebhookProcess> {
-        let mut child = Command::new(std::env::current_exe()?)
+        let child = Command::new(std::env::current_exe()?)
             .arg(SERVE_WEBHOOK)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("piped");
-        std::io::BufReader::new(stdout).read_line(&mut line)?;
-        let url = line.trim().to_string();
+        // Held from here, so a failure below kills it on drop.
+        let mut webhook = WebhookProcess {
+            child,
+            url: String::new(),
+        };
+        let stdout = webhook.child.stdout.take().expect("piped");
+        std::io::BufReader::new(stdout).read_line(&mut webhook.url)?;
+        webhook.url = webhook.url.trim().to_string();
         anyhow::ensure!(
-            url.starts_with("http://"),
-            "the webhook process did not say where it listens (it said {url:?})"
+            webhook.url.starts_with("http://"),
+            "the webhook process did not say where it listens (it said {:?})",
+            webhook.url
         );
-        Ok(WebhookProcess { child, url })
+        Ok(webhook)
     }
 
     fn cpu(&self) -> f64 {
@@ -296,13 +310,13 @@ impl Bench {
                     flags.extend(["--workers".to_string(), workers.to_string()]);
                 }
                 let language = if system == System::Rhai {
-                    "rhai"
+                    ScriptLanguage::Rhai
                 } else {
-                    "lua"
+                    ScriptLanguage::Lua
                 };
                 (
                     OperatorProcess::start(&self.args.bin, &self.plane, &flags)?,
-                    metascript_controllers(&self.client),
+                    common::controllers(&self.client, "metascript.dev", "DecoratorController"),
                     controller("metascript.dev/v1alpha1", script_hooks(language))?,
                 )
             }
@@ -322,7 +336,11 @@ impl Bench {
                         &self.plane,
                         self.args.metacontroller_workers,
                     )?,
-                    metacontroller::decorator_controllers(&self.client),
+                    common::controllers(
+                        &self.client,
+                        "metacontroller.k8s.io",
+                        "DecoratorController",
+                    ),
                     controller("metacontroller.k8s.io/v1alpha1", hooks)?,
                 )
             }
@@ -420,29 +438,6 @@ impl Bench {
             teardown_cpu,
         })
     }
-}
-
-fn metascript_controllers(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-            "decoratorcontrollers",
-        ),
-    )
-}
-
-/// Deletes an object and waits, by watch, until it is gone.
-async fn delete_and_wait<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync,
-    K: 'static,
-{
-    let wanted = name.to_string();
-    let mut present = Counter::start(api.clone(), move |object: &K| object.name_any() == wanted);
-    api.delete(name, &Default::default()).await?;
-    present.fell_to(0, &format!("{name} to be gone")).await?;
-    Ok(())
 }
 
 fn print_row(run: usize, row: &Row, targets: usize) {

@@ -34,14 +34,12 @@
 #[allow(dead_code)]
 mod common;
 
-use common::metacontroller::{Metacontroller, answers, decorator_controllers};
+use common::metacontroller::{self, Metacontroller};
 use common::process::{OperatorProcess, existing_bin, release_bin, replica_counts, until};
-use common::{Counter, create_namespace, init_tracing, secs};
+use common::{Counter, create_namespace, delete_and_wait, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{
-    Api, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use metascript::testing::{ControlPlane, HookServer, Reply, install_crds, install_these_crds};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -275,13 +273,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|---|");
 
-    let controllers = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-            "decoratorcontrollers",
-        ),
-    );
+    let controllers = common::controllers(&client, "metascript.dev", "DecoratorController");
     let apply = PatchParams::apply("bench").force();
     let start = |group: &str, extra: &[&str]| {
         let mut flags: Vec<String> = [
@@ -468,26 +460,6 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deletes a controller and waits until it is gone (its finalizers released).
-async fn delete_and_wait(controllers: &Api<DynamicObject>, name: &str) -> anyhow::Result<()> {
-    controllers.delete(name, &Default::default()).await?;
-    until_async(|| async { controllers.get_opt(name).await.ok().flatten().is_none() }).await
-}
-
-/// Polls an async check every 100 ms until it holds (at most a phase).
-async fn until_async<F, Fut>(check: F) -> anyhow::Result<()>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + PHASE;
-    while !check().await {
-        anyhow::ensure!(Instant::now() < deadline, "timed out");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
-}
-
 /// Phases 1 and 2 on Metacontroller: idle, then a DecoratorController of the 10 special Pods
 /// whose webhook labels them `metacontroller: yes`. Its informers cache every Pod whatever the
 /// selector, so the rows count every Pod as cached.
@@ -504,7 +476,10 @@ async fn beside_metacontroller(
     })?;
 
     let idle = OperatorProcess::metacontroller(bin, plane, args.workers)?;
-    until("Metacontroller to answer", PHASE, || answers(&idle)).await?;
+    until("Metacontroller to answer", PHASE, || {
+        metacontroller::answers(&idle)
+    })
+    .await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let baseline = Baseline {
         idle_rss: idle.memory().0,
@@ -513,9 +488,12 @@ async fn beside_metacontroller(
     baseline.print_cached("Metacontroller: idle", None, idle.cpu(), &idle, 0.0);
     idle.stop()?;
 
-    let controllers = decorator_controllers(client);
+    let controllers = common::controllers(client, "metacontroller.k8s.io", "DecoratorController");
     let process = OperatorProcess::metacontroller(bin, plane, args.workers)?;
-    until("Metacontroller to answer", PHASE, || answers(&process)).await?;
+    until("Metacontroller to answer", PHASE, || {
+        metacontroller::answers(&process)
+    })
+    .await?;
     let mut counter = labelled(client, "metacontroller");
     let (cpu, started) = (process.cpu(), Instant::now());
     let name = "ten";

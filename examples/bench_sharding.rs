@@ -38,7 +38,7 @@ use common::process::{
 use common::{Counter, cpu_seconds, create_namespace, init_tracing, secs};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use metascript::testing::{ControlPlane, install_crds};
 use serde_json::json;
 use std::path::PathBuf;
@@ -251,13 +251,7 @@ async fn main() -> anyhow::Result<()> {
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
-    let controllers = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-            "decoratorcontrollers",
-        ),
-    );
+    let controllers = common::controllers(&client, "metascript.dev", "DecoratorController");
     let n = args.targets;
     println!(
         "{n} ConfigMaps, lease {} s, {} workers per replica, load average {}",

@@ -52,8 +52,8 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
 use kube::{Resource as _, ResourceExt as _};
 use metascript::runtime::{Operator, OperatorConfig};
 use metascript::testing::{ControlPlane, Flavor, install_crds};
@@ -458,11 +458,7 @@ async fn main() -> anyhow::Result<()> {
         &metascript::kinds::runtime(),
     )
     .await?;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("metascript.dev", "v1alpha1", "DecoratorController"),
-        "decoratorcontrollers",
-    );
-    Api::<DynamicObject>::all_with(client.clone(), &resource)
+    common::controllers(&client, "metascript.dev", "DecoratorController")
         .patch(
             &example.name,
             &PatchParams::apply("bench").force(),

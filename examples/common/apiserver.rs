@@ -94,6 +94,7 @@ impl ApiserverCounts {
             })
             .map(|(key, now)| now - before.0.get(key).copied().unwrap_or(0.0))
             .sum::<f64>()
+            // An empty float sum is -0.0, printed "-0".
             + 0.0
     }
 

@@ -1,12 +1,11 @@
 //! What the benchmarks that run Metacontroller beside metascript share: its binary and CRDs
-//! from the command line, its DecoratorControllers, and when it answers. Nothing of
+//! from the command line, and when it answers. Nothing of
 //! Metacontroller is in this repository: the user builds its `metacontroller` command from its
 //! own source tree and gives the binary and that tree's CRD manifest by path
 //! (docs/performance.md, "Beside Metacontroller").
 
 use super::process::OperatorProcess;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use std::path::PathBuf;
 
 /// Metacontroller's binary and the CRDs it needs installed.
@@ -44,17 +43,6 @@ impl Metacontroller {
         })?;
         Ok(Some(Metacontroller { bin, crds }))
     }
-}
-
-/// Metacontroller's DecoratorControllers.
-pub fn decorator_controllers(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("metacontroller.k8s.io", "v1alpha1", "DecoratorController"),
-            "decoratorcontrollers",
-        ),
-    )
 }
 
 /// Whether a Metacontroller process serves its metrics yet (it has no readiness of its own

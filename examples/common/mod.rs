@@ -3,17 +3,19 @@
 //! its work, and formatting.
 
 pub mod apiserver;
+// Only the comparisons run Metacontroller.
 #[allow(dead_code)]
 pub mod metacontroller;
 // Not every benchmark runs the operator as a process.
 #[allow(dead_code)]
 pub mod process;
+// Only the service-per-pod benchmarks create StatefulSets.
 #[allow(dead_code)]
 pub mod stateful_sets;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt as _};
 use metascript::runtime::Operator;
@@ -54,6 +56,32 @@ pub fn init_tracing() {
         )
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// The controllers of one kind of an API group at v1alpha1: `metascript.dev`'s, or
+/// Metacontroller's `metacontroller.k8s.io` for the comparisons.
+pub fn controllers(client: &kube::Client, group: &str, kind: &str) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, "v1alpha1", kind),
+            &plural,
+        ),
+    )
+}
+
+/// Deletes an object and waits, by watch, until it is gone (its finalizers released).
+#[allow(dead_code)] // Not every benchmark deletes what it made.
+pub async fn delete_and_wait<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let wanted = name.to_string();
+    let mut present = Counter::start(api.clone(), move |object: &K| object.name_any() == wanted);
+    api.delete(name, &Default::default()).await?;
+    present.fell_to(0, &format!("{name} to be gone")).await?;
+    Ok(())
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
