@@ -146,7 +146,15 @@ impl From<SyncError> for Problem {
 
 impl From<ApplyError> for Problem {
     fn from(error: ApplyError) -> Self {
-        Problem::new(error.reason(), error)
+        let cause = if error.is_namespace_terminating() {
+            Cause::NamespaceTerminating
+        } else {
+            Cause::Reported
+        };
+        Problem {
+            cause,
+            ..Problem::new(error.reason(), error)
+        }
     }
 }
 

@@ -138,10 +138,21 @@ impl<K: Kind> Registry<K> {
                     let throttled = context.queue.throttle(&controller.id);
                     tracing::warn!(controller = %controller.id, throttled_seconds = throttled.as_secs(), "a hook ran out of time; the controller gets one worker while others wait");
                 }
-                tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
                 controller.outcomes.failed(failed);
-                let related = Some(&controller.reference);
+                // A namespace being deleted refuses every create in it until it is gone:
+                // nobody needs to act, and no Event could be published in it anyway. The
+                // condition and the metric say it; the log only when asked.
+                let expected = failure.is_namespace_terminating();
+                if expected {
+                    tracing::debug!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), error = %message, "a write went to a namespace being deleted");
+                } else {
+                    tracing::warn!(controller = %controller.id, work = %key.work, retry_in_seconds = delay.as_secs_f64(), reason, error = %message, "sync failed");
+                }
                 synced::failed(context, &controller, &about, reason, message).await;
+                if expected {
+                    return;
+                }
+                let related = Some(&controller.reference);
                 let (reason, message) = controller.event_reasons.sync_failure(reason, message);
                 context
                     .warn(

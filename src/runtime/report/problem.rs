@@ -22,6 +22,10 @@ pub enum Cause {
     Reported,
     /// A hook ran out of time: its controller's flow of work is throttled.
     TimedOut,
+    /// A write went to a namespace being deleted ([`crate::runtime::write::apply::ApplyError`]): retried
+    /// with backoff like any failure, but said in the log and the controller's metrics only, as
+    /// no Event can be published there and nobody needs to act.
+    NamespaceTerminating,
     /// The controller's account may not make a read (or it could not be checked): an RBAC
     /// change may heal it. The read, when one is known (a load checks several and keeps none,
     /// so any RBAC change retries it).
@@ -54,6 +58,11 @@ impl Problem {
             Cause::RefusedRead(read) => read.as_deref(),
             _ => None,
         }
+    }
+
+    /// Whether the write it failed on went to a namespace being deleted.
+    pub fn is_namespace_terminating(&self) -> bool {
+        self.cause == Cause::NamespaceTerminating
     }
 
     /// Whether a hook ran out of time.

@@ -47,11 +47,13 @@ pub(crate) enum ApplyError {
 }
 
 impl ApplyError {
-    /// A short PascalCase reason for Events and metrics: `Forbidden` when RBAC refused the
-    /// write (the API's message names the verb, the resource and the identity), `HandedOver`
-    /// when this replica may no longer write it, else `ApplyFailed`.
+    /// A short PascalCase reason for Events and metrics: `NamespaceTerminating` when the
+    /// write's namespace is being deleted, `Forbidden` when RBAC refused the write (the API's
+    /// message names the verb, the resource and the identity), `HandedOver` when this replica
+    /// may no longer write it, else `ApplyFailed`.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
+            _ if self.is_namespace_terminating() => reasons::NAMESPACE_TERMINATING,
             ApplyError::Api {
                 source: kube::Error::Api(status),
                 ..
@@ -59,6 +61,24 @@ impl ApplyError {
             ApplyError::NotWriter { .. } => reasons::HANDED_OVER,
             _ => reasons::APPLY_FAILED,
         }
+    }
+
+    /// Whether the API server refused to create an object because its namespace is being
+    /// deleted (a 403 whose cause says so): not RBAC, and nothing the controller can mend.
+    /// The namespace's deletion takes the object's owner along, or, for an owner outside it
+    /// (a cluster-scoped parent), a retry after the namespace is gone makes the object again.
+    pub(crate) fn is_namespace_terminating(&self) -> bool {
+        matches!(
+            self,
+            ApplyError::Api { source: kube::Error::Api(status), .. }
+                if status.code == 403
+                    && status.details.as_ref().is_some_and(|details| {
+                        details
+                            .causes
+                            .iter()
+                            .any(|cause| cause.reason == "NamespaceTerminating")
+                    })
+        )
     }
 }
 
@@ -541,6 +561,48 @@ mod tests {
                     .boxed(),
             ),
         })
+    }
+
+    /// A create refused in a namespace being deleted, as the API server answers it.
+    fn refused_in_terminating_namespace() -> ApplyError {
+        let mut status = kube::core::Status::failure(
+            "services \"web-0\" is forbidden: unable to create new content in namespace shop \
+             because it is being terminated",
+            "Forbidden",
+        )
+        .with_code(403);
+        status.details = Some(kube::core::response::StatusDetails {
+            name: "web-0".into(),
+            group: String::new(),
+            kind: "services".into(),
+            uid: String::new(),
+            causes: vec![kube::core::response::StatusCause {
+                reason: "NamespaceTerminating".into(),
+                message: "namespace shop is being terminated".into(),
+                field: "metadata.namespace".into(),
+            }],
+            retry_after_seconds: 0,
+        });
+        ApplyError::Api {
+            action: "apply",
+            object: "Service.v1 shop/web-0".into(),
+            source: kube::Error::Api(status.boxed()),
+        }
+    }
+
+    #[test]
+    fn a_create_in_a_namespace_being_deleted_is_told_from_an_rbac_refusal() {
+        let terminating = refused_in_terminating_namespace();
+        assert!(terminating.is_namespace_terminating());
+        assert_eq!(terminating.reason(), reasons::NAMESPACE_TERMINATING);
+        let problem = crate::runtime::report::problem::Problem::from(terminating);
+        assert!(problem.is_namespace_terminating());
+        assert_eq!(problem.reason, reasons::NAMESPACE_TERMINATING);
+
+        let rbac = refused(403).unwrap_err();
+        assert!(!rbac.is_namespace_terminating());
+        assert_eq!(rbac.reason(), reasons::FORBIDDEN);
+        assert!(!crate::runtime::report::problem::Problem::from(rbac).is_namespace_terminating());
     }
 
     #[test]
