@@ -68,6 +68,47 @@ use std::time::{Duration, Instant};
 /// The argument that makes this binary the webhook's process instead of the benchmark.
 const SERVE_WEBHOOK: &str = "--serve-webhook";
 
+/// The benchmark's flags; the file's documentation says what each run measures.
+#[derive(clap::Parser)]
+#[command(
+    name = "bench_metacontroller",
+    about = "metascript (Rhai, Lua) beside Metacontroller on the service-per-pod example, \
+             interleaved on one local plane (examples/bench_metacontroller.rs)"
+)]
+struct Flags {
+    /// StatefulSets per run.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    targets: u32,
+    /// Rounds; each runs every system once, the next one in the opposite order.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// The metascript binary [default: target/release/metascript].
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// metascript's workers [default: its own].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// A Metacontroller binary, built from its source.
+    #[arg(long, requires = "metacontroller_crds")]
+    metacontroller: Option<PathBuf>,
+    /// That source tree's CRD manifest (manifests/production/metacontroller-crds-v1.yaml).
+    #[arg(long, requires = "metacontroller")]
+    metacontroller_crds: Option<PathBuf>,
+    /// Metacontroller's workers.
+    #[arg(long, default_value_t = 50)]
+    metacontroller_workers: usize,
+    /// How long each converged system is left alone, in seconds.
+    #[arg(long, default_value_t = 30)]
+    steady_seconds: u64,
+    /// What runs, in a round's order [default: rhai,lua, and metacontroller when given].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    systems: Vec<System>,
+    /// Serve the webhook instead: the benchmark starts its webhook process so.
+    #[arg(long, hide = true)]
+    serve_webhook: bool,
+}
+
+/// What the runs use, from the flags.
 struct Args {
     targets: usize,
     rounds: usize,
@@ -80,79 +121,36 @@ struct Args {
     systems: Vec<System>,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args {
-        targets: 1000,
-        rounds: 2,
-        bin: release_bin(),
-        workers: None,
-        metacontroller: None,
-        metacontroller_workers: 50,
-        steady: Duration::from_secs(30),
-        systems: Vec::new(),
-    };
-    let mut systems = None;
-    let (mut metacontroller, mut metacontroller_crds) = (None, None);
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+impl Args {
+    fn of(flags: Flags) -> anyhow::Result<Args> {
+        let metacontroller =
+            Metacontroller::from_args(flags.metacontroller, flags.metacontroller_crds)?;
+        let systems = match flags.systems {
+            given if !given.is_empty() => given,
+            _ if metacontroller.is_some() => {
+                vec![System::Rhai, System::Lua, System::Metacontroller]
+            }
+            _ => vec![System::Rhai, System::Lua],
         };
-        match arg.as_str() {
-            "--targets" => args.targets = value("--targets")?.parse()?,
-            "--rounds" => args.rounds = value("--rounds")?.parse()?,
-            "--bin" => args.bin = value("--bin")?.into(),
-            "--workers" => args.workers = Some(value("--workers")?.parse()?),
-            "--metacontroller" => metacontroller = Some(value("--metacontroller")?.into()),
-            "--metacontroller-crds" => {
-                metacontroller_crds = Some(value("--metacontroller-crds")?.into())
-            }
-            "--metacontroller-workers" => {
-                args.metacontroller_workers = value("--metacontroller-workers")?.parse()?
-            }
-            "--systems" => systems = Some(value("--systems")?),
-            "--steady-seconds" => {
-                args.steady = Duration::from_secs(value("--steady-seconds")?.parse()?)
-            }
-            "-h" | "--help" => {
-                println!(
-                    "usage: bench_metacontroller [--targets N] [--rounds N] [--bin PATH] [--workers N] \
-                     [--metacontroller BIN --metacontroller-crds FILE] [--metacontroller-workers N] \
-                     [--steady-seconds S] [--systems rhai,lua,metacontroller]"
-                );
-                std::process::exit(0);
-            }
-            other => anyhow::bail!("unknown argument {other} (try --help)"),
-        }
+        anyhow::ensure!(
+            metacontroller.is_some() || !systems.contains(&System::Metacontroller),
+            "--systems names metacontroller: give --metacontroller BIN --metacontroller-crds FILE"
+        );
+        Ok(Args {
+            targets: flags.targets as usize,
+            rounds: flags.rounds as usize,
+            bin: existing_bin(flags.bin.unwrap_or_else(release_bin))?,
+            workers: flags.workers,
+            metacontroller,
+            metacontroller_workers: flags.metacontroller_workers,
+            steady: Duration::from_secs(flags.steady_seconds),
+            systems,
+        })
     }
-    anyhow::ensure!(args.targets > 0, "--targets must be at least 1");
-    anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
-    args.bin = existing_bin(args.bin)?;
-    args.metacontroller = Metacontroller::from_args(metacontroller, metacontroller_crds)?;
-    args.systems = match systems {
-        Some(list) => list
-            .split(',')
-            .map(System::parse)
-            .collect::<anyhow::Result<_>>()?,
-        None if args.metacontroller.is_some() => {
-            vec![System::Rhai, System::Lua, System::Metacontroller]
-        }
-        None => vec![System::Rhai, System::Lua],
-    };
-    anyhow::ensure!(
-        !args.systems.is_empty(),
-        "--systems names none of rhai, lua, metacontroller"
-    );
-    anyhow::ensure!(
-        args.metacontroller.is_some() || !args.systems.contains(&System::Metacontroller),
-        "--systems names metacontroller: give --metacontroller BIN --metacontroller-crds FILE"
-    );
-    Ok(args)
 }
 
 /// What converges the targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum System {
     Rhai,
     Lua,
@@ -160,15 +158,6 @@ enum System {
 }
 
 impl System {
-    fn parse(name: &str) -> anyhow::Result<System> {
-        match name.trim() {
-            "rhai" => Ok(System::Rhai),
-            "lua" => Ok(System::Lua),
-            "metacontroller" => Ok(System::Metacontroller),
-            other => anyhow::bail!("--systems: {other:?} is none of rhai, lua, metacontroller"),
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             System::Rhai => "metascript, Rhai",
@@ -516,9 +505,9 @@ fn print_summary(rows: &[Row], targets: usize) {
     }
 }
 
-async fn bench() -> anyhow::Result<()> {
+async fn bench(flags: Flags) -> anyhow::Result<()> {
     init_tracing();
-    let args = parse_args()?;
+    let args = Args::of(flags)?;
     let plane = ControlPlane::start().await?;
     let client = plane.client().await?;
     install_crds(&client).await?;
@@ -571,8 +560,9 @@ async fn bench() -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    if std::env::args().nth(1).as_deref() == Some(SERVE_WEBHOOK) {
+    let flags = <Flags as clap::Parser>::parse();
+    if flags.serve_webhook {
         return serve_webhook();
     }
-    tokio::runtime::Runtime::new()?.block_on(bench())
+    tokio::runtime::Runtime::new()?.block_on(bench(flags))
 }
