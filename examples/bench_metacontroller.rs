@@ -31,7 +31,7 @@
 //!    (create, update, patch, delete; the apiserver's own count); the system's CPU per target;
 //!    metascript's sync hook calls (its `syncs_total`);
 //! 3. steady state: the converged namespace left alone for `--steady-seconds`: the system's CPU
-//!    over that time, per minute, and its peak RSS over converge and steady state;
+//!    (with its webhook's) over that time, per minute, and its peak RSS over converge and steady state;
 //! 4. teardown: the namespace is deleted while the system runs, so every StatefulSet's finalize
 //!    hook releases it: until the namespace is gone.
 //!

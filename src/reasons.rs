@@ -55,7 +55,7 @@ pub(crate) const FORBIDDEN: &str = "Forbidden";
 /// A write failed otherwise.
 pub(crate) const APPLY_FAILED: &str = "ApplyFailed";
 /// A create was refused because its namespace is being deleted: retried with backoff, without
-/// a Warning Event (none can be published in that namespace either).
+/// a Warning Event (nobody needs to act, and none could be published in that namespace).
 pub(crate) const NAMESPACE_TERMINATING: &str = "NamespaceTerminating";
 /// A write was not sent: this replica stopped being the one that may write the object while its
 /// sync ran (sharded, the object moved to another replica, or this replica's lease lapsed; or

@@ -22,9 +22,9 @@ pub enum Cause {
     Reported,
     /// A hook ran out of time: its controller's flow of work is throttled.
     TimedOut,
-    /// A write went to a namespace being deleted ([`crate::runtime::write::apply::ApplyError`]): retried
-    /// with backoff like any failure, but said in the log and the controller's metrics only, as
-    /// no Event can be published there and nobody needs to act.
+    /// A create went to a namespace being deleted: retried with backoff like any failure, but
+    /// said in the object's condition and the controller's metrics only (the log at debug),
+    /// as nobody needs to act.
     NamespaceTerminating,
     /// The controller's account may not make a read (or it could not be checked): an RBAC
     /// change may heal it. The read, when one is known (a load checks several and keeps none,
