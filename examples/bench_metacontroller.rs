@@ -158,6 +158,15 @@ enum System {
 }
 
 impl System {
+    /// The language and code of the example's script it runs; none for Metacontroller.
+    fn script(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            System::Rhai => Some(("rhai", include_str!("../scripts/service-per-pod/sync.rhai"))),
+            System::Lua => Some(("lua", include_str!("../scripts/service-per-pod/sync.lua"))),
+            System::Metacontroller => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             System::Rhai => "metascript, Rhai",
@@ -179,19 +188,9 @@ fn controller(api_version: &str, hooks: Value) -> anyhow::Result<Value> {
     Ok(controller)
 }
 
-#[derive(Clone, Copy)]
-enum ScriptLanguage {
-    Rhai,
-    Lua,
-}
-
-/// The example's sync script, inline, as both the sync and the finalize hook (as the example's
+/// The example's sync script as both the sync and the finalize hook, inline (the example's
 /// manifests name it from a ConfigMap for both).
-fn script_hooks(language: ScriptLanguage) -> Value {
-    let (language, code) = match language {
-        ScriptLanguage::Rhai => ("rhai", include_str!("../scripts/service-per-pod/sync.rhai")),
-        ScriptLanguage::Lua => ("lua", include_str!("../scripts/service-per-pod/sync.lua")),
-    };
+fn script_hooks(language: &str, code: &str) -> Value {
     let hook = json!({"script": {"language": language, "inline": code}});
     json!({"sync": hook, "finalize": hook})
 }
@@ -292,24 +291,19 @@ impl Bench {
         &self,
         system: System,
     ) -> anyhow::Result<(OperatorProcess, Api<DynamicObject>, Value)> {
-        let (process, controllers, manifest) = match system {
-            System::Rhai | System::Lua => {
+        let (process, controllers, manifest) = match system.script() {
+            Some((language, code)) => {
                 let mut flags = vec!["--log".to_string(), "warn".to_string()];
                 if let Some(workers) = self.args.workers {
                     flags.extend(["--workers".to_string(), workers.to_string()]);
                 }
-                let language = if system == System::Rhai {
-                    ScriptLanguage::Rhai
-                } else {
-                    ScriptLanguage::Lua
-                };
                 (
                     OperatorProcess::start(&self.args.bin, &self.plane, &flags)?,
                     common::controllers(&self.client, "metascript.dev", "DecoratorController"),
-                    controller("metascript.dev/v1alpha1", script_hooks(language))?,
+                    controller("metascript.dev/v1alpha1", script_hooks(language, code))?,
                 )
             }
-            System::Metacontroller => {
+            None => {
                 let (Some(metacontroller), Some(webhook)) =
                     (&self.args.metacontroller, &self.webhook)
                 else {
@@ -392,8 +386,9 @@ impl Bench {
         let writes = ApiserverCounts::scrape(&self.client)
             .await?
             .writes_since(&counts, &["statefulsets", "services"]);
-        let syncs = (system != System::Metacontroller)
-            .then(|| process.controller_metric("syncs_total", &name));
+        let syncs = system
+            .script()
+            .map(|_| process.controller_metric("syncs_total", &name));
 
         let before = process.cpu() + self.webhook_cpu();
         tokio::time::sleep(self.args.steady).await;

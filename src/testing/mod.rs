@@ -16,4 +16,5 @@ pub use control_plane::{
 pub use crds::{InstallCrdsError, install_crds, install_these_crds};
 pub use webhook::{
     Call, HookServer, HookServerError, Reply, SERVICE_PER_POD_MARKER, service_per_pod,
+    service_per_pod_target,
 };

@@ -269,6 +269,31 @@ impl Drop for HookServer {
     }
 }
 
+/// A StatefulSet of `replicas` Pods asking service-per-pod for a Service per Pod on `ports`
+/// (`port:targetPort` pairs, comma separated), as the tests and benchmarks of the example make
+/// them. Its image is never pulled: no kubelet runs on the planes (kwok's Nodes run nothing).
+pub fn service_per_pod_target(namespace: &str, name: &str, replicas: i64, ports: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "annotations": {
+                "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
+                "service-per-pod-ports": ports
+            }
+        },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "example.invalid/web", "ports": [{"containerPort": 8080}]}]}
+            }
+        }
+    })
+}
+
 /// The label service-per-pod puts on the StatefulSets it serves.
 pub const SERVICE_PER_POD_MARKER: &str = "metascript.dev/service-per-pod";
 

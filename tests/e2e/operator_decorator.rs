@@ -4,6 +4,7 @@
 use crate::support::operator::{apply, get, operator, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
+use metascript::testing::service_per_pod_target;
 use serde_json::{Value, json};
 
 const SYNC_RHAI: &str = include_str!("../../scripts/service-per-pod/sync.rhai");
@@ -11,26 +12,9 @@ const SYNC_LUA: &str = include_str!("../../scripts/service-per-pod/sync.lua");
 
 /// A StatefulSet asking for service-per-pod, labelled so only `controller` selects it.
 fn stateful_set(namespace: &str, name: &str, controller: &str, replicas: i64) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {
-            "name": name, "namespace": namespace,
-            "labels": {"test-controller": controller},
-            "annotations": {
-                "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
-                "service-per-pod-ports": "80:8080"
-            }
-        },
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "example.invalid/web"}]}
-            }
-        }
-    })
+    let mut sts = service_per_pod_target(namespace, name, replicas, "80:8080");
+    sts["metadata"]["labels"] = json!({"test-controller": controller});
+    sts
 }
 
 /// A service-per-pod DecoratorController whose hooks are given, selecting only StatefulSets

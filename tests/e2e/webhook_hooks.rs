@@ -12,7 +12,9 @@ use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams};
 use metascript::object::{has_finalizer, label};
-use metascript::testing::{HookServer, Reply, SERVICE_PER_POD_MARKER, service_per_pod};
+use metascript::testing::{
+    HookServer, Reply, SERVICE_PER_POD_MARKER, service_per_pod, service_per_pod_target,
+};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::ffi::OsStr;
@@ -551,26 +553,9 @@ async fn a_webhook_over_https_is_trusted_through_its_ca_bundle() {
 
 /// A StatefulSet asking for service-per-pod, labelled so only `controller` selects it.
 fn stateful_set(namespace: &str, name: &str, controller: &str, replicas: i64) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {
-            "name": name, "namespace": namespace,
-            "labels": {"test-controller": controller},
-            "annotations": {
-                "service-per-pod-label": "statefulset.kubernetes.io/pod-name",
-                "service-per-pod-ports": "80:8080,443:8443"
-            }
-        },
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "example.invalid/web"}]}
-            }
-        }
-    })
+    let mut sts = service_per_pod_target(namespace, name, replicas, "80:8080,443:8443");
+    sts["metadata"]["labels"] = json!({"test-controller": controller});
+    sts
 }
 
 fn service_per_pod_controller(name: &str, hook: Value) -> Value {
