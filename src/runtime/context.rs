@@ -450,8 +450,8 @@ impl Context {
         if reads.declares_nothing() && !self.dependencies.holds_any(&key.controller) {
             return;
         }
-        let count = self.dependencies.set(key, reads.dependencies());
-        self.metrics.set_dependencies(&key.controller, count);
+        let change = self.dependencies.set(key, reads.dependencies());
+        self.metrics.add_dependencies(&key.controller, change);
         if reads.changed_since_read() {
             tracing::debug!(work = %key.work, controller = %key.controller, "what the hooks read changed meanwhile; syncing again");
             self.queue.add(key.clone());
@@ -460,8 +460,8 @@ impl Context {
 
     /// Forgets what a work item depends on (what it was about is gone).
     pub fn forget_reads(&self, key: &WorkKey) {
-        let count = self.dependencies.remove(key);
-        self.metrics.set_dependencies(&key.controller, count);
+        let change = self.dependencies.remove(key);
+        self.metrics.add_dependencies(&key.controller, change);
     }
 
     /// Publishes a Warning Event about an object, naming the controller it concerns as the

@@ -58,10 +58,12 @@ fn anchor(filter: &ListFilter) -> Anchor<'_> {
 }
 
 impl DependencyIndex {
-    /// Records what a work item's run read, replacing what its previous run read. Returns the
-    /// controller's dependency count afterwards.
-    pub(crate) fn set(&self, key: &WorkKey, dependencies: Vec<Dependency>) -> usize {
+    /// Records what a work item's run read, replacing what its previous run read. Returns how
+    /// the controller's dependency count changed: workers record at once, and changes added
+    /// to a gauge in any order sum right, where counts set in the wrong order would not.
+    pub(crate) fn set(&self, key: &WorkKey, dependencies: Vec<Dependency>) -> i64 {
         let mut inner = self.inner.write();
+        let before = inner.count(&key.controller);
         inner.remove(key);
         if !dependencies.is_empty() {
             for (position, dependency) in dependencies.iter().enumerate() {
@@ -94,7 +96,7 @@ impl DependencyIndex {
                 .or_default() += dependencies.len();
             inner.by_key.insert(key.clone(), dependencies);
         }
-        inner.count(&key.controller)
+        inner.count(&key.controller) as i64 - before as i64
     }
 
     /// What a work item's last run read, in the order read.
@@ -117,11 +119,12 @@ impl DependencyIndex {
         self.inner.read().by_type.contains_key(resource)
     }
 
-    /// Forgets a work item (its object is gone). Returns the controller's count afterwards.
-    pub(crate) fn remove(&self, key: &WorkKey) -> usize {
+    /// Forgets a work item (its object is gone). Returns how the controller's count changed.
+    pub(crate) fn remove(&self, key: &WorkKey) -> i64 {
         let mut inner = self.inner.write();
+        let before = inner.count(&key.controller);
         inner.remove(key);
-        inner.count(&key.controller)
+        inner.count(&key.controller) as i64 - before as i64
     }
 
     /// Forgets every work item of a controller (it was removed).
@@ -281,9 +284,10 @@ mod tests {
         assert_eq!(names(index.affected(&gone)), ["b"]);
 
         // A new run replaces what the last one read.
-        assert_eq!(index.set(&key("c", "a"), vec![get("team-b")]), 2);
+        assert_eq!(index.set(&key("c", "a"), vec![get("team-b")]), 0);
         assert_eq!(names(index.affected(&gone)), ["a", "b"]);
-        assert_eq!(index.remove(&key("c", "b")), 1);
+        assert_eq!(index.remove(&key("c", "b")), -1);
+        assert_eq!(index.inner.read().count(&key("c", "a").controller), 1);
         index.remove_controller(&key("c", "a").controller);
         assert!(index.affected(&gone).is_empty());
         assert!(index.inner.read().by_type.is_empty());

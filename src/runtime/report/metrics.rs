@@ -512,10 +512,11 @@ impl Metrics {
         }
     }
 
-    pub fn set_dependencies(&self, controller: &ControllerId, count: usize) {
+    /// Adds a change of a controller's dependency count (see [`crate::runtime::reads::dependencies`]).
+    pub fn add_dependencies(&self, controller: &ControllerId, change: i64) {
         self.dependencies
             .get_or_create(&ControllerLabels::of(controller))
-            .set(count as i64);
+            .inc_by(change);
     }
 
     pub fn set_ready(&self, controller: &ControllerId, ready: bool) {
