@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "api",
     "tenancy",
     "resources",
+    "schema",
     "store",
     "reads",
     "script",

@@ -11,6 +11,7 @@
 //! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
 //! | `tenancy` | who may make a controller run as which ServiceAccount |
 //! | `resources` | resource types and how they resolve |
+//! | `schema` | checking an object against its type's OpenAPI schema and CEL rules |
 //! | `store` | reading observed objects (caches, manifests, test cases) |
 //! | `reads` | the scripts' `get` and `list`, with dependency tracking |
 //! | `script` | the engines, sandbox, helpers and per-call scope |
@@ -35,6 +36,7 @@ pub mod yaml;
 
 pub mod api;
 pub mod resources;
+pub mod schema;
 pub mod store;
 pub mod tenancy;
 

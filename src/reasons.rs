@@ -32,6 +32,9 @@ pub(crate) const LOAD_FAILED: &str = "LoadFailed";
 // Syncing an object.
 /// A hook's response cannot be used; nothing of it is applied.
 pub(crate) const INVALID_RESPONSE: &str = "InvalidResponse";
+/// An object the hook returned breaks its type's schema or CEL rules; nothing of the sync is
+/// written.
+pub(crate) const SCHEMA_VIOLATION: &str = "SchemaViolation";
 /// A hook failed (a script error or budget, a webhook that did not answer).
 pub(crate) const HOOK_FAILED: &str = "HookFailed";
 /// A webhook hook's destination is not one `--webhook-allow` allows: nothing was sent.
@@ -105,6 +108,7 @@ pub(crate) const ALL: &[&str] = &[
     CREDENTIALS_READ_FAILED,
     LOAD_FAILED,
     INVALID_RESPONSE,
+    SCHEMA_VIOLATION,
     HOOK_FAILED,
     WEBHOOK_NOT_ALLOWED,
     SCRIPT_UNAVAILABLE,
@@ -116,6 +120,7 @@ pub(crate) const ALL: &[&str] = &[
     PANICKED,
     FORBIDDEN,
     APPLY_FAILED,
+    NAMESPACE_TERMINATING,
     HANDED_OVER,
     ROLLOUT_STARTED,
     CANARY_STEP,

@@ -12,9 +12,11 @@ use crate::kinds::{self, ParsedController};
 use crate::object;
 use crate::plan::Planner;
 use crate::resources::{ResolveError, ResourceResolver};
+use crate::schema::SchemaSource;
 use crate::script::{ScriptEngine, ScriptError, ScriptOrigin, ScriptSource};
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 /// A ConfigMap with this label set to `true` holds scripts: each key named `*.rhai` or `*.lua`
 /// must compile before the ConfigMap is admitted.
@@ -171,17 +173,19 @@ pub(crate) fn references(object: &Value) -> References {
 pub(crate) fn validate(
     engine: &ScriptEngine,
     resolver: &dyn ResourceResolver,
+    schemas: &Arc<dyn SchemaSource>,
     config_maps: &dyn ConfigMapLookup,
     object: &Value,
 ) -> Vec<Finding> {
-    validate_until(engine, resolver, config_maps, object, None)
+    validate_until(engine, resolver, schemas, config_maps, object, None)
 }
 
 /// [`validate`], running no `spec.tests` case once `deadline` has passed (each such case is an
-/// error: it was not checked).
+/// error: it was not checked). What `spec.tests` cases write is checked against `schemas`.
 pub(crate) fn validate_until(
     engine: &ScriptEngine,
     resolver: &dyn ResourceResolver,
+    schemas: &Arc<dyn SchemaSource>,
     config_maps: &dyn ConfigMapLookup,
     object: &Value,
     deadline: Option<std::time::Instant>,
@@ -196,6 +200,7 @@ pub(crate) fn validate_until(
         Err(error) => vec![Finding::error("spec", error)],
         Ok(controller) => check_controller(
             engine,
+            schemas,
             config_maps,
             kind.name(),
             &*controller,
@@ -214,6 +219,7 @@ pub(crate) const ON_DELETE_BY_DEFAULT: &str = "updateStrategy is not set, so it 
 /// The checks every kind shares: hooks compile, types resolve, tests pass.
 fn check_controller(
     engine: &ScriptEngine,
+    schemas: &Arc<dyn SchemaSource>,
     config_maps: &dyn ConfigMapLookup,
     kind: KindName,
     controller: &dyn ParsedController,
@@ -308,7 +314,8 @@ fn check_controller(
         ));
         return findings;
     };
-    let mut subject = Subject::controller(name, kind, hooks.into(), planner.into());
+    let mut subject =
+        Subject::controller(name, kind, hooks.into(), planner.into(), schemas.clone());
     for (index, test, outcome) in inline::run_all(engine, kind, &spec, &mut subject, deadline) {
         let path = format!("spec.tests[{index}] ({test})");
         match outcome {
@@ -385,6 +392,7 @@ mod tests {
         validate(
             &ScriptEngine::new(),
             &StaticResolver::with_builtins(),
+            &(Arc::new(crate::schema::Schemas::with_builtins()) as _),
             &config_maps,
             object,
         )

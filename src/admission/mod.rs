@@ -113,6 +113,7 @@ pub(crate) async fn start(
         })?;
     let reviewer = Arc::new(Reviewer {
         discovery: Discovery::new(client.clone()),
+        schemas: Arc::new(crate::schema::Schemas::with_builtins()),
         operator_user: crate::runtime::own_user(&client).await,
         client,
         // At most MAX_CONCURRENT_REVIEWS test calls at once, each under TEST_CEILING: 32 MiB

@@ -6,6 +6,7 @@
 use crate::api::GROUP;
 use crate::hooks::ConfigMapLookup;
 use crate::runtime::watch::discovery::Discovery;
+use crate::schema::SchemaSource;
 use crate::script::ScriptEngine;
 use crate::tenancy::{self, ACCOUNTS_RESOURCE, Operation, RunsAs, USE_VERB};
 use crate::validate::{self, Finding, Severity};
@@ -52,6 +53,8 @@ impl Verdict {
 pub(super) struct Reviewer {
     pub client: kube::Client,
     pub discovery: Arc<Discovery>,
+    /// What the objects `spec.tests` cases write are checked against.
+    pub schemas: Arc<dyn SchemaSource>,
     /// The engine `spec.tests` run in at admission, with its own small ceilings.
     pub engine: ScriptEngine,
     /// The operator's own user: no controller may run as it.
@@ -298,6 +301,7 @@ impl Reviewer {
             validate::validate_until(
                 &reviewer.engine,
                 &*reviewer.discovery,
+                &reviewer.schemas,
                 &lookup,
                 &object,
                 Some(stop_at),

@@ -115,7 +115,7 @@ fn run_one(
         reads: Some(reads.clone()),
         ..CallScope::default()
     };
-    let result = subject.call(engine, &test.request, &scope);
+    let result = subject.call(engine, &test.request, &scope, &test.cluster);
     let events = published(&result, &scope.events);
     match judge(&case, &result, &reads.dependencies(), &events) {
         None => Outcome::Passed,

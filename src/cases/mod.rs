@@ -10,8 +10,9 @@ mod spec;
 pub(crate) use spec::{Case, LibraryFile, OneOrMany, TestFile};
 
 use crate::api::{HookKind, ScriptEvent};
-use crate::hooks::{ControllerHooks, HookError};
-use crate::plan::Planner;
+use crate::hooks::{ControllerHooks, HookError, InvalidResponse};
+use crate::plan::{Planner, outputs};
+use crate::schema::SchemaSource;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use serde_json::Value;
 
@@ -25,6 +26,8 @@ pub(crate) struct Subject {
     pub hooks: std::sync::Arc<ControllerHooks>,
     /// The controller's planner; a script file has none.
     pub planner: Option<std::sync::Arc<dyn Planner>>,
+    /// What the objects a response writes are checked against.
+    pub schemas: std::sync::Arc<dyn SchemaSource>,
 }
 
 impl Subject {
@@ -34,12 +37,14 @@ impl Subject {
         kind: crate::api::KindName,
         hooks: std::sync::Arc<ControllerHooks>,
         planner: std::sync::Arc<dyn Planner>,
+        schemas: std::sync::Arc<dyn SchemaSource>,
     ) -> Subject {
         Subject {
             label: name.to_string(),
             hook: kind.hooks()[0],
             hooks,
             planner: Some(planner),
+            schemas,
         }
     }
 
@@ -81,18 +86,34 @@ impl Subject {
         crate::reads::ReadAccess::new(std::sync::Arc::new(store), declared)
     }
 
-    /// Calls the hook on a request and checks the response as the operator would.
+    /// Calls the hook on a request and checks the response as the operator would: its shape,
+    /// then what it writes against their schemas, with the objects of `cluster` as they are
+    /// now (`oldSelf` to transition rules).
     pub(crate) fn call(
         &self,
         engine: &ScriptEngine,
         request: &Value,
         scope: &CallScope,
+        cluster: &[Value],
     ) -> Result<Value, HookError> {
         let response = self.hooks.call(engine, self.hook, request, scope)?;
-        if let Some(planner) = &self.planner {
-            planner
-                .check_response(self.hook, request, &response)
-                .map_err(|error| self.hooks.invalid_response(self.hook, error))?;
+        let invalid = |error| self.hooks.invalid_response(self.hook, error);
+        let plan = match &self.planner {
+            Some(planner) => planner
+                .plan_response(self.hook, request, &response)
+                .map_err(invalid)?,
+            None => Some(outputs::loose_plan(&response)),
+        };
+        if let Some(plan) = plan {
+            let target = request
+                .get("object")
+                .or_else(|| request.get("parent"))
+                .unwrap_or(&Value::Null);
+            let store = crate::store::MemoryStore::new(cluster.iter().cloned());
+            let observed = |desired: &Value| crate::plan::observed_in(&store, desired);
+            outputs::check(&plan, target, &observed, &*self.schemas).map_err(|violations| {
+                invalid(InvalidResponse::new("(outputs)", violations.to_string()))
+            })?;
         }
         Ok(response)
     }

@@ -21,6 +21,11 @@ pub(crate) struct TestFile {
     /// CRDs of custom types it names, ConfigMaps its hooks reference.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<String>,
+    /// Files or folders (relative to the test file) of CustomResourceDefinitions: what the
+    /// objects a hook returns are checked against, besides the CRDs among `controller` and
+    /// `manifests` and the built-in types' schemas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crds: Vec<String>,
     /// Which controller of the manifests, when they hold more than one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

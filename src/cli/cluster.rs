@@ -1,6 +1,6 @@
-//! What the commands that look at a live cluster (`explain`, `diff`) read from it, read-only:
-//! the types it serves, its controllers, objects as hooks see them, and the ConfigMaps and
-//! Secrets a controller's hooks load from.
+//! What the commands that look at a live cluster (`explain`, `diff`, `lsp`) read from it,
+//! read-only: the types it serves, its controllers, objects as hooks see them, the ConfigMaps
+//! and Secrets a controller's hooks load from, and its CustomResourceDefinitions.
 
 use super::offline::OfflineController;
 use crate::api::{ControllerSpec, CredentialSource};
@@ -9,6 +9,7 @@ use crate::object;
 use crate::resources::{ResourceType, StaticResolver};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
@@ -203,4 +204,62 @@ pub(super) async fn hook_sources(
         found.push(value);
     }
     Ok(found)
+}
+
+/// CustomResourceDefinitions per page: a cluster may have thousands, each with its whole schema.
+const CRD_PAGE: u32 = 100;
+
+/// The cluster's CustomResourceDefinitions, a page at a time, as [`essentials`].
+pub(super) async fn crds(client: kube::Client) -> Result<Vec<Value>, kube::Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let mut read = Vec::new();
+    let mut params = ListParams::default().limit(CRD_PAGE);
+    loop {
+        let page = crds.list(&params).await?;
+        read.extend(page.items.into_iter().map(essentials));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(read),
+        }
+    }
+}
+
+/// What is used of a CustomResourceDefinition: its name and spec (names, scope, versions and
+/// their schemas). Its status and the rest of its metadata are left behind: managedFields alone
+/// name every field of the schema again.
+pub(super) fn essentials(crd: CustomResourceDefinition) -> Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd.metadata.name},
+        "spec": crd.spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_is_kept_without_its_status_and_bookkeeping() {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com", "resourceVersion": "7",
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"kind": "Widget", "plural": "widgets"},
+                     "versions": [{"name": "v1", "served": true, "storage": true}]},
+            "status": {"storedVersions": ["v1"]}
+        }))
+        .unwrap();
+        let kept = essentials(crd);
+        assert_eq!(
+            kept["metadata"],
+            serde_json::json!({"name": "widgets.example.com"})
+        );
+        assert_eq!(kept["spec"]["names"]["kind"], "Widget");
+        assert!(kept.get("status").is_none());
+        // What the server's resolver takes.
+        assert!(crate::resources::StaticResolver::default().add_crd(&kept));
+    }
 }

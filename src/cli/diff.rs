@@ -143,6 +143,21 @@ async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
     }
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let served = ServedTypes::discover(&client).await?;
+    // What the plans write is checked against the cluster's CRDs, those given in files first
+    // (a CRD being changed along with its controller).
+    match cluster::crds(client.clone()).await {
+        Ok(crds) => {
+            for crd in crds {
+                if !given.schemas.knows_crd(object::name(&crd)) {
+                    given.schemas.add_crd(&crd);
+                }
+            }
+        }
+        Err(error) => eprintln!(
+            "warning: the cluster's CustomResourceDefinitions cannot be listed ({error}): \
+             outputs of custom types are checked only against the CRDs given in files"
+        ),
+    }
     let mut live = Live::default();
     let mut sources = given_config_maps.clone();
     for controller in &given.controllers {
@@ -175,6 +190,7 @@ async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
             objects: &live.objects,
             store: &store,
             resolver: &served.types,
+            schemas: &given.schemas,
             config_maps: config_maps.as_ref(),
             clock: None,
         };
@@ -265,8 +281,12 @@ fn report(
         controller,
         field_manager,
         step,
+        unchecked,
     } in synced
     {
+        for note in unchecked {
+            eprintln!("warning: {controller}: {}: {note}", step.subject());
+        }
         let (changes, error) = match &step.result {
             Ok(plan) => {
                 let subject = by_key.get(&step.object).copied().unwrap_or(&Value::Null);
@@ -389,6 +409,7 @@ mod tests {
                 hook: None,
                 result,
             },
+            unchecked: Vec::new(),
         }
     }
 

@@ -531,6 +531,7 @@ async fn dry_run(
         runner: &runner,
         store: &cluster,
         resolver: &snapshot.served.types,
+        schemas: &crate::schema::NoSchemas,
     };
     for role in planner.explain(&offline, object) {
         let mut text = format!("  {}\n", role.summary);

@@ -4,9 +4,6 @@
 
 use super::harness::LensRunner;
 use crate::lsp::{ClusterCrds, ClusterError};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
-use kube::api::ListParams;
 use kube::config::ExecInteractiveMode;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -63,9 +60,6 @@ pub(super) fn run(args: LspArgs) -> ExitCode {
     }
 }
 
-/// CustomResourceDefinitions per page: a cluster may have thousands, each with its whole schema.
-const PAGE: u32 = 100;
-
 /// A cluster's CustomResourceDefinitions, read through a kubeconfig.
 struct KubeCrds {
     kubeconfig: Option<PathBuf>,
@@ -115,30 +109,10 @@ impl KubeCrds {
         }
         let client = kube::Client::try_from(config)
             .map_err(|error| ClusterError::Config(error.to_string()))?;
-        let crds: Api<CustomResourceDefinition> = Api::all(client);
-        let mut read = Vec::new();
-        let mut params = ListParams::default().limit(PAGE);
-        loop {
-            let page = crds.list(&params).await.map_err(ClusterError::List)?;
-            read.extend(page.items.into_iter().map(essentials));
-            match page.metadata.continue_ {
-                Some(token) if !token.is_empty() => params = params.continue_token(&token),
-                _ => return Ok(read),
-            }
-        }
+        super::cluster::crds(client)
+            .await
+            .map_err(ClusterError::List)
     }
-}
-
-/// What the server uses of a CustomResourceDefinition: its name and spec (names, scope, versions
-/// and their schemas). Its status and the rest of its metadata are left behind: managedFields
-/// alone name every field of the schema again.
-fn essentials(crd: CustomResourceDefinition) -> Value {
-    serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd.metadata.name},
-        "spec": crd.spec,
-    })
 }
 
 #[cfg(test)]
@@ -170,28 +144,5 @@ mod tests {
             read(&["metascript", "lsp", "--context", "kind-dev"]).as_deref(),
             Some("the cluster of context kind-dev")
         );
-    }
-
-    #[test]
-    fn a_crd_is_kept_without_its_status_and_bookkeeping() {
-        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com", "resourceVersion": "7",
-                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"kind": "Widget", "plural": "widgets"},
-                     "versions": [{"name": "v1", "served": true, "storage": true}]},
-            "status": {"storedVersions": ["v1"]}
-        }))
-        .unwrap();
-        let kept = essentials(crd);
-        assert_eq!(
-            kept["metadata"],
-            serde_json::json!({"name": "widgets.example.com"})
-        );
-        assert_eq!(kept["spec"]["names"]["kind"], "Widget");
-        assert!(kept.get("status").is_none());
-        // What the server's resolver takes.
-        assert!(crate::resources::StaticResolver::default().add_crd(&kept));
     }
 }

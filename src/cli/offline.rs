@@ -5,6 +5,7 @@ use super::manifests::Document;
 use crate::kinds::{self, ControllerKind, ParsedController};
 use crate::object;
 use crate::resources::{ResourceType, StaticResolver};
+use crate::schema::Schemas;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -59,6 +60,9 @@ impl OfflineController {
 #[derive(Default)]
 pub(super) struct OfflineCluster {
     pub resolver: StaticResolver,
+    /// The built-in types' schemas and those of the CRDs given: what outputs are checked
+    /// against.
+    pub schemas: Schemas,
     /// The controllers, in the order given.
     pub controllers: Vec<OfflineController>,
     /// Every other object (ConfigMaps included), namespaced ones defaulted to `default`.
@@ -71,11 +75,13 @@ impl OfflineCluster {
     ) -> Result<OfflineCluster, InvalidController> {
         let mut cluster = OfflineCluster {
             resolver: StaticResolver::with_builtins(),
+            schemas: Schemas::with_builtins(),
             ..OfflineCluster::default()
         };
         for document in &documents {
             if object::kind(&document.value) == "CustomResourceDefinition" {
                 cluster.resolver.add_crd(&document.value);
+                cluster.schemas.add_crd(&document.value);
             }
         }
         for document in documents {

@@ -5,10 +5,12 @@
 use super::offline::OfflineController;
 use crate::hooks::{ConfigMapLookup, ControllerHooks, HookRunner, ScriptsDir, WebhookClient};
 use crate::object::ObjectKey;
+use crate::plan::outputs::OutputViolation;
 use crate::plan::{Offline, Planner, Step};
 use crate::reads::ReadAccess;
 use crate::resources::ResourceResolver;
 use crate::runtime::ControllerId;
+use crate::schema::SchemaSource;
 use crate::script::{CallScope, ScriptEngine};
 use crate::store::{MemoryStore, ObjectStore};
 use serde_json::Value;
@@ -22,6 +24,8 @@ pub(super) struct Pass<'a> {
     /// What planning reads (children, related objects, inputs); holds at least `objects`.
     pub store: &'a dyn ObjectStore,
     pub resolver: &'a dyn ResourceResolver,
+    /// What the objects a plan writes are checked against.
+    pub schemas: &'a dyn SchemaSource,
     /// Where scripts and webhook credentials are read from.
     pub config_maps: &'a dyn ConfigMapLookup,
     /// What scripts see as `now()`; the wall clock when `None`.
@@ -59,6 +63,8 @@ pub(super) struct Synced {
     /// The controller's server-side apply field manager, as the operator's writes use it.
     pub field_manager: String,
     pub step: Step,
+    /// The rules of what the step writes that could not be checked, to be said.
+    pub unchecked: Vec<OutputViolation>,
 }
 
 impl Pass<'_> {
@@ -101,18 +107,17 @@ impl Pass<'_> {
                 runner: &runner,
                 store: self.store,
                 resolver: self.resolver,
+                schemas: self.schemas,
             };
             for object in &sorted {
-                synced.extend(
-                    planner
-                        .sync_offline(&offline, object)
-                        .into_iter()
-                        .map(|step| Synced {
-                            controller: label.clone(),
-                            field_manager: field_manager.clone(),
-                            step,
-                        }),
-                );
+                let (steps, mut unchecked) = offline.sync(planner.as_ref(), object);
+                // Said once, with the pass's first step about the object.
+                synced.extend(steps.into_iter().map(|step| Synced {
+                    controller: label.clone(),
+                    field_manager: field_manager.clone(),
+                    step,
+                    unchecked: std::mem::take(&mut unchecked),
+                }));
             }
         }
         (synced, failed)

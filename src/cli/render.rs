@@ -106,6 +106,7 @@ fn render(
         objects: &cluster.objects,
         store: cluster,
         resolver: &cluster.resolver,
+        schemas: &cluster.schemas,
         config_maps: config_maps.as_ref(),
         clock: Some(now.unwrap_or_else(jiff::Timestamp::now)),
     };
@@ -113,10 +114,16 @@ fn render(
     let mut entries = Vec::new();
     let mut places = Places::default();
     for Synced {
-        controller, step, ..
+        controller,
+        step,
+        unchecked,
+        ..
     } in synced
     {
         let subject = step.subject();
+        for note in unchecked {
+            eprintln!("warning: {controller}: {subject}: {note}");
+        }
         let work = WorkId::of(controller, &step);
         match step.result {
             Ok(plan) => entries.push(Entry { work, plan }),

@@ -5,12 +5,14 @@ use super::places::Places;
 use crate::hooks::{ConfigMapLookup, ScriptsDir};
 use crate::object;
 use crate::resources::StaticResolver;
+use crate::schema::{SchemaSource, Schemas};
 use crate::script::ScriptEngine;
 use crate::validate::{self, Severity, Unchecked};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ValidateArgs {
@@ -35,11 +37,14 @@ pub(super) fn run(args: ValidateArgs) -> ExitCode {
         }
     };
     let mut resolver = StaticResolver::with_builtins();
+    let schemas = Schemas::with_builtins();
     for document in &documents {
         if object::kind(&document.value) == "CustomResourceDefinition" {
             resolver.add_crd(&document.value);
+            schemas.add_crd(&document.value);
         }
     }
+    let schemas: Arc<dyn SchemaSource> = Arc::new(schemas);
     let config_maps: Vec<Value> = documents
         .iter()
         .filter(|d| object::kind(&d.value) == "ConfigMap")
@@ -61,7 +66,7 @@ pub(super) fn run(args: ValidateArgs) -> ExitCode {
     let mut tally = Tally::default();
     for document in &documents {
         let object = &document.value;
-        let findings = validate::validate(&engine, &resolver, lookup, object);
+        let findings = validate::validate(&engine, &resolver, &schemas, lookup, object);
         let is_subject = object::api_version(object).starts_with("metascript.dev/")
             || object::label(object, validate::SCRIPTS_LABEL) == Some("true");
         tally.checked += usize::from(is_subject);

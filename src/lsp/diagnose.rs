@@ -8,6 +8,7 @@ use crate::api::Language;
 use crate::hooks::{ConfigMapLookup, ScriptsDir};
 use crate::object;
 use crate::resources::StaticResolver;
+use crate::schema::{SchemaSource, Schemas};
 use crate::script::{
     ScriptEngine, ScriptOrigin, ScriptSource, YAML_COMMENT_HINT, misspelled_helpers,
 };
@@ -16,6 +17,7 @@ use crate::yaml::{Position, Range};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
 /// One problem, where it is in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,10 +60,12 @@ pub(super) fn manifest(checks: &Checks, text: &str) -> Vec<FileProblem> {
     // adds to it.
     let mut resolver = Cow::Borrowed(checks.resolver);
     let mut config_maps: Vec<Value> = Vec::new();
+    let schemas = Schemas::with_builtins();
     for (_, value) in &manifest.documents {
         match object::kind(value) {
             "CustomResourceDefinition" => {
                 resolver.to_mut().add_crd(value);
+                schemas.add_crd(value);
             }
             "ConfigMap" => config_maps.push(value.clone()),
             _ => {}
@@ -76,9 +80,10 @@ pub(super) fn manifest(checks: &Checks, text: &str) -> Vec<FileProblem> {
         Some(beside) => beside,
         None => &config_maps,
     };
+    let schemas: Arc<dyn SchemaSource> = Arc::new(schemas);
     let mut problems = Vec::new();
     for (document, (_, value)) in manifest.documents.iter().enumerate() {
-        for finding in validate::validate(checks.engine, &*resolver, lookup, value) {
+        for finding in validate::validate(checks.engine, &*resolver, &schemas, lookup, value) {
             problems.push(place(&manifest, &scripts, document, finding));
         }
     }

@@ -39,6 +39,9 @@ pub enum SyncError {
         controller: String,
         refusal: Box<super::adoption::TakeoverRefused>,
     },
+    /// An object the hook returned breaks its type's schema: nothing of the plan is written.
+    #[error("nothing of this sync was written: {0}")]
+    InvalidOutput(#[from] super::outputs::InvalidOutputs),
     /// The work would hand a hook what the controller's ServiceAccount may not read.
     #[error("{controller}: {refusal}")]
     Refused {
@@ -68,6 +71,7 @@ impl SyncError {
             SyncError::Selector(_) => reasons::INVALID_SELECTOR,
             SyncError::TooManyPairs { .. } => reasons::TOO_MANY_PAIRS,
             SyncError::Takeover { .. } => reasons::ADOPTION_REFUSED,
+            SyncError::InvalidOutput(_) => reasons::SCHEMA_VIOLATION,
         }
     }
 

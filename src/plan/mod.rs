@@ -11,6 +11,7 @@ pub(crate) mod diff;
 mod error;
 pub(crate) mod lifecycle;
 mod offline;
+pub(crate) mod outputs;
 mod provenance;
 pub(crate) mod related;
 pub(crate) mod response;
@@ -20,7 +21,7 @@ pub(crate) mod synced;
 mod writes;
 
 pub(crate) use error::{InvalidSelector, SyncError};
-pub(crate) use offline::{Offline, Planner, Role, Step};
+pub(crate) use offline::{Offline, Planner, Role, Step, observed_in};
 pub(crate) use provenance::{stamp_provenance, strip_provenance};
 pub(crate) use writes::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 

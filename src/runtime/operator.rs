@@ -172,6 +172,7 @@ impl Operator {
             client: client.clone(),
             discovery,
             informers,
+            schemas: Arc::new(crate::schema::Schemas::with_builtins()),
             engine: ScriptEngine::new()
                 .with_max_children(config.max_children)
                 .with_limit_ceilings(config.limit_ceilings),

@@ -219,6 +219,7 @@ proptest! {
         let _ = crate::validate::validate(
             &engine,
             &StaticResolver::with_builtins(),
+            &(std::sync::Arc::new(crate::schema::Schemas::with_builtins()) as _),
             &Vec::<Value>::new(),
             &object,
         );

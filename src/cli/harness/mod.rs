@@ -9,6 +9,7 @@ use crate::hooks::{
     ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir, SourceError,
 };
 use crate::kinds;
+use crate::schema::{SchemaSource, Schemas};
 use crate::script::{
     CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
     check_library_names, lcov, shown_path,
@@ -296,15 +297,15 @@ fn run_file(
             }
             let started = Instant::now();
             let logs = LogSink::new();
-            let cluster = spec.cluster.iter().chain(&case.cluster).cloned().collect();
-            let reads = subject.reads(cluster);
+            let cluster: Vec<Value> = spec.cluster.iter().chain(&case.cluster).cloned().collect();
+            let reads = subject.reads(cluster.clone());
             let scope = CallScope {
                 clock: case.clock.or(spec.clock),
                 logs: Some(logs.clone()),
                 reads: Some(reads.clone()),
                 ..CallScope::default()
             };
-            let result = subject.call(engine, &request, &scope);
+            let result = subject.call(engine, &request, &scope, &cluster);
             let events = published(&result, &scope.events);
             let spot = result.as_ref().err().and_then(ScriptSpot::of);
             let time = started.elapsed();
@@ -486,6 +487,7 @@ fn script_subject(
         hook,
         hooks: std::sync::Arc::new(ControllerHooks::single(file, loaded)),
         planner: None,
+        schemas: with_crds(Schemas::with_builtins(), dir, spec)?,
     })
 }
 
@@ -568,7 +570,32 @@ fn controller_subject(
         hook,
         hooks: std::sync::Arc::new(hooks),
         planner: Some(planner.into()),
+        schemas: with_crds(cluster.schemas, dir, spec)?,
     })
+}
+
+/// `schemas`, with the CRDs of the test file's `crds:` added.
+fn with_crds(
+    schemas: Schemas,
+    dir: &Path,
+    spec: &TestFile,
+) -> Result<std::sync::Arc<dyn SchemaSource>, String> {
+    for listed in &spec.crds {
+        let documents =
+            manifests::load_objects(&[dir.join(listed)]).map_err(|e| format!("crds: {e}"))?;
+        let crds: Vec<&Value> = documents
+            .iter()
+            .map(|document| &document.value)
+            .filter(|value| crate::object::kind(value) == "CustomResourceDefinition")
+            .collect();
+        if crds.is_empty() {
+            return Err(format!("crds: {listed} holds no CustomResourceDefinition"));
+        }
+        for crd in crds {
+            schemas.add_crd(crd);
+        }
+    }
+    Ok(std::sync::Arc::new(schemas))
 }
 
 /// Where a test file looked for a script it did not find besides the ConfigMaps it was given,

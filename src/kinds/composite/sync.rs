@@ -113,12 +113,12 @@ impl OneObject for Composite {
         scopes
     }
 
-    fn check(
+    fn plan_of(
         &self,
         phase: Phase,
         request: &Value,
         response: &Value,
-    ) -> Result<(), InvalidResponse> {
+    ) -> Result<Plan, InvalidResponse> {
         let parent = &request["parent"];
         if !self.parent.describes(parent) {
             return Err(InvalidResponse::new(
@@ -137,7 +137,6 @@ impl OneObject for Composite {
             related: Value::Null,
         };
         self.plan(phase, &observed, &selector, response, None)
-            .map(drop)
     }
 }
 

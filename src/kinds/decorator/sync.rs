@@ -90,12 +90,12 @@ impl OneObject for Decorator {
         scopes
     }
 
-    fn check(
+    fn plan_of(
         &self,
         phase: Phase,
         request: &Value,
         response: &Value,
-    ) -> Result<(), InvalidResponse> {
+    ) -> Result<Plan, InvalidResponse> {
         let target = &request["object"];
         if self.target_type(target).is_none() {
             return Err(InvalidResponse::new(
@@ -109,7 +109,7 @@ impl OneObject for Decorator {
             attachments: Vec::new(),
             related: Value::Null,
         };
-        self.plan(phase, &observed, response).map(drop)
+        self.plan(phase, &observed, response)
     }
 }
 

@@ -7,7 +7,7 @@ use super::sync::{self, MapFanOut};
 use crate::api::HookKind;
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
-use crate::plan::{Offline, Planner, Role, Step};
+use crate::plan::{Offline, Plan, Planner, Role, Step};
 use crate::resources::ResourceType;
 use serde_json::Value;
 use std::sync::Arc;
@@ -79,12 +79,12 @@ impl Planner for Mapper {
         roles
     }
 
-    fn check_response(
+    fn plan_response(
         &self,
         hook: HookKind,
         request: &Value,
         response: &Value,
-    ) -> Result<(), InvalidResponse> {
+    ) -> Result<Option<Plan>, InvalidResponse> {
         let parent = &request["parent"];
         if hook == TOMBSTONE {
             let detached: Vec<&Value> = request["outputs"]
@@ -94,10 +94,10 @@ impl Planner for Mapper {
                 .filter_map(Value::as_object)
                 .flat_map(|group| group.values())
                 .collect();
-            return self.plan_tombstone(parent, &detached, response).map(drop);
+            return self.plan_tombstone(parent, &detached, response).map(Some);
         }
         let key = request["mapKey"].as_str().unwrap_or_default();
-        self.plan_map(parent, key, &[], response).map(drop)
+        self.plan_map(parent, key, &[], response).map(Some)
     }
 }
 

@@ -105,7 +105,12 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
     /// must be allowed. Related objects are checked by [`crate::plan::related`].
     fn observed_scopes(&self, resource: &ResourceType, object: &Value) -> Vec<ReadScope>;
 
-    /// Checks a sync or finalize response to `request` as [`OneObject::plan_hook`] would.
-    fn check(&self, phase: Phase, request: &Value, response: &Value)
-    -> Result<(), InvalidResponse>;
+    /// Checks a sync or finalize response to `request` as [`OneObject::plan_hook`] would, and
+    /// plans it as if the object had no children.
+    fn plan_of(
+        &self,
+        phase: Phase,
+        request: &Value,
+        response: &Value,
+    ) -> Result<Plan, InvalidResponse>;
 }

@@ -7,7 +7,7 @@ use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
 use crate::plan::lifecycle::Phase;
 use crate::plan::related;
-use crate::plan::{Offline, Planner, Role, Step, SyncError};
+use crate::plan::{Offline, Plan, Planner, Role, Step, SyncError};
 use crate::resources::ResourceType;
 use serde_json::Value;
 use std::sync::Arc;
@@ -60,20 +60,20 @@ impl<P: OneObject> Planner for P {
         }]
     }
 
-    fn check_response(
+    fn plan_response(
         &self,
         hook: HookKind,
         request: &Value,
         response: &Value,
-    ) -> Result<(), InvalidResponse> {
+    ) -> Result<Option<Plan>, InvalidResponse> {
         if hook == P::CUSTOMIZE {
-            return related::related_rules(response, HookVersion::V1).map(drop);
+            return related::related_rules(response, HookVersion::V1).map(|_| None);
         }
         let phase = if hook == P::FINALIZE {
             Phase::Finalize
         } else {
             Phase::Sync
         };
-        self.check(phase, request, response)
+        self.plan_of(phase, request, response).map(Some)
     }
 }

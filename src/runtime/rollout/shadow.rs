@@ -61,8 +61,10 @@ pub(super) async fn shadow_pass<K: Kind>(
                 runner: &runner,
                 store: &*context.informers,
                 resolver: &*context.discovery,
+                schemas: &crate::schema::NoSchemas,
             };
-            for step in candidate.planner.sync_offline(&offline, &subject) {
+            let (steps, _) = offline.sync(candidate.planner.as_ref(), &subject);
+            for step in steps {
                 let (found, error) = match &step.result {
                     Ok(plan) => {
                         let observed: HashMap<ObjectKey, Arc<Value>> = plan

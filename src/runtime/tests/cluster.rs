@@ -102,6 +102,7 @@ impl Cluster {
             client: client.clone(),
             discovery: discovery.clone(),
             informers,
+            schemas: Arc::new(crate::schema::Schemas::with_builtins()),
             engine: ScriptEngine::new(),
             webhooks: WebhookClient::restricted(EgressPolicy::default(), 1 << 20),
             queue: WorkQueue::fair(

@@ -1,0 +1,3 @@
+module metascript.dev/hack/builtin-schemas
+
+go 1.22

@@ -1,0 +1,141 @@
+//! Every object a plan would write, checked against its type's schema and CEL rules
+//! ([`crate::schema`]) before anything of the plan is written: the children it applies (their
+//! observed versions are `oldSelf` to transition rules) and the status it gives its target.
+//! One violation and nothing of the plan is written, so the previous state stays whole: a plan
+//! applied up to its first refused object could leave some children new and others old.
+
+use super::{Plan, StatusChange};
+use crate::object;
+use crate::schema::{self, Part, SchemaSource, Violation};
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+
+/// One violation, and the object it is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputViolation {
+    /// `Widget ns/name`, or `Widget ns/name (status)` for the target's status.
+    pub object: String,
+    pub violation: Violation,
+}
+
+impl fmt::Display for OutputViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.object, self.violation)
+    }
+}
+
+/// The violations that keep a plan from being written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct InvalidOutputs {
+    pub violations: Vec<OutputViolation>,
+}
+
+impl fmt::Display for InvalidOutputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.violations.len();
+        let fields = if count == 1 { "field" } else { "fields" };
+        write!(
+            f,
+            "the hook's output breaks its schema at {count} {fields}:"
+        )?;
+        for violation in &self.violations {
+            write!(f, "\n  {violation}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks what `plan` writes. `observed` finds the object as it is now for a desired one (its
+/// `oldSelf`). `Ok` holds what could not be checked (rules this check cannot evaluate), to be
+/// said, not held against the plan.
+pub(crate) fn check(
+    plan: &Plan,
+    target: &Value,
+    observed: &dyn Fn(&Value) -> Option<Arc<Value>>,
+    schemas: &dyn SchemaSource,
+) -> Result<Vec<OutputViolation>, InvalidOutputs> {
+    let mut found = Vec::new();
+    for child in &plan.apply {
+        let old = observed(child);
+        let name = describe(child);
+        found.extend(
+            schema::check(schemas, child, old.as_deref(), Part::Resource)
+                .into_iter()
+                .map(|violation| OutputViolation {
+                    object: name.clone(),
+                    violation,
+                }),
+        );
+    }
+    if let Some(status) = written_status(plan.status.as_ref(), target) {
+        let name = format!("{} (status)", describe(target));
+        found.extend(
+            schema::check(schemas, &status, Some(target), Part::Status)
+                .into_iter()
+                .map(|violation| OutputViolation {
+                    object: name.clone(),
+                    violation,
+                }),
+        );
+    }
+    if found.iter().any(|v| v.violation.blocks()) {
+        found.retain(|v| v.violation.blocks());
+        return Err(InvalidOutputs { violations: found });
+    }
+    Ok(found)
+}
+
+/// What a response writes, read without a controller's spec (a script file's test case, which
+/// has no planner): the objects in its top-level lists (`children`, `attachments`, a map's
+/// outputs), and its `status`.
+pub(crate) fn loose_plan(response: &Value) -> Plan {
+    let is_object =
+        |value: &&Value| !object::api_version(value).is_empty() && !object::kind(value).is_empty();
+    let apply = response
+        .as_object()
+        .into_iter()
+        .flat_map(|fields| fields.values())
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter(is_object)
+        .cloned()
+        .collect();
+    Plan {
+        apply,
+        status: response
+            .get("status")
+            .filter(|status| status.is_object())
+            .map(|status| StatusChange::Replace(status.clone())),
+        ..Plan::default()
+    }
+}
+
+/// The target as its status write would leave it; `None` when the plan writes no status the
+/// hook gave (the operator's own conditions are not the hook's output).
+fn written_status(change: Option<&StatusChange>, target: &Value) -> Option<Value> {
+    let status = match change? {
+        StatusChange::Replace(status) => status.clone(),
+        StatusChange::Merge(patch) => {
+            let mut status = target.get("status").cloned().unwrap_or(Value::Null);
+            json_patch::merge(&mut status, patch);
+            status
+        }
+        StatusChange::Conditions { .. } => return None,
+    };
+    let mut written = target.clone();
+    written.as_object_mut()?.insert("status".into(), status);
+    Some(written)
+}
+
+/// `Widget ns/name`, as violations name the object they are in.
+fn describe(object: &Value) -> String {
+    match object::namespace(object) {
+        Some(namespace) => format!(
+            "{} {namespace}/{}",
+            object::kind(object),
+            object::name(object)
+        ),
+        None => format!("{} {}", object::kind(object), object::name(object)),
+    }
+}

@@ -1,0 +1,79 @@
+//! The CEL half of a schema check: a custom resource's `x-kubernetes-validations`, evaluated
+//! with Kubernetes' CEL libraries by the `kube-cel` crate, transition rules with the observed
+//! object as `oldSelf`.
+//!
+//! What kube-cel cannot evaluate (`sortBy`, `cel.bind`, two-variable comprehensions, a rule
+//! that does not compile here) is said as unchecked, never as a violation: the API server,
+//! which does evaluate it, stays the judge of those.
+
+use super::{Violation, ViolationKind};
+use kube_cel::{CompiledSchema, ErrorKind, RootContext, Validator};
+use serde_json::Value;
+use std::cell::RefCell;
+
+thread_local! {
+    /// A validator registers every library function when made: once per thread, not per check.
+    static VALIDATOR: RefCell<Option<Validator>> = const { RefCell::new(None) };
+}
+
+/// The rules of a schema, compiled; `None` when it has none.
+pub(crate) fn compile(schema: &Value) -> Option<CompiledSchema> {
+    has_rules(schema).then(|| kube_cel::compile_schema(schema))
+}
+
+fn has_rules(schema: &Value) -> bool {
+    match schema {
+        Value::Object(node) => {
+            node.contains_key("x-kubernetes-validations") || node.values().any(has_rules)
+        }
+        Value::Array(items) => items.iter().any(has_rules),
+        _ => false,
+    }
+}
+
+/// Evaluates the rules on `object` (and `old`, for transition rules).
+pub(crate) fn check(
+    compiled: &CompiledSchema,
+    object: &Value,
+    old: Option<&Value>,
+    (api_version, kind): (&str, &str),
+) -> Vec<Violation> {
+    let root = RootContext {
+        api_version: api_version.to_string(),
+        api_group: api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+            .to_string(),
+        kind: kind.to_string(),
+    };
+    let result = VALIDATOR.with(|cell| {
+        let mut validator = cell.borrow_mut();
+        let validator = validator.get_or_insert_with(Validator::new);
+        validator.validate_compiled_with_context(compiled, object, old, Some(&root))
+    });
+    let Err(errors) = result else {
+        return Vec::new();
+    };
+    errors
+        .into_vec()
+        .into_iter()
+        .map(|error| {
+            let kind = match error.kind {
+                ErrorKind::ValidationFailure
+                | ErrorKind::InvalidResult
+                | ErrorKind::EvaluationError => ViolationKind::Rule,
+                _ => ViolationKind::Unchecked,
+            };
+            let message = match kind {
+                ViolationKind::Unchecked => format!("rule not checked here: {}", error.message),
+                _ => error.message,
+            };
+            Violation {
+                field: error.field_path,
+                message,
+                rule: Some(error.rule),
+                kind,
+            }
+        })
+        .collect()
+}

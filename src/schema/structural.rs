@@ -1,0 +1,651 @@
+//! The OpenAPI v3 half of a schema check: types, required fields, enums, bounds, patterns,
+//! formats, unknown fields and list types, walked over the object the way the API server
+//! validates a custom resource (defaults first, so a defaulted field is never missing).
+//!
+//! Two dialects read the same keywords differently. A CRD's schema is structural: an object
+//! node without `properties` or `additionalProperties` has no fields, and anything else in it
+//! is pruned. The built-in types' published OpenAPI is not: `{"type": "object"}` there is a
+//! free-form value (a `RawExtension`), and only a node that lists `properties` can call a field
+//! unknown. Built-in schemas name shared parts by `$ref`; CRD schemas never do.
+
+use super::formats;
+use super::{Violation, ViolationKind};
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock};
+
+/// How a schema's object nodes treat fields they do not list (see the module's comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Crd,
+    Builtin,
+}
+
+/// What a walk needs besides the schema: where `$ref`s point, and the schema of `metadata`
+/// (ObjectMeta) for the root and embedded resources.
+pub(crate) struct Walk<'a> {
+    pub dialect: Dialect,
+    /// `components.schemas`, by name, for `$ref`.
+    pub definitions: Option<&'a Map<String, Value>>,
+    pub object_meta: Option<&'a Value>,
+    pub violations: Vec<Violation>,
+}
+
+/// Deep enough for every schema Kubernetes ships; a deeper object is refused, not walked.
+const MAX_DEPTH: usize = 64;
+
+const REF_PREFIX: &str = "#/components/schemas/";
+
+impl<'a> Walk<'a> {
+    /// Checks `value` at `path` against `schema`, the root of a type when `root` (where
+    /// `apiVersion`, `kind` and `metadata` are every object's).
+    pub(crate) fn check(&mut self, schema: &'a Value, value: &Value, path: &str, root: bool) {
+        self.node(schema, value, path, root, 0);
+    }
+
+    fn node(&mut self, schema: &'a Value, value: &Value, path: &str, resource: bool, depth: usize) {
+        if depth > MAX_DEPTH {
+            self.push(
+                path,
+                ViolationKind::TooDeep,
+                format!("nests deeper than the {MAX_DEPTH} levels checked"),
+            );
+            return;
+        }
+        let schema = self.deref(schema);
+        let Some(node) = schema.as_object() else {
+            return;
+        };
+        // A null is dropped before validation (unless the schema keeps it), as the API server
+        // prunes it; a required field it leaves missing is told by the parent.
+        if value.is_null() {
+            return;
+        }
+        for sub in node
+            .get("allOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.node(sub, value, path, resource, depth + 1);
+        }
+        self.alternatives(node, value, path, resource, depth);
+        if !self.type_matches(node, value, path) {
+            return;
+        }
+        if let Some(allowed) = node.get("enum").and_then(Value::as_array)
+            && !allowed.iter().any(|a| same_value(a, value))
+        {
+            let listed: Vec<String> = allowed.iter().map(short).collect();
+            self.push(
+                path,
+                ViolationKind::Enum,
+                format!("must be one of {}, not {}", listed.join(", "), short(value)),
+            );
+        }
+        match value {
+            Value::String(text) => self.string(node, text, path),
+            Value::Number(_) => self.number(node, value, path),
+            Value::Array(items) => self.array(node, items, path, depth),
+            Value::Object(fields) => self.object(node, fields, path, resource, depth),
+            _ => {}
+        }
+    }
+
+    /// The schema a `$ref` names (built-in schemas only), else the node itself.
+    fn deref(&self, schema: &'a Value) -> &'a Value {
+        let mut schema = schema;
+        for _ in 0..8 {
+            let Some(target) = schema.get("$ref").and_then(Value::as_str) else {
+                break;
+            };
+            let found = target
+                .strip_prefix(REF_PREFIX)
+                .and_then(|name| self.definitions?.get(name));
+            match found {
+                Some(next) => schema = next,
+                None => break,
+            }
+        }
+        schema
+    }
+
+    /// `anyOf`, `oneOf` and `not`: each branch is walked on its own, and only how many pass
+    /// counts.
+    fn alternatives(
+        &mut self,
+        node: &'a Map<String, Value>,
+        value: &Value,
+        path: &str,
+        resource: bool,
+        depth: usize,
+    ) {
+        let passes = |walk: &Self, branch: &'a Value| {
+            let mut trial = Walk {
+                dialect: walk.dialect,
+                definitions: walk.definitions,
+                object_meta: walk.object_meta,
+                violations: Vec::new(),
+            };
+            trial.node(branch, value, path, resource, depth + 1);
+            trial.violations.is_empty()
+        };
+        if let Some(branches) = node.get("anyOf").and_then(Value::as_array)
+            && !branches.is_empty()
+            && !branches.iter().any(|b| passes(self, b))
+        {
+            self.push(
+                path,
+                ViolationKind::Alternatives,
+                format!("matches none of the {} schemas of anyOf", branches.len()),
+            );
+        }
+        if let Some(branches) = node.get("oneOf").and_then(Value::as_array)
+            && !branches.is_empty()
+        {
+            let matched = branches.iter().filter(|b| passes(self, b)).count();
+            if matched != 1 {
+                self.push(
+                    path,
+                    ViolationKind::Alternatives,
+                    format!(
+                        "must match exactly one of the {} schemas of oneOf; it matches {matched}",
+                        branches.len()
+                    ),
+                );
+            }
+        }
+        if let Some(branch) = node.get("not")
+            && passes(self, branch)
+        {
+            self.push(
+                path,
+                ViolationKind::Alternatives,
+                "matches the schema of `not`".to_string(),
+            );
+        }
+    }
+
+    /// Whether the value has the node's type (an `int-or-string` node takes either); says
+    /// why not when it does not. A node without a type takes anything.
+    fn type_matches(&mut self, node: &Map<String, Value>, value: &Value, path: &str) -> bool {
+        if node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            if is_integer(value) || value.is_string() {
+                return true;
+            }
+            self.push(
+                path,
+                ViolationKind::Type,
+                format!("must be an integer or a string, not {}", described(value)),
+            );
+            return false;
+        }
+        let Some(wanted) = node.get("type").and_then(Value::as_str) else {
+            return true;
+        };
+        let matches = match wanted {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => is_integer(value),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            _ => true,
+        };
+        if !matches {
+            self.push(
+                path,
+                ViolationKind::Type,
+                format!("must be {}, not {}", article(wanted), described(value)),
+            );
+        }
+        matches
+    }
+
+    fn string(&mut self, node: &Map<String, Value>, text: &str, path: &str) {
+        let length = text.chars().count();
+        if let Some(max) = unsigned(node, "maxLength")
+            && length > max
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("may not be longer than {max} characters (it has {length})"),
+            );
+        }
+        if let Some(min) = unsigned(node, "minLength")
+            && length < min
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("must be at least {min} characters long (it has {length})"),
+            );
+        }
+        if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
+            match compiled(pattern) {
+                Some(regex) if !regex.is_match(text) => self.push(
+                    path,
+                    ViolationKind::Pattern,
+                    format!("{} must match the pattern {pattern:?}", short_str(text)),
+                ),
+                _ => {}
+            }
+        }
+        if let Some(format) = node.get("format").and_then(Value::as_str)
+            && let Some(problem) = formats::problem(format, text)
+        {
+            self.push(
+                path,
+                ViolationKind::Format,
+                format!("{} is not a valid {format}: {problem}", short_str(text)),
+            );
+        }
+    }
+
+    fn number(&mut self, node: &Map<String, Value>, value: &Value, path: &str) {
+        let Some(number) = value.as_f64() else {
+            return;
+        };
+        let flag = |key: &str| node.get(key) == Some(&Value::Bool(true));
+        if let Some(max) = node.get("maximum").and_then(Value::as_f64) {
+            let exclusive = flag("exclusiveMaximum");
+            if number > max || (exclusive && number == max) {
+                let bound = if exclusive { "less than" } else { "at most" };
+                self.push(
+                    path,
+                    ViolationKind::Bounds,
+                    format!("must be {bound} {}, not {value}", plain(max)),
+                );
+            }
+        }
+        if let Some(min) = node.get("minimum").and_then(Value::as_f64) {
+            let exclusive = flag("exclusiveMinimum");
+            if number < min || (exclusive && number == min) {
+                let bound = if exclusive {
+                    "greater than"
+                } else {
+                    "at least"
+                };
+                self.push(
+                    path,
+                    ViolationKind::Bounds,
+                    format!("must be {bound} {}, not {value}", plain(min)),
+                );
+            }
+        }
+        if let Some(factor) = node.get("multipleOf").and_then(Value::as_f64)
+            && factor > 0.0
+            && (number / factor).fract() != 0.0
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("must be a multiple of {}, not {value}", plain(factor)),
+            );
+        }
+    }
+
+    fn array(&mut self, node: &'a Map<String, Value>, items: &[Value], path: &str, depth: usize) {
+        let count = items.len();
+        if let Some(max) = unsigned(node, "maxItems")
+            && count > max
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("may have at most {max} items (it has {count})"),
+            );
+        }
+        if let Some(min) = unsigned(node, "minItems")
+            && count < min
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("must have at least {min} items (it has {count})"),
+            );
+        }
+        let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
+        if list_type == Some("set") || node.get("uniqueItems") == Some(&Value::Bool(true)) {
+            for (index, item) in items.iter().enumerate() {
+                if items[..index]
+                    .iter()
+                    .any(|earlier| same_value(earlier, item))
+                {
+                    self.push(
+                        &format!("{path}[{index}]"),
+                        ViolationKind::Duplicate,
+                        format!("duplicate value {} in a list of unique items", short(item)),
+                    );
+                }
+            }
+        }
+        if list_type == Some("map") {
+            self.map_list(node, items, path);
+        }
+        if let Some(item_schema) = node.get("items") {
+            for (index, item) in items.iter().enumerate() {
+                self.node(
+                    item_schema,
+                    item,
+                    &format!("{path}[{index}]"),
+                    false,
+                    depth + 1,
+                );
+            }
+        }
+    }
+
+    /// A list of type `map`: no two items with the same values of its keys.
+    fn map_list(&mut self, node: &Map<String, Value>, items: &[Value], path: &str) {
+        let keys: Vec<&str> = node
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let mut seen: HashSet<String> = HashSet::new();
+        for (index, item) in items.iter().enumerate() {
+            let tuple: Vec<String> = keys
+                .iter()
+                .map(|key| format!("{key}={}", short(item.get(*key).unwrap_or(&Value::Null))))
+                .collect();
+            let tuple = tuple.join(",");
+            if !seen.insert(tuple.clone()) {
+                self.push(
+                    &format!("{path}[{index}]"),
+                    ViolationKind::Duplicate,
+                    format!("duplicate entry for the list's keys [{tuple}]"),
+                );
+            }
+        }
+    }
+
+    fn object(
+        &mut self,
+        node: &'a Map<String, Value>,
+        fields: &Map<String, Value>,
+        path: &str,
+        resource: bool,
+        depth: usize,
+    ) {
+        let count = fields.len();
+        if let Some(max) = unsigned(node, "maxProperties")
+            && count > max
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("may have at most {max} fields (it has {count})"),
+            );
+        }
+        if let Some(min) = unsigned(node, "minProperties")
+            && count < min
+        {
+            self.push(
+                path,
+                ViolationKind::Bounds,
+                format!("must have at least {min} fields (it has {count})"),
+            );
+        }
+        let properties = node.get("properties").and_then(Value::as_object);
+        let embedded = node.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+        let resource = resource || embedded;
+        for required in node
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = required.as_str() else {
+                continue;
+            };
+            let defaulted = properties.and_then(|p| p.get(name)).is_some_and(|p| {
+                self.deref(p).get("default").is_some() || p.get("default").is_some()
+            });
+            if fields.get(name).is_none_or(Value::is_null) && !defaulted {
+                self.push(
+                    &child_path(path, name),
+                    ViolationKind::Required,
+                    "is required".to_string(),
+                );
+            }
+        }
+        let additional = node.get("additionalProperties");
+        let preserves =
+            node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        let closed = match self.dialect {
+            Dialect::Crd => {
+                node.get("type").and_then(Value::as_str) == Some("object")
+                    && !preserves
+                    && additional.is_none_or(|a| a == &Value::Bool(false))
+            }
+            Dialect::Builtin => {
+                properties.is_some() && additional.is_none_or(|a| a == &Value::Bool(false))
+            }
+        };
+        for (name, value) in fields {
+            let field_path = child_path(path, name);
+            if resource && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+                self.resource_field(properties, name, value, &field_path, depth);
+                continue;
+            }
+            if let Some(schema) = properties.and_then(|p| p.get(name)) {
+                self.node(schema, value, &field_path, false, depth + 1);
+            } else if let Some(schema) = additional.filter(|a| a.is_object()) {
+                self.node(schema, value, &map_path(path, name), false, depth + 1);
+            } else if closed {
+                let known = properties.map(|p| p.keys().map(String::as_str).collect::<Vec<_>>());
+                let hint = known
+                    .and_then(|known| closest(name, &known))
+                    .map(|near| format!(" (did you mean {near:?}?)"))
+                    .unwrap_or_default();
+                self.push(
+                    &field_path,
+                    ViolationKind::Unknown,
+                    format!("unknown field, not in the schema{hint}"),
+                );
+            }
+        }
+        if embedded {
+            for name in ["apiVersion", "kind"] {
+                if fields
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    self.push(
+                        &child_path(path, name),
+                        ViolationKind::Required,
+                        "is required in an embedded resource".to_string(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// `apiVersion`, `kind` and `metadata` of a resource: strings, and ObjectMeta (checked
+    /// against its own schema, whatever the type's schema says of it).
+    fn resource_field(
+        &mut self,
+        properties: Option<&'a Map<String, Value>>,
+        name: &str,
+        value: &Value,
+        path: &str,
+        depth: usize,
+    ) {
+        if name != "metadata" {
+            if !value.is_string() {
+                self.push(
+                    path,
+                    ViolationKind::Type,
+                    format!("must be a string, not {}", described(value)),
+                );
+            }
+            return;
+        }
+        match self.object_meta {
+            Some(meta) => self.node(meta, value, path, false, depth + 1),
+            None => {
+                if let Some(schema) = properties.and_then(|p| p.get(name)) {
+                    let schema = self.deref(schema);
+                    if schema.get("properties").is_some() {
+                        self.node(schema, value, path, false, depth + 1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, path: &str, kind: ViolationKind, message: String) {
+        self.violations.push(Violation {
+            field: path.to_string(),
+            message,
+            rule: None,
+            kind,
+        });
+    }
+}
+
+/// `spec.replicas` from `spec` and `replicas`.
+pub(crate) fn child_path(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+/// A map entry's path, as the API server writes it: `metadata.labels[app]`.
+fn map_path(path: &str, key: &str) -> String {
+    format!("{path}[{key}]")
+}
+
+fn is_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// JSON equality where `3` and `3.0` are one number, as Kubernetes' decoding makes them.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn unsigned(node: &Map<String, Value>, key: &str) -> Option<usize> {
+    node.get(key).and_then(Value::as_u64).map(|n| n as usize)
+}
+
+fn article(type_name: &str) -> String {
+    match type_name {
+        "object" | "array" | "integer" => format!("an {type_name}"),
+        other => format!("a {other}"),
+    }
+}
+
+/// What a value is, for a type mismatch: `a string ("three")`.
+fn described(value: &Value) -> String {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    match value {
+        Value::Array(_) | Value::Object(_) => kind.to_string(),
+        _ => format!("{kind} ({})", short(value)),
+    }
+}
+
+/// A value as JSON, cut short: messages quote what they are about, not whole objects.
+fn short(value: &Value) -> String {
+    match value {
+        Value::String(text) => short_str(text),
+        Value::Array(_) => "[…]".to_string(),
+        Value::Object(_) => "{…}".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn short_str(text: &str) -> String {
+    const KEPT: usize = 64;
+    if text.chars().count() <= KEPT {
+        format!("{text:?}")
+    } else {
+        let cut: String = text.chars().take(KEPT).collect();
+        format!("{cut:?}…")
+    }
+}
+
+/// `3` for 3.0: bounds are written as authors wrote them.
+fn plain(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e15 {
+        format!("{}", number as i64)
+    } else {
+        number.to_string()
+    }
+}
+
+/// Patterns compile once: the same few run on every object of a type.
+fn compiled(pattern: &str) -> Option<Arc<Regex>> {
+    static CACHE: LazyLock<parking_lot::Mutex<HashMap<String, Option<Arc<Regex>>>>> =
+        LazyLock::new(Default::default);
+    let mut cache = CACHE.lock();
+    if let Some(found) = cache.get(pattern) {
+        return found.clone();
+    }
+    // Kubernetes matches with Go's RE2; the regex crate's syntax is RE2's. A pattern it
+    // cannot compile is not checked (the API server refused the CRD with it, or accepts it).
+    let regex = Regex::new(pattern).ok().map(Arc::new);
+    if cache.len() < 4096 {
+        cache.insert(pattern.to_string(), regex.clone());
+    }
+    regex
+}
+
+/// The declared field a misspelled one most likely meant: at most two edits away, or the same
+/// but for case.
+fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|candidate| {
+            (
+                edits(&name.to_lowercase(), &candidate.to_lowercase()),
+                *candidate,
+            )
+        })
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
