@@ -209,31 +209,20 @@ pub(super) async fn hook_sources(
 /// CustomResourceDefinitions per page: a cluster may have thousands, each with its whole schema.
 const CRD_PAGE: u32 = 100;
 
-/// The cluster's CustomResourceDefinitions, a page at a time, as [`essentials`].
+/// The cluster's CustomResourceDefinitions, a page at a time, as
+/// [`crate::schema::crd_essentials`] keeps them.
 pub(super) async fn crds(client: kube::Client) -> Result<Vec<Value>, kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
     let mut read = Vec::new();
     let mut params = ListParams::default().limit(CRD_PAGE);
     loop {
         let page = crds.list(&params).await?;
-        read.extend(page.items.into_iter().map(essentials));
+        read.extend(page.items.into_iter().map(crate::schema::crd_essentials));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
             _ => return Ok(read),
         }
     }
-}
-
-/// What is used of a CustomResourceDefinition: its name and spec (names, scope, versions and
-/// their schemas). Its status and the rest of its metadata are left behind: managedFields alone
-/// name every field of the schema again.
-pub(super) fn essentials(crd: CustomResourceDefinition) -> Value {
-    serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd.metadata.name},
-        "spec": crd.spec,
-    })
 }
 
 #[cfg(test)]
@@ -252,7 +241,7 @@ mod tests {
             "status": {"storedVersions": ["v1"]}
         }))
         .unwrap();
-        let kept = essentials(crd);
+        let kept = crate::schema::crd_essentials(crd);
         assert_eq!(
             kept["metadata"],
             serde_json::json!({"name": "widgets.example.com"})

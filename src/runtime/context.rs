@@ -24,10 +24,10 @@ use crate::runtime::report::metrics::Metrics;
 use crate::runtime::report::problem::{Cause, Problem};
 use crate::runtime::watch::cache::Informers;
 use crate::runtime::watch::discovery::Discovery;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::{Applier, ApplyError, Writer};
-use crate::schema::Schemas;
 use crate::script::ceilings::LimitCeilings;
 use crate::script::{CallScope, EventSink, ScriptEngine};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -166,7 +166,7 @@ pub struct Context {
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
     /// The schemas of the types controllers write: built-in ones bundled, the cluster's CRDs.
-    pub schemas: Arc<Schemas>,
+    pub schemas: Arc<LiveSchemas>,
     pub engine: ScriptEngine,
     /// Webhook hooks' client: it connects only where `config.webhook_allow` says.
     pub webhooks: WebhookClient,

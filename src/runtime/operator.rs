@@ -20,6 +20,7 @@ use crate::runtime::watch::cache::{
     CacheEvent, CacheMetrics, Informers, ObjectEvent, PassedOver, WatchLease,
 };
 use crate::runtime::watch::discovery::{Discovery, ResolvedType};
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
 use crate::runtime::write::fingerprint::Sweep;
@@ -103,6 +104,10 @@ impl Operator {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let metrics = config.metrics.clone();
         let informers = Informers::new(client.clone(), events_tx, CacheMetrics::of(&metrics));
+        let schemas = Arc::new(LiveSchemas::new(
+            client.clone(),
+            Arc::new(crate::schema::Schemas::with_builtins()),
+        ));
         // Bounded: a burst of passed-over objects beyond it is in the log and the count only.
         let (passed_over_tx, passed_over) = mpsc::channel(64);
         informers.report_passed_over(passed_over_tx);
@@ -163,7 +168,13 @@ impl Operator {
                 metrics.clone(),
                 kinds.iter().map(|kind| kind.name).collect(),
             ),
-            applier: Applier::new(metrics.clone(), authority.clone(), own_writes),
+            applier: Applier::new(
+                metrics.clone(),
+                authority.clone(),
+                own_writes,
+                schemas.clone(),
+                informers.clone(),
+            ),
             identities: Identities::new(kube, crate::runtime::context::own_user(&client).await),
             leadership,
             authority,
@@ -172,7 +183,7 @@ impl Operator {
             client: client.clone(),
             discovery,
             informers,
-            schemas: Arc::new(crate::schema::Schemas::with_builtins()),
+            schemas,
             engine: ScriptEngine::new()
                 .with_max_children(config.max_children)
                 .with_limit_ceilings(config.limit_ceilings),

@@ -270,6 +270,26 @@ impl SchemaSource for Schemas {
     }
 }
 
+/// Whether the bundle has the schema of this type (the rest are custom resources, or types of
+/// an aggregated API, which have none to check against).
+pub fn is_builtin(api_version: &str, kind: &str) -> bool {
+    builtin::schema(api_version, kind).is_some()
+}
+
+/// What is used of a CustomResourceDefinition: its name and spec (names, scope, versions and
+/// their schemas). Its status and the rest of its metadata are left behind: managedFields alone
+/// name every field of the schema again.
+pub fn crd_essentials(
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd.metadata.name},
+        "spec": crd.spec,
+    })
+}
+
 /// Checks a part of `object` against its type's schema, if `schemas` has one.
 pub fn check(
     schemas: &dyn SchemaSource,

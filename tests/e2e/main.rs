@@ -36,6 +36,7 @@ mod operator_reads;
 mod operator_resync;
 mod operator_start;
 mod operator_workloads;
+mod output_schemas;
 mod read_access;
 mod rollout;
 mod run_local;

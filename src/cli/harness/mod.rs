@@ -499,7 +499,13 @@ fn controller_subject(
 ) -> Result<Subject, String> {
     let name = spec.name.as_deref();
     let mut paths = vec![dir.join(file)];
-    paths.extend(spec.manifests.iter().map(|extra| dir.join(extra)));
+    // The CRDs of `crds:` resolve the controller's types too.
+    paths.extend(
+        spec.manifests
+            .iter()
+            .chain(&spec.crds)
+            .map(|extra| dir.join(extra)),
+    );
     let documents = manifests::load_objects(&paths).map_err(|e| e.to_string())?;
     let cluster = OfflineCluster::from_documents(documents).map_err(|e| e.to_string())?;
     let local;

@@ -260,7 +260,7 @@ pub(crate) async fn run_spec_tests(
     let spec = spec.clone();
     let total = spec.tests.len();
     let deadline = std::time::Instant::now() + GATE_DEADLINE;
-    let mut subject = Subject::controller(name, kind, hooks, planner, context.schemas.clone());
+    let mut subject = Subject::controller(name, kind, hooks, planner, context.schemas.shared());
     let failed = tokio::task::spawn_blocking(move || {
         inline::run_all(&engine, kind, &spec, &mut subject, Some(deadline))
             .into_iter()

@@ -48,6 +48,9 @@ pub(super) async fn shadow_pass<K: Kind>(
         let mut summary = Summary::default();
         let mut examples = Vec::new();
         let manager = candidate.id.field_manager();
+        // The types the serving revision wrote are followed already; a candidate's new ones are
+        // left to the API server until it serves.
+        let schemas = context.schemas.shared();
         for (_, subject) in subjects {
             let scope = candidate.scope(&context, &candidate.planner.reads());
             let runner = HookRunner {
@@ -61,7 +64,7 @@ pub(super) async fn shadow_pass<K: Kind>(
                 runner: &runner,
                 store: &*context.informers,
                 resolver: &*context.discovery,
-                schemas: &crate::schema::NoSchemas,
+                schemas: &*schemas,
             };
             let (steps, _) = offline.sync(candidate.planner.as_ref(), &subject);
             for step in steps {

@@ -15,6 +15,7 @@ use crate::runtime::replicas::leader::Leadership;
 use crate::runtime::report::events::Events;
 use crate::runtime::watch::cache::{CacheEvent, CacheMetrics, Informers};
 use crate::runtime::watch::discovery::Discovery;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
 use crate::runtime::write::own_writes::OwnWrites;
@@ -83,6 +84,10 @@ impl Cluster {
         let (redeliver, _) = mpsc::unbounded_channel();
         let config_map_type = resolve(&discovery, "v1", "configmaps").await.resource;
         let kind_names = crate::kinds::ALL.iter().map(|kind| kind.name()).collect();
+        let schemas = Arc::new(LiveSchemas::new(
+            client.clone(),
+            Arc::new(crate::schema::Schemas::with_builtins()),
+        ));
         let context = Arc::new(Context {
             controller_selector: None,
             events: Events::new(client.clone(), None, metrics.clone(), kind_names),
@@ -90,6 +95,8 @@ impl Cluster {
                 metrics.clone(),
                 authority.clone(),
                 OwnWrites::new(redeliver),
+                schemas.clone(),
+                informers.clone(),
             ),
             identities: Identities::new(
                 kube::Config::new("http://fake.invalid".parse().expect("a URL")),
@@ -102,7 +109,7 @@ impl Cluster {
             client: client.clone(),
             discovery: discovery.clone(),
             informers,
-            schemas: Arc::new(crate::schema::Schemas::with_builtins()),
+            schemas,
             engine: ScriptEngine::new(),
             webhooks: WebhookClient::restricted(EgressPolicy::default(), 1 << 20),
             queue: WorkQueue::fair(

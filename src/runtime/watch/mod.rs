@@ -4,5 +4,6 @@
 pub mod cache;
 pub(crate) mod decode;
 pub mod discovery;
+pub mod schemas;
 pub(crate) mod share;
 pub(crate) mod store;

@@ -3,6 +3,7 @@
 
 use crate::api::ServiceAccountRef;
 use crate::object;
+use crate::plan::outputs::{self, InvalidOutputs};
 use crate::plan::{Claim, ClaimChange, Deletion, FinalizerChange, Plan, StatusChange};
 use crate::reasons;
 use crate::resources::ResourceType;
@@ -10,8 +11,12 @@ use crate::runtime::keys::ControllerId;
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::report::metrics::Metrics;
 use crate::runtime::watch::decode::WrittenVersion;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::write::own_writes::OwnWrites;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use crate::store::ObjectStore;
+use kube::api::{
+    Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy, ValidationDirective,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -38,6 +43,9 @@ pub(crate) enum ApplyError {
          just made); nothing more was written, and the retry decides by the rule's `adopt` policy"
     )]
     Appeared { object: String },
+    /// An object of the plan breaks its type's schema: nothing of the plan was written.
+    #[error("nothing of this sync was written: {0}")]
+    Invalid(#[from] InvalidOutputs),
     #[error("{object} is of type {kind}.{api_version}, which the controller does not declare")]
     UnknownType {
         object: String,
@@ -59,6 +67,7 @@ impl ApplyError {
                 ..
             } if status.code == 403 => reasons::FORBIDDEN,
             ApplyError::NotWriter { .. } => reasons::HANDED_OVER,
+            ApplyError::Invalid(_) => reasons::SCHEMA_VIOLATION,
             _ => reasons::APPLY_FAILED,
         }
     }
@@ -104,6 +113,10 @@ pub struct Applier {
     metrics: Metrics,
     authority: Arc<Authority>,
     pub own_writes: Arc<OwnWrites>,
+    /// What a plan's objects are checked against before any of them is written.
+    schemas: Arc<LiveSchemas>,
+    /// Where the objects a plan replaces are read from (`oldSelf` to transition rules).
+    observed: Arc<dyn ObjectStore + Send + Sync>,
 }
 
 /// What a plan's writes left behind: the resourceVersion each written object has now (the
@@ -146,15 +159,21 @@ impl Applier {
     /// Writes only while `authority` allows (the leader; sharded, the owner of the item the
     /// work acts for): checked before every request, so a replica whose lease lapsed or whose
     /// item moved stops in the middle of a plan.
+    /// What a plan writes is checked against `schemas` first, with the objects it replaces
+    /// read from `observed`.
     pub(crate) fn new(
         metrics: Metrics,
         authority: Arc<Authority>,
         own_writes: OwnWrites,
+        schemas: Arc<LiveSchemas>,
+        observed: Arc<dyn ObjectStore + Send + Sync>,
     ) -> Applier {
         Applier {
             metrics,
             authority,
             own_writes: Arc::new(own_writes),
+            schemas,
+            observed,
         }
     }
 
@@ -202,6 +221,7 @@ impl Applier {
         target: &PlanTarget<'_>,
         plan: &Plan,
     ) -> Result<Written, ApplyError> {
+        self.check(target, plan).await?;
         let mut written = Written::default();
         // Each write to the target moves its resourceVersion; the finalizer edits test the
         // version they expect, so they must see the one the previous write produced.
@@ -270,6 +290,32 @@ impl Applier {
         Ok(written)
     }
 
+    /// Checks what the plan writes against the schemas of its types ([`outputs`]) before any
+    /// of it is written. The API server stays the last word (children are applied with strict
+    /// field validation); this check says what is wrong in the terms of the hook's output, all
+    /// of it at once, and keeps a plan from being written half.
+    async fn check(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
+        if plan.apply.is_empty() && plan.status.is_none() {
+            return Ok(());
+        }
+        let written_types = plan
+            .apply
+            .iter()
+            .filter_map(|child| target.child_types.iter().find(|t| t.describes(child)));
+        let status_type = plan.status.as_ref().map(|_| target.resource);
+        self.schemas.follow(written_types.chain(status_type)).await;
+        let observed = |desired: &Value| {
+            let resource = target.child_types.iter().find(|t| t.describes(desired))?;
+            self.observed
+                .get(resource, object::namespace(desired), object::name(desired))
+        };
+        let unchecked = outputs::check(plan, target.object, &observed, self.schemas.schemas())?;
+        for note in unchecked {
+            tracing::debug!(controller = %target.controller, %note, "a rule of an output is left to the API server");
+        }
+        Ok(())
+    }
+
     /// Sends one write and remembers the resourceVersion it produced, so the watch event it
     /// causes can be told from someone else's change (see [`OwnWrites`]).
     async fn write(
@@ -314,7 +360,11 @@ impl Applier {
                 api_version: object::api_version(child).to_string(),
             })?;
         let api = self.api(target, resource, object::namespace(child));
-        let params = PatchParams::apply(&target.controller.field_manager()).force();
+        // Strict: a field the type does not have is refused, not dropped without a word.
+        let params = PatchParams {
+            field_validation: Some(ValidationDirective::Strict),
+            ..PatchParams::apply(&target.controller.field_manager()).force()
+        };
         self.write(
             "apply",
             child,
