@@ -6,6 +6,9 @@
 //!   on 127.0.0.1, called with hyper over a kept-alive connection; the measured call serializes
 //!   the request and parses the response, as the operator would for a `webhook:` hook.
 //! - `empty_hook/{rhai,lua}`: the fixed cost of a call (empty request, script returns null).
+//! - `schema_check_10_services/builtin`: checking the ten Services the sync returns against the
+//!   bundled Service schema, as the operator does before it applies a plan; the summary gives it
+//!   as a share of the Rhai call that made them.
 //!
 //! After criterion's own report, a `cargo bench` run measures the benchmarks it ran once more,
 //! interleaved (round after round, each contender for a few milliseconds per round), prints the
@@ -32,11 +35,14 @@ use std::time::{Duration, Instant};
 const REPLICAS: usize = 10;
 const SYNC: &str = "service_per_pod_sync_10_pods";
 const EMPTY: &str = "empty_hook";
+const SCHEMA: &str = "schema_check_10_services";
 
 /// The 10-pod sync must be at least this many times cheaper than the webhook, in both languages.
 const MIN_SPEEDUP_OVER_WEBHOOK: f64 = 15.0;
 const MAX_EMPTY_LUA: Duration = Duration::from_micros(5);
 const MAX_EMPTY_RHAI: Duration = Duration::from_micros(2);
+/// Checking what a sync writes may cost at most this share of the hook call that made it.
+const MAX_SCHEMA_SHARE: f64 = 0.5;
 /// The summary's interleaved rounds, and how long each contender runs in one.
 const ROUNDS: usize = 30;
 const ROUND_SLICE: Duration = Duration::from_millis(10);
@@ -156,6 +162,9 @@ struct Setup {
     empty_call: CallContext,
     empty_scripts: [Arc<CompiledScript>; 2],
     webhook: Webhook,
+    /// What the sync returns, and the schemas it is checked against.
+    attachments: Vec<Value>,
+    schemas: metascript::schema::Schemas,
 }
 
 impl Setup {
@@ -191,8 +200,24 @@ impl Setup {
         );
         let empty_scripts = [(Language::Rhai, "()"), (Language::Lua, "return nil")]
             .map(|(language, code)| compile(&engine, language, code.into(), "empty".into()));
+        let schemas = metascript::schema::Schemas::with_builtins();
+        let attachments = expected["attachments"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for service in &attachments {
+            let violations = metascript::schema::check(
+                &schemas,
+                service,
+                None,
+                metascript::schema::Part::Resource,
+            );
+            assert_eq!(violations, Vec::new(), "the example's Services are valid");
+        }
         Setup {
             engine,
+            attachments,
+            schemas,
             sync_request,
             sync_call,
             sync_scripts,
@@ -246,6 +271,25 @@ impl Setup {
                 name: "lua",
                 call: empty(&self.empty_scripts[1]),
             },
+            Contender {
+                group: SCHEMA,
+                name: "builtin",
+                call: Box::new(|| {
+                    let found: usize = black_box(&self.attachments)
+                        .iter()
+                        .map(|service| {
+                            metascript::schema::check(
+                                &self.schemas,
+                                service,
+                                None,
+                                metascript::schema::Part::Resource,
+                            )
+                            .len()
+                        })
+                        .sum();
+                    Value::from(found)
+                }),
+            },
         ]
     }
 }
@@ -253,7 +297,7 @@ impl Setup {
 /// Runs every contender through criterion; returns the ids of those the command line selected.
 fn measure(criterion: &mut Criterion, contenders: &[Contender]) -> BTreeSet<String> {
     let ran = RefCell::new(BTreeSet::new());
-    for group_name in [SYNC, EMPTY] {
+    for group_name in [SYNC, EMPTY, SCHEMA] {
         let mut group = criterion.benchmark_group(group_name);
         for contender in contenders.iter().filter(|c| c.group == group_name) {
             group.bench_function(contender.name, |b| {
@@ -470,6 +514,25 @@ fn summarize(contenders: &[&Contender]) -> bool {
                 );
             }
         }
+    }
+    if let (Some(schema), Some(rhai)) = (
+        find(&format!("{SCHEMA}/builtin")),
+        find(&format!("{SYNC}/rhai")),
+    ) {
+        let shares = per_call[schema]
+            .iter()
+            .zip(&per_call[rhai])
+            .map(|(schema, rhai)| schema / rhai)
+            .collect();
+        let share = median(shares);
+        check(
+            format!(
+                "schema check of the 10 Services / the Rhai sync that made them = {:.0}% (target <= {:.0}%)",
+                share * 100.0,
+                MAX_SCHEMA_SHARE * 100.0
+            ),
+            share <= MAX_SCHEMA_SHARE,
+        );
     }
     for (language, max) in [("lua", MAX_EMPTY_LUA), ("rhai", MAX_EMPTY_RHAI)] {
         if let Some(index) = find(&format!("{EMPTY}/{language}")) {
