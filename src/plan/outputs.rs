@@ -111,18 +111,19 @@ pub(crate) fn loose_plan(response: &Value) -> Plan {
     }
 }
 
-/// The target as its status write would leave it; `None` when the plan writes no status the
-/// hook gave (the operator's own conditions are not the hook's output).
+/// The target as its status write would leave it, with the status the hook gave; `None` when
+/// the plan writes none.
 fn written_status(change: Option<&StatusChange>, target: &Value) -> Option<Value> {
-    let status = match change? {
-        StatusChange::Replace(status) => status.clone(),
-        StatusChange::Merge(patch) => {
-            let mut status = target.get("status").cloned().unwrap_or(Value::Null);
-            json_patch::merge(&mut status, patch);
-            status
-        }
-        StatusChange::Conditions { .. } => return None,
+    // The operator's own: a map parent's counts (merged), its conditions and a parent's
+    // observedGeneration. A status schema may leave them out, and they are not the hook's to
+    // answer for.
+    let StatusChange::Replace(status) = change? else {
+        return None;
     };
+    let mut status = super::synced::without_operators(status);
+    if let Some(fields) = status.as_object_mut() {
+        fields.remove("observedGeneration");
+    }
     let mut written = target.clone();
     written.as_object_mut()?.insert("status".into(), status);
     Some(written)

@@ -9,8 +9,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// checked.
 pub(crate) fn problem(format: &str, text: &str) -> Option<String> {
     let fine = match format {
+        // Go's decoder skips line breaks: wrapped base64 is fine.
         "byte" => base64::engine::general_purpose::STANDARD
-            .decode(text)
+            .decode(text.replace(['\r', '\n'], ""))
             .is_ok(),
         "date-time" | "datetime" => text.parse::<jiff::Timestamp>().is_ok(),
         "date" => text.len() == 10 && text.parse::<jiff::civil::Date>().is_ok(),
@@ -24,9 +25,8 @@ pub(crate) fn problem(format: &str, text: &str) -> Option<String> {
         "email" => is_email(text),
         "uri" => is_uri(text),
         "hexcolor" => {
-            text.len() == 7
-                && text.starts_with('#')
-                && text[1..].chars().all(|c| c.is_ascii_hexdigit())
+            let digits = text.strip_prefix('#').unwrap_or(text);
+            matches!(digits.len(), 3 | 6) && digits.chars().all(|c| c.is_ascii_hexdigit())
         }
         "bsonobjectid" => text.len() == 24 && text.chars().all(|c| c.is_ascii_hexdigit()),
         _ => return None,
@@ -47,13 +47,50 @@ fn expected(format: &str) -> &'static str {
         "uuid" | "uuid3" | "uuid4" | "uuid5" => "expected a UUID",
         "hostname" => "expected a DNS name",
         "email" => "expected an email address",
-        "uri" => "expected an absolute URI",
-        "hexcolor" => "expected a colour as #rrggbb",
+        "uri" => "expected an absolute URI or path",
+        "hexcolor" => "expected a colour as #rrggbb or #rgb",
         _ => "expected a 24-digit hexadecimal object id",
     }
 }
 
-/// Go's durations (`1h30m`, `-2.5s`, `300ms`) and kube-openapi's extra units `d` and `w`.
+const DURATION_UNITS: &[&str] = &[
+    "ns",
+    "us",
+    "µs",
+    "ms",
+    "s",
+    "m",
+    "h",
+    "d",
+    "w",
+    "nanosecond",
+    "nanoseconds",
+    "microsecond",
+    "microseconds",
+    "millisecond",
+    "milliseconds",
+    "sec",
+    "secs",
+    "second",
+    "seconds",
+    "min",
+    "mins",
+    "minute",
+    "minutes",
+    "hr",
+    "hrs",
+    "hour",
+    "hours",
+    "day",
+    "days",
+    "wk",
+    "wks",
+    "week",
+    "weeks",
+];
+
+/// Go's durations (`1h30m`, `-2.5s`, `300ms`) and kube-openapi's further units (`d`, `w`, and
+/// words: `90 minutes`, `2 days`).
 fn is_duration(text: &str) -> bool {
     let text = text.strip_prefix(['-', '+']).unwrap_or(text);
     if text == "0" {
@@ -72,14 +109,14 @@ fn is_duration(text: &str) -> bool {
             return false;
         }
         rest = rest[digits..].trim_start();
-        let unit = ["ns", "us", "µs", "ms", "s", "m", "h", "d", "w"]
-            .into_iter()
-            .filter(|unit| rest.starts_with(unit))
-            .max_by_key(|unit| unit.len());
-        let Some(unit) = unit else {
+        // kube-openapi's units: Go's, days and weeks, and their words (`5min`, `2 days`).
+        let unit_length = rest
+            .find(|c: char| !c.is_alphabetic())
+            .unwrap_or(rest.len());
+        if !DURATION_UNITS.contains(&&rest[..unit_length]) {
             return false;
-        };
-        rest = rest[unit.len()..].trim_start();
+        }
+        rest = rest[unit_length..].trim_start();
     }
     true
 }
@@ -108,7 +145,8 @@ fn is_mac(text: &str) -> bool {
 
 fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
-    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+    let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    (lengths == [8, 4, 4, 4, 12] || lengths == [32])
         && groups
             .iter()
             .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
@@ -134,7 +172,11 @@ fn is_email(text: &str) -> bool {
     }
 }
 
+/// Go's `url.ParseRequestURI`: an absolute URI, or an absolute path.
 fn is_uri(text: &str) -> bool {
+    if text.starts_with('/') {
+        return !text.contains(char::is_whitespace);
+    }
     let Some((scheme, rest)) = text.split_once(':') else {
         return false;
     };
@@ -155,7 +197,8 @@ mod tests {
             ("byte", "aGVsbG8=", "hello!"),
             ("date-time", "2026-01-02T15:04:05Z", "yesterday"),
             ("date", "2026-01-02", "2026-13-40"),
-            ("duration", "1h30m", "90 minutes"),
+            ("duration", "1h30m", "90 fortnights"),
+            ("duration", "90 minutes", "minutes"),
             ("duration", "2d 3h", "h"),
             ("ipv4", "10.1.2.3", "10.1.2"),
             ("ipv6", "fe80::1", "fe80::g"),
@@ -165,7 +208,10 @@ mod tests {
             ("hostname", "web.example.com", "-web.example.com"),
             ("email", "ops@example.com", "ops"),
             ("uri", "https://example.com/x", "example.com"),
-            ("hexcolor", "#a0b1c2", "a0b1c2"),
+            ("uri", "/healthz", "healthz"),
+            ("hexcolor", "#a0b1c2", "#a0b1c"),
+            ("hexcolor", "fff", "ggg"),
+            ("byte", "aGVs\nbG8=", "aGVsbG8"),
         ];
         for (format, good, bad) in cases {
             assert_eq!(problem(format, good), None, "{format}: {good}");

@@ -28,6 +28,9 @@ pub struct Violation {
     /// The CEL rule that failed, for a rule's violation.
     pub rule: Option<String>,
     pub kind: ViolationKind,
+    /// The value is as it is in the object now: the API server lets an unchanged value be
+    /// (ratcheting), or another field manager's part of the object makes up for it.
+    pub unchanged: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +43,12 @@ pub enum ViolationKind {
     Enum,
     Bounds,
     Pattern,
+    /// A string that does not read as its `format`: said, not held against the object (the API
+    /// server's parsers take more forms than this check knows of).
     Format,
     Duplicate,
     Alternatives,
+    /// Deeper than the check walks: said, not held against the object.
     TooDeep,
     /// An `x-kubernetes-validations` rule that failed or could not be evaluated on the object.
     Rule,
@@ -51,9 +57,14 @@ pub enum ViolationKind {
 }
 
 impl Violation {
-    /// Whether the object must not be written: everything but an unchecked rule.
+    /// Whether the object must not be written: a violation of a value the output changes,
+    /// of a kind the API server would refuse as surely.
     pub fn blocks(&self) -> bool {
-        self.kind != ViolationKind::Unchecked
+        !self.unchanged
+            && !matches!(
+                self.kind,
+                ViolationKind::Unchecked | ViolationKind::Format | ViolationKind::TooDeep
+            )
     }
 }
 
@@ -65,10 +76,15 @@ impl fmt::Display for Violation {
             &self.field
         };
         write!(f, "{field}: {}", self.message)?;
-        match &self.rule {
-            Some(rule) if !self.message.contains(rule.as_str()) => write!(f, " (rule: {rule})"),
-            _ => Ok(()),
+        if let Some(rule) = &self.rule
+            && !self.message.contains(rule.as_str())
+        {
+            write!(f, " (rule: {rule})")?;
         }
+        if self.unchanged {
+            write!(f, " (as it is now, so left to the API server)")?;
+        }
+        Ok(())
     }
 }
 
@@ -152,21 +168,63 @@ impl TypeSchema {
             dialect: self.dialect,
             definitions: (self.dialect == Dialect::Builtin).then(builtin::definitions),
             object_meta: Some(builtin::object_meta()),
+            // A Secret's values stay out of messages (Events, conditions, logs).
+            quotes_values: self.kind != "Secret",
             violations: Vec::new(),
         };
-        walk.check(&self.schema, object, "", true);
+        walk.check(&self.schema, object, true);
         let mut violations = walk.violations;
         violations.retain(|v| part.covers(&v.field));
+        let blocking = violations.iter().any(Violation::blocks);
         // As the API server: rules run only on an object whose structure holds, so a rule
         // never trips over a field of the wrong type.
-        if violations.is_empty()
-            && let Some(compiled) = self.rules.get_or_init(|| rules::compile(&self.schema))
+        if !blocking && let Some(compiled) = self.rules.get_or_init(|| rules::compile(&self.schema))
         {
             let found = rules::check(compiled, object, old, (&self.api_version, &self.kind));
             violations.extend(found.into_iter().filter(|v| part.covers(&v.field)));
         }
+        if let Some(old) = old {
+            for violation in &mut violations {
+                violation.unchanged = is_unchanged(object, old, violation);
+            }
+        }
         violations
     }
+}
+
+/// Whether what a violation is about is as it is in the object now: the same value at its
+/// field, or, for a missing required field, a value there now (another field manager's, which
+/// an apply leaves in place).
+fn is_unchanged(object: &Value, old: &Value, violation: &Violation) -> bool {
+    let before = at_path(old, &violation.field);
+    match violation.kind {
+        ViolationKind::Required => before.is_some_and(|value| !value.is_null()),
+        _ => before.is_some() && before == at_path(object, &violation.field),
+    }
+}
+
+/// The value at a violation's field path (`spec.ports[0].name`, `metadata.labels[app]`).
+fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    let mut here = value;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (name, mut rest) = match segment.find('[') {
+            Some(open) => (&segment[..open], &segment[open..]),
+            None => (segment, ""),
+        };
+        if !name.is_empty() {
+            here = here.get(name)?;
+        }
+        while let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']')?;
+            let key = &inner[..close];
+            here = match (here, key.parse::<usize>()) {
+                (Value::Array(items), Ok(index)) => items.get(index)?,
+                _ => here.get(key)?,
+            };
+            rest = &inner[close + 1..];
+        }
+    }
+    Some(here)
 }
 
 /// Where schemas are looked up by type.
@@ -191,16 +249,30 @@ type TypeKey = (String, String);
 #[derive(Default)]
 pub struct Schemas {
     builtins: bool,
+    known: RwLock<Known>,
+}
+
+/// One lock for both maps: a CRD's types change with its entry, never half.
+#[derive(Default)]
+struct Known {
     /// By CRD name: its versions' types, to replace or drop them all when it changes.
-    crds: RwLock<HashMap<String, Vec<TypeKey>>>,
-    types: RwLock<HashMap<TypeKey, Arc<TypeSchema>>>,
+    crds: HashMap<String, Vec<TypeKey>>,
+    types: HashMap<TypeKey, Arc<TypeSchema>>,
+}
+
+impl Known {
+    fn remove_crd(&mut self, name: &str) {
+        for key in self.crds.remove(name).into_iter().flatten() {
+            self.types.remove(&key);
+        }
+    }
 }
 
 impl fmt::Debug for Schemas {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Schemas")
             .field("builtins", &self.builtins)
-            .field("crds", &self.crds.read().len())
+            .field("crds", &self.known.read().crds.len())
             .finish()
     }
 }
@@ -217,56 +289,56 @@ impl Schemas {
     /// Adds (or replaces) the types a CustomResourceDefinition serves.
     pub fn add_crd(&self, crd: &Value) {
         let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+        // A legacy CRD that keeps unknown fields has no pruning: none of its fields is unknown.
+        let preserves = crd.pointer("/spec/preserveUnknownFields") == Some(&Value::Bool(true));
         let compiled: Vec<TypeSchema> = versions
             .into_iter()
             .flatten()
             .filter(|v| v.get("served") != Some(&Value::Bool(false)))
+            .filter(|_| !preserves)
             .filter_map(|version| TypeSchema::of_crd(crd, version))
             .collect();
-        self.remove_crd(object::name(crd));
-        let keys: Vec<TypeKey> = compiled
-            .iter()
-            .map(|t| (t.api_version.clone(), t.kind.clone()))
-            .collect();
-        let mut types = self.types.write();
+        let name = object::name(crd).to_string();
+        let mut known = self.known.write();
+        known.remove_crd(&name);
+        let mut keys = Vec::with_capacity(compiled.len());
         for schema in compiled {
-            types.insert(
-                (schema.api_version.clone(), schema.kind.clone()),
-                Arc::new(schema),
-            );
+            let key = (schema.api_version.clone(), schema.kind.clone());
+            keys.push(key.clone());
+            known.types.insert(key, Arc::new(schema));
         }
-        self.crds
-            .write()
-            .insert(object::name(crd).to_string(), keys);
+        known.crds.insert(name, keys);
     }
 
     /// Whether a CRD of this name was added.
     pub fn knows_crd(&self, name: &str) -> bool {
-        self.crds.read().contains_key(name)
+        self.known.read().crds.contains_key(name)
     }
 
     /// Forgets the types of the CRD named `name`.
     pub fn remove_crd(&self, name: &str) {
-        if let Some(keys) = self.crds.write().remove(name) {
-            let mut types = self.types.write();
-            for key in keys {
-                types.remove(&key);
-            }
-        }
+        self.known.write().remove_crd(name);
     }
 }
 
 impl SchemaSource for Schemas {
     fn schema(&self, api_version: &str, kind: &str) -> Option<Arc<TypeSchema>> {
         let key = (api_version.to_string(), kind.to_string());
-        if let Some(found) = self.types.read().get(&key) {
+        if let Some(found) = self.known.read().types.get(&key) {
             return Some(found.clone());
         }
         if !self.builtins {
             return None;
         }
         let schema = Arc::new(TypeSchema::builtin(api_version, kind)?);
-        Some(self.types.write().entry(key).or_insert(schema).clone())
+        Some(
+            self.known
+                .write()
+                .types
+                .entry(key)
+                .or_insert(schema)
+                .clone(),
+        )
     }
 }
 

@@ -58,10 +58,14 @@ pub(crate) fn check(
         .into_vec()
         .into_iter()
         .map(|error| {
+            // Only a rule that evaluated to false is held against the object. An evaluation
+            // error may be kube-cel's own (it types numbers by their JSON form: `1` in a
+            // `number` field is an int, and int * double fails where the API server's typed
+            // CEL passes), and kube-cel pairs list items with `oldSelf` by index where the API
+            // server pairs a map-list's items by key.
+            let by_index = error.rule.contains("oldSelf") && error.field_path.contains('[');
             let kind = match error.kind {
-                ErrorKind::ValidationFailure
-                | ErrorKind::InvalidResult
-                | ErrorKind::EvaluationError => ViolationKind::Rule,
+                ErrorKind::ValidationFailure if !by_index => ViolationKind::Rule,
                 _ => ViolationKind::Unchecked,
             };
             let message = match kind {
@@ -69,10 +73,12 @@ pub(crate) fn check(
                 _ => error.message,
             };
             Violation {
-                field: error.field_path,
+                // A root rule's `fieldPath` keeps its leading dot.
+                field: error.field_path.trim_start_matches('.').to_string(),
                 message,
                 rule: Some(error.rule),
                 kind,
+                unchanged: false,
             }
         })
         .collect()

@@ -29,6 +29,8 @@ pub(crate) struct Walk<'a> {
     /// `components.schemas`, by name, for `$ref`.
     pub definitions: Option<&'a Map<String, Value>>,
     pub object_meta: Option<&'a Value>,
+    /// Whether messages may quote the values they are about (not a Secret's).
+    pub quotes_values: bool,
     pub violations: Vec<Violation>,
 }
 
@@ -40,11 +42,18 @@ const REF_PREFIX: &str = "#/components/schemas/";
 impl<'a> Walk<'a> {
     /// Checks `value` at `path` against `schema`, the root of a type when `root` (where
     /// `apiVersion`, `kind` and `metadata` are every object's).
-    pub(crate) fn check(&mut self, schema: &'a Value, value: &Value, path: &str, root: bool) {
-        self.node(schema, value, path, root, 0);
+    pub(crate) fn check(&mut self, schema: &'a Value, value: &Value, root: bool) {
+        self.node(schema, value, &Path::Root, root, 0);
     }
 
-    fn node(&mut self, schema: &'a Value, value: &Value, path: &str, resource: bool, depth: usize) {
+    fn node(
+        &mut self,
+        schema: &'a Value,
+        value: &Value,
+        path: &Path<'_>,
+        resource: bool,
+        depth: usize,
+    ) {
         if depth > MAX_DEPTH {
             self.push(
                 path,
@@ -78,11 +87,11 @@ impl<'a> Walk<'a> {
             && !allowed.iter().any(|a| same_value(a, value))
         {
             let listed: Vec<String> = allowed.iter().map(short).collect();
-            self.push(
-                path,
-                ViolationKind::Enum,
-                format!("must be one of {}, not {}", listed.join(", "), short(value)),
-            );
+            let message = match self.quotes_values {
+                true => format!("must be one of {}, not {}", listed.join(", "), short(value)),
+                false => format!("must be one of {}", listed.join(", ")),
+            };
+            self.push(path, ViolationKind::Enum, message);
         }
         match value {
             Value::String(text) => self.string(node, text, path),
@@ -117,7 +126,7 @@ impl<'a> Walk<'a> {
         &mut self,
         node: &'a Map<String, Value>,
         value: &Value,
-        path: &str,
+        path: &Path<'_>,
         resource: bool,
         depth: usize,
     ) {
@@ -126,6 +135,7 @@ impl<'a> Walk<'a> {
                 dialect: walk.dialect,
                 definitions: walk.definitions,
                 object_meta: walk.object_meta,
+                quotes_values: walk.quotes_values,
                 violations: Vec::new(),
             };
             trial.node(branch, value, path, resource, depth + 1);
@@ -169,7 +179,7 @@ impl<'a> Walk<'a> {
 
     /// Whether the value has the node's type (an `int-or-string` node takes either); says
     /// why not when it does not. A node without a type takes anything.
-    fn type_matches(&mut self, node: &Map<String, Value>, value: &Value, path: &str) -> bool {
+    fn type_matches(&mut self, node: &Map<String, Value>, value: &Value, path: &Path<'_>) -> bool {
         if node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
             if is_integer(value) || value.is_string() {
                 return true;
@@ -177,7 +187,10 @@ impl<'a> Walk<'a> {
             self.push(
                 path,
                 ViolationKind::Type,
-                format!("must be an integer or a string, not {}", described(value)),
+                format!(
+                    "must be an integer or a string, not {}",
+                    self.described(value)
+                ),
             );
             return false;
         }
@@ -197,13 +210,13 @@ impl<'a> Walk<'a> {
             self.push(
                 path,
                 ViolationKind::Type,
-                format!("must be {}, not {}", article(wanted), described(value)),
+                format!("must be {}, not {}", article(wanted), self.described(value)),
             );
         }
         matches
     }
 
-    fn string(&mut self, node: &Map<String, Value>, text: &str, path: &str) {
+    fn string(&mut self, node: &Map<String, Value>, text: &str, path: &Path<'_>) {
         let length = text.chars().count();
         if let Some(max) = unsigned(node, "maxLength")
             && length > max
@@ -228,7 +241,7 @@ impl<'a> Walk<'a> {
                 Some(regex) if !regex.is_match(text) => self.push(
                     path,
                     ViolationKind::Pattern,
-                    format!("{} must match the pattern {pattern:?}", short_str(text)),
+                    format!("{} must match the pattern {pattern:?}", self.quoted(text)),
                 ),
                 _ => {}
             }
@@ -239,12 +252,12 @@ impl<'a> Walk<'a> {
             self.push(
                 path,
                 ViolationKind::Format,
-                format!("{} is not a valid {format}: {problem}", short_str(text)),
+                format!("{} is not a valid {format}: {problem}", self.quoted(text)),
             );
         }
     }
 
-    fn number(&mut self, node: &Map<String, Value>, value: &Value, path: &str) {
+    fn number(&mut self, node: &Map<String, Value>, value: &Value, path: &Path<'_>) {
         let Some(number) = value.as_f64() else {
             return;
         };
@@ -256,7 +269,11 @@ impl<'a> Walk<'a> {
                 self.push(
                     path,
                     ViolationKind::Bounds,
-                    format!("must be {bound} {}, not {value}", plain(max)),
+                    format!(
+                        "must be {bound} {}, not {}",
+                        plain(max),
+                        self.described(value)
+                    ),
                 );
             }
         }
@@ -271,23 +288,41 @@ impl<'a> Walk<'a> {
                 self.push(
                     path,
                     ViolationKind::Bounds,
-                    format!("must be {bound} {}, not {value}", plain(min)),
+                    format!(
+                        "must be {bound} {}, not {}",
+                        plain(min),
+                        self.described(value)
+                    ),
                 );
             }
         }
+        // As kube-openapi: a factor under one multiplies by its inverse, and a quotient within
+        // 1e-9 of a whole number is one (0.3 is a multiple of 0.1).
         if let Some(factor) = node.get("multipleOf").and_then(Value::as_f64)
             && factor > 0.0
-            && (number / factor).fract() != 0.0
         {
-            self.push(
-                path,
-                ViolationKind::Bounds,
-                format!("must be a multiple of {}, not {value}", plain(factor)),
-            );
+            let quotient = match factor < 1.0 {
+                true => number * (1.0 / factor),
+                false => number / factor,
+            };
+            if (quotient - quotient.round()).abs() > 1e-9 {
+                let message = format!(
+                    "must be a multiple of {}, not {}",
+                    plain(factor),
+                    self.described(value)
+                );
+                self.push(path, ViolationKind::Bounds, message);
+            }
         }
     }
 
-    fn array(&mut self, node: &'a Map<String, Value>, items: &[Value], path: &str, depth: usize) {
+    fn array(
+        &mut self,
+        node: &'a Map<String, Value>,
+        items: &[Value],
+        path: &Path<'_>,
+        depth: usize,
+    ) {
         let count = items.len();
         if let Some(max) = unsigned(node, "maxItems")
             && count > max
@@ -315,9 +350,14 @@ impl<'a> Walk<'a> {
                     .any(|earlier| same_value(earlier, item))
                 {
                     self.push(
-                        &format!("{path}[{index}]"),
+                        &Path::Index(path, index),
                         ViolationKind::Duplicate,
-                        format!("duplicate value {} in a list of unique items", short(item)),
+                        match self.quotes_values {
+                            true => {
+                                format!("duplicate value {} in a list of unique items", short(item))
+                            }
+                            false => "duplicate value in a list of unique items".to_string(),
+                        },
                     );
                 }
             }
@@ -330,7 +370,7 @@ impl<'a> Walk<'a> {
                 self.node(
                     item_schema,
                     item,
-                    &format!("{path}[{index}]"),
+                    &Path::Index(path, index),
                     false,
                     depth + 1,
                 );
@@ -339,7 +379,7 @@ impl<'a> Walk<'a> {
     }
 
     /// A list of type `map`: no two items with the same values of its keys.
-    fn map_list(&mut self, node: &Map<String, Value>, items: &[Value], path: &str) {
+    fn map_list(&mut self, node: &Map<String, Value>, items: &[Value], path: &Path<'_>) {
         let keys: Vec<&str> = node
             .get("x-kubernetes-list-map-keys")
             .and_then(Value::as_array)
@@ -359,7 +399,7 @@ impl<'a> Walk<'a> {
             let tuple = tuple.join(",");
             if !seen.insert(tuple.clone()) {
                 self.push(
-                    &format!("{path}[{index}]"),
+                    &Path::Index(path, index),
                     ViolationKind::Duplicate,
                     format!("duplicate entry for the list's keys [{tuple}]"),
                 );
@@ -371,7 +411,7 @@ impl<'a> Walk<'a> {
         &mut self,
         node: &'a Map<String, Value>,
         fields: &Map<String, Value>,
-        path: &str,
+        path: &Path<'_>,
         resource: bool,
         depth: usize,
     ) {
@@ -406,12 +446,21 @@ impl<'a> Walk<'a> {
             let Some(name) = required.as_str() else {
                 continue;
             };
-            let defaulted = properties.and_then(|p| p.get(name)).is_some_and(|p| {
-                self.deref(p).get("default").is_some() || p.get("default").is_some()
-            });
-            if fields.get(name).is_none_or(Value::is_null) && !defaulted {
+            let property = properties.and_then(|p| p.get(name));
+            let says = |key: &str, wanted: fn(&Value) -> bool| {
+                property.is_some_and(|p| {
+                    p.get(key).is_some_and(wanted) || self.deref(p).get(key).is_some_and(wanted)
+                })
+            };
+            let declares = |key: &str| says(key, |_| true);
+            let missing = match fields.get(name) {
+                None => true,
+                Some(Value::Null) => !says("nullable", |v| v == &Value::Bool(true)),
+                Some(_) => false,
+            };
+            if missing && !declares("default") {
                 self.push(
-                    &child_path(path, name),
+                    &Path::Field(path, name),
                     ViolationKind::Required,
                     "is required".to_string(),
                 );
@@ -431,7 +480,7 @@ impl<'a> Walk<'a> {
             }
         };
         for (name, value) in fields {
-            let field_path = child_path(path, name);
+            let field_path = Path::Field(path, name);
             if resource && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
                 self.resource_field(properties, name, value, &field_path, depth);
                 continue;
@@ -439,7 +488,7 @@ impl<'a> Walk<'a> {
             if let Some(schema) = properties.and_then(|p| p.get(name)) {
                 self.node(schema, value, &field_path, false, depth + 1);
             } else if let Some(schema) = additional.filter(|a| a.is_object()) {
-                self.node(schema, value, &map_path(path, name), false, depth + 1);
+                self.node(schema, value, &Path::Key(path, name), false, depth + 1);
             } else if closed {
                 let known = properties.map(|p| p.keys().map(String::as_str).collect::<Vec<_>>());
                 let hint = known
@@ -461,7 +510,7 @@ impl<'a> Walk<'a> {
                     .is_none_or(str::is_empty)
                 {
                     self.push(
-                        &child_path(path, name),
+                        &Path::Field(path, name),
                         ViolationKind::Required,
                         "is required in an embedded resource".to_string(),
                     );
@@ -477,7 +526,7 @@ impl<'a> Walk<'a> {
         properties: Option<&'a Map<String, Value>>,
         name: &str,
         value: &Value,
-        path: &str,
+        path: &Path<'_>,
         depth: usize,
     ) {
         if name != "metadata" {
@@ -485,7 +534,7 @@ impl<'a> Walk<'a> {
                 self.push(
                     path,
                     ViolationKind::Type,
-                    format!("must be a string, not {}", described(value)),
+                    format!("must be a string, not {}", self.described(value)),
                 );
             }
             return;
@@ -503,28 +552,52 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn push(&mut self, path: &str, kind: ViolationKind, message: String) {
+    fn described(&self, value: &Value) -> String {
+        described(value, self.quotes_values)
+    }
+
+    /// A string as messages quote it: `"text"`, or `the value` where values are not quoted.
+    fn quoted(&self, text: &str) -> String {
+        match self.quotes_values {
+            true => short_str(text),
+            false => "the value".to_string(),
+        }
+    }
+
+    fn push(&mut self, path: &Path<'_>, kind: ViolationKind, message: String) {
         self.violations.push(Violation {
             field: path.to_string(),
             message,
             rule: None,
             kind,
+            unchanged: false,
         });
     }
 }
 
-/// `spec.replicas` from `spec` and `replicas`.
-pub(crate) fn child_path(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
+/// Where in the object a walk is: made as it goes, written out only for a violation (most
+/// walks find none, and a path per field would be most of their cost).
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'p> {
+    Root,
+    /// `spec.replicas`.
+    Field(&'p Path<'p>, &'p str),
+    /// `spec.ports[0]`.
+    Index(&'p Path<'p>, usize),
+    /// A map entry, as the API server writes it: `metadata.labels[app]`.
+    Key(&'p Path<'p>, &'p str),
 }
 
-/// A map entry's path, as the API server writes it: `metadata.labels[app]`.
-fn map_path(path: &str, key: &str) -> String {
-    format!("{path}[{key}]")
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Field(Path::Root, name) => f.write_str(name),
+            Path::Field(parent, name) => write!(f, "{parent}.{name}"),
+            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+            Path::Key(parent, key) => write!(f, "{parent}[{key}]"),
+        }
+    }
 }
 
 fn is_integer(value: &Value) -> bool {
@@ -556,7 +629,7 @@ fn article(type_name: &str) -> String {
 }
 
 /// What a value is, for a type mismatch: `a string ("three")`.
-fn described(value: &Value) -> String {
+fn described(value: &Value, quoted: bool) -> String {
     let kind = match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -568,6 +641,7 @@ fn described(value: &Value) -> String {
     };
     match value {
         Value::Array(_) | Value::Object(_) => kind.to_string(),
+        _ if !quoted => kind.to_string(),
         _ => format!("{kind} ({})", short(value)),
     }
 }

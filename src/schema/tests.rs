@@ -249,12 +249,13 @@ fn free_form_built_in_fields_and_unknown_types_pass() {
     assert!(check(&schemas, &config, None, Part::Resource).is_empty());
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
                         "data": {"token": "not base64!"}});
+    // A Secret's value stays out of the message; a format is said, not held against it.
+    let found = check(&schemas, &secret, None, Part::Resource);
     assert_eq!(
-        said(&check(&schemas, &secret, None, Part::Resource)),
-        [
-            r#"data[token]: "not base64!" is not a valid byte: expected base64 (standard alphabet, padded)"#
-        ]
+        said(&found),
+        ["data[token]: the value is not a valid byte: expected base64 (standard alphabet, padded)"]
     );
+    assert!(!found[0].blocks());
     let unknown = json!({"apiVersion": "example.com/v9", "kind": "Nope", "spec": {"x": 1}});
     assert!(
         check(&schemas, &unknown, None, Part::Resource).is_empty(),
@@ -285,5 +286,86 @@ fn a_status_is_checked_alone_and_a_resource_without_its_status() {
     assert_eq!(
         said(&check(&schemas(), &object, None, Part::Status)),
         [r#"status.ready: must be a boolean, not a string ("yes")"#]
+    );
+}
+
+#[test]
+fn what_the_object_has_now_is_left_to_the_api_server() {
+    // Ratcheting: an invalid value the output does not change does not block it.
+    let old = widget(json!({"size": "medium", "replicas": 20}));
+    let same = widget(json!({"size": "medium", "replicas": 20, "owner": "ops"}));
+    let found = check(&schemas(), &same, Some(&old), Part::Resource);
+    assert_eq!(
+        said(&found),
+        [
+            r#"spec.size: must be one of "small", "large", not "medium" (as it is now, so left to the API server)"#
+        ]
+    );
+    assert!(!found[0].blocks());
+    // A required field another manager set stays in place through an apply.
+    let old = widget(json!({"size": "small"}));
+    let without = widget(json!({"owner": "ops"}));
+    let found = check(&schemas(), &without, Some(&old), Part::Resource);
+    assert!(found.iter().all(|v| !v.blocks()), "{found:#?}");
+    // A changed value is held against the output as ever.
+    let changed = widget(json!({"size": "huge"}));
+    assert!(check(&schemas(), &changed, Some(&old), Part::Resource)[0].blocks());
+}
+
+#[test]
+fn only_a_false_rule_blocks_and_an_evaluation_error_is_said() {
+    let crd = json!({
+        "metadata": {"name": "ratios.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Ratio"}, "versions": [{
+            "name": "v1", "served": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                "type": "object",
+                "properties": {"ratio": {"type": "number", "multipleOf": 0.1}},
+                "x-kubernetes-validations": [{"rule": "self.ratio * 100.0 <= 50.0"}]
+            }}}}
+        }]}
+    });
+    let schemas = Schemas::default();
+    schemas.add_crd(&crd);
+    let ratio = |value: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Ratio", "metadata": {"name": "r"},
+               "spec": {"ratio": value}})
+    };
+    // 0.3 is a multiple of 0.1, rounding aside, and the rule holds.
+    assert_eq!(
+        said(&check(&schemas, &ratio(json!(0.3)), None, Part::Resource)),
+        Vec::<String>::new()
+    );
+    let found = check(&schemas, &ratio(json!(0.7)), None, Part::Resource);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].blocks(), "a false rule blocks");
+    // `1` reads as an int to kube-cel, and int * double fails where the API server's typed
+    // CEL passes: said, not held against the object.
+    let found = check(&schemas, &ratio(json!(1)), None, Part::Resource);
+    assert!(found.iter().all(|v| !v.blocks()), "{found:#?}");
+}
+
+#[test]
+fn a_null_is_a_value_only_where_the_schema_keeps_it() {
+    let crd = json!({
+        "metadata": {"name": "nulls.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Null"}, "versions": [{
+            "name": "v1", "served": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                "type": "object", "required": ["kept", "dropped"],
+                "properties": {
+                    "kept": {"type": "string", "nullable": true},
+                    "dropped": {"type": "string"}
+                }
+            }}}}
+        }]}
+    });
+    let schemas = Schemas::default();
+    schemas.add_crd(&crd);
+    let object = json!({"apiVersion": "example.com/v1", "kind": "Null", "metadata": {"name": "n"},
+                        "spec": {"kept": null, "dropped": null}});
+    assert_eq!(
+        said(&check(&schemas, &object, None, Part::Resource)),
+        ["spec.dropped: is required"]
     );
 }

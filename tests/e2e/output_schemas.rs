@@ -66,18 +66,25 @@ for key in cm.data.keys() {{
     )
 }
 
-fn controller(name: &str, group: &str) -> Value {
+/// A DecoratorController of the ConfigMaps labelled `test-controller: <name>`, attaching
+/// objects of the `attachment` rule's type with a Rhai sync hook.
+fn decorator(name: &str, attachment: Value, script: &str) -> Value {
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
         "metadata": {"name": name},
         "spec": {
             "resources": [{"apiVersion": "v1", "resource": "configmaps",
                            "labelSelector": {"matchLabels": {"test-controller": name}}}],
-            "attachments": [{"apiVersion": format!("{group}/v1"), "resource": "gadgets",
-                             "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": hook(group)}}}
+            "attachments": [attachment],
+            "hooks": {"sync": {"script": {"language": "rhai", "inline": script}}}
         }
     })
+}
+
+fn controller(name: &str, group: &str) -> Value {
+    let gadgets = json!({"apiVersion": format!("{group}/v1"), "resource": "gadgets",
+                         "updateStrategy": {"method": "InPlace"}});
+    decorator(name, gadgets, &hook(group))
 }
 
 fn config_map(namespace: &str, controller: &str, data: Value) -> Value {
@@ -207,20 +214,8 @@ let cm = request.object;
     spec: #{ ports: [#{ port: 80 }], selectr: #{ app: cm.metadata.name } }
 }] }
 "#;
-    apply(
-        &client,
-        &json!({
-            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-            "metadata": {"name": name},
-            "spec": {
-                "resources": [{"apiVersion": "v1", "resource": "configmaps",
-                               "labelSelector": {"matchLabels": {"test-controller": name}}}],
-                "attachments": [{"apiVersion": "v1", "resource": "services"}],
-                "hooks": {"sync": {"script": {"language": "rhai", "inline": script}}}
-            }
-        }),
-    )
-    .await;
+    let services = json!({"apiVersion": "v1", "resource": "services"});
+    apply(&client, &decorator(&name, services, script)).await;
     apply(&client, &config_map(&namespace, &name, json!({}))).await;
     let event = wait_for_event(&client, Some(&namespace), "SchemaViolation", |_| true).await;
     let note = event.note.unwrap_or_default();

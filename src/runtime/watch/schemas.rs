@@ -26,6 +26,8 @@ pub struct LiveSchemas {
     schemas: Arc<Schemas>,
     /// CRD name → whether its first list is done.
     followed: Mutex<HashMap<String, watch::Receiver<bool>>>,
+    /// CRDs whose first read took longer than [`FIRST_READ`].
+    slow: Mutex<std::collections::HashSet<String>>,
     /// The watches, stopped with the operator.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -52,6 +54,7 @@ impl LiveSchemas {
             client,
             schemas,
             followed: Mutex::default(),
+            slow: Mutex::default(),
             tasks: Mutex::default(),
         }
     }
@@ -78,19 +81,23 @@ impl LiveSchemas {
                 let (sender, receiver) = watch::channel(false);
                 let task = tokio::spawn(follow_crd(
                     self.client.clone(),
-                    name,
+                    name.clone(),
                     self.schemas.clone(),
                     sender,
                 ));
                 self.tasks.lock().push(task.abort_handle());
                 receiver
             });
-            if !*ready.borrow() {
-                waiting.push(ready.clone());
+            if !*ready.borrow() && !self.slow.lock().contains(&name) {
+                waiting.push((name, ready.clone()));
             }
         }
-        for mut ready in waiting {
-            let _ = tokio::time::timeout(FIRST_READ, ready.wait_for(|read| *read)).await;
+        for (name, mut ready) in waiting {
+            let read = tokio::time::timeout(FIRST_READ, ready.wait_for(|read| *read)).await;
+            if read.is_err() {
+                // Waited for once: later writes go on without it until its watch answers.
+                self.slow.lock().insert(name);
+            }
         }
     }
 }
