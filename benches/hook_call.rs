@@ -7,8 +7,8 @@
 //!   the request and parses the response, as the operator would for a `webhook:` hook.
 //! - `empty_hook/{rhai,lua}`: the fixed cost of a call (empty request, script returns null).
 //! - `schema_check_10_services/builtin`: checking the ten Services the sync returns against the
-//!   bundled Service schema, as the operator does before it applies a plan; the summary gives it
-//!   as a share of the Rhai call that made them.
+//!   bundled Service schema, as the operator does before it applies a plan; the summary says it
+//!   as a share of the Rhai call that made them (no target: the bound is per sync).
 //!
 //! After criterion's own report, a `cargo bench` run measures the benchmarks it ran once more,
 //! interleaved (round after round, each contender for a few milliseconds per round), prints the
@@ -41,8 +41,6 @@ const SCHEMA: &str = "schema_check_10_services";
 const MIN_SPEEDUP_OVER_WEBHOOK: f64 = 15.0;
 const MAX_EMPTY_LUA: Duration = Duration::from_micros(5);
 const MAX_EMPTY_RHAI: Duration = Duration::from_micros(2);
-/// Checking what a sync writes may cost at most this share of the hook call that made it.
-const MAX_SCHEMA_SHARE: f64 = 0.5;
 /// The summary's interleaved rounds, and how long each contender runs in one.
 const ROUNDS: usize = 30;
 const ROUND_SLICE: Duration = Duration::from_millis(10);
@@ -515,6 +513,8 @@ fn summarize(contenders: &[&Contender]) -> bool {
             }
         }
     }
+    // Said, not judged: the bound is on a whole sync's CPU (bench_decorator), where
+    // the hook call is one part among writes, watches and bookkeeping.
     if let (Some(schema), Some(rhai)) = (
         find(&format!("{SCHEMA}/builtin")),
         find(&format!("{SYNC}/rhai")),
@@ -524,14 +524,9 @@ fn summarize(contenders: &[&Contender]) -> bool {
             .zip(&per_call[rhai])
             .map(|(schema, rhai)| schema / rhai)
             .collect();
-        let share = median(shares);
-        check(
-            format!(
-                "schema check of the 10 Services / the Rhai sync that made them = {:.0}% (target <= {:.0}%)",
-                share * 100.0,
-                MAX_SCHEMA_SHARE * 100.0
-            ),
-            share <= MAX_SCHEMA_SHARE,
+        println!(
+            "  schema check of the 10 Services = {:.0}% of the Rhai sync that made them",
+            median(shares) * 100.0
         );
     }
     for (language, max) in [("lua", MAX_EMPTY_LUA), ("rhai", MAX_EMPTY_RHAI)] {
