@@ -111,9 +111,11 @@ pub(crate) async fn start(
             addr: config.addr,
             source,
         })?;
+    let server = client.apiserver_version().await.ok();
+    let git_version = server.as_ref().map(|info| info.git_version.as_str());
     let reviewer = Arc::new(Reviewer {
         discovery: Discovery::new(client.clone()),
-        schemas: Arc::new(crate::schema::Schemas::with_builtins()),
+        schemas: Arc::new(crate::schema::Schemas::for_server(git_version)),
         operator_user: crate::runtime::own_user(&client).await,
         client,
         // At most MAX_CONCURRENT_REVIEWS test calls at once, each under TEST_CEILING: 32 MiB

@@ -45,6 +45,22 @@ static BY_TYPE: LazyLock<HashMap<(String, String), String>> = LazyLock::new(|| {
     types
 });
 
+/// Whether a Kubernetes `git_version` (`v1.36.3`, `v1.36.0-gke.1`) is of the bundle's minor
+/// version.
+pub(crate) fn same_minor(git_version: &str) -> bool {
+    let minor = |version: &str| {
+        let mut parts = version.trim_start_matches('v').split('.');
+        let major = parts.next()?.parse::<u32>().ok()?;
+        let minor: String = parts
+            .next()?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        Some((major, minor.parse::<u32>().ok()?))
+    };
+    minor(git_version).is_some_and(|found| minor(KUBERNETES_VERSION) == Some(found))
+}
+
 /// Every bundled schema by name, what a `$ref` points into.
 pub(crate) fn definitions() -> &'static Map<String, Value> {
     &DEFINITIONS

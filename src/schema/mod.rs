@@ -120,6 +120,10 @@ pub struct TypeSchema {
     rules: std::sync::OnceLock<Option<kube_cel::CompiledSchema>>,
     /// Where the schema came from, for messages: a CRD's name, or the bundle's version.
     pub origin: String,
+    /// Whether a field the schema does not declare is refused. Not for built-in types when the
+    /// cluster runs another Kubernetes version than the bundle's: the field may be a newer
+    /// version's, and the API server's strict field validation judges it.
+    unknown_fields_refused: bool,
 }
 
 impl fmt::Debug for TypeSchema {
@@ -146,10 +150,11 @@ impl TypeSchema {
             rules: std::sync::OnceLock::new(),
             schema: Arc::new(schema.clone()),
             origin: format!("CustomResourceDefinition {}", object::name(crd)),
+            unknown_fields_refused: true,
         })
     }
 
-    fn builtin(api_version: &str, kind: &str) -> Option<TypeSchema> {
+    fn builtin(api_version: &str, kind: &str, current: bool) -> Option<TypeSchema> {
         let schema = builtin::schema(api_version, kind)?;
         Some(TypeSchema {
             api_version: api_version.to_string(),
@@ -158,6 +163,7 @@ impl TypeSchema {
             rules: std::sync::OnceLock::from(None),
             schema: Arc::new(schema.clone()),
             origin: format!("Kubernetes {}", builtin::KUBERNETES_VERSION),
+            unknown_fields_refused: current,
         })
     }
 
@@ -175,6 +181,18 @@ impl TypeSchema {
         walk.check(&self.schema, object, true);
         let mut violations = walk.violations;
         violations.retain(|v| part.covers(&v.field));
+        if !self.unknown_fields_refused {
+            for violation in &mut violations {
+                if violation.kind == ViolationKind::Unknown {
+                    violation.kind = ViolationKind::Unchecked;
+                    violation.message.push_str(&format!(
+                        "; the schemas bundled are of Kubernetes {} and the cluster runs another \
+                         version, so the API server judges it",
+                        builtin::KUBERNETES_VERSION
+                    ));
+                }
+            }
+        }
         let blocking = violations.iter().any(Violation::blocks);
         // As the API server: rules run only on an object whose structure holds, so a rule
         // never trips over a field of the wrong type.
@@ -249,6 +267,9 @@ type TypeKey = (String, String);
 #[derive(Default)]
 pub struct Schemas {
     builtins: bool,
+    /// The cluster's Kubernetes version is another than the bundle's (see
+    /// [`TypeSchema::unknown_fields_refused`]).
+    builtins_elsewhere: bool,
     known: RwLock<Known>,
 }
 
@@ -284,6 +305,22 @@ impl Schemas {
             builtins: true,
             ..Schemas::default()
         }
+    }
+
+    /// [`Schemas::with_builtins`] for a cluster whose API server says it runs `git_version`
+    /// (`v1.37.2`, `v1.36.0-gke.1`): of another minor version than the bundle's, unknown fields
+    /// of built-in types are said and left to the API server. Unknown: taken as the bundle's.
+    pub fn for_server(git_version: Option<&str>) -> Schemas {
+        Schemas {
+            builtins: true,
+            builtins_elsewhere: git_version.is_some_and(|version| !builtin::same_minor(version)),
+            ..Schemas::default()
+        }
+    }
+
+    /// Whether the bundled built-in schemas are another Kubernetes version's than the cluster's.
+    pub fn builtins_elsewhere(&self) -> bool {
+        self.builtins_elsewhere
     }
 
     /// Adds (or replaces) the types a CustomResourceDefinition serves.
@@ -330,7 +367,11 @@ impl SchemaSource for Schemas {
         if !self.builtins {
             return None;
         }
-        let schema = Arc::new(TypeSchema::builtin(api_version, kind)?);
+        let schema = Arc::new(TypeSchema::builtin(
+            api_version,
+            kind,
+            !self.builtins_elsewhere,
+        )?);
         Some(
             self.known
                 .write()
@@ -341,6 +382,9 @@ impl SchemaSource for Schemas {
         )
     }
 }
+
+/// The Kubernetes release whose built-in schemas are bundled.
+pub const BUNDLED_KUBERNETES: &str = builtin::KUBERNETES_VERSION;
 
 /// Whether the bundle has the schema of this type (the rest are custom resources, or types of
 /// an aggregated API, which have none to check against).

@@ -369,3 +369,33 @@ fn a_null_is_a_value_only_where_the_schema_keeps_it() {
         ["spec.dropped: is required"]
     );
 }
+
+#[test]
+fn on_another_kubernetes_version_unknown_built_in_fields_are_left_to_the_api_server() {
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                         "spec": {"trafficDistribution": "PreferClose", "newField": 1}});
+    let same = check(
+        &Schemas::for_server(Some("v1.36.0-gke.1")),
+        &service,
+        None,
+        Part::Resource,
+    );
+    assert!(same.iter().any(Violation::blocks), "{same:#?}");
+    let newer = check(
+        &Schemas::for_server(Some("v1.37.2")),
+        &service,
+        None,
+        Part::Resource,
+    );
+    assert_eq!(newer.len(), 1, "{newer:#?}");
+    assert!(!newer[0].blocks());
+    assert!(
+        newer[0]
+            .message
+            .contains("the cluster runs another version"),
+        "{}",
+        newer[0]
+    );
+    assert!(Schemas::for_server(None).schema("v1", "Service").is_some());
+    assert!(!Schemas::for_server(None).builtins_elsewhere());
+}

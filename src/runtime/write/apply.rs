@@ -159,6 +159,7 @@ impl Applier {
     /// Writes only while `authority` allows (the leader; sharded, the owner of the item the
     /// work acts for): checked before every request, so a replica whose lease lapsed or whose
     /// item moved stops in the middle of a plan.
+    ///
     /// What a plan writes is checked against `schemas` first, with the objects it replaces
     /// read from `observed`.
     pub(crate) fn new(
