@@ -14,10 +14,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 )
 
@@ -43,12 +45,26 @@ func main() {
 				Schemas map[string]any `json:"schemas"`
 			} `json:"components"`
 		}
-		if err := json.Unmarshal(text, &document); err != nil {
+		// Numbers stay as written: a bound or a default is not rounded through a float64.
+		decoder := json.NewDecoder(bytes.NewReader(text))
+		decoder.UseNumber()
+		if err := decoder.Decode(&document); err != nil {
 			fmt.Fprintf(os.Stderr, "builtin-schemas: %s: %v\n", file, err)
 			os.Exit(1)
 		}
 		for name, schema := range document.Components.Schemas {
-			schemas[name] = withoutDescriptions(schema)
+			schema = withoutDescriptions(schema)
+			// Every group's document repeats the shared types (ObjectMeta, DeleteOptions, …):
+			// they must agree but for the kinds each names them under, which add up.
+			if kept, seen := schemas[name]; seen {
+				merged, ok := mergeKinds(kept, schema)
+				if !ok {
+					fmt.Fprintf(os.Stderr, "builtin-schemas: %s differs between documents (%s)\n", name, file)
+					os.Exit(1)
+				}
+				schema = merged
+			}
+			schemas[name] = schema
 		}
 	}
 	names := make([]string, 0, len(schemas))
@@ -69,6 +85,53 @@ func main() {
 		fmt.Fprintf(out, "%s:%s%s\n", key, value, separator)
 	}
 	fmt.Fprintln(out, "}")
+}
+
+const kindsKey = "x-kubernetes-group-version-kind"
+
+// mergeKinds is a schema two documents both give, its kinds the union of theirs; false when
+// they differ otherwise.
+func mergeKinds(a, b any) (any, bool) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		return a, reflect.DeepEqual(a, b)
+	}
+	without := func(m map[string]any) map[string]any {
+		rest := make(map[string]any, len(m))
+		for key, value := range m {
+			if key != kindsKey {
+				rest[key] = value
+			}
+		}
+		return rest
+	}
+	if !reflect.DeepEqual(without(am), without(bm)) {
+		return a, false
+	}
+	kinds := map[string]any{}
+	for _, m := range []map[string]any{am, bm} {
+		list, _ := m[kindsKey].([]any)
+		for _, kind := range list {
+			key, _ := json.Marshal(kind)
+			kinds[string(key)] = kind
+		}
+	}
+	if len(kinds) == 0 {
+		return am, true
+	}
+	keys := make([]string, 0, len(kinds))
+	for key := range kinds {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	merged := without(am)
+	list := make([]any, 0, len(keys))
+	for _, key := range keys {
+		list = append(list, kinds[key])
+	}
+	merged[kindsKey] = list
+	return merged, true
 }
 
 func withoutDescriptions(value any) any {

@@ -5,7 +5,7 @@
 //! applied up to its first refused object could leave some children new and others old.
 
 use super::{Plan, StatusChange};
-use crate::object;
+use crate::object::{self, ObjectKey};
 use crate::schema::{self, Part, SchemaSource, Violation};
 use serde_json::Value;
 use std::fmt;
@@ -14,7 +14,8 @@ use std::sync::Arc;
 /// One violation, and the object it is in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputViolation {
-    /// `Widget ns/name`, or `Widget ns/name (status)` for the target's status.
+    /// As every message names an object (`Widget.example.com/v1 ns/name`), with ` (status)`
+    /// for the target's status.
     pub object: String,
     pub violation: Violation,
 }
@@ -58,7 +59,7 @@ pub(crate) fn check(
     let mut found = Vec::new();
     for child in &plan.apply {
         let old = observed(child);
-        let name = describe(child);
+        let name = ObjectKey::of(child).to_string();
         found.extend(
             schema::check(schemas, child, old.as_deref(), Part::Resource)
                 .into_iter()
@@ -69,7 +70,7 @@ pub(crate) fn check(
         );
     }
     if let Some(status) = written_status(plan.status.as_ref(), target) {
-        let name = format!("{} (status)", describe(target));
+        let name = format!("{} (status)", ObjectKey::of(target));
         found.extend(
             schema::check(schemas, &status, Some(target), Part::Status)
                 .into_iter()
@@ -127,16 +128,4 @@ fn written_status(change: Option<&StatusChange>, target: &Value) -> Option<Value
     let mut written = target.clone();
     written.as_object_mut()?.insert("status".into(), status);
     Some(written)
-}
-
-/// `Widget ns/name`, as violations name the object they are in.
-fn describe(object: &Value) -> String {
-    match object::namespace(object) {
-        Some(namespace) => format!(
-            "{} {namespace}/{}",
-            object::kind(object),
-            object::name(object)
-        ),
-        None => format!("{} {}", object::kind(object), object::name(object)),
-    }
 }

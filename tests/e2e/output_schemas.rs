@@ -178,7 +178,7 @@ async fn an_output_that_breaks_its_schema_is_not_applied_and_says_where() {
         .await;
         let note = event.note.unwrap_or_default();
         assert!(
-            note.contains(&format!("Gadget {namespace}/web: ")),
+            note.contains(&format!("Gadget.{group}/v1 {namespace}/web: ")),
             "names the object: {note}"
         );
         assert!(note.contains("nothing of this sync was written"), "{note}");
@@ -221,7 +221,7 @@ let cm = request.object;
     let note = event.note.unwrap_or_default();
     assert!(
         note.contains(&format!(
-            r#"Service {namespace}/web: spec.selectr: unknown field, not in the schema (did you mean "selector"?)"#
+            r#"Service.v1 {namespace}/web: spec.selectr: unknown field, not in the schema (did you mean "selector"?)"#
         )),
         "{note}"
     );
@@ -277,7 +277,7 @@ fn render_and_test_say_the_same_offline() {
         let (code, _, stderr) = metascript(&["render", "-f", "."], dir.path());
         assert_eq!(code, Some(1), "{data}: {stderr}");
         assert!(
-            stderr.contains(&format!("Gadget shop/web: {says}")),
+            stderr.contains(&format!("Gadget.{group}/v1 shop/web: {says}")),
             "{data}: {stderr}"
         );
     }
@@ -298,7 +298,7 @@ fn render_and_test_say_the_same_offline() {
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     for (_, says) in violations() {
         assert!(
-            stdout.contains(&format!("Gadget shop/web: {says}")),
+            stdout.contains(&format!("Gadget.{group}/v1 shop/web: {says}")),
             "{says}: {stdout}"
         );
     }

@@ -9,7 +9,7 @@ use crate::hooks::{
     ConfigMapLookup, ControllerHooks, HookError, LoadedHook, ScriptsDir, SourceError,
 };
 use crate::kinds;
-use crate::schema::{SchemaSource, Schemas};
+use crate::schema::Schemas;
 use crate::script::{
     CallScope, LibrarySource, LogSink, ScriptCoverage, ScriptEngine, ScriptOrigin, ScriptSource,
     check_library_names, lcov, shown_path,
@@ -487,7 +487,13 @@ fn script_subject(
         hook,
         hooks: std::sync::Arc::new(ControllerHooks::single(file, loaded)),
         planner: None,
-        schemas: with_crds(Schemas::with_builtins(), dir, spec)?,
+        schemas: {
+            let schemas = Schemas::with_builtins();
+            for crd in crd_documents(dir, spec)? {
+                schemas.add_crd(&crd.value);
+            }
+            std::sync::Arc::new(schemas)
+        },
     })
 }
 
@@ -499,14 +505,10 @@ fn controller_subject(
 ) -> Result<Subject, String> {
     let name = spec.name.as_deref();
     let mut paths = vec![dir.join(file)];
-    // The CRDs of `crds:` resolve the controller's types too.
-    paths.extend(
-        spec.manifests
-            .iter()
-            .chain(&spec.crds)
-            .map(|extra| dir.join(extra)),
-    );
-    let documents = manifests::load_objects(&paths).map_err(|e| e.to_string())?;
+    paths.extend(spec.manifests.iter().map(|extra| dir.join(extra)));
+    let mut documents = manifests::load_objects(&paths).map_err(|e| e.to_string())?;
+    // The CRDs of `crds:` resolve the controller's types too; the cluster's schemas have them.
+    documents.extend(crd_documents(dir, spec)?);
     let cluster = OfflineCluster::from_documents(documents).map_err(|e| e.to_string())?;
     let local;
     let config_maps: &dyn ConfigMapLookup = match &spec.scripts_dir {
@@ -576,32 +578,28 @@ fn controller_subject(
         hook,
         hooks: std::sync::Arc::new(hooks),
         planner: Some(planner.into()),
-        schemas: with_crds(cluster.schemas, dir, spec)?,
+        schemas: std::sync::Arc::new(cluster.schemas),
     })
 }
 
-/// `schemas`, with the CRDs of the test file's `crds:` added.
-fn with_crds(
-    schemas: Schemas,
-    dir: &Path,
-    spec: &TestFile,
-) -> Result<std::sync::Arc<dyn SchemaSource>, String> {
+/// The documents of the test file's `crds:`, each file holding at least one
+/// CustomResourceDefinition (and only those kept).
+fn crd_documents(dir: &Path, spec: &TestFile) -> Result<Vec<manifests::Document>, String> {
+    let mut crds = Vec::new();
     for listed in &spec.crds {
         let documents =
             manifests::load_objects(&[dir.join(listed)]).map_err(|e| format!("crds: {e}"))?;
-        let crds: Vec<&Value> = documents
-            .iter()
-            .map(|document| &document.value)
-            .filter(|value| crate::object::kind(value) == "CustomResourceDefinition")
-            .collect();
-        if crds.is_empty() {
+        let before = crds.len();
+        crds.extend(
+            documents
+                .into_iter()
+                .filter(|d| crate::object::kind(&d.value) == "CustomResourceDefinition"),
+        );
+        if crds.len() == before {
             return Err(format!("crds: {listed} holds no CustomResourceDefinition"));
         }
-        for crd in crds {
-            schemas.add_crd(crd);
-        }
     }
-    Ok(std::sync::Arc::new(schemas))
+    Ok(crds)
 }
 
 /// Where a test file looked for a script it did not find besides the ConfigMaps it was given,

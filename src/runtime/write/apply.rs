@@ -296,14 +296,16 @@ impl Applier {
     /// field validation); this check says what is wrong in the terms of the hook's output, all
     /// of it at once, and keeps a plan from being written half.
     async fn check(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
-        if plan.apply.is_empty() && !matches!(plan.status, Some(StatusChange::Replace(_))) {
+        // Only the hook's own status is checked (see `outputs`): a merge or conditions are
+        // the operator's.
+        let writes_status = matches!(plan.status, Some(StatusChange::Replace(_)));
+        if plan.apply.is_empty() && !writes_status {
             return Ok(());
         }
         let written_types = plan
             .apply
             .iter()
             .filter_map(|child| target.child_types.iter().find(|t| t.describes(child)));
-        let writes_status = matches!(plan.status, Some(StatusChange::Replace(_)));
         let status_type = writes_status.then_some(target.resource);
         self.schemas.follow(written_types.chain(status_type)).await;
         let observed = |desired: &Value| {
