@@ -207,7 +207,7 @@ impl Setup {
             let violations = metascript::schema::check(
                 &schemas,
                 service,
-                None,
+                || None::<&Value>,
                 metascript::schema::Part::Resource,
             );
             assert_eq!(violations, Vec::new(), "the example's Services are valid");
@@ -279,7 +279,7 @@ impl Setup {
                             metascript::schema::check(
                                 &self.schemas,
                                 service,
-                                None,
+                                || None::<&Value>,
                                 metascript::schema::Part::Resource,
                             )
                             .len()

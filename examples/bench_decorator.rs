@@ -406,6 +406,16 @@ fn customize_calls(operator: &Operator) -> i64 {
     .unwrap_or(0)
 }
 
+/// The time the controller's output schema checks took, and its share of the operator's CPU
+/// (`docs/performance.md`, "Output schema check").
+fn output_check(operator: &Operator, id: &ControllerId, operator_cpu: f64) -> String {
+    let seconds = operator.metrics().output_check_seconds_of(id);
+    format!(
+        ", of which output schema checks {seconds:.3} s ({:.1}%)",
+        100.0 * seconds / operator_cpu
+    )
+}
+
 /// The sum of the operator's samples whose line starts with `prefix` and contains `label`
 /// (None if there are none).
 fn metric_sum(operator: &Operator, prefix: &str, label: &str) -> Option<i64> {
@@ -694,6 +704,7 @@ async fn main() -> anyhow::Result<()> {
     let customized_to_converge = customized(customize_calls());
     let cpu_converge = cpu.since(&cpu_before);
     let operator_cpu_converge = cpu.operator_since(&cpu_before);
+    let checked = output_check(&operator, &id, operator_cpu_converge);
     let dependencies_held = match dependencies(&operator) {
         Some(count) if args.reads => format!("; metascript_dependencies {count}"),
         _ => String::new(),
@@ -709,7 +720,7 @@ async fn main() -> anyhow::Result<()> {
         "converge (operator start to all Services + labels)",
         secs(converged),
         format!(
-            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; operator CPU {operator_cpu_converge:.2} s; {cpu_converge}{dependencies_held}{customized_to_converge})",
+            "({}; Services done at {}, labels at {}; {writes_to_converge} writes, {:.2} per target; operator CPU {operator_cpu_converge:.2} s{checked}; {cpu_converge}{dependencies_held}{customized_to_converge})",
             per_item(converged, n, "target"),
             secs(all_services - started),
             secs(all_marked - started),

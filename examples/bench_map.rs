@@ -550,6 +550,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let all_outputs = tenths[9];
     let all_outputs_cpu = cpu.since(&converge_cpu);
+    let controller = ControllerId::new(metascript::kinds::map::KIND, CONTROLLER);
+    let check_seconds = operator.metrics().output_check_seconds_of(&controller);
+    let checked = format!(
+        "output schema checks {check_seconds:.3} s, {:.1}% of the operator's CPU",
+        100.0 * check_seconds / cpu.operator_since(&converge_cpu)
+    );
     let all_outputs_api = ApiserverCounts::scrape(&client).await?.since(&converge_api);
     let status_done = parent_counts(&templates, n, n, timeout).await? - started;
     let settled = settle(&operator, Duration::from_secs(4), timeout).await?;
@@ -558,7 +564,7 @@ async fn main() -> anyhow::Result<()> {
         "MapController applied → all N outputs exist",
         secs(all_outputs),
         format!(
-            "({}; {all_outputs_cpu}; {all_outputs_api})",
+            "({}; {all_outputs_cpu}; {checked}; {all_outputs_api})",
             per_item(all_outputs, n, "object")
         ),
     );
@@ -592,7 +598,6 @@ async fn main() -> anyhow::Result<()> {
     // the status loop) is measured first on its own.
     let quiet = Duration::from_secs(2);
     let idle = idle_cpu(&cpu, quiet).await;
-    let controller = ControllerId::new(metascript::kinds::map::KIND, CONTROLLER);
     let skipped_before = operator.metrics().resync_skipped_of(&controller);
     let (syncs_before, writes_before) = (operator.syncs(), operator.writes());
     let cpu_before = cpu.now();

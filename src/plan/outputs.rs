@@ -57,28 +57,23 @@ pub(crate) fn check(
     schemas: &dyn SchemaSource,
 ) -> Result<Vec<OutputViolation>, InvalidOutputs> {
     let mut found = Vec::new();
+    let mut said = |object: String, violations: Vec<Violation>| {
+        found.extend(violations.into_iter().map(|violation| OutputViolation {
+            object: object.clone(),
+            violation,
+        }));
+    };
     for child in &plan.apply {
-        let old = observed(child);
-        let name = ObjectKey::of(child).to_string();
-        found.extend(
-            schema::check(schemas, child, old.as_deref(), Part::Resource)
-                .into_iter()
-                .map(|violation| OutputViolation {
-                    object: name.clone(),
-                    violation,
-                }),
-        );
+        let violations = schema::check(schemas, child, || observed(child), Part::Resource);
+        if !violations.is_empty() {
+            said(ObjectKey::of(child).to_string(), violations);
+        }
     }
     if let Some(status) = written_status(plan.status.as_ref(), target) {
-        let name = format!("{} (status)", ObjectKey::of(target));
-        found.extend(
-            schema::check(schemas, &status, Some(target), Part::Status)
-                .into_iter()
-                .map(|violation| OutputViolation {
-                    object: name.clone(),
-                    violation,
-                }),
-        );
+        let violations = schema::check(schemas, &status, || Some(target), Part::Status);
+        if !violations.is_empty() {
+            said(format!("{} (status)", ObjectKey::of(target)), violations);
+        }
     }
     if found.iter().any(|v| v.violation.blocks()) {
         found.retain(|v| v.violation.blocks());

@@ -17,9 +17,10 @@ static DEFINITIONS: LazyLock<Map<String, Value>> = LazyLock::new(|| {
         .expect("the bundled schemas are JSON (hack/builtin-schemas wrote them)")
 });
 
-/// (apiVersion, kind) → the name of its schema among the definitions.
-static BY_TYPE: LazyLock<HashMap<(String, String), String>> = LazyLock::new(|| {
-    let mut types = HashMap::new();
+/// apiVersion → kind → the name of its schema among the definitions (nested, so a lookup by
+/// `&str` allocates nothing).
+static BY_TYPE: LazyLock<HashMap<String, HashMap<String, String>>> = LazyLock::new(|| {
+    let mut types: HashMap<String, HashMap<String, String>> = HashMap::new();
     for (name, schema) in DEFINITIONS.iter() {
         let kinds = schema
             .get("x-kubernetes-group-version-kind")
@@ -33,7 +34,9 @@ static BY_TYPE: LazyLock<HashMap<(String, String), String>> = LazyLock::new(|| {
             // A type listed under several names (a list kind, a shared options type) keeps
             // the schema that names only it.
             types
-                .entry((api_version, field("kind").to_string()))
+                .entry(api_version)
+                .or_default()
+                .entry(field("kind").to_string())
                 .and_modify(|kept: &mut String| {
                     if kinds.is_some_and(|k| k.len() == 1) {
                         *kept = name.clone();
@@ -68,7 +71,7 @@ pub(crate) fn definitions() -> &'static Map<String, Value> {
 
 /// The schema of a built-in type, if it is one.
 pub(crate) fn schema(api_version: &str, kind: &str) -> Option<&'static Value> {
-    let name = BY_TYPE.get(&(api_version.to_string(), kind.to_string()))?;
+    let name = BY_TYPE.get(api_version)?.get(kind)?;
     DEFINITIONS.get(name)
 }
 

@@ -118,6 +118,9 @@ pub struct TypeSchema {
     schema: Arc<Value>,
     /// Compiled when first needed: a cluster may have hundreds of CRDs, and outputs of few.
     rules: std::sync::OnceLock<Option<kube_cel::CompiledSchema>>,
+    /// Whether a rule reads `oldSelf`: only then is the observed object needed before a
+    /// violation is found (reading it from the cache costs a decode).
+    transition_rules: bool,
     /// Where the schema came from, for messages: a CRD's name, or the bundle's version.
     pub origin: String,
     /// Whether a field the schema does not declare is refused. Not for built-in types when the
@@ -148,6 +151,7 @@ impl TypeSchema {
             kind: kind.to_string(),
             dialect: Dialect::Crd,
             rules: std::sync::OnceLock::new(),
+            transition_rules: rules::has_transition_rules(schema),
             schema: Arc::new(schema.clone()),
             origin: format!("CustomResourceDefinition {}", object::name(crd)),
             unknown_fields_refused: true,
@@ -161,6 +165,7 @@ impl TypeSchema {
             kind: kind.to_string(),
             dialect: Dialect::Builtin,
             rules: std::sync::OnceLock::from(None),
+            transition_rules: false,
             schema: Arc::new(schema.clone()),
             origin: format!("Kubernetes {}", builtin::KUBERNETES_VERSION),
             unknown_fields_refused: current,
@@ -176,6 +181,7 @@ impl TypeSchema {
             object_meta: Some(builtin::object_meta()),
             // A Secret's values stay out of messages (Events, conditions, logs).
             quotes_values: self.kind != "Secret",
+            trial: false,
             violations: Vec::new(),
         };
         walk.check(&self.schema, object, true);
@@ -202,11 +208,15 @@ impl TypeSchema {
             violations.extend(found.into_iter().filter(|v| part.covers(&v.field)));
         }
         if let Some(old) = old {
-            for violation in &mut violations {
-                violation.unchanged = is_unchanged(object, old, violation);
-            }
+            mark_unchanged(&mut violations, object, old);
         }
         violations
+    }
+}
+
+fn mark_unchanged(violations: &mut [Violation], object: &Value, old: &Value) {
+    for violation in violations {
+        violation.unchanged = is_unchanged(object, old, violation);
     }
 }
 
@@ -262,6 +272,9 @@ impl SchemaSource for NoSchemas {
 
 type TypeKey = (String, String);
 
+/// apiVersion → kind → schema: looked up by `&str` on every write, so without allocating.
+type ByType = HashMap<String, HashMap<String, Arc<TypeSchema>>>;
+
 /// The schemas known: CRDs added (from files or the cluster) and, when asked for, the bundled
 /// built-in types. Each is compiled once, when added or first used.
 #[derive(Default)]
@@ -278,13 +291,18 @@ pub struct Schemas {
 struct Known {
     /// By CRD name: its versions' types, to replace or drop them all when it changes.
     crds: HashMap<String, Vec<TypeKey>>,
-    types: HashMap<TypeKey, Arc<TypeSchema>>,
+    types: ByType,
 }
 
 impl Known {
     fn remove_crd(&mut self, name: &str) {
-        for key in self.crds.remove(name).into_iter().flatten() {
-            self.types.remove(&key);
+        for (api_version, kind) in self.crds.remove(name).into_iter().flatten() {
+            if let Some(kinds) = self.types.get_mut(&api_version) {
+                kinds.remove(&kind);
+                if kinds.is_empty() {
+                    self.types.remove(&api_version);
+                }
+            }
         }
     }
 }
@@ -340,9 +358,12 @@ impl Schemas {
         known.remove_crd(&name);
         let mut keys = Vec::with_capacity(compiled.len());
         for schema in compiled {
-            let key = (schema.api_version.clone(), schema.kind.clone());
-            keys.push(key.clone());
-            known.types.insert(key, Arc::new(schema));
+            keys.push((schema.api_version.clone(), schema.kind.clone()));
+            known
+                .types
+                .entry(schema.api_version.clone())
+                .or_default()
+                .insert(schema.kind.clone(), Arc::new(schema));
         }
         known.crds.insert(name, keys);
     }
@@ -360,10 +381,15 @@ impl Schemas {
 
 impl SchemaSource for Schemas {
     fn schema(&self, api_version: &str, kind: &str) -> Option<Arc<TypeSchema>> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(found) = self.known.read().types.get(&key) {
+        let known = self.known.read();
+        if let Some(found) = known
+            .types
+            .get(api_version)
+            .and_then(|kinds| kinds.get(kind))
+        {
             return Some(found.clone());
         }
+        drop(known);
         if !self.builtins {
             return None;
         }
@@ -376,7 +402,9 @@ impl SchemaSource for Schemas {
             self.known
                 .write()
                 .types
-                .entry(key)
+                .entry(api_version.to_string())
+                .or_default()
+                .entry(kind.to_string())
                 .or_insert(schema)
                 .clone(),
         )
@@ -406,17 +434,29 @@ pub fn crd_essentials(
     })
 }
 
-/// Checks a part of `object` against its type's schema, if `schemas` has one.
-pub fn check(
+/// Checks a part of `object` against its type's schema, if `schemas` has one. `old` finds the
+/// object as it is now: asked for only when the type has transition rules or the object
+/// breaks its schema (to tell an unchanged value from a new one), since most checks find
+/// nothing and reading the observed object costs.
+pub fn check<Old: std::ops::Deref<Target = Value>>(
     schemas: &dyn SchemaSource,
     object: &Value,
-    old: Option<&Value>,
+    old: impl FnOnce() -> Option<Old>,
     part: Part,
 ) -> Vec<Violation> {
-    match schemas.schema(object::api_version(object), object::kind(object)) {
-        Some(schema) => schema.check(object, old, part),
-        None => Vec::new(),
+    let Some(schema) = schemas.schema(object::api_version(object), object::kind(object)) else {
+        return Vec::new();
+    };
+    if schema.transition_rules {
+        return schema.check(object, old().as_deref(), part);
     }
+    let mut violations = schema.check(object, None, part);
+    if !violations.is_empty()
+        && let Some(old) = old()
+    {
+        mark_unchanged(&mut violations, object, &old);
+    }
+    violations
 }
 
 #[cfg(test)]

@@ -22,11 +22,28 @@ pub(crate) fn compile(schema: &Value) -> Option<CompiledSchema> {
 }
 
 fn has_rules(schema: &Value) -> bool {
+    any_rule(schema, &|_| true)
+}
+
+/// Whether a rule of the schema compares with `oldSelf`.
+pub(crate) fn has_transition_rules(schema: &Value) -> bool {
+    any_rule(schema, &|rule| rule.contains("oldSelf"))
+}
+
+fn any_rule(schema: &Value, wanted: &dyn Fn(&str) -> bool) -> bool {
     match schema {
         Value::Object(node) => {
-            node.contains_key("x-kubernetes-validations") || node.values().any(has_rules)
+            let rules = node
+                .get("x-kubernetes-validations")
+                .and_then(Value::as_array);
+            rules
+                .into_iter()
+                .flatten()
+                .filter_map(|rule| rule.get("rule").and_then(Value::as_str))
+                .any(wanted)
+                || node.values().any(|value| any_rule(value, wanted))
         }
-        Value::Array(items) => items.iter().any(has_rules),
+        Value::Array(items) => items.iter().any(|item| any_rule(item, wanted)),
         _ => false,
     }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Walk<'a> {
     pub object_meta: Option<&'a Value>,
     /// Whether messages may quote the values they are about (not a Secret's).
     pub quotes_values: bool,
+    /// A branch of `anyOf`, `oneOf` or `not` tried: only whether it holds counts, so the walk
+    /// stops at its first violation and words none.
+    pub trial: bool,
     pub violations: Vec<Violation>,
 }
 
@@ -54,6 +57,9 @@ impl<'a> Walk<'a> {
         resource: bool,
         depth: usize,
     ) {
+        if self.trial && !self.violations.is_empty() {
+            return;
+        }
         if depth > MAX_DEPTH {
             self.push(
                 path,
@@ -62,8 +68,7 @@ impl<'a> Walk<'a> {
             );
             return;
         }
-        let schema = self.deref(schema);
-        let Some(node) = schema.as_object() else {
+        let Some(node) = self.keywords(schema) else {
             return;
         };
         // A null is dropped before validation (unless the schema keeps it), as the API server
@@ -71,19 +76,14 @@ impl<'a> Walk<'a> {
         if value.is_null() {
             return;
         }
-        for sub in node
-            .get("allOf")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for sub in node.all_of.into_iter().flatten() {
             self.node(sub, value, path, resource, depth + 1);
         }
-        self.alternatives(node, value, path, resource, depth);
-        if !self.type_matches(node, value, path) {
+        self.alternatives(&node, value, path, resource, depth);
+        if !self.type_matches(&node, value, path) {
             return;
         }
-        if let Some(allowed) = node.get("enum").and_then(Value::as_array)
+        if let Some(allowed) = node.enumeration
             && !allowed.iter().any(|a| same_value(a, value))
         {
             let listed: Vec<String> = allowed.iter().map(short).collect();
@@ -94,12 +94,31 @@ impl<'a> Walk<'a> {
             self.push(path, ViolationKind::Enum, message);
         }
         match value {
-            Value::String(text) => self.string(node, text, path),
-            Value::Number(_) => self.number(node, value, path),
-            Value::Array(items) => self.array(node, items, path, depth),
-            Value::Object(fields) => self.object(node, fields, path, resource, depth),
+            Value::String(text) => self.string(&node, text, path),
+            Value::Number(_) => self.number(&node, value, path),
+            Value::Array(items) => self.array(&node, items, path, depth),
+            Value::Object(fields) => self.object(&node, fields, path, resource, depth),
             _ => {}
         }
+    }
+
+    /// The keywords of a schema node, after the `$ref`s it is (built-in schemas only); `None`
+    /// for a node that is not an object.
+    fn keywords(&self, schema: &'a Value) -> Option<Keywords<'a>> {
+        let mut keywords = Keywords::of(schema.as_object()?);
+        for _ in 0..8 {
+            let Some(target) = keywords.reference else {
+                break;
+            };
+            let found = target
+                .strip_prefix(REF_PREFIX)
+                .and_then(|name| self.definitions?.get(name));
+            match found {
+                Some(next) => keywords = Keywords::of(next.as_object()?),
+                None => break,
+            }
+        }
+        Some(keywords)
     }
 
     /// The schema a `$ref` names (built-in schemas only), else the node itself.
@@ -124,7 +143,7 @@ impl<'a> Walk<'a> {
     /// counts.
     fn alternatives(
         &mut self,
-        node: &'a Map<String, Value>,
+        node: &Keywords<'a>,
         value: &Value,
         path: &Path<'_>,
         resource: bool,
@@ -136,12 +155,13 @@ impl<'a> Walk<'a> {
                 definitions: walk.definitions,
                 object_meta: walk.object_meta,
                 quotes_values: walk.quotes_values,
+                trial: true,
                 violations: Vec::new(),
             };
             trial.node(branch, value, path, resource, depth + 1);
             trial.violations.is_empty()
         };
-        if let Some(branches) = node.get("anyOf").and_then(Value::as_array)
+        if let Some(branches) = node.any_of
             && !branches.is_empty()
             && !branches.iter().any(|b| passes(self, b))
         {
@@ -151,7 +171,7 @@ impl<'a> Walk<'a> {
                 format!("matches none of the {} schemas of anyOf", branches.len()),
             );
         }
-        if let Some(branches) = node.get("oneOf").and_then(Value::as_array)
+        if let Some(branches) = node.one_of
             && !branches.is_empty()
         {
             let matched = branches.iter().filter(|b| passes(self, b)).count();
@@ -166,7 +186,7 @@ impl<'a> Walk<'a> {
                 );
             }
         }
-        if let Some(branch) = node.get("not")
+        if let Some(branch) = node.not
             && passes(self, branch)
         {
             self.push(
@@ -179,8 +199,8 @@ impl<'a> Walk<'a> {
 
     /// Whether the value has the node's type (an `int-or-string` node takes either); says
     /// why not when it does not. A node without a type takes anything.
-    fn type_matches(&mut self, node: &Map<String, Value>, value: &Value, path: &Path<'_>) -> bool {
-        if node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+    fn type_matches(&mut self, node: &Keywords<'_>, value: &Value, path: &Path<'_>) -> bool {
+        if node.int_or_string {
             if is_integer(value) || value.is_string() {
                 return true;
             }
@@ -194,7 +214,7 @@ impl<'a> Walk<'a> {
             );
             return false;
         }
-        let Some(wanted) = node.get("type").and_then(Value::as_str) else {
+        let Some(wanted) = node.type_name else {
             return true;
         };
         let matches = match wanted {
@@ -207,18 +227,18 @@ impl<'a> Walk<'a> {
             _ => true,
         };
         if !matches {
-            self.push(
-                path,
-                ViolationKind::Type,
-                format!("must be {}, not {}", article(wanted), self.described(value)),
-            );
+            let message = match self.trial {
+                true => String::new(),
+                false => format!("must be {}, not {}", article(wanted), self.described(value)),
+            };
+            self.push(path, ViolationKind::Type, message);
         }
         matches
     }
 
-    fn string(&mut self, node: &Map<String, Value>, text: &str, path: &Path<'_>) {
+    fn string(&mut self, node: &Keywords<'_>, text: &str, path: &Path<'_>) {
         let length = text.chars().count();
-        if let Some(max) = unsigned(node, "maxLength")
+        if let Some(max) = node.max_length
             && length > max
         {
             self.push(
@@ -227,7 +247,7 @@ impl<'a> Walk<'a> {
                 format!("may not be longer than {max} characters (it has {length})"),
             );
         }
-        if let Some(min) = unsigned(node, "minLength")
+        if let Some(min) = node.min_length
             && length < min
         {
             self.push(
@@ -236,7 +256,7 @@ impl<'a> Walk<'a> {
                 format!("must be at least {min} characters long (it has {length})"),
             );
         }
-        if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
+        if let Some(pattern) = node.pattern {
             match compiled(pattern) {
                 Some(regex) if !regex.is_match(text) => self.push(
                     path,
@@ -246,7 +266,7 @@ impl<'a> Walk<'a> {
                 _ => {}
             }
         }
-        if let Some(format) = node.get("format").and_then(Value::as_str)
+        if let Some(format) = node.format
             && let Some(problem) = formats::problem(format, text)
         {
             self.push(
@@ -257,13 +277,12 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn number(&mut self, node: &Map<String, Value>, value: &Value, path: &Path<'_>) {
+    fn number(&mut self, node: &Keywords<'_>, value: &Value, path: &Path<'_>) {
         let Some(number) = value.as_f64() else {
             return;
         };
-        let flag = |key: &str| node.get(key) == Some(&Value::Bool(true));
-        if let Some(max) = node.get("maximum").and_then(Value::as_f64) {
-            let exclusive = flag("exclusiveMaximum");
+        if let Some(max) = node.maximum {
+            let exclusive = node.exclusive_maximum;
             if number > max || (exclusive && number == max) {
                 let bound = if exclusive { "less than" } else { "at most" };
                 self.push(
@@ -277,8 +296,8 @@ impl<'a> Walk<'a> {
                 );
             }
         }
-        if let Some(min) = node.get("minimum").and_then(Value::as_f64) {
-            let exclusive = flag("exclusiveMinimum");
+        if let Some(min) = node.minimum {
+            let exclusive = node.exclusive_minimum;
             if number < min || (exclusive && number == min) {
                 let bound = if exclusive {
                     "greater than"
@@ -298,7 +317,7 @@ impl<'a> Walk<'a> {
         }
         // As kube-openapi: a factor under one multiplies by its inverse, and a quotient within
         // 1e-9 of a whole number is one (0.3 is a multiple of 0.1).
-        if let Some(factor) = node.get("multipleOf").and_then(Value::as_f64)
+        if let Some(factor) = node.multiple_of
             && factor > 0.0
         {
             let quotient = match factor < 1.0 {
@@ -316,15 +335,9 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn array(
-        &mut self,
-        node: &'a Map<String, Value>,
-        items: &[Value],
-        path: &Path<'_>,
-        depth: usize,
-    ) {
+    fn array(&mut self, node: &Keywords<'a>, items: &[Value], path: &Path<'_>, depth: usize) {
         let count = items.len();
-        if let Some(max) = unsigned(node, "maxItems")
+        if let Some(max) = node.max_items
             && count > max
         {
             self.push(
@@ -333,7 +346,7 @@ impl<'a> Walk<'a> {
                 format!("may have at most {max} items (it has {count})"),
             );
         }
-        if let Some(min) = unsigned(node, "minItems")
+        if let Some(min) = node.min_items
             && count < min
         {
             self.push(
@@ -342,8 +355,8 @@ impl<'a> Walk<'a> {
                 format!("must have at least {min} items (it has {count})"),
             );
         }
-        let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
-        if list_type == Some("set") || node.get("uniqueItems") == Some(&Value::Bool(true)) {
+        let list_type = node.list_type;
+        if list_type == Some("set") || node.unique_items {
             for (index, item) in items.iter().enumerate() {
                 if items[..index]
                     .iter()
@@ -365,7 +378,7 @@ impl<'a> Walk<'a> {
         if list_type == Some("map") {
             self.map_list(node, items, path);
         }
-        if let Some(item_schema) = node.get("items") {
+        if let Some(item_schema) = node.items {
             for (index, item) in items.iter().enumerate() {
                 self.node(
                     item_schema,
@@ -379,10 +392,9 @@ impl<'a> Walk<'a> {
     }
 
     /// A list of type `map`: no two items with the same values of its keys.
-    fn map_list(&mut self, node: &Map<String, Value>, items: &[Value], path: &Path<'_>) {
+    fn map_list(&mut self, node: &Keywords<'_>, items: &[Value], path: &Path<'_>) {
         let keys: Vec<&str> = node
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Value::as_array)
+            .list_map_keys
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
@@ -409,14 +421,14 @@ impl<'a> Walk<'a> {
 
     fn object(
         &mut self,
-        node: &'a Map<String, Value>,
+        node: &Keywords<'a>,
         fields: &Map<String, Value>,
         path: &Path<'_>,
         resource: bool,
         depth: usize,
     ) {
         let count = fields.len();
-        if let Some(max) = unsigned(node, "maxProperties")
+        if let Some(max) = node.max_properties
             && count > max
         {
             self.push(
@@ -425,7 +437,7 @@ impl<'a> Walk<'a> {
                 format!("may have at most {max} fields (it has {count})"),
             );
         }
-        if let Some(min) = unsigned(node, "minProperties")
+        if let Some(min) = node.min_properties
             && count < min
         {
             self.push(
@@ -434,15 +446,10 @@ impl<'a> Walk<'a> {
                 format!("must have at least {min} fields (it has {count})"),
             );
         }
-        let properties = node.get("properties").and_then(Value::as_object);
-        let embedded = node.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+        let properties = node.properties;
+        let embedded = node.embedded_resource;
         let resource = resource || embedded;
-        for required in node
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for required in node.required.into_iter().flatten() {
             let Some(name) = required.as_str() else {
                 continue;
             };
@@ -466,12 +473,11 @@ impl<'a> Walk<'a> {
                 );
             }
         }
-        let additional = node.get("additionalProperties");
-        let preserves =
-            node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        let additional = node.additional_properties;
+        let preserves = node.preserves_unknown_fields;
         let closed = match self.dialect {
             Dialect::Crd => {
-                node.get("type").and_then(Value::as_str) == Some("object")
+                node.type_name == Some("object")
                     && !preserves
                     && additional.is_none_or(|a| a == &Value::Bool(false))
             }
@@ -566,7 +572,10 @@ impl<'a> Walk<'a> {
 
     fn push(&mut self, path: &Path<'_>, kind: ViolationKind, message: String) {
         self.violations.push(Violation {
-            field: path.to_string(),
+            field: match self.trial {
+                true => String::new(),
+                false => path.to_string(),
+            },
             message,
             rule: None,
             kind,
@@ -617,8 +626,85 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn unsigned(node: &Map<String, Value>, key: &str) -> Option<usize> {
-    node.get(key).and_then(Value::as_u64).map(|n| n as usize)
+/// The keywords of one schema node the walk reads, gathered in one pass over the node: a
+/// node has a handful of the thirty keywords asked about, and a map lookup for each of them
+/// was most of a check's cost.
+#[derive(Default)]
+struct Keywords<'a> {
+    reference: Option<&'a str>,
+    all_of: Option<&'a Vec<Value>>,
+    any_of: Option<&'a Vec<Value>>,
+    one_of: Option<&'a Vec<Value>>,
+    not: Option<&'a Value>,
+    type_name: Option<&'a str>,
+    int_or_string: bool,
+    enumeration: Option<&'a Vec<Value>>,
+    max_length: Option<usize>,
+    min_length: Option<usize>,
+    pattern: Option<&'a str>,
+    format: Option<&'a str>,
+    maximum: Option<f64>,
+    minimum: Option<f64>,
+    exclusive_maximum: bool,
+    exclusive_minimum: bool,
+    multiple_of: Option<f64>,
+    max_items: Option<usize>,
+    min_items: Option<usize>,
+    list_type: Option<&'a str>,
+    unique_items: bool,
+    list_map_keys: Option<&'a Vec<Value>>,
+    items: Option<&'a Value>,
+    max_properties: Option<usize>,
+    min_properties: Option<usize>,
+    properties: Option<&'a Map<String, Value>>,
+    required: Option<&'a Vec<Value>>,
+    additional_properties: Option<&'a Value>,
+    preserves_unknown_fields: bool,
+    embedded_resource: bool,
+}
+
+impl<'a> Keywords<'a> {
+    fn of(node: &'a Map<String, Value>) -> Keywords<'a> {
+        let unsigned = |value: &Value| value.as_u64().map(|n| n as usize);
+        let mut keywords = Keywords::default();
+        for (key, value) in node {
+            let flag = value == &Value::Bool(true);
+            match key.as_str() {
+                "$ref" => keywords.reference = value.as_str(),
+                "allOf" => keywords.all_of = value.as_array(),
+                "anyOf" => keywords.any_of = value.as_array(),
+                "oneOf" => keywords.one_of = value.as_array(),
+                "not" => keywords.not = Some(value),
+                "type" => keywords.type_name = value.as_str(),
+                "x-kubernetes-int-or-string" => keywords.int_or_string = flag,
+                "enum" => keywords.enumeration = value.as_array(),
+                "maxLength" => keywords.max_length = unsigned(value),
+                "minLength" => keywords.min_length = unsigned(value),
+                "pattern" => keywords.pattern = value.as_str(),
+                "format" => keywords.format = value.as_str(),
+                "maximum" => keywords.maximum = value.as_f64(),
+                "minimum" => keywords.minimum = value.as_f64(),
+                "exclusiveMaximum" => keywords.exclusive_maximum = flag,
+                "exclusiveMinimum" => keywords.exclusive_minimum = flag,
+                "multipleOf" => keywords.multiple_of = value.as_f64(),
+                "maxItems" => keywords.max_items = unsigned(value),
+                "minItems" => keywords.min_items = unsigned(value),
+                "x-kubernetes-list-type" => keywords.list_type = value.as_str(),
+                "uniqueItems" => keywords.unique_items = flag,
+                "x-kubernetes-list-map-keys" => keywords.list_map_keys = value.as_array(),
+                "items" => keywords.items = Some(value),
+                "maxProperties" => keywords.max_properties = unsigned(value),
+                "minProperties" => keywords.min_properties = unsigned(value),
+                "properties" => keywords.properties = value.as_object(),
+                "required" => keywords.required = value.as_array(),
+                "additionalProperties" => keywords.additional_properties = Some(value),
+                "x-kubernetes-preserve-unknown-fields" => keywords.preserves_unknown_fields = flag,
+                "x-kubernetes-embedded-resource" => keywords.embedded_resource = flag,
+                _ => {}
+            }
+        }
+        keywords
+    }
 }
 
 fn article(type_name: &str) -> String {

@@ -1,5 +1,16 @@
 use super::*;
 use serde_json::json;
+use std::cell::Cell;
+
+/// [`super::check`] with the object as it is now given, not looked up.
+fn check(
+    schemas: &dyn SchemaSource,
+    object: &Value,
+    old: Option<&Value>,
+    part: Part,
+) -> Vec<Violation> {
+    super::check(schemas, object, || old, part)
+}
 
 /// A CRD in the shape of the e2e suite's: a pruning schema with bounds, an enum, a pattern, a
 /// list-map, an embedded resource, a preserved free-form field and CEL rules, one of them a
@@ -398,4 +409,48 @@ fn on_another_kubernetes_version_unknown_built_in_fields_are_left_to_the_api_ser
     );
     assert!(Schemas::for_server(None).schema("v1", "Service").is_some());
     assert!(!Schemas::for_server(None).builtins_elsewhere());
+}
+
+#[test]
+fn the_observed_object_is_read_only_when_a_check_needs_it() {
+    let builtins = Schemas::with_builtins();
+    let service = |port: Value| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"},
+               "spec": {"ports": [{"port": port}]}})
+    };
+    let old = service(json!("eighty"));
+    let reads = Cell::new(0);
+    let observed = || {
+        reads.set(reads.get() + 1);
+        Some(&old)
+    };
+    // Valid, and Services have no transition rules: the observed Service is not read.
+    let valid = super::check(&builtins, &service(json!(80)), observed, Part::Resource);
+    assert!(valid.is_empty(), "{valid:#?}");
+    assert_eq!(reads.get(), 0);
+    // Invalid as it already is: read, and the violation does not block (ratcheting).
+    let found = super::check(&builtins, &old, observed, Part::Resource);
+    assert_eq!(reads.get(), 1);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].unchanged && !found[0].blocks());
+
+    // A CRD with a transition rule reads it before the rules run: a valid object's rule
+    // compares with it.
+    let now = widget(json!({"size": "large"}));
+    let reads = Cell::new(0);
+    let before = widget(json!({"size": "small"}));
+    let found = super::check(
+        &schemas(),
+        &now,
+        || {
+            reads.set(reads.get() + 1);
+            Some(&before)
+        },
+        Part::Resource,
+    );
+    assert_eq!(reads.get(), 1);
+    assert!(
+        found.iter().any(|v| v.kind == ViolationKind::Rule),
+        "{found:#?}"
+    );
 }

@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Which controller a sample is about. Bounded: one label set per controller object, removed
@@ -122,6 +122,8 @@ pub struct Metrics {
     pub sync_seconds: HistogramFamily<ControllerLabels>,
     /// Time one hook call took (script or webhook), in seconds.
     pub hook_seconds: HistogramFamily<HookLabels>,
+    /// Time spent checking outputs against their schemas before applying them, in seconds.
+    pub output_check_seconds: Family<ControllerLabels, Counter<f64, AtomicU64>>,
     /// Hook calls that failed (the script raised an error or exceeded a budget, the response
     /// was unusable, the source was unavailable).
     pub hook_failures: Family<HookLabels, Counter>,
@@ -181,6 +183,7 @@ impl Default for Metrics {
             failures: Family::default(),
             sync_seconds: Family::new_with_constructor(duration_histogram),
             hook_seconds: Family::new_with_constructor(duration_histogram),
+            output_check_seconds: Family::default(),
             hook_failures: Family::default(),
             queue_depth: Gauge::default(),
             controller_queued: Family::default(),
@@ -286,6 +289,12 @@ impl Metrics {
             "Reads (get, list) the controller's work items depend on: a change to one re-syncs \
              the work item that read it",
             self.dependencies.clone(),
+        );
+        registry.register(
+            "output_check_seconds",
+            "Seconds spent checking what plans write against their types' schemas and CEL \
+             rules before applying them",
+            self.output_check_seconds.clone(),
         );
         registry.register(
             "resync_skipped",
@@ -476,6 +485,20 @@ impl Metrics {
             .inc();
     }
 
+    /// Adds the time one plan's output check took.
+    pub fn count_output_check(&self, controller: &ControllerId, took: Duration) {
+        self.output_check_seconds
+            .get_or_create(&ControllerLabels::of(controller))
+            .inc_by(took.as_secs_f64());
+    }
+
+    /// Seconds one controller's output checks took so far.
+    pub fn output_check_seconds_of(&self, controller: &ControllerId) -> f64 {
+        self.output_check_seconds
+            .get(&ControllerLabels::of(controller))
+            .map_or(0.0, |counter| counter.get())
+    }
+
     /// Counts the work items a resync of a controller skipped.
     pub fn count_resync_skipped(&self, controller: &ControllerId, skipped: u64) {
         self.resync_skipped
@@ -500,6 +523,7 @@ impl Metrics {
         self.controller_ready.remove(&labels);
         self.dependencies.remove(&labels);
         self.resync_skipped.remove(&labels);
+        self.output_check_seconds.remove(&labels);
         self.owned_items.remove(&labels);
         for hook in controller.kind.hooks() {
             let labels = HookLabels {

@@ -313,8 +313,11 @@ impl Applier {
             self.observed
                 .get(resource, object::namespace(desired), object::name(desired))
         };
-        let unchecked = outputs::check(plan, target.object, &observed, self.schemas.schemas())?;
-        for note in unchecked {
+        let started = std::time::Instant::now();
+        let checked = outputs::check(plan, target.object, &observed, self.schemas.schemas());
+        self.metrics
+            .count_output_check(target.controller, started.elapsed());
+        for note in checked? {
             tracing::debug!(controller = %target.controller, %note, "a rule of an output is left to the API server");
         }
         Ok(())
