@@ -13,6 +13,7 @@ pub(crate) use certs::generate as generate_serving_cert;
 pub(crate) use certs::{CertError, ServingCert};
 
 use crate::runtime::watch::discovery::Discovery;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::script::ceilings::LimitCeilings;
 use crate::script::{EffectiveLimits, ScriptEngine};
 use crate::tenancy::Operation;
@@ -115,7 +116,10 @@ pub(crate) async fn start(
     let git_version = server.as_ref().map(|info| info.git_version.as_str());
     let reviewer = Arc::new(Reviewer {
         discovery: Discovery::new(client.clone()),
-        schemas: Arc::new(crate::schema::Schemas::for_server(git_version)),
+        schemas: Arc::new(LiveSchemas::new(
+            client.clone(),
+            Arc::new(crate::schema::Schemas::for_server(git_version)),
+        )),
         operator_user: crate::runtime::own_user(&client).await,
         client,
         // At most MAX_CONCURRENT_REVIEWS test calls at once, each under TEST_CEILING: 32 MiB

@@ -6,7 +6,7 @@
 use crate::api::GROUP;
 use crate::hooks::ConfigMapLookup;
 use crate::runtime::watch::discovery::Discovery;
-use crate::schema::SchemaSource;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::script::ScriptEngine;
 use crate::tenancy::{self, ACCOUNTS_RESOURCE, Operation, RunsAs, USE_VERB};
 use crate::validate::{self, Finding, Severity};
@@ -54,7 +54,9 @@ pub(super) struct Reviewer {
     pub client: kube::Client,
     pub discovery: Arc<Discovery>,
     /// What the objects `spec.tests` cases write are checked against.
-    pub schemas: Arc<dyn SchemaSource>,
+    /// Built-in types' schemas, and the CRDs of the types controllers name, followed from
+    /// the first review that names one.
+    pub schemas: Arc<LiveSchemas>,
     /// The engine `spec.tests` run in at admission, with its own small ceilings.
     pub engine: ScriptEngine,
     /// The operator's own user: no controller may run as it.
@@ -201,10 +203,15 @@ impl Reviewer {
             verdict.errors = vec![format!("metascript: {}", verdict.errors.join("; "))];
             return verdict;
         }
+        let mut types = Vec::new();
         for reference in &references.types {
             // A type that does not resolve is reported by the validation itself.
-            let _ = self.discovery.resolve(reference).await;
+            if let Ok(resolved) = self.discovery.resolve(reference).await {
+                types.push(resolved.resource);
+            }
         }
+        // What `spec.tests` cases write is checked against their types' schemas.
+        self.schemas.follow(&types).await;
         let (config_maps, withheld) = if self.authenticated_callers {
             (self.read_config_maps(&readable).await, Vec::new())
         } else {
@@ -301,7 +308,7 @@ impl Reviewer {
             validate::validate_until(
                 &reviewer.engine,
                 &*reviewer.discovery,
-                &reviewer.schemas,
+                &reviewer.schemas.shared(),
                 &lookup,
                 &object,
                 Some(stop_at),

@@ -112,7 +112,8 @@ impl Subject {
             let store = crate::store::MemoryStore::new(cluster.iter().cloned());
             let observed = |desired: &Value| crate::plan::observed_in(&store, desired);
             outputs::check(&plan, target, &observed, &*self.schemas).map_err(|violations| {
-                invalid(InvalidResponse::new("(outputs)", violations.to_string()))
+                let place = outputs::where_in(&response, &violations);
+                invalid(InvalidResponse::new(place, violations.to_string()))
             })?;
         }
         Ok(response)

@@ -82,7 +82,11 @@ pub(super) fn run(args: RenderArgs) -> ExitCode {
         Format::Yaml => to_yaml(&entries),
         Format::Json => serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n",
     };
-    print!("{printed}");
+    // Every sync failed: the errors are the answer, and an empty list before them would
+    // read as "nothing to do".
+    if !entries.is_empty() || errors.is_empty() {
+        print!("{printed}");
+    }
     for error in &errors {
         eprintln!("error: {error}");
     }

@@ -14,15 +14,18 @@ use std::sync::Arc;
 /// One violation, and the object it is in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputViolation {
-    /// As every message names an object (`Widget.example.com/v1 ns/name`), with ` (status)`
-    /// for the target's status.
-    pub object: String,
+    pub object: ObjectKey,
+    /// In the status the hook gave its target or parent, not in an applied object.
+    pub in_status: bool,
     pub violation: Violation,
 }
 
 impl fmt::Display for OutputViolation {
+    /// As every message names an object: `Widget.example.com/v1 ns/name: spec.size: …`, with
+    /// ` (status)` after the target's name for its status.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.object, self.violation)
+        let status = if self.in_status { " (status)" } else { "" };
+        write!(f, "{}{status}: {}", self.object, self.violation)
     }
 }
 
@@ -57,22 +60,24 @@ pub(crate) fn check(
     schemas: &dyn SchemaSource,
 ) -> Result<Vec<OutputViolation>, InvalidOutputs> {
     let mut found = Vec::new();
-    let mut said = |object: String, violations: Vec<Violation>| {
+    let mut said = |object: &Value, in_status: bool, violations: Vec<Violation>| {
+        let object = ObjectKey::of(object);
         found.extend(violations.into_iter().map(|violation| OutputViolation {
             object: object.clone(),
+            in_status,
             violation,
         }));
     };
     for child in &plan.apply {
         let violations = schema::check(schemas, child, || observed(child), Part::Resource);
         if !violations.is_empty() {
-            said(ObjectKey::of(child).to_string(), violations);
+            said(child, false, violations);
         }
     }
     if let Some(status) = written_status(plan.status.as_ref(), target) {
         let violations = schema::check(schemas, &status, || Some(target), Part::Status);
         if !violations.is_empty() {
-            said(format!("{} (status)", ObjectKey::of(target)), violations);
+            said(target, true, violations);
         }
     }
     if found.iter().any(|v| v.violation.blocks()) {
@@ -80,6 +85,36 @@ pub(crate) fn check(
         return Err(InvalidOutputs { violations: found });
     }
     Ok(found)
+}
+
+/// Where in a hook's response the objects of `invalid` are: `attachments[1]`, `status`, or
+/// several of them (`children[0], children[3]`); `(outputs)` when none is found by name (a
+/// planner may have renamed it).
+pub(crate) fn where_in(response: &Value, invalid: &InvalidOutputs) -> String {
+    let mut places: Vec<String> = Vec::new();
+    for violation in &invalid.violations {
+        let place = match violation.in_status {
+            true => Some("status".to_string()),
+            false => response
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(list, items)| Some((list, items.as_array()?)))
+                .find_map(|(list, items)| {
+                    let index = items.iter().position(|item| {
+                        object::api_version(item) == violation.object.api_version
+                            && object::kind(item) == violation.object.kind
+                            && object::name(item) == violation.object.name
+                    })?;
+                    Some(format!("{list}[{index}]"))
+                }),
+        };
+        let place = place.unwrap_or_else(|| "(outputs)".to_string());
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
+    places.join(", ")
 }
 
 /// What a response writes, read without a controller's spec (a script file's test case, which
@@ -123,4 +158,56 @@ fn written_status(change: Option<&StatusChange>, target: &Value) -> Option<Value
     let mut written = target.clone();
     written.as_object_mut()?.insert("status".into(), status);
     Some(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ViolationKind;
+    use serde_json::json;
+
+    fn violation(name: &str, in_status: bool) -> OutputViolation {
+        OutputViolation {
+            object: ObjectKey {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+            },
+            in_status,
+            violation: Violation {
+                field: "spec.ports[0].port".into(),
+                message: "must be an integer, not a string (\"80\")".into(),
+                rule: None,
+                kind: ViolationKind::Type,
+                unchanged: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_violation_is_placed_in_the_response_by_its_object() {
+        let response = json!({
+            "attachments": [
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}},
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"}}
+            ],
+            "status": {"ready": 1}
+        });
+        let found = |names: &[(&str, bool)]| InvalidOutputs {
+            violations: names.iter().map(|(n, s)| violation(n, *s)).collect(),
+        };
+        assert_eq!(
+            where_in(
+                &response,
+                &found(&[("b", false), ("b", false), ("web", true)])
+            ),
+            "attachments[1], status"
+        );
+        assert_eq!(where_in(&response, &found(&[("c", false)])), "(outputs)");
+        assert_eq!(
+            violation("b", true).to_string(),
+            "Service.v1 shop/b (status): spec.ports[0].port: must be an integer, not a string (\"80\")"
+        );
+    }
 }

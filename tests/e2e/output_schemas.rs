@@ -3,7 +3,10 @@
 //! transition rule with a `messageExpression`), and offline through `render` and `test`, with
 //! the same messages.
 
-use crate::support::operator::{apply, get, operator, wait_for_event};
+use crate::support::operator::{
+    apply, get, operator, try_apply, wait_for_condition, wait_for_event,
+};
+use crate::support::tenants::AdmissionWebhook;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -198,6 +201,69 @@ async fn an_output_that_breaks_its_schema_is_not_applied_and_says_where() {
     wait_for_replicas(&client, &group, &namespace, 3).await;
 }
 
+/// The admission webhook and the operator's gate run a controller's `spec.tests` with the
+/// CRDs of the types it names (never written before here): a case whose output breaks the
+/// Gadget schema keeps the controller out.
+#[tokio::test]
+async fn spec_tests_outputs_are_checked_against_the_crds_the_controller_names() {
+    let client = client().await;
+    operator().await;
+    let group = format!("{}.example.com", unique_name("schemas-admit"));
+    let crd: CustomResourceDefinition = serde_json::from_value(gadgets(&group)).unwrap();
+    metascript::testing::install_these_crds(&client, [crd])
+        .await
+        .expect("the CRD is served");
+    let namespace = test_namespace(&client, "schemas-admit").await;
+    let webhook = AdmissionWebhook::start(&client, &namespace, false, &[]).await;
+    let tested = |name: &str, size: &str, labels: Value| {
+        let mut manifest = controller(name, &group);
+        manifest["metadata"]["labels"] = labels;
+        let wanted = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+                            "metadata": {"name": "web"}, "spec": {"size": size}});
+        manifest["spec"]["tests"] = json!([{
+            "name": size,
+            "request": {"object": config_map(&namespace, name, json!({"size": size}))},
+            "expect": {"attachments": [wanted]}
+        }]);
+        manifest
+    };
+
+    let says = [
+        "spec.tests[0] (medium)",
+        r#"spec.size: must be one of "small", "large", not "medium""#,
+    ];
+    let labels = webhook.labels();
+    let refused = try_apply(
+        &client,
+        &tested(
+            &format!("{}-medium", webhook.instance),
+            "medium",
+            labels.clone(),
+        ),
+    )
+    .await
+    .expect_err("a case whose output breaks the CRD's enum is refused");
+    for part in says {
+        assert!(refused.contains(part), "{part:?} in: {refused}");
+    }
+    try_apply(
+        &client,
+        &tested(&format!("{}-small", webhook.instance), "small", labels),
+    )
+    .await
+    .expect("a case whose output holds is admitted");
+
+    // Past no webhook, the operator's own gate keeps it from serving.
+    let unchecked = tested(&unique_name("schemas-gate"), "medium", json!({}));
+    apply(&client, &unchecked).await;
+    let loaded = wait_for_condition(&client, &unchecked, "ScriptsLoaded", "False").await;
+    assert_eq!(loaded["reason"], "TestsFailed", "{loaded}");
+    let message = loaded["message"].as_str().unwrap_or_default();
+    for part in says {
+        assert!(message.contains(part), "{part:?} in: {message}");
+    }
+}
+
 /// A built-in type's misspelled field is refused too, from the schema bundled for its
 /// Kubernetes version.
 #[tokio::test]
@@ -274,8 +340,9 @@ fn render_and_test_say_the_same_offline() {
                 observed.clone(),
             ],
         );
-        let (code, _, stderr) = metascript(&["render", "-f", "."], dir.path());
+        let (code, stdout, stderr) = metascript(&["render", "-f", "."], dir.path());
         assert_eq!(code, Some(1), "{data}: {stderr}");
+        assert_eq!(stdout, "", "the only sync failed: no empty list on stdout");
         assert!(
             stderr.contains(&format!("Gadget.{group}/v1 shop/web: {says}")),
             "{data}: {stderr}"
@@ -302,5 +369,9 @@ fn render_and_test_say_the_same_offline() {
             "{says}: {stdout}"
         );
     }
+    assert!(
+        stdout.contains("invalid hook response: attachments[0]: the hook's output breaks"),
+        "says where in the response: {stdout}"
+    );
     assert!(stdout.contains("0 passed, 4 failed"), "{stdout}");
 }

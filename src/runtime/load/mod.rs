@@ -256,6 +256,16 @@ pub(crate) async fn run_spec_tests(
     hooks: Arc<ControllerHooks>,
     planner: Arc<dyn Planner>,
 ) -> Result<(), Problem> {
+    // What the cases write is checked against the schemas of the controller's types: follow
+    // their CRDs first, or the gate would check only the types written since the operator
+    // started.
+    let types: Vec<_> = spec
+        .types
+        .iter()
+        .filter_map(|reference| context.discovery.cached(reference))
+        .map(|resolved| resolved.resource)
+        .collect();
+    context.schemas.follow(&types).await;
     let engine = context.engine.clone().with_ceiling(GATE_CEILING);
     let spec = spec.clone();
     let total = spec.tests.len();
