@@ -123,7 +123,7 @@ pub(super) fn run(args: DiffArgs) -> ExitCode {
 async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
     let documents = manifests::load_objects(&args.files)?;
     let paths = manifests::paths(&documents);
-    let given = OfflineCluster::from_documents(documents)?;
+    let mut given = OfflineCluster::from_documents(documents)?;
     if given.controllers.is_empty() {
         anyhow::bail!("no metascript.dev controller in the files given");
     }
@@ -143,6 +143,17 @@ async fn diff(args: &DiffArgs) -> anyhow::Result<Report> {
     }
     let client = cluster::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let served = ServedTypes::discover(&client).await?;
+    let server = client.apiserver_version().await.ok();
+    let git_version = server.as_ref().map(|info| info.git_version.as_str());
+    given.schemas.serve_version(git_version);
+    if given.schemas.builtins_elsewhere() {
+        eprintln!(
+            "warning: the cluster runs Kubernetes {}, and the built-in types' schemas bundled \
+             are of {}: a field they do not declare is left to the API server",
+            git_version.unwrap_or_default(),
+            crate::schema::BUNDLED_KUBERNETES
+        );
+    }
     // What the plans write is checked against the cluster's CRDs, those given in files first
     // (a CRD being changed along with its controller).
     match cluster::crds(client.clone()).await {

@@ -329,11 +329,15 @@ impl Schemas {
     /// (`v1.37.2`, `v1.36.0-gke.1`): of another minor version than the bundle's, unknown fields
     /// of built-in types are said and left to the API server. Unknown: taken as the bundle's.
     pub fn for_server(git_version: Option<&str>) -> Schemas {
-        Schemas {
-            builtins: true,
-            builtins_elsewhere: git_version.is_some_and(|version| !builtin::same_minor(version)),
-            ..Schemas::default()
-        }
+        let mut schemas = Schemas::with_builtins();
+        schemas.serve_version(git_version);
+        schemas
+    }
+
+    /// Judges built-in types as [`Schemas::for_server`] does; before the first check (a
+    /// built-in type's schema is kept as first judged).
+    pub fn serve_version(&mut self, git_version: Option<&str>) {
+        self.builtins_elsewhere = git_version.is_some_and(|version| !builtin::same_minor(version));
     }
 
     /// Whether the bundled built-in schemas are another Kubernetes version's than the cluster's.
