@@ -200,6 +200,53 @@ fn the_charts_crds_are_current() {
     );
 }
 
+/// The chart's monitoring values ship what `deploy/components/monitoring` does: the same alert
+/// groups, the same dashboard (in the namespace Grafana's sidecar watches, if given), and a
+/// ServiceMonitor of the metrics Service.
+#[test]
+fn the_charts_monitoring_is_deploys() {
+    let objects = rendered(
+        RELEASE,
+        NAMESPACE,
+        &[
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.labels.release=prometheus",
+            "metrics.dashboard.enabled=true",
+            "metrics.dashboard.namespace=grafana",
+        ],
+    );
+    let rule = the(&objects, "PrometheusRule");
+    assert_eq!(rule["spec"], crate::monitoring::rule_groups());
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    let dashboard = find(&objects, "ConfigMap")
+        .into_iter()
+        .find(|c| name(c) == "metascript-dashboard")
+        .expect("the dashboard ConfigMap");
+    assert_eq!(dashboard["metadata"]["namespace"], "grafana");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let deploys = std::fs::read_to_string(
+        root().join("deploy/components/monitoring/metascript-dashboard.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        dashboard["data"]["metascript-dashboard.json"]
+            .as_str()
+            .map(str::trim_end),
+        Some(deploys.trim_end()),
+        "charts/metascript/files/metascript-dashboard.json is deploy's"
+    );
+    let monitor = the(&objects, "ServiceMonitor");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+
+    // Off by default: they need the Prometheus Operator's CRDs and a Grafana.
+    let defaults = rendered(RELEASE, NAMESPACE, &[]);
+    for kind in ["PrometheusRule", "ServiceMonitor"] {
+        assert!(find(&defaults, kind).is_empty(), "{kind} by default");
+    }
+    assert!(!defaults.iter().any(|o| name(o) == "metascript-dashboard"));
+}
+
 /// The chart is released with the operator: its version and appVersion are the crate's.
 #[test]
 fn the_chart_is_versioned_with_the_crate() {

@@ -27,6 +27,7 @@ mod isolation;
 mod json_schema;
 mod leader_election;
 mod lsp;
+mod monitoring;
 mod operator_composite;
 mod operator_decorator;
 mod operator_events;
