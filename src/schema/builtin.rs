@@ -64,6 +64,11 @@ pub(crate) fn same_minor(git_version: &str) -> bool {
     minor(git_version).is_some_and(|found| minor(KUBERNETES_VERSION) == Some(found))
 }
 
+/// Parses the bundle and indexes its types now.
+pub(crate) fn load() {
+    LazyLock::force(&BY_TYPE);
+}
+
 /// Every bundled schema by name, what a `$ref` points into.
 pub(crate) fn definitions() -> &'static Map<String, Value> {
     &DEFINITIONS

@@ -418,6 +418,12 @@ impl SchemaSource for Schemas {
 /// The Kubernetes release whose built-in schemas are bundled.
 pub const BUNDLED_KUBERNETES: &str = builtin::KUBERNETES_VERSION;
 
+/// Reads the bundled built-in schemas now: parsing them takes milliseconds, better spent at
+/// start than in the first check, which runs before a write.
+pub fn load_bundle() {
+    builtin::load();
+}
+
 /// Whether the bundle has the schema of this type (the rest are custom resources, or types of
 /// an aggregated API, which have none to check against).
 pub fn is_builtin(api_version: &str, kind: &str) -> bool {

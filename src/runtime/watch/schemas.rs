@@ -50,6 +50,8 @@ impl std::fmt::Debug for LiveSchemas {
 
 impl LiveSchemas {
     pub(crate) fn new(client: kube::Client, schemas: Arc<Schemas>) -> LiveSchemas {
+        // Off the async threads, and before the first write needs it.
+        tokio::task::spawn_blocking(crate::schema::load_bundle);
         LiveSchemas {
             client,
             schemas,
