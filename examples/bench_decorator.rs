@@ -410,10 +410,11 @@ fn customize_calls(operator: &Operator) -> i64 {
 /// (`docs/performance.md`, "Output schema check").
 fn output_check(operator: &Operator, id: &ControllerId, operator_cpu: f64) -> String {
     let seconds = operator.metrics().output_check_seconds_of(id);
-    format!(
-        ", of which output schema checks {seconds:.3} s ({:.1}%)",
-        100.0 * seconds / operator_cpu
-    )
+    let share = match operator_cpu > 0.0 {
+        true => format!(" ({:.1}%)", 100.0 * seconds / operator_cpu),
+        false => String::new(),
+    };
+    format!(", of which output schema checks {seconds:.3} s{share}")
 }
 
 /// The sum of the operator's samples whose line starts with `prefix` and contains `label`

@@ -552,10 +552,14 @@ async fn main() -> anyhow::Result<()> {
     let all_outputs_cpu = cpu.since(&converge_cpu);
     let controller = ControllerId::new(metascript::kinds::map::KIND, CONTROLLER);
     let check_seconds = operator.metrics().output_check_seconds_of(&controller);
-    let checked = format!(
-        "output schema checks {check_seconds:.3} s, {:.1}% of the operator's CPU",
-        100.0 * check_seconds / cpu.operator_since(&converge_cpu)
-    );
+    let operator_cpu = cpu.operator_since(&converge_cpu);
+    let checked = match operator_cpu > 0.0 {
+        true => format!(
+            "output schema checks {check_seconds:.3} s, {:.1}% of the operator's CPU",
+            100.0 * check_seconds / operator_cpu
+        ),
+        false => format!("output schema checks {check_seconds:.3} s"),
+    };
     let all_outputs_api = ApiserverCounts::scrape(&client).await?.since(&converge_api);
     let status_done = parent_counts(&templates, n, n, timeout).await? - started;
     let settled = settle(&operator, Duration::from_secs(4), timeout).await?;

@@ -82,9 +82,9 @@ pub(super) fn run(args: RenderArgs) -> ExitCode {
         Format::Yaml => to_yaml(&entries),
         Format::Json => serde_json::to_string_pretty(&entries).unwrap_or_default() + "\n",
     };
-    // Every sync failed: the errors are the answer, and an empty list before them would
-    // read as "nothing to do".
-    if !entries.is_empty() || errors.is_empty() {
+    // Every sync failed: the errors are the answer, and an empty YAML list before them would
+    // read as "nothing to do". JSON stays a document for the pipes it feeds.
+    if !entries.is_empty() || errors.is_empty() || matches!(args.output, Format::Json) {
         print!("{printed}");
     }
     for error in &errors {

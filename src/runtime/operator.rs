@@ -129,6 +129,7 @@ impl Operator {
         let membership = shards
             .as_ref()
             .map(|shards| Arc::new(Membership::new(client.clone(), shards.clone())));
+        metrics.sharded.set(i64::from(shards.is_some()));
         if shards.is_some() {
             // Before anything is watched: views used only for shares keep nothing until this
             // replica's first view of the members says what it owns.
@@ -745,6 +746,10 @@ async fn status_loop(context: Arc<Context>, kinds: Kinds) {
     loop {
         tick.tick().await;
         context.metrics.queue_depth.set(context.queue.len() as i64);
+        context
+            .metrics
+            .queue_ready
+            .set(context.queue.ready_len() as i64);
         context.metrics.set_loads(&context.queue.loads());
         if !context.leadership.is_leader() {
             continue;

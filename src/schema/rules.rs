@@ -22,25 +22,28 @@ pub(crate) fn compile(schema: &Value) -> Option<CompiledSchema> {
 }
 
 fn has_rules(schema: &Value) -> bool {
-    any_rule(schema, &|_| true)
+    any_rule(schema, &|rule| {
+        rule.get("rule").is_some_and(Value::is_string)
+    })
 }
 
-/// Whether a rule of the schema compares with `oldSelf`.
+/// Whether a rule of the schema (or the message it words) reads `oldSelf`.
 pub(crate) fn has_transition_rules(schema: &Value) -> bool {
-    any_rule(schema, &|rule| rule.contains("oldSelf"))
+    any_rule(schema, &|rule| {
+        ["rule", "messageExpression"]
+            .iter()
+            .filter_map(|key| rule.get(key).and_then(Value::as_str))
+            .any(|text| text.contains("oldSelf"))
+    })
 }
 
-fn any_rule(schema: &Value, wanted: &dyn Fn(&str) -> bool) -> bool {
+fn any_rule(schema: &Value, wanted: &dyn Fn(&Value) -> bool) -> bool {
     match schema {
         Value::Object(node) => {
             let rules = node
                 .get("x-kubernetes-validations")
                 .and_then(Value::as_array);
-            rules
-                .into_iter()
-                .flatten()
-                .filter_map(|rule| rule.get("rule").and_then(Value::as_str))
-                .any(wanted)
+            rules.into_iter().flatten().any(wanted)
                 || node.values().any(|value| any_rule(value, wanted))
         }
         Value::Array(items) => items.iter().any(|item| any_rule(item, wanted)),

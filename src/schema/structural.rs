@@ -32,7 +32,8 @@ pub(crate) struct Walk<'a> {
     /// Whether messages may quote the values they are about (not a Secret's).
     pub quotes_values: bool,
     /// A branch of `anyOf`, `oneOf` or `not` tried: only whether it holds counts, so the walk
-    /// stops at its first violation and words none.
+    /// stops at its first violation and writes no path or type mismatch for it (a branch's
+    /// usual failure: IntOrString's `string` branch fails on every number).
     pub trial: bool,
     pub violations: Vec<Violation>,
 }
@@ -105,20 +106,7 @@ impl<'a> Walk<'a> {
     /// The keywords of a schema node, after the `$ref`s it is (built-in schemas only); `None`
     /// for a node that is not an object.
     fn keywords(&self, schema: &'a Value) -> Option<Keywords<'a>> {
-        let mut keywords = Keywords::of(schema.as_object()?);
-        for _ in 0..8 {
-            let Some(target) = keywords.reference else {
-                break;
-            };
-            let found = target
-                .strip_prefix(REF_PREFIX)
-                .and_then(|name| self.definitions?.get(name));
-            match found {
-                Some(next) => keywords = Keywords::of(next.as_object()?),
-                None => break,
-            }
-        }
-        Some(keywords)
+        Some(Keywords::of(self.deref(schema).as_object()?))
     }
 
     /// The schema a `$ref` names (built-in schemas only), else the node itself.
@@ -631,7 +619,6 @@ fn same_value(a: &Value, b: &Value) -> bool {
 /// was most of a check's cost.
 #[derive(Default)]
 struct Keywords<'a> {
-    reference: Option<&'a str>,
     all_of: Option<&'a Vec<Value>>,
     any_of: Option<&'a Vec<Value>>,
     one_of: Option<&'a Vec<Value>>,
@@ -670,7 +657,6 @@ impl<'a> Keywords<'a> {
         for (key, value) in node {
             let flag = value == &Value::Bool(true);
             match key.as_str() {
-                "$ref" => keywords.reference = value.as_str(),
                 "allOf" => keywords.all_of = value.as_array(),
                 "anyOf" => keywords.any_of = value.as_array(),
                 "oneOf" => keywords.one_of = value.as_array(),

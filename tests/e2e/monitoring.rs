@@ -140,7 +140,8 @@ fn selected(expr: &Expr, into: &mut BTreeSet<String>) {
 fn metrics_of(query: &str) -> Result<BTreeSet<String>, String> {
     let query = query
         .replace("$__rate_interval", "5m")
-        .replace("$controller", ".*");
+        .replace("$controller", ".*")
+        .replace("$job", ".*");
     let expr = parser::parse(&query)?;
     let mut names = BTreeSet::new();
     selected(&expr, &mut names);
@@ -180,7 +181,8 @@ fn the_queries_parse_and_name_only_metrics_the_operator_exports() {
     for (place, query) in &queries {
         let names = metrics_of(query).unwrap_or_else(|error| panic!("{place}: {query}: {error}"));
         assert!(!names.is_empty(), "{place}: {query} selects no metric");
-        for metric in names {
+        // `up` is Prometheus' own, one per scraped target.
+        for metric in names.into_iter().filter(|name| name != "up") {
             assert!(
                 exported.contains(&metric),
                 "{place} queries {metric}, which the operator does not export"
@@ -193,7 +195,7 @@ fn the_queries_parse_and_name_only_metrics_the_operator_exports() {
         "metascript_hook_duration_seconds_sum",
         "metascript_api_writes_total",
         "metascript_sync_failures_total",
-        "metascript_queue_depth",
+        "metascript_queue_ready",
         "metascript_owned_items",
         "metascript_output_check_seconds_total",
     ] {
@@ -204,13 +206,23 @@ fn the_queries_parse_and_name_only_metrics_the_operator_exports() {
     assert!(!exported.contains("metascript_api_write_total"));
     assert!(metrics_of("sum(rate(metascript_api_writes_total[5m])").is_err());
 
-    // The controller variable is filled from a metric that exists too.
-    let variable = &dashboard["templating"]["list"][1]["definition"];
-    assert_eq!(
-        variable, "label_values(metascript_controller_ready, controller)",
-        "{variable}"
-    );
-    assert!(exported.contains("metascript_controller_ready"));
+    // The variables are filled from metrics that exist too.
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables")
+    {
+        let Some(definition) = variable["definition"].as_str() else {
+            continue;
+        };
+        let selector = definition
+            .strip_prefix("label_values(")
+            .and_then(|rest| rest.rsplit_once(','))
+            .map(|(selector, _)| selector)
+            .unwrap_or_else(|| panic!("{definition}: label_values(selector, label)"));
+        for metric in metrics_of(selector).unwrap_or_else(|e| panic!("{definition}: {e}")) {
+            assert!(exported.contains(&metric), "{definition}: {metric}");
+        }
+    }
 }
 
 #[test]
@@ -246,6 +258,30 @@ fn every_alert_says_what_how_bad_and_for_how_long() {
         }
     }
     assert!(seen.len() >= 10, "{seen:?}");
+}
+
+/// docs/operations.md's alert table gives each shipped alert by name with its expression as it
+/// ships, so the page and the rules cannot drift.
+#[test]
+fn the_alert_table_shows_the_shipped_expressions() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
+            .expect("docs/operations.md");
+    let table = &docs[docs.find("## Alerts worth setting").expect("the section")..];
+    for group in rule_groups()["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let alert = rule["alert"].as_str().unwrap_or_default();
+            let expr = rule["expr"].as_str().unwrap_or_default();
+            assert!(
+                table.contains(&format!("`{alert}`")),
+                "{alert} is in the table"
+            );
+            assert!(
+                table.contains(&format!("`{expr}`")),
+                "{alert}: `{expr}` is in the table"
+            );
+        }
+    }
 }
 
 /// The component as a user's overlay uses it: the ServiceMonitor selects the metrics Service,

@@ -265,7 +265,10 @@ pub(crate) async fn run_spec_tests(
         .filter_map(|reference| context.discovery.cached(reference))
         .map(|resolved| resolved.resource)
         .collect();
-    context.schemas.follow(&types).await;
+    context
+        .schemas
+        .follow(&types, crate::runtime::watch::schemas::FIRST_READ)
+        .await;
     let engine = context.engine.clone().with_ceiling(GATE_CEILING);
     let spec = spec.clone();
     let total = spec.tests.len();

@@ -127,8 +127,10 @@ pub struct Metrics {
     /// Hook calls that failed (the script raised an error or exceeded a budget, the response
     /// was unusable, the source was unavailable).
     pub hook_failures: Family<HookLabels, Counter>,
-    /// Work items waiting in the queue.
+    /// Work items waiting in the queue, now or later (a requested resync, a backoff).
     pub queue_depth: Gauge,
+    /// Of those, the ones due now: waiting only for a worker.
+    pub queue_ready: Gauge,
     /// Work items of a controller waiting (now or later), and workers it holds.
     pub controller_queued: Family<ControllerLabels, Gauge>,
     pub controller_running: Family<ControllerLabels, Gauge>,
@@ -144,6 +146,9 @@ pub struct Metrics {
     /// Work items a resync did not queue: nothing their last (pure) sync saw had changed.
     pub resync_skipped: Family<ControllerLabels, Counter>,
     pub build_info: Family<BuildLabels, Gauge>,
+    /// 1 when this replica runs sharded (`--shards auto`), else 0: what tells alerts which of
+    /// the shard and leader gauges mean something.
+    pub sharded: Gauge,
     /// Sharded (`--shards auto`): the live replicas this one sees.
     pub shard_members: Gauge,
     /// Sharded: 1 while this replica may write its items (a member, warmed up, its view of
@@ -186,6 +191,7 @@ impl Default for Metrics {
             output_check_seconds: Family::default(),
             hook_failures: Family::default(),
             queue_depth: Gauge::default(),
+            queue_ready: Gauge::default(),
             controller_queued: Family::default(),
             controller_running: Family::default(),
             script_memory: Gauge::default(),
@@ -194,6 +200,7 @@ impl Default for Metrics {
             controller_ready: Family::default(),
             dependencies: Family::default(),
             resync_skipped: Family::default(),
+            sharded: Gauge::default(),
             shard_members: Gauge::default(),
             shard_writable: Gauge::default(),
             shard_handovers: Counter::default(),
@@ -256,8 +263,13 @@ impl Metrics {
         );
         registry.register(
             "queue_depth",
-            "Work items waiting",
+            "Work items waiting, now or later (a requested resync, a backoff)",
             self.queue_depth.clone(),
+        );
+        registry.register(
+            "queue_ready",
+            "Work items due now, waiting only for a worker",
+            self.queue_ready.clone(),
         );
         registry.register(
             "controller_queued",
@@ -316,6 +328,11 @@ impl Metrics {
             "owned_items",
             "Sharded: work items of the controller this replica owns and has synced",
             self.owned_items.clone(),
+        );
+        registry.register(
+            "sharded",
+            "1 when this replica runs sharded (--shards auto), else 0",
+            self.sharded.clone(),
         );
         registry.register(
             "shard_members",

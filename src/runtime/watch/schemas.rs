@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 /// How long a first write of a custom type waits for its CRD to be read: a watch that cannot
 /// start (RBAC narrowed, the API server slow) leaves the check to the API server meanwhile.
-const FIRST_READ: Duration = Duration::from_secs(5);
+pub(crate) const FIRST_READ: Duration = Duration::from_secs(5);
 
 pub struct LiveSchemas {
     client: kube::Client,
@@ -70,9 +70,14 @@ impl LiveSchemas {
         self.schemas.clone()
     }
 
-    /// Makes sure the CRDs of these types are followed, and waits (a little) for the first
-    /// read of each new one. Built-in types need nothing.
-    pub(crate) async fn follow<'a>(&self, types: impl IntoIterator<Item = &'a ResourceType>) {
+    /// Makes sure the CRDs of these types are followed, and waits up to `wait` (at most
+    /// [`FIRST_READ`]) for the first read of the new ones, all at once. Built-in types need
+    /// nothing.
+    pub(crate) async fn follow<'a>(
+        &self,
+        types: impl IntoIterator<Item = &'a ResourceType>,
+        wait: Duration,
+    ) {
         let mut waiting = Vec::new();
         for resource in types {
             let Some(name) = crd_name(resource) else {
@@ -94,12 +99,32 @@ impl LiveSchemas {
                 waiting.push((name, ready.clone()));
             }
         }
-        for (name, mut ready) in waiting {
-            let read = tokio::time::timeout(FIRST_READ, ready.wait_for(|read| *read)).await;
-            if read.is_err() {
-                // Waited for once: later writes go on without it until its watch answers.
-                self.slow.lock().insert(name);
+        let wait = wait.min(FIRST_READ);
+        let reads = waiting.into_iter().map(|(name, mut ready)| async move {
+            // Waited for once: later writes go on without it until its watch answers. Marked
+            // on drop, so a caller that gives up first (a review's deadline) counts too.
+            let mut unread = SlowUnlessRead {
+                slow: &self.slow,
+                name: Some(name),
+            };
+            if let Ok(Ok(_)) = tokio::time::timeout(wait, ready.wait_for(|read| *read)).await {
+                unread.name = None;
             }
+        });
+        futures::future::join_all(reads).await;
+    }
+}
+
+/// Marks a CRD slow when dropped before its first read was seen.
+struct SlowUnlessRead<'a> {
+    slow: &'a Mutex<std::collections::HashSet<String>>,
+    name: Option<String>,
+}
+
+impl Drop for SlowUnlessRead<'_> {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            self.slow.lock().insert(name);
         }
     }
 }

@@ -308,6 +308,11 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         state.queued.len() + state.delayed.len()
     }
 
+    /// Keys due now, waiting only for a worker.
+    pub(crate) fn ready_len(&self) -> usize {
+        self.state().queued.len()
+    }
+
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0

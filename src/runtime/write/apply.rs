@@ -11,7 +11,7 @@ use crate::runtime::keys::ControllerId;
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::report::metrics::Metrics;
 use crate::runtime::watch::decode::WrittenVersion;
-use crate::runtime::watch::schemas::LiveSchemas;
+use crate::runtime::watch::schemas::{FIRST_READ, LiveSchemas};
 use crate::runtime::write::own_writes::OwnWrites;
 use crate::store::ObjectStore;
 use kube::api::{
@@ -307,7 +307,9 @@ impl Applier {
             .iter()
             .filter_map(|child| target.child_types.iter().find(|t| t.describes(child)));
         let status_type = writes_status.then_some(target.resource);
-        self.schemas.follow(written_types.chain(status_type)).await;
+        self.schemas
+            .follow(written_types.chain(status_type), FIRST_READ)
+            .await;
         let observed = |desired: &Value| {
             let resource = target.child_types.iter().find(|t| t.describes(desired))?;
             self.observed
