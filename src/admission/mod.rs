@@ -96,6 +96,7 @@ pub enum AdmissionError {
 pub(crate) async fn start(
     client: kube::Client,
     config: AdmissionConfig,
+    schemas: Arc<LiveSchemas>,
 ) -> Result<tokio::task::JoinHandle<()>, AdmissionError> {
     let (namespace, name) = &config.secret;
     let cert = certs::load_or_create(&client, namespace, name, &config.names).await?;
@@ -112,14 +113,9 @@ pub(crate) async fn start(
             addr: config.addr,
             source,
         })?;
-    let server = client.apiserver_version().await.ok();
-    let git_version = server.as_ref().map(|info| info.git_version.as_str());
     let reviewer = Arc::new(Reviewer {
         discovery: Discovery::new(client.clone()),
-        schemas: Arc::new(LiveSchemas::new(
-            client.clone(),
-            Arc::new(crate::schema::Schemas::for_server(git_version)),
-        )),
+        schemas,
         operator_user: crate::runtime::own_user(&client).await,
         client,
         // At most MAX_CONCURRENT_REVIEWS test calls at once, each under TEST_CEILING: 32 MiB

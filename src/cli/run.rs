@@ -3,6 +3,7 @@
 use crate::admission::AdmissionConfig;
 use crate::hooks::egress::AllowEntry;
 use crate::runtime::report::metrics::Metrics;
+use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::{LeaseConfig, Operator, OperatorConfig, ShardConfig};
 use crate::script::ceilings::{DEFAULT_CEILINGS, LimitCeilings};
@@ -279,7 +280,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let config = OperatorConfig {
+    let mut config = OperatorConfig {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval,
@@ -316,11 +317,15 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         metrics,
         ready,
         health,
+        schemas: None,
     };
     let webhook = match webhook {
         Some(webhook) => {
             let client = kube::Client::try_from(kube.clone())?;
-            Some(crate::admission::start(client, webhook).await?)
+            // One set of CRD watches for the operator and the webhook.
+            let schemas = Arc::new(LiveSchemas::for_cluster(client.clone()).await);
+            config.schemas = Some(schemas.clone());
+            Some(crate::admission::start(client, webhook, schemas).await?)
         }
         None => None,
     };

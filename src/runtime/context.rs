@@ -100,6 +100,9 @@ pub struct OperatorConfig {
     pub limit_ceilings: LimitCeilings,
     /// Whether every worker is alive and moving (`/healthz`); shared, like `metrics`.
     pub health: Arc<WorkerHealth>,
+    /// What outputs are checked against, shared with the admission webhook of the same
+    /// process so each CRD is watched once; `None`: the operator makes its own.
+    pub schemas: Option<Arc<LiveSchemas>>,
 }
 
 impl Default for OperatorConfig {
@@ -125,6 +128,7 @@ impl Default for OperatorConfig {
             ready: Arc::default(),
             limit_ceilings: LimitCeilings::default(),
             health: Arc::default(),
+            schemas: None,
         }
     }
 }

@@ -104,13 +104,10 @@ impl Operator {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let metrics = config.metrics.clone();
         let informers = Informers::new(client.clone(), events_tx, CacheMetrics::of(&metrics));
-        let server = client.apiserver_version().await.ok();
-        let git_version = server.as_ref().map(|info| info.git_version.as_str());
-        let builtins = crate::schema::Schemas::for_server(git_version);
-        if builtins.builtins_elsewhere() {
-            tracing::info!(server = ?git_version, bundled = crate::schema::BUNDLED_KUBERNETES, "the cluster runs another Kubernetes version than the built-in schemas bundled: unknown fields of built-in types are left to the API server");
-        }
-        let schemas = Arc::new(LiveSchemas::new(client.clone(), Arc::new(builtins)));
+        let schemas = match &config.schemas {
+            Some(shared) => shared.clone(),
+            None => Arc::new(LiveSchemas::for_cluster(client.clone()).await),
+        };
         // Bounded: a burst of passed-over objects beyond it is in the log and the count only.
         let (passed_over_tx, passed_over) = mpsc::channel(64);
         informers.report_passed_over(passed_over_tx);

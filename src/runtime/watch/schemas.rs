@@ -61,6 +61,18 @@ impl LiveSchemas {
         }
     }
 
+    /// Built-in types' schemas judged for the Kubernetes version the API server says it runs,
+    /// and the CRDs followed as they are asked for.
+    pub async fn for_cluster(client: kube::Client) -> LiveSchemas {
+        let server = client.apiserver_version().await.ok();
+        let git_version = server.as_ref().map(|info| info.git_version.as_str());
+        let builtins = Schemas::for_server(git_version);
+        if builtins.builtins_elsewhere() {
+            tracing::info!(server = ?git_version, bundled = crate::schema::BUNDLED_KUBERNETES, "the cluster runs another Kubernetes version than the built-in schemas bundled: unknown fields of built-in types are left to the API server");
+        }
+        LiveSchemas::new(client, Arc::new(builtins))
+    }
+
     pub(crate) fn schemas(&self) -> &Schemas {
         &self.schemas
     }
