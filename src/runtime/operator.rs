@@ -260,6 +260,7 @@ impl Operator {
         tasks.spawn(status_loop(context.clone(), kinds.clone()));
         tasks.spawn(report_passed_over(context.clone(), passed_over));
         tasks.spawn(credentials_loop(context.clone(), kinds.clone()));
+        tasks.spawn(retest_on_schema_changes(context.clone(), kinds.clone()));
         let scripts_watcher = match &config.scripts_dir {
             Some(dir) => {
                 let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -793,6 +794,16 @@ async fn credentials_loop(context: Arc<Context>, kinds: Kinds) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A changed CRD gives the controllers whose `spec.tests` failed another run of them.
+async fn retest_on_schema_changes(context: Arc<Context>, kinds: Kinds) {
+    let mut changes = context.schemas.changes();
+    while changes.changed().await.is_ok() {
+        for kind in kinds.iter() {
+            kind.schemas_changed(&context);
         }
     }
 }

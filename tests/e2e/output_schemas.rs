@@ -262,6 +262,17 @@ async fn spec_tests_outputs_are_checked_against_the_crds_the_controller_names() 
     for part in says {
         assert!(message.contains(part), "{part:?} in: {message}");
     }
+
+    // The CRD, not the controller, was wrong: once it takes "medium", the same revision's
+    // cases run again and pass, with nothing else touched.
+    let mut wider = gadgets(&group);
+    wider["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["size"]["enum"] = json!(["small", "medium", "large"]);
+    let wider: CustomResourceDefinition = serde_json::from_value(wider).unwrap();
+    metascript::testing::install_these_crds(&client, [wider])
+        .await
+        .expect("the CRD is changed");
+    wait_for_condition(&client, &unchecked, "ScriptsLoaded", "True").await;
 }
 
 /// A built-in type's misspelled field is refused too, from the schema bundled for its

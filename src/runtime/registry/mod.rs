@@ -342,6 +342,10 @@ pub trait KindRuntime: Send + Sync {
     /// The dev loop: a saved script file reloads the controllers whose hooks name it.
     fn script_file_changed(&self, context: &Context, file: &str);
 
+    /// A followed CRD changed: loads again the controllers whose `spec.tests` failed, which
+    /// may pass against the new schema.
+    fn schemas_changed(&self, context: &Context);
+
     /// Routes an event again, to one controller only.
     fn redeliver(&self, context: &Context, name: &str, event: &ObjectEvent);
 
@@ -429,6 +433,19 @@ impl<K: Kind> KindRuntime for Registry<K> {
         }
         for name in names {
             context.queue.add(WorkKey::load(&Self::id(name)));
+        }
+    }
+
+    fn schemas_changed(&self, context: &Context) {
+        let failed: Vec<String> = self
+            .failed_tests
+            .lock()
+            .drain()
+            .map(|(name, _)| name)
+            .collect();
+        for name in failed {
+            tracing::info!(controller = %Self::id(&name), "a CustomResourceDefinition changed; running the spec.tests that failed again");
+            context.queue.add(WorkKey::load(&Self::id(&name)));
         }
     }
 

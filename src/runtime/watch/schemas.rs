@@ -30,6 +30,9 @@ pub struct LiveSchemas {
     slow: Mutex<std::collections::HashSet<String>>,
     /// The watches, stopped with the operator.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Bumped when a followed CRD changes or goes after its first read: what `spec.tests`
+    /// found against the old schema may not hold any more.
+    changes: watch::Sender<u64>,
 }
 
 impl Drop for LiveSchemas {
@@ -58,7 +61,13 @@ impl LiveSchemas {
             followed: Mutex::default(),
             slow: Mutex::default(),
             tasks: Mutex::default(),
+            changes: watch::Sender::new(0),
         }
+    }
+
+    /// Changes of the followed CRDs after their first read (see `changes`).
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Built-in types' schemas judged for the Kubernetes version the API server says it runs,
@@ -103,6 +112,7 @@ impl LiveSchemas {
                     name.clone(),
                     self.schemas.clone(),
                     sender,
+                    self.changes.clone(),
                 ));
                 self.tasks.lock().push(task.abort_handle());
                 receiver
@@ -158,7 +168,9 @@ async fn follow_crd(
     name: String,
     schemas: Arc<Schemas>,
     ready: watch::Sender<bool>,
+    changes: watch::Sender<u64>,
 ) {
+    let changed = || changes.send_modify(|count| *count += 1);
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = watch_stream(api, config).default_backoff().boxed();
@@ -167,9 +179,13 @@ async fn follow_crd(
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Init) => listed = false,
-            Ok(Event::InitApply(crd) | Event::Apply(crd)) => {
+            Ok(Event::InitApply(crd)) => {
                 listed = true;
                 schemas.add_crd(&crd_essentials(crd));
+            }
+            Ok(Event::Apply(crd)) => {
+                schemas.add_crd(&crd_essentials(crd));
+                changed();
             }
             Ok(Event::InitDone) => {
                 if !listed {
@@ -178,7 +194,10 @@ async fn follow_crd(
                 ready.send_replace(true);
                 warned = false;
             }
-            Ok(Event::Delete(_)) => schemas.remove_crd(&name),
+            Ok(Event::Delete(_)) => {
+                schemas.remove_crd(&name);
+                changed();
+            }
             Err(error) => {
                 if !warned {
                     tracing::warn!(crd = %name, %error, "cannot watch a CustomResourceDefinition: what controllers write of its types is checked by the API server alone until it can");
