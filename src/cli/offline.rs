@@ -73,17 +73,12 @@ impl OfflineCluster {
     pub(super) fn from_documents(
         documents: Vec<Document>,
     ) -> Result<OfflineCluster, InvalidController> {
+        let (resolver, schemas) = given_types(&documents);
         let mut cluster = OfflineCluster {
-            resolver: StaticResolver::with_builtins(),
-            schemas: Schemas::with_builtins(),
+            resolver,
+            schemas,
             ..OfflineCluster::default()
         };
-        for document in &documents {
-            if object::kind(&document.value) == "CustomResourceDefinition" {
-                cluster.resolver.add_crd(&document.value);
-                cluster.schemas.add_crd(&document.value);
-            }
-        }
         for document in documents {
             let mut value = document.value;
             if let Some(kind) = kinds::of(&value) {
@@ -137,6 +132,20 @@ impl ObjectStore for OfflineCluster {
 }
 
 /// Like `kubectl apply`, a namespaced object without a namespace lands in `default`.
+/// The built-in types and those of the CRDs among `documents`: what they resolve to, and the
+/// schemas outputs of them are checked against.
+pub(super) fn given_types(documents: &[Document]) -> (StaticResolver, Schemas) {
+    let mut resolver = StaticResolver::with_builtins();
+    let schemas = Schemas::with_builtins();
+    for document in documents {
+        if object::kind(&document.value) == "CustomResourceDefinition" {
+            resolver.add_crd(&document.value);
+            schemas.add_crd(&document.value);
+        }
+    }
+    (resolver, schemas)
+}
+
 fn default_namespace(resolver: &StaticResolver, value: &mut Value) {
     if object::namespace(value).is_some() {
         return;

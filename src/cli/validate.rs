@@ -4,8 +4,7 @@ use super::manifests;
 use super::places::Places;
 use crate::hooks::{ConfigMapLookup, ScriptsDir};
 use crate::object;
-use crate::resources::StaticResolver;
-use crate::schema::{SchemaSource, Schemas};
+use crate::schema::SchemaSource;
 use crate::script::ScriptEngine;
 use crate::validate::{self, Severity, Unchecked};
 use serde_json::Value;
@@ -36,14 +35,7 @@ pub(super) fn run(args: ValidateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut resolver = StaticResolver::with_builtins();
-    let schemas = Schemas::with_builtins();
-    for document in &documents {
-        if object::kind(&document.value) == "CustomResourceDefinition" {
-            resolver.add_crd(&document.value);
-            schemas.add_crd(&document.value);
-        }
-    }
+    let (resolver, schemas) = super::offline::given_types(&documents);
     let schemas: Arc<dyn SchemaSource> = Arc::new(schemas);
     let config_maps: Vec<Value> = documents
         .iter()
