@@ -186,7 +186,8 @@ impl Setup {
             let script = example_script(&engine, language);
             // The three contenders do the same work only if they give the same answer.
             let response = engine
-                .call(&script, &sync_request, &first_call)
+                .call_measured(&script, &sync_request, &first_call)
+                .0
                 .expect("example runs");
             assert_eq!(response, expected, "{language} and the webhook disagree");
             script
@@ -231,7 +232,8 @@ impl Setup {
             let script = script.clone();
             Box::new(move || {
                 self.engine
-                    .call(&script, black_box(&self.sync_request), &self.sync_call)
+                    .call_measured(&script, black_box(&self.sync_request), &self.sync_call)
+                    .0
                     .unwrap()
             }) as Box<dyn Fn() -> Value + '_>
         };
@@ -239,7 +241,8 @@ impl Setup {
             let script = script.clone();
             Box::new(move || {
                 self.engine
-                    .call(&script, black_box(&self.empty_request), &self.empty_call)
+                    .call_measured(&script, black_box(&self.empty_request), &self.empty_call)
+                    .0
                     .unwrap()
             }) as Box<dyn Fn() -> Value + '_>
         };

@@ -30,7 +30,7 @@ pub use rollout::{
     PROMOTE_ANNOTATION, Rollout, RolloutStatus, RolloutStrategy, ShadowReport, UNDO_ANNOTATION,
 };
 pub use rules::{AdoptPolicy, ChildRule, ResourceRef, UpdateMethod, UpdateStrategy};
-pub(crate) use status::{Condition, ControllerStatus, ScriptStatus};
+pub(crate) use status::{Condition, ControllerStatus, ScriptStatus, UsageFigures, UsageStatus};
 pub(crate) use test_case::InlineTest;
 
 /// The API group of every kind; also the prefix of the labels, annotations and finalizers the

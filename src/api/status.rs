@@ -34,6 +34,63 @@ pub struct ControllerStatus {
     /// With a staged `spec.rollout`: the revision serving and the one being rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<super::RolloutStatus>,
+    /// What the controller costs the operator, summed over the replicas running it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageStatus>,
+}
+
+/// What a controller used: since counting began, and over the last minutes. Rewritten when its
+/// figures change, and only for them at most every `--usage-refresh`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStatus {
+    /// When counting began: when the first replica still running the controller loaded it
+    /// (RFC 3339). Counts of replicas gone are no longer in the figures.
+    pub since: String,
+    /// When these figures were taken (RFC 3339).
+    pub updated: String,
+    /// Hook CPU time per minute over `recent`, for people (`12ms`, `1.5s`).
+    #[serde(rename = "cpuPerMinute")]
+    pub cpu_per_minute: String,
+    /// API writes per minute over `recent`.
+    pub writes_per_minute: f64,
+    /// How many wall-clock minutes `recent` covers: 10, or fewer while the controller is new.
+    pub recent_minutes: i64,
+    /// The last `recentMinutes` minutes (the current one included).
+    pub recent: UsageFigures,
+    /// Since `since`.
+    pub total: UsageFigures,
+}
+
+/// What a controller used over a span.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageFigures {
+    /// Calls of its hooks, scripts and webhooks.
+    #[schemars(with = "i64")]
+    pub hook_calls: u64,
+    /// CPU time of the threads running its script hooks, in milliseconds.
+    #[serde(rename = "hookCPUMillis")]
+    pub hook_cpu_millis: f64,
+    /// Rhai operations, or Luau interrupts (function calls and loop iterations): what
+    /// `maxOperations` is judged by.
+    #[schemars(with = "i64")]
+    pub operations: u64,
+    /// The most memory one script call held at once, in bytes (to 16 KiB).
+    #[schemars(with = "i64")]
+    pub peak_memory_bytes: u64,
+    /// Calls of its webhook hooks.
+    #[schemars(with = "i64")]
+    pub webhook_calls: u64,
+    /// The webhook calls' mean wall-clock time, in milliseconds.
+    pub webhook_mean_millis: f64,
+    /// Writes for its objects (apply, patch, delete; its own status not counted).
+    #[schemars(with = "i64")]
+    pub writes: u64,
+    /// Failed attempts of its work items, by reason (`HookFailed`, `ApplyFailed`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, i64>")]
+    pub failures: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

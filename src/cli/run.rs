@@ -33,6 +33,10 @@ pub(crate) struct RunArgs {
     /// Seconds between controller status updates (written only when changed).
     #[arg(long, default_value_t = 2.0)]
     pub status_interval: f64,
+    /// Seconds between rewrites of a controller's `status.usage` when nothing else in its status
+    /// changed (hook calls and minutes passing change it; other changes carry it at once).
+    #[arg(long, default_value_t = 30.0, env = "METASCRIPT_USAGE_REFRESH")]
+    pub usage_refresh: f64,
     /// Seconds between reads of the Secrets and ConfigMaps webhook credentials name (with each
     /// controller's account): a rotated one reloads its controller within this time.
     #[arg(
@@ -234,6 +238,8 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     }
     let status_interval = positive_seconds(args.status_interval)
         .context("--status-interval must be a positive number of seconds")?;
+    let usage_refresh = positive_seconds(args.usage_refresh)
+        .context("--usage-refresh must be a positive number of seconds")?;
     let credentials_poll_interval = positive_seconds(args.credentials_poll_interval)
         .context("--credentials-poll-interval must be a positive number of seconds")?;
     let group = &args.shard_group;
@@ -284,6 +290,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         workers: args.workers.max(1),
         scripts_dir: args.scripts_dir.clone(),
         status_interval,
+        usage_refresh,
         credentials_poll_interval,
         controller_selector: args.controller_selector.clone(),
         allow_unimpersonated: args.allow_unimpersonated,

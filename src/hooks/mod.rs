@@ -28,8 +28,8 @@ use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
 };
 use crate::script::{
-    CallContext, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError, ScriptOrigin,
-    check_library_names,
+    CallContext, CallCost, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError,
+    ScriptOrigin, check_library_names,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -319,10 +319,12 @@ impl ControllerHooks {
         scope: &CallScope,
     ) -> Result<Value, HookError> {
         self.call_through(engine, WebhookClient::unrestricted(), kind, request, scope)
+            .0
     }
 
     /// Runs a hook on this thread (the operator's blocking pool, or a face an author runs): a
-    /// script in the engine, a webhook through `webhooks`.
+    /// script in the engine, a webhook through `webhooks`. A script's call comes with what it
+    /// cost.
     pub(crate) fn call_through(
         &self,
         engine: &ScriptEngine,
@@ -330,8 +332,11 @@ impl ControllerHooks {
         kind: HookKind,
         request: &Value,
         scope: &CallScope,
-    ) -> Result<Value, HookError> {
-        let hook = self.loaded(kind)?;
+    ) -> (Result<Value, HookError>, Option<CallCost>) {
+        let hook = match self.loaded(kind) {
+            Ok(hook) => hook,
+            Err(error) => return (Err(error), None),
+        };
         match &hook.code {
             HookCode::Script { script, limits } => {
                 let context = CallContext {
@@ -340,37 +345,51 @@ impl ControllerHooks {
                     limits: limits.clone(),
                     scope: scope.clone(),
                 };
-                let response = engine.call(script, request, &context)?;
-                check_script_response(kind, &response, script.empty_response_hint())
-                    .and_then(|()| check_response_size(kind, &response, engine.max_children()))
-                    .map_err(|error| self.invalid_response(kind, error))?;
-                Ok(response)
+                let (result, cost) = engine.call_measured(script, request, &context);
+                let result = result.map_err(HookError::from).and_then(|response| {
+                    check_script_response(kind, &response, script.empty_response_hint())
+                        .and_then(|()| check_response_size(kind, &response, engine.max_children()))
+                        .map_err(|error| self.invalid_response(kind, error))?;
+                    Ok(response)
+                });
+                (result, Some(cost))
             }
             HookCode::Webhook(endpoint) => {
-                // A webhook is opaque: its answer may depend on anything it can see.
-                scope.purity.taint("webhook");
-                // Its errors may quote what it was sent (the engine notes a script's request).
-                scope.secrets.note(request);
-                endpoint
-                    .call(webhooks, kind, request)
-                    .map_err(|failure| match failure {
-                        CallFailure::Failed(failure) => {
-                            HookError::Webhook(Box::new(WebhookError {
-                                controller: self.controller.clone(),
-                                hook: kind,
-                                url: endpoint.url().to_string(),
-                                failure,
-                            }))
-                        }
-                        CallFailure::Invalid(error) => self.invalid_response(kind, error),
-                    })
-                    .and_then(|response| {
-                        check_response_size(kind, &response, engine.max_children())
-                            .map_err(|error| self.invalid_response(kind, error))?;
-                        Ok(response)
-                    })
+                let max_children = engine.max_children();
+                let result =
+                    self.call_webhook(endpoint, webhooks, kind, request, scope, max_children);
+                (result, None)
             }
         }
+    }
+
+    /// Calls a webhook hook. It is opaque: its answer may depend on anything it can see.
+    fn call_webhook(
+        &self,
+        endpoint: &WebhookEndpoint,
+        webhooks: &WebhookClient,
+        kind: HookKind,
+        request: &Value,
+        scope: &CallScope,
+        max_children: usize,
+    ) -> Result<Value, HookError> {
+        scope.purity.taint("webhook");
+        // Its errors may quote what it was sent (the engine notes a script's request).
+        scope.secrets.note(request);
+        let response = endpoint
+            .call(webhooks, kind, request)
+            .map_err(|failure| match failure {
+                CallFailure::Failed(failure) => HookError::Webhook(Box::new(WebhookError {
+                    controller: self.controller.clone(),
+                    hook: kind,
+                    url: endpoint.url().to_string(),
+                    failure,
+                })),
+                CallFailure::Invalid(error) => self.invalid_response(kind, error),
+            })?;
+        check_response_size(kind, &response, max_children)
+            .map_err(|error| self.invalid_response(kind, error))?;
+        Ok(response)
     }
 
     /// Attaches the controller, hook and origin to a response validation failure.

@@ -3,13 +3,16 @@
 
 use super::{ControllerHooks, HookError, WebhookClient};
 use crate::api::HookKind;
-use crate::script::{CallScope, ScriptEngine};
+use crate::script::{CallCost, CallScope, ScriptEngine};
 use serde_json::Value;
 
 /// One hook call as an observer sees it.
 pub struct HookCall<'a> {
     pub hook: HookKind,
+    /// Wall-clock time of the call: for a webhook, its latency.
     pub took: std::time::Duration,
+    /// What a script's call cost (`None`: a webhook).
+    pub cost: Option<CallCost>,
     pub request: &'a Value,
     pub response: Result<&'a Value, &'a HookError>,
 }
@@ -32,9 +35,9 @@ pub struct HookRunner<'a> {
 impl HookRunner<'_> {
     pub(crate) fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
         let started = std::time::Instant::now();
-        let result = self
-            .hooks
-            .call_through(self.engine, self.webhooks, kind, request, self.scope);
+        let (result, cost) =
+            self.hooks
+                .call_through(self.engine, self.webhooks, kind, request, self.scope);
         // A refused read fails the call whatever the script made of its helper's error.
         let refusal = self.scope.reads.as_ref().and_then(|reads| reads.refusal());
         let result = match (result, refusal) {
@@ -57,6 +60,7 @@ impl HookRunner<'_> {
             observe(&HookCall {
                 hook: kind,
                 took: started.elapsed(),
+                cost,
                 request,
                 response: result.as_ref(),
             });

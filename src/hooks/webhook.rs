@@ -1830,13 +1830,15 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
 
     fn call_through(hooks: &ControllerHooks, client: &WebhookClient) -> Result<Value, HookError> {
         let request = json!({"object": {"metadata": {"name": "web"}}, "finalizing": false});
-        hooks.call_through(
-            &ScriptEngine::new(),
-            client,
-            decorator::SYNC,
-            &request,
-            &Default::default(),
-        )
+        hooks
+            .call_through(
+                &ScriptEngine::new(),
+                client,
+                decorator::SYNC,
+                &request,
+                &Default::default(),
+            )
+            .0
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct OperatorConfig {
     pub scripts_dir: Option<PathBuf>,
     /// How often controller status is brought up to date (written only when it changed).
     pub status_interval: Duration,
+    /// How old `status.usage` must be before a change of it alone is written.
+    pub usage_refresh: Duration,
     /// How often the Secrets and ConfigMaps webhook credentials name are read again, so a
     /// rotation reloads its controller (they are not watched).
     pub credentials_poll_interval: Duration,
@@ -105,12 +107,16 @@ pub struct OperatorConfig {
     pub schemas: Option<Arc<LiveSchemas>>,
 }
 
+/// `--usage-refresh`: a controller busy for hours rewrites its status for usage twice a minute.
+const DEFAULT_USAGE_REFRESH: Duration = Duration::from_secs(30);
+
 impl Default for OperatorConfig {
     fn default() -> Self {
         OperatorConfig {
             workers: 16,
             scripts_dir: None,
             status_interval: Duration::from_secs(2),
+            usage_refresh: DEFAULT_USAGE_REFRESH,
             credentials_poll_interval: DEFAULT_CREDENTIALS_POLL_INTERVAL,
             controller_selector: None,
             leader_election: None,
@@ -382,9 +388,13 @@ impl Context {
             scope.clock = clock;
             let observe = |call: &HookCall| {
                 let ok = call.response.is_ok();
-                context
-                    .metrics
-                    .observe_hook(&controller, call.hook, call.took, ok);
+                context.metrics.observe_hook(
+                    &controller,
+                    call.hook,
+                    call.took,
+                    call.cost.as_ref(),
+                    ok,
+                );
                 if let (Some(recorder), Some(hook), Some(clock)) =
                     (&context.recorder, hooks.get(call.hook), clock)
                 {

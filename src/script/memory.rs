@@ -27,6 +27,10 @@ pub(crate) const DEFAULT_SCRIPT_MEMORY: usize = 256 * 1024 * 1024;
 /// The pool is drawn from and returned to in chunks of this size.
 const CHUNK: usize = 256 * 1024;
 
+/// A call's peak is recorded each time it grows by this much (`status.usage`): often enough to
+/// tell a 100 KiB call from a 1 MiB one, rarely enough to stay off the allocator's fast path.
+pub(crate) const PEAK_STEP: usize = 16 * 1024;
+
 /// Unbounded until the operator sets it: offline commands run one call at a time, and a test
 /// process runs many unrelated calls at once.
 static POOL_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -203,7 +207,10 @@ fn set_thresholds(call: &CallCell, tracked: &Tracked) {
     let high = match tracked.exceeded {
         // Stopped already: only giving chunks back is left to do.
         Some(_) => isize::MAX,
-        None => (tracked.floor + tracked.drawn).min(tracked.limit) as isize,
+        // Growing past the peak by a step crosses too, so the peak is known to a step.
+        None => (tracked.floor + tracked.drawn)
+            .min(tracked.limit)
+            .min(tracked.peak.max(0) as usize + PEAK_STEP) as isize,
     };
     let low = match tracked.drawn.checked_sub(2 * CHUNK) {
         Some(kept) => (tracked.floor + kept) as isize,

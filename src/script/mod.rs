@@ -3,12 +3,13 @@
 //!
 //! This file is the facade and the compile cache; each engine lives in its own pair of files
 //! (`rhai_engine`/`rhai_convert`, `lua_engine`/`lua_convert`), the helpers in `helpers`, budgets
-//! in `limits`, what a call runs in in `scope`, what a running call's callbacks read in `active`, which request fields a script
+//! in `limits`, what a call costs in `cost`, what a call runs in in `scope`, what a running call's callbacks read in `active`, which request fields a script
 //! reads in `request_use`, errors in `error` and script logging in `log`. The contract scripts
 //! see is documented in `docs/scripting.md`.
 
 mod active;
 pub(crate) mod ceilings;
+mod cost;
 mod coverage;
 mod definitions;
 mod error;
@@ -31,6 +32,7 @@ pub use stack::THREAD_STACK;
 pub(crate) mod suggest;
 mod typos;
 
+pub use cost::CallCost;
 pub(crate) use coverage::{ScriptCoverage, lcov};
 pub(crate) use definitions::helper_infos;
 pub(crate) use error::{LimitKind, ScriptError, ScriptErrorKind};
@@ -681,15 +683,27 @@ impl ScriptEngine {
         self.inner.lua.built()
     }
 
-    /// Runs a script on the calling thread. Blocks for up to the call's timeout: from async code
-    /// use [`ScriptEngine::call_async`].
+    /// Runs a script on the calling thread, for tests that need only its answer.
+    #[cfg(test)]
     pub fn call(
         &self,
         script: &CompiledScript,
         request: &serde_json::Value,
         call: &CallContext,
     ) -> Result<serde_json::Value, ScriptError> {
+        self.call_measured(script, request, call).0
+    }
+
+    /// Runs a script on the calling thread, and says what the call cost. Blocks for up to the
+    /// call's timeout: async code runs it on the blocking pool.
+    pub fn call_measured(
+        &self,
+        script: &CompiledScript,
+        request: &serde_json::Value,
+        call: &CallContext,
+    ) -> (Result<serde_json::Value, ScriptError>, CallCost) {
         let started = Instant::now();
+        let cpu_before = cost::thread_cpu();
         let limits = EffectiveLimits::from(&call.limits);
         let limits = match &self.ceiling {
             Some(ceiling) => limits.at_most(ceiling),
@@ -741,7 +755,13 @@ impl ScriptEngine {
         };
         // The response's conversion runs after the script's last progress check.
         let result = result.and_then(|response| setup.check_memory().map(|()| response));
+        let peak_memory = memory::CallMemory::peak() as u64;
         drop(memory);
+        let cost = CallCost {
+            cpu: cost::thread_cpu().saturating_sub(cpu_before),
+            operations: setup.budget.operations(),
+            peak_memory,
+        };
         let elapsed_us = started.elapsed().as_micros() as u64;
         match &result {
             Ok(_) => tracing::debug!(
@@ -763,7 +783,7 @@ impl ScriptEngine {
                 "hook script failed"
             ),
         }
-        result
+        (result, cost)
     }
 
     #[cfg(test)]

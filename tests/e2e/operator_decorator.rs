@@ -324,6 +324,87 @@ async fn saving_a_local_script_file_resyncs_in_the_dev_loop() {
     );
 }
 
+/// What `status.usage` says and `kubectl get` prints, from a controller's real work: its hook
+/// calls, their CPU and operations, the writes for its targets, and failures by reason.
+#[tokio::test]
+async fn status_usage_reports_what_the_controller_cost() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "usage").await;
+    let name = unique_name("usage");
+    // A loop, so the call has operations and CPU time worth counting.
+    let busy = format!(
+        "let n = 0; for i in 0..2000 {{ n += i; }}\n{}",
+        labelling_script("counted")
+    );
+    apply(
+        &client,
+        &controller(&name, json!({"sync": inline("rhai", &busy)})),
+    )
+    .await;
+    for sts in ["web", "api"] {
+        apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
+    }
+    let status = eventually("both targets synced", || async {
+        let status = controller_status(&client, &name).await;
+        (status["synced"] == 2).then_some(status)
+    })
+    .await;
+    let usage = &status["usage"];
+    let total = &usage["total"];
+    // The status that says both synced was written after both calls and their writes.
+    assert!(total["hookCalls"].as_u64() >= Some(2), "{usage}");
+    assert!(total["operations"].as_u64() >= Some(2 * 2000), "{usage}");
+    assert!(total["hookCPUMillis"].as_f64() > Some(0.0), "{usage}");
+    assert!(total["peakMemoryBytes"].as_u64() > Some(0), "{usage}");
+    // Each target: its label and its Service; the controller's own status is not counted.
+    assert!(total["writes"].as_u64() >= Some(4), "{usage}");
+    assert_eq!(total["webhookCalls"], 0, "{usage}");
+    assert_eq!(
+        usage["recent"]["hookCalls"], total["hookCalls"],
+        "a new controller: all recent"
+    );
+    assert!(usage["writesPerMinute"].as_f64() > Some(0.0), "{usage}");
+    let cpu = usage["cpuPerMinute"].as_str().unwrap_or_default();
+    assert!(cpu.ends_with('s') && cpu != "0s", "{usage}");
+    for stamp in ["since", "updated"] {
+        let stamp = usage[stamp].as_str().unwrap_or_default();
+        assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{usage}");
+    }
+
+    // What `kubectl get` prints, as its columns.
+    let kubectl = metascript::testing::kubectl().expect("kubectl beside the plane's binaries");
+    let output = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(crate::support::plane().await.kubeconfig_path())
+        .args(["get", "decoratorcontroller", &name])
+        .output()
+        .expect("kubectl runs");
+    let table = String::from_utf8_lossy(&output.stdout);
+    let (header, row) = table.split_once('\n').unwrap_or_default();
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert!(
+        columns.contains(&"CPU/MIN") && columns.contains(&"WRITES/MIN"),
+        "{table}"
+    );
+    let cpu_at = columns.iter().position(|c| *c == "CPU/MIN").unwrap();
+    assert_eq!(row.split_whitespace().nth(cpu_at), Some(cpu), "{table}");
+
+    // Failures, by reason: the targets' count changes, so the usage comes with it at once.
+    apply(
+        &client,
+        &controller(&name, json!({"sync": inline("lua", "error('no')")})),
+    )
+    .await;
+    let status = eventually("both targets failing", || async {
+        let status = controller_status(&client, &name).await;
+        (status["failing"] == 2).then_some(status)
+    })
+    .await;
+    let failures = &status["usage"]["total"]["failures"];
+    assert!(failures["HookFailed"].as_u64() >= Some(2), "{failures}");
+}
+
 #[tokio::test]
 async fn a_broken_script_deletes_nothing_and_says_where() {
     let client = client().await;

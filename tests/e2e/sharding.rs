@@ -283,12 +283,19 @@ async fn replicas_share_the_targets_hand_them_over_and_never_write_one_at_once()
     );
     cache_their_shares(&[&a, &b, &c]).await;
     let status_of = controller(&mirror, &instance, &mirror, "", false);
-    eventually("the status counts every replica's targets", || async {
+    let status = eventually("the status counts every replica's targets", || async {
         let object = get(&client, &status_of).await?;
-        let status = &object["status"];
-        (status["targets"] == TARGETS && status["synced"] == TARGETS).then_some(())
+        let status = object["status"].clone();
+        (status["targets"] == TARGETS && status["synced"] == TARGETS).then_some(status)
     })
     .await;
+    // Its usage too: each replica called the hook and wrote for about a third of them.
+    let usage = &status["usage"]["total"];
+    assert!(
+        usage["hookCalls"].as_u64() >= Some(TARGETS as u64),
+        "{usage}"
+    );
+    assert!(usage["writes"].as_u64() >= Some(TARGETS as u64), "{usage}");
 
     // A script edit re-syncs every target once, across the replicas: each is written once
     // more, by the replica that wrote it first.

@@ -26,6 +26,8 @@ controller_spec! {
         printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.targets"}"#,
         printcolumn = r#"{"name":"Synced","type":"integer","jsonPath":".status.synced"}"#,
         printcolumn = r#"{"name":"Failing","type":"integer","jsonPath":".status.failing"}"#,
+        printcolumn = r#"{"name":"CPU/min","type":"string","description":"Hook CPU time per minute over the last ten minutes (status.usage).","jsonPath":".status.usage.cpuPerMinute"}"#,
+        printcolumn = r#"{"name":"Writes/min","type":"number","description":"API writes per minute over the last ten minutes (status.usage).","jsonPath":".status.usage.writesPerMinute"}"#,
         printcolumn = r#"{"name":"Sync-Script","type":"string","jsonPath":".status.scripts.sync.digest","priority":1}"#,
         printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
     )]

@@ -37,6 +37,7 @@ impl<K: Kind> Registry<K> {
                 candidate,
                 candidate_serving,
                 candidate_failing,
+                usage: context.metrics.usage.report(&controller.id),
                 ..controller.outcomes.counts()
             };
             let counts = context.authority.total(&controller.id, own);
@@ -54,7 +55,7 @@ impl<K: Kind> Registry<K> {
                     )
                     .await;
             }
-            let rollout = self.rollouts.report(name, controller, counts);
+            let rollout = self.rollouts.report(name, controller, &counts);
             reports.insert(name.clone(), (controller.health.clone(), counts, rollout));
         }
         // The newest spec's problem wins over the health of a version still running.
@@ -97,8 +98,14 @@ impl<K: Kind> Registry<K> {
             .get(name)
             .cloned()
             .or_else(|| self.current_status(context, name));
-        let Some(status) = status::changed(previous.as_ref(), health, counts, reads, rollout)
-        else {
+        let Some(status) = status::changed(
+            previous.as_ref(),
+            health,
+            counts,
+            reads,
+            rollout,
+            context.config.usage_refresh,
+        ) else {
             return;
         };
         let api: Api<DynamicObject> =
@@ -108,7 +115,7 @@ impl<K: Kind> Registry<K> {
             serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
                 .expect("a valid JSON patch"),
         );
-        context.metrics.count_write(&Self::id(name));
+        context.metrics.count_status_write(&Self::id(name));
         match api
             .patch_status(name, &PatchParams::default(), &patch)
             .await

@@ -453,11 +453,11 @@ impl Shards {
             .get_or_create(&ControllerLabels::of(controller))
             .set(own.targets as i64);
         let mut state = self.state.lock();
-        state.report.insert(key.clone(), own);
+        state.report.insert(key.clone(), own.clone());
         let others = state.view.iter().flat_map(|view| view.reports.values());
         others
             .filter_map(|report| report.get(&key))
-            .fold(own, |total, counts| total + *counts)
+            .fold(own, |total, counts| total + counts.clone())
     }
 
     /// Forgets the report of controllers that are gone.

@@ -2,8 +2,10 @@
 
 use crate::api::{HookKind, ServiceAccountRef};
 use crate::runtime::keys::ControllerId;
+use crate::runtime::report::usage::Ledger;
 use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::work::queue::FlowLoad;
+use crate::script::CallCost;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -122,6 +124,8 @@ pub struct Metrics {
     pub sync_seconds: HistogramFamily<ControllerLabels>,
     /// Time one hook call took (script or webhook), in seconds.
     pub hook_seconds: HistogramFamily<HookLabels>,
+    /// CPU time of the threads running the controller's script hooks, in seconds.
+    pub hook_cpu_seconds: Family<ControllerLabels, Counter<f64, AtomicU64>>,
     /// Time spent checking outputs against their schemas before applying them, in seconds.
     pub output_check_seconds: Family<ControllerLabels, Counter<f64, AtomicU64>>,
     /// Hook calls that failed (the script raised an error or exceeded a budget, the response
@@ -176,6 +180,9 @@ pub struct Metrics {
     pub cached_objects: Family<ResourceLabels, Gauge>,
     /// Watches running, per type and selection (`all`, or `labels` for one per label selector).
     pub watches: Family<WatchLabels, Gauge>,
+    /// What each controller used, for its `status.usage` (not exported: the families above
+    /// carry the same counts to Prometheus).
+    pub usage: Arc<Ledger>,
 }
 
 impl Default for Metrics {
@@ -188,6 +195,7 @@ impl Default for Metrics {
             failures: Family::default(),
             sync_seconds: Family::new_with_constructor(duration_histogram),
             hook_seconds: Family::new_with_constructor(duration_histogram),
+            hook_cpu_seconds: Family::default(),
             output_check_seconds: Family::default(),
             hook_failures: Family::default(),
             queue_depth: Gauge::default(),
@@ -212,6 +220,7 @@ impl Default for Metrics {
             undecodable_objects: Family::default(),
             cached_objects: Family::default(),
             watches: Family::default(),
+            usage: Arc::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -301,6 +310,11 @@ impl Metrics {
             "Reads (get, list) the controller's work items depend on: a change to one re-syncs \
              the work item that read it",
             self.dependencies.clone(),
+        );
+        registry.register(
+            "hook_cpu_seconds",
+            "CPU seconds of the threads running a controller's script hooks",
+            self.hook_cpu_seconds.clone(),
         );
         registry.register(
             "output_check_seconds",
@@ -418,6 +432,13 @@ impl Metrics {
 
     /// Counts one write request of a controller.
     pub fn count_write(&self, controller: &ControllerId) {
+        self.count_status_write(controller);
+        self.usage.write(controller);
+    }
+
+    /// Counts a write of the controller's own status: one of its writes, but not in its
+    /// `status.usage` (the write that reports usage would change it again).
+    pub fn count_status_write(&self, controller: &ControllerId) {
         self.writes.inc();
         self.controller_writes
             .get_or_create(&ControllerLabels::of(controller))
@@ -432,14 +453,21 @@ impl Metrics {
         self.sync_seconds.get_or_create(&labels).observe(seconds);
     }
 
-    /// Records one hook call of a controller.
+    /// Records one hook call of a controller: a script's with its cost, or a webhook's.
     pub fn observe_hook(
         &self,
         controller: &ControllerId,
         hook: HookKind,
         took: Duration,
+        cost: Option<&CallCost>,
         ok: bool,
     ) {
+        self.usage.hook_call(controller, took, cost);
+        if let Some(cost) = cost {
+            self.hook_cpu_seconds
+                .get_or_create(&ControllerLabels::of(controller))
+                .inc_by(cost.cpu.as_secs_f64());
+        }
         let labels = HookLabels {
             kind: controller.kind.as_str(),
             controller: controller.name.clone(),
@@ -454,11 +482,13 @@ impl Metrics {
     }
 
     pub fn count_failure(&self, controller: &ControllerId, reason: impl Into<Cow<'static, str>>) {
+        let reason = reason.into();
+        self.usage.failure(controller, &reason);
         self.failures
             .get_or_create(&FailureLabels {
                 kind: controller.kind.as_str(),
                 controller: controller.name.clone(),
-                reason: reason.into(),
+                reason,
             })
             .inc();
     }
@@ -541,7 +571,9 @@ impl Metrics {
         self.dependencies.remove(&labels);
         self.resync_skipped.remove(&labels);
         self.output_check_seconds.remove(&labels);
+        self.hook_cpu_seconds.remove(&labels);
         self.owned_items.remove(&labels);
+        self.usage.forget(controller);
         for hook in controller.kind.hooks() {
             let labels = HookLabels {
                 kind: controller.kind.as_str(),

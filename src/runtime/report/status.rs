@@ -1,11 +1,15 @@
 //! The status each controller object reports: generation seen, conditions, target counts and
 //! the digests of the scripts running.
 
-use crate::api::{Condition, ControllerStatus, RolloutStatus, ScriptStatus};
+use crate::api::{
+    Condition, ControllerStatus, RolloutStatus, ScriptStatus, UsageFigures, UsageStatus,
+};
 use crate::runtime::report::problem::Problem;
+use crate::runtime::report::usage::{Usage, UsageReport};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+use std::time::Duration;
 
 /// The last outcome of every target's sync: for the counts in status, and for a resync to skip
 /// what cannot have changed since (see [`crate::runtime::write::fingerprint`]). Forgotten with the target.
@@ -94,8 +98,9 @@ impl<K: Eq + Hash> SyncOutcomes<K> {
     }
 }
 
-/// How many objects a controller acts on, and how their last syncs went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// How many objects a controller acts on, how their last syncs went, and what it used: what a
+/// replica reports of a controller, and what the replicas' reports add up to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub targets: u64,
     pub synced: u64,
@@ -109,6 +114,8 @@ pub struct Counts {
     pub candidate_serving: u64,
     #[serde(default)]
     pub candidate_failing: u64,
+    #[serde(default)]
+    pub usage: UsageReport,
 }
 
 /// Counts of disjoint sets of work items (replicas' shares) add up. A candidate's counts add
@@ -127,6 +134,7 @@ impl std::ops::Add for Counts {
             candidate: self.candidate,
             candidate_serving: candidate(self.candidate_serving, other.candidate_serving),
             candidate_failing: candidate(self.candidate_failing, other.candidate_failing),
+            usage: self.usage + other.usage,
         }
     }
 }
@@ -193,7 +201,9 @@ pub fn status(
     reads: &Result<(), Problem>,
     rollout: Option<&RolloutReport>,
 ) -> ControllerStatus {
-    let now = jiff::Timestamp::now().to_string();
+    let now = jiff::Timestamp::now();
+    let usage = usage_status(previous.and_then(|p| p.usage.as_ref()), &counts.usage, now);
+    let now = now.to_string();
     let condition = |kind: &str, state: &Result<(), Problem>| {
         let (status, reason, message) = match state {
             Ok(()) => ("True", "Ok".to_string(), String::new()),
@@ -232,25 +242,117 @@ pub fn status(
         failing: counts.failing,
         scripts: health.scripts.clone(),
         rollout: rollout.map(|rollout| rollout.status.clone()),
+        usage: Some(usage),
+    }
+}
+
+/// `status.usage` from the replicas' reports; `updated` stays as `previous` has it while the
+/// figures are the same.
+fn usage_status(
+    previous: Option<&UsageStatus>,
+    report: &UsageReport,
+    now: jiff::Timestamp,
+) -> UsageStatus {
+    let minutes = report.recent_minutes.max(1) as f64;
+    // Nothing counted (a controller that never loaded): keep the start already reported.
+    let since = match report.since {
+        0 => previous.map_or_else(|| now.to_string(), |previous| previous.since.clone()),
+        since => jiff::Timestamp::from_second(since)
+            .unwrap_or(now)
+            .to_string(),
+    };
+    let mut usage = UsageStatus {
+        since,
+        updated: now.to_string(),
+        cpu_per_minute: human_micros(report.recent.hook_cpu_micros as f64 / minutes),
+        writes_per_minute: (report.recent.writes as f64 / minutes * 10.0).round() / 10.0,
+        recent_minutes: report.recent_minutes,
+        recent: figures(&report.recent),
+        total: figures(&report.total),
+    };
+    if let Some(previous) = previous {
+        let same = UsageStatus {
+            updated: previous.updated.clone(),
+            ..usage.clone()
+        };
+        if same == *previous {
+            usage.updated = previous.updated.clone();
+        }
+    }
+    usage
+}
+
+fn figures(usage: &Usage) -> UsageFigures {
+    // To a tenth of a millisecond: finer would rewrite status for noise.
+    let millis = |micros: f64| (micros / 100.0).round() / 10.0;
+    UsageFigures {
+        hook_calls: usage.hook_calls,
+        hook_cpu_millis: millis(usage.hook_cpu_micros as f64),
+        operations: usage.operations,
+        peak_memory_bytes: usage.peak_memory_bytes,
+        webhook_calls: usage.webhook_calls,
+        webhook_mean_millis: match usage.webhook_calls {
+            0 => 0.0,
+            calls => millis(usage.webhook_micros as f64 / calls as f64),
+        },
+        writes: usage.writes,
+        failures: usage.failures.clone(),
+    }
+}
+
+/// A duration for a printer column: `0s`, `850µs`, `12ms`, `1.5s`.
+fn human_micros(micros: f64) -> String {
+    match micros {
+        m if m < 0.5 => "0s".to_string(),
+        m if m < 1_000.0 => format!("{m:.0}µs"),
+        m if m < 1_000_000.0 => format!("{:.0}ms", m / 1_000.0),
+        m => format!("{:.1}s", m / 1_000_000.0),
     }
 }
 
 /// The status to write, or `None` when it is what `previous` (the last written, or what the
-/// object carries) already says: unchanged status is never rewritten.
+/// object carries) already says: unchanged status is never rewritten, and a change of usage
+/// alone waits until `previous` usage is `usage_refresh` old.
 pub fn changed(
     previous: Option<&ControllerStatus>,
     health: &Health,
     counts: Counts,
     reads: &Result<(), Problem>,
     rollout: Option<&RolloutReport>,
+    usage_refresh: Duration,
 ) -> Option<ControllerStatus> {
     let status = status(previous, health, counts, reads, rollout);
-    (previous != Some(&status)).then_some(status)
+    let Some(previous) = previous else {
+        return Some(status);
+    };
+    if *previous == status {
+        return None;
+    }
+    let usage_alone = ControllerStatus {
+        usage: previous.usage.clone(),
+        ..status.clone()
+    } == *previous;
+    if usage_alone && !usage_due(previous.usage.as_ref(), usage_refresh) {
+        return None;
+    }
+    Some(status)
+}
+
+/// Whether usage written then is old enough to be rewritten.
+fn usage_due(written: Option<&UsageStatus>, usage_refresh: Duration) -> bool {
+    let Some(updated) = written.and_then(|usage| usage.updated.parse::<jiff::Timestamp>().ok())
+    else {
+        return true;
+    };
+    let age = jiff::Timestamp::now().duration_since(updated);
+    age >= jiff::SignedDuration::try_from(usage_refresh).unwrap_or(jiff::SignedDuration::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3_600);
 
     #[test]
     fn counts_follow_the_last_outcome_per_target() {
@@ -321,7 +423,7 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = status(None, &health, one, &Ok(()), None);
+        let first = status(None, &health, one.clone(), &Ok(()), None);
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
         let second = status(Some(&earlier), &health, one, &Ok(()), None);
@@ -348,22 +450,27 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = changed(None, &health, counts, &Ok(()), None).expect("nothing written yet");
-        assert_eq!(changed(Some(&first), &health, counts, &Ok(()), None), None);
+        let first = changed(None, &health, counts.clone(), &Ok(()), None, HOUR)
+            .expect("nothing written yet");
+        assert_eq!(
+            changed(Some(&first), &health, counts.clone(), &Ok(()), None, HOUR),
+            None
+        );
         let failing = Counts {
             failing: 1,
             synced: 1,
             ..counts
         };
-        let second =
-            changed(Some(&first), &health, failing, &Ok(()), None).expect("the counts changed");
+        let second = changed(Some(&first), &health, failing.clone(), &Ok(()), None, HOUR)
+            .expect("the counts changed");
         assert_eq!(second.failing, 1);
         // A new problem flips Ready and stamps a new transition time.
         let broken = Health {
             ready: Err(Problem::new("ScriptError", "line 2")),
             ..health.clone()
         };
-        let third = changed(Some(&second), &broken, failing, &Ok(()), None).expect("Ready changed");
+        let third = changed(Some(&second), &broken, failing.clone(), &Ok(()), None, HOUR)
+            .expect("Ready changed");
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
         // A refused read shows in its own condition, naming what was refused.
@@ -372,7 +479,7 @@ mod tests {
             "may not list secrets in kube-system",
         ));
         let fourth =
-            changed(Some(&third), &broken, failing, &refused, None).expect("reads changed");
+            changed(Some(&third), &broken, failing, &refused, None, HOUR).expect("reads changed");
         assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
         assert_eq!(fourth.conditions[2].status, "False");
         assert!(fourth.conditions[2].message.contains("kube-system"));
@@ -393,5 +500,83 @@ mod tests {
             problem.message,
             "may not list secrets in x (and 1 more work item refused a read)"
         );
+    }
+
+    fn quiet_health() -> Health {
+        Health {
+            generation: Some(1),
+            ready: Ok(()),
+            scripts_loaded: Ok(()),
+            scripts: BTreeMap::new(),
+        }
+    }
+
+    fn used(hook_calls: u64, hook_cpu_micros: u64, writes: u64) -> Counts {
+        let usage = Usage {
+            hook_calls,
+            hook_cpu_micros,
+            writes,
+            ..Usage::default()
+        };
+        Counts {
+            usage: UsageReport {
+                since: 1_700_000_000,
+                total: usage.clone(),
+                recent: usage,
+                recent_minutes: 10,
+            },
+            ..Counts::default()
+        }
+    }
+
+    #[test]
+    fn usage_reads_per_minute_over_the_window() {
+        let status = status(None, &quiet_health(), used(40, 30_000, 7), &Ok(()), None);
+        let usage = status.usage.expect("always reported");
+        assert_eq!(usage.cpu_per_minute, "3ms", "30 ms over 10 minutes");
+        assert_eq!(usage.writes_per_minute, 0.7);
+        assert_eq!(usage.total.hook_calls, 40);
+        assert_eq!(usage.total.hook_cpu_millis, 30.0);
+        assert_eq!(usage.since, "2023-11-14T22:13:20Z");
+        assert_eq!(human_micros(0.2), "0s");
+        assert_eq!(human_micros(850.0), "850µs");
+        assert_eq!(human_micros(2_500_000.0), "2.5s");
+    }
+
+    #[test]
+    fn usage_alone_is_rewritten_only_once_it_is_old_enough() {
+        let health = quiet_health();
+        let first = changed(None, &health, used(1, 100, 1), &Ok(()), None, HOUR).unwrap();
+        // Same figures: nothing to write, and `updated` would stay.
+        assert_eq!(
+            changed(Some(&first), &health, used(1, 100, 1), &Ok(()), None, HOUR),
+            None
+        );
+        let again = status(Some(&first), &health, used(1, 100, 1), &Ok(()), None);
+        assert_eq!(again.usage, first.usage);
+        // More work, nothing else: waits for the refresh...
+        assert_eq!(
+            changed(Some(&first), &health, used(2, 300, 1), &Ok(()), None, HOUR),
+            None
+        );
+        // ...unless the usage written is that old already.
+        let refreshed = changed(
+            Some(&first),
+            &health,
+            used(2, 300, 1),
+            &Ok(()),
+            None,
+            Duration::ZERO,
+        )
+        .expect("old enough");
+        assert_eq!(refreshed.usage.unwrap().total.hook_calls, 2);
+        // Any other change carries the newest usage at once.
+        let failing = Counts {
+            targets: 1,
+            failing: 1,
+            ..used(3, 300, 2)
+        };
+        let carried = changed(Some(&first), &health, failing, &Ok(()), None, HOUR).unwrap();
+        assert_eq!(carried.usage.unwrap().total.hook_calls, 3);
     }
 }

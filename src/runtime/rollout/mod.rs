@@ -548,7 +548,7 @@ impl<K: Kind> Rollouts<K> {
         &self,
         name: &str,
         serving: &Controller<K>,
-        counts: Counts,
+        counts: &Counts,
     ) -> Option<RolloutReport> {
         let tracks = self.tracks.lock();
         let track = tracks.get(name)?;
