@@ -1,4 +1,4 @@
-//! What the commands that look at a live cluster (`explain`, `diff`, `lsp`) read from it,
+//! What the commands that look at a live cluster (`explain`, `diff`, `lsp`, `rollout`, `top`) read from it,
 //! read-only: the types it serves, its controllers, objects as hooks see them, the ConfigMaps
 //! and Secrets a controller's hooks load from, and its CustomResourceDefinitions.
 
@@ -6,7 +6,7 @@ use super::offline::OfflineController;
 use crate::api::{ControllerSpec, CredentialSource};
 use crate::kinds;
 use crate::object;
-use crate::resources::{ResourceType, StaticResolver};
+use crate::resources::{ResourceType, StaticResolver, TypeInfo};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -133,6 +133,18 @@ impl ServedTypes {
             .map(|o| value(o, api_resource))
             .collect())
     }
+}
+
+/// How the client reaches a kind's controller objects (every kind is cluster-scoped).
+pub(super) fn controller_resource(kind: &dyn kinds::ControllerKind) -> ApiResource {
+    ResourceType::from(TypeInfo {
+        api_version: crate::api::API_VERSION.to_string(),
+        kind: kind.name().object_kind().to_string(),
+        plural: kind.name().plural().to_string(),
+        namespaced: false,
+        has_status: true,
+    })
+    .api_resource()
 }
 
 pub(super) fn api(

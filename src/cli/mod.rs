@@ -13,6 +13,7 @@ mod places;
 mod render;
 mod rollout;
 mod run;
+mod top;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +49,9 @@ pub(crate) enum Command {
     /// A controller's staged rollout (`spec.rollout`): `status` shows where it stands,
     /// `promote` serves the candidate revision everywhere, `abort` stops it.
     Rollout(rollout::RolloutArgs),
+    /// The cluster's controllers sorted by what they cost the operator (hook CPU, calls,
+    /// operations, memory, writes, failures), from their `status.usage`; `--watch` to follow.
+    Top(top::TopArgs),
     /// Explain an object in a cluster: which controller manages it, from which script revision
     /// and which version of what, its recent failures, and what its hook would answer now.
     Explain(explain::ExplainArgs),
@@ -131,6 +135,7 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => diff::run(args),
         Command::Explain(args) => print_async(explain::explain(&args)),
         Command::Rollout(args) => print_async(rollout::rollout(&args)),
+        Command::Top(args) => print_async(top::top(&args)),
         Command::Convert(args) => convert::run(args),
         Command::Lsp(args) => lsp::run(args),
         Command::Completions { shell } => {

@@ -8,7 +8,6 @@ use super::cluster::{self, value};
 use crate::api::{ABORT_ANNOTATION, PROMOTE_ANNOTATION, RolloutStatus, UNDO_ANNOTATION};
 use crate::kinds::ControllerKind;
 use crate::object;
-use crate::resources::{ResourceType, TypeInfo};
 use anyhow::Context as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -73,14 +72,7 @@ pub(super) async fn rollout(args: &RolloutArgs) -> anyhow::Result<String> {
         | RolloutAction::Undo { controller, .. } => controller,
     };
     let (kind, name) = controller_named(named)?;
-    let resource = ResourceType::from(TypeInfo {
-        api_version: crate::api::API_VERSION.to_string(),
-        kind: kind.name().object_kind().to_string(),
-        plural: kind.name().plural().to_string(),
-        namespaced: false,
-        has_status: true,
-    })
-    .api_resource();
+    let resource = cluster::controller_resource(kind);
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let found = api
         .get_opt(name)

@@ -49,6 +49,11 @@ fn with_every_series() -> Metrics {
     metrics.hook_failures.get_or_create(&hook).inc();
     metrics.count_failure(&id, "HookFailed");
     metrics.count_output_check(&id, Duration::from_millis(1));
+    metrics
+        .hook_cpu_seconds
+        .get_or_create(&labels)
+        .inc_by(0.001);
+    metrics.count_usage_write(&id);
     metrics.count_resync_skipped(&id, 1);
     metrics.count_access_review(&ServiceAccountRef {
         namespace: "n".into(),
@@ -193,6 +198,7 @@ fn the_queries_parse_and_name_only_metrics_the_operator_exports() {
     // The cost, failure, queue and shard figures of docs/operations.md are all on the board.
     for metric in [
         "metascript_hook_duration_seconds_sum",
+        "metascript_hook_cpu_seconds_total",
         "metascript_api_writes_total",
         "metascript_sync_failures_total",
         "metascript_queue_ready",

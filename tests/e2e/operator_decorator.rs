@@ -1,6 +1,7 @@
 //! DecoratorController end to end against a real kube-apiserver: sync, update strategies,
 //! finalize, customize, hot reload of inline, ConfigMap and local scripts, and failure safety.
 
+use crate::support::cli::{metascript, stdout_of};
 use crate::support::operator::{apply, get, operator, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
@@ -389,6 +390,32 @@ async fn status_usage_reports_what_the_controller_cost() {
     );
     let cpu_at = columns.iter().position(|c| *c == "CPU/MIN").unwrap();
     assert_eq!(row.split_whitespace().nth(cpu_at), Some(cpu), "{table}");
+
+    // `metascript top` lists it with the same figures (other tests' controllers beside it).
+    let kubeconfig = crate::support::plane().await.kubeconfig_path();
+    let kubeconfig = kubeconfig.to_str().expect("a UTF-8 path");
+    let top = stdout_of(
+        &metascript(["top", "--kubeconfig", kubeconfig, "--sort", "name"]),
+        "metascript top",
+    );
+    let header: Vec<&str> = top
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ours: Vec<&str> = top
+        .lines()
+        .find(|line| line.starts_with(&format!("DecoratorController/{name} ")))
+        .unwrap_or_else(|| panic!("{name} in:\n{top}"))
+        .split_whitespace()
+        .collect();
+    let cell = |column: &str| ours[header.iter().position(|c| *c == column).unwrap()];
+    assert_eq!(cell("TARGETS"), "2", "{top}");
+    // The status may have been refreshed since it was read; never with fewer calls.
+    let calls: u64 = cell("CALLS(10M)").parse().expect("a count");
+    assert!(Some(calls) >= total["hookCalls"].as_u64(), "{top}");
+    assert!(cell("CPU/MIN").ends_with('s'), "{top}");
 
     // Failures, by reason: the targets' count changes, so the usage comes with it at once.
     apply(

@@ -115,7 +115,12 @@ impl<K: Kind> Registry<K> {
             serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
                 .expect("a valid JSON patch"),
         );
-        context.metrics.count_status_write(&Self::id(name));
+        match &previous {
+            Some(previous) if status::usage_alone(previous, &status) => {
+                context.metrics.count_usage_write(&Self::id(name))
+            }
+            _ => context.metrics.count_status_write(&Self::id(name)),
+        }
         match api
             .patch_status(name, &PatchParams::default(), &patch)
             .await

@@ -117,6 +117,10 @@ pub struct Metrics {
     /// Script work items run by all controllers. Not exported, like `writes`.
     pub syncs: Counter,
     pub controller_writes: Family<ControllerLabels, Counter>,
+    /// Rewrites of a controller's status for its `status.usage` alone (at most one per
+    /// `--usage-refresh`). Apart from `controller_writes`, which stays at zero while nothing
+    /// the controller acts on changes.
+    pub usage_writes: Family<ControllerLabels, Counter>,
     /// Script work items run (hook calls for decorator targets and map pairs).
     pub controller_syncs: Family<ControllerLabels, Counter>,
     pub failures: Family<FailureLabels, Counter>,
@@ -191,6 +195,7 @@ impl Default for Metrics {
             writes: Counter::default(),
             syncs: Counter::default(),
             controller_writes: Family::default(),
+            usage_writes: Family::default(),
             controller_syncs: Family::default(),
             failures: Family::default(),
             sync_seconds: Family::new_with_constructor(duration_histogram),
@@ -310,6 +315,11 @@ impl Metrics {
             "Reads (get, list) the controller's work items depend on: a change to one re-syncs \
              the work item that read it",
             self.dependencies.clone(),
+        );
+        registry.register(
+            "usage_writes",
+            "Rewrites of a controller's status for its status.usage alone",
+            self.usage_writes.clone(),
         );
         registry.register(
             "hook_cpu_seconds",
@@ -445,6 +455,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a rewrite of a controller's status for its usage alone.
+    pub fn count_usage_write(&self, controller: &ControllerId) {
+        self.usage_writes
+            .get_or_create(&ControllerLabels::of(controller))
+            .inc();
+    }
+
     /// Counts one script work item of a controller and records how long it took.
     pub fn count_sync(&self, controller: &ControllerId, seconds: f64) {
         let labels = ControllerLabels::of(controller);
@@ -572,6 +589,7 @@ impl Metrics {
         self.resync_skipped.remove(&labels);
         self.output_check_seconds.remove(&labels);
         self.hook_cpu_seconds.remove(&labels);
+        self.usage_writes.remove(&labels);
         self.owned_items.remove(&labels);
         self.usage.forget(controller);
         for hook in controller.kind.hooks() {

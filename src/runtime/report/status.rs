@@ -328,14 +328,20 @@ pub fn changed(
     if *previous == status {
         return None;
     }
-    let usage_alone = ControllerStatus {
-        usage: previous.usage.clone(),
-        ..status.clone()
-    } == *previous;
-    if usage_alone && !usage_due(previous.usage.as_ref(), usage_refresh) {
+    if usage_alone(previous, &status) && !usage_due(previous.usage.as_ref(), usage_refresh) {
         return None;
     }
     Some(status)
+}
+
+/// Whether `status` differs from `previous` in its usage alone (a rewrite that does not count
+/// as the controller's write: see [`crate::runtime::report::metrics::Metrics::usage_writes`]).
+pub fn usage_alone(previous: &ControllerStatus, status: &ControllerStatus) -> bool {
+    previous.usage != status.usage
+        && ControllerStatus {
+            usage: previous.usage.clone(),
+            ..status.clone()
+        } == *previous
 }
 
 /// Whether usage written then is old enough to be rewritten.
