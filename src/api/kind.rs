@@ -314,6 +314,8 @@ pub struct ControllerSpec {
     pub compatibility: Compatibility,
     /// `spec.rollout`, or its defaults (`Immediate`).
     pub rollout: Rollout,
+    /// `spec.budget`, as the controller sets it (the operator's defaults and ceiling apply).
+    pub budget: Option<super::Budget>,
     /// The types in `types` whose objects the controller needs only where these label
     /// selectors (kubectl syntax) match: watched one watch per selector, not whole. A type not
     /// named here is watched whole.
@@ -451,6 +453,10 @@ macro_rules! controller_spec {
             /// as a canary serving a growing share; see `docs/operations.md#staged-rollouts`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub rollout: Option<$crate::api::Rollout>,
+            /// What the controller may cost per minute (hook CPU, writes) before its work is
+            /// paced; see `docs/operations.md#budgets`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub budget: Option<$crate::api::Budget>,
         }
 
         impl $spec {
@@ -473,6 +479,7 @@ macro_rules! controller_spec {
                     endpoint_configs: &self.endpoint_configs,
                     compatibility: self.compatibility.as_ref(),
                     rollout: self.rollout.as_ref(),
+                    budget: self.budget.as_ref(),
                 }
             }
         }
@@ -494,6 +501,7 @@ pub(crate) struct CommonSpec<'a> {
     pub endpoint_configs: &'a [EndpointConfig],
     pub compatibility: Option<&'a Compatibility>,
     pub rollout: Option<&'a Rollout>,
+    pub budget: Option<&'a super::Budget>,
 }
 
 impl CommonSpec<'_> {
@@ -549,6 +557,7 @@ impl CommonSpec<'_> {
             endpoint_configs: self.endpoint_configs.to_vec(),
             compatibility: self.compatibility.cloned().unwrap_or_default(),
             rollout: self.rollout.cloned().unwrap_or_default(),
+            budget: self.budget.copied(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! what a kind of controller is ([`KindInfo`], [`HookKind`], [`ControllerSpec`]). Each kind's
 //! own custom resource is in its folder under `crate::kinds`.
 
+mod budget;
 mod compatibility;
 mod event;
 pub(crate) mod hook;
@@ -12,6 +13,7 @@ mod rules;
 mod status;
 mod test_case;
 
+pub use budget::Budget;
 pub(crate) use compatibility::{Compatibility, EventReasons};
 pub(crate) use event::{EventType, ScriptEvent};
 pub use hook::{

@@ -1,6 +1,7 @@
 //! `metascript run`: the operator.
 
 use crate::admission::AdmissionConfig;
+use crate::api::Budget;
 use crate::hooks::egress::AllowEntry;
 use crate::runtime::report::metrics::Metrics;
 use crate::runtime::watch::schemas::LiveSchemas;
@@ -37,6 +38,20 @@ pub(crate) struct RunArgs {
     /// changed (hook calls and minutes passing change it; other changes carry it at once).
     #[arg(long, default_value_t = 30.0, env = "METASCRIPT_USAGE_REFRESH")]
     pub usage_refresh: f64,
+    /// Milliseconds of hook CPU per minute for a controller whose `spec.budget` sets none (its
+    /// work is paced past it); none by default.
+    #[arg(long, value_name = "MILLIS_PER_MINUTE", value_parser = clap::value_parser!(i64).range(1..))]
+    pub default_cpu_budget: Option<i64>,
+    /// Writes per minute for a controller whose `spec.budget` sets none; none by default.
+    #[arg(long, value_name = "WRITES_PER_MINUTE", value_parser = clap::value_parser!(i64).range(1..))]
+    pub default_write_budget: Option<i64>,
+    /// The most hook CPU per minute (milliseconds) any controller's budget allows, whatever it
+    /// asks for; none by default.
+    #[arg(long, value_name = "MILLIS_PER_MINUTE", value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_cpu_budget: Option<i64>,
+    /// The most writes per minute any controller's budget allows; none by default.
+    #[arg(long, value_name = "WRITES_PER_MINUTE", value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_write_budget: Option<i64>,
     /// Seconds between reads of the Secrets and ConfigMaps webhook credentials name (with each
     /// controller's account): a rotated one reloads its controller within this time.
     #[arg(
@@ -291,6 +306,14 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         scripts_dir: args.scripts_dir.clone(),
         status_interval,
         usage_refresh,
+        default_budget: Budget {
+            cpu_millis_per_minute: args.default_cpu_budget,
+            writes_per_minute: args.default_write_budget,
+        },
+        max_budget: Budget {
+            cpu_millis_per_minute: args.max_cpu_budget,
+            writes_per_minute: args.max_write_budget,
+        },
         credentials_poll_interval,
         controller_selector: args.controller_selector.clone(),
         allow_unimpersonated: args.allow_unimpersonated,

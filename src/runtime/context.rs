@@ -2,8 +2,8 @@
 //! script engine, the applier, metrics, Events and the work queue. It knows no
 //! kind of controller.
 
-use crate::api::EventType;
 use crate::api::ServiceAccountRef;
+use crate::api::{Budget, EventType};
 use crate::cases::record::{Recorded, Recorder};
 use crate::hooks::egress::AllowEntry;
 use crate::hooks::{ControllerHooks, HookCall, HookRunner, WebhookClient};
@@ -57,6 +57,10 @@ pub struct OperatorConfig {
     pub status_interval: Duration,
     /// How old `status.usage` must be before a change of it alone is written.
     pub usage_refresh: Duration,
+    /// The budget of a controller that sets none (`--default-cpu-budget`, `--default-write-budget`).
+    pub default_budget: Budget,
+    /// The most budget any controller gets (`--max-cpu-budget`, `--max-write-budget`).
+    pub max_budget: Budget,
     /// How often the Secrets and ConfigMaps webhook credentials name are read again, so a
     /// rotation reloads its controller (they are not watched).
     pub credentials_poll_interval: Duration,
@@ -117,6 +121,8 @@ impl Default for OperatorConfig {
             scripts_dir: None,
             status_interval: Duration::from_secs(2),
             usage_refresh: DEFAULT_USAGE_REFRESH,
+            default_budget: Budget::default(),
+            max_budget: Budget::default(),
             credentials_poll_interval: DEFAULT_CREDENTIALS_POLL_INTERVAL,
             controller_selector: None,
             leader_election: None,

@@ -2,7 +2,7 @@
 //! concern it, what work they cause and how one item of work runs. Loading, reloading,
 //! removal, status and failure handling are the runtime's ([`crate::runtime::registry`]), written once.
 
-use crate::api::{ControllerObject, EventReasons, KindName, Rollout};
+use crate::api::{Budget, ControllerObject, EventReasons, KindName, Rollout};
 use crate::hooks::ControllerHooks;
 use crate::plan::Planner;
 use crate::plan::rollout::Share;
@@ -157,6 +157,8 @@ pub struct Controller<K: Kind> {
     pub revision: String,
     /// Its `spec.rollout`.
     pub rollout: Rollout,
+    /// What it may cost per minute: its `spec.budget` within the operator's default and ceiling.
+    pub budget: Budget,
     /// Set on a candidate revision: the share of work items it serves, which is all it queues.
     pub share: Option<Arc<CandidateShare>>,
     /// The controller object, as Events about its targets name it.

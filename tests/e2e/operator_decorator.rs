@@ -432,6 +432,79 @@ async fn status_usage_reports_what_the_controller_cost() {
     assert!(failures["HookFailed"].as_u64() >= Some(2), "{failures}");
 }
 
+/// A controller past its write budget is slowed, not dropped: its work waits (status says
+/// `Throttled` and why, an Event too), and a raised budget lets it through at once.
+#[tokio::test]
+async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
+    let client = client().await;
+    let operator = operator().await;
+    let namespace = test_namespace(&client, "budget").await;
+    let name = unique_name("budget");
+    let with_budget = |writes: i64| {
+        let mut object = controller(
+            &name,
+            json!({"sync": inline("rhai", &labelling_script("paced"))}),
+        );
+        object["spec"]["budget"] = json!({"writesPerMinute": writes});
+        object
+    };
+    // One write a minute; two targets make four (a label and a Service each): three minutes
+    // of debt, longer than any wait below.
+    apply(&client, &with_budget(1)).await;
+    for sts in ["web-0", "web-1"] {
+        apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
+    }
+    let status = eventually("Throttled=True", || async {
+        let status = controller_status(&client, &name).await;
+        (condition(&status, "Throttled")["status"] == "True").then_some(status)
+    })
+    .await;
+    let throttled = condition(&status, "Throttled");
+    assert_eq!(throttled["reason"], "WriteBudget", "{status}");
+    let message = throttled["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("over its write budget of 1 write a minute by "),
+        "{message}"
+    );
+    let event = wait_for_event(&client, None, "Throttled", |event| {
+        crate::support::operator::regarding_name(event) == Some(name.as_str())
+    })
+    .await;
+    assert!(
+        event.note.unwrap_or_default().contains("its work waits"),
+        "the Event says why"
+    );
+
+    // A target arriving now waits in the queue: nothing dropped, nothing run.
+    apply(&client, &stateful_set(&namespace, "web-2", &name, 1)).await;
+    let id = metascript::runtime::ControllerId::new(metascript::kinds::decorator::KIND, &name);
+    eventually("web-2 queued behind the budget", || async {
+        (operator.operator.pending(&id) > 0).then_some(())
+    })
+    .await;
+    assert!(
+        get(&client, &service(&namespace, "web-2-svc"))
+            .await
+            .is_none()
+    );
+
+    // A raised budget: the change reloads the controller, whose work goes on at once.
+    apply(&client, &with_budget(600)).await;
+    wait_for(
+        &client,
+        &service(&namespace, "web-2-svc"),
+        "web-2 synced after the budget was raised",
+        |_| true,
+    )
+    .await;
+    eventually("Throttled=False", || async {
+        let status = controller_status(&client, &name).await;
+        let throttled = condition(&status, "Throttled");
+        (throttled["status"] == "False" && throttled["reason"] == "WithinBudget").then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_broken_script_deletes_nothing_and_says_where() {
     let client = client().await;

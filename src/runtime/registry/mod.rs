@@ -70,6 +70,13 @@ impl<K: Kind> Registry<K> {
         }
     }
 
+    /// Queues a controller's load after a change of what it runs, ahead of its other work
+    /// and through a pause for its budget: the change may be the fix (a budget raised, a
+    /// cheaper script), and its work goes on with what the load brings.
+    fn reload(context: &Context, name: &str) {
+        context.queue.add_first(WorkKey::load(&Self::id(name)));
+    }
+
     fn id(name: &str) -> ControllerId {
         ControllerId::new(kind::name::<K>(), name)
     }
@@ -403,7 +410,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
             let name = object::name(object);
             if !status_only {
-                context.queue.add(WorkKey::load(&Self::id(name)));
+                Self::reload(context, name);
                 return;
             }
             // The router goes on with the next event: a canary step's queueing ends on its
@@ -417,7 +424,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
         if event.resource == context.config_map_type {
             let namespace = object::namespace(object).unwrap_or_default();
             for name in routes.for_config_map(namespace, object::name(object)) {
-                context.queue.add(WorkKey::load(&Self::id(name)));
+                Self::reload(context, name);
             }
         }
         for name in routes.for_type(&event.resource) {
@@ -432,7 +439,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             tracing::info!(file, controllers = %names.join(","), kind = kind::name::<K>().as_str(), "script file changed");
         }
         for name in names {
-            context.queue.add(WorkKey::load(&Self::id(name)));
+            Self::reload(context, name);
         }
     }
 

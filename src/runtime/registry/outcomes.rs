@@ -6,7 +6,7 @@ use crate::api::ServiceAccountRef;
 use crate::reads::ReadScope;
 use crate::runtime::context::Context;
 use crate::runtime::keys::WorkKey;
-use crate::runtime::kind::{self, Kind, Outcome};
+use crate::runtime::kind::{self, Controller, Kind, Outcome};
 use crate::runtime::reads::rbac::Batch;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::sync::synced;
@@ -34,6 +34,20 @@ impl RefusedItem {
 pub(super) type RefusedWork = BTreeMap<String, RefusedItem>;
 
 impl<K: Kind> Registry<K> {
+    /// After a work item: a controller past its budget gets no worker until it has paid back
+    /// the excess (its work waits; the other controllers' goes on).
+    fn keep_to_budget(&self, context: &Context, controller: &Controller<K>) {
+        let share = context.authority.share();
+        let paced = context
+            .metrics
+            .usage
+            .pace(&controller.id, &controller.budget, share);
+        if let Some((wait, paced)) = paced {
+            context.queue.pause(&controller.id, wait);
+            tracing::debug!(controller = %controller.id, wait_seconds = wait.as_secs_f64(), reason = %paced.reason, "{}", paced.message);
+        }
+    }
+
     /// Runs one item of a controller's work and records how it ended.
     pub(super) async fn sync(&self, context: &Arc<Context>, key: &WorkKey) {
         let Some(controller) = self.get(&key.controller.name) else {
@@ -53,6 +67,7 @@ impl<K: Kind> Registry<K> {
             .as_ref()
             .map_or(controller, |(candidate, _)| candidate.controller.clone());
         let outcome = K::sync(context, &controller, &key.work).await;
+        self.keep_to_budget(context, &controller);
         if let Some((candidate, unit)) = by_candidate {
             candidate.record(unit, matches!(outcome, Outcome::Failed { .. }));
         }

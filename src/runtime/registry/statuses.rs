@@ -2,7 +2,7 @@
 //! when it changed.
 
 use super::Registry;
-use crate::api::ControllerStatus;
+use crate::api::{Condition, ControllerStatus};
 use crate::runtime::context::Context;
 use crate::runtime::kind::Kind;
 use crate::runtime::replicas::shard::Item;
@@ -12,6 +12,32 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// What a controller's status says besides its counts, at one moment.
+pub(super) struct Facts<'a> {
+    pub(super) health: &'a Health,
+    pub(super) reads: &'a Result<(), Problem>,
+    pub(super) rollout: Option<&'a RolloutReport>,
+    /// Whether it has a budget (then its status has a `Throttled` condition).
+    pub(super) budgeted: bool,
+}
+
+type Report = (Health, Counts, Option<RolloutReport>, bool);
+
+/// The `Throttled` condition of `status` when it just turned True: worth an Event.
+fn newly_throttled<'a>(
+    previous: Option<&ControllerStatus>,
+    status: &'a ControllerStatus,
+) -> Option<&'a Condition> {
+    fn throttled(status: &ControllerStatus) -> Option<&Condition> {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Throttled" && c.status == "True")
+    }
+    let now = throttled(status)?;
+    previous.and_then(throttled).is_none().then_some(now)
+}
 
 impl<K: Kind> Registry<K> {
     /// A controller's `ReadsAllowed` condition.
@@ -27,7 +53,7 @@ impl<K: Kind> Registry<K> {
     /// writing only what changed.
     pub(super) async fn write_statuses(&self, context: &Arc<Context>) {
         let loaded = self.all();
-        let mut reports: HashMap<String, (Health, Counts, Option<RolloutReport>)> = HashMap::new();
+        let mut reports: HashMap<String, Report> = HashMap::new();
         for controller in &loaded {
             K::report(context, controller).await;
             let name = &controller.id.name;
@@ -56,23 +82,33 @@ impl<K: Kind> Registry<K> {
                     .await;
             }
             let rollout = self.rollouts.report(name, controller, &counts);
-            reports.insert(name.clone(), (controller.health.clone(), counts, rollout));
+            let budgeted = controller.budget.is_set();
+            reports.insert(
+                name.clone(),
+                (controller.health.clone(), counts, rollout, budgeted),
+            );
         }
         // The newest spec's problem wins over the health of a version still running.
         for (name, unloaded) in self.unloaded.lock().iter() {
-            let (counts, rollout) = reports
+            let (counts, rollout, budgeted) = reports
                 .remove(name)
-                .map(|(_, counts, rollout)| (counts, rollout))
+                .map(|(_, counts, rollout, budgeted)| (counts, rollout, budgeted))
                 .unwrap_or_default();
-            reports.insert(name.clone(), (unloaded.health.clone(), counts, rollout));
+            let health = unloaded.health.clone();
+            reports.insert(name.clone(), (health, counts, rollout, budgeted));
         }
-        for (name, (health, counts, rollout)) in reports {
+        for (name, (health, counts, rollout, budgeted)) in reports {
             context
                 .metrics
                 .set_ready(&Self::id(&name), health.ready.is_ok());
             let reads = self.reads_allowed(&name);
-            self.write_status(context, &name, &health, counts, &reads, rollout.as_ref())
-                .await;
+            let facts = Facts {
+                health: &health,
+                reads: &reads,
+                rollout: rollout.as_ref(),
+                budgeted,
+            };
+            self.write_status(context, &name, &facts, counts).await;
         }
     }
 
@@ -81,10 +117,8 @@ impl<K: Kind> Registry<K> {
         &self,
         context: &Context,
         name: &str,
-        health: &Health,
+        facts: &Facts<'_>,
         counts: Counts,
-        reads: &Result<(), Problem>,
-        rollout: Option<&RolloutReport>,
     ) {
         if !context
             .authority
@@ -100,10 +134,11 @@ impl<K: Kind> Registry<K> {
             .or_else(|| self.current_status(context, name));
         let Some(status) = status::changed(
             previous.as_ref(),
-            health,
+            facts.health,
             counts,
-            reads,
-            rollout,
+            facts.reads,
+            facts.rollout,
+            facts.budgeted,
             context.config.usage_refresh,
         ) else {
             return;
@@ -126,7 +161,16 @@ impl<K: Kind> Registry<K> {
             .await
         {
             Ok(_) => {
+                let throttled = newly_throttled(previous.as_ref(), &status).cloned();
                 self.written_status.lock().insert(name.to_string(), status);
+                if let Some(condition) = throttled
+                    && let Some(object) = context.informers.get(&self.resource, None, name)
+                {
+                    let action = "Pace";
+                    context
+                        .warn(&object, None, "Throttled", action, &condition.message)
+                        .await;
+                }
             }
             Err(error) => {
                 tracing::warn!(controller = name, %error, "cannot write controller status")

@@ -2,7 +2,7 @@
 //! and static reads, or why it does not load.
 
 use super::Registry;
-use crate::api::{ControllerObject, SYNC_REQUESTED_ANNOTATION};
+use crate::api::{Budget, ControllerObject, SYNC_REQUESTED_ANNOTATION};
 use crate::hooks::ConfigMapLookup;
 use crate::object;
 use crate::reads::{ReadScope, ReadVerb};
@@ -229,11 +229,23 @@ impl<K: Kind> Registry<K> {
             .identity
             .as_ref()
             .map(|account| context.access.policy(account));
+        let budget = Budget::effective(
+            spec.budget.as_ref(),
+            &context.config.default_budget,
+            &context.config.max_budget,
+        );
+        // Counted from the first work item on; a new budget owes nothing, so its work waits no
+        // more for the old one.
+        let share = context.authority.share();
+        if context.metrics.usage.budget(id, &budget, share) {
+            context.queue.resume(id);
+        }
         Ok(Controller {
             id: id.clone(),
             object: object.clone(),
             revision,
             rollout: spec.rollout.clone(),
+            budget,
             share: None,
             reference: crate::runtime::report::events::reference(object),
             writer,

@@ -54,6 +54,15 @@ impl Authority {
         self.shards.as_ref().is_none_or(|s| s.assigned(item))
     }
 
+    /// The part of a controller's work this replica does: one over the live members, sharded
+    /// (what keeps a budget the replicas share), else all of it.
+    pub(crate) fn share(&self) -> f64 {
+        match &self.shards {
+            Some(shards) => 1.0 / shards.members().max(1) as f64,
+            None => 1.0,
+        }
+    }
+
     /// A controller's counts across every replica, from this replica's own.
     pub(crate) fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
         match &self.shards {

@@ -444,6 +444,15 @@ impl Shards {
         }
     }
 
+    /// How many live members this replica sees (0 before its first view).
+    pub(crate) fn members(&self) -> usize {
+        self.state
+            .lock()
+            .view
+            .as_ref()
+            .map_or(0, |view| view.members.len())
+    }
+
     /// Records this replica's counts for one controller (for its Lease), and returns them
     /// added to what the other members reported for it.
     pub(crate) fn total(&self, controller: &ControllerId, own: Counts) -> Counts {

@@ -200,15 +200,12 @@ pub fn status(
     counts: Counts,
     reads: &Result<(), Problem>,
     rollout: Option<&RolloutReport>,
+    budgeted: bool,
 ) -> ControllerStatus {
     let now = jiff::Timestamp::now();
     let usage = usage_status(previous.and_then(|p| p.usage.as_ref()), &counts.usage, now);
     let now = now.to_string();
-    let condition = |kind: &str, state: &Result<(), Problem>| {
-        let (status, reason, message) = match state {
-            Ok(()) => ("True", "Ok".to_string(), String::new()),
-            Err(problem) => ("False", problem.reason.to_string(), problem.message.clone()),
-        };
+    let stated = |kind: &str, status: &str, reason: String, message: String| {
         let earlier = previous
             .into_iter()
             .flat_map(|p| p.conditions.iter())
@@ -226,6 +223,15 @@ pub fn status(
             observed_generation: health.generation,
         }
     };
+    let condition = |kind: &str, state: &Result<(), Problem>| match state {
+        Ok(()) => stated(kind, "True", "Ok".to_string(), String::new()),
+        Err(problem) => stated(
+            kind,
+            "False",
+            problem.reason.to_string(),
+            problem.message.clone(),
+        ),
+    };
     let mut conditions = vec![
         condition("Ready", &health.ready),
         condition("ScriptsLoaded", &health.scripts_loaded),
@@ -233,6 +239,23 @@ pub fn status(
     ];
     if let Some(rollout) = rollout {
         conditions.push(condition("Rollout", &rollout.condition));
+    }
+    // Only for a controller with a budget: True while a replica paces its work.
+    if budgeted {
+        conditions.push(match &counts.usage.paced {
+            Some(paced) => stated(
+                "Throttled",
+                "True",
+                paced.reason.clone(),
+                paced.message.clone(),
+            ),
+            None => stated(
+                "Throttled",
+                "False",
+                "WithinBudget".to_string(),
+                String::new(),
+            ),
+        });
     }
     ControllerStatus {
         observed_generation: health.generation,
@@ -319,9 +342,10 @@ pub fn changed(
     counts: Counts,
     reads: &Result<(), Problem>,
     rollout: Option<&RolloutReport>,
+    budgeted: bool,
     usage_refresh: Duration,
 ) -> Option<ControllerStatus> {
-    let status = status(previous, health, counts, reads, rollout);
+    let status = status(previous, health, counts, reads, rollout, budgeted);
     let Some(previous) = previous else {
         return Some(status);
     };
@@ -429,10 +453,10 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = status(None, &health, one.clone(), &Ok(()), None);
+        let first = status(None, &health, one.clone(), &Ok(()), None, false);
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let second = status(Some(&earlier), &health, one, &Ok(()), None);
+        let second = status(Some(&earlier), &health, one, &Ok(()), None, false);
         assert_eq!(
             second.conditions[0].last_transition_time.as_deref(),
             Some("2020-01-01T00:00:00Z")
@@ -456,10 +480,18 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = changed(None, &health, counts.clone(), &Ok(()), None, HOUR)
+        let first = changed(None, &health, counts.clone(), &Ok(()), None, false, HOUR)
             .expect("nothing written yet");
         assert_eq!(
-            changed(Some(&first), &health, counts.clone(), &Ok(()), None, HOUR),
+            changed(
+                Some(&first),
+                &health,
+                counts.clone(),
+                &Ok(()),
+                None,
+                false,
+                HOUR
+            ),
             None
         );
         let failing = Counts {
@@ -467,16 +499,32 @@ mod tests {
             synced: 1,
             ..counts
         };
-        let second = changed(Some(&first), &health, failing.clone(), &Ok(()), None, HOUR)
-            .expect("the counts changed");
+        let second = changed(
+            Some(&first),
+            &health,
+            failing.clone(),
+            &Ok(()),
+            None,
+            false,
+            HOUR,
+        )
+        .expect("the counts changed");
         assert_eq!(second.failing, 1);
         // A new problem flips Ready and stamps a new transition time.
         let broken = Health {
             ready: Err(Problem::new("ScriptError", "line 2")),
             ..health.clone()
         };
-        let third = changed(Some(&second), &broken, failing.clone(), &Ok(()), None, HOUR)
-            .expect("Ready changed");
+        let third = changed(
+            Some(&second),
+            &broken,
+            failing.clone(),
+            &Ok(()),
+            None,
+            false,
+            HOUR,
+        )
+        .expect("Ready changed");
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
         // A refused read shows in its own condition, naming what was refused.
@@ -484,8 +532,8 @@ mod tests {
             "ReadForbidden",
             "may not list secrets in kube-system",
         ));
-        let fourth =
-            changed(Some(&third), &broken, failing, &refused, None, HOUR).expect("reads changed");
+        let fourth = changed(Some(&third), &broken, failing, &refused, None, false, HOUR)
+            .expect("reads changed");
         assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
         assert_eq!(fourth.conditions[2].status, "False");
         assert!(fourth.conditions[2].message.contains("kube-system"));
@@ -530,6 +578,7 @@ mod tests {
                 total: usage.clone(),
                 recent: usage,
                 recent_minutes: 10,
+                paced: None,
             },
             ..Counts::default()
         }
@@ -537,7 +586,14 @@ mod tests {
 
     #[test]
     fn usage_reads_per_minute_over_the_window() {
-        let status = status(None, &quiet_health(), used(40, 30_000, 7), &Ok(()), None);
+        let status = status(
+            None,
+            &quiet_health(),
+            used(40, 30_000, 7),
+            &Ok(()),
+            None,
+            false,
+        );
         let usage = status.usage.expect("always reported");
         assert_eq!(usage.cpu_per_minute, "3ms", "30 ms over 10 minutes");
         assert_eq!(usage.writes_per_minute, 0.7);
@@ -552,17 +608,33 @@ mod tests {
     #[test]
     fn usage_alone_is_rewritten_only_once_it_is_old_enough() {
         let health = quiet_health();
-        let first = changed(None, &health, used(1, 100, 1), &Ok(()), None, HOUR).unwrap();
+        let first = changed(None, &health, used(1, 100, 1), &Ok(()), None, false, HOUR).unwrap();
         // Same figures: nothing to write, and `updated` would stay.
         assert_eq!(
-            changed(Some(&first), &health, used(1, 100, 1), &Ok(()), None, HOUR),
+            changed(
+                Some(&first),
+                &health,
+                used(1, 100, 1),
+                &Ok(()),
+                None,
+                false,
+                HOUR
+            ),
             None
         );
-        let again = status(Some(&first), &health, used(1, 100, 1), &Ok(()), None);
+        let again = status(Some(&first), &health, used(1, 100, 1), &Ok(()), None, false);
         assert_eq!(again.usage, first.usage);
         // More work, nothing else: waits for the refresh...
         assert_eq!(
-            changed(Some(&first), &health, used(2, 300, 1), &Ok(()), None, HOUR),
+            changed(
+                Some(&first),
+                &health,
+                used(2, 300, 1),
+                &Ok(()),
+                None,
+                false,
+                HOUR
+            ),
             None
         );
         // ...unless the usage written is that old already.
@@ -572,6 +644,7 @@ mod tests {
             used(2, 300, 1),
             &Ok(()),
             None,
+            false,
             Duration::ZERO,
         )
         .expect("old enough");
@@ -582,7 +655,7 @@ mod tests {
             failing: 1,
             ..used(3, 300, 2)
         };
-        let carried = changed(Some(&first), &health, failing, &Ok(()), None, HOUR).unwrap();
+        let carried = changed(Some(&first), &health, failing, &Ok(()), None, false, HOUR).unwrap();
         assert_eq!(carried.usage.unwrap().total.hook_calls, 3);
     }
 }

@@ -4,13 +4,18 @@
 //!
 //! Counted per wall-clock minute, so the windows of several replicas line up when their reports
 //! are added together (sharded replicas report theirs in their Leases).
+//!
+//! A controller with a budget (`spec.budget`) also has an allowance here: what its work spends
+//! beyond the budget is a debt, and its work waits until the debt is paid back at the budget's
+//! rate ([`Ledger::pace`]).
 
+use crate::api::Budget;
 use crate::runtime::keys::ControllerId;
 use crate::script::CallCost;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The window `status.usage` reports besides the total: this many wall-clock minutes, the
 /// current one included.
@@ -66,6 +71,18 @@ pub struct UsageReport {
     pub recent: Usage,
     /// How many minutes `recent` covers.
     pub recent_minutes: i64,
+    /// While a replica paces the controller's work for its budget: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced: Option<Paced>,
+}
+
+/// Why a controller's work waits: which budget it is over, and by how much.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Paced {
+    /// `CPUBudget` or `WriteBudget`.
+    pub reason: String,
+    pub message: String,
 }
 
 impl std::ops::Add for UsageReport {
@@ -79,17 +96,20 @@ impl std::ops::Add for UsageReport {
         self.total.add(&other.total);
         self.recent.add(&other.recent);
         self.recent_minutes = self.recent_minutes.max(other.recent_minutes);
+        self.paced = self.paced.or(other.paced);
         self
     }
 }
 
-/// One controller's usage: the total, and a bucket per minute of the window.
+/// One controller's usage: the total, a bucket per minute of the window, and its allowance
+/// when it has a budget.
 #[derive(Debug)]
 struct Tally {
     since: i64,
     total: Usage,
     /// (minute since the epoch, usage in it), oldest first, within the window.
     minutes: VecDeque<(i64, Usage)>,
+    allowance: Option<Allowance>,
 }
 
 impl Tally {
@@ -98,11 +118,17 @@ impl Tally {
             since: now,
             total: Usage::default(),
             minutes: VecDeque::new(),
+            allowance: None,
         }
     }
 
     fn record(&mut self, now: i64, change: impl Fn(&mut Usage)) {
+        let (cpu_before, writes_before) = (self.total.hook_cpu_micros, self.total.writes);
         change(&mut self.total);
+        if let Some(allowance) = &mut self.allowance {
+            allowance.cpu_micros -= (self.total.hook_cpu_micros - cpu_before) as f64;
+            allowance.writes -= (self.total.writes - writes_before) as f64;
+        }
         let minute = now.div_euclid(60);
         if self.minutes.back().is_none_or(|(last, _)| *last != minute) {
             self.minutes.push_back((minute, Usage::default()));
@@ -129,11 +155,150 @@ impl Tally {
         for (_, usage) in &self.minutes {
             recent.add(usage);
         }
+        let paced = self.allowance.as_ref().and_then(|allowance| {
+            let (until, paced) = allowance.paced.as_ref()?;
+            (*until > Instant::now()).then(|| paced.clone())
+        });
         UsageReport {
             since: self.since,
             total: self.total.clone(),
             recent,
             recent_minutes: (minute - self.since.div_euclid(60) + 1).clamp(1, WINDOW_MINUTES),
+            paced,
+        }
+    }
+}
+
+/// A budget as a bucket per figure: it starts with a minute's worth, refills at the budget's
+/// rate up to a minute's worth, and is drawn on by what the controller's work spends; below
+/// zero is a debt.
+#[derive(Debug)]
+struct Allowance {
+    budget: Budget,
+    /// The part of the budget this replica keeps to (sharded: one replica's part).
+    share: f64,
+    cpu_micros: f64,
+    writes: f64,
+    refilled: Instant,
+    /// Until when its work waits, and why.
+    paced: Option<(Instant, Paced)>,
+}
+
+/// One figure of a budget: per minute, in the unit the allowance counts.
+struct Figure {
+    per_minute: Option<f64>,
+    reason: &'static str,
+    describe: fn(f64) -> String,
+}
+
+impl Allowance {
+    fn new(budget: Budget, share: f64, now: Instant) -> Allowance {
+        let mut allowance = Allowance {
+            budget,
+            share,
+            cpu_micros: 0.0,
+            writes: 0.0,
+            refilled: now,
+            paced: None,
+        };
+        allowance.refill(now, true);
+        allowance
+    }
+
+    fn figures(&self) -> [(Figure, f64); 2] {
+        [
+            (
+                Figure {
+                    per_minute: self
+                        .budget
+                        .cpu_millis_per_minute
+                        .map(|millis| millis as f64 * 1_000.0 * self.share),
+                    reason: "CPUBudget",
+                    describe: |micros| human_duration(Duration::from_micros(micros as u64)),
+                },
+                self.cpu_micros,
+            ),
+            (
+                Figure {
+                    per_minute: self
+                        .budget
+                        .writes_per_minute
+                        .map(|writes| writes as f64 * self.share),
+                    reason: "WriteBudget",
+                    describe: |writes| match writes.ceil() as u64 {
+                        1 => "1 write".to_string(),
+                        n => format!("{n} writes"),
+                    },
+                },
+                self.writes,
+            ),
+        ]
+    }
+
+    /// Adds what the time since the last refill earned (`full`: a whole minute's worth).
+    fn refill(&mut self, now: Instant, full: bool) {
+        let minutes = now.saturating_duration_since(self.refilled).as_secs_f64() / 60.0;
+        self.refilled = now;
+        let [(cpu, _), (writes, _)] = self.figures();
+        let earn = |tokens: &mut f64, per_minute: Option<f64>| {
+            let per_minute = per_minute.unwrap_or(0.0);
+            *tokens = if full {
+                per_minute
+            } else {
+                (*tokens + per_minute * minutes).min(per_minute)
+            };
+        };
+        earn(&mut self.cpu_micros, cpu.per_minute);
+        earn(&mut self.writes, writes.per_minute);
+    }
+
+    /// How long the controller's work must wait to pay back its largest debt, and why.
+    fn debt(&self) -> Option<(Duration, Paced)> {
+        self.figures()
+            .into_iter()
+            .filter_map(|(figure, tokens)| {
+                let per_minute = figure.per_minute.filter(|rate| *rate > 0.0)?;
+                (tokens < 0.0).then(|| {
+                    // A day at most: a debt that large is a budget far too small, not a wait.
+                    let wait = Duration::try_from_secs_f64(-tokens / per_minute * 60.0)
+                        .unwrap_or(Duration::MAX)
+                        .min(Duration::from_secs(86_400));
+                    let message = format!(
+                        "over its {} budget of {} a minute by {}: its work waits {}",
+                        if figure.reason == "CPUBudget" {
+                            "CPU"
+                        } else {
+                            "write"
+                        },
+                        (figure.describe)(per_minute / self.share),
+                        (figure.describe)(-tokens),
+                        human_duration(wait),
+                    );
+                    (
+                        wait,
+                        Paced {
+                            reason: figure.reason.to_string(),
+                            message,
+                        },
+                    )
+                })
+            })
+            .max_by_key(|(wait, _)| *wait)
+    }
+}
+
+/// `850µs`, `240ms`, `14s`, `2m24s`.
+fn human_duration(duration: Duration) -> String {
+    let micros = duration.as_micros();
+    match micros {
+        0..1_000 => format!("{micros}µs"),
+        1_000..1_000_000 => format!("{}ms", micros / 1_000),
+        _ => {
+            let seconds = duration.as_secs();
+            match seconds {
+                0..60 => format!("{seconds}s"),
+                _ => format!("{}m{:02}s", seconds / 60, seconds % 60),
+            }
         }
     }
 }
@@ -206,6 +371,81 @@ impl Ledger {
             .entry(controller.clone())
             .or_insert_with(|| Tally::new(now))
             .report(now)
+    }
+
+    /// After a work item of the controller: how long its work must wait now to keep to its
+    /// `budget`, of which this replica keeps to `share` (sharded: its part), or `None`.
+    /// A new budget (or share) starts afresh with a minute's worth.
+    pub(crate) fn pace(
+        &self,
+        controller: &ControllerId,
+        budget: &Budget,
+        share: f64,
+    ) -> Option<(Duration, Paced)> {
+        self.pace_at(controller, budget, share, Instant::now())
+    }
+
+    /// Starts counting against the controller's `budget` (when it is loaded, so its first
+    /// work is counted too); a budget it has already goes on as it was. Returns whether its
+    /// allowance changed (a new budget starts afresh, without debt).
+    pub(crate) fn budget(&self, controller: &ControllerId, budget: &Budget, share: f64) -> bool {
+        let mut tallies = self.tallies.lock();
+        let before = tallies
+            .get(controller)
+            .and_then(|tally| tally.allowance.as_ref())
+            .map(|allowance| (allowance.budget, allowance.share));
+        Self::allowance(&mut tallies, controller, budget, share, Instant::now());
+        let after = tallies
+            .get(controller)
+            .and_then(|tally| tally.allowance.as_ref())
+            .map(|allowance| (allowance.budget, allowance.share));
+        before != after
+    }
+
+    /// The controller's allowance for `budget`, refilled to `now`: afresh when the budget (or
+    /// the share) is new; `None` without a budget.
+    fn allowance<'a>(
+        tallies: &'a mut HashMap<ControllerId, Tally>,
+        controller: &ControllerId,
+        budget: &Budget,
+        share: f64,
+        now: Instant,
+    ) -> Option<&'a mut Allowance> {
+        let tally = tallies
+            .entry(controller.clone())
+            .or_insert_with(|| Tally::new(unix_seconds(SystemTime::now())));
+        if !budget.is_set() {
+            tally.allowance = None;
+            return None;
+        }
+        let kept = tally
+            .allowance
+            .as_ref()
+            .is_some_and(|allowance| allowance.budget == *budget && allowance.share == share);
+        if !kept {
+            tally.allowance = Some(Allowance::new(*budget, share, now));
+        }
+        let allowance = tally.allowance.as_mut().expect("set above");
+        if kept {
+            allowance.refill(now, false);
+        }
+        Some(allowance)
+    }
+
+    fn pace_at(
+        &self,
+        controller: &ControllerId,
+        budget: &Budget,
+        share: f64,
+        now: Instant,
+    ) -> Option<(Duration, Paced)> {
+        let mut tallies = self.tallies.lock();
+        let allowance = Self::allowance(&mut tallies, controller, budget, share, now)?;
+        let debt = allowance.debt();
+        allowance.paced = debt
+            .as_ref()
+            .map(|(wait, paced)| (now + *wait, paced.clone()));
+        debt
     }
 
     /// Forgets a removed controller.
@@ -298,6 +538,7 @@ mod tests {
                 ..Usage::default()
             },
             recent_minutes: 10,
+            paced: None,
         };
         let total = report(200, 3, 10, "HookFailed")
             + report(100, 4, 30, "HookFailed")
@@ -313,5 +554,85 @@ mod tests {
         // What an older replica sends (no usage at all) reads as nothing used.
         let old: UsageReport = serde_json::from_str("{}").unwrap();
         assert_eq!(old, UsageReport::default());
+    }
+
+    fn budget(cpu: Option<i64>, writes: Option<i64>) -> Budget {
+        Budget {
+            cpu_millis_per_minute: cpu,
+            writes_per_minute: writes,
+        }
+    }
+
+    #[test]
+    fn work_past_its_budget_waits_until_the_debt_is_paid_back() {
+        let ledger = Ledger::default();
+        let a = controller("a");
+        let writes = budget(None, Some(6));
+        let start = Instant::now();
+        // A minute's worth to start with: six writes pass.
+        assert_eq!(ledger.pace_at(&a, &writes, 1.0, start), None);
+        for _ in 0..6 {
+            ledger.write(&a);
+        }
+        assert_eq!(ledger.pace_at(&a, &writes, 1.0, start), None, "at zero");
+        for _ in 0..3 {
+            ledger.write(&a);
+        }
+        let (wait, paced) = ledger.pace_at(&a, &writes, 1.0, start).expect("three over");
+        assert_eq!(wait, Duration::from_secs(30), "3 writes at 6 a minute");
+        assert_eq!(paced.reason, "WriteBudget");
+        assert_eq!(
+            paced.message,
+            "over its write budget of 6 writes a minute by 3 writes: its work waits 30s"
+        );
+        assert_eq!(
+            ledger.report(&a).paced,
+            Some(paced),
+            "reported while it waits"
+        );
+        // Twenty seconds later two writes are paid back: ten seconds to go.
+        let later = start + Duration::from_secs(20);
+        assert_eq!(
+            ledger.pace_at(&a, &writes, 1.0, later).unwrap().0,
+            Duration::from_secs(10)
+        );
+        // Long quiet refills at most a minute's worth.
+        let much_later = start + Duration::from_secs(3_600);
+        assert_eq!(ledger.pace_at(&a, &writes, 1.0, much_later), None);
+        for _ in 0..7 {
+            ledger.write(&a);
+        }
+        assert!(ledger.pace_at(&a, &writes, 1.0, much_later).is_some());
+    }
+
+    #[test]
+    fn cpu_is_paced_too_and_a_sharded_replica_keeps_to_its_part() {
+        let ledger = Ledger::default();
+        let a = controller("a");
+        let cpu = budget(Some(100), None);
+        let start = Instant::now();
+        let call = |micros| CallCost {
+            cpu: Duration::from_micros(micros),
+            ..CallCost::default()
+        };
+        // One of four replicas: 25 ms a minute here.
+        assert_eq!(ledger.pace_at(&a, &cpu, 0.25, start), None);
+        ledger.hook_call(&a, Duration::ZERO, Some(&call(40_000)));
+        let (wait, paced) = ledger.pace_at(&a, &cpu, 0.25, start).expect("15 ms over");
+        assert_eq!(wait, Duration::from_secs(36), "15 ms at 25 ms a minute");
+        assert_eq!(paced.reason, "CPUBudget");
+        assert_eq!(
+            paced.message,
+            "over its CPU budget of 100ms a minute by 15ms: its work waits 36s"
+        );
+        // A new budget starts afresh; none at all forgets the allowance.
+        assert_eq!(
+            ledger.pace_at(&a, &budget(Some(1_000), None), 0.25, start),
+            None
+        );
+        ledger.hook_call(&a, Duration::ZERO, Some(&call(10_000_000)));
+        assert_eq!(ledger.pace_at(&a, &Budget::default(), 0.25, start), None);
+        assert_eq!(ledger.report(&a).paced, None);
+        assert_eq!(human_duration(Duration::from_secs(144)), "2m24s");
     }
 }

@@ -7,7 +7,8 @@
 //! does for requests). A flow holds at most `cap` workers while another flow has work waiting,
 //! and at most `solo_cap` even alone: work is not preempted, so the workers a lone flow leaves
 //! free are what a flow arriving later starts on at once. A flow whose calls keep running into
-//! their time budget is throttled to one worker for a while.
+//! their time budget is throttled to one worker for a while; a flow over its controller's
+//! budget is paused (no worker) until it has paid it back.
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -45,6 +46,8 @@ struct State<K, F> {
     failures: HashMap<K, u32>,
     /// Flows held to one worker until a time, and how many times in a row they were.
     throttled: HashMap<F, (u32, Instant)>,
+    /// Flows given no worker until a time.
+    paused: HashMap<F, Instant>,
     shut_down: bool,
 }
 
@@ -91,6 +94,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
                 sequence: 0,
                 failures: HashMap::new(),
                 throttled: HashMap::new(),
+                paused: HashMap::new(),
                 shut_down: false,
             }),
             wake: Notify::new(),
@@ -106,12 +110,20 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
 
     /// Puts a key at the back of its flow (the caller checked it is neither queued nor held).
     fn push_ready(&self, state: &mut State<K, F>, key: K) {
+        self.push(state, key, false);
+    }
+
+    fn push(&self, state: &mut State<K, F>, key: K, first: bool) {
         let flow = (self.flow)(&key);
         let keys = state.ready.entry(flow.clone()).or_default();
         if keys.is_empty() {
             state.rotation.push_back(flow);
         }
-        keys.push_back(key);
+        if first {
+            keys.push_front(key);
+        } else {
+            keys.push_back(key);
+        }
     }
 
     /// Queues a key now (coalescing with a pending one).
@@ -130,6 +142,36 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             drop(state);
             self.wake.notify_one();
         }
+    }
+
+    /// Queues a key now, first in its flow, and ends the flow's pause: a controller's load,
+    /// which decides what its other keys run with (a budget raised, a cheaper script).
+    pub(crate) fn add_first(&self, key: K) {
+        let mut state = self.state();
+        if state.shut_down {
+            return;
+        }
+        state.paused.remove(&(self.flow)(&key));
+        if let Some(slot) = state.due.remove(&key) {
+            state.delayed.remove(&slot);
+        }
+        if state.active.contains(&key) {
+            state.dirty.insert(key);
+        } else {
+            if !state.queued.insert(key.clone()) {
+                let flow = (self.flow)(&key);
+                if let Some(keys) = state.ready.get_mut(&flow) {
+                    keys.retain(|queued| *queued != key);
+                    if keys.is_empty() {
+                        state.ready.remove(&flow);
+                        state.rotation.retain(|f| *f != flow);
+                    }
+                }
+            }
+            self.push(&mut state, key, true);
+        }
+        drop(state);
+        self.wake.notify_waiters();
     }
 
     /// Queues a key after `delay`, unless it is queued sooner anyway.
@@ -196,8 +238,25 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         }
     }
 
+    /// Gives a flow no worker for `wait` (its keys stay queued); a later pause replaces it.
+    pub(crate) fn pause(&self, flow: &F, wait: Duration) {
+        self.state()
+            .paused
+            .insert(flow.clone(), Instant::now() + wait);
+    }
+
+    /// Ends a flow's pause now (its controller's budget changed).
+    pub(crate) fn resume(&self, flow: &F) {
+        if self.state().paused.remove(flow).is_some() {
+            self.wake.notify_waiters();
+        }
+    }
+
     /// How many workers a flow may hold now: while others have work waiting, and at all.
     fn caps_of(&self, state: &State<K, F>, flow: &F, now: Instant) -> (usize, usize) {
+        if state.paused.get(flow).is_some_and(|until| *until > now) {
+            return (0, 0);
+        }
         match state.throttled.get(flow) {
             Some((_, until)) if *until > now => (1, 1),
             _ => (self.cap, self.solo_cap),
@@ -262,7 +321,15 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
                     state.active.insert(key.clone());
                     return Some(key);
                 }
-                state.delayed.first_key_value().map(|(slot, _)| slot.0)
+                state.paused.retain(|_, until| *until > now);
+                // A paused flow with keys waiting is served again when its pause ends.
+                let resumes = state
+                    .paused
+                    .iter()
+                    .filter(|(flow, _)| state.ready.contains_key(*flow))
+                    .map(|(_, until)| *until);
+                let delayed = state.delayed.first_key_value().map(|(slot, _)| slot.0);
+                resumes.chain(delayed).min()
             };
             match wake_at {
                 Some(at) => {
@@ -487,6 +554,54 @@ mod tests {
         );
         queue.done(&held[0]);
         assert_eq!(queue.loads()["a"].running, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_flow_waits_out_its_pause_while_others_run() {
+        let queue = flows();
+        queue.add(("over", 0));
+        queue.add(("over", 1));
+        queue.pause(&"over", Duration::from_secs(30));
+        queue.add(("other", 0));
+        let started = Instant::now();
+        assert_eq!(queue.next().await.unwrap(), ("other", 0));
+        // Nothing else may run now: the worker sleeps until the pause ends, and no longer.
+        assert_eq!(queue.next().await.unwrap(), ("over", 0));
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        // Its keys were kept, in order; resuming ends a pause at once.
+        queue.pause(&"over", Duration::from_secs(600));
+        let resumed = Instant::now();
+        let waiting = tokio::spawn({
+            let queue = std::sync::Arc::new(queue);
+            let waiter = queue.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                queue.resume(&"over");
+            });
+            async move { waiter.next().await }
+        });
+        assert_eq!(waiting.await.unwrap(), Some(("over", 1)));
+        assert_eq!(resumed.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_first_goes_ahead_of_its_flow_and_through_its_pause() {
+        let queue = flows();
+        for item in 0..3 {
+            queue.add(("over", item));
+        }
+        queue.pause(&"over", Duration::from_secs(600));
+        queue.add_first(("over", 2));
+        let started = Instant::now();
+        assert_eq!(
+            queue.next().await.unwrap(),
+            ("over", 2),
+            "moved, not doubled"
+        );
+        assert_eq!(queue.next().await.unwrap(), ("over", 0));
+        assert_eq!(queue.next().await.unwrap(), ("over", 1));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert!(queue.is_empty(), "none queued twice");
     }
 
     #[tokio::test(start_paused = true)]
