@@ -67,12 +67,12 @@ pub(super) async fn top(args: &TopArgs) -> anyhow::Result<String> {
     let mut tick = tokio::time::interval(Duration::from_secs(args.interval));
     loop {
         tick.tick().await;
-        let rows = rows(&client).await?;
-        println!(
-            "{}\n{}",
-            jiff::Timestamp::now().strftime("%H:%M:%S"),
-            table(&rows, args.sort, args.total)
-        );
+        let time = jiff::Timestamp::now().strftime("%H:%M:%S");
+        // A failed list (the API server restarting) is said and tried again next time.
+        match rows(&client).await {
+            Ok(rows) => println!("{time}\n{}", table(&rows, args.sort, args.total)),
+            Err(error) => eprintln!("{time} error: {error:#}"),
+        }
     }
 }
 
@@ -117,6 +117,9 @@ fn table(rows: &[Row], sort: SortBy, total: bool) -> String {
     };
     let failures = |figures: &UsageFigures| figures.failures.values().sum::<u64>();
     let key = |row: &Row| -> f64 {
+        if sort == SortBy::Name {
+            return 0.0;
+        }
         let Some(figures) = figures(row) else {
             return -1.0;
         };

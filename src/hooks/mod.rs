@@ -324,7 +324,7 @@ impl ControllerHooks {
 
     /// Runs a hook on this thread (the operator's blocking pool, or a face an author runs): a
     /// script in the engine, a webhook through `webhooks`. A script's call comes with what it
-    /// cost.
+    /// cost (`None`: a webhook's).
     pub(crate) fn call_through(
         &self,
         engine: &ScriptEngine,
@@ -335,7 +335,8 @@ impl ControllerHooks {
     ) -> (Result<Value, HookError>, Option<CallCost>) {
         let hook = match self.loaded(kind) {
             Ok(hook) => hook,
-            Err(error) => return (Err(error), None),
+            // No call was made: nothing spent, and no webhook called either.
+            Err(error) => return (Err(error), Some(CallCost::default())),
         };
         match &hook.code {
             HookCode::Script { script, limits } => {

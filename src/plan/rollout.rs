@@ -12,12 +12,14 @@ use std::time::Duration;
 const REVISION_DIGITS: usize = 10;
 
 /// A controller revision: a digest of its spec (less `rollout`, which says how revisions move,
-/// not what one does) and of every hook's digest (which covers scripts kept in ConfigMaps and
+/// and `budget`, which says how fast the controller may go: neither is what a revision does)
+/// and of every hook's digest (which covers scripts kept in ConfigMaps and
 /// the libraries they load). Two loads of the same revision give the same name, on any replica.
 pub(crate) fn revision(spec: &Value, hook_digests: &BTreeMap<String, String>) -> String {
     let mut spec = spec.clone();
     if let Some(fields) = spec.as_object_mut() {
         fields.remove("rollout");
+        fields.remove("budget");
     }
     let text = serde_json::to_string(&(&spec, hook_digests)).expect("JSON values serialize");
     hex::encode(Sha256::digest(text.as_bytes()))[..REVISION_DIGITS].to_string()
@@ -202,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn a_revision_changes_with_the_spec_or_a_script_but_not_with_the_rollout() {
+    fn a_revision_changes_with_the_spec_or_a_script_but_not_with_the_rollout_or_budget() {
         let spec = json!({"resources": [{"apiVersion": "v1", "resource": "configmaps"}]});
         let first = revision(&spec, &digests("aaa"));
         assert_eq!(first.len(), REVISION_DIGITS);
@@ -217,6 +219,8 @@ mod tests {
             revision(&staged, &digests("aaa")),
             "rollout settings"
         );
+        staged["budget"] = json!({"writesPerMinute": 60});
+        assert_eq!(first, revision(&staged, &digests("aaa")), "a budget");
     }
 
     fn units(n: usize) -> Vec<String> {

@@ -5,7 +5,7 @@
 use crate::api::{API_VERSION, KindName, ResourceRef};
 use crate::cases::record::Recorder;
 use crate::runtime::context::{Context, Identities, OperatorConfig, sweep};
-use crate::runtime::keys::{ControllerId, WorkKey};
+use crate::runtime::keys::{ControllerId, Work, WorkKey};
 use crate::runtime::load::scripts;
 use crate::runtime::reads::access::AccessReviews;
 use crate::runtime::reads::rbac::{self, RBAC_TYPES, RbacChanges, RbacKind, RbacSender};
@@ -195,7 +195,10 @@ impl Operator {
                 // An eighth of the workers stays free for a controller whose work arrives while
                 // another's fills the queue.
                 config.workers - config.workers.div_ceil(8),
-            ),
+            )
+            // What a controller runs depends on its load: a raised budget or a cheaper
+            // script must not wait behind the work it changes.
+            .with_urgent(|key: &WorkKey| key.work == Work::Load),
             dependencies: Default::default(),
             config: config.clone(),
             config_map_type,

@@ -463,7 +463,7 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     assert_eq!(throttled["reason"], "WriteBudget", "{status}");
     let message = throttled["message"].as_str().unwrap_or_default();
     assert!(
-        message.starts_with("over its write budget of 1 write a minute by "),
+        message.starts_with("over its write budget of 1 write a minute: "),
         "{message}"
     );
     let event = wait_for_event(&client, None, "Throttled", |event| {
@@ -471,7 +471,10 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     })
     .await;
     assert!(
-        event.note.unwrap_or_default().contains("its work waits"),
+        event
+            .note
+            .unwrap_or_default()
+            .contains("write budget of 1 write a minute"),
         "the Event says why"
     );
 

@@ -70,13 +70,6 @@ impl<K: Kind> Registry<K> {
         }
     }
 
-    /// Queues a controller's load after a change of what it runs, ahead of its other work
-    /// and through a pause for its budget: the change may be the fix (a budget raised, a
-    /// cheaper script), and its work goes on with what the load brings.
-    fn reload(context: &Context, name: &str) {
-        context.queue.add_first(WorkKey::load(&Self::id(name)));
-    }
-
     fn id(name: &str) -> ControllerId {
         ControllerId::new(kind::name::<K>(), name)
     }
@@ -244,6 +237,7 @@ impl<K: Kind> Registry<K> {
         self.rollouts.forget(&id.name);
         context.dependencies.remove_controller(id);
         context.metrics.forget(id);
+        context.queue.resume(id);
         if removed.is_some() || unloaded.is_some() {
             self.rebuild_routes();
             tracing::info!(controller = %id, "controller removed");
@@ -410,7 +404,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
             let name = object::name(object);
             if !status_only {
-                Self::reload(context, name);
+                context.queue.add(WorkKey::load(&Self::id(name)));
                 return;
             }
             // The router goes on with the next event: a canary step's queueing ends on its
@@ -424,7 +418,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
         if event.resource == context.config_map_type {
             let namespace = object::namespace(object).unwrap_or_default();
             for name in routes.for_config_map(namespace, object::name(object)) {
-                Self::reload(context, name);
+                context.queue.add(WorkKey::load(&Self::id(name)));
             }
         }
         for name in routes.for_type(&event.resource) {
@@ -439,7 +433,7 @@ impl<K: Kind> KindRuntime for Registry<K> {
             tracing::info!(file, controllers = %names.join(","), kind = kind::name::<K>().as_str(), "script file changed");
         }
         for name in names {
-            Self::reload(context, name);
+            context.queue.add(WorkKey::load(&Self::id(name)));
         }
     }
 

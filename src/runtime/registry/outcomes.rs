@@ -37,6 +37,10 @@ impl<K: Kind> Registry<K> {
     /// After a work item: a controller past its budget gets no worker until it has paid back
     /// the excess (its work waits; the other controllers' goes on).
     fn keep_to_budget(&self, context: &Context, controller: &Controller<K>) {
+        // Most controllers have none (loading dropped any allowance they had).
+        if !controller.budget.is_set() {
+            return;
+        }
         let share = context.authority.share();
         let paced = context
             .metrics
@@ -44,7 +48,7 @@ impl<K: Kind> Registry<K> {
             .pace(&controller.id, &controller.budget, share);
         if let Some((wait, paced)) = paced {
             context.queue.pause(&controller.id, wait);
-            tracing::debug!(controller = %controller.id, wait_seconds = wait.as_secs_f64(), reason = %paced.reason, "{}", paced.message);
+            tracing::debug!(controller = %controller.id, wait_seconds = wait.as_secs_f64(), reason = %paced.reason, "over its budget; its work waits");
         }
     }
 

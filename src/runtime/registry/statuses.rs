@@ -166,9 +166,8 @@ impl<K: Kind> Registry<K> {
                 if let Some(condition) = throttled
                     && let Some(object) = context.informers.get(&self.resource, None, name)
                 {
-                    let action = "Pace";
                     context
-                        .warn(&object, None, "Throttled", action, &condition.message)
+                        .warn(&object, None, "Throttled", "Pace", &condition.message)
                         .await;
                 }
             }

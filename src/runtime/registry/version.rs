@@ -229,8 +229,16 @@ impl<K: Kind> Registry<K> {
             .identity
             .as_ref()
             .map(|account| context.access.policy(account));
+        // The live object's, whichever revision this is: a budget is no part of a revision,
+        // and serving and candidate revisions share one.
+        let live = self.own(context, &id.name);
+        let own_budget = live
+            .as_deref()
+            .and_then(|live| live.pointer("/spec/budget"))
+            .and_then(|budget| serde_json::from_value::<Budget>(budget.clone()).ok())
+            .or(spec.budget);
         let budget = Budget::effective(
-            spec.budget.as_ref(),
+            own_budget.as_ref(),
             &context.config.default_budget,
             &context.config.max_budget,
         );

@@ -5,7 +5,7 @@ use crate::api::{
     Condition, ControllerStatus, RolloutStatus, ScriptStatus, UsageFigures, UsageStatus,
 };
 use crate::runtime::report::problem::Problem;
-use crate::runtime::report::usage::{Usage, UsageReport};
+use crate::runtime::report::usage::{self, Usage, UsageReport};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -287,13 +287,20 @@ fn usage_status(
     let mut usage = UsageStatus {
         since,
         updated: now.to_string(),
-        cpu_per_minute: human_micros(report.recent.hook_cpu_micros as f64 / minutes),
+        cpu_per_minute: usage::human(Duration::from_micros(
+            (report.recent.hook_cpu_micros as f64 / minutes).round() as u64,
+        )),
         writes_per_minute: (report.recent.writes as f64 / minutes * 10.0).round() / 10.0,
         recent_minutes: report.recent_minutes,
         recent: figures(&report.recent),
         total: figures(&report.total),
     };
     if let Some(previous) = previous {
+        // An idle controller's window growing from one minute to ten changes nothing worth a
+        // write.
+        if report.recent == Usage::default() && previous.recent == usage.recent {
+            usage.recent_minutes = previous.recent_minutes;
+        }
         let same = UsageStatus {
             updated: previous.updated.clone(),
             ..usage.clone()
@@ -320,16 +327,6 @@ fn figures(usage: &Usage) -> UsageFigures {
         },
         writes: usage.writes,
         failures: usage.failures.clone(),
-    }
-}
-
-/// A duration for a printer column: `0s`, `850µs`, `12ms`, `1.5s`.
-fn human_micros(micros: f64) -> String {
-    match micros {
-        m if m < 0.5 => "0s".to_string(),
-        m if m < 1_000.0 => format!("{m:.0}µs"),
-        m if m < 1_000_000.0 => format!("{:.0}ms", m / 1_000.0),
-        m => format!("{:.1}s", m / 1_000_000.0),
     }
 }
 
@@ -375,7 +372,9 @@ fn usage_due(written: Option<&UsageStatus>, usage_refresh: Duration) -> bool {
         return true;
     };
     let age = jiff::Timestamp::now().duration_since(updated);
-    age >= jiff::SignedDuration::try_from(usage_refresh).unwrap_or(jiff::SignedDuration::MAX)
+    // Written ahead of this replica's clock (another replica's, skewed): not worth waiting for.
+    age.is_negative()
+        || age >= jiff::SignedDuration::try_from(usage_refresh).unwrap_or(jiff::SignedDuration::MAX)
 }
 
 #[cfg(test)]
@@ -600,9 +599,13 @@ mod tests {
         assert_eq!(usage.total.hook_calls, 40);
         assert_eq!(usage.total.hook_cpu_millis, 30.0);
         assert_eq!(usage.since, "2023-11-14T22:13:20Z");
-        assert_eq!(human_micros(0.2), "0s");
-        assert_eq!(human_micros(850.0), "850µs");
-        assert_eq!(human_micros(2_500_000.0), "2.5s");
+        let human = |micros| usage::human(Duration::from_micros(micros));
+        assert_eq!(human(0), "0s");
+        assert_eq!(human(850), "850µs");
+        assert_eq!(human(12_400), "12ms");
+        assert_eq!(human(1_000_000), "1s");
+        assert_eq!(human(2_500_000), "2.5s");
+        assert_eq!(human(144_000_000), "2m24s");
     }
 
     #[test]

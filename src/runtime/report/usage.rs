@@ -25,22 +25,38 @@ pub(crate) const WINDOW_MINUTES: i64 = 10;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Usage {
+    #[serde(skip_serializing_if = "is_zero")]
     pub hook_calls: u64,
     /// CPU time of the threads running its script hooks.
+    #[serde(skip_serializing_if = "is_zero")]
     pub hook_cpu_micros: u64,
     /// Rhai operations and Luau interrupts (see [`CallCost::operations`]).
+    #[serde(skip_serializing_if = "is_zero")]
     pub operations: u64,
     /// The most memory one script call held at once.
+    #[serde(skip_serializing_if = "is_zero")]
     pub peak_memory_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
     pub webhook_calls: u64,
     /// The webhook calls' wall-clock time, added up.
+    #[serde(skip_serializing_if = "is_zero")]
     pub webhook_micros: u64,
     /// Writes made for its objects (its own status is not counted: writing it is how usage is
     /// reported).
+    #[serde(skip_serializing_if = "is_zero")]
     pub writes: u64,
     /// Failed work items, by reason (the Event reason: HookFailed, ApplyFailed, …).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub failures: BTreeMap<String, u64>,
+}
+
+/// Leases carry every controller's usage: what is zero is left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_empty(usage: &Usage) -> bool {
+    *usage == Usage::default()
 }
 
 impl Usage {
@@ -66,8 +82,10 @@ pub struct UsageReport {
     /// When counting began, in Unix seconds (0: never): the earliest of the reports added.
     pub since: i64,
     /// Since then.
+    #[serde(skip_serializing_if = "is_empty")]
     pub total: Usage,
     /// The last [`WINDOW_MINUTES`] minutes, or fewer right after counting began.
+    #[serde(skip_serializing_if = "is_empty")]
     pub recent: Usage,
     /// How many minutes `recent` covers.
     pub recent_minutes: i64,
@@ -187,12 +205,22 @@ struct Allowance {
 /// One figure of a budget: per minute, in the unit the allowance counts.
 struct Figure {
     per_minute: Option<f64>,
+    /// `CPU` or `write`, as a message names the budget.
+    noun: &'static str,
+    /// The condition's reason.
     reason: &'static str,
     describe: fn(f64) -> String,
 }
 
+/// How long a paced controller still shows as throttled after its last wait: work that waits
+/// now and then, item after item, reads as one stretch of throttling, not as a condition
+/// flapping under the status loop's samples (every 2 s).
+const PACED_LINGERS: Duration = Duration::from_secs(10);
+
 impl Allowance {
-    fn new(budget: Budget, share: f64, now: Instant) -> Allowance {
+    /// A minute's worth of `budget`, less what `earlier` (the allowance of the budget it
+    /// replaces) still owes: a new budget does not forgive a debt.
+    fn new(budget: Budget, share: f64, now: Instant, earlier: Option<&Allowance>) -> Allowance {
         let mut allowance = Allowance {
             budget,
             share,
@@ -202,6 +230,15 @@ impl Allowance {
             paced: None,
         };
         allowance.refill(now, true);
+        if let Some(earlier) = earlier {
+            let [(cpu, _), (writes, _)] = earlier.figures();
+            if cpu.per_minute.is_some() {
+                allowance.cpu_micros = allowance.cpu_micros.min(earlier.cpu_micros);
+            }
+            if writes.per_minute.is_some() {
+                allowance.writes = allowance.writes.min(earlier.writes);
+            }
+        }
         allowance
     }
 
@@ -213,8 +250,9 @@ impl Allowance {
                         .budget
                         .cpu_millis_per_minute
                         .map(|millis| millis as f64 * 1_000.0 * self.share),
+                    noun: "CPU",
                     reason: "CPUBudget",
-                    describe: |micros| human_duration(Duration::from_micros(micros as u64)),
+                    describe: |micros| human(Duration::from_micros(micros.round() as u64)),
                 },
                 self.cpu_micros,
             ),
@@ -224,6 +262,7 @@ impl Allowance {
                         .budget
                         .writes_per_minute
                         .map(|writes| writes as f64 * self.share),
+                    noun: "write",
                     reason: "WriteBudget",
                     describe: |writes| match writes.ceil() as u64 {
                         1 => "1 write".to_string(),
@@ -252,7 +291,9 @@ impl Allowance {
         earn(&mut self.writes, writes.per_minute);
     }
 
-    /// How long the controller's work must wait to pay back its largest debt, and why.
+    /// How long the controller's work must wait to pay back its largest debt, and which budget
+    /// it is over. The reason and message name the budget only (what is owed changes with every
+    /// item; the log says it), so a status carrying them is not rewritten item after item.
     fn debt(&self) -> Option<(Duration, Paced)> {
         self.figures()
             .into_iter()
@@ -264,15 +305,10 @@ impl Allowance {
                         .unwrap_or(Duration::MAX)
                         .min(Duration::from_secs(86_400));
                     let message = format!(
-                        "over its {} budget of {} a minute by {}: its work waits {}",
-                        if figure.reason == "CPUBudget" {
-                            "CPU"
-                        } else {
-                            "write"
-                        },
+                        "over its {} budget of {} a minute: its work waits until the excess is paid \
+                         back at that rate",
+                        figure.noun,
                         (figure.describe)(per_minute / self.share),
-                        (figure.describe)(-tokens),
-                        human_duration(wait),
                     );
                     (
                         wait,
@@ -287,18 +323,17 @@ impl Allowance {
     }
 }
 
-/// `850µs`, `240ms`, `14s`, `2m24s`.
-fn human_duration(duration: Duration) -> String {
-    let micros = duration.as_micros();
+/// A duration for people: `0s`, `850µs`, `12ms`, `1.5s`, `2m24s` (rounded to what is shown).
+pub(crate) fn human(duration: Duration) -> String {
+    let micros = duration.as_secs_f64() * 1e6;
     match micros {
-        0..1_000 => format!("{micros}µs"),
-        1_000..1_000_000 => format!("{}ms", micros / 1_000),
+        m if m < 0.5 => "0s".to_string(),
+        m if m < 999.5 => format!("{m:.0}µs"),
+        m if m < 999_500.0 => format!("{:.0}ms", m / 1e3),
+        m if m < 59_950_000.0 => format!("{:.1}s", m / 1e6).replace(".0s", "s"),
         _ => {
-            let seconds = duration.as_secs();
-            match seconds {
-                0..60 => format!("{seconds}s"),
-                _ => format!("{}m{:02}s", seconds / 60, seconds % 60),
-            }
+            let seconds = duration.as_secs_f64().round() as u64;
+            format!("{}m{:02}s", seconds / 60, seconds % 60)
         }
     }
 }
@@ -386,50 +421,48 @@ impl Ledger {
     }
 
     /// Starts counting against the controller's `budget` (when it is loaded, so its first
-    /// work is counted too); a budget it has already goes on as it was. Returns whether its
-    /// allowance changed (a new budget starts afresh, without debt).
+    /// work is counted too); a budget it has already goes on as it was. Returns whether the
+    /// budget changed (what its work waits for may have).
     pub(crate) fn budget(&self, controller: &ControllerId, budget: &Budget, share: f64) -> bool {
         let mut tallies = self.tallies.lock();
-        let before = tallies
-            .get(controller)
-            .and_then(|tally| tally.allowance.as_ref())
-            .map(|allowance| (allowance.budget, allowance.share));
-        Self::allowance(&mut tallies, controller, budget, share, Instant::now());
-        let after = tallies
-            .get(controller)
-            .and_then(|tally| tally.allowance.as_ref())
-            .map(|allowance| (allowance.budget, allowance.share));
-        before != after
+        Self::allowance(&mut tallies, controller, budget, share, Instant::now()).1
     }
 
-    /// The controller's allowance for `budget`, refilled to `now`: afresh when the budget (or
-    /// the share) is new; `None` without a budget.
+    /// The controller's allowance for `budget`, refilled to `now` (`None` without a budget),
+    /// and whether the budget (or the share) is new: then a minute's worth less what the old
+    /// one still owed.
     fn allowance<'a>(
         tallies: &'a mut HashMap<ControllerId, Tally>,
         controller: &ControllerId,
         budget: &Budget,
         share: f64,
         now: Instant,
-    ) -> Option<&'a mut Allowance> {
-        let tally = tallies
-            .entry(controller.clone())
-            .or_insert_with(|| Tally::new(unix_seconds(SystemTime::now())));
+    ) -> (Option<&'a mut Allowance>, bool) {
+        if !tallies.contains_key(controller) {
+            tallies.insert(
+                controller.clone(),
+                Tally::new(unix_seconds(SystemTime::now())),
+            );
+        }
+        let tally = tallies.get_mut(controller).expect("inserted above");
         if !budget.is_set() {
-            tally.allowance = None;
-            return None;
+            let changed = tally.allowance.take().is_some();
+            return (None, changed);
         }
         let kept = tally
             .allowance
             .as_ref()
             .is_some_and(|allowance| allowance.budget == *budget && allowance.share == share);
-        if !kept {
-            tally.allowance = Some(Allowance::new(*budget, share, now));
-        }
-        let allowance = tally.allowance.as_mut().expect("set above");
         if kept {
+            let allowance = tally.allowance.as_mut().expect("kept");
             allowance.refill(now, false);
+            return (Some(allowance), false);
         }
-        Some(allowance)
+        if let Some(earlier) = &mut tally.allowance {
+            earlier.refill(now, false);
+        }
+        let fresh = Allowance::new(*budget, share, now, tally.allowance.as_ref());
+        (Some(tally.allowance.insert(fresh)), true)
     }
 
     fn pace_at(
@@ -440,11 +473,11 @@ impl Ledger {
         now: Instant,
     ) -> Option<(Duration, Paced)> {
         let mut tallies = self.tallies.lock();
-        let allowance = Self::allowance(&mut tallies, controller, budget, share, now)?;
+        let allowance = Self::allowance(&mut tallies, controller, budget, share, now).0?;
         let debt = allowance.debt();
-        allowance.paced = debt
-            .as_ref()
-            .map(|(wait, paced)| (now + *wait, paced.clone()));
+        if let Some((wait, paced)) = &debt {
+            allowance.paced = Some((now + *wait + PACED_LINGERS, paced.clone()));
+        }
         debt
     }
 
@@ -583,7 +616,8 @@ mod tests {
         assert_eq!(paced.reason, "WriteBudget");
         assert_eq!(
             paced.message,
-            "over its write budget of 6 writes a minute by 3 writes: its work waits 30s"
+            "over its write budget of 6 writes a minute: its work waits until the excess is \
+             paid back at that rate"
         );
         assert_eq!(
             ledger.report(&a).paced,
@@ -621,18 +655,24 @@ mod tests {
         let (wait, paced) = ledger.pace_at(&a, &cpu, 0.25, start).expect("15 ms over");
         assert_eq!(wait, Duration::from_secs(36), "15 ms at 25 ms a minute");
         assert_eq!(paced.reason, "CPUBudget");
-        assert_eq!(
-            paced.message,
-            "over its CPU budget of 100ms a minute by 15ms: its work waits 36s"
+        assert!(
+            paced
+                .message
+                .starts_with("over its CPU budget of 100ms a minute:")
         );
-        // A new budget starts afresh; none at all forgets the allowance.
+        // A new budget does not forgive the debt: a larger one still owes the 15 ms.
+        let larger = budget(Some(1_000), None);
+        let (wait, _) = ledger
+            .pace_at(&a, &larger, 0.25, start)
+            .expect("still owed");
         assert_eq!(
-            ledger.pace_at(&a, &budget(Some(1_000), None), 0.25, start),
-            None
+            wait,
+            Duration::from_millis(3_600),
+            "15 ms at 250 ms a minute"
         );
+        // None at all forgets the allowance, and the condition with it.
         ledger.hook_call(&a, Duration::ZERO, Some(&call(10_000_000)));
         assert_eq!(ledger.pace_at(&a, &Budget::default(), 0.25, start), None);
         assert_eq!(ledger.report(&a).paced, None);
-        assert_eq!(human_duration(Duration::from_secs(144)), "2m24s");
     }
 }

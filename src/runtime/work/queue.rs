@@ -8,7 +8,8 @@
 //! and at most `solo_cap` even alone: work is not preempted, so the workers a lone flow leaves
 //! free are what a flow arriving later starts on at once. A flow whose calls keep running into
 //! their time budget is throttled to one worker for a while; a flow over its controller's
-//! budget is paused (no worker) until it has paid it back.
+//! budget is paused (no worker) until it has paid it back, except for its urgent keys (a
+//! controller's load), which go first in their flow and through a pause.
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -26,6 +27,8 @@ pub struct WorkQueue<K, F = ()> {
     cap: usize,
     /// Workers one flow may hold at all.
     solo_cap: usize,
+    /// Keys that go first in their flow and are served through its pause.
+    urgent: fn(&K) -> bool,
 }
 
 struct State<K, F> {
@@ -101,25 +104,28 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             flow,
             cap: cap.max(1),
             solo_cap: solo_cap.max(cap).max(1),
+            urgent: |_| false,
         }
+    }
+
+    /// The same queue, with `urgent` keys first in their flow and served through its pause.
+    pub(crate) fn with_urgent(self, urgent: fn(&K) -> bool) -> Self {
+        WorkQueue { urgent, ..self }
     }
 
     fn state(&self) -> parking_lot::MutexGuard<'_, State<K, F>> {
         self.state.lock()
     }
 
-    /// Puts a key at the back of its flow (the caller checked it is neither queued nor held).
+    /// Puts a key at the back of its flow, or an urgent one at the front (the caller checked
+    /// it is neither queued nor held).
     fn push_ready(&self, state: &mut State<K, F>, key: K) {
-        self.push(state, key, false);
-    }
-
-    fn push(&self, state: &mut State<K, F>, key: K, first: bool) {
         let flow = (self.flow)(&key);
         let keys = state.ready.entry(flow.clone()).or_default();
         if keys.is_empty() {
             state.rotation.push_back(flow);
         }
-        if first {
+        if (self.urgent)(&key) {
             keys.push_front(key);
         } else {
             keys.push_back(key);
@@ -138,40 +144,17 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         if state.active.contains(&key) {
             state.dirty.insert(key);
         } else if state.queued.insert(key.clone()) {
+            let urgent = (self.urgent)(&key);
             self.push_ready(&mut state, key);
             drop(state);
-            self.wake.notify_one();
-        }
-    }
-
-    /// Queues a key now, first in its flow, and ends the flow's pause: a controller's load,
-    /// which decides what its other keys run with (a budget raised, a cheaper script).
-    pub(crate) fn add_first(&self, key: K) {
-        let mut state = self.state();
-        if state.shut_down {
-            return;
-        }
-        state.paused.remove(&(self.flow)(&key));
-        if let Some(slot) = state.due.remove(&key) {
-            state.delayed.remove(&slot);
-        }
-        if state.active.contains(&key) {
-            state.dirty.insert(key);
-        } else {
-            if !state.queued.insert(key.clone()) {
-                let flow = (self.flow)(&key);
-                if let Some(keys) = state.ready.get_mut(&flow) {
-                    keys.retain(|queued| *queued != key);
-                    if keys.is_empty() {
-                        state.ready.remove(&flow);
-                        state.rotation.retain(|f| *f != flow);
-                    }
-                }
+            if urgent {
+                // It may be the one key a paused flow can serve: whoever sleeps until the
+                // pause ends must look again.
+                self.wake.notify_waiters();
+            } else {
+                self.wake.notify_one();
             }
-            self.push(&mut state, key, true);
         }
-        drop(state);
-        self.wake.notify_waiters();
     }
 
     /// Queues a key after `delay`, unless it is queued sooner anyway.
@@ -245,16 +228,26 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             .insert(flow.clone(), Instant::now() + wait);
     }
 
-    /// Ends a flow's pause now (its controller's budget changed).
+    /// Ends a flow's pause now (its controller's budget changed, or it is gone).
     pub(crate) fn resume(&self, flow: &F) {
         if self.state().paused.remove(flow).is_some() {
             self.wake.notify_waiters();
         }
     }
 
+    /// Whether a flow is paused now, for the key it would serve next (an urgent one is not).
+    fn paused_now(&self, state: &State<K, F>, flow: &F, now: Instant) -> bool {
+        state.paused.get(flow).is_some_and(|until| *until > now)
+            && !state
+                .ready
+                .get(flow)
+                .and_then(|keys| keys.front())
+                .is_some_and(|key| (self.urgent)(key))
+    }
+
     /// How many workers a flow may hold now: while others have work waiting, and at all.
     fn caps_of(&self, state: &State<K, F>, flow: &F, now: Instant) -> (usize, usize) {
-        if state.paused.get(flow).is_some_and(|until| *until > now) {
+        if self.paused_now(state, flow, now) {
             return (0, 0);
         }
         match state.throttled.get(flow) {
@@ -377,7 +370,16 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
 
     /// Keys due now, waiting only for a worker.
     pub(crate) fn ready_len(&self) -> usize {
-        self.state().queued.len()
+        let state = self.state();
+        let now = Instant::now();
+        // Keys of a paused flow wait for their controller's budget, not for a worker.
+        let paused: usize = state
+            .ready
+            .iter()
+            .filter(|(flow, _)| self.paused_now(&state, flow, now))
+            .map(|(_, keys)| keys.len())
+            .sum();
+        state.queued.len() - paused
     }
 
     #[cfg(test)]
@@ -585,23 +587,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_key_added_first_goes_ahead_of_its_flow_and_through_its_pause() {
-        let queue = flows();
+    async fn an_urgent_key_goes_ahead_of_its_flow_and_through_its_pause() {
+        let queue = flows().with_urgent(|key| key.1 == 99);
         for item in 0..3 {
             queue.add(("over", item));
         }
         queue.pause(&"over", Duration::from_secs(600));
-        queue.add_first(("over", 2));
-        let started = Instant::now();
         assert_eq!(
-            queue.next().await.unwrap(),
-            ("over", 2),
-            "moved, not doubled"
+            queue.ready_len(),
+            0,
+            "waiting for a budget, not for a worker"
         );
-        assert_eq!(queue.next().await.unwrap(), ("over", 0));
-        assert_eq!(queue.next().await.unwrap(), ("over", 1));
+        queue.add(("over", 99));
+        let started = Instant::now();
+        assert_eq!(queue.next().await.unwrap(), ("over", 99));
         assert_eq!(started.elapsed(), Duration::ZERO);
-        assert!(queue.is_empty(), "none queued twice");
+        // The rest wait out the pause.
+        assert_eq!(queue.next().await.unwrap(), ("over", 0));
+        assert_eq!(started.elapsed(), Duration::from_secs(600));
     }
 
     #[tokio::test(start_paused = true)]
