@@ -64,6 +64,7 @@ fn with_every_series() -> Metrics {
         &metrics.controller_queued,
         &metrics.controller_running,
         &metrics.controller_ready,
+        &metrics.controller_throttled,
         &metrics.dependencies,
         &metrics.owned_items,
     ] {

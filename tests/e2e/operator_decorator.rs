@@ -481,6 +481,15 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     // A target arriving now waits in the queue: nothing dropped, nothing run.
     apply(&client, &stateful_set(&namespace, "web-2", &name, 1)).await;
     let id = metascript::runtime::ControllerId::new(metascript::kinds::decorator::KIND, &name);
+    let throttled = operator
+        .operator
+        .metrics()
+        .controller_throttled
+        .get(&metascript::runtime::report::metrics::ControllerLabels::of(
+            &id,
+        ))
+        .map(|gauge| gauge.get());
+    assert_eq!(throttled, Some(1), "the gauge the alert reads");
     eventually("web-2 queued behind the budget", || async {
         (operator.operator.pending(&id) > 0).then_some(())
     })

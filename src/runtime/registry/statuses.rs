@@ -6,6 +6,7 @@ use crate::api::{Condition, ControllerStatus};
 use crate::runtime::context::Context;
 use crate::runtime::kind::Kind;
 use crate::runtime::replicas::shard::Item;
+use crate::runtime::report::metrics::ControllerLabels;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{self, Counts, Health, RolloutReport};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -66,6 +67,11 @@ impl<K: Kind> Registry<K> {
                 usage: context.metrics.usage.report(&controller.id),
                 ..controller.outcomes.counts()
             };
+            context
+                .metrics
+                .controller_throttled
+                .get_or_create(&ControllerLabels::of(&controller.id))
+                .set(i64::from(own.usage.paced.is_some()));
             let counts = context.authority.total(&controller.id, own);
             // The replica writing the controller's status drives its rollout.
             if context

@@ -149,6 +149,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 per controller whose Ready condition is True, else 0.
     pub controller_ready: Family<ControllerLabels, Gauge>,
+    /// 1 while this replica paces the controller's work for its budget, else 0.
+    pub controller_throttled: Family<ControllerLabels, Gauge>,
     /// Reads (`get`, `list`) the controller's work items depend on now.
     pub dependencies: Family<ControllerLabels, Gauge>,
     /// Work items a resync did not queue: nothing their last (pure) sync saw had changed.
@@ -211,6 +213,7 @@ impl Default for Metrics {
             script_memory_limit: Gauge::default(),
             leader: Gauge::default(),
             controller_ready: Family::default(),
+            controller_throttled: Family::default(),
             dependencies: Family::default(),
             resync_skipped: Family::default(),
             sharded: Gauge::default(),
@@ -309,6 +312,11 @@ impl Metrics {
             "controller_ready",
             "1 when the controller's Ready condition is True (types resolved, every hook loaded)",
             self.controller_ready.clone(),
+        );
+        registry.register(
+            "controller_throttled",
+            "1 while this replica makes the controller's work wait for its budget (spec.budget)",
+            self.controller_throttled.clone(),
         );
         registry.register(
             "dependencies",
@@ -585,6 +593,7 @@ impl Metrics {
         self.controller_syncs.remove(&labels);
         self.sync_seconds.remove(&labels);
         self.controller_ready.remove(&labels);
+        self.controller_throttled.remove(&labels);
         self.dependencies.remove(&labels);
         self.resync_skipped.remove(&labels);
         self.output_check_seconds.remove(&labels);

@@ -612,45 +612,16 @@ mod tests {
     fn usage_alone_is_rewritten_only_once_it_is_old_enough() {
         let health = quiet_health();
         let first = changed(None, &health, used(1, 100, 1), &Ok(()), None, false, HOUR).unwrap();
+        let after_first =
+            |counts, refresh| changed(Some(&first), &health, counts, &Ok(()), None, false, refresh);
         // Same figures: nothing to write, and `updated` would stay.
-        assert_eq!(
-            changed(
-                Some(&first),
-                &health,
-                used(1, 100, 1),
-                &Ok(()),
-                None,
-                false,
-                HOUR
-            ),
-            None
-        );
+        assert_eq!(after_first(used(1, 100, 1), HOUR), None);
         let again = status(Some(&first), &health, used(1, 100, 1), &Ok(()), None, false);
         assert_eq!(again.usage, first.usage);
         // More work, nothing else: waits for the refresh...
-        assert_eq!(
-            changed(
-                Some(&first),
-                &health,
-                used(2, 300, 1),
-                &Ok(()),
-                None,
-                false,
-                HOUR
-            ),
-            None
-        );
+        assert_eq!(after_first(used(2, 300, 1), HOUR), None);
         // ...unless the usage written is that old already.
-        let refreshed = changed(
-            Some(&first),
-            &health,
-            used(2, 300, 1),
-            &Ok(()),
-            None,
-            false,
-            Duration::ZERO,
-        )
-        .expect("old enough");
+        let refreshed = after_first(used(2, 300, 1), Duration::ZERO).expect("old enough");
         assert_eq!(refreshed.usage.unwrap().total.hook_calls, 2);
         // Any other change carries the newest usage at once.
         let failing = Counts {
@@ -658,7 +629,7 @@ mod tests {
             failing: 1,
             ..used(3, 300, 2)
         };
-        let carried = changed(Some(&first), &health, failing, &Ok(()), None, false, HOUR).unwrap();
+        let carried = after_first(failing, HOUR).unwrap();
         assert_eq!(carried.usage.unwrap().total.hook_calls, 3);
     }
 }
