@@ -229,21 +229,22 @@ impl<K: Kind> Registry<K> {
             .identity
             .as_ref()
             .map(|account| context.access.policy(account));
-        // The live object's, whichever revision this is: a budget is no part of a revision,
-        // and serving and candidate revisions share one.
-        let live = self.own(context, &id.name);
-        let own_budget = live
-            .as_deref()
-            .and_then(|live| live.pointer("/spec/budget"))
-            .and_then(|budget| serde_json::from_value::<Budget>(budget.clone()).ok())
-            .or(spec.budget);
+        // The live object's, whichever revision this is (a snapshot's may be older): a budget
+        // is no part of a revision, and serving and candidate revisions share one.
+        let own_budget = match self.own(context, &id.name) {
+            Some(live) => live
+                .pointer("/spec/budget")
+                .and_then(|budget| serde_json::from_value::<Budget>(budget.clone()).ok()),
+            None => spec.budget,
+        };
         let budget = Budget::effective(
             own_budget.as_ref(),
             &context.config.default_budget,
             &context.config.max_budget,
         );
-        // Counted from the first work item on; a new budget owes nothing, so its work waits no
-        // more for the old one.
+        // Counted from the first work item on. A changed budget keeps what was owed but pays
+        // it back at its own rate: the wait set for the old one no longer holds, and the next
+        // work item sets the new one.
         let share = context.authority.share();
         if context.metrics.usage.budget(id, &budget, share) {
             context.queue.resume(id);
