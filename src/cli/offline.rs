@@ -131,7 +131,6 @@ impl ObjectStore for OfflineCluster {
     }
 }
 
-/// Like `kubectl apply`, a namespaced object without a namespace lands in `default`.
 /// The built-in types and those of the CRDs among `documents`: what they resolve to, and the
 /// schemas outputs of them are checked against.
 pub(super) fn given_types(documents: &[Document]) -> (StaticResolver, Schemas) {
@@ -146,6 +145,7 @@ pub(super) fn given_types(documents: &[Document]) -> (StaticResolver, Schemas) {
     (resolver, schemas)
 }
 
+/// Like `kubectl apply`, a namespaced object without a namespace lands in `default`.
 fn default_namespace(resolver: &StaticResolver, value: &mut Value) {
     if object::namespace(value).is_some() {
         return;

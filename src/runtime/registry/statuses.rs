@@ -8,21 +8,14 @@ use crate::runtime::kind::Kind;
 use crate::runtime::replicas::shard::Item;
 use crate::runtime::report::metrics::ControllerLabels;
 use crate::runtime::report::problem::Problem;
-use crate::runtime::report::status::{self, Counts, Health, RolloutReport};
+use crate::runtime::report::status::{self, Counts, Facts, Health, RolloutReport};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// What a controller's status says besides its counts, at one moment.
-pub(super) struct Facts<'a> {
-    pub(super) health: &'a Health,
-    pub(super) reads: &'a Result<(), Problem>,
-    pub(super) rollout: Option<&'a RolloutReport>,
-    /// Whether it has a budget (then its status has a `Throttled` condition).
-    pub(super) budgeted: bool,
-}
-
+/// What becomes a controller's [`Facts`] once its refused reads are added: its health, counts,
+/// rollout, and whether it has a budget.
 type Report = (Health, Counts, Option<RolloutReport>, bool);
 
 /// The `Throttled` condition of `status` when it just turned True: worth an Event.
@@ -140,11 +133,8 @@ impl<K: Kind> Registry<K> {
             .or_else(|| self.current_status(context, name));
         let Some(status) = status::changed(
             previous.as_ref(),
-            facts.health,
+            facts,
             counts,
-            facts.reads,
-            facts.rollout,
-            facts.budgeted,
             context.config.usage_refresh,
         ) else {
             return;

@@ -193,15 +193,28 @@ pub struct RolloutReport {
     pub condition: Result<(), Problem>,
 }
 
+/// What a controller's status says besides its counts, at one moment.
+pub struct Facts<'a> {
+    pub health: &'a Health,
+    /// The `ReadsAllowed` condition.
+    pub reads: &'a Result<(), Problem>,
+    pub rollout: Option<&'a RolloutReport>,
+    /// Whether it has a budget (then its status has a `Throttled` condition).
+    pub budgeted: bool,
+}
+
 /// The status to write, carrying over transition times of conditions that did not change.
 pub fn status(
     previous: Option<&ControllerStatus>,
-    health: &Health,
+    facts: &Facts<'_>,
     counts: Counts,
-    reads: &Result<(), Problem>,
-    rollout: Option<&RolloutReport>,
-    budgeted: bool,
 ) -> ControllerStatus {
+    let Facts {
+        health,
+        reads,
+        rollout,
+        budgeted,
+    } = *facts;
     let now = jiff::Timestamp::now();
     let usage = usage_status(previous.and_then(|p| p.usage.as_ref()), &counts.usage, now);
     let now = now.to_string();
@@ -335,14 +348,11 @@ fn figures(usage: &Usage) -> UsageFigures {
 /// alone waits until `previous` usage is `usage_refresh` old.
 pub fn changed(
     previous: Option<&ControllerStatus>,
-    health: &Health,
+    facts: &Facts<'_>,
     counts: Counts,
-    reads: &Result<(), Problem>,
-    rollout: Option<&RolloutReport>,
-    budgeted: bool,
     usage_refresh: Duration,
 ) -> Option<ControllerStatus> {
-    let status = status(previous, health, counts, reads, rollout, budgeted);
+    let status = status(previous, facts, counts);
     let Some(previous) = previous else {
         return Some(status);
     };
@@ -382,6 +392,17 @@ mod tests {
     use super::*;
 
     const HOUR: Duration = Duration::from_secs(3_600);
+    static READS_ALLOWED: Result<(), Problem> = Ok(());
+
+    /// A controller's facts with every read allowed, no rollout and no budget.
+    fn facts(health: &Health) -> Facts<'_> {
+        Facts {
+            health,
+            reads: &READS_ALLOWED,
+            rollout: None,
+            budgeted: false,
+        }
+    }
 
     #[test]
     fn counts_follow_the_last_outcome_per_target() {
@@ -452,10 +473,10 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = status(None, &health, one.clone(), &Ok(()), None, false);
+        let first = status(None, &facts(&health), one.clone());
         let mut earlier = first.clone();
         earlier.conditions[0].last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let second = status(Some(&earlier), &health, one, &Ok(()), None, false);
+        let second = status(Some(&earlier), &facts(&health), one);
         assert_eq!(
             second.conditions[0].last_transition_time.as_deref(),
             Some("2020-01-01T00:00:00Z")
@@ -479,18 +500,10 @@ mod tests {
             failing: 0,
             ..Counts::default()
         };
-        let first = changed(None, &health, counts.clone(), &Ok(()), None, false, HOUR)
-            .expect("nothing written yet");
+        let first =
+            changed(None, &facts(&health), counts.clone(), HOUR).expect("nothing written yet");
         assert_eq!(
-            changed(
-                Some(&first),
-                &health,
-                counts.clone(),
-                &Ok(()),
-                None,
-                false,
-                HOUR
-            ),
+            changed(Some(&first), &facts(&health), counts.clone(), HOUR),
             None
         );
         let failing = Counts {
@@ -498,32 +511,16 @@ mod tests {
             synced: 1,
             ..counts
         };
-        let second = changed(
-            Some(&first),
-            &health,
-            failing.clone(),
-            &Ok(()),
-            None,
-            false,
-            HOUR,
-        )
-        .expect("the counts changed");
+        let second = changed(Some(&first), &facts(&health), failing.clone(), HOUR)
+            .expect("the counts changed");
         assert_eq!(second.failing, 1);
         // A new problem flips Ready and stamps a new transition time.
         let broken = Health {
             ready: Err(Problem::new("ScriptError", "line 2")),
             ..health.clone()
         };
-        let third = changed(
-            Some(&second),
-            &broken,
-            failing.clone(),
-            &Ok(()),
-            None,
-            false,
-            HOUR,
-        )
-        .expect("Ready changed");
+        let third =
+            changed(Some(&second), &facts(&broken), failing.clone(), HOUR).expect("Ready changed");
         assert_eq!(third.conditions[0].status, "False");
         assert_eq!(third.conditions[0].reason, "ScriptError");
         // A refused read shows in its own condition, naming what was refused.
@@ -531,8 +528,16 @@ mod tests {
             "ReadForbidden",
             "may not list secrets in kube-system",
         ));
-        let fourth = changed(Some(&third), &broken, failing, &refused, None, false, HOUR)
-            .expect("reads changed");
+        let fourth = changed(
+            Some(&third),
+            &Facts {
+                reads: &refused,
+                ..facts(&broken)
+            },
+            failing,
+            HOUR,
+        )
+        .expect("reads changed");
         assert_eq!(fourth.conditions[2].type_, "ReadsAllowed");
         assert_eq!(fourth.conditions[2].status, "False");
         assert!(fourth.conditions[2].message.contains("kube-system"));
@@ -585,14 +590,7 @@ mod tests {
 
     #[test]
     fn usage_reads_per_minute_over_the_window() {
-        let status = status(
-            None,
-            &quiet_health(),
-            used(40, 30_000, 7),
-            &Ok(()),
-            None,
-            false,
-        );
+        let status = status(None, &facts(&quiet_health()), used(40, 30_000, 7));
         let usage = status.usage.expect("always reported");
         assert_eq!(usage.cpu_per_minute, "3ms", "30 ms over 10 minutes");
         assert_eq!(usage.writes_per_minute, 0.7);
@@ -611,12 +609,11 @@ mod tests {
     #[test]
     fn usage_alone_is_rewritten_only_once_it_is_old_enough() {
         let health = quiet_health();
-        let first = changed(None, &health, used(1, 100, 1), &Ok(()), None, false, HOUR).unwrap();
-        let after_first =
-            |counts, refresh| changed(Some(&first), &health, counts, &Ok(()), None, false, refresh);
+        let first = changed(None, &facts(&health), used(1, 100, 1), HOUR).unwrap();
+        let after_first = |counts, refresh| changed(Some(&first), &facts(&health), counts, refresh);
         // Same figures: nothing to write, and `updated` would stay.
         assert_eq!(after_first(used(1, 100, 1), HOUR), None);
-        let again = status(Some(&first), &health, used(1, 100, 1), &Ok(()), None, false);
+        let again = status(Some(&first), &facts(&health), used(1, 100, 1));
         assert_eq!(again.usage, first.usage);
         // More work, nothing else: waits for the refresh...
         assert_eq!(after_first(used(2, 300, 1), HOUR), None);

@@ -176,26 +176,40 @@ async fn follow_crd(
     let mut events = watch_stream(api, config).default_backoff().boxed();
     let mut listed = false;
     let mut warned = false;
+    // What the schemas were last read from: a CRD's status and metadata move without its
+    // schemas (conditions, accepted names), and only a change of what is kept counts, whether
+    // a watch event or a re-list after a break brings it.
+    let mut kept: Option<serde_json::Value> = None;
+    let take = |kept: &mut Option<serde_json::Value>, crd: CustomResourceDefinition| {
+        let essentials = crd_essentials(crd);
+        if kept.as_ref() != Some(&essentials) {
+            schemas.add_crd(&essentials);
+            if kept.replace(essentials).is_some() {
+                changed();
+            }
+        }
+    };
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Init) => listed = false,
             Ok(Event::InitApply(crd)) => {
                 listed = true;
-                schemas.add_crd(&crd_essentials(crd));
+                take(&mut kept, crd);
             }
-            Ok(Event::Apply(crd)) => {
-                schemas.add_crd(&crd_essentials(crd));
-                changed();
-            }
+            Ok(Event::Apply(crd)) => take(&mut kept, crd),
             Ok(Event::InitDone) => {
                 if !listed {
                     schemas.remove_crd(&name);
+                    if kept.take().is_some() {
+                        changed();
+                    }
                 }
                 ready.send_replace(true);
                 warned = false;
             }
             Ok(Event::Delete(_)) => {
                 schemas.remove_crd(&name);
+                kept = None;
                 changed();
             }
             Err(error) => {

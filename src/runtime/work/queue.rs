@@ -237,7 +237,9 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
 
     /// Whether a flow is paused now, for the key it would serve next (an urgent one is not).
     fn paused_now(&self, state: &State<K, F>, flow: &F, now: Instant) -> bool {
-        state.paused.get(flow).is_some_and(|until| *until > now)
+        // Asked per flow on every hand-out: nothing paused (no budgets) costs no hashing.
+        !state.paused.is_empty()
+            && state.paused.get(flow).is_some_and(|until| *until > now)
             && !state
                 .ready
                 .get(flow)
