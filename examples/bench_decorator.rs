@@ -45,6 +45,10 @@
 //! against what the account may read (SubjectAccessReviews, cached). The number of reviews
 //! sent is reported; compare with a run without `--account` at the same load.
 //!
+//! `--otlp-endpoint URL` (and `--trace-sample-ratio R`) traces the operator's work as `metascript
+//! run` does with those flags, to an OTLP/HTTP collector (`hack/tools/build-otlp-receiver.sh`
+//! builds the receiver the tests use): compare with a run without them for what tracing costs.
+//!
 //! `--customize` (scripts only) measures the customize hook and the cache of its answers: the
 //! controller also has a `customize` script (in the sync's language) naming one related
 //! ConfigMap in the target's namespace, so every sync request carries `related`. The answer is
@@ -104,6 +108,9 @@ struct Args {
     full_resync: bool,
     /// A customize hook naming one related ConfigMap per target.
     customize: bool,
+    /// Traces to this OTLP/HTTP collector (`metascript run --otlp-endpoint`).
+    otlp_endpoint: Option<String>,
+    trace_sample_ratio: f64,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -117,6 +124,8 @@ fn parse_args() -> anyhow::Result<Args> {
         account: false,
         full_resync: false,
         customize: false,
+        otlp_endpoint: None,
+        trace_sample_ratio: 1.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -134,9 +143,13 @@ fn parse_args() -> anyhow::Result<Args> {
             "--account" => args.account = true,
             "--full-resync" => args.full_resync = true,
             "--customize" => args.customize = true,
+            "--otlp-endpoint" => args.otlp_endpoint = Some(value("--otlp-endpoint")?),
+            "--trace-sample-ratio" => {
+                args.trace_sample_ratio = value("--trace-sample-ratio")?.parse()?
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--account] [--full-resync] [--customize]"
+                    "usage: bench_decorator [--targets N] [--hook script|webhook] [--language rhai|lua] [--workers N] [--skip-live] [--reads] [--account] [--full-resync] [--customize] [--otlp-endpoint URL [--trace-sample-ratio R]]"
                 );
                 std::process::exit(0);
             }
@@ -487,8 +500,23 @@ async fn minimal_writes(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_tracing();
     let args = parse_args()?;
+    // Traced as `metascript run --otlp-endpoint` traces (kept until the end: dropping it sends
+    // what is still batched).
+    let _exporter = match &args.otlp_endpoint {
+        Some(endpoint) => {
+            let traces = metascript::cli::logging::Traces {
+                endpoint: endpoint.clone(),
+                sample_ratio: args.trace_sample_ratio,
+                instance: None,
+            };
+            metascript::cli::logging::init(common::LOG_FILTER, false, Some(traces))?
+        }
+        None => {
+            init_tracing();
+            None
+        }
+    };
     let n = args.targets;
     let language = args.language.as_str();
     let example = Example::load(language, args.reads)?;

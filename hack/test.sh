@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # THE test command (README, CI). Integration tests under tests/ start a real control plane from
 # the binaries `hack/control-plane/build.sh` caches; they fail (never skip) without them. The chart
-# tests (tests/e2e/chart.rs) need the helm `hack/tools/build-helm.sh` caches, the same way. Both
-# are built below when the environment does not name them.
+# tests (tests/e2e/chart.rs) need the helm `hack/tools/build-helm.sh` caches, and the trace test
+# (tests/e2e/traces.rs) the OTLP receiver `hack/tools/build-otlp-receiver.sh` caches, the same
+# way. All are built below when the environment does not name them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,6 +16,10 @@ fi
 if [[ -z "${METASCRIPT_HELM:-}" ]]; then
     METASCRIPT_HELM="$(hack/tools/build-helm.sh </dev/null | tail -n 1)"
     export METASCRIPT_HELM
+fi
+if [[ -z "${METASCRIPT_OTLP_RECEIVER:-}" ]]; then
+    METASCRIPT_OTLP_RECEIVER="$(hack/tools/build-otlp-receiver.sh </dev/null | tail -n 1)"
+    export METASCRIPT_OTLP_RECEIVER
 fi
 
 cargo fmt --check

@@ -12,6 +12,7 @@ const LAYERS: &[&str] = &[
     "object",
     "reasons",
     "version",
+    "telemetry",
     "selector",
     "yaml",
     "api",

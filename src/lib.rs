@@ -7,6 +7,7 @@
 //! | layer | what it is |
 //! |---|---|
 //! | `object`, `reasons`, `version`, `selector` | JSON object helpers, Event reasons, build info, selectors |
+//! | `telemetry` | the spans of a traced work item (OpenTelemetry; off unless an exporter is installed) |
 //! | `yaml` | YAML documents as JSON values, and where each value (and each character of an inline script) is in the file |
 //! | `api` | the shared API vocabulary: hooks, rules, status, test cases, what a kind is |
 //! | `tenancy` | who may make a controller run as which ServiceAccount |
@@ -31,6 +32,7 @@
 pub mod object;
 pub mod reasons;
 pub mod selector;
+pub mod telemetry;
 pub mod version;
 pub mod yaml;
 

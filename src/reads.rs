@@ -374,13 +374,27 @@ impl ReadAccess {
                 resource.group_key()
             )));
         }
-        self.check(&ReadScope::new(ReadVerb::Get, resource, namespace))?;
-        let found = self.read(Dependency::Object {
-            resource: resource.clone(),
-            namespace: resource.scope(namespace).map(str::to_string),
-            name: name.to_string(),
-        });
-        Ok(copy_out(&found, room)?.pop().unwrap_or(Value::Null))
+        let span = crate::telemetry::span!(
+            "get",
+            resource = %resource.group_key(),
+            namespace,
+            name,
+            found = tracing::field::Empty,
+        );
+        let _traced = span.enter();
+        let read = self
+            .check(&ReadScope::new(ReadVerb::Get, resource, namespace))
+            .map_err(ReadError::from)
+            .and_then(|()| {
+                let found = self.read(Dependency::Object {
+                    resource: resource.clone(),
+                    namespace: resource.scope(namespace).map(str::to_string),
+                    name: name.to_string(),
+                });
+                span.record("found", !found.is_empty());
+                Ok(copy_out(&found, room)?.pop().unwrap_or(Value::Null))
+            });
+        traced_result(&span, read)
     }
 
     /// `list(apiVersion, kind [, {namespace, labelSelector, fieldSelector}])`: the matching
@@ -433,18 +447,40 @@ impl ReadAccess {
                 }
             }
         }
-        self.check(&ReadScope::new(
-            ReadVerb::List,
-            resource,
-            namespace.as_deref(),
-        ))?;
-        let found = self.read(Dependency::List {
-            resource: resource.clone(),
-            namespace: resource.scope(namespace.as_deref()).map(str::to_string),
-            filter,
-        });
-        Ok(Value::Array(copy_out(&found, room)?))
+        let span = crate::telemetry::span!(
+            "list",
+            resource = %resource.group_key(),
+            namespace,
+            selector = %filter.labels,
+            found = tracing::field::Empty,
+        );
+        let _traced = span.enter();
+        let read = self
+            .check(&ReadScope::new(
+                ReadVerb::List,
+                resource,
+                namespace.as_deref(),
+            ))
+            .map_err(ReadError::from)
+            .and_then(|()| {
+                let found = self.read(Dependency::List {
+                    resource: resource.clone(),
+                    namespace: resource.scope(namespace.as_deref()).map(str::to_string),
+                    filter,
+                });
+                span.record("found", i64::try_from(found.len()).unwrap_or(i64::MAX));
+                Ok(Value::Array(copy_out(&found, room)?))
+            });
+        traced_result(&span, read)
     }
+}
+
+/// A read's result, its span marked failed when it failed.
+fn traced_result(span: &tracing::Span, read: Result<Value, ReadError>) -> Result<Value, ReadError> {
+    if let Err(error) = &read {
+        crate::telemetry::fail(span, error);
+    }
+    read
 }
 
 /// How many times a read's result is held while it reaches a script: the copy made here and

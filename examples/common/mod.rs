@@ -48,11 +48,15 @@ pub async fn ready(flag: &std::sync::atomic::AtomicBool) -> anyhow::Result<Insta
 
 /// Logs to stderr at `warn`, without kube's noise about failed readiness probes while the
 /// plane starts (real failures reach the benchmark as errors anyway).
+/// The benchmarks' log filter when `RUST_LOG` sets none.
+#[allow(dead_code)] // Named outside only by the benchmarks that can trace.
+pub const LOG_FILTER: &str = "warn,kube_client::client::builder=off";
+
 pub fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+                .unwrap_or_else(|_| LOG_FILTER.into()),
         )
         .with_writer(std::io::stderr)
         .init();

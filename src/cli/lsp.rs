@@ -50,7 +50,10 @@ impl LspArgs {
 }
 
 pub(super) fn run(args: LspArgs) -> ExitCode {
-    super::run::init_logging(&args.log, false);
+    if let Err(error) = super::logging::init(&args.log, false, None) {
+        eprintln!("error: {error}");
+        return ExitCode::FAILURE;
+    }
     match crate::lsp::serve_stdio(&LensRunner, args.cluster()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -5,6 +5,7 @@ mod convert;
 mod diff;
 mod explain;
 pub(crate) mod harness;
+pub mod logging;
 mod lsp;
 mod manifests;
 mod offline;

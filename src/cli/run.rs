@@ -1,5 +1,6 @@
 //! `metascript run`: the operator.
 
+use super::logging::Traces;
 use crate::admission::AdmissionConfig;
 use crate::api::Budget;
 use crate::hooks::egress::AllowEntry;
@@ -210,6 +211,19 @@ pub(crate) struct RunArgs {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     pub log_json: bool,
+    /// Send traces of the work (one per work item: queue wait, hook calls, reads, writes) to
+    /// this OpenTelemetry collector over OTLP/HTTP, e.g. `http://collector:4318` (its base URL,
+    /// `/v1/traces` is added); off without it.
+    #[arg(long, value_name = "URL", env = "METASCRIPT_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// The share of work items traced, from 0 to 1, chosen by trace id (with --otlp-endpoint).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "RATIO",
+        env = "METASCRIPT_TRACE_SAMPLE_RATIO"
+    )]
+    pub trace_sample_ratio: f64,
 }
 
 /// How the work is shared between replicas (`--shards`).
@@ -220,7 +234,19 @@ pub(crate) enum Sharding {
 }
 
 pub(super) fn run(args: RunArgs) -> ExitCode {
-    init_logging(&args.log, args.log_json);
+    let traces = args.otlp_endpoint.as_ref().map(|endpoint| Traces {
+        endpoint: endpoint.clone(),
+        sample_ratio: args.trace_sample_ratio,
+        instance: Some(identity()),
+    });
+    // Kept until the end: dropping it sends the traces still batched.
+    let _exporter = match super::logging::init(&args.log, args.log_json, traces) {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match crate::script::runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -627,23 +653,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
-}
-
-pub(super) fn init_logging(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a terminal: a pod's log, a file or an editor's LSP log would show the
-    // escape codes.
-    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colours)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }
 
 #[cfg(test)]

@@ -19,10 +19,10 @@ pub(crate) use source::{
     ConfigMapLookup, NoConfigMaps, ScriptPart, ScriptsDir, SourceError, config_map_data,
     script_language, script_source,
 };
-pub(crate) use webhook::endpoint_host_matches;
 pub(crate) use webhook::{
     DEFAULT_MAX_RESPONSE_BYTES, WebhookClient, WebhookEndpoint, WebhookFailure,
 };
+pub(crate) use webhook::{endpoint_host_matches, plain_agent};
 
 use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
@@ -290,6 +290,15 @@ impl ControllerHooks {
 
     pub(crate) fn get(&self, kind: HookKind) -> Option<&LoadedHook> {
         self.hooks.get(&kind)
+    }
+
+    /// What runs a hook: `rhai`, `lua` or `webhook` (`none` for a hook that is not loaded).
+    pub(crate) fn language_of(&self, kind: HookKind) -> &'static str {
+        match self.get(kind).map(|hook| &hook.code) {
+            Some(HookCode::Script { script, .. }) => script.language().as_str(),
+            Some(HookCode::Webhook(_)) => "webhook",
+            None => "none",
+        }
     }
 
     /// The request shape a hook gets (`v1` for a hook that is not loaded).

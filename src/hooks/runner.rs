@@ -34,10 +34,28 @@ pub struct HookRunner<'a> {
 
 impl HookRunner<'_> {
     pub(crate) fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
+        let span = crate::telemetry::span!(
+            "hook",
+            hook = %kind,
+            language = self.hooks.language_of(kind),
+            operations = tracing::field::Empty,
+            peak_memory_bytes = tracing::field::Empty,
+            cpu_micros = tracing::field::Empty,
+        );
+        let _traced = span.enter();
         let started = std::time::Instant::now();
         let (result, cost) =
             self.hooks
                 .call_through(self.engine, self.webhooks, kind, request, self.scope);
+        if let Some(cost) = &cost {
+            // As i64: OpenTelemetry's integers are signed, and an unsigned field would be sent
+            // as its text.
+            let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            span.record("operations", signed(cost.operations));
+            span.record("peak_memory_bytes", signed(cost.peak_memory));
+            let micros = u64::try_from(cost.cpu.as_micros()).unwrap_or(u64::MAX);
+            span.record("cpu_micros", signed(micros));
+        }
         // A refused read fails the call whatever the script made of its helper's error.
         let refusal = self.scope.reads.as_ref().and_then(|reads| reads.refusal());
         let result = match (result, refusal) {
@@ -55,6 +73,9 @@ impl HookRunner<'_> {
         {
             // Here only: Events and status say what failed, not what the webhook answered.
             tracing::warn!(controller = %self.hooks.controller, hook = %kind, body, "{error}");
+        }
+        if let Err(error) = &result {
+            crate::telemetry::fail(&span, error);
         }
         if let Some(observe) = self.observer {
             observe(&HookCall {

@@ -74,6 +74,13 @@ impl WebhookClient {
     }
 }
 
+/// A client for the operator's own calls out (the trace exporter): as the webhooks' (TLS with
+/// the platform's roots, statuses returned not raised, no redirects), through the environment's
+/// proxy, each call at most `timeout`.
+pub(crate) fn plain_agent(timeout: std::time::Duration) -> ureq::Agent {
+    agent_config().timeout_global(Some(timeout)).build().into()
+}
+
 /// What every webhook client shares.
 fn agent_config() -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
     ureq::Agent::config_builder()

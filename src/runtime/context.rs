@@ -388,7 +388,10 @@ impl Context {
     ) -> Result<T, Problem> {
         let (context, hooks, controller) = (self.clone(), hooks.clone(), controller.clone());
         let mut scope = scope.clone();
+        // The hook calls' spans belong to the work item's trace.
+        let span = crate::telemetry::current_span();
         tokio::task::spawn_blocking(move || {
+            let _traced = span.enter();
             // A recorded call must replay with the time it saw.
             let clock = context.recorder.as_ref().map(|_| jiff::Timestamp::now());
             scope.clock = clock;

@@ -26,6 +26,7 @@ use crate::runtime::write::apply::Applier;
 use crate::runtime::write::fingerprint::Sweep;
 use crate::runtime::write::own_writes::{OwnWrites, Redelivery};
 use crate::script::ScriptEngine;
+use crate::telemetry::ItemTrace;
 use futures::FutureExt as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tracing::Instrument as _;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -558,31 +560,77 @@ async fn forget_rbac_changes(context: Arc<Context>, kinds: Kinds, mut changes: R
 /// that item's owner.
 async fn work(context: Arc<Context>, kinds: Kinds) {
     let slot = context.config.health.register();
-    while let Some(key) = context.queue.next().await {
+    while let Some((key, waited)) = context.queue.next_waited().await {
         slot.begin(|| format!("{}, {:?}", key.controller, key.work));
+        let (trace, span) = trace_item(&key, waited);
         // A panic is a bug, but one work item's: this worker goes on with the next one, and
         // the item is retried with backoff like any failure.
-        if let Err(message) = caught(run(&context, &kinds, &key)).await {
-            tracing::error!(controller = %key.controller, work = ?key.work, %message, "a work item panicked; it is retried with backoff");
-            context
-                .metrics
-                .count_failure(&key.controller, crate::reasons::PANICKED);
-            // Said on the object too, where its users look; the message stays in the log (a
-            // panic's text may quote what it was working on).
-            if let Some(about) = key.work.subject().and_then(|subject| context.get(subject)) {
-                let note = format!(
-                    "the operator panicked while {} synced this object (a bug: please report it \
-                     with the operator's log); retried with backoff",
-                    key.controller
-                );
-                let reason = crate::reasons::PANICKED;
-                context.warn(&about, None, reason, "Sync", &note).await;
+        let ran = caught(run(&context, &kinds, &key)).instrument(span.clone());
+        if let Err(message) = ran.await {
+            if let Some(trace) = &trace {
+                trace.fail(&"panicked");
             }
-            context.queue.retry_later(key.clone());
+            panicked(&context, &key, &message)
+                .instrument(span.clone())
+                .await;
         }
+        // The run's span ends before its trace does.
+        drop(span);
+        drop(trace);
         slot.end();
         context.queue.done(&key);
     }
+}
+
+/// Reports a work item that panicked and retries it with backoff.
+async fn panicked(context: &Context, key: &WorkKey, message: &str) {
+    tracing::error!(controller = %key.controller, work = ?key.work, %message, "a work item panicked; it is retried with backoff");
+    context
+        .metrics
+        .count_failure(&key.controller, crate::reasons::PANICKED);
+    // Said on the object too, where its users look; the message stays in the log (a panic's
+    // text may quote what it was working on).
+    if let Some(about) = key.work.subject().and_then(|subject| context.get(subject)) {
+        let note = format!(
+            "the operator panicked while {} synced this object (a bug: please report it with \
+             the operator's log); retried with backoff",
+            key.controller
+        );
+        let reason = crate::reasons::PANICKED;
+        context.warn(&about, None, reason, "Sync", &note).await;
+    }
+    context.queue.retry_later(key.clone());
+}
+
+/// The trace of a work item a worker took after it `waited`, and the span its run is in (none
+/// when it is not traced).
+fn trace_item(key: &WorkKey, waited: Duration) -> (Option<ItemTrace>, tracing::Span) {
+    let name = match key.work {
+        Work::Load => "load",
+        _ => "sync",
+    };
+    let trace = ItemTrace::begin(name, waited, || {
+        let mut attributes = vec![("metascript.controller", key.controller.to_string_short())];
+        if let Some(subject) = key.work.subject() {
+            attributes.push(("metascript.object", subject.to_string()));
+        }
+        if let Work::Pair { input, .. } = &key.work {
+            attributes.push(("metascript.input", input.to_string()));
+        }
+        attributes
+    });
+    let Some(trace) = trace else {
+        return (None, tracing::Span::none());
+    };
+    let span = tracing::info_span!(
+        target: "metascript::trace",
+        "run",
+        controller = %key.controller,
+        work = %key.work,
+        trace_id = %trace.trace_id(),
+    );
+    trace.adopt(&span);
+    (Some(trace), span)
 }
 
 async fn run(context: &Arc<Context>, kinds: &Kinds, key: &WorkKey) {

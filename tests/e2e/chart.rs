@@ -656,6 +656,35 @@ fn values_change_what_they_say() {
                "ports": [{"port": 8080}]})
     );
     assert_eq!(egress.as_array().map(Vec::len), Some(3));
+    // Traces: the flags, and the way out to the collector.
+    let traced = rendered(
+        RELEASE,
+        NAMESPACE,
+        &[
+            "tracing.otlpEndpoint=http://collector.monitoring:4318",
+            "tracing.sampleRatio=0.05",
+            "tracing.egress[0].to[0].namespaceSelector.matchLabels.team=monitoring",
+            "tracing.egress[0].ports[0].port=4318",
+        ],
+    );
+    let args = deployment_args(&traced);
+    assert_eq!(
+        flag(&args, "--otlp-endpoint"),
+        Some("http://collector.monitoring:4318")
+    );
+    assert_eq!(flag(&args, "--trace-sample-ratio"), Some("0.05"));
+    assert_eq!(
+        policy(&traced, "egress")["spec"]["egress"][2],
+        json!({"to": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+               "ports": [{"port": 4318}]})
+    );
+    assert_eq!(
+        flag(
+            &deployment_args(&rendered(RELEASE, NAMESPACE, &[])),
+            "--otlp-endpoint"
+        ),
+        None
+    );
     // Without admission, its port is not opened.
     let ingress = policy(&unchecked, "ingress");
     assert_eq!(
@@ -707,4 +736,11 @@ fn misspelt_and_unsafe_values_are_refused() {
     let error = template(RELEASE, NAMESPACE, &["networkPolicy.apiServerPorts={}"])
         .expect_err("no port for the API server");
     assert!(error.contains("apiServerPorts"), "{error}");
+    for bad in [
+        "tracing.sampleRatio=2",
+        "tracing.otlpEndpoint=collector:4318",
+    ] {
+        let error = template(RELEASE, NAMESPACE, &[bad]).expect_err(bad);
+        assert!(error.contains("tracing"), "{bad}: {error}");
+    }
 }

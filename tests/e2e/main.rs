@@ -46,5 +46,6 @@ mod safe_defaults;
 mod sharding;
 mod sync_now;
 mod tenancy;
+mod traces;
 mod webhook_credentials;
 mod webhook_hooks;

@@ -92,6 +92,7 @@ impl<K: Kind> Registry<K> {
         if let Some(problem) = problem {
             // About the controller, not the object: its author may not read that object's
             // namespace (the object is named in neither).
+            crate::telemetry::fail_current(&problem.reason);
             context
                 .metrics
                 .count_failure(&controller.id, problem.reason.clone());
@@ -147,6 +148,7 @@ impl<K: Kind> Registry<K> {
                 failure,
             } => {
                 let (reason, message) = (&*failure.reason, &failure.message);
+                crate::telemetry::fail_current(&format_args!("{reason}: {message}"));
                 context
                     .metrics
                     .count_failure(&controller.id, failure.reason.clone());

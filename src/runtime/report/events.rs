@@ -67,6 +67,10 @@ pub(crate) const CONTROLLER_REFILL: jiff::SignedDuration = jiff::SignedDuration:
 /// controller's own bucket still bounds.
 pub(crate) const MAX_REMEMBERED: usize = 4096;
 
+/// The annotation naming the trace of the work item that published an Event (its latest
+/// occurrence's, for a repeat), when that item was traced (`--otlp-endpoint`).
+pub(crate) const TRACE_ID_ANNOTATION: &str = "metascript.dev/trace-id";
+
 /// Who asked for an Event: each has buckets of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Origin {
@@ -386,6 +390,7 @@ impl Events {
             action: action.to_string(),
         };
         let now = jiff::Timestamp::now();
+        let trace_id = crate::telemetry::current_trace_id();
         let decision = self
             .correlator
             .lock()
@@ -418,6 +423,10 @@ impl Events {
                 if let Some(note) = &note {
                     patch["note"] = Value::from(note.as_str());
                 }
+                if let Some(trace_id) = &trace_id {
+                    patch["metadata"] =
+                        serde_json::json!({"annotations": {TRACE_ID_ANNOTATION: trace_id}});
+                }
                 let patched = Api::<Event>::namespaced(self.client.clone(), &namespace)
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
@@ -443,6 +452,8 @@ impl Events {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(namespace.clone()),
+                annotations: trace_id
+                    .map(|trace_id| [(TRACE_ID_ANNOTATION.to_string(), trace_id)].into()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),

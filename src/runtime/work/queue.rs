@@ -35,8 +35,8 @@ struct State<K, F> {
     /// Keys ready now, by flow, and the flows with keys ready in the order they are served.
     ready: HashMap<F, VecDeque<K>>,
     rotation: VecDeque<F>,
-    /// Keys in `ready`.
-    queued: HashSet<K>,
+    /// Keys in `ready`, with when each became ready (its queue wait starts there).
+    queued: HashMap<K, Instant>,
     /// Keys a worker holds; an add meanwhile marks them dirty instead of queueing.
     active: HashSet<K>,
     /// Workers each flow holds.
@@ -88,7 +88,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             state: Mutex::new(State {
                 ready: HashMap::new(),
                 rotation: VecDeque::new(),
-                queued: HashSet::new(),
+                queued: HashMap::new(),
                 active: HashSet::new(),
                 running: HashMap::new(),
                 dirty: HashSet::new(),
@@ -117,6 +117,17 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         self.state.lock()
     }
 
+    /// Notes a key ready since `since`, unless it already is: whether it was not.
+    fn mark_ready(state: &mut State<K, F>, key: &K, since: Instant) -> bool {
+        match state.queued.entry(key.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(since);
+                true
+            }
+        }
+    }
+
     /// Puts a key at the back of its flow, or an urgent one at the front (the caller checked
     /// it is neither queued nor held).
     fn push_ready(&self, state: &mut State<K, F>, key: K) {
@@ -143,7 +154,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
         }
         if state.active.contains(&key) {
             state.dirty.insert(key);
-        } else if state.queued.insert(key.clone()) {
+        } else if Self::mark_ready(&mut state, &key, Instant::now()) {
             let urgent = (self.urgent)(&key);
             self.push_ready(&mut state, key);
             drop(state);
@@ -163,7 +174,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
             return self.add(key);
         }
         let mut state = self.state();
-        if state.shut_down || state.queued.contains(&key) {
+        if state.shut_down || state.queued.contains_key(&key) {
             return;
         }
         let at = Instant::now() + delay;
@@ -286,7 +297,14 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
     }
 
     /// The next key to work on, waiting for one; `None` once shut down.
+    #[cfg(test)]
     pub(crate) async fn next(&self) -> Option<K> {
+        self.next_waited().await.map(|(key, _)| key)
+    }
+
+    /// The next key to work on and how long it waited for a worker since it was ready,
+    /// waiting for one; `None` once shut down.
+    pub(crate) async fn next_waited(&self) -> Option<(K, Duration)> {
         loop {
             // Registered before the state is read, so a wake-up between the check and the
             // wait is not lost.
@@ -307,14 +325,14 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
                     state.due.remove(&key);
                     if state.active.contains(&key) {
                         state.dirty.insert(key);
-                    } else if state.queued.insert(key.clone()) {
+                    } else if Self::mark_ready(&mut state, &key, slot.0) {
                         self.push_ready(&mut state, key);
                     }
                 }
                 if let Some(key) = self.pop_ready(&mut state, now) {
-                    state.queued.remove(&key);
+                    let ready_since = state.queued.remove(&key).unwrap_or(now);
                     state.active.insert(key.clone());
-                    return Some(key);
+                    return Some((key, now.saturating_duration_since(ready_since)));
                 }
                 state.paused.retain(|_, until| *until > now);
                 // A paused flow with keys waiting is served again when its pause ends.
@@ -349,7 +367,7 @@ impl<K: Clone + Eq + Hash, F: Clone + Eq + Hash> WorkQueue<K, F> {
                 state.running.remove(&flow);
             }
         }
-        let requeued = state.dirty.remove(key) && state.queued.insert(key.clone());
+        let requeued = state.dirty.remove(key) && Self::mark_ready(&mut state, key, Instant::now());
         if requeued {
             self.push_ready(&mut state, key.clone());
         }
@@ -472,6 +490,36 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO);
         queue.done(&"a");
         assert!(queue.is_empty());
+    }
+
+    /// The queue wait a trace shows runs from when a key was ready: added now, come due, or
+    /// requeued by `done`; a delay before that is not waiting.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_waits_from_when_it_was_ready_until_a_worker_takes_it() {
+        let queue = WorkQueue::new();
+        queue.add("a");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(
+            queue.next_waited().await,
+            Some(("a", Duration::from_secs(3)))
+        );
+        queue.add("a");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        queue.done(&"a");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            queue.next_waited().await,
+            Some(("a", Duration::from_secs(1))),
+            "requeued by done: ready from then"
+        );
+        queue.done(&"a");
+        queue.add_after("b", Duration::from_secs(5));
+        tokio::time::advance(Duration::from_secs(7)).await;
+        assert_eq!(
+            queue.next_waited().await,
+            Some(("b", Duration::from_secs(2))),
+            "due after 5 s, taken after 7 s"
+        );
     }
 
     #[tokio::test(start_paused = true)]

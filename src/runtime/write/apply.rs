@@ -19,6 +19,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApplyError {
@@ -338,7 +339,11 @@ impl Applier {
         self.may_write(action, &key)?;
         self.metrics.count_write(controller);
         self.own_writes.begin(controller, key.clone());
-        let written = request.await;
+        let span = crate::telemetry::span!("write", action, object = %key);
+        let written = request.instrument(span.clone()).await;
+        if let Err(error) = &written {
+            crate::telemetry::fail(&span, error);
+        }
         let version = written
             .as_ref()
             .ok()
@@ -474,15 +479,23 @@ impl Applier {
         };
         self.may_write("delete", key)?;
         self.metrics.count_write(target.controller);
-        match api.delete(&key.name, &params).await {
+        let span = crate::telemetry::span!("write", action = "delete", object = %key);
+        match api
+            .delete(&key.name, &params)
+            .instrument(span.clone())
+            .await
+        {
             Ok(_) => Ok(()),
             // Already gone, or replaced by a newer object of the same name: nothing to do.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-            Err(source) => Err(ApplyError::Api {
-                action: "delete",
-                object: key.to_string(),
-                source,
-            }),
+            Err(source) => {
+                crate::telemetry::fail(&span, &source);
+                Err(ApplyError::Api {
+                    action: "delete",
+                    object: key.to_string(),
+                    source,
+                })
+            }
         }
     }
 

@@ -30,11 +30,35 @@ impl OperatorProcess {
         kubeconfig: &std::path::Path,
         extra: &[&str],
     ) -> OperatorProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_metascript"));
+        command.stderr(Stdio::inherit());
+        OperatorProcess::spawn(command, instance, kubeconfig, extra).await
+    }
+
+    /// [`OperatorProcess::start`] with `env` set and its log (stderr) written to `log`.
+    pub async fn start_logged(
+        instance: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: std::fs::File,
+    ) -> OperatorProcess {
+        let kubeconfig = plane().await.kubeconfig_path().to_path_buf();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_metascript"));
+        command.envs(env.iter().copied()).stderr(log);
+        OperatorProcess::spawn(command, instance, &kubeconfig, extra).await
+    }
+
+    async fn spawn(
+        mut command: Command,
+        instance: &str,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> OperatorProcess {
         install_crds(&super::client().await)
             .await
             .expect("installing the CRDs");
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_metascript"))
+        let child = command
             .args(["run", "--kubeconfig"])
             .arg(kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
@@ -46,7 +70,6 @@ impl OperatorProcess {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("starting metascript run");
         OperatorProcess { child, port }
