@@ -374,13 +374,17 @@ impl ReadAccess {
                 resource.group_key()
             )));
         }
-        let span = crate::telemetry::span!(
-            "get",
-            resource = %resource.group_key(),
-            namespace,
-            name,
-            found = tracing::field::Empty,
-        );
+        let span = if crate::telemetry::take_read_span() {
+            crate::telemetry::span!(
+                "get",
+                resource = %resource.group_key(),
+                namespace = namespace.map(crate::telemetry::bounded),
+                name = crate::telemetry::bounded(name),
+                found = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let _traced = span.enter();
         let read = self
             .check(&ReadScope::new(ReadVerb::Get, resource, namespace))
@@ -447,13 +451,17 @@ impl ReadAccess {
                 }
             }
         }
-        let span = crate::telemetry::span!(
-            "list",
-            resource = %resource.group_key(),
-            namespace,
-            selector = %filter.labels,
-            found = tracing::field::Empty,
-        );
+        let span = if crate::telemetry::take_read_span() {
+            crate::telemetry::span!(
+                "list",
+                resource = %resource.group_key(),
+                namespace = namespace.as_deref().map(crate::telemetry::bounded),
+                selector = crate::telemetry::bounded(&filter.labels.to_string()),
+                found = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let _traced = span.enter();
         let read = self
             .check(&ReadScope::new(

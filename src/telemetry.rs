@@ -33,18 +33,76 @@ pub fn enable(tracer: SdkTracer) {
     let _ = TRACER.set(tracer);
 }
 
-/// The span the running code is in, to carry into another thread; none while tracing is off.
+/// The longest text an attribute carries: names and selectors come from scripts.
+const MAX_ATTRIBUTE_BYTES: usize = 256;
+
+/// How many `get`/`list` spans one hook call makes; the reads past them are counted on the
+/// call's span (`reads_untraced`). A script's loop of reads would otherwise fill the exporter's
+/// queue, dropping every team's spans.
+pub(crate) const MAX_READ_SPANS: u32 = 32;
+
+thread_local! {
+    /// The running hook call's read spans still allowed, and its reads left without one (the
+    /// call and its reads share a thread).
+    static READ_SPANS: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The span the running code is in when that is a traced work item's, to carry into another
+/// thread; none otherwise.
 pub fn current_span() -> tracing::Span {
-    if on() {
+    if traced() {
         tracing::Span::current()
     } else {
         tracing::Span::none()
     }
 }
 
-/// Whether the running code is inside a traced work item.
+/// Whether the running code is inside a traced work item: the span it is in is one of ours
+/// (not some library's span a log filter enabled, whose children would be roots of their own).
 pub fn traced() -> bool {
-    on() && !tracing::Span::current().is_none()
+    on() && tracing::Span::current()
+        .metadata()
+        .is_some_and(|span| span.target() == TARGET)
+}
+
+/// `text` cut to at most [`MAX_ATTRIBUTE_BYTES`] (at a character boundary), for an attribute.
+pub(crate) fn bounded(text: &str) -> &str {
+    if text.len() <= MAX_ATTRIBUTE_BYTES {
+        return text;
+    }
+    let mut end = MAX_ATTRIBUTE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Starts counting the read spans of a hook call on this thread.
+pub(crate) fn begin_call() {
+    READ_SPANS.with(|reads| reads.set((MAX_READ_SPANS, 0)));
+}
+
+/// Whether a read of the running call may have a span (spending one of the call's).
+pub(crate) fn take_read_span() -> bool {
+    on() && READ_SPANS.with(spend_read_span)
+}
+
+fn spend_read_span(reads: &std::cell::Cell<(u32, u32)>) -> bool {
+    match reads.get() {
+        (0, untraced) => {
+            reads.set((0, untraced.saturating_add(1)));
+            false
+        }
+        (left, untraced) => {
+            reads.set((left - 1, untraced));
+            true
+        }
+    }
+}
+
+/// The reads of the running call left without a span; stops counting.
+pub(crate) fn end_call() -> u32 {
+    READ_SPANS.with(|reads| reads.replace((0, 0)).1)
 }
 
 /// A span of the traced work item the code runs in (a child of the current span), or
@@ -149,4 +207,30 @@ pub(crate) fn current_trace_id() -> Option<String> {
     let span = context.span();
     let ids = span.span_context();
     (ids.is_valid() && ids.is_sampled()).then(|| ids.trace_id().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_makes_its_first_read_spans_and_counts_the_rest() {
+        begin_call();
+        let spent = (0..MAX_READ_SPANS + 8)
+            .filter(|_| READ_SPANS.with(spend_read_span))
+            .count();
+        assert_eq!(spent, MAX_READ_SPANS as usize);
+        assert_eq!(end_call(), 8);
+        assert_eq!(end_call(), 0, "counting stopped");
+        assert!(!take_read_span(), "tracing is off in unit tests");
+    }
+
+    #[test]
+    fn attributes_are_cut_at_a_character_boundary() {
+        assert_eq!(bounded("reader"), "reader");
+        let long = "é".repeat(200);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_ATTRIBUTE_BYTES && long.starts_with(cut));
+        assert_eq!(cut.len(), MAX_ATTRIBUTE_BYTES);
+    }
 }

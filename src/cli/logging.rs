@@ -66,12 +66,29 @@ fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
     if uri.query().is_some() {
         return Err(wrong("a query has no place in a collector's URL"));
     }
+    // It is logged and shown in errors; a collector's credentials go in OTEL_EXPORTER_OTLP_HEADERS.
+    if uri
+        .authority()
+        .is_some_and(|authority| authority.as_str().contains('@'))
+    {
+        return Err(wrong(
+            "credentials in the URL would be logged; give them as OTEL_EXPORTER_OTLP_HEADERS",
+        ));
+    }
     let base = endpoint.trim_end_matches('/');
     if base.ends_with(TRACES_PATH) {
         Ok(base.to_string())
     } else {
         Ok(format!("{base}{TRACES_PATH}"))
     }
+}
+
+/// `--trace-sample-ratio`: a share, from 0 to 1.
+pub(crate) fn parse_ratio(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|ratio| (0.0..=1.0).contains(ratio))
+        .ok_or_else(|| format!("{text:?} is not a number from 0 to 1"))
 }
 
 /// The sampler of `--trace-sample-ratio`: that share of work items, chosen by trace id; the
@@ -131,9 +148,9 @@ pub fn init(
         return Ok(None);
     };
     let (exporter, layer) = install(&traces)?;
-    // The trace spans, and the warnings and errors said inside them (as span events).
+    // The trace spans only: what the log says inside them stays in the log (a webhook's answer
+    // or a panic's message is for the operator's log alone), and the spans say what failed.
     let traced = tracing_subscriber::filter::Targets::new()
-        .with_target("metascript", tracing::Level::WARN)
         .with_target(telemetry::TARGET, tracing::Level::INFO);
     logging.with(layer.with_filter(traced)).init();
     Ok(Some(exporter))
@@ -235,6 +252,10 @@ mod tests {
             ("http://:4318", "host"),
             ("http://collector:4318/?x=1", "query"),
             ("http://col lector", "invalid"),
+            (
+                "https://user:secret@collector:4318",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+            ),
         ] {
             let error = traces_url(bad).unwrap_err().to_string();
             assert!(error.contains(bad) && error.contains(why), "{bad}: {error}");
@@ -243,6 +264,10 @@ mod tests {
 
     #[test]
     fn the_sample_ratio_is_a_share() {
+        assert_eq!(parse_ratio("0.01"), Ok(0.01));
+        for bad in ["-0.1", "1.5", "NaN", "inf", "half"] {
+            assert!(parse_ratio(bad).unwrap_err().contains(bad), "{bad}");
+        }
         assert!(sampler(0.0).is_ok() && sampler(0.01).is_ok() && sampler(1.0).is_ok());
         for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
             let error = sampler(bad).unwrap_err().to_string();

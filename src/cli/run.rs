@@ -221,6 +221,7 @@ pub(crate) struct RunArgs {
         long,
         default_value_t = 1.0,
         value_name = "RATIO",
+        value_parser = super::logging::parse_ratio,
         env = "METASCRIPT_TRACE_SAMPLE_RATIO"
     )]
     pub trace_sample_ratio: f64,

@@ -41,8 +41,12 @@ impl HookRunner<'_> {
             operations = tracing::field::Empty,
             peak_memory_bytes = tracing::field::Empty,
             cpu_micros = tracing::field::Empty,
+            reads_untraced = tracing::field::Empty,
         );
         let _traced = span.enter();
+        if !span.is_none() {
+            crate::telemetry::begin_call();
+        }
         let started = std::time::Instant::now();
         let (result, cost) =
             self.hooks
@@ -74,8 +78,15 @@ impl HookRunner<'_> {
             // Here only: Events and status say what failed, not what the webhook answered.
             tracing::warn!(controller = %self.hooks.controller, hook = %kind, body, "{error}");
         }
-        if let Err(error) = &result {
-            crate::telemetry::fail(&span, error);
+        if !span.is_none() {
+            let untraced = crate::telemetry::end_call();
+            if untraced > 0 {
+                span.record("reads_untraced", i64::from(untraced));
+            }
+            if let Err(error) = &result {
+                // What Events and status say: a script's error may quote a secret it read.
+                crate::telemetry::fail(&span, &self.scope.secrets.scrub(&error.to_string()));
+            }
         }
         if let Some(observe) = self.observer {
             observe(&HookCall {

@@ -562,21 +562,7 @@ async fn work(context: Arc<Context>, kinds: Kinds) {
     let slot = context.config.health.register();
     while let Some((key, waited)) = context.queue.next_waited().await {
         slot.begin(|| format!("{}, {:?}", key.controller, key.work));
-        let (trace, span) = trace_item(&key, waited);
-        // A panic is a bug, but one work item's: this worker goes on with the next one, and
-        // the item is retried with backoff like any failure.
-        let ran = caught(run(&context, &kinds, &key)).instrument(span.clone());
-        if let Err(message) = ran.await {
-            if let Some(trace) = &trace {
-                trace.fail(&"panicked");
-            }
-            panicked(&context, &key, &message)
-                .instrument(span.clone())
-                .await;
-        }
-        // The run's span ends before its trace does.
-        drop(span);
-        drop(trace);
+        run(&context, &kinds, &key, waited).await;
         slot.end();
         context.queue.done(&key);
     }
@@ -633,12 +619,30 @@ fn trace_item(key: &WorkKey, waited: Duration) -> (Option<ItemTrace>, tracing::S
     (Some(trace), span)
 }
 
-async fn run(context: &Arc<Context>, kinds: &Kinds, key: &WorkKey) {
+/// Runs a work item this replica may run now (traced, when sampled), after it `waited` for a
+/// worker; one it may not is deferred or skipped, untraced. A panic is a bug, but one work
+/// item's: the worker goes on with the next one, and the item is retried with backoff like
+/// any failure.
+async fn run(context: &Arc<Context>, kinds: &Kinds, key: &WorkKey, waited: Duration) {
     let Some(kind) = kinds.iter().find(|k| k.kind() == key.controller.kind) else {
         return;
     };
     match context.authority.admit(key, kind.fans_out(&key.work)) {
-        Admit::Run => shard::acting_for(Item::of(key), kind.work(context, key)).await,
+        Admit::Run => {
+            let (trace, span) = trace_item(key, waited);
+            let work = shard::acting_for(Item::of(key), kind.work(context, key));
+            if let Err(message) = caught(work).instrument(span.clone()).await {
+                if let Some(trace) = &trace {
+                    trace.fail(&"panicked");
+                }
+                panicked(context, key, &message)
+                    .instrument(span.clone())
+                    .await;
+            }
+            // The run's span ends before its trace does.
+            drop(span);
+            drop(trace);
+        }
         Admit::Later(delay) => context.queue.add_after(key.clone(), delay),
         Admit::Skip => {}
     }

@@ -134,7 +134,10 @@ async fn a_sync_is_one_trace_of_its_wait_hook_call_reads_and_writes_named_in_log
         log,
     )
     .await;
-    let lua = "local account = get('v1', 'ServiceAccount', request.object.metadata.namespace, 'reader')\n\
+    let lua = "local account\n\
+               for _ = 1, tonumber(get_path(request.object, 'data.reads') or '1') do\n\
+                 account = get('v1', 'ServiceAccount', request.object.metadata.namespace, 'reader')\n\
+               end\n\
                if get_path(request.object, 'data.fail') then error('asked to fail') end\n\
                return { labels = { traced = account and 'found' or 'missing' } }";
     apply(&client, &json!({
@@ -217,6 +220,27 @@ async fn a_sync_is_one_trace_of_its_wait_hook_call_reads_and_writes_named_in_log
     let write = child(&trace, run, "write");
     assert_eq!(attribute(write, "action"), "patch metadata of");
     assert!(within(write, run), "{trace:#?}");
+
+    // A script's loop of reads makes at most 32 spans; the call's span counts the others.
+    let many = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "many", "namespace": namespace, "labels": {"traced-by": name}}, "data": {"reads": "40"}});
+    apply(&client, &many).await;
+    let object = format!("ConfigMap.v1 {namespace}/many");
+    let (hook, reads) = eventually("the trace of the sync reading 40 times", || async {
+        let spans = receiver.spans();
+        let root = spans.iter().find(|s| {
+            s["name"] == "sync" && attribute(s, "metascript.object") == object.as_str()
+        })?;
+        let trace = of_trace(&spans, root["traceId"].as_str().unwrap());
+        let hook = trace.iter().find(|s| s["name"] == "hook")?;
+        let reads = trace
+            .iter()
+            .filter(|s| s["name"] == "get" && s["parentSpanId"] == hook["spanId"])
+            .count();
+        Some(((*hook).clone(), reads))
+    })
+    .await;
+    assert_eq!(reads, 32, "{hook:#}");
+    assert_eq!(attribute(&hook, "reads_untraced"), 8, "{hook:#}");
 
     // A sync that fails: its Warning Event names its trace, whose hook call failed, and the
     // operator's log line saying so names it too.

@@ -423,7 +423,9 @@ impl Events {
                 if let Some(note) = &note {
                     patch["note"] = Value::from(note.as_str());
                 }
-                if let Some(trace_id) = &trace_id {
+                // The latest occurrence's trace, or none when it was not traced (an earlier
+                // one's id would lead to another sync).
+                if crate::telemetry::on() {
                     patch["metadata"] =
                         serde_json::json!({"annotations": {TRACE_ID_ANNOTATION: trace_id}});
                 }

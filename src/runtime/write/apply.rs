@@ -339,10 +339,14 @@ impl Applier {
         self.may_write(action, &key)?;
         self.metrics.count_write(controller);
         self.own_writes.begin(controller, key.clone());
-        let span = crate::telemetry::span!("write", action, object = %key);
+        let span = crate::telemetry::span!(
+            "write",
+            action,
+            object = crate::telemetry::bounded(&key.to_string())
+        );
         let written = request.instrument(span.clone()).await;
         if let Err(error) = &written {
-            crate::telemetry::fail(&span, error);
+            crate::telemetry::fail(&span, &refusal(error));
         }
         let version = written
             .as_ref()
@@ -479,7 +483,11 @@ impl Applier {
         };
         self.may_write("delete", key)?;
         self.metrics.count_write(target.controller);
-        let span = crate::telemetry::span!("write", action = "delete", object = %key);
+        let span = crate::telemetry::span!(
+            "write",
+            action = "delete",
+            object = crate::telemetry::bounded(&key.to_string())
+        );
         match api
             .delete(&key.name, &params)
             .instrument(span.clone())
@@ -489,7 +497,7 @@ impl Applier {
             // Already gone, or replaced by a newer object of the same name: nothing to do.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
             Err(source) => {
-                crate::telemetry::fail(&span, &source);
+                crate::telemetry::fail(&span, &refusal(&source));
                 Err(ApplyError::Api {
                     action: "delete",
                     object: key.to_string(),
@@ -616,6 +624,15 @@ fn unless_gone(written: Result<Option<String>, ApplyError>) -> Result<Option<Str
             ..
         }) if status.code == 404 => Ok(None),
         other => other,
+    }
+}
+
+/// What a write span says of a failed write: the API server's status code and reason, not
+/// its message, which may quote the object (the sync's Event and condition have the message).
+fn refusal(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} {}", status.code, status.reason),
+        _ => "no answer from the API server".to_string(),
     }
 }
 
