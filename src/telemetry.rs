@@ -4,9 +4,9 @@
 //!
 //! Off unless an exporter is installed ([`enable`], by `metascript run --otlp-endpoint`), and
 //! then only a sampled work item makes spans: with tracing off nothing here does more than read
-//! one flag, and at a low sample ratio an item not sampled costs one sampler decision. A span inside an item is made with [`span!`], which gives
-//! `Span::none()` outside a traced item, so the hooks, reads and writes need not know whether
-//! they are traced.
+//! one flag, and at a low sample ratio an item not sampled costs one sampler decision. A span
+//! inside an item is made with [`span!`], which gives `Span::none()` outside a traced item, so
+//! the hooks, reads and writes need not know whether they are traced.
 
 use opentelemetry::trace::{Span as _, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
