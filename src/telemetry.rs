@@ -197,16 +197,33 @@ impl Drop for ItemTrace {
     }
 }
 
-/// The trace id of the traced work item the code runs in, when there is one (for the Events it
-/// publishes).
-pub(crate) fn current_trace_id() -> Option<String> {
+/// The ids of the span the code runs in, when it is a traced work item's.
+fn current_ids() -> Option<opentelemetry::trace::SpanContext> {
     if !traced() {
         return None;
     }
     let context = tracing::Span::current().context();
-    let span = context.span();
-    let ids = span.span_context();
-    (ids.is_valid() && ids.is_sampled()).then(|| ids.trace_id().to_string())
+    let ids = context.span().span_context().clone();
+    (ids.is_valid() && ids.is_sampled()).then_some(ids)
+}
+
+/// The trace id of the traced work item the code runs in, when there is one (for the Events it
+/// publishes).
+pub(crate) fn current_trace_id() -> Option<String> {
+    current_ids().map(|ids| ids.trace_id().to_string())
+}
+
+/// The W3C `traceparent` header naming the span the code runs in, when it is a traced work
+/// item's: sent with a webhook call, the webhook's own spans join the item's trace.
+pub(crate) fn traceparent() -> Option<String> {
+    current_ids().map(|ids| {
+        format!(
+            "00-{}-{}-{:02x}",
+            ids.trace_id(),
+            ids.span_id(),
+            ids.trace_flags().to_u8()
+        )
+    })
 }
 
 #[cfg(test)]

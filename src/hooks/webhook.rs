@@ -650,6 +650,9 @@ impl WebhookEndpoint {
         if let Some(authorization) = &self.authorization {
             post = post.header("Authorization", authorization);
         }
+        if let Some(traceparent) = crate::telemetry::traceparent() {
+            post = post.header("traceparent", traceparent);
+        }
         let mut config = post.config().timeout_global(Some(self.timeout));
         if let Some(tls) = &self.tls {
             config = config.tls_config(tls.clone());

@@ -10,6 +10,7 @@ use crate::support::process::OperatorProcess;
 use crate::support::{client, eventually, test_namespace, unique_name};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
+use metascript::testing::{HookServer, Reply};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::io::BufRead as _;
@@ -129,6 +130,8 @@ async fn a_sync_is_one_trace_of_its_wait_hook_call_reads_and_writes_named_in_log
             &receiver.url,
             "--trace-sample-ratio",
             "1",
+            "--webhook-allow",
+            "127.0.0.0/8",
         ],
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
         log,
@@ -241,6 +244,54 @@ async fn a_sync_is_one_trace_of_its_wait_hook_call_reads_and_writes_named_in_log
     .await;
     assert_eq!(reads, 32, "{hook:#}");
     assert_eq!(attribute(&hook, "reads_untraced"), 8, "{hook:#}");
+
+    // A webhook hook is told the trace it is part of (W3C traceparent: its own spans join the
+    // trace under the call's span).
+    let parents = Arc::new(Mutex::new(Vec::new()));
+    let seen = parents.clone();
+    let hook_server = HookServer::start_with_headers(move |call| {
+        if let Some(traceparent) = call.header("traceparent") {
+            seen.lock().push(traceparent.to_string());
+        }
+        Reply::json(&json!({"labels": {"traced": "by-webhook"}}))
+    })
+    .expect("the hook server");
+    let webhooked = format!("{name}-webhook");
+    apply(&client, &json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": webhooked, "labels": {OWN_OPERATOR_LABEL: name}},
+        "spec": {
+            "resources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"traced-by": webhooked}}}],
+            "hooks": {"sync": {"webhook": {"url": hook_server.url("/sync")}}}
+        }
+    }))
+    .await;
+    let called = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "called", "namespace": namespace, "labels": {"traced-by": webhooked}}});
+    apply(&client, &called).await;
+    wait_for(&client, &called, "the label from the webhook", |o| {
+        o["metadata"]["labels"]["traced"] == "by-webhook"
+    })
+    .await;
+    let traceparent = parents
+        .lock()
+        .first()
+        .cloned()
+        .expect("a traceparent header");
+    let fields: Vec<&str> = traceparent.split('-').collect();
+    assert!(
+        fields.len() == 4 && fields[0] == "00" && fields[3] == "01",
+        "a sampled W3C traceparent: {traceparent}"
+    );
+    let (trace, parent) = (fields[1].to_string(), fields[2].to_string());
+    let call = eventually("the webhook call's span", || async {
+        receiver
+            .spans()
+            .into_iter()
+            .find(|s| s["traceId"] == trace.as_str() && s["spanId"] == parent.as_str())
+    })
+    .await;
+    assert_eq!(call["name"], "hook", "{call:#}");
+    assert_eq!(attribute(&call, "language"), "webhook", "{call:#}");
 
     // A sync that fails: its Warning Event names its trace, whose hook call failed, and the
     // operator's log line saying so names it too.
