@@ -19,29 +19,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dir="${METASCRIPT_HELM_DIR:-$HOME/.cache/metascript/tools/helm-${HELM_VERSION}}"
 helm="$dir/helm"
 
-if [[ -x "$helm" ]]; then
-    echo "$helm"
-    exit 0
-fi
-
-command -v go >/dev/null || {
-    echo "build-helm.sh: 'go' is not on PATH; install Go >= 1.26" >&2
-    exit 1
-}
-mkdir -p "$dir"
-
-start=$SECONDS
-echo "build-helm.sh: building helm $HELM_VERSION ..." >&2
-# Temp name + rename: an interrupted build never leaves a half binary that the next run would
-# mistake for a finished one.
-tmp="$dir/.helm.tmp.$$"
-trap 'rm -f "$tmp"' EXIT
+# shellcheck source=go-tool.sh
+source "$here/go-tool.sh"
 # helm's own version variable, so `helm version` names what was built (the module proxy has no
 # VCS data to stamp).
-(cd "$here/helm" && CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false \
-    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
-    -o "$tmp" helm.sh/helm/v4/cmd/helm)
-mv -f "$tmp" "$helm"
-trap - EXIT
-echo "build-helm.sh: built helm in $((SECONDS - start))s" >&2
-echo "$helm"
+build_go_tool build-helm.sh "$helm" "$here/helm" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"

@@ -16,24 +16,6 @@ hash="$(cat "$here/main.go" "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-
 dir="${METASCRIPT_OTLP_RECEIVER_DIR:-$HOME/.cache/metascript/tools}"
 receiver="$dir/otlp-receiver-$hash"
 
-if [[ -x "$receiver" ]]; then
-    echo "$receiver"
-    exit 0
-fi
-
-command -v go >/dev/null || {
-    echo "build-otlp-receiver.sh: 'go' is not on PATH; install Go >= 1.26" >&2
-    exit 1
-}
-mkdir -p "$dir"
-
-start=$SECONDS
-echo "build-otlp-receiver.sh: building the OTLP receiver ..." >&2
-# Temp name + rename: an interrupted build never leaves a half binary behind.
-tmp="$dir/.otlp-receiver.tmp.$$"
-trap 'rm -f "$tmp"' EXIT
-(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp" .)
-mv -f "$tmp" "$receiver"
-trap - EXIT
-echo "build-otlp-receiver.sh: built in $((SECONDS - start))s" >&2
-echo "$receiver"
+# shellcheck source=go-tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-tool.sh"
+build_go_tool build-otlp-receiver.sh "$receiver" "$here" .
