@@ -51,7 +51,7 @@ pub enum TraceSetupError {
 /// `http://collector:4318`), or the traces URL itself when given.
 fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
     let wrong = |why: &str| TraceSetupError::Endpoint {
-        url: endpoint.to_string(),
+        url: without_credentials(endpoint),
         why: why.to_string(),
     };
     let uri: http::Uri = endpoint
@@ -80,6 +80,18 @@ fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
         Ok(base.to_string())
     } else {
         Ok(format!("{base}{TRACES_PATH}"))
+    }
+}
+
+/// `endpoint` with any user and password in it masked, for messages.
+fn without_credentials(endpoint: &str) -> String {
+    let Some((scheme, rest)) = endpoint.split_once("://") else {
+        return endpoint.to_string();
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => endpoint.to_string(),
     }
 }
 
@@ -252,14 +264,20 @@ mod tests {
             ("http://:4318", "host"),
             ("http://collector:4318/?x=1", "query"),
             ("http://col lector", "invalid"),
-            (
-                "https://user:secret@collector:4318",
-                "OTEL_EXPORTER_OTLP_HEADERS",
-            ),
         ] {
             let error = traces_url(bad).unwrap_err().to_string();
             assert!(error.contains(bad) && error.contains(why), "{bad}: {error}");
         }
+        // Refused, and not repeated: the message is logged.
+        let error = traces_url("https://user:secret@collector:4318/otlp")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("https://***@collector:4318/otlp")
+                && error.contains("OTEL_EXPORTER_OTLP_HEADERS")
+                && !error.contains("secret"),
+            "{error}"
+        );
     }
 
     #[test]
