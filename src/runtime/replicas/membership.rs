@@ -21,6 +21,11 @@ use tokio::time::Instant;
 /// The annotation a replica's counts travel in (see [`Report`]).
 pub(crate) const REPORT_ANNOTATION: &str = "metascript.dev/shard-report";
 
+/// The most of its report a replica puts in its Lease. The API server refuses an object whose
+/// annotations pass 256 KiB, and a refused renewal would cost the replica its share of the
+/// work: a report that would not fit is cut down ([`fitted`]) rather than sent.
+const MAX_REPORT_BYTES: usize = 192 * 1024;
+
 /// A Lease seen unchanged for this many of its durations is deleted.
 const ABANDONED_AFTER: u32 = 5;
 
@@ -45,6 +50,8 @@ pub(crate) struct Membership {
     api: Api<Lease>,
     shards: Arc<Shards>,
     sightings: Mutex<Sightings>,
+    /// Whether a report was cut to fit its Lease (said once in the log).
+    report_cut: std::sync::atomic::AtomicBool,
 }
 
 impl Membership {
@@ -53,6 +60,7 @@ impl Membership {
             api: Api::namespaced(client, &shards.config().namespace),
             shards,
             sightings: Mutex::default(),
+            report_cut: Default::default(),
         }
     }
 
@@ -223,7 +231,20 @@ impl Membership {
     }
 
     fn report_annotation(&self) -> String {
-        serde_json::to_string(&self.shards.report()).expect("counts serialize")
+        let (text, cut) = fitted(self.shards.report(), MAX_REPORT_BYTES);
+        if let Some(cut) = cut
+            && !self
+                .report_cut
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                bytes = text.len(),
+                cut,
+                "this replica's report is too large for its Lease: controllers' status.usage \
+                 counts only what the replica writing each status did itself"
+            );
+        }
+        text
     }
 
     fn seconds(&self) -> i32 {
@@ -302,6 +323,28 @@ impl Sightings {
     }
 }
 
+/// A report as JSON within `limit` bytes, and what was left out to fit, if anything: first the
+/// usage totals since load, then every usage figure. The target counts always stay (a
+/// controller's status adds them up; about 100 bytes each, so some 1,900 controllers fit).
+fn fitted(mut report: Report, limit: usize) -> (String, Option<&'static str>) {
+    let text = |report: &Report| serde_json::to_string(report).expect("counts serialize");
+    let whole = text(&report);
+    if whole.len() <= limit {
+        return (whole, None);
+    }
+    for counts in report.values_mut() {
+        counts.usage.total = Default::default();
+    }
+    let recent = text(&report);
+    if recent.len() <= limit {
+        return (recent, Some("usage totals"));
+    }
+    for counts in report.values_mut() {
+        counts.usage = Default::default();
+    }
+    (text(&report), Some("usage"))
+}
+
 /// A member's report; unreadable (another version's, say) counts as empty.
 fn report_of(lease: &Lease) -> Report {
     lease
@@ -334,6 +377,55 @@ mod tests {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    /// A report too large for a Lease loses the usage totals, then all usage, never the
+    /// target counts.
+    #[test]
+    fn a_report_too_large_for_its_lease_keeps_the_target_counts() {
+        use crate::runtime::report::usage::{Usage, UsageReport};
+        let busy = Usage {
+            hook_calls: 123_456,
+            hook_cpu_micros: 9_876_543,
+            writes: 65_432,
+            ..Usage::default()
+        };
+        let report: Report = (0..400)
+            .map(|n| {
+                let counts = crate::runtime::report::status::Counts {
+                    targets: 1_000,
+                    synced: 990,
+                    usage: UsageReport {
+                        since: 1_800_000_000,
+                        total: busy.clone(),
+                        recent: busy.clone(),
+                        recent_minutes: 10,
+                        ..UsageReport::default()
+                    },
+                    ..Default::default()
+                };
+                (format!("decorator/controller-{n}"), counts)
+            })
+            .collect();
+        let whole = serde_json::to_string(&report).unwrap().len();
+        assert_eq!(
+            fitted(report.clone(), whole),
+            (serde_json::to_string(&report).unwrap(), None)
+        );
+        let (text, cut) = fitted(report.clone(), whole - 1);
+        assert_eq!(cut, Some("usage totals"));
+        let read: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(read["decorator/controller-7"].usage.recent, busy);
+        assert_eq!(read["decorator/controller-7"].usage.total, Usage::default());
+        let (text, cut) = fitted(report, whole / 3);
+        assert_eq!(cut, Some("usage"));
+        let read: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.len(), 400);
+        assert_eq!(read["decorator/controller-399"].targets, 1_000);
+        assert_eq!(
+            read["decorator/controller-399"].usage,
+            UsageReport::default()
+        );
     }
 
     fn holders(live: &[(String, Report)]) -> Vec<&str> {
