@@ -159,8 +159,12 @@ fn the_queries_parse_and_name_only_metrics_the_operator_exports() {
     let exported = exported();
     let dashboard = dashboard();
     let mut queries: Vec<(String, String)> = Vec::new();
-    let panels = dashboard["panels"].as_array().expect("panels");
-    for panel in panels {
+    // A collapsed row keeps its panels inside it: they are checked too.
+    let top = dashboard["panels"].as_array().expect("panels");
+    let nested = top
+        .iter()
+        .flat_map(|row| row["panels"].as_array().into_iter().flatten());
+    for panel in top.iter().chain(nested) {
         for target in panel["targets"].as_array().into_iter().flatten() {
             let title = panel["title"].as_str().unwrap_or_default();
             queries.push((
