@@ -167,12 +167,16 @@ async fn a_sync_is_one_trace_of_its_wait_hook_call_reads_and_writes_named_in_log
     let object = format!("ConfigMap.v1 {namespace}/fine");
     let spans = eventually("the trace of the sync that labelled the target", || async {
         let spans = receiver.spans();
+        // The sync that found the account: one that ran before the account reached the
+        // operator's cache wrote `missing` first.
         let root = spans.iter().find(|s| {
+            let trace = of_trace(&spans, s["traceId"].as_str().unwrap());
             s["name"] == "sync"
                 && attribute(s, "metascript.object") == object.as_str()
-                && of_trace(&spans, s["traceId"].as_str().unwrap())
+                && trace.iter().any(|w| w["name"] == "write")
+                && trace
                     .iter()
-                    .any(|w| w["name"] == "write")
+                    .any(|g| g["name"] == "get" && attribute(g, "found") == true)
         })?;
         let trace = root["traceId"].as_str().unwrap().to_string();
         Some((
