@@ -517,6 +517,39 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     .await;
 }
 
+/// The CPU figure of a budget, as the write figure above: hook CPU past a millisecond a minute
+/// puts the controller in debt, and its condition says which budget.
+#[tokio::test]
+async fn a_controller_over_its_cpu_budget_is_throttled_for_cpu() {
+    let client = client().await;
+    operator().await;
+    let namespace = test_namespace(&client, "cpu-budget").await;
+    let name = unique_name("cpu-budget");
+    // Some hundred thousand operations: tens of milliseconds of CPU, far past 1 ms.
+    let busy = format!(
+        "let spent = 0; for i in 0..200000 {{ spent += i; }}\n{}",
+        labelling_script("busy")
+    );
+    let mut object = controller(&name, json!({"sync": inline("rhai", &busy)}));
+    object["spec"]["budget"] = json!({"cpuMillisPerMinute": 1});
+    apply(&client, &object).await;
+    for sts in ["web-0", "web-1"] {
+        apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
+    }
+    let status = eventually("Throttled=True for CPU", || async {
+        let status = controller_status(&client, &name).await;
+        (condition(&status, "Throttled")["status"] == "True").then_some(status)
+    })
+    .await;
+    let throttled = condition(&status, "Throttled");
+    assert_eq!(throttled["reason"], "CPUBudget", "{status}");
+    let message = throttled["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("over its CPU budget of 1ms a minute: "),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn a_broken_script_deletes_nothing_and_says_where() {
     let client = client().await;
