@@ -19,12 +19,21 @@ build_go_tool() {
     echo "$what: building $(basename "$binary") ..." >&2
     # Temp name + rename: an interrupted build never leaves a half binary that the next run
     # would mistake for a finished one. Global, so the EXIT trap still sees it after a failure.
+    # Failures return here whether or not the caller runs under `set -e`, and a caller's own
+    # EXIT trap is put back afterwards.
     go_tool_tmp="$(dirname "$binary")/.$(basename "$binary").tmp.$$"
+    local caller_trap
+    caller_trap="$(trap -p EXIT)"
     trap 'rm -f "$go_tool_tmp"' EXIT
-    (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false \
-        -ldflags "-s -w $ldflags" -o "$go_tool_tmp" "$package")
-    mv -f "$go_tool_tmp" "$binary"
-    trap - EXIT
+    if ! (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false \
+        -ldflags "-s -w $ldflags" -o "$go_tool_tmp" "$package") ||
+        ! mv -f "$go_tool_tmp" "$binary"; then
+        rm -f "$go_tool_tmp"
+        eval "${caller_trap:-trap - EXIT}"
+        echo "$what: building $(basename "$binary") failed" >&2
+        return 1
+    fi
+    eval "${caller_trap:-trap - EXIT}"
     echo "$what: built in $((SECONDS - start))s" >&2
     echo "$binary"
 }

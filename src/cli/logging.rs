@@ -54,6 +54,14 @@ fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
         url: without_credentials(endpoint),
         why: why.to_string(),
     };
+    // It is logged and shown in errors; a collector's credentials go in OTEL_EXPORTER_OTLP_HEADERS.
+    // Any `@` is taken for them: a password may hold `/`, `?` or `#`, which would otherwise
+    // end the URL's authority before it.
+    if endpoint.contains('@') {
+        return Err(wrong(
+            "credentials in the URL would be logged; give them as OTEL_EXPORTER_OTLP_HEADERS",
+        ));
+    }
     let uri: http::Uri = endpoint
         .parse()
         .map_err(|error: http::uri::InvalidUri| wrong(&error.to_string()))?;
@@ -66,15 +74,6 @@ fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
     if uri.query().is_some() {
         return Err(wrong("a query has no place in a collector's URL"));
     }
-    // It is logged and shown in errors; a collector's credentials go in OTEL_EXPORTER_OTLP_HEADERS.
-    if uri
-        .authority()
-        .is_some_and(|authority| authority.as_str().contains('@'))
-    {
-        return Err(wrong(
-            "credentials in the URL would be logged; give them as OTEL_EXPORTER_OTLP_HEADERS",
-        ));
-    }
     let base = endpoint.trim_end_matches('/');
     if base.ends_with(TRACES_PATH) {
         Ok(base.to_string())
@@ -83,16 +82,17 @@ fn traces_url(endpoint: &str) -> Result<String, TraceSetupError> {
     }
 }
 
-/// `endpoint` with any user and password in it masked, for messages.
+/// `endpoint` with everything from its scheme to its last `@` (a user and password, whatever
+/// they hold) masked, for messages.
 fn without_credentials(endpoint: &str) -> String {
-    let Some((scheme, rest)) = endpoint.split_once("://") else {
+    let Some(at) = endpoint.rfind('@') else {
         return endpoint.to_string();
     };
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => endpoint.to_string(),
-    }
+    let scheme = endpoint
+        .find("://")
+        .filter(|&end| end < at)
+        .map_or("", |end| &endpoint[..end + 3]);
+    format!("{scheme}***@{}", &endpoint[at + 1..])
 }
 
 /// `--trace-sample-ratio`: a share, from 0 to 1.
@@ -268,16 +268,35 @@ mod tests {
             let error = traces_url(bad).unwrap_err().to_string();
             assert!(error.contains(bad) && error.contains(why), "{bad}: {error}");
         }
-        // Refused, and not repeated: the message is logged.
-        let error = traces_url("https://user:secret@collector:4318/otlp")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("https://***@collector:4318/otlp")
-                && error.contains("OTEL_EXPORTER_OTLP_HEADERS")
-                && !error.contains("secret"),
-            "{error}"
-        );
+        // Refused, and not repeated: the message is logged. A password may hold what ends an
+        // authority, and a URL may lack its scheme.
+        for (with_credentials, shown) in [
+            (
+                "https://user:secret@collector:4318/otlp",
+                "https://***@collector:4318/otlp",
+            ),
+            ("user:secret@collector:4318", "***@collector:4318"),
+            (
+                "https://user:sec?ret@collector:4318",
+                "https://***@collector:4318",
+            ),
+            (
+                "https://user:sec/ret@collector:4318",
+                "https://***@collector:4318",
+            ),
+            (
+                "https://user:sec#ret@collector:4318",
+                "https://***@collector:4318",
+            ),
+        ] {
+            let error = traces_url(with_credentials).unwrap_err().to_string();
+            assert!(
+                error.contains(shown)
+                    && error.contains("OTEL_EXPORTER_OTLP_HEADERS")
+                    && !error.contains("sec"),
+                "{with_credentials}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -214,7 +214,12 @@ pub(crate) struct RunArgs {
     /// Send traces of the work (one per work item: queue wait, hook calls, reads, writes) to
     /// this OpenTelemetry collector over OTLP/HTTP, e.g. `http://collector:4318` (its base URL,
     /// `/v1/traces` is added); off without it.
-    #[arg(long, value_name = "URL", env = "METASCRIPT_OTLP_ENDPOINT")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "METASCRIPT_OTLP_ENDPOINT",
+        hide_env_values = true
+    )]
     pub otlp_endpoint: Option<String>,
     /// The share of work items traced, from 0 to 1, chosen by trace id (with --otlp-endpoint).
     #[arg(

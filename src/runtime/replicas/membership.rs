@@ -8,6 +8,7 @@
 //! so dead replicas leave nothing behind.
 
 use crate::runtime::replicas::shard::{Report, ShardConfig, Shards};
+use crate::runtime::report::usage::UsageReport;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
@@ -50,8 +51,8 @@ pub(crate) struct Membership {
     api: Api<Lease>,
     shards: Arc<Shards>,
     sightings: Mutex<Sightings>,
-    /// Whether a report was cut to fit its Lease (said once in the log).
-    report_cut: std::sync::atomic::AtomicBool,
+    /// What the last report left out to fit its Lease ([`Cut`]): a change is said in the log.
+    report_cut: std::sync::atomic::AtomicU8,
 }
 
 impl Membership {
@@ -232,17 +233,30 @@ impl Membership {
 
     fn report_annotation(&self) -> String {
         let (text, cut) = fitted(self.shards.report(), MAX_REPORT_BYTES);
-        if let Some(cut) = cut
-            && !self
-                .report_cut
-                .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            tracing::warn!(
-                bytes = text.len(),
-                cut,
-                "this replica's report is too large for its Lease: controllers' status.usage \
-                 counts only what the replica writing each status did itself"
-            );
+        let before = self
+            .report_cut
+            .swap(cut as u8, std::sync::atomic::Ordering::Relaxed);
+        if before != cut as u8 {
+            let bytes = text.len();
+            match cut {
+                Cut::Nothing => tracing::info!(bytes, "this replica's report fits its Lease again"),
+                Cut::UsageTotals => tracing::warn!(
+                    bytes,
+                    "this replica's report is too large for its Lease: it leaves out usage \
+                     totals, which controllers' status.usage.total then lacks"
+                ),
+                Cut::Usage => tracing::warn!(
+                    bytes,
+                    "this replica's report is too large for its Lease: it leaves out its usage, \
+                     which controllers' status.usage then lacks"
+                ),
+                Cut::Controllers => tracing::error!(
+                    bytes,
+                    "this replica's report is too large for its Lease even without usage: it \
+                     leaves out the controllers with the fewest targets, whose status then \
+                     lacks this replica's counts"
+                ),
+            }
         }
         text
     }
@@ -323,26 +337,63 @@ impl Sightings {
     }
 }
 
-/// A report as JSON within `limit` bytes, and what was left out to fit, if anything: first the
-/// usage totals since load, then every usage figure. The target counts always stay (a
-/// controller's status adds them up; about 100 bytes each, so some 1,900 controllers fit).
-fn fitted(mut report: Report, limit: usize) -> (String, Option<&'static str>) {
+/// What a replica left out of its report to fit it in its Lease, from the least to the most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+enum Cut {
+    Nothing,
+    /// The usage totals since load (recent usage stays).
+    UsageTotals,
+    /// Every usage figure (a budget's wait stays: the `Throttled` condition is built from it).
+    Usage,
+    /// The usage, and whole controllers: those with the fewest targets first.
+    Controllers,
+}
+
+/// A report as JSON within `limit` bytes, and what was left out to fit: first the usage totals
+/// since load, then every usage figure but a budget's wait, and last, if even the target counts
+/// do not fit (some 1,000 controllers or more), the controllers with the fewest targets.
+fn fitted(mut report: Report, limit: usize) -> (String, Cut) {
     let text = |report: &Report| serde_json::to_string(report).expect("counts serialize");
     let whole = text(&report);
     if whole.len() <= limit {
-        return (whole, None);
+        return (whole, Cut::Nothing);
     }
     for counts in report.values_mut() {
         counts.usage.total = Default::default();
     }
     let recent = text(&report);
     if recent.len() <= limit {
-        return (recent, Some("usage totals"));
+        return (recent, Cut::UsageTotals);
     }
     for counts in report.values_mut() {
-        counts.usage = Default::default();
+        counts.usage = UsageReport {
+            paced: counts.usage.paced.take(),
+            ..UsageReport::default()
+        };
     }
-    (text(&report), Some("usage"))
+    let counted = text(&report);
+    if counted.len() <= limit {
+        return (counted, Cut::Usage);
+    }
+    // Each entry's size once; what removing it saves is at least that less its braces.
+    let mut sizes: Vec<(u64, String, usize)> = report
+        .iter()
+        .map(|(controller, counts)| {
+            let size = text(&Report::from([(controller.clone(), counts.clone())])).len();
+            (counts.targets, controller.clone(), size)
+        })
+        .collect();
+    sizes.sort();
+    let mut size = counted.len();
+    for (_, controller, entry) in sizes {
+        if size <= limit {
+            break;
+        }
+        report.remove(&controller);
+        size = size.saturating_sub(entry - 2);
+    }
+    (text(&report), Cut::Controllers)
 }
 
 /// A member's report; unreadable (another version's, say) counts as empty.
@@ -379,52 +430,83 @@ mod tests {
         }
     }
 
-    /// A report too large for a Lease loses the usage totals, then all usage, never the
-    /// target counts.
+    /// A report too large for a Lease loses the usage totals, then all usage but a budget's
+    /// wait, then the controllers with the fewest targets: it always fits.
     #[test]
-    fn a_report_too_large_for_its_lease_keeps_the_target_counts() {
-        use crate::runtime::report::usage::{Usage, UsageReport};
+    fn a_report_too_large_for_its_lease_is_cut_to_fit() {
+        use crate::runtime::report::usage::{Paced, Usage};
         let busy = Usage {
             hook_calls: 123_456,
             hook_cpu_micros: 9_876_543,
             writes: 65_432,
             ..Usage::default()
         };
+        let paced = Paced {
+            reason: "CPUBudget".into(),
+            message: "over its CPU budget".into(),
+        };
         let report: Report = (0..400)
             .map(|n| {
                 let counts = crate::runtime::report::status::Counts {
-                    targets: 1_000,
+                    targets: 1_000 + n,
                     synced: 990,
                     usage: UsageReport {
                         since: 1_800_000_000,
                         total: busy.clone(),
                         recent: busy.clone(),
                         recent_minutes: 10,
-                        ..UsageReport::default()
+                        paced: (n == 7).then(|| paced.clone()),
                     },
                     ..Default::default()
                 };
                 (format!("decorator/controller-{n}"), counts)
             })
             .collect();
-        let whole = serde_json::to_string(&report).unwrap().len();
+        let whole = serde_json::to_string(&report).unwrap();
         assert_eq!(
-            fitted(report.clone(), whole),
-            (serde_json::to_string(&report).unwrap(), None)
+            fitted(report.clone(), whole.len()),
+            (whole.clone(), Cut::Nothing)
         );
-        let (text, cut) = fitted(report.clone(), whole - 1);
-        assert_eq!(cut, Some("usage totals"));
+        let (text, cut) = fitted(report.clone(), whole.len() - 1);
+        assert_eq!(cut, Cut::UsageTotals);
         let read: Report = serde_json::from_str(&text).unwrap();
         assert_eq!(read["decorator/controller-7"].usage.recent, busy);
         assert_eq!(read["decorator/controller-7"].usage.total, Usage::default());
-        let (text, cut) = fitted(report, whole / 3);
-        assert_eq!(cut, Some("usage"));
+        let mut counted = report.clone();
+        for counts in counted.values_mut() {
+            counts.usage = UsageReport {
+                paced: counts.usage.paced.take(),
+                ..UsageReport::default()
+            };
+        }
+        let counted = serde_json::to_string(&counted).unwrap();
+        let (text, cut) = fitted(report.clone(), counted.len());
+        assert_eq!((text.len(), cut), (counted.len(), Cut::Usage));
         let read: Report = serde_json::from_str(&text).unwrap();
         assert_eq!(read.len(), 400);
-        assert_eq!(read["decorator/controller-399"].targets, 1_000);
+        assert_eq!(read["decorator/controller-399"].targets, 1_399);
         assert_eq!(
-            read["decorator/controller-399"].usage,
-            UsageReport::default()
+            read["decorator/controller-399"].usage.recent,
+            Usage::default()
+        );
+        assert_eq!(
+            read["decorator/controller-7"].usage.paced,
+            Some(paced),
+            "the Throttled condition is built from it"
+        );
+        let limit = counted.len() / 10;
+        let (text, cut) = fitted(report, limit);
+        assert_eq!(cut, Cut::Controllers);
+        assert!(text.len() <= limit, "{} > {limit}", text.len());
+        let read: Report = serde_json::from_str(&text).unwrap();
+        assert!(!read.is_empty() && read.len() < 400);
+        assert!(
+            read.contains_key("decorator/controller-399"),
+            "the most targets stay"
+        );
+        assert!(
+            !read.contains_key("decorator/controller-0"),
+            "the fewest go first"
         );
     }
 
