@@ -454,18 +454,13 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     for sts in ["web-0", "web-1"] {
         apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
     }
-    let status = eventually("Throttled=True", || async {
-        let status = controller_status(&client, &name).await;
-        (condition(&status, "Throttled")["status"] == "True").then_some(status)
-    })
+    throttled_for(
+        &client,
+        &name,
+        "WriteBudget",
+        "over its write budget of 1 write a minute: ",
+    )
     .await;
-    let throttled = condition(&status, "Throttled");
-    assert_eq!(throttled["reason"], "WriteBudget", "{status}");
-    let message = throttled["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with("over its write budget of 1 write a minute: "),
-        "{message}"
-    );
     let event = wait_for_event(&client, None, "Throttled", |event| {
         crate::support::operator::regarding_name(event) == Some(name.as_str())
     })
@@ -536,18 +531,26 @@ async fn a_controller_over_its_cpu_budget_is_throttled_for_cpu() {
     for sts in ["web-0", "web-1"] {
         apply(&client, &stateful_set(&namespace, sts, &name, 1)).await;
     }
-    let status = eventually("Throttled=True for CPU", || async {
-        let status = controller_status(&client, &name).await;
+    throttled_for(
+        &client,
+        &name,
+        "CPUBudget",
+        "over its CPU budget of 1ms a minute: ",
+    )
+    .await;
+}
+
+/// Waits for the controller's `Throttled=True` and checks it names the budget it is over.
+async fn throttled_for(client: &kube::Client, name: &str, reason: &str, message_start: &str) {
+    let status = eventually(&format!("Throttled=True ({reason})"), || async {
+        let status = controller_status(client, name).await;
         (condition(&status, "Throttled")["status"] == "True").then_some(status)
     })
     .await;
     let throttled = condition(&status, "Throttled");
-    assert_eq!(throttled["reason"], "CPUBudget", "{status}");
+    assert_eq!(throttled["reason"], reason, "{status}");
     let message = throttled["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with("over its CPU budget of 1ms a minute: "),
-        "{message}"
-    );
+    assert!(message.starts_with(message_start), "{message}");
 }
 
 #[tokio::test]
