@@ -35,17 +35,12 @@ pub(super) type RefusedWork = BTreeMap<String, RefusedItem>;
 
 impl<K: Kind> Registry<K> {
     /// After a work item: a controller past its budget gets no worker until it has paid back
-    /// the excess (its work waits; the other controllers' goes on).
+    /// the excess (its work waits; the other controllers' goes on). The budget is the one the
+    /// controller was last loaded with, which the ledger holds: the item may have run an older
+    /// version.
     fn keep_to_budget(&self, context: &Context, controller: &Controller<K>) {
-        // Most controllers have none (loading dropped any allowance they had).
-        if !controller.budget.is_set() {
-            return;
-        }
         let share = context.authority.share();
-        let paced = context
-            .metrics
-            .usage
-            .pace(&controller.id, &controller.budget, share);
+        let paced = context.metrics.usage.pace(&controller.id, share);
         if let Some((wait, paced)) = paced {
             context.queue.pause(&controller.id, wait);
             tracing::debug!(controller = %controller.id, wait_seconds = wait.as_secs_f64(), reason = %paced.reason, "over its budget; its work waits");

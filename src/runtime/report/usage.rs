@@ -408,24 +408,31 @@ impl Ledger {
             .report(now)
     }
 
-    /// After a work item of the controller: how long its work must wait now to keep to its
-    /// `budget`, of which this replica keeps to `share` (sharded: its part), or `None`.
-    /// A new budget (or share) starts afresh with a minute's worth.
-    pub(crate) fn pace(
-        &self,
-        controller: &ControllerId,
-        budget: &Budget,
-        share: f64,
-    ) -> Option<(Duration, Paced)> {
-        self.pace_at(controller, budget, share, Instant::now())
+    /// After a work item of the controller: how long its work must wait now to keep to the
+    /// budget it was last loaded with ([`Ledger::budget`]), of which this replica keeps to
+    /// `share` (sharded: its part), or `None`. The item's own version may be older than the
+    /// live one: its budget is not asked for, so a finished item never brings back a budget an
+    /// edit replaced.
+    pub(crate) fn pace(&self, controller: &ControllerId, share: f64) -> Option<(Duration, Paced)> {
+        self.pace_at(controller, share, Instant::now())
     }
 
     /// Starts counting against the controller's `budget` (when it is loaded, so its first
     /// work is counted too); a budget it has already goes on as it was. Returns whether the
     /// budget changed (what its work waits for may have).
     pub(crate) fn budget(&self, controller: &ControllerId, budget: &Budget, share: f64) -> bool {
+        self.budget_at(controller, budget, share, Instant::now())
+    }
+
+    fn budget_at(
+        &self,
+        controller: &ControllerId,
+        budget: &Budget,
+        share: f64,
+        now: Instant,
+    ) -> bool {
         let mut tallies = self.tallies.lock();
-        Self::allowance(&mut tallies, controller, budget, share, Instant::now()).1
+        Self::allowance(&mut tallies, controller, budget, share, now).1
     }
 
     /// The controller's allowance for `budget`, refilled to `now` (`None` without a budget),
@@ -468,12 +475,12 @@ impl Ledger {
     fn pace_at(
         &self,
         controller: &ControllerId,
-        budget: &Budget,
         share: f64,
         now: Instant,
     ) -> Option<(Duration, Paced)> {
         let mut tallies = self.tallies.lock();
-        let allowance = Self::allowance(&mut tallies, controller, budget, share, now).0?;
+        let budget = tallies.get(controller)?.allowance.as_ref()?.budget;
+        let allowance = Self::allowance(&mut tallies, controller, &budget, share, now).0?;
         let debt = allowance.debt();
         if let Some((wait, paced)) = &debt {
             allowance.paced = Some((now + *wait + PACED_LINGERS, paced.clone()));
@@ -603,15 +610,16 @@ mod tests {
         let writes = budget(None, Some(6));
         let start = Instant::now();
         // A minute's worth to start with: six writes pass.
-        assert_eq!(ledger.pace_at(&a, &writes, 1.0, start), None);
+        ledger.budget_at(&a, &writes, 1.0, start);
+        assert_eq!(ledger.pace_at(&a, 1.0, start), None);
         for _ in 0..6 {
             ledger.write(&a);
         }
-        assert_eq!(ledger.pace_at(&a, &writes, 1.0, start), None, "at zero");
+        assert_eq!(ledger.pace_at(&a, 1.0, start), None, "at zero");
         for _ in 0..3 {
             ledger.write(&a);
         }
-        let (wait, paced) = ledger.pace_at(&a, &writes, 1.0, start).expect("three over");
+        let (wait, paced) = ledger.pace_at(&a, 1.0, start).expect("three over");
         assert_eq!(wait, Duration::from_secs(30), "3 writes at 6 a minute");
         assert_eq!(paced.reason, "WriteBudget");
         assert_eq!(
@@ -627,16 +635,16 @@ mod tests {
         // Twenty seconds later two writes are paid back: ten seconds to go.
         let later = start + Duration::from_secs(20);
         assert_eq!(
-            ledger.pace_at(&a, &writes, 1.0, later).unwrap().0,
+            ledger.pace_at(&a, 1.0, later).unwrap().0,
             Duration::from_secs(10)
         );
         // Long quiet refills at most a minute's worth.
         let much_later = start + Duration::from_secs(3_600);
-        assert_eq!(ledger.pace_at(&a, &writes, 1.0, much_later), None);
+        assert_eq!(ledger.pace_at(&a, 1.0, much_later), None);
         for _ in 0..7 {
             ledger.write(&a);
         }
-        assert!(ledger.pace_at(&a, &writes, 1.0, much_later).is_some());
+        assert!(ledger.pace_at(&a, 1.0, much_later).is_some());
     }
 
     #[test]
@@ -650,9 +658,10 @@ mod tests {
             ..CallCost::default()
         };
         // One of four replicas: 25 ms a minute here.
-        assert_eq!(ledger.pace_at(&a, &cpu, 0.25, start), None);
+        ledger.budget_at(&a, &cpu, 0.25, start);
+        assert_eq!(ledger.pace_at(&a, 0.25, start), None);
         ledger.hook_call(&a, Duration::ZERO, Some(&call(40_000)));
-        let (wait, paced) = ledger.pace_at(&a, &cpu, 0.25, start).expect("15 ms over");
+        let (wait, paced) = ledger.pace_at(&a, 0.25, start).expect("15 ms over");
         assert_eq!(wait, Duration::from_secs(36), "15 ms at 25 ms a minute");
         assert_eq!(paced.reason, "CPUBudget");
         assert!(
@@ -662,17 +671,23 @@ mod tests {
         );
         // A new budget does not forgive the debt: a larger one still owes the 15 ms.
         let larger = budget(Some(1_000), None);
-        let (wait, _) = ledger
-            .pace_at(&a, &larger, 0.25, start)
-            .expect("still owed");
+        assert!(ledger.budget_at(&a, &larger, 0.25, start), "a change");
+        let (wait, _) = ledger.pace_at(&a, 0.25, start).expect("still owed");
         assert_eq!(
             wait,
             Duration::from_millis(3_600),
             "15 ms at 250 ms a minute"
         );
+        // Pacing after an item of the older version keeps to the budget loaded last.
+        assert!(!ledger.budget_at(&a, &larger, 0.25, start), "no change");
+        assert_eq!(
+            ledger.pace_at(&a, 0.25, start).unwrap().0,
+            Duration::from_millis(3_600)
+        );
         // None at all forgets the allowance, and the condition with it.
         ledger.hook_call(&a, Duration::ZERO, Some(&call(10_000_000)));
-        assert_eq!(ledger.pace_at(&a, &Budget::default(), 0.25, start), None);
+        ledger.budget_at(&a, &Budget::default(), 0.25, start);
+        assert_eq!(ledger.pace_at(&a, 0.25, start), None);
         assert_eq!(ledger.report(&a).paced, None);
     }
 }
