@@ -46,6 +46,11 @@ impl Plan {
             && self.finalizer.is_none()
     }
 
+    /// True when carrying out the plan writes the parent or target itself.
+    pub(crate) fn writes_object(&self) -> bool {
+        self.metadata_patch.is_some() || self.status.is_some() || self.finalizer.is_some()
+    }
+
     /// When the hook asked to be called again. The response's bounds
     /// ([`super::response::resync_after`]) keep the seconds within what a timer holds; a value
     /// that is not is no resync, never a panic.

@@ -22,7 +22,7 @@ use crate::runtime::replicas::shard::ShardConfig;
 use crate::runtime::report::events::{Asked, Events, Origin};
 use crate::runtime::report::metrics::Metrics;
 use crate::runtime::report::problem::{Cause, Problem};
-use crate::runtime::watch::cache::Informers;
+use crate::runtime::watch::cache::{Informers, SyncRead};
 use crate::runtime::watch::discovery::Discovery;
 use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::health::WorkerHealth;
@@ -371,6 +371,15 @@ impl Context {
     /// An object from the watch cache.
     pub fn get(&self, reference: &ObjRef) -> Option<Arc<Value>> {
         self.informers.get(
+            &reference.resource,
+            reference.namespace.as_deref(),
+            &reference.name,
+        )
+    }
+
+    /// The object a sync is about ([`Informers::read_for_sync`]).
+    pub(crate) fn read_for_sync(&self, reference: &ObjRef) -> Option<SyncRead> {
+        self.informers.read_for_sync(
             &reference.resource,
             reference.namespace.as_deref(),
             &reference.name,

@@ -244,16 +244,17 @@ async fn sync_object<P: ObjectRuntime>(
     controller: &Arc<Controller<ObjectKind<P>>>,
     key: &ObjRef,
 ) -> Outcome<ObjRef> {
-    let object = context
-        .get(key)
-        .filter(|object| controller.planner.phase(object) != Phase::Idle);
-    let Some(object) = object else {
+    let read = context
+        .read_for_sync(key)
+        .filter(|read| controller.planner.phase(&read.object) != Phase::Idle);
+    let Some(read) = read else {
         let related = P::related(&controller.state);
         related.related.remove(key);
         related.customized.remove(key);
         P::forget(&controller.state, key);
         return Outcome::Forgotten(key.clone());
     };
+    let object = read.object.clone();
     if let Some(delay) = P::behind(context, controller, key) {
         return Outcome::Synced {
             key: key.clone(),
@@ -279,6 +280,9 @@ async fn sync_object<P: ObjectRuntime>(
         Err(failure) => return failed(failure),
     };
     let clear = synced::succeeded(context, controller, &object, &mut plan);
+    if plan.writes_object() || clear.is_some() {
+        context.informers.keep(&key.resource, &read);
+    }
     let mut written = Written::default();
     if !plan.is_noop() {
         let owned_types = controller.planner.owned_types();

@@ -10,3 +10,4 @@ mod map;
 mod registry;
 mod shares;
 mod steps;
+mod sync_reads;

@@ -640,6 +640,41 @@ impl Informers {
         decoded(&store, vec![kept]).next()
     }
 
+    /// The object a sync is about, decoded where it is not already, without keeping it as
+    /// recently used: most syncs read their object once and write nothing to it, and a tree
+    /// dropped by the sync that built it costs a fraction of one that waits in the recently
+    /// used set until pushed out, by then out of the CPU's caches (docs/performance.md,
+    /// "Decoding on use"). A sync that writes the object keeps it ([`Informers::keep`]).
+    pub(crate) fn read_for_sync(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<SyncRead> {
+        let store = self.store(resource)?;
+        let kept = store
+            .read()
+            .get(resource.scope(namespace).unwrap_or_default(), name)?;
+        Some(match kept {
+            Kept::Decoded(object) => SyncRead {
+                object,
+                decoded_from: None,
+            },
+            Kept::Json(text) => SyncRead {
+                object: Kept::Json(text.clone()).decoded(),
+                decoded_from: Some(text),
+            },
+        })
+    }
+
+    /// Keeps what a sync decoded as recently used, because it writes the object: the watch
+    /// event of that write is told apart from a no-op by comparing it with this version.
+    pub(crate) fn keep(&self, resource: &ResourceType, read: &SyncRead) {
+        if let (Some(text), Some(store)) = (&read.decoded_from, self.store(resource)) {
+            store.read().remember([(text.clone(), read.object.clone())]);
+        }
+    }
+
     /// How many objects of a type are cached (0 when it is not watched).
     pub fn len(&self, resource: &ResourceType) -> usize {
         self.store(resource).map_or(0, |store| store.read().len())
@@ -851,6 +886,13 @@ fn decoded(store: &RwLock<Store>, kept: Vec<Kept>) -> Listed {
         store.read().remember(fresh);
     }
     Listed::from(objects)
+}
+
+/// An object as [`Informers::read_for_sync`] read it.
+pub(crate) struct SyncRead {
+    pub(crate) object: Arc<Value>,
+    /// The text it was decoded from, when the read decoded it.
+    decoded_from: Option<Arc<str>>,
 }
 
 /// What one watch fills: its type's view, as one of its feeds.
