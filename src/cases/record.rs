@@ -13,6 +13,7 @@ use crate::api::HookKind;
 use crate::hooks::{HookCode, HookError, LoadedHook};
 use crate::object;
 use crate::reads::Secrets;
+use crate::script::HookRequest;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -36,7 +37,7 @@ pub(crate) struct Recorded<'a> {
     /// `decorator/<name>` or `map/<name>`, as the directory names it.
     pub controller: &'a str,
     pub hook: &'a LoadedHook,
-    pub request: &'a Value,
+    pub request: HookRequest<'a>,
     pub response: Result<&'a Value, &'a HookError>,
     pub clock: jiff::Timestamp,
     /// The values of the Secrets the call's work item was handed: scrubbed from the case.
@@ -68,7 +69,7 @@ impl Recorder {
             call.secrets.scrub_value(&mut clean);
             clean
         };
-        let request = clean(call.request);
+        let request = clean(&call.request.to_value());
         let text = request.to_string();
         if text.len() > MAX_REQUEST_BYTES {
             return Ok(false);
@@ -246,7 +247,7 @@ mod tests {
                 .record(&Recorded {
                     controller: "decorator/sized",
                     hook: hooks.get(crate::kinds::decorator::SYNC).unwrap(),
-                    request: &request,
+                    request: (&request).into(),
                     response: Ok(&response),
                     clock: jiff::Timestamp::UNIX_EPOCH,
                     secrets: &Secrets::default(),
@@ -341,7 +342,7 @@ mod tests {
                     .record(&Recorded {
                         controller: &format!("decorator/{name}"),
                         hook: hooks.get(crate::kinds::decorator::SYNC).unwrap(),
-                        request: &request,
+                        request: (&request).into(),
                         response: response.as_ref(),
                         clock: jiff::Timestamp::UNIX_EPOCH,
                         secrets: &scope.secrets,

@@ -510,7 +510,9 @@ async fn dry_run(
         calls.lock().push(format!(
             "  {} hook request:\n{}  response:\n{}",
             call.hook,
-            indent(&to_yaml(&crate::cases::record::redact(call.request))),
+            indent(&to_yaml(&crate::cases::record::redact(
+                &call.request.to_value()
+            ))),
             indent(&response)
         ));
     };

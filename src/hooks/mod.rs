@@ -28,8 +28,8 @@ use crate::api::{
     ControllerSpec, EndpointConfig, Hook, HookKind, HookVersion, Language, Library, Limits,
 };
 use crate::script::{
-    CallContext, CallCost, CallScope, CompiledScript, LibrarySource, ScriptEngine, ScriptError,
-    ScriptOrigin, check_library_names,
+    CallContext, CallCost, CallScope, CompiledScript, HookRequest, LibrarySource, ScriptEngine,
+    ScriptError, ScriptOrigin, check_library_names,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -327,8 +327,14 @@ impl ControllerHooks {
         request: &Value,
         scope: &CallScope,
     ) -> Result<Value, HookError> {
-        self.call_through(engine, WebhookClient::unrestricted(), kind, request, scope)
-            .0
+        self.call_through(
+            engine,
+            WebhookClient::unrestricted(),
+            kind,
+            request.into(),
+            scope,
+        )
+        .0
     }
 
     /// Runs a hook on this thread (the operator's blocking pool, or a face an author runs): a
@@ -339,7 +345,7 @@ impl ControllerHooks {
         engine: &ScriptEngine,
         webhooks: &WebhookClient,
         kind: HookKind,
-        request: &Value,
+        request: HookRequest,
         scope: &CallScope,
     ) -> (Result<Value, HookError>, Option<CallCost>) {
         let hook = match self.loaded(kind) {
@@ -379,13 +385,15 @@ impl ControllerHooks {
         endpoint: &WebhookEndpoint,
         webhooks: &WebhookClient,
         kind: HookKind,
-        request: &Value,
+        request: HookRequest,
         scope: &CallScope,
         max_children: usize,
     ) -> Result<Value, HookError> {
         scope.purity.taint("webhook");
         // Its errors may quote what it was sent (the engine notes a script's request).
-        scope.secrets.note(request);
+        for part in request.parts() {
+            scope.secrets.note(part);
+        }
         let response = endpoint
             .call(webhooks, kind, request)
             .map_err(|failure| match failure {

@@ -3,7 +3,7 @@
 
 use super::{ControllerHooks, HookError, WebhookClient};
 use crate::api::HookKind;
-use crate::script::{CallCost, CallScope, ScriptEngine};
+use crate::script::{CallCost, CallScope, HookRequest, ScriptEngine};
 use serde_json::Value;
 
 /// One hook call as an observer sees it.
@@ -13,7 +13,7 @@ pub struct HookCall<'a> {
     pub took: std::time::Duration,
     /// What a script's call cost (`None`: a webhook).
     pub cost: Option<CallCost>,
-    pub request: &'a Value,
+    pub request: HookRequest<'a>,
     pub response: Result<&'a Value, &'a HookError>,
 }
 
@@ -33,7 +33,12 @@ pub struct HookRunner<'a> {
 }
 
 impl HookRunner<'_> {
-    pub(crate) fn call(&self, kind: HookKind, request: &Value) -> Result<Value, HookError> {
+    pub(crate) fn call<'a>(
+        &self,
+        kind: HookKind,
+        request: impl Into<HookRequest<'a>>,
+    ) -> Result<Value, HookError> {
+        let request = request.into();
         let span = crate::telemetry::span!(
             "hook",
             hook = %kind,

@@ -11,6 +11,7 @@ use super::egress::{EgressPolicy, Refused};
 use super::json::JsonRules;
 use super::source::ConfigMapLookup;
 use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
+use crate::script::HookRequest;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 use sha2::Digest;
@@ -373,8 +374,8 @@ impl EtagEntries {
 }
 
 /// The object a request is about, as the ETag cache names it: its uid, else where it is.
-fn subject_of(hook: HookKind, request: &Value) -> String {
-    let subject = &request[hook.contract().subject];
+fn subject_of(hook: HookKind, request: HookRequest) -> String {
+    let subject = request.get(hook.contract().subject).unwrap_or(&Value::Null);
     match crate::object::uid(subject) {
         Some(uid) => uid.to_string(),
         None => crate::object::ObjectKey::of(subject).to_string(),
@@ -629,9 +630,9 @@ impl WebhookEndpoint {
         &self,
         client: &WebhookClient,
         hook: HookKind,
-        request: &Value,
+        request: HookRequest,
     ) -> Result<Value, CallFailure> {
-        let body = serde_json::to_vec(request).expect("a JSON value serializes");
+        let body = serde_json::to_vec(&request).expect("a JSON value serializes");
         let subject = self.etags.as_ref().map(|_| subject_of(hook, request));
         // Taken whole now: the answer may be forgotten while the call runs.
         let remembered = self
@@ -1845,7 +1846,7 @@ LPp5ERfYDOiXUTEMqISmyl2cgFwh0hW3XZJJxIUxMlNNuPQCsKqah6zz
                 &ScriptEngine::new(),
                 client,
                 decorator::SYNC,
-                &request,
+                (&request).into(),
                 &Default::default(),
             )
             .0

@@ -5,9 +5,10 @@
 //! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
 //! thread-local for the duration of the call instead of being rebound on every call.
 
+use super::HookRequest;
 use super::helper_env::{HelperEnv, walk_json};
 use super::limits::Budget;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
@@ -41,7 +42,7 @@ struct ActiveCall {
 #[derive(Clone, Copy)]
 struct RawRequest {
     id: usize,
-    json: *const Map<String, Value>,
+    json: HookRequest<'static>,
     converted: *const RequestUse,
 }
 
@@ -54,7 +55,7 @@ pub(crate) struct Request<'a> {
     /// The address of the script's `request` value (a Lua table, the map inside a Rhai value),
     /// by which readers recognise it.
     pub id: usize,
-    pub json: &'a Map<String, Value>,
+    pub json: HookRequest<'a>,
     pub converted: &'a RequestUse,
 }
 
@@ -62,11 +63,11 @@ impl<'a> Request<'a> {
     /// The request of a call, when the script was given only some of its fields.
     pub(super) fn partial(
         id: usize,
-        json: &'a Value,
+        json: HookRequest<'a>,
         converted: &'a RequestUse,
     ) -> Option<Request<'a>> {
-        match (json, converted) {
-            (Value::Object(json), RequestUse::Fields(_)) => Some(Request {
+        match (json.is_object(), converted) {
+            (true, RequestUse::Fields(_)) => Some(Request {
                 id,
                 json,
                 converted,
@@ -78,17 +79,21 @@ impl<'a> Request<'a> {
 
 /// The fields of the active call's request that the script was not given.
 pub(crate) struct Unconverted<'a> {
-    json: &'a Map<String, Value>,
+    json: HookRequest<'a>,
     converted: &'a RequestUse,
 }
 
-impl Unconverted<'_> {
+impl<'a> Unconverted<'a> {
+    /// The fields the script was not given.
+    fn entries(&self) -> Vec<(&'a str, &'a Value)> {
+        let mut fields = self.json.fields().unwrap_or_default();
+        fields.retain(|(key, _)| !self.converted.converts(key));
+        fields
+    }
+
     /// The names of the fields the script was not given.
-    pub(super) fn fields(&self) -> impl Iterator<Item = &str> {
-        self.json
-            .keys()
-            .filter(|k| !self.converted.converts(k))
-            .map(String::as_str)
+    pub(super) fn fields(&self) -> impl Iterator<Item = &'a str> {
+        self.entries().into_iter().map(|(key, _)| key)
     }
 
     /// What a reader finds at `path` in the script's `request`, which holds only the fields the
@@ -103,11 +108,8 @@ impl Unconverted<'_> {
         let Some((first, rest)) = path.split_first() else {
             let mut whole = whole()?;
             if let Value::Object(fields) = &mut whole {
-                let unconverted = self
-                    .json
-                    .iter()
-                    .filter(|(k, _)| !self.converted.converts(k));
-                fields.extend(unconverted.map(|(k, v)| (k.clone(), v.clone())));
+                let unconverted = self.entries().into_iter();
+                fields.extend(unconverted.map(|(k, v)| (k.to_owned(), v.clone())));
             }
             return Ok(Some(whole));
         };
@@ -141,7 +143,12 @@ impl<'a> ActiveGuard<'a> {
             budget,
             request: request.map(|r| RawRequest {
                 id: r.id,
-                json: r.json,
+                // SAFETY: only the lifetime changes. What it borrows lives for 'a, longer than
+                // this guard (its `PhantomData`), which takes it out of the thread-local when
+                // dropped; `with_unconverted` reads it only meanwhile, on this thread.
+                json: unsafe {
+                    std::mem::transmute::<HookRequest<'a>, HookRequest<'static>>(r.json)
+                },
                 converted: r.converted,
             }),
         };
@@ -176,11 +183,9 @@ pub(crate) fn with_unconverted<R>(id: usize, f: impl FnOnce(Option<Unconverted<'
     // SAFETY: a `RawRequest` is stored by `ActiveGuard::enter` from references that outlive the
     // guard, and removed when the guard drops; this runs on the thread that holds the guard,
     // during the call, so the guard (and the references) are alive for all of `f`.
-    let unconverted = request.map(|request| unsafe {
-        Unconverted {
-            json: &*request.json,
-            converted: &*request.converted,
-        }
+    let unconverted = request.map(|request| Unconverted {
+        json: request.json,
+        converted: unsafe { &*request.converted },
     });
     f(unconverted)
 }

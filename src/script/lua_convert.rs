@@ -15,6 +15,7 @@
 //! mlua's typed API would register and release a reference for every table, string and key, and
 //! protect every table write, which made the conversions most of a call's cost.
 
+use super::HookRequest;
 use super::active::RequestUse;
 use super::active::with_unconverted;
 use super::helper_env::step;
@@ -207,7 +208,7 @@ pub(crate) fn set_request(
     lua: &Lua,
     markers: &Markers,
     globals: &Table,
-    request: &Value,
+    request: HookRequest,
     converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
@@ -230,15 +231,19 @@ pub(crate) fn set_request(
 /// Pushes the request's fields that `converted` names, as `set_request` stores them.
 unsafe fn push_request(
     state: *mut ffi::lua_State,
-    request: &Value,
+    request: HookRequest,
     converted: &RequestUse,
 ) -> Result<(), ConvertError> {
     unsafe {
-        let Value::Object(fields) = request else {
-            return push_json(state, request, OBJECT_MARKER, 0);
+        let fields = match request.fields() {
+            Ok(fields) => fields,
+            Err(other) => return push_json(state, other, OBJECT_MARKER, 0),
         };
         ffi::lua_createtable(state, 0, length(fields.len()));
-        for (key, item) in fields.iter().filter(|(key, _)| converted.converts(key)) {
+        for (key, item) in fields
+            .into_iter()
+            .filter(|(key, _)| converted.converts(key))
+        {
             push_str(state, key);
             push_json(state, item, OBJECT_MARKER, 1).map_err(|e| e.within(segment(key)))?;
             ffi::lua_rawset(state, -3);

@@ -26,7 +26,7 @@ use super::lua_convert::{
 };
 use super::memory;
 use super::suggest::nearest;
-use super::{CallSetup, Code, Layout, MAX_LIBRARIES, Part, Program, ScriptOrigin};
+use super::{CallSetup, Code, HookRequest, Layout, MAX_LIBRARIES, Part, Program, ScriptOrigin};
 use crate::api::Language;
 use mlua::chunk::{ChunkMode, Compiler};
 use mlua::thread::ThreadStatus;
@@ -133,7 +133,11 @@ impl LuaStates {
         self.built.load(Ordering::Relaxed)
     }
 
-    pub(super) fn call(&self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
+    pub(super) fn call(
+        &self,
+        request: HookRequest,
+        setup: &CallSetup,
+    ) -> Result<Value, ScriptError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut state = match idle {
             Some(state) => state,
@@ -197,7 +201,7 @@ impl LuaState {
         })
     }
 
-    fn call(&mut self, request: &Value, setup: &CallSetup) -> Result<Value, ScriptError> {
+    fn call(&mut self, request: HookRequest, setup: &CallSetup) -> Result<Value, ScriptError> {
         let internal = |e: mlua::Error| {
             setup.error(
                 ScriptErrorKind::Internal,

@@ -23,6 +23,7 @@ mod lua_convert;
 mod lua_engine;
 pub(crate) mod memory;
 mod purity;
+mod request;
 mod request_use;
 mod rhai_convert;
 mod rhai_engine;
@@ -42,6 +43,7 @@ pub(crate) use limits::{
 };
 pub(crate) use log::LogSink;
 pub(crate) use purity::Purity;
+pub use request::HookRequest;
 pub use scope::{CallContext, CallScope};
 pub(crate) use typos::misspelled_helpers;
 
@@ -685,10 +687,10 @@ impl ScriptEngine {
 
     /// Runs a script on the calling thread, for tests that need only its answer.
     #[cfg(test)]
-    pub fn call(
+    pub fn call<'a>(
         &self,
         script: &CompiledScript,
-        request: &serde_json::Value,
+        request: impl Into<HookRequest<'a>>,
         call: &CallContext,
     ) -> Result<serde_json::Value, ScriptError> {
         self.call_measured(script, request, call).0
@@ -696,12 +698,13 @@ impl ScriptEngine {
 
     /// Runs a script on the calling thread, and says what the call cost. Blocks for up to the
     /// call's timeout: async code runs it on the blocking pool.
-    pub fn call_measured(
+    pub fn call_measured<'a>(
         &self,
         script: &CompiledScript,
-        request: &serde_json::Value,
+        request: impl Into<HookRequest<'a>>,
         call: &CallContext,
     ) -> (Result<serde_json::Value, ScriptError>, CallCost) {
+        let request = request.into();
         let started = Instant::now();
         let cpu_before = cost::thread_cpu();
         let limits = EffectiveLimits::from(&call.limits);
@@ -710,7 +713,9 @@ impl ScriptEngine {
             None => limits,
         };
         // Whatever the call produces besides its response is scrubbed of these.
-        call.scope.secrets.note(request);
+        for part in request.parts() {
+            call.scope.secrets.note(part);
+        }
         let setup = CallSetup {
             script,
             env: HelperEnv {
@@ -799,7 +804,7 @@ impl ScriptEngine {
         let origin = script.layout.hook().origin.clone();
         let language = script.language;
         let (controller, hook) = (call.controller.clone(), call.hook);
-        tokio::task::spawn_blocking(move || engine.call(&script, &request, &call))
+        tokio::task::spawn_blocking(move || engine.call(&script, request.as_ref(), &call))
             .await
             .unwrap_or_else(|join_error| {
                 Err(ScriptError::new(

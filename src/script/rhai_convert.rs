@@ -2,6 +2,7 @@
 //! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
 //! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
 
+use super::HookRequest;
 use super::active::RequestUse;
 use super::limits::{MAX_DEPTH, too_deep};
 use rhai::{Array, Dynamic, ImmutableString, Map};
@@ -60,21 +61,22 @@ fn to_dynamic_at(value: &Value, depth: usize) -> Result<Dynamic, ConvertError> {
                 })
                 .collect::<Result<Array, _>>()?,
         ),
-        Value::Object(map) => Dynamic::from_map(object(map, depth, |_| true)?),
+        Value::Object(map) => Dynamic::from_map(object(
+            map.iter().map(|(key, item)| (key.as_str(), item)),
+            depth,
+        )?),
     })
 }
 
-/// The entries of an object `depth` levels down that `keep` keeps, as a Rhai map.
-fn object(
-    map: &serde_json::Map<String, Value>,
+/// The entries of an object `depth` levels down, as a Rhai map.
+fn object<'v>(
+    entries: impl Iterator<Item = (&'v str, &'v Value)>,
     depth: usize,
-    keep: impl Fn(&str) -> bool,
 ) -> Result<Map, ConvertError> {
-    map.iter()
-        .filter(|(key, _)| keep(key))
+    entries
         .map(|(key, item)| {
             to_dynamic_at(item, depth + 1)
-                .map(|item| (key.as_str().into(), item))
+                .map(|item| (key.into(), item))
                 .map_err(|e| e.within(segment(key)))
         })
         .collect()
@@ -82,15 +84,17 @@ fn object(
 
 /// Converts the request, only the fields `converted` names (`request_use`).
 pub(crate) fn request_to_dynamic(
-    request: &Value,
+    request: HookRequest,
     converted: &RequestUse,
 ) -> Result<Dynamic, ConvertError> {
-    match request {
-        Value::Object(fields) => Ok(Dynamic::from_map(object(fields, 0, |key| {
-            converted.converts(key)
-        })?)),
-        other => to_dynamic(other),
-    }
+    let fields = match request.fields() {
+        Ok(fields) => fields,
+        Err(other) => return to_dynamic(other),
+    };
+    let converts = fields
+        .into_iter()
+        .filter(|(key, _)| converted.converts(key));
+    object(converts, 0).map(Dynamic::from_map)
 }
 
 /// Reads a Rhai value as JSON, by reference: helpers get their arguments this way without

@@ -16,7 +16,7 @@ use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTIO
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
-use super::{CallSetup, Code, Layout, Part, YAML_COMMENT_HINT, from_yaml};
+use super::{CallSetup, Code, HookRequest, Layout, Part, YAML_COMMENT_HINT, from_yaml};
 use crate::api::{HookKind, Language};
 use rhai::debugger::DebuggerCommand;
 use rhai::{
@@ -164,7 +164,7 @@ impl RhaiEngines {
     pub(super) fn call(
         &self,
         ast: &AST,
-        request: &Value,
+        request: HookRequest,
         setup: &CallSetup,
     ) -> Result<Value, ScriptError> {
         let engine = self.engine_for(&setup.limits);
@@ -473,7 +473,7 @@ fn walk<R>(value: &Dynamic, path: &[String], found: &mut dyn FnMut(Option<&Dynam
 /// The message for a failed read of a field a map lacks (Rhai's `Property not found: x`): the
 /// read as the script wrote it, taken from the source line, and the nearest field the map has,
 /// found by following that read from the request or a top-level variable.
-fn missing_property(error: &ScriptError, scope: &Scope, request: &Value) -> Option<String> {
+fn missing_property(error: &ScriptError, scope: &Scope, request: HookRequest) -> Option<String> {
     let field = error.message.strip_prefix("Property not found: ")?;
     let (Some(text), Some(column)) = (&error.source_line, error.column) else {
         return Some(no_such_field(field, field, []));
@@ -485,16 +485,27 @@ fn missing_property(error: &ScriptError, scope: &Scope, request: &Value) -> Opti
     let keys = match read_segments(path).split_last() {
         Some((_, parents)) => match parents.split_first() {
             Some((Segment::Field(root), within)) if *root == "request" => {
-                let mut value = Some(request);
-                for segment in within {
-                    value = value.and_then(|v| match segment {
-                        Segment::Field(key) => v.get(key),
-                        Segment::Item(index) => v.get(*index),
-                    });
+                match within.split_first() {
+                    None => request
+                        .fields()
+                        .ok()
+                        .map(|fields| fields.iter().map(|(key, _)| key.to_string()).collect()),
+                    Some((first, within)) => {
+                        let mut value = match first {
+                            Segment::Field(key) => request.get(key),
+                            Segment::Item(_) => None,
+                        };
+                        for segment in within {
+                            value = value.and_then(|v| match segment {
+                                Segment::Field(key) => v.get(key),
+                                Segment::Item(index) => v.get(*index),
+                            });
+                        }
+                        value
+                            .and_then(Value::as_object)
+                            .map(|map| map.keys().cloned().collect())
+                    }
                 }
-                value
-                    .and_then(Value::as_object)
-                    .map(|map| map.keys().cloned().collect())
             }
             Some((Segment::Field(root), within)) => scope.get(root).and_then(|value| {
                 walk(value, &segment_names(within), &mut |found| {

@@ -5,7 +5,7 @@
 use super::api::{CompositeController, revisions_ref};
 use super::rolling::{self, Revision, RollingType};
 use crate::api::{AdoptPolicy, HookVersion, UpdateMethod};
-use crate::kinds::one_object::Common;
+use crate::kinds::one_object::{Common, ObjectRequest};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::Phase;
@@ -239,13 +239,13 @@ impl Composite {
 
     /// The sync or finalize request about `parent` (a revision's parent for an older revision),
     /// in the shape of the hook's `version`.
-    pub fn request(
-        &self,
+    pub(crate) fn request<'a>(
+        &'a self,
         phase: Phase,
-        parent: &Value,
-        observed: &Observed,
+        parent: &'a Value,
+        observed: &'a Observed,
         version: HookVersion,
-    ) -> Value {
+    ) -> ObjectRequest<'a> {
         let children = children::group_for_request(
             observed.parent,
             self.children.iter().map(|t| &t.resource),

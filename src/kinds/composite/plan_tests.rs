@@ -263,12 +263,10 @@ fn request_has_every_child_type_related_and_finalizing() {
     let composite = composite("RollingRecreate");
     let parent = parent();
     let web0 = as_observed(&pod("web-0", "v1"), true);
-    let request = composite.request(
-        Phase::Finalize,
-        &parent,
-        &observed(&parent, &[&web0]),
-        HookVersion::V1,
-    );
+    let observed = observed(&parent, &[&web0]);
+    let request = composite
+        .request(Phase::Finalize, &parent, &observed, HookVersion::V1)
+        .to_value();
     assert_eq!(
         request["children"]["Pod.v1"]["web-0"]["metadata"]["uid"],
         "uid-web-0"

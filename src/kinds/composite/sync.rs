@@ -73,7 +73,8 @@ impl OneObject for Composite {
             (Phase::Sync, Some(_)) => Some(rollout(self, runner, &observed, selector, &revisions)?),
             _ => None,
         };
-        let response = runner.call(hook, &self.request(phase, parent, &observed, version))?;
+        let request = self.request(phase, parent, &observed, version);
+        let response = runner.call(hook, request.hook_request())?;
         Ok(self
             .plan(phase, &observed, selector, &response, rollout.as_ref())
             .map_err(|error| runner.hooks.invalid_response(hook, error))?)
@@ -225,7 +226,7 @@ fn rollout<'a>(
         };
         let then = revision.parent(parent, &composite.field_paths);
         let request = composite.request(Phase::Sync, &then, observed, runner.hooks.version(SYNC));
-        let response = runner.call(SYNC, &request)?;
+        let response = runner.call(SYNC, request.hook_request())?;
         let desired = composite
             .desired(parent, selector, &response)
             .map_err(|error| runner.hooks.invalid_response(SYNC, error))?;

@@ -4,7 +4,7 @@
 use super::DECORATOR_LABEL;
 use super::api::{DecoratorController, ResourceRule};
 use crate::api::HookVersion;
-use crate::kinds::one_object::Common;
+use crate::kinds::one_object::{Common, ObjectRequest};
 use crate::object;
 use crate::plan::children::{self, ChildType};
 use crate::plan::lifecycle::Phase;
@@ -92,7 +92,12 @@ impl Decorator {
     }
 
     /// The sync or finalize hook request, in the shape of the hook's `version`.
-    pub fn request(&self, phase: Phase, observed: &Observed, version: HookVersion) -> Value {
+    pub(crate) fn request<'a>(
+        &'a self,
+        phase: Phase,
+        observed: &'a Observed,
+        version: HookVersion,
+    ) -> ObjectRequest<'a> {
         let attachments = children::group_for_request(
             observed.target,
             self.attachments.iter().map(|t| &t.resource),

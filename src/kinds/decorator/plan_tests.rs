@@ -78,7 +78,10 @@ fn observed<'a>(target: &'a Value, attachments: &[&'a Value]) -> Observed<'a> {
 fn request_lists_every_attachment_type_even_when_empty() {
     let decorator = decorator(false, "InPlace");
     let target = target();
-    let request = decorator.request(Phase::Sync, &observed(&target, &[]), HookVersion::V1);
+    let observed = observed(&target, &[]);
+    let request = decorator
+        .request(Phase::Sync, &observed, HookVersion::V1)
+        .to_value();
     assert_eq!(
         request["attachments"],
         json!({"Service.v1": {}, "ConfigMap.v1": {}})
@@ -115,7 +118,9 @@ fn v2_requests_key_every_namespaced_object_by_namespace_and_name() {
             ),
             ..observed(&target, &[&attachment])
         };
-        let request = decorator.request(Phase::Sync, &observed, version);
+        let request = decorator
+            .request(Phase::Sync, &observed, version)
+            .to_value();
         assert!(
             request["attachments"]["Service.v1"][key].is_object(),
             "{version:?}: {}",
@@ -171,7 +176,10 @@ fn creates_attachments_owned_labelled_and_namespaced_then_writes_nothing_once_co
         again.is_noop(),
         "converged state must plan no writes: {again:?}"
     );
-    let request = decorator.request(Phase::Sync, &observed(&target, &refs), HookVersion::V1);
+    let observed = observed(&target, &refs);
+    let request = decorator
+        .request(Phase::Sync, &observed, HookVersion::V1)
+        .to_value();
     assert_eq!(
         request["attachments"]["Service.v1"]["web-1"]["metadata"]["uid"],
         "uid-web-1"
@@ -461,11 +469,10 @@ fn a_cluster_scoped_target_keys_children_by_namespace_and_requires_it() {
         )
         .unwrap();
     placed = plan.apply[0].clone();
-    let request = decorator.request(
-        Phase::Sync,
-        &observed(&namespace, &[&placed]),
-        HookVersion::V1,
-    );
+    let observed = observed(&namespace, &[&placed]);
+    let request = decorator
+        .request(Phase::Sync, &observed, HookVersion::V1)
+        .to_value();
     assert!(request["attachments"]["ConfigMap.v1"]["team-a/defaults"].is_object());
 }
 
@@ -500,7 +507,9 @@ fn finalizer_lifecycle_follows_the_finalize_hook() {
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(with_finalize.phase(&deleting), Phase::Finalize);
     assert_eq!(
-        with_finalize.request(Phase::Finalize, &observed(&deleting, &[]), HookVersion::V1)["finalizing"],
+        with_finalize
+            .request(Phase::Finalize, &observed(&deleting, &[]), HookVersion::V1)
+            .to_value()["finalizing"],
         json!(true)
     );
 

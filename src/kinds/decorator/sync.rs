@@ -58,7 +58,8 @@ impl OneObject for Decorator {
             related,
         };
         let version = runner.hooks.version(hook);
-        let response = runner.call(hook, &self.request(phase, &observed, version))?;
+        let request = self.request(phase, &observed, version);
+        let response = runner.call(hook, request.hook_request())?;
         Ok(self
             .plan(phase, &observed, &response)
             .map_err(|error| runner.hooks.invalid_response(hook, error))?)

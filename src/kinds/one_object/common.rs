@@ -9,8 +9,9 @@ use crate::plan::related;
 use crate::plan::response::InvalidResponse;
 use crate::plan::{FinalizerChange, Plan};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::HookRequest;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Common {
@@ -90,24 +91,47 @@ impl Common {
 
     /// A sync or finalize request: the controller, the object and its children under the
     /// kind's names for them, its related objects (`related`, grouped) and the phase.
-    pub(crate) fn request(
-        &self,
+    pub(crate) fn request<'a>(
+        &'a self,
         phase: Phase,
-        (object_field, object): (&'static str, &Value),
+        (object_field, object): (&'static str, &'a Value),
         (children_field, children): (&'static str, Value),
-        related: &Value,
-    ) -> Value {
-        let related = if related.is_object() {
-            related.clone()
-        } else {
-            json!({})
+        related: &'a Value,
+    ) -> ObjectRequest<'a> {
+        static NONE_RELATED: LazyLock<Value> = LazyLock::new(|| json!({}));
+        let related = match related.is_object() {
+            true => related,
+            false => &NONE_RELATED,
         };
-        object::fields([
-            ("controller", self.controller_json.clone()),
-            (object_field, object.clone()),
-            (children_field, children),
-            ("related", related),
-            ("finalizing", (phase == Phase::Finalize).into()),
-        ])
+        ObjectRequest {
+            built: object::fields([
+                (children_field, children),
+                ("finalizing", (phase == Phase::Finalize).into()),
+            ]),
+            lent: [
+                ("controller", &self.controller_json),
+                (object_field, object),
+                ("related", related),
+            ],
+        }
+    }
+}
+
+/// A sync or finalize request, with the controller, the object and its related objects lent
+/// ([`HookRequest`]): only the children and the phase are built for it.
+pub(crate) struct ObjectRequest<'a> {
+    built: Value,
+    lent: [(&'static str, &'a Value); 3],
+}
+
+impl ObjectRequest<'_> {
+    pub(crate) fn hook_request(&self) -> HookRequest<'_> {
+        HookRequest::lending(&self.built, &self.lent)
+    }
+
+    /// The request as one JSON value, as its hook receives it.
+    #[cfg(test)]
+    pub(crate) fn to_value(&self) -> Value {
+        self.hook_request().to_value()
     }
 }
