@@ -20,6 +20,9 @@
 //! Not done: garbage collection of owned objects, admission, defaulting, validation,
 //! strategic merge patch, field ownership conflicts, PUT.
 
+use crate::api::ResourceRef;
+use crate::runtime::watch::cache::{CacheEvent, CacheMetrics, Informers};
+use crate::runtime::watch::discovery::{Discovery, ResolvedType};
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
@@ -155,6 +158,25 @@ impl FakeApi {
             async move { fake.answer(request).await }
         });
         kube::Client::new(router, "default")
+    }
+
+    /// Caches over this fake that report their changes to `events`, and the type `resource`
+    /// of `v1` as discovery resolves it.
+    pub(super) async fn informers(
+        &self,
+        resource: &str,
+        events: tokio::sync::mpsc::UnboundedSender<CacheEvent>,
+    ) -> (Arc<Informers>, ResolvedType) {
+        let client = self.client();
+        let informers = Informers::new(client.clone(), events, CacheMetrics::default());
+        let resolved = Discovery::new(client)
+            .resolve(&ResourceRef {
+                api_version: "v1".into(),
+                resource: resource.into(),
+            })
+            .await
+            .expect("a served type");
+        (informers, resolved)
     }
 
     /// Applies an object as a user would (server-side, as field manager `user`), outside the

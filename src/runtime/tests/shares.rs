@@ -3,11 +3,9 @@
 //! follows the members as they come and go, and is kept whole once anything else needs it.
 
 use super::api::{FakeApi, Served};
-use crate::api::{ResourceRef, Selection};
+use crate::api::Selection;
 use crate::runtime::keys::{ControllerId, ObjRef};
 use crate::runtime::replicas::shard::{Assignment, Item};
-use crate::runtime::watch::cache::{CacheMetrics, Informers};
-use crate::runtime::watch::discovery::Discovery;
 use crate::runtime::watch::share::Sharer;
 use crate::store::ObjectStore;
 use serde_json::json;
@@ -30,16 +28,8 @@ async fn a_replica_caches_its_share_follows_the_members_and_keeps_a_type_whole_w
             "metadata": {"namespace": "ns", "name": name(i), "labels": {"team": team}},
         }));
     }
-    let client = api.client();
     let (events_tx, mut events) = mpsc::unbounded_channel();
-    let informers = Informers::new(client.clone(), events_tx, CacheMetrics::default());
-    let resolved = Discovery::new(client)
-        .resolve(&ResourceRef {
-            api_version: "v1".into(),
-            resource: "configmaps".into(),
-        })
-        .await
-        .expect("a served type");
+    let (informers, resolved) = api.informers("configmaps", events_tx).await;
     let resource = resolved.resource.clone();
     let controller = ControllerId::new(crate::api::TEST_KIND, "d");
     let sharer = Sharer {

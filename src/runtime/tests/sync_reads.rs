@@ -2,9 +2,6 @@
 //! unless the sync writes the object.
 
 use super::api::{FakeApi, Served};
-use crate::api::ResourceRef;
-use crate::runtime::watch::cache::{CacheMetrics, Informers};
-use crate::runtime::watch::discovery::Discovery;
 use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -19,16 +16,8 @@ async fn a_syncs_read_stays_decoded_only_when_the_sync_keeps_it() {
         "metadata": {"namespace": "ns", "name": "a"},
         "data": {"k": "v"},
     }));
-    let client = api.client();
     let (events, _received) = mpsc::unbounded_channel();
-    let informers = Informers::new(client.clone(), events, CacheMetrics::default());
-    let resolved = Discovery::new(client)
-        .resolve(&ResourceRef {
-            api_version: "v1".into(),
-            resource: "configmaps".into(),
-        })
-        .await
-        .expect("a served type");
+    let (informers, resolved) = api.informers("configmaps", events).await;
     informers.ensure(&resolved).await.unwrap();
     let resource = &resolved.resource;
     let read = || informers.read_for_sync(resource, Some("ns"), "a").unwrap();
