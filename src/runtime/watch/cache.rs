@@ -644,7 +644,8 @@ impl Informers {
     /// recently used: most syncs read their object once and write nothing to it, and a tree
     /// dropped by the sync that built it costs a fraction of one that waits in the recently
     /// used set until pushed out, by then out of the CPU's caches (docs/performance.md,
-    /// "Decoding on use"). A sync that writes the object keeps it ([`Informers::keep`]).
+    /// "Per-sync CPU of the text cache"). A sync that writes the object keeps it
+    /// ([`Informers::keep`]).
     pub(crate) fn read_for_sync(
         &self,
         resource: &ResourceType,
