@@ -6,6 +6,7 @@ use crate::runtime::report::usage::Ledger;
 use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::work::queue::FlowLoad;
 use crate::script::CallCost;
+use parking_lot::RwLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -13,9 +14,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which controller a sample is about. Bounded: one label set per controller object, removed
 /// with the controller.
@@ -189,7 +191,13 @@ pub struct Metrics {
     /// What each controller used, for its `status.usage` (not exported: the families above
     /// carry the same counts to Prometheus).
     pub usage: Arc<Ledger>,
+    /// Controllers removed lately, and when ([`Metrics::forget`]).
+    gone: Arc<RwLock<HashMap<ControllerId, Instant>>>,
 }
+
+/// How long a removed controller's late records are refused: longer than a work item runs
+/// (its hooks' and writes' timeouts are minutes at most).
+const GONE_FOR: Duration = Duration::from_secs(600);
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -229,6 +237,7 @@ impl Default for Metrics {
             cached_objects: Family::default(),
             watches: Family::default(),
             usage: Arc::default(),
+            gone: Arc::default(),
             build_info: {
                 let build_info: Family<BuildLabels, Gauge> = Family::default();
                 build_info
@@ -434,7 +443,9 @@ impl Metrics {
             family.clear();
         }
         for (controller, load) in loads {
-            let labels = ControllerLabels::of(controller);
+            let Some(labels) = self.live(controller) else {
+                continue;
+            };
             self.controller_queued
                 .get_or_create(&labels)
                 .set(load.waiting as i64);
@@ -448,32 +459,46 @@ impl Metrics {
             .set(crate::script::memory::pool_limit() as i64);
     }
 
+    /// The labels to record a controller's figures under; `None` for one removed less than
+    /// [`GONE_FOR`] ago and not loaded since: its work still running when it went records
+    /// nothing.
+    fn live(&self, controller: &ControllerId) -> Option<ControllerLabels> {
+        let gone = self.gone.read();
+        let removed = |since: &Instant| since.elapsed() < GONE_FOR;
+        (gone.is_empty() || !gone.get(controller).is_some_and(removed))
+            .then(|| ControllerLabels::of(controller))
+    }
+
     /// Counts one write request of a controller.
     pub fn count_write(&self, controller: &ControllerId) {
-        self.count_status_write(controller);
-        self.usage.write(controller);
+        if self.live(controller).is_some() {
+            self.count_status_write(controller);
+            self.usage.write(controller);
+        }
     }
 
     /// Counts a write of the controller's own status: one of its writes, but not in its
     /// `status.usage` (the write that reports usage would change it again).
     pub fn count_status_write(&self, controller: &ControllerId) {
         self.writes.inc();
-        self.controller_writes
-            .get_or_create(&ControllerLabels::of(controller))
-            .inc();
+        if let Some(labels) = self.live(controller) {
+            self.controller_writes.get_or_create(&labels).inc();
+        }
     }
 
     /// Counts a rewrite of a controller's status for its usage alone.
     pub fn count_usage_write(&self, controller: &ControllerId) {
-        self.usage_writes
-            .get_or_create(&ControllerLabels::of(controller))
-            .inc();
+        if let Some(labels) = self.live(controller) {
+            self.usage_writes.get_or_create(&labels).inc();
+        }
     }
 
     /// Counts one script work item of a controller and records how long it took.
     pub fn count_sync(&self, controller: &ControllerId, seconds: f64) {
-        let labels = ControllerLabels::of(controller);
         self.syncs.inc();
+        let Some(labels) = self.live(controller) else {
+            return;
+        };
         self.controller_syncs.get_or_create(&labels).inc();
         self.sync_seconds.get_or_create(&labels).observe(seconds);
     }
@@ -487,10 +512,13 @@ impl Metrics {
         cost: Option<&CallCost>,
         ok: bool,
     ) {
+        let Some(controller_labels) = self.live(controller) else {
+            return;
+        };
         self.usage.hook_call(controller, took, cost);
         if let Some(cost) = cost {
             self.hook_cpu_seconds
-                .get_or_create(&ControllerLabels::of(controller))
+                .get_or_create(&controller_labels)
                 .inc_by(cost.cpu.as_secs_f64());
         }
         let labels = HookLabels {
@@ -507,6 +535,9 @@ impl Metrics {
     }
 
     pub fn count_failure(&self, controller: &ControllerId, reason: impl Into<Cow<'static, str>>) {
+        if self.live(controller).is_none() {
+            return;
+        }
         let reason = reason.into();
         self.usage.failure(controller, &reason);
         self.failures
@@ -559,9 +590,11 @@ impl Metrics {
 
     /// Adds the time one plan's output check took.
     pub fn count_output_check(&self, controller: &ControllerId, took: Duration) {
-        self.output_check_seconds
-            .get_or_create(&ControllerLabels::of(controller))
-            .inc_by(took.as_secs_f64());
+        if let Some(labels) = self.live(controller) {
+            self.output_check_seconds
+                .get_or_create(&labels)
+                .inc_by(took.as_secs_f64());
+        }
     }
 
     /// Seconds one controller's output checks took so far.
@@ -573,9 +606,9 @@ impl Metrics {
 
     /// Counts the work items a resync of a controller skipped.
     pub fn count_resync_skipped(&self, controller: &ControllerId, skipped: u64) {
-        self.resync_skipped
-            .get_or_create(&ControllerLabels::of(controller))
-            .inc_by(skipped);
+        if let Some(labels) = self.live(controller) {
+            self.resync_skipped.get_or_create(&labels).inc_by(skipped);
+        }
     }
 
     /// Work items resyncs of one controller skipped so far.
@@ -585,9 +618,16 @@ impl Metrics {
             .map_or(0, |counter| counter.get())
     }
 
-    /// Drops the samples of a removed controller, so label sets do not pile up over time.
-    /// Failure counts stay: they are few, and an alert may still be looking at them.
+    /// Drops the samples of a removed controller, so label sets do not pile up over time, and
+    /// refuses what its work still running records until it is loaded again
+    /// ([`Metrics::admit`]). Failure counts stay: they are few, and an alert may still be
+    /// looking at them.
     pub fn forget(&self, controller: &ControllerId) {
+        let now = Instant::now();
+        let mut gone = self.gone.write();
+        gone.retain(|_, since| now.duration_since(*since) < GONE_FOR);
+        gone.insert(controller.clone(), now);
+        drop(gone);
         let labels = ControllerLabels::of(controller);
         self.controller_writes.remove(&labels);
         self.controller_syncs.remove(&labels);
@@ -612,17 +652,26 @@ impl Metrics {
         }
     }
 
+    /// Records a controller's figures again after [`Metrics::forget`]: it is loaded anew.
+    pub fn admit(&self, controller: &ControllerId) {
+        if !self.gone.read().is_empty() {
+            self.gone.write().remove(controller);
+        }
+    }
+
     /// Adds a change of a controller's dependency count (see [`crate::runtime::reads::dependencies`]).
     pub fn add_dependencies(&self, controller: &ControllerId, change: i64) {
-        self.dependencies
-            .get_or_create(&ControllerLabels::of(controller))
-            .inc_by(change);
+        if let Some(labels) = self.live(controller) {
+            self.dependencies.get_or_create(&labels).inc_by(change);
+        }
     }
 
     pub fn set_ready(&self, controller: &ControllerId, ready: bool) {
-        self.controller_ready
-            .get_or_create(&ControllerLabels::of(controller))
-            .set(i64::from(ready));
+        if let Some(labels) = self.live(controller) {
+            self.controller_ready
+                .get_or_create(&labels)
+                .set(i64::from(ready));
+        }
     }
 }
 
@@ -692,4 +741,70 @@ pub async fn serve(
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     }
     axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::decorator;
+    use prometheus_client::encoding::text::encode;
+
+    fn exported(metrics: &Metrics) -> String {
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry()).unwrap();
+        text
+    }
+
+    /// A sync still running when its controller is deleted finishes later: what it records
+    /// must not bring back the series `forget` dropped.
+    #[test]
+    fn a_removed_controllers_late_work_records_nothing_until_it_is_loaded_again() {
+        let metrics = Metrics::default();
+        let id = ControllerId::new(decorator::KIND, "late");
+        let other = ControllerId::new(decorator::KIND, "other");
+        let work = |id: &ControllerId| {
+            metrics.count_sync(id, 0.1);
+            metrics.count_write(id);
+            metrics.observe_hook(
+                id,
+                decorator::SYNC,
+                Duration::from_millis(2),
+                Some(&CallCost::default()),
+                true,
+            );
+            metrics.count_failure(id, "HookFailed");
+            metrics.add_dependencies(id, 3);
+            metrics.set_ready(id, true);
+        };
+        work(&id);
+        assert_eq!(metrics.syncs_of(&id), 1);
+        assert!(exported(&metrics).contains("controller=\"late\""));
+
+        metrics.forget(&id);
+        work(&id);
+        work(&other);
+        assert_eq!(metrics.syncs_of(&id), 0);
+        assert_eq!(metrics.writes_of(&id), 0);
+        assert_eq!(metrics.usage.report(&id).total.hook_calls, 0);
+        let text = exported(&metrics);
+        // Failure counts of a removed controller stay as they were (one), nothing else is left.
+        let late: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("controller=\"late\""))
+            .collect();
+        assert!(
+            late.iter()
+                .all(|line| line.starts_with("metascript_sync_failures_total")),
+            "{late:#?}"
+        );
+        assert!(late.iter().all(|line| line.ends_with(" 1")), "{late:#?}");
+        // Another controller's work counts as ever.
+        assert_eq!(metrics.syncs_of(&other), 1);
+        assert_eq!(metrics.writes_of(&other), 1);
+
+        metrics.admit(&id);
+        work(&id);
+        assert_eq!(metrics.syncs_of(&id), 1);
+        assert_eq!(metrics.usage.report(&id).total.hook_calls, 1);
+    }
 }
