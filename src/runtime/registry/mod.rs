@@ -111,6 +111,8 @@ impl<K: Kind> Registry<K> {
             }
             return;
         }
+        // It exists (again, after a removal): its figures count from here.
+        context.metrics.admit(id);
         let previous = self.get(&id.name);
         let newest = match self
             .version(context, id, &object, previous.as_ref(), None)

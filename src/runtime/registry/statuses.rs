@@ -6,7 +6,6 @@ use crate::api::{Condition, ControllerStatus};
 use crate::runtime::context::Context;
 use crate::runtime::kind::Kind;
 use crate::runtime::replicas::shard::Item;
-use crate::runtime::report::metrics::ControllerLabels;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::report::status::{self, Counts, Facts, Health, RolloutReport};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -57,14 +56,12 @@ impl<K: Kind> Registry<K> {
                 candidate,
                 candidate_serving,
                 candidate_failing,
-                usage: context.metrics.usage.report(&controller.id),
+                usage: context.metrics.usage_report(&controller.id),
                 ..controller.outcomes.counts()
             };
             context
                 .metrics
-                .controller_throttled
-                .get_or_create(&ControllerLabels::of(&controller.id))
-                .set(i64::from(own.usage.paced.is_some()));
+                .set_throttled(&controller.id, own.usage.paced.is_some());
             let counts = context.authority.total(&controller.id, own);
             // The replica writing the controller's status drives its rollout.
             if context

@@ -246,8 +246,6 @@ impl<K: Kind> Registry<K> {
         // it back at its own rate: the wait set for the old one no longer holds, and the next
         // work item sets the new one.
         let share = context.authority.share();
-        // Loaded (again, after a removal): its figures count from here.
-        context.metrics.admit(id);
         if context.metrics.usage.budget(id, &budget, share) {
             context.queue.resume(id);
         }

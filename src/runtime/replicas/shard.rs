@@ -26,7 +26,7 @@
 
 use crate::object;
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
-use crate::runtime::report::metrics::{ControllerLabels, Metrics};
+use crate::runtime::report::metrics::Metrics;
 use crate::runtime::report::status::Counts;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -457,10 +457,7 @@ impl Shards {
     /// added to what the other members reported for it.
     pub(crate) fn total(&self, controller: &ControllerId, own: Counts) -> Counts {
         let key = controller.to_string_short();
-        self.metrics
-            .owned_items
-            .get_or_create(&ControllerLabels::of(controller))
-            .set(own.targets as i64);
+        self.metrics.set_owned_items(controller, own.targets);
         let mut state = self.state.lock();
         state.report.insert(key.clone(), own.clone());
         let others = state.view.iter().flat_map(|view| view.reports.values());

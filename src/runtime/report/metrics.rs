@@ -2,7 +2,7 @@
 
 use crate::api::{HookKind, ServiceAccountRef};
 use crate::runtime::keys::ControllerId;
-use crate::runtime::report::usage::Ledger;
+use crate::runtime::report::usage::{Ledger, UsageReport};
 use crate::runtime::work::health::WorkerHealth;
 use crate::runtime::work::queue::FlowLoad;
 use crate::script::CallCost;
@@ -443,15 +443,14 @@ impl Metrics {
             family.clear();
         }
         for (controller, load) in loads {
-            let Some(labels) = self.live(controller) else {
-                continue;
-            };
-            self.controller_queued
-                .get_or_create(&labels)
-                .set(load.waiting as i64);
-            self.controller_running
-                .get_or_create(&labels)
-                .set(load.running as i64);
+            self.if_live(controller, |labels| {
+                self.controller_queued
+                    .get_or_create(labels)
+                    .set(load.waiting as i64);
+                self.controller_running
+                    .get_or_create(labels)
+                    .set(load.running as i64);
+            });
         }
         self.script_memory
             .set(crate::script::memory::pool_used() as i64);
@@ -459,48 +458,49 @@ impl Metrics {
             .set(crate::script::memory::pool_limit() as i64);
     }
 
-    /// The labels to record a controller's figures under; `None` for one removed less than
+    /// Records a controller's figures with `record`, unless it was removed less than
     /// [`GONE_FOR`] ago and not loaded since: its work still running when it went records
-    /// nothing.
-    fn live(&self, controller: &ControllerId) -> Option<ControllerLabels> {
+    /// nothing. Holds off [`Metrics::forget`] meanwhile, so nothing recorded survives it.
+    fn if_live(&self, controller: &ControllerId, record: impl FnOnce(&ControllerLabels)) {
         let gone = self.gone.read();
         let removed = |since: &Instant| since.elapsed() < GONE_FOR;
-        (gone.is_empty() || !gone.get(controller).is_some_and(removed))
-            .then(|| ControllerLabels::of(controller))
+        if gone.is_empty() || !gone.get(controller).is_some_and(removed) {
+            record(&ControllerLabels::of(controller));
+        }
     }
 
     /// Counts one write request of a controller.
     pub fn count_write(&self, controller: &ControllerId) {
-        if self.live(controller).is_some() {
-            self.count_status_write(controller);
+        self.writes.inc();
+        self.if_live(controller, |labels| {
+            self.controller_writes.get_or_create(labels).inc();
             self.usage.write(controller);
-        }
+        });
     }
 
     /// Counts a write of the controller's own status: one of its writes, but not in its
     /// `status.usage` (the write that reports usage would change it again).
     pub fn count_status_write(&self, controller: &ControllerId) {
         self.writes.inc();
-        if let Some(labels) = self.live(controller) {
-            self.controller_writes.get_or_create(&labels).inc();
-        }
+        self.if_live(controller, |labels| {
+            self.controller_writes.get_or_create(labels).inc();
+        });
     }
 
     /// Counts a rewrite of a controller's status for its usage alone.
     pub fn count_usage_write(&self, controller: &ControllerId) {
-        if let Some(labels) = self.live(controller) {
-            self.usage_writes.get_or_create(&labels).inc();
-        }
+        self.if_live(controller, |labels| {
+            self.usage_writes.get_or_create(labels).inc();
+        });
     }
 
     /// Counts one script work item of a controller and records how long it took.
     pub fn count_sync(&self, controller: &ControllerId, seconds: f64) {
         self.syncs.inc();
-        let Some(labels) = self.live(controller) else {
-            return;
-        };
-        self.controller_syncs.get_or_create(&labels).inc();
-        self.sync_seconds.get_or_create(&labels).observe(seconds);
+        self.if_live(controller, |labels| {
+            self.controller_syncs.get_or_create(labels).inc();
+            self.sync_seconds.get_or_create(labels).observe(seconds);
+        });
     }
 
     /// Records one hook call of a controller: a script's with its cost, or a webhook's.
@@ -512,34 +512,32 @@ impl Metrics {
         cost: Option<&CallCost>,
         ok: bool,
     ) {
-        let Some(controller_labels) = self.live(controller) else {
-            return;
-        };
-        self.usage.hook_call(controller, took, cost);
-        if let Some(cost) = cost {
-            self.hook_cpu_seconds
-                .get_or_create(&controller_labels)
-                .inc_by(cost.cpu.as_secs_f64());
-        }
-        let labels = HookLabels {
-            kind: controller.kind.as_str(),
-            controller: controller.name.clone(),
-            hook: hook.as_str(),
-        };
-        self.hook_seconds
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-        if !ok {
-            self.hook_failures.get_or_create(&labels).inc();
-        }
+        self.if_live(controller, |controller_labels| {
+            self.usage.hook_call(controller, took, cost);
+            if let Some(cost) = cost {
+                self.hook_cpu_seconds
+                    .get_or_create(controller_labels)
+                    .inc_by(cost.cpu.as_secs_f64());
+            }
+            let labels = HookLabels {
+                kind: controller.kind.as_str(),
+                controller: controller.name.clone(),
+                hook: hook.as_str(),
+            };
+            self.hook_seconds
+                .get_or_create(&labels)
+                .observe(took.as_secs_f64());
+            if !ok {
+                self.hook_failures.get_or_create(&labels).inc();
+            }
+        });
     }
 
+    /// Counts a failed work item by its reason. Failures of a removed controller's last work
+    /// count too (`forget` keeps its failure counts); only its usage does not.
     pub fn count_failure(&self, controller: &ControllerId, reason: impl Into<Cow<'static, str>>) {
-        if self.live(controller).is_none() {
-            return;
-        }
         let reason = reason.into();
-        self.usage.failure(controller, &reason);
+        self.if_live(controller, |_| self.usage.failure(controller, &reason));
         self.failures
             .get_or_create(&FailureLabels {
                 kind: controller.kind.as_str(),
@@ -590,11 +588,11 @@ impl Metrics {
 
     /// Adds the time one plan's output check took.
     pub fn count_output_check(&self, controller: &ControllerId, took: Duration) {
-        if let Some(labels) = self.live(controller) {
+        self.if_live(controller, |labels| {
             self.output_check_seconds
-                .get_or_create(&labels)
+                .get_or_create(labels)
                 .inc_by(took.as_secs_f64());
-        }
+        });
     }
 
     /// Seconds one controller's output checks took so far.
@@ -606,9 +604,9 @@ impl Metrics {
 
     /// Counts the work items a resync of a controller skipped.
     pub fn count_resync_skipped(&self, controller: &ControllerId, skipped: u64) {
-        if let Some(labels) = self.live(controller) {
-            self.resync_skipped.get_or_create(&labels).inc_by(skipped);
-        }
+        self.if_live(controller, |labels| {
+            self.resync_skipped.get_or_create(labels).inc_by(skipped);
+        });
     }
 
     /// Work items resyncs of one controller skipped so far.
@@ -624,10 +622,10 @@ impl Metrics {
     /// looking at them.
     pub fn forget(&self, controller: &ControllerId) {
         let now = Instant::now();
+        // Held until the samples are gone: a record running now finishes first.
         let mut gone = self.gone.write();
         gone.retain(|_, since| now.duration_since(*since) < GONE_FOR);
         gone.insert(controller.clone(), now);
-        drop(gone);
         let labels = ControllerLabels::of(controller);
         self.controller_writes.remove(&labels);
         self.controller_syncs.remove(&labels);
@@ -652,7 +650,8 @@ impl Metrics {
         }
     }
 
-    /// Records a controller's figures again after [`Metrics::forget`]: it is loaded anew.
+    /// Records a controller's figures again after [`Metrics::forget`]: it exists anew (it
+    /// is being loaded, whether or not that succeeds).
     pub fn admit(&self, controller: &ControllerId) {
         if !self.gone.read().is_empty() {
             self.gone.write().remove(controller);
@@ -660,18 +659,44 @@ impl Metrics {
     }
 
     /// Adds a change of a controller's dependency count (see [`crate::runtime::reads::dependencies`]).
+    /// Not refused after `forget`, unlike the other figures: the dependency index still takes
+    /// a removed controller's late reads, and the gauge follows the index.
     pub fn add_dependencies(&self, controller: &ControllerId, change: i64) {
-        if let Some(labels) = self.live(controller) {
-            self.dependencies.get_or_create(&labels).inc_by(change);
-        }
+        self.dependencies
+            .get_or_create(&ControllerLabels::of(controller))
+            .inc_by(change);
     }
 
     pub fn set_ready(&self, controller: &ControllerId, ready: bool) {
-        if let Some(labels) = self.live(controller) {
+        self.if_live(controller, |labels| {
             self.controller_ready
-                .get_or_create(&labels)
+                .get_or_create(labels)
                 .set(i64::from(ready));
-        }
+        });
+    }
+
+    /// Whether the controller's work waits for its budget now.
+    pub fn set_throttled(&self, controller: &ControllerId, throttled: bool) {
+        self.if_live(controller, |labels| {
+            self.controller_throttled
+                .get_or_create(labels)
+                .set(i64::from(throttled));
+        });
+    }
+
+    /// Sharded: the work items of the controller this replica owns.
+    pub fn set_owned_items(&self, controller: &ControllerId, items: u64) {
+        self.if_live(controller, |labels| {
+            self.owned_items.get_or_create(labels).set(items as i64);
+        });
+    }
+
+    /// The controller's usage for its status; empty for one removed lately, so a status pass
+    /// racing its removal does not start its tally again.
+    pub fn usage_report(&self, controller: &ControllerId) -> UsageReport {
+        let mut report = UsageReport::default();
+        self.if_live(controller, |_| report = self.usage.report(controller));
+        report
     }
 }
 
@@ -773,8 +798,9 @@ mod tests {
                 true,
             );
             metrics.count_failure(id, "HookFailed");
-            metrics.add_dependencies(id, 3);
             metrics.set_ready(id, true);
+            metrics.set_throttled(id, true);
+            metrics.set_owned_items(id, 5);
         };
         work(&id);
         assert_eq!(metrics.syncs_of(&id), 1);
@@ -787,7 +813,8 @@ mod tests {
         assert_eq!(metrics.writes_of(&id), 0);
         assert_eq!(metrics.usage.report(&id).total.hook_calls, 0);
         let text = exported(&metrics);
-        // Failure counts of a removed controller stay as they were (one), nothing else is left.
+        // Failure counts of a removed controller stay, and count its last work too; nothing
+        // else is left.
         let late: Vec<&str> = text
             .lines()
             .filter(|line| line.contains("controller=\"late\""))
@@ -797,7 +824,9 @@ mod tests {
                 .all(|line| line.starts_with("metascript_sync_failures_total")),
             "{late:#?}"
         );
-        assert!(late.iter().all(|line| line.ends_with(" 1")), "{late:#?}");
+        assert!(late.iter().all(|line| line.ends_with(" 2")), "{late:#?}");
+        assert!(metrics.usage.report(&id).total.failures.is_empty());
+        assert_eq!(metrics.usage_report(&id), UsageReport::default());
         // Another controller's work counts as ever.
         assert_eq!(metrics.syncs_of(&other), 1);
         assert_eq!(metrics.writes_of(&other), 1);
