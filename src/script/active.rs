@@ -42,8 +42,26 @@ struct ActiveCall {
 #[derive(Clone, Copy)]
 struct RawRequest {
     id: usize,
-    json: HookRequest<'static>,
+    json: Erased,
     converted: *const RequestUse,
+}
+
+/// A [`HookRequest`] with its lifetime erased, read back only through the `unsafe`
+/// [`Erased::get`].
+#[derive(Clone, Copy)]
+struct Erased(HookRequest<'static>);
+
+impl Erased {
+    fn new(request: HookRequest<'_>) -> Erased {
+        // SAFETY: only the lifetime changes, and nothing reads the value but `get`.
+        Erased(unsafe { std::mem::transmute::<HookRequest<'_>, HookRequest<'static>>(request) })
+    }
+
+    /// # Safety
+    /// What the request borrows must still live for `'b`.
+    unsafe fn get<'b>(self) -> HookRequest<'b> {
+        self.0
+    }
 }
 
 thread_local! {
@@ -143,12 +161,7 @@ impl<'a> ActiveGuard<'a> {
             budget,
             request: request.map(|r| RawRequest {
                 id: r.id,
-                // SAFETY: only the lifetime changes. What it borrows lives for 'a, longer than
-                // this guard (its `PhantomData`), which takes it out of the thread-local when
-                // dropped; `with_unconverted` reads it only meanwhile, on this thread.
-                json: unsafe {
-                    std::mem::transmute::<HookRequest<'a>, HookRequest<'static>>(r.json)
-                },
+                json: Erased::new(r.json),
                 converted: r.converted,
             }),
         };
@@ -183,9 +196,11 @@ pub(crate) fn with_unconverted<R>(id: usize, f: impl FnOnce(Option<Unconverted<'
     // SAFETY: a `RawRequest` is stored by `ActiveGuard::enter` from references that outlive the
     // guard, and removed when the guard drops; this runs on the thread that holds the guard,
     // during the call, so the guard (and the references) are alive for all of `f`.
-    let unconverted = request.map(|request| Unconverted {
-        json: request.json,
-        converted: unsafe { &*request.converted },
+    let unconverted = request.map(|request| unsafe {
+        Unconverted {
+            json: request.json.get(),
+            converted: &*request.converted,
+        }
     });
     f(unconverted)
 }

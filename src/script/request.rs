@@ -1,7 +1,7 @@
 //! A hook's request as a sync hands it over: its fields as JSON, some of them lent rather than
-//! copied in. The object a sync is about and the controller are most of its request, and the
-//! sync holds both already; copying them into the request and freeing the copies after the call
-//! cost about 5% of the operator's CPU at 20,000 Pods (docs/performance.md, "Per-sync CPU of
+//! copied in. The object a sync is about, the controller and the related objects are most of
+//! its request, and the sync holds them already; copying them into the request and freeing the
+//! copies after the call cost about 6% of the operator's CPU at 20,000 Pods (docs/performance.md, "Per-sync CPU of
 //! the text cache"). Scripts, readers and webhooks see the same request either way.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
