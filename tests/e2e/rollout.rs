@@ -18,7 +18,7 @@ use kube::api::{DynamicObject, ListParams};
 use metascript::api::{CanaryStep, PROMOTE_ANNOTATION};
 use metascript::plan::rollout::{Share, position};
 use metascript::resources::StaticResolver;
-use metascript::runtime::ObjRef;
+use metascript::runtime::{ControllerId, ObjRef};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -258,6 +258,15 @@ async fn shadow_reports_exactly_and_writes_nothing(language: &str) {
     );
     let condition = wait_for_condition(&client, &candidate, "Rollout", "False").await;
     assert_eq!(condition["reason"], "Shadowing", "{condition}");
+    // Its calls are the controller's: the serving v1 never fails, the candidate's two failures
+    // on the bad targets are counted (and with them its usage and budget).
+    let id = ControllerId::new(metascript::kinds::decorator::KIND, &name);
+    let failed = operator()
+        .await
+        .operator
+        .metrics()
+        .hook_failures_of(&id, metascript::kinds::decorator::SYNC);
+    assert!(failed >= 2, "the shadow's failed calls counted: {failed}");
     assert_eq!(
         targets(&client, &namespace, &name).await,
         before,

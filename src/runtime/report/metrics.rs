@@ -554,6 +554,17 @@ impl Metrics {
             .map_or(0, |counter| counter.get())
     }
 
+    /// Failed calls of one controller's hook so far.
+    pub fn hook_failures_of(&self, controller: &ControllerId, hook: HookKind) -> u64 {
+        self.hook_failures
+            .get(&HookLabels {
+                kind: controller.kind.as_str(),
+                controller: controller.name.clone(),
+                hook: hook.as_str(),
+            })
+            .map_or(0, |counter| counter.get())
+    }
+
     /// Script work items run so far for one controller.
     pub fn syncs_of(&self, controller: &ControllerId) -> u64 {
         self.controller_syncs

@@ -2,7 +2,7 @@
 //! would write is compared with the caches, writing nothing.
 
 use crate::api::ShadowReport;
-use crate::hooks::HookRunner;
+use crate::hooks::{HookCall, HookRunner};
 use crate::object::ObjectKey;
 use crate::plan::diff::{Summary, changes, describe};
 use crate::plan::{Offline, Planner};
@@ -19,7 +19,9 @@ const EXAMPLE_BYTES: usize = 1500;
 
 /// Evaluates a candidate on every object it acts on, as `metascript diff` does: its hooks run
 /// (with its budgets and its account's reads) and each plan is compared with the caches;
-/// nothing is written, no Event published, no read recorded.
+/// nothing is written, no Event published, no read recorded. The calls count as the
+/// controller's (its metrics, its `status.usage`, and so its budget: the next work item pays
+/// for them), never recorded as test cases.
 pub(super) async fn shadow_pass<K: Kind>(
     context: &Arc<Context>,
     candidate: &Arc<Controller<K>>,
@@ -51,13 +53,22 @@ pub(super) async fn shadow_pass<K: Kind>(
         // The types the serving revision wrote are followed already; a candidate's new ones are
         // left to the API server until it serves.
         let schemas = context.schemas.shared();
+        let observe = |call: &HookCall| {
+            context.metrics.observe_hook(
+                &candidate.id,
+                call.hook,
+                call.took,
+                call.cost.as_ref(),
+                call.response.is_ok(),
+            );
+        };
         for (_, subject) in subjects {
             let scope = candidate.scope(&context, &candidate.planner.reads());
             let runner = HookRunner {
                 engine: &context.engine,
                 hooks: &candidate.hooks,
                 webhooks: &context.webhooks,
-                observer: None,
+                observer: Some(&observe),
                 scope: &scope,
             };
             let offline = Offline {
