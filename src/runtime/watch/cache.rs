@@ -633,11 +633,23 @@ impl Informers {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<Value>> {
+        let (store, kept) = self.kept(resource, namespace, name)?;
+        decoded(&store, vec![kept]).next()
+    }
+
+    /// One object as its view keeps it (`namespace` is ignored for cluster-scoped types), and
+    /// the view.
+    fn kept(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<(Arc<RwLock<Store>>, Kept)> {
         let store = self.store(resource)?;
         let kept = store
             .read()
             .get(resource.scope(namespace).unwrap_or_default(), name)?;
-        decoded(&store, vec![kept]).next()
+        Some((store, kept))
     }
 
     /// The object a sync is about, decoded where it is not already, without keeping it as
@@ -652,10 +664,7 @@ impl Informers {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<SyncRead> {
-        let store = self.store(resource)?;
-        let kept = store
-            .read()
-            .get(resource.scope(namespace).unwrap_or_default(), name)?;
+        let (_, kept) = self.kept(resource, namespace, name)?;
         Some(match kept {
             Kept::Decoded(object) => SyncRead {
                 object,
