@@ -3,7 +3,8 @@
 
 use crate::object;
 use crate::resources::ResourceType;
-use serde_json::Value;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -83,32 +84,54 @@ impl Kept {
     /// Its `apiVersion`, `kind` and `metadata` (an object decoded already is handed over
     /// whole). From text the rest is passed over without being built.
     pub fn head(self) -> Arc<Value> {
-        /// Fields not named here are skipped (serde passes over unknown fields).
-        #[derive(serde::Deserialize)]
-        struct Head {
-            #[serde(rename = "apiVersion")]
-            api_version: Option<Value>,
-            kind: Option<Value>,
-            metadata: Option<Value>,
-        }
+        self.only(&["apiVersion", "kind", "metadata"])
+    }
+
+    /// Only the object's top-level `fields` (an object decoded already is handed over whole).
+    /// From text the others are passed over without being built.
+    pub fn only(self, fields: &[&str]) -> Arc<Value> {
         match self {
             Kept::Decoded(value) => value,
             Kept::Json(json) => {
-                let head: Head = serde_json::from_str(&json)
+                let mut deserializer = serde_json::Deserializer::from_str(&json);
+                let only = Fields(fields)
+                    .deserialize(&mut deserializer)
                     .expect("JSON serialized from a Value within the depth limit reads back");
-                let fields = [
-                    ("apiVersion", head.api_version),
-                    ("kind", head.kind),
-                    ("metadata", head.metadata),
-                ];
-                Arc::new(Value::Object(
-                    fields
-                        .into_iter()
-                        .filter_map(|(field, value)| Some((field.to_owned(), value?)))
-                        .collect(),
-                ))
+                Arc::new(Value::Object(only))
             }
         }
+    }
+}
+
+/// Some of an object's top-level fields, the others passed over.
+struct Fields<'a>(&'a [&'a str]);
+
+impl<'de> DeserializeSeed<'de> for Fields<'_> {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Fields<'_> {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if self.0.contains(&key.as_str()) {
+                let value = map.next_value()?;
+                kept.insert(key, value);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(kept)
     }
 }
 

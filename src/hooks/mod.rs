@@ -392,7 +392,7 @@ impl ControllerHooks {
         scope.purity.taint("webhook");
         // Its errors may quote what it was sent (the engine notes a script's request).
         for part in request.parts() {
-            scope.secrets.note(part);
+            part.note_secrets(&scope.secrets);
         }
         let response = endpoint
             .call(webhooks, kind, request)

@@ -15,6 +15,7 @@ use crate::script::HookRequest;
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 use sha2::Digest;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
@@ -375,10 +376,12 @@ impl EtagEntries {
 
 /// The object a request is about, as the ETag cache names it: its uid, else where it is.
 fn subject_of(hook: HookKind, request: HookRequest) -> String {
-    let subject = request.get(hook.contract().subject).unwrap_or(&Value::Null);
-    match crate::object::uid(subject) {
+    let subject = request
+        .get(hook.contract().subject)
+        .map_or(Cow::Owned(Value::Null), |subject| subject.tree());
+    match crate::object::uid(&subject) {
         Some(uid) => uid.to_string(),
-        None => crate::object::ObjectKey::of(subject).to_string(),
+        None => crate::object::ObjectKey::of(&subject).to_string(),
     }
 }
 

@@ -377,12 +377,17 @@ impl Context {
         )
     }
 
-    /// The object a sync is about ([`Informers::read_for_sync`]).
-    pub(crate) fn read_for_sync(&self, reference: &ObjRef) -> Option<SyncRead> {
+    /// The object a sync is about, or only its top-level fields `only` ([`Informers::read_for_sync`]).
+    pub(crate) fn read_for_sync(
+        &self,
+        reference: &ObjRef,
+        only: Option<&[&str]>,
+    ) -> Option<SyncRead> {
         self.informers.read_for_sync(
             &reference.resource,
             reference.namespace.as_deref(),
             &reference.name,
+            only,
         )
     }
 

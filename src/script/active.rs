@@ -5,9 +5,9 @@
 //! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
 //! thread-local for the duration of the call instead of being rebound on every call.
 
-use super::HookRequest;
 use super::helper_env::{HelperEnv, walk_json};
 use super::limits::Budget;
+use super::{HookRequest, Json};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -103,7 +103,7 @@ pub(crate) struct Unconverted<'a> {
 
 impl<'a> Unconverted<'a> {
     /// The fields the script was not given.
-    fn entries(&self) -> Vec<(&'a str, &'a Value)> {
+    fn entries(&self) -> Vec<(&'a str, Json<'a>)> {
         let mut fields = self.json.fields().unwrap_or_default();
         fields.retain(|(key, _)| !self.converted.converts(key));
         fields
@@ -127,7 +127,7 @@ impl<'a> Unconverted<'a> {
             let mut whole = whole()?;
             if let Value::Object(fields) = &mut whole {
                 let unconverted = self.entries().into_iter();
-                fields.extend(unconverted.map(|(k, v)| (k.to_owned(), v.clone())));
+                fields.extend(unconverted.map(|(k, v)| (k.to_owned(), v.tree().into_owned())));
             }
             return Ok(Some(whole));
         };
@@ -137,8 +137,7 @@ impl<'a> Unconverted<'a> {
             Ok(self
                 .json
                 .get(first)
-                .and_then(|value| walk_json(value, rest))
-                .cloned())
+                .and_then(|value| walk_json(&value.tree(), rest).cloned()))
         }
     }
 }

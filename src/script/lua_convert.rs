@@ -24,6 +24,7 @@ use super::rhai_convert::segment;
 use super::suggest::no_such_field;
 use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::ffi::c_int;
 use std::ptr;
 
@@ -212,12 +213,21 @@ pub(crate) fn set_request(
     converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
+    // Fields lent as text are decoded here, outside the protected call: nothing the call's Rust
+    // frames own may be live when a Lua error unwinds them.
+    let fields = request.fields().map(|fields| {
+        fields
+            .into_iter()
+            .filter(|(key, _)| converted.converts(key))
+            .map(|(key, value)| (key, value.tree()))
+            .collect::<Vec<_>>()
+    });
     // SAFETY: as in `to_lua`, with `globals` at 2 and the object marker at `OBJECT_MARKER`; the
     // fields are pushed the same way, and the table is stored in `globals` with
     // `lua_rawsetfield` (or nothing is, when the request nests too deeply).
     unsafe {
         lua.exec_raw::<()>((&markers.array, globals, &markers.object), |state| {
-            pushed = push_request(state, request, converted).map(|()| {
+            pushed = push_request(state, &fields).map(|()| {
                 let id = ffi::lua_topointer(state, -1) as usize;
                 ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
                 id
@@ -228,22 +238,19 @@ pub(crate) fn set_request(
     pushed
 }
 
-/// Pushes the request's fields that `converted` names, as `set_request` stores them.
+/// Pushes the request's fields that the script is given, as `set_request` stores them (the
+/// request itself when it is not an object).
 unsafe fn push_request(
     state: *mut ffi::lua_State,
-    request: HookRequest,
-    converted: &RequestUse,
+    fields: &Result<Vec<(&str, Cow<Value>)>, &Value>,
 ) -> Result<(), ConvertError> {
     unsafe {
-        let fields = match request.fields() {
+        let fields = match fields {
             Ok(fields) => fields,
             Err(other) => return push_json(state, other, OBJECT_MARKER, 0),
         };
         ffi::lua_createtable(state, 0, length(fields.len()));
-        for (key, item) in fields
-            .into_iter()
-            .filter(|(key, _)| converted.converts(key))
-        {
+        for (key, item) in fields {
             push_str(state, key);
             push_json(state, item, OBJECT_MARKER, 1).map_err(|e| e.within(segment(key)))?;
             ffi::lua_rawset(state, -3);

@@ -43,7 +43,7 @@ pub(crate) use limits::{
 };
 pub(crate) use log::LogSink;
 pub(crate) use purity::Purity;
-pub use request::HookRequest;
+pub use request::{HookRequest, Json};
 pub use scope::{CallContext, CallScope};
 pub(crate) use typos::misspelled_helpers;
 
@@ -714,7 +714,7 @@ impl ScriptEngine {
         };
         // Whatever the call produces besides its response is scrubbed of these.
         for part in request.parts() {
-            call.scope.secrets.note(part);
+            part.note_secrets(&call.scope.secrets);
         }
         let setup = CallSetup {
             script,

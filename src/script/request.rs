@@ -2,37 +2,87 @@
 //! copied in. The object a sync is about, the controller and the related objects are most of
 //! its request, and the sync holds them already; copying them into the request and freeing the
 //! copies after the call cost about 6% of the operator's CPU at 20,000 Pods (docs/performance.md, "Per-sync CPU of
-//! the text cache"). Scripts, readers and webhooks see the same request either way.
+//! the text cache"). A field may also be lent as the JSON text the cache keeps: a script that
+//! reads it gets its value built straight from the text, one that does not costs nothing, and
+//! the sync decodes no tree of it. Scripts, readers and webhooks see the same request either way.
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::ser::{Error as _, Serialize, SerializeMap, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// JSON a request lends: a tree, or its text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Json<'a> {
+    Tree(&'a Value),
+    /// Text serialized from a `Value` (as the watch caches keep objects), so it reads back.
+    Text(&'a str),
+}
+
+impl<'a> Json<'a> {
+    /// As a tree: borrowed, or decoded from the text.
+    pub fn tree(self) -> Cow<'a, Value> {
+        match self {
+            Json::Tree(value) => Cow::Borrowed(value),
+            Json::Text(text) => Cow::Owned(
+                serde_json::from_str(text).expect("JSON text serialized from a Value reads back"),
+            ),
+        }
+    }
+
+    /// Whether it may hold a Secret, which [`crate::reads::Secrets`] must note: text is decoded
+    /// only when it names the kind.
+    pub(crate) fn note_secrets(self, secrets: &crate::reads::Secrets) {
+        match self {
+            Json::Tree(value) => secrets.note(value),
+            Json::Text(text) if text.contains("\"Secret\"") => secrets.note(&self.tree()),
+            Json::Text(_) => {}
+        }
+    }
+}
+
+impl Serialize for Json<'_> {
+    /// Text goes out as it is (through serde_json, as [`RawValue`]): the same bytes the tree
+    /// would serialize to, as it was serialized from one.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Json::Tree(value) => value.serialize(serializer),
+            Json::Text(text) => serde_json::from_str::<&RawValue>(text)
+                .map_err(S::Error::custom)?
+                .serialize(serializer),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct HookRequest<'a> {
     rest: &'a Value,
-    lent: &'a [(&'a str, &'a Value)],
+    lent: &'a [(&'a str, Json<'a>)],
 }
 
 impl<'a> HookRequest<'a> {
     /// The fields of `rest` (an object) and those `lent`, which `rest` must not hold.
-    pub fn lending(rest: &'a Value, lent: &'a [(&'a str, &'a Value)]) -> HookRequest<'a> {
+    pub fn lending(rest: &'a Value, lent: &'a [(&'a str, Json<'a>)]) -> HookRequest<'a> {
         debug_assert!(rest.is_object() && lent.iter().all(|(key, _)| rest.get(key).is_none()));
         HookRequest { rest, lent }
     }
 
     /// A top-level field.
-    pub fn get(&self, field: &str) -> Option<&'a Value> {
+    pub fn get(&self, field: &str) -> Option<Json<'a>> {
         match self.lent.iter().find(|(key, _)| *key == field) {
-            Some((_, value)) => Some(value),
-            None => self.rest.get(field),
+            Some((_, value)) => Some(*value),
+            None => self.rest.get(field).map(Json::Tree),
         }
     }
 
     /// Its fields in key order (as serde_json keeps an object's); the request itself when it
     /// is not an object (a request always is, a test may hand over anything).
-    pub fn fields(&self) -> Result<Vec<(&'a str, &'a Value)>, &'a Value> {
+    pub fn fields(&self) -> Result<Vec<(&'a str, Json<'a>)>, &'a Value> {
         let rest = self.rest.as_object().ok_or(self.rest)?;
-        let mut fields: Vec<(&str, &Value)> = rest.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let mut fields: Vec<(&str, Json)> = rest
+            .iter()
+            .map(|(k, v)| (k.as_str(), Json::Tree(v)))
+            .collect();
         fields.extend(self.lent.iter().copied());
         fields.sort_unstable_by_key(|(key, _)| *key);
         Ok(fields)
@@ -43,8 +93,8 @@ impl<'a> HookRequest<'a> {
     }
 
     /// The JSON it is made of: the rest, then what is lent.
-    pub fn parts(&self) -> impl Iterator<Item = &'a Value> {
-        std::iter::once(self.rest).chain(self.lent.iter().map(|(_, value)| *value))
+    pub fn parts(&self) -> impl Iterator<Item = Json<'a>> {
+        std::iter::once(Json::Tree(self.rest)).chain(self.lent.iter().map(|(_, value)| *value))
     }
 
     /// The whole request as one JSON value: a copy, for the few readers that need one.
@@ -53,7 +103,7 @@ impl<'a> HookRequest<'a> {
             Ok(fields) => Value::Object(
                 fields
                     .into_iter()
-                    .map(|(key, value)| (key.to_owned(), value.clone()))
+                    .map(|(key, value)| (key.to_owned(), value.tree().into_owned()))
                     .collect(),
             ),
             Err(other) => other.clone(),
@@ -79,7 +129,7 @@ impl Serialize for HookRequest<'_> {
         };
         let mut map = serializer.serialize_map(Some(fields.len()))?;
         for (key, value) in fields {
-            map.serialize_entry(key, value)?;
+            map.serialize_entry(key, &value)?;
         }
         map.end()
     }
@@ -92,10 +142,14 @@ mod tests {
 
     #[test]
     fn a_lent_field_reads_and_serializes_as_if_it_were_in_the_request() {
-        let object = json!({"metadata": {"name": "a"}, "spec": {"x": [1, 2.5, null]}});
+        let object = json!({"metadata": {"name": "a"}, "spec": {"x": [1, 2.5, null, "\u{e9}\"q"]}});
+        let text = object.to_string();
         let controller = json!({"k": 1});
         let rest = json!({"attachments": {}, "related": {}, "finalizing": false});
-        let parts = [("object", &object), ("controller", &controller)];
+        let parts = [
+            ("object", Json::Text(&text)),
+            ("controller", Json::Tree(&controller)),
+        ];
         let lent = HookRequest::lending(&rest, &parts);
         let mut whole = rest.clone();
         whole["object"] = object.clone();
@@ -106,9 +160,10 @@ mod tests {
             serde_json::to_string(&lent).unwrap(),
             serde_json::to_string(&whole).unwrap()
         );
-        assert_eq!(lent.get("object"), Some(&object));
-        assert_eq!(lent.get("controller"), Some(&controller));
-        assert_eq!(lent.get("finalizing"), Some(&json!(false)));
+        assert_eq!(lent.get("object"), Some(Json::Text(&text)));
+        assert_eq!(lent.get("object").unwrap().tree().as_ref(), &object);
+        assert_eq!(lent.get("controller"), Some(Json::Tree(&controller)));
+        assert_eq!(lent.get("finalizing"), Some(Json::Tree(&json!(false))));
         assert_eq!(lent.get("missing"), None);
         let names: Vec<&str> = lent.fields().unwrap().into_iter().map(|(k, _)| k).collect();
         assert_eq!(
@@ -121,6 +176,17 @@ mod tests {
                 "related"
             ]
         );
+    }
+
+    #[test]
+    fn a_secret_lent_as_text_is_noted_and_other_text_is_not_decoded() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "hunter2"}});
+        let text = secret.to_string();
+        let secrets = crate::reads::Secrets::default();
+        Json::Text(r#"{"kind":"Pod","metadata":{"name":"p"}}"#).note_secrets(&secrets);
+        assert_eq!(secrets.scrub("hunter2"), "hunter2");
+        Json::Text(&text).note_secrets(&secrets);
+        assert_ne!(secrets.scrub("hunter2"), "hunter2");
     }
 
     #[test]

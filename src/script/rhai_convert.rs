@@ -2,11 +2,13 @@
 //! floats are `FLOAT` (f64), lists are arrays and objects are object maps, so a request
 //! round-trips exactly (an empty `[]` and an empty `#{}` are different types in Rhai).
 
-use super::HookRequest;
 use super::active::RequestUse;
 use super::limits::{MAX_DEPTH, too_deep};
-use rhai::{Array, Dynamic, ImmutableString, Map};
+use super::{HookRequest, Json};
+use rhai::{Array, Dynamic, Identifier, ImmutableString, Map};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use std::fmt;
 
 /// Why a Rhai value is not JSON, and where in it (segments innermost first while unwinding).
 #[derive(Debug)]
@@ -91,10 +93,138 @@ pub(crate) fn request_to_dynamic(
         Ok(fields) => fields,
         Err(other) => return to_dynamic(other),
     };
-    let converts = fields
+    fields
         .into_iter()
-        .filter(|(key, _)| converted.converts(key));
-    object(converts, 0).map(Dynamic::from_map)
+        .filter(|(key, _)| converted.converts(key))
+        .map(|(key, item)| {
+            let item = match item {
+                Json::Tree(value) => to_dynamic_at(value, 1),
+                Json::Text(text) => text_to_dynamic(text, 1),
+            };
+            item.map(|item| (key.into(), item))
+                .map_err(|e| e.within(segment(key)))
+        })
+        .collect::<Result<Map, _>>()
+        .map(Dynamic::from_map)
+}
+
+/// What [`to_dynamic_at`] makes of the JSON `text` is, built straight from the text: no
+/// tree is built to be converted and freed. Text it refuses (nested too deeply) is decoded
+/// and converted as a tree, so the error says where.
+fn text_to_dynamic(text: &str, depth: usize) -> Result<Dynamic, ConvertError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let built = DynamicSeed { depth }
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    match built {
+        Ok(value) => Ok(value),
+        Err(_) => match serde_json::from_str::<Value>(text) {
+            Ok(tree) => to_dynamic_at(&tree, depth),
+            Err(error) => Err(ConvertError::new(error.to_string())),
+        },
+    }
+}
+
+/// Builds one JSON value, `depth` levels down, as [`to_dynamic_at`] converts it.
+#[derive(Clone, Copy)]
+struct DynamicSeed {
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for DynamicSeed {
+    type Value = Dynamic;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Dynamic, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl DynamicSeed {
+    /// The seed of what a list or map at this depth holds, if it may hold anything.
+    fn within<E: de::Error>(&self) -> Result<DynamicSeed, E> {
+        match self.depth >= MAX_DEPTH {
+            true => Err(E::custom(too_deep())),
+            false => Ok(DynamicSeed {
+                depth: self.depth + 1,
+            }),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for DynamicSeed {
+    type Value = Dynamic;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_unit<E>(self) -> Result<Dynamic, E> {
+        Ok(Dynamic::UNIT)
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Dynamic, E> {
+        Ok(Dynamic::from_bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Dynamic, E> {
+        Ok(Dynamic::from_int(i))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Dynamic, E> {
+        Ok(match i64::try_from(u) {
+            Ok(i) => Dynamic::from_int(i),
+            Err(_) => Dynamic::from_float(u as f64),
+        })
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Dynamic, E> {
+        Ok(Dynamic::from_float(f))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Dynamic, E> {
+        Ok(Dynamic::from(ImmutableString::from(s)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dynamic, A::Error> {
+        let within = self.within()?;
+        let mut items = Array::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(within)? {
+            items.push(item);
+        }
+        Ok(Dynamic::from_array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dynamic, A::Error> {
+        let within = self.within()?;
+        let mut entries = Map::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            entries.insert(key, map.next_value_seed(within)?);
+        }
+        Ok(Dynamic::from_map(entries))
+    }
+}
+
+/// A map's key as Rhai keeps it, without a `String` in between.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Identifier;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Identifier, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeySeed {
+    type Value = Identifier;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Identifier, E> {
+        Ok(s.into())
+    }
 }
 
 /// Reads a Rhai value as JSON, by reference: helpers get their arguments this way without
@@ -202,6 +332,29 @@ mod tests {
         let err = from_dynamic(&deeper).unwrap_err();
         assert_eq!(err.path(), "[0]".repeat(MAX_DEPTH));
         assert_eq!(err.message, "lists and maps nested deeper than 128 levels");
+    }
+
+    #[test]
+    fn text_builds_what_its_tree_converts_to_and_is_refused_where_the_tree_is() {
+        let value = json!({
+            "null": null, "t": true, "int": -3, "big": u64::MAX, "float": 2.0,
+            "list": [[], {}, [1, [2]]], "s": "\u{e9} \\ \"q\" \u{1F600}", "a.b": {"": 1}
+        });
+        let from_text = text_to_dynamic(&value.to_string(), 0).unwrap();
+        let from_tree = to_dynamic(&value).unwrap();
+        assert_eq!(from_text.to_string(), from_tree.to_string());
+        assert_eq!(
+            from_dynamic(&from_text).unwrap(),
+            from_dynamic(&from_tree).unwrap()
+        );
+        assert!(from_text.as_map_ref().unwrap()["big"].is_float());
+
+        let deep = nested(10);
+        let at = MAX_DEPTH - 5;
+        let from_text = text_to_dynamic(&deep.to_string(), at).unwrap_err();
+        let from_tree = to_dynamic_at(&deep, at).unwrap_err();
+        assert_eq!(from_text.path(), from_tree.path());
+        assert_eq!(from_text.message, from_tree.message);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTIO
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
-use super::{CallSetup, Code, HookRequest, Layout, Part, YAML_COMMENT_HINT, from_yaml};
+use super::{CallSetup, Code, HookRequest, Json, Layout, Part, YAML_COMMENT_HINT, from_yaml};
 use crate::api::{HookKind, Language};
 use rhai::debugger::DebuggerCommand;
 use rhai::{
@@ -491,10 +491,12 @@ fn missing_property(error: &ScriptError, scope: &Scope, request: HookRequest) ->
                         .ok()
                         .map(|fields| fields.iter().map(|(key, _)| key.to_string()).collect()),
                     Some((first, within)) => {
-                        let mut value = match first {
-                            Segment::Field(key) => request.get(key),
+                        // An error message's hint: decoding a field lent as text is fine here.
+                        let first = match first {
+                            Segment::Field(key) => request.get(key).map(Json::tree),
                             Segment::Item(_) => None,
                         };
+                        let mut value = first.as_deref();
                         for segment in within {
                             value = value.and_then(|v| match segment {
                                 Segment::Field(key) => v.get(key),

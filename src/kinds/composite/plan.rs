@@ -13,6 +13,7 @@ use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::synced;
 use crate::plan::{Claim, ClaimChange, InvalidSelector, Plan, StatusChange};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::Json;
 use crate::selector::LabelSelector;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -254,7 +255,7 @@ impl Composite {
         );
         self.common.request(
             phase,
-            ("parent", parent),
+            ("parent", Json::Tree(parent)),
             ("children", children),
             &observed.related,
         )

@@ -7,7 +7,7 @@ use super::plan::{Composite, Observed, Rollout};
 use super::rolling::{self, REVISION_LABEL, Revision};
 use crate::api::HookKind;
 use crate::hooks::{HookRunner, InvalidResponse};
-use crate::kinds::one_object::{Common, OneObject};
+use crate::kinds::one_object::{Common, OneObject, Subject};
 use crate::object::{self, ObjectKey};
 use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
@@ -53,10 +53,12 @@ impl OneObject for Composite {
         store: &dyn ObjectStore,
         phase: Phase,
         hook: HookKind,
-        parent: &Value,
+        parent: Subject,
         (selector, candidates): &Self::Found,
         related: Value,
     ) -> Result<Plan, SyncError> {
+        // Never only a head: its revisions hash and its selector read the spec.
+        let parent = parent.tree;
         let (children, claims) = self.claim(parent, selector, candidates.iter().map(Arc::as_ref));
         let version = runner.hooks.version(hook);
         let observed = Observed {

@@ -12,6 +12,7 @@ use crate::plan::response::{self, InvalidResponse, json_type};
 use crate::plan::synced::{self, SyncedPlace};
 use crate::plan::{Plan, StatusChange, sanity};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
+use crate::script::Json;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -28,7 +29,10 @@ pub struct Decorator {
 /// What was observed for one target when its hook is called.
 #[derive(Clone, Debug)]
 pub struct Observed<'a> {
+    /// The target, or only its head when the request lends its text (`lent`).
     pub target: &'a Value,
+    /// The target as its request shows it.
+    pub lent: Json<'a>,
     /// Children attached by this decorator (see [`Decorator::owns`]).
     pub attachments: Vec<&'a Value>,
     /// Related objects, as grouped by [`Decorator::group_related`].
@@ -106,7 +110,7 @@ impl Decorator {
         );
         self.common.request(
             phase,
-            ("object", observed.target),
+            ("object", observed.lent),
             ("attachments", attachments),
             &observed.related,
         )

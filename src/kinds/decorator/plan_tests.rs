@@ -9,6 +9,7 @@ use crate::plan::lifecycle::Phase;
 use crate::plan::related::related_rules;
 use crate::plan::{APPLIED_DIGEST_ANNOTATION, FinalizerChange, StatusChange};
 use crate::resources::StaticResolver;
+use crate::script::Json;
 use serde_json::{Value, json};
 
 fn decorator(finalize: bool, method: &str) -> Decorator {
@@ -69,6 +70,7 @@ fn as_observed(planned: &Value) -> Value {
 fn observed<'a>(target: &'a Value, attachments: &[&'a Value]) -> Observed<'a> {
     Observed {
         target,
+        lent: Json::Tree(target),
         attachments: attachments.to_vec(),
         related: json!({}),
     }

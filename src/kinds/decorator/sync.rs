@@ -6,12 +6,13 @@ use super::api::{CUSTOMIZE, FINALIZE, SYNC};
 use super::plan::{Decorator, Observed};
 use crate::api::HookKind;
 use crate::hooks::{HookRunner, InvalidResponse};
-use crate::kinds::one_object::{Common, OneObject};
+use crate::kinds::one_object::{Common, OneObject, Subject};
 use crate::plan::children::ChildType;
 use crate::plan::lifecycle::Phase;
 use crate::plan::{Plan, SyncError};
 use crate::reads::{ReadScope, ReadVerb};
 use crate::resources::ResourceType;
+use crate::script::Json;
 use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
@@ -48,12 +49,13 @@ impl OneObject for Decorator {
         _: &dyn ObjectStore,
         phase: Phase,
         hook: HookKind,
-        target: &Value,
+        target: Subject,
         attachments: &Self::Found,
         related: Value,
     ) -> Result<Plan, SyncError> {
         let observed = Observed {
-            target,
+            target: target.tree,
+            lent: target.lent(),
             attachments: attachments.iter().map(Arc::as_ref).collect(),
             related,
         };
@@ -63,6 +65,12 @@ impl OneObject for Decorator {
         Ok(self
             .plan(phase, &observed, &response)
             .map_err(|error| runner.hooks.invalid_response(hook, error))?)
+    }
+
+    /// A decorator plans from the target's metadata and status; its customize request (a
+    /// copy of the target) is built from a tree, so one with that hook reads all of it.
+    fn plans_from_head(&self) -> bool {
+        !self.common.has_customize
     }
 
     fn children(&self) -> &[ChildType] {
@@ -107,6 +115,7 @@ impl OneObject for Decorator {
         }
         let observed = Observed {
             target,
+            lent: Json::Tree(target),
             attachments: Vec::new(),
             related: Value::Null,
         };

@@ -9,7 +9,7 @@ use crate::plan::related;
 use crate::plan::response::InvalidResponse;
 use crate::plan::{FinalizerChange, Plan};
 use crate::resources::{ResolveError, ResourceResolver, ResourceType};
-use crate::script::HookRequest;
+use crate::script::{HookRequest, Json};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, LazyLock};
 
@@ -94,7 +94,7 @@ impl Common {
     pub(crate) fn request<'a>(
         &'a self,
         phase: Phase,
-        (object_field, object): (&'static str, &'a Value),
+        (object_field, object): (&'static str, Json<'a>),
         (children_field, children): (&'static str, Value),
         related: &'a Value,
     ) -> ObjectRequest<'a> {
@@ -109,9 +109,9 @@ impl Common {
                 ("finalizing", (phase == Phase::Finalize).into()),
             ]),
             lent: [
-                ("controller", &self.controller_json),
+                ("controller", Json::Tree(&self.controller_json)),
                 (object_field, object),
-                ("related", related),
+                ("related", Json::Tree(related)),
             ],
         }
     }
@@ -121,7 +121,7 @@ impl Common {
 /// ([`HookRequest`]): only the children and the phase are built for it.
 pub(crate) struct ObjectRequest<'a> {
     built: Value,
-    lent: [(&'static str, &'a Value); 3],
+    lent: [(&'static str, Json<'a>); 3],
 }
 
 impl ObjectRequest<'_> {
@@ -133,5 +133,29 @@ impl ObjectRequest<'_> {
     #[cfg(test)]
     pub(crate) fn to_value(&self) -> Value {
         self.hook_request().to_value()
+    }
+}
+
+/// What a planner that plans from an object's head reads of it
+/// ([`super::OneObject::plans_from_head`]).
+pub(crate) const HEAD_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "status"];
+
+/// The object a one-object sync is about, as the sync read it: `tree` is all of it, or, when
+/// `text` holds all of it, only its [`HEAD_FIELDS`] (for a planner that plans from those), and
+/// the hook request lends the text.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Subject<'a> {
+    pub tree: &'a Value,
+    pub text: Option<&'a str>,
+}
+
+impl<'a> Subject<'a> {
+    pub(crate) fn whole(tree: &'a Value) -> Subject<'a> {
+        Subject { tree, text: None }
+    }
+
+    /// The object as its hook request shows it.
+    pub(crate) fn lent(self) -> Json<'a> {
+        self.text.map_or(Json::Tree(self.tree), Json::Text)
     }
 }

@@ -10,7 +10,7 @@ mod offline;
 mod runtime;
 mod sync;
 
-pub(crate) use common::{Common, ObjectRequest};
+pub(crate) use common::{Common, HEAD_FIELDS, ObjectRequest, Subject};
 pub(crate) use runtime::{ObjectKind, ObjectRuntime, RelatedState};
 pub(crate) use sync::{Synced, sync};
 
@@ -86,10 +86,17 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
         store: &dyn ObjectStore,
         phase: Phase,
         hook: HookKind,
-        object: &Value,
+        object: Subject,
         found: &Self::Found,
         related: Value,
     ) -> Result<Plan, SyncError>;
+
+    /// Whether the controller plans from an object's `apiVersion`, `kind`, `metadata` and
+    /// `status` alone, its hooks being the only readers of the rest: then a sync reads only
+    /// those as a tree and lends its hooks the object's text ([`Subject`]).
+    fn plans_from_head(&self) -> bool {
+        false
+    }
 
     /// The child types a plan may write.
     fn children(&self) -> &[ChildType];

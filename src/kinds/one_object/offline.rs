@@ -1,7 +1,7 @@
 //! A one-object controller without the operator: an object synced over a store (`render`,
 //! `explain`), and a hook's response checked the way the operator would (test cases).
 
-use super::{OneObject, Synced, sync};
+use super::{OneObject, Subject, Synced, sync};
 use crate::api::{HookKind, HookVersion};
 use crate::hooks::InvalidResponse;
 use crate::object::ObjectKey;
@@ -22,7 +22,13 @@ fn sync_with<P: OneObject>(
         controller: planner.name(),
         resolver: offline.resolver,
     };
-    sync(planner, offline.runner, offline.store, object, &related)
+    sync(
+        planner,
+        offline.runner,
+        offline.store,
+        Subject::whole(object),
+        &related,
+    )
 }
 
 impl<P: OneObject> Planner for P {

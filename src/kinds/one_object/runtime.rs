@@ -3,7 +3,7 @@
 //! object, and releasing every object's finalizer when the controller itself is deleted.
 //! Which events reach which objects is the kind's ([`ObjectRuntime::route`]).
 
-use super::{OneObject, sync};
+use super::{HEAD_FIELDS, OneObject, Subject, sync};
 use crate::api::{ControllerObject, ResourceRef, ServiceAccountRef};
 use crate::plan::Plan;
 use crate::plan::lifecycle::{Phase, finalizer_for};
@@ -244,10 +244,11 @@ async fn sync_object<P: ObjectRuntime>(
     controller: &Arc<Controller<ObjectKind<P>>>,
     key: &ObjRef,
 ) -> Outcome<ObjRef> {
+    let only = controller.planner.plans_from_head().then_some(HEAD_FIELDS);
     let read = context
-        .read_for_sync(key)
+        .read_for_sync(key, only)
         .filter(|read| controller.planner.phase(&read.object) != Phase::Idle);
-    let Some(read) = read else {
+    let Some(mut read) = read else {
         let related = P::related(&controller.state);
         related.related.remove(key);
         related.customized.remove(key);
@@ -268,7 +269,8 @@ async fn sync_object<P: ObjectRuntime>(
         about: object.clone(),
         failure: failure.scrubbed(&scope.secrets),
     };
-    let mut plan = match plan_object(context, controller, &object, key, &scope).await {
+    let text = read.text().cloned();
+    let mut plan = match plan_object(context, controller, &object, text, key, &scope).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
             return Outcome::Synced {
@@ -280,9 +282,14 @@ async fn sync_object<P: ObjectRuntime>(
         Err(failure) => return failed(failure),
     };
     let clear = synced::succeeded(context, controller, &object, &mut plan);
-    if plan.writes_object() || clear.is_some() {
-        context.informers.keep(&key.resource, &read);
-    }
+    // A write reads the whole object (a status is checked against its schema with it).
+    let object = match plan.writes_object() || clear.is_some() {
+        true => {
+            context.informers.keep(&key.resource, &mut read);
+            read.object
+        }
+        false => object.clone(),
+    };
     let mut written = Written::default();
     if !plan.is_noop() {
         let owned_types = controller.planner.owned_types();
@@ -318,6 +325,7 @@ async fn plan_object<P: ObjectRuntime>(
     context: &Arc<Context>,
     controller: &Arc<Controller<ObjectKind<P>>>,
     object: &Arc<Value>,
+    text: Option<Arc<str>>,
     key: &ObjRef,
     scope: &CallScope,
 ) -> Result<Option<Plan>, Problem> {
@@ -353,13 +361,11 @@ async fn plan_object<P: ObjectRuntime>(
                     target: &object_now,
                     scope: runner.scope,
                 };
-                sync(
-                    &*planner,
-                    runner,
-                    &*context.informers,
-                    &object_now,
-                    &related,
-                )
+                let subject = Subject {
+                    tree: &object_now,
+                    text: text.as_deref(),
+                };
+                sync(&*planner, runner, &*context.informers, subject, &related)
             },
         )
         .await;

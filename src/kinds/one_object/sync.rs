@@ -3,7 +3,7 @@
 //! watch caches (on a blocking thread), `render` and `explain` over files and a cluster's
 //! objects, so all three do exactly the same thing.
 
-use super::OneObject;
+use super::{OneObject, Subject};
 use crate::api::HookKind;
 use crate::hooks::HookRunner;
 use crate::plan::adoption::Claimant;
@@ -12,7 +12,6 @@ use crate::plan::lifecycle::Phase;
 use crate::plan::related::{self, Related, related_objects};
 use crate::plan::{Plan, SyncError, stamp_provenance};
 use crate::store::ObjectStore;
-use serde_json::Value;
 use std::sync::Arc;
 
 /// What one object's sync decided.
@@ -29,9 +28,10 @@ pub(crate) fn sync<P: OneObject>(
     planner: &P,
     runner: &HookRunner,
     store: &dyn ObjectStore,
-    object: &Value,
+    subject: Subject,
     related: &dyn Related,
 ) -> Result<Option<Synced>, SyncError> {
+    let object = subject.tree;
     let phase = planner.phase(object);
     let hook = match phase {
         Phase::Idle => return Ok(None),
@@ -68,7 +68,7 @@ pub(crate) fn sync<P: OneObject>(
         related_objects.iter().map(Arc::as_ref),
         runner.hooks.version(hook),
     );
-    let mut plan = planner.plan_hook(runner, store, phase, hook, object, &found, related)?;
+    let mut plan = planner.plan_hook(runner, store, phase, hook, subject, &found, related)?;
     Claimant {
         owner: object,
         types: planner.children(),

@@ -20,7 +20,6 @@ use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
 use crate::runtime::write::own_writes::OwnWrites;
 use crate::script::ScriptEngine;
-use crate::store::ObjectStore;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,13 +245,16 @@ impl Cluster {
             if !informers.is_watched(&resolved.resource) {
                 continue;
             }
-            cached += ObjectStore::list(&**informers, &resolved.resource, None).len();
+            cached += informers.len(&resolved.resource);
             for name in self.api.all_names(served.api_version, served.plural) {
                 let (namespace, name) = name;
                 let stored = self
                     .api
                     .get(served.api_version, served.plural, &namespace, &name);
-                let in_cache = informers.get(&resolved.resource, Some(&namespace), &name);
+                // Read without keeping it decoded: a test can then sync objects read from text.
+                let in_cache = informers
+                    .read_for_sync(&resolved.resource, Some(&namespace), &name, None)
+                    .map(|read| read.object);
                 let version = |object: &Value| object["metadata"]["resourceVersion"].clone();
                 if stored.as_ref().map(version) != in_cache.as_deref().map(version) {
                     return false;

@@ -1,5 +1,5 @@
 //! What a sync's read of its own object leaves in the cache's recently used set: nothing,
-//! unless the sync writes the object.
+//! unless the sync writes the object; and a read of some of its fields.
 
 use super::api::{FakeApi, Served};
 use serde_json::json;
@@ -20,17 +20,58 @@ async fn a_syncs_read_stays_decoded_only_when_the_sync_keeps_it() {
     let (informers, resolved) = api.informers("configmaps", events).await;
     informers.ensure(&resolved).await.unwrap();
     let resource = &resolved.resource;
-    let read = || informers.read_for_sync(resource, Some("ns"), "a").unwrap();
+    let read = || {
+        informers
+            .read_for_sync(resource, Some("ns"), "a", None)
+            .unwrap()
+    };
 
-    let first = read();
+    let mut first = read();
+    assert!(first.text().is_none());
     assert_eq!(first.object["data"]["k"], "v");
     // Not kept: the next read decodes the text again.
     assert!(!Arc::ptr_eq(&first.object, &read().object));
 
-    informers.keep(resource, &first);
-    let kept = read();
+    informers.keep(resource, &mut first);
+    let mut kept = read();
     assert!(Arc::ptr_eq(&first.object, &kept.object));
     // Read from the recently used set, it is kept there already.
-    informers.keep(resource, &kept);
+    informers.keep(resource, &mut kept);
     assert!(Arc::ptr_eq(&first.object, &read().object));
+}
+
+#[tokio::test]
+async fn a_read_of_some_fields_holds_the_text_and_is_kept_whole() {
+    let api = FakeApi::new(&[CONFIG_MAPS]);
+    let whole = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "ns", "name": "a", "labels": {"x": "1"}},
+        "data": {"k": "v"},
+    });
+    api.put(whole.clone());
+    let (events, _received) = mpsc::unbounded_channel();
+    let (informers, resolved) = api.informers("configmaps", events).await;
+    informers.ensure(&resolved).await.unwrap();
+    let resource = &resolved.resource;
+    let only: &[&str] = &["apiVersion", "kind", "metadata"];
+    let read = || {
+        informers
+            .read_for_sync(resource, Some("ns"), "a", Some(only))
+            .unwrap()
+    };
+
+    let mut partial = read();
+    assert_eq!(partial.object["metadata"]["labels"]["x"], "1");
+    assert!(partial.object.get("data").is_none());
+    let text = partial.text().expect("the whole object's text").clone();
+    let decoded: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(decoded["data"], whole["data"]);
+
+    // Kept, it is made whole first: the recently used set never holds a part.
+    informers.keep(resource, &mut partial);
+    assert_eq!(partial.object["data"]["k"], "v");
+    assert!(partial.text().is_none());
+    let again = read();
+    assert!(Arc::ptr_eq(&partial.object, &again.object));
+    assert!(again.text().is_none(), "kept decoded, it is read whole");
 }

@@ -657,31 +657,48 @@ impl Informers {
     /// dropped by the sync that built it costs a fraction of one that waits in the recently
     /// used set until pushed out, by then out of the CPU's caches (docs/performance.md,
     /// "Per-sync CPU of the text cache"). A sync that writes the object keeps it
-    /// ([`Informers::keep`]).
+    /// ([`Informers::keep`]). With `only`, an object kept as text is decoded only in those
+    /// top-level fields, and the read holds the text of the rest ([`SyncRead::text`]).
     pub(crate) fn read_for_sync(
         &self,
         resource: &ResourceType,
         namespace: Option<&str>,
         name: &str,
+        only: Option<&[&str]>,
     ) -> Option<SyncRead> {
         let (_, kept) = self.kept(resource, namespace, name)?;
         Some(match kept {
             Kept::Decoded(object) => SyncRead {
                 object,
                 decoded_from: None,
+                partial: false,
             },
             Kept::Json(text) => SyncRead {
-                object: Kept::Json(text.clone()).decoded(),
+                object: match only {
+                    Some(fields) => Kept::Json(text.clone()).only(fields),
+                    None => Kept::Json(text.clone()).decoded(),
+                },
                 decoded_from: Some(text),
+                partial: only.is_some(),
             },
         })
     }
 
     /// Keeps what a sync decoded as recently used, because it writes the object: the watch
-    /// event of that write is told apart from a no-op by comparing it with this version.
-    pub(crate) fn keep(&self, resource: &ResourceType, read: &SyncRead) {
+    /// event of that write is told apart from a no-op by comparing it with this version. A read
+    /// of some fields is made whole first.
+    pub(crate) fn keep(&self, resource: &ResourceType, read: &mut SyncRead) {
+        read.whole();
         if let (Some(text), Some(store)) = (&read.decoded_from, self.store(resource)) {
             store.read().remember([(text.clone(), read.object.clone())]);
+        }
+    }
+
+    /// Lets go of every decoded object of every type, so reads decode from text.
+    #[cfg(test)]
+    pub(crate) fn forget_decoded(&self) {
+        for view in self.views.lock().values() {
+            view.store.read().forget_decoded();
         }
     }
 
@@ -900,9 +917,27 @@ fn decoded(store: &RwLock<Store>, kept: Vec<Kept>) -> Listed {
 
 /// An object as [`Informers::read_for_sync`] read it.
 pub(crate) struct SyncRead {
+    /// The object, or only the fields the read asked for when `partial`.
     pub(crate) object: Arc<Value>,
     /// The text it was decoded from, when the read decoded it.
     decoded_from: Option<Arc<str>>,
+    partial: bool,
+}
+
+impl SyncRead {
+    /// The whole object's text, when `object` holds only some of its fields.
+    pub(crate) fn text(&self) -> Option<&Arc<str>> {
+        self.decoded_from.as_ref().filter(|_| self.partial)
+    }
+
+    /// The whole object, decoded now if the read took only some of its fields.
+    pub(crate) fn whole(&mut self) -> &Arc<Value> {
+        if let (true, Some(text)) = (self.partial, &self.decoded_from) {
+            self.object = Kept::Json(text.clone()).decoded();
+            self.partial = false;
+        }
+        &self.object
+    }
 }
 
 /// What one watch fills: its type's view, as one of its feeds.

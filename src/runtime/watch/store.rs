@@ -338,6 +338,12 @@ impl Store {
         }
     }
 
+    /// Lets go of every decoded object: the next reads decode from text, as a cold object is.
+    #[cfg(test)]
+    pub(super) fn forget_decoded(&self) {
+        *self.decoded.lock() = Decoded::default();
+    }
+
     fn held(&self, namespace: &str, name: &str) -> Option<&Held> {
         self.objects.get(namespace)?.get(name)
     }

@@ -65,6 +65,23 @@ fn readers_see_the_fields_a_script_was_not_given_and_its_changes() {
             expected,
             "{language}"
         );
+        // The same with the fields lent, the object and the unconverted attachments as text.
+        let mut rest = request();
+        let (object, attachments) = (rest["object"].take(), rest["attachments"].take());
+        let fields = rest.as_object_mut().unwrap();
+        fields.remove("object");
+        fields.remove("attachments");
+        let texts = [object.to_string(), attachments.to_string()];
+        let lent = [
+            ("object", Json::Text(&texts[0])),
+            ("attachments", Json::Text(&texts[1])),
+        ];
+        let response = engine.call(&script, HookRequest::lending(&rest, &lent), &context());
+        assert_eq!(
+            response.unwrap_or_else(|e| panic!("{e}")),
+            expected,
+            "{language}, lent as text"
+        );
     }
 }
 

@@ -210,6 +210,43 @@ proptest! {
     }
 }
 
+/// A field lent as JSON text (as a sync lends its object) reaches the script as the same value,
+/// of the same types, as when lent as a tree.
+fn lent_as_text_is_lent_as_the_tree(
+    language: Language,
+    code: &str,
+    value: &Value,
+) -> Result<(), TestCaseError> {
+    let engine = ScriptEngine::new();
+    let script = engine
+        .compile(&ScriptSource::new(language, code, origin(language)))
+        .unwrap();
+    let text = value.to_string();
+    let rest = serde_json::json!({"finalizing": false});
+    let as_text = [("object", Json::Text(&text))];
+    let as_tree = [("object", Json::Tree(value))];
+    let from_text = engine.call(&script, HookRequest::lending(&rest, &as_text), &context());
+    let from_tree = engine.call(&script, HookRequest::lending(&rest, &as_tree), &context());
+    let (from_text, from_tree) = (from_text.unwrap(), from_tree.unwrap());
+    prop_assert_eq!(&from_text, &from_tree);
+    prop_assert!(is_exact_type(&from_text, &from_tree));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(crate::fuzzing::config(128))]
+
+    #[test]
+    fn fuzz_a_field_lent_as_text_is_the_tree_in_both_languages(
+        value in json_with(prop_oneof![any::<i64>(), (-LUA_EXACT_INT..=LUA_EXACT_INT)].boxed()),
+        big in any::<u64>(),
+    ) {
+        let value = serde_json::json!({"value": value, "big": big});
+        lent_as_text_is_lent_as_the_tree(Language::Rhai, "request.object", &value)?;
+        lent_as_text_is_lent_as_the_tree(Language::Lua, "return request.object", &value)?;
+    }
+}
+
 /// A value written as a Rhai and as a Lua expression, and the JSON it stands for (`None`: it
 /// has a part that is not JSON).
 #[derive(Clone, Debug)]
