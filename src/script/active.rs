@@ -5,7 +5,7 @@
 //! so the per-call parts (helper environment, budget, the request's unconverted fields) live in a
 //! thread-local for the duration of the call instead of being rebound on every call.
 
-use super::helper_env::{HelperEnv, walk_json};
+use super::helper_env::HelperEnv;
 use super::limits::Budget;
 use super::{HookRequest, Json};
 use serde_json::Value;
@@ -134,10 +134,7 @@ impl<'a> Unconverted<'a> {
         if self.converted.converts(first) {
             walk(path)
         } else {
-            Ok(self
-                .json
-                .get(first)
-                .and_then(|value| walk_json(&value.tree(), rest).cloned()))
+            Ok(self.json.get(first).and_then(|value| value.at(rest)))
         }
     }
 }

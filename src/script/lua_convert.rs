@@ -213,8 +213,9 @@ pub(crate) fn set_request(
     converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
-    // Fields lent as text are decoded here, outside the protected call: nothing the call's Rust
-    // frames own may be live when a Lua error unwinds them.
+    // Fields lent as text (decoded already by `call_measured`, so this only borrows) are
+    // decoded here, outside the protected call: nothing the call's Rust frames own may be
+    // live when a Lua error unwinds them.
     let fields = request.fields().map(|fields| {
         fields
             .into_iter()

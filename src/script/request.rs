@@ -6,10 +6,14 @@
 //! reads it gets its value built straight from the text, one that does not costs nothing, and
 //! the sync decodes no tree of it. Scripts, readers and webhooks see the same request either way.
 
+use super::helper_env::{step, walk_json};
+use serde::de::Visitor;
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess};
 use serde::ser::{Error as _, Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::fmt;
 
 /// JSON a request lends: a tree, or its text.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,6 +31,20 @@ impl<'a> Json<'a> {
             Json::Text(text) => Cow::Owned(
                 serde_json::from_str(text).expect("JSON text serialized from a Value reads back"),
             ),
+        }
+    }
+
+    /// What is at `path` in it ([`walk_json`]): from text, only that part is built, the rest
+    /// is passed over.
+    pub(crate) fn at(self, path: &[String]) -> Option<Value> {
+        match self {
+            Json::Tree(value) => walk_json(value, path).cloned(),
+            Json::Text(text) => {
+                let mut deserializer = serde_json::Deserializer::from_str(text);
+                At { path }
+                    .deserialize(&mut deserializer)
+                    .expect("JSON text serialized from a Value reads back")
+            }
         }
     }
 
@@ -51,6 +69,114 @@ impl Serialize for Json<'_> {
                 .map_err(S::Error::custom)?
                 .serialize(serializer),
         }
+    }
+}
+
+/// What is at `path` in JSON text, as [`walk_json`] finds it in a tree.
+struct At<'p> {
+    path: &'p [String],
+}
+
+impl<'de> DeserializeSeed<'de> for At<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
+        match self.path.is_empty() {
+            true => Value::deserialize(deserializer).map(Some),
+            false => deserializer.deserialize_any(self),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for At<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        let (first, rest) = self
+            .path
+            .split_first()
+            .expect("a path of at least one step");
+        let mut found = None;
+        while let Some(wanted) = map.next_key_seed(KeyIs(first))? {
+            match wanted {
+                true => found = map.next_value_seed(At { path: rest })?,
+                false => map.next_value::<IgnoredAny>().map(drop)?,
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
+        let (first, rest) = self
+            .path
+            .split_first()
+            .expect("a path of at least one step");
+        let wanted = step(first, |_| None, Some);
+        let mut found = None;
+        // Every item is read: serde_json refuses a list left part way.
+        for index in 0.. {
+            if Some(index) == wanted {
+                match seq.next_element_seed(At { path: rest })? {
+                    Some(item) => found = item,
+                    None => break,
+                }
+            } else if seq.next_element::<IgnoredAny>()?.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    // A scalar has nothing at a path.
+    fn visit_unit<E>(self) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Option<Value>, E> {
+        Ok(None)
+    }
+}
+
+/// Whether a map's key is this one, read without copying it.
+struct KeyIs<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyIs<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
     }
 }
 
@@ -90,6 +216,25 @@ impl<'a> HookRequest<'a> {
 
     pub fn is_object(&self) -> bool {
         self.rest.is_object()
+    }
+
+    /// Its lent fields as trees, those lent as text decoded: for a reader that converts trees.
+    pub(crate) fn lent_trees(&self) -> Vec<(&'a str, Cow<'a, Value>)> {
+        self.lent
+            .iter()
+            .map(|(key, value)| (*key, value.tree()))
+            .collect()
+    }
+
+    /// The same request, lending `lent` (the same fields) instead.
+    pub(crate) fn relending<'b>(&self, lent: &'b [(&'b str, Json<'b>)]) -> HookRequest<'b>
+    where
+        'a: 'b,
+    {
+        HookRequest {
+            rest: self.rest,
+            lent,
+        }
     }
 
     /// The JSON it is made of: the rest, then what is lent.
@@ -176,6 +321,45 @@ mod tests {
                 "related"
             ]
         );
+    }
+
+    #[test]
+    fn a_path_into_text_finds_what_it_finds_in_the_tree() {
+        let value = json!({
+            "a": {"b": 1, "c": [10, {"d": "x\"y"}, []]}, "e": null, "s": "str", "a.b": 2
+        });
+        let text = value.to_string();
+        for path in [
+            "",
+            "a",
+            "a.b",
+            "a.c",
+            "a.c.1",
+            "a.c.1.d",
+            "a.c.2",
+            "a.c.3",
+            "a.c.x",
+            "a.b.z",
+            "e",
+            "e.f",
+            "s.0",
+            "missing",
+            "a.missing.b",
+            "0",
+        ] {
+            let path: Vec<String> = path
+                .split('.')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            assert_eq!(
+                Json::Text(&text).at(&path),
+                Json::Tree(&value).at(&path),
+                "{path:?}"
+            );
+        }
+        let key_with_dot = ["a.b".to_string()];
+        assert_eq!(Json::Text(&text).at(&key_with_dot), Some(json!(2)));
     }
 
     #[test]

@@ -117,3 +117,36 @@ fn a_whole_request_gives_the_same_answers() {
         json!([{"metadata": {"name": "web-0"}}, "web"])
     );
 }
+
+/// A Lua call's memory is the same whether its object is lent as text or as a tree: the text
+/// is decoded before the call's memory is counted, as a sync's own decode is not counted.
+#[test]
+fn a_lua_calls_memory_does_not_depend_on_how_its_object_was_lent() {
+    let items: Vec<Value> = (0..2000)
+        .map(|i| json!({"name": format!("item-{i}"), "n": i}))
+        .collect();
+    let object = json!({ "items": items });
+    let text = object.to_string();
+    let rest = json!({"finalizing": false});
+    let engine = ScriptEngine::new();
+    let code = "return #request.object.items";
+    let script = engine
+        .compile(&ScriptSource::new(
+            Language::Lua,
+            code,
+            origin(Language::Lua),
+        ))
+        .unwrap();
+    let peak = |lent: &[(&str, Json)]| {
+        let request = HookRequest::lending(&rest, lent);
+        let (result, cost) = engine.call_measured(&script, request, &context());
+        assert_eq!(result.unwrap(), json!(2000));
+        cost.peak_memory
+    };
+    let from_tree = peak(&[("object", Json::Tree(&object))]);
+    let from_text = peak(&[("object", Json::Text(&text))]);
+    assert!(
+        from_text < from_tree + 64 * 1024,
+        "{from_text} bytes from text against {from_tree} from the tree"
+    );
+}
