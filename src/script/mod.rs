@@ -729,20 +729,18 @@ impl ScriptEngine {
             limits,
             coverage: self.inner.coverage.as_ref(),
         };
-        // Lua converts trees: fields lent as text are decoded before the call's memory is
-        // counted, as a sync's decode of its object is not counted either, so a call's peak
-        // does not depend on whether the cache held the object decoded.
-        let trees = match &script.program.code {
-            Code::Lua { .. } => request.lent_trees(),
+        // Lua converts trees: the fields it is given that are lent as text are decoded before
+        // the call's memory is counted, as a sync's decode of its object is not counted
+        // either, so a call's peak does not depend on whether the cache held the object
+        // decoded. Fields it is not given stay text: readers take paths from it.
+        let decoded = match &script.program.code {
+            Code::Lua { .. } => request.decoded(|field| script.program.request.converts(field)),
             Code::Rhai(_) => Vec::new(),
         };
-        let lent_trees: Vec<_> = trees
-            .iter()
-            .map(|(k, tree)| (*k, Json::Tree(tree)))
-            .collect();
-        let request = match &script.program.code {
-            Code::Lua { .. } => request.relending(&lent_trees),
-            Code::Rhai(_) => request,
+        let mut lent = Vec::new();
+        let request = match decoded.is_empty() {
+            true => request,
+            false => request.with_trees(&decoded, &mut lent),
         };
         // Counted from before the request is converted until the response has been.
         let limit = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);

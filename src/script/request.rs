@@ -218,19 +218,33 @@ impl<'a> HookRequest<'a> {
         self.rest.is_object()
     }
 
-    /// Its lent fields as trees, those lent as text decoded: for a reader that converts trees.
-    pub(crate) fn lent_trees(&self) -> Vec<(&'a str, Cow<'a, Value>)> {
+    /// The fields lent as text that `decode` names, decoded: for a reader that converts trees.
+    pub(crate) fn decoded(&self, decode: impl Fn(&str) -> bool) -> Vec<(&'a str, Value)> {
         self.lent
             .iter()
-            .map(|(key, value)| (*key, value.tree()))
+            .filter_map(|(key, value)| match value {
+                Json::Text(_) if decode(key) => Some((*key, value.tree().into_owned())),
+                _ => None,
+            })
             .collect()
     }
 
-    /// The same request, lending `lent` (the same fields) instead.
-    pub(crate) fn relending<'b>(&self, lent: &'b [(&'b str, Json<'b>)]) -> HookRequest<'b>
+    /// The same request, lending the trees `decoded` ([`HookRequest::decoded`]) instead of
+    /// their text; `lent` holds what it lends.
+    pub(crate) fn with_trees<'b>(
+        &self,
+        decoded: &'b [(&'b str, Value)],
+        lent: &'b mut Vec<(&'b str, Json<'b>)>,
+    ) -> HookRequest<'b>
     where
         'a: 'b,
     {
+        lent.extend(self.lent.iter().map(|(key, json)| {
+            match decoded.iter().find(|(name, _)| name == key) {
+                Some((_, tree)) => (*key, Json::Tree(tree)),
+                None => (*key, *json),
+            }
+        }));
         HookRequest {
             rest: self.rest,
             lent,
