@@ -376,13 +376,14 @@ impl EtagEntries {
 
 /// The object a request is about, as the ETag cache names it: its uid, else where it is.
 fn subject_of(hook: HookKind, request: HookRequest) -> String {
-    let subject = request
-        .get(hook.contract().subject)
-        .map_or(Cow::Owned(Value::Null), |subject| subject.tree());
-    match crate::object::uid(&subject) {
-        Some(uid) => uid.to_string(),
-        None => crate::object::ObjectKey::of(&subject).to_string(),
+    let subject = request.get(hook.contract().subject);
+    // Only the uid is read of an object lent as text; one without a uid is decoded.
+    let uid = subject.and_then(|subject| subject.at(&["metadata".into(), "uid".into()]));
+    if let Some(Value::String(uid)) = uid.filter(|uid| uid.as_str() != Some("")) {
+        return uid;
     }
+    let subject = subject.map_or(Cow::Owned(Value::Null), |subject| subject.tree());
+    crate::object::ObjectKey::of(&subject).to_string()
 }
 
 /// Why a call produced no usable response.
@@ -988,6 +989,7 @@ mod tests {
     use crate::hooks::tests::fuzz::allocates_within;
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
     use crate::kinds::{decorator, map};
+    use crate::script::Json;
     use crate::script::ScriptEngine;
     use serde_json::json;
 
@@ -1008,6 +1010,38 @@ mod tests {
             url: Some(url.into()),
             ..Webhook::default()
         }
+    }
+
+    /// The ETag cache names a subject lent as text as it names the same object lent as a tree.
+    #[test]
+    fn a_subject_lent_as_text_is_named_as_its_tree() {
+        let rest = json!({"finalizing": false});
+        for object in [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n", "uid": "u-1"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n", "uid": ""}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}}),
+        ] {
+            let text = object.to_string();
+            let name = |lent: Json| {
+                let lent = [("object", lent)];
+                subject_of(
+                    crate::kinds::decorator::SYNC,
+                    HookRequest::lending(&rest, &lent),
+                )
+            };
+            assert_eq!(
+                name(Json::Text(&text)),
+                name(Json::Tree(&object)),
+                "{object}"
+            );
+        }
+        let with_uid = json!({"metadata": {"name": "p", "uid": "u-1"}}).to_string();
+        let lent = [("object", Json::Text(&with_uid))];
+        let named = subject_of(
+            crate::kinds::decorator::SYNC,
+            HookRequest::lending(&rest, &lent),
+        );
+        assert_eq!(named, "u-1");
     }
 
     #[test]
