@@ -15,13 +15,13 @@
 //! mlua's typed API would register and release a reference for every table, string and key, and
 //! protect every table write, which made the conversions most of a call's cost.
 
-use super::HookRequest;
 use super::active::RequestUse;
 use super::active::with_unconverted;
 use super::helper_env::step;
 use super::limits::{MAX_DEPTH, too_deep};
 use super::rhai_convert::segment;
 use super::suggest::no_such_field;
+use super::{HookRequest, Json};
 use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -213,13 +213,15 @@ pub(crate) fn set_request(
     converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
-    // Fields lent as text (decoded already by `call_measured`, so this only borrows) are
-    // decoded here, outside the protected call: nothing the call's Rust frames own may be
-    // live when a Lua error unwinds them.
+    // `call_measured` has decoded the fields lent as text that the script is given, before the
+    // call's memory is counted; were one left, it would be decoded here, outside the
+    // protected call, where nothing the call's Rust frames own may be live when a Lua error
+    // unwinds them.
     let fields = request.fields().map(|fields| {
         fields
             .into_iter()
             .filter(|(key, _)| converted.converts(key))
+            .inspect(|(key, value)| debug_assert!(matches!(value, Json::Tree(_)), "{key}"))
             .map(|(key, value)| (key, value.tree()))
             .collect::<Vec<_>>()
     });

@@ -712,6 +712,19 @@ impl ScriptEngine {
             Some(ceiling) => limits.at_most(ceiling),
             None => limits,
         };
+        // Lua converts trees: the fields it is given that are lent as text are decoded before
+        // the call's memory is counted, as a sync's decode of its object is not counted
+        // either, so a call's peak does not depend on whether the cache held the object
+        // decoded. Fields it is not given stay text: readers take paths from it.
+        let decoded = match &script.program.code {
+            Code::Lua { .. } => request.decoded(|field| script.program.request.converts(field)),
+            Code::Rhai(_) => Vec::new(),
+        };
+        let mut lent = Vec::new();
+        let request = match decoded.is_empty() {
+            true => request,
+            false => request.with_trees(&decoded, &mut lent),
+        };
         // Whatever the call produces besides its response is scrubbed of these.
         for part in request.parts() {
             part.note_secrets(&call.scope.secrets);
@@ -728,19 +741,6 @@ impl ScriptEngine {
             budget: Arc::new(Budget::start(&limits)),
             limits,
             coverage: self.inner.coverage.as_ref(),
-        };
-        // Lua converts trees: the fields it is given that are lent as text are decoded before
-        // the call's memory is counted, as a sync's decode of its object is not counted
-        // either, so a call's peak does not depend on whether the cache held the object
-        // decoded. Fields it is not given stay text: readers take paths from it.
-        let decoded = match &script.program.code {
-            Code::Lua { .. } => request.decoded(|field| script.program.request.converts(field)),
-            Code::Rhai(_) => Vec::new(),
-        };
-        let mut lent = Vec::new();
-        let request = match decoded.is_empty() {
-            true => request,
-            false => request.with_trees(&decoded, &mut lent),
         };
         // Counted from before the request is converted until the response has been.
         let limit = usize::try_from(setup.limits.max_memory_bytes).unwrap_or(usize::MAX);

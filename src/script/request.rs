@@ -218,12 +218,14 @@ impl<'a> HookRequest<'a> {
         self.rest.is_object()
     }
 
-    /// The fields lent as text that `decode` names, decoded: for a reader that converts trees.
-    pub(crate) fn decoded(&self, decode: impl Fn(&str) -> bool) -> Vec<(&'a str, Value)> {
+    /// The fields lent as text that `decode` names, decoded, by their place among those lent:
+    /// for a reader that converts trees.
+    pub(crate) fn decoded(&self, decode: impl Fn(&str) -> bool) -> Vec<(usize, Value)> {
         self.lent
             .iter()
-            .filter_map(|(key, value)| match value {
-                Json::Text(_) if decode(key) => Some((*key, value.tree().into_owned())),
+            .enumerate()
+            .filter_map(|(place, (key, value))| match value {
+                Json::Text(_) if decode(key) => Some((place, value.tree().into_owned())),
                 _ => None,
             })
             .collect()
@@ -233,14 +235,14 @@ impl<'a> HookRequest<'a> {
     /// their text; `lent` holds what it lends.
     pub(crate) fn with_trees<'b>(
         &self,
-        decoded: &'b [(&'b str, Value)],
+        decoded: &'b [(usize, Value)],
         lent: &'b mut Vec<(&'b str, Json<'b>)>,
     ) -> HookRequest<'b>
     where
         'a: 'b,
     {
-        lent.extend(self.lent.iter().map(|(key, json)| {
-            match decoded.iter().find(|(name, _)| name == key) {
+        lent.extend(self.lent.iter().enumerate().map(|(place, (key, json))| {
+            match decoded.iter().find(|(decoded, _)| *decoded == place) {
                 Some((_, tree)) => (*key, Json::Tree(tree)),
                 None => (*key, *json),
             }
@@ -340,7 +342,8 @@ mod tests {
     #[test]
     fn a_path_into_text_finds_what_it_finds_in_the_tree() {
         let value = json!({
-            "a": {"b": 1, "c": [10, {"d": "x\"y"}, []]}, "e": null, "s": "str", "a.b": 2
+            "a": {"b": 1, "c": [10, {"d": "x\"y"}, []]}, "e": null, "s": "str", "a.b": 2,
+            "q\"k": {"\u{e9}": [{"m": 1}, {"m": [2, {"n": 3}]}]}
         });
         let text = value.to_string();
         for path in [
@@ -360,6 +363,10 @@ mod tests {
             "missing",
             "a.missing.b",
             "0",
+            "q\"k",
+            "q\"k.\u{e9}.1.m.1.n",
+            "q\"k.\u{e9}.0.m",
+            "q\"k.\u{e9}.m",
         ] {
             let path: Vec<String> = path
                 .split('.')
@@ -374,6 +381,8 @@ mod tests {
         }
         let key_with_dot = ["a.b".to_string()];
         assert_eq!(Json::Text(&text).at(&key_with_dot), Some(json!(2)));
+        let deep = ["q\"k", "\u{e9}", "1", "m", "1", "n"].map(String::from);
+        assert_eq!(Json::Text(&text).at(&deep), Some(json!(3)));
     }
 
     #[test]
