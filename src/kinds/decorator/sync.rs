@@ -67,8 +67,9 @@ impl OneObject for Decorator {
             .map_err(|error| runner.hooks.invalid_response(hook, error))?)
     }
 
-    /// A decorator plans from the target's metadata and status; its customize request (a
-    /// copy of the target) is built from a tree, so one with that hook reads all of it.
+    /// A decorator plans from the target's metadata and status. One with a customize hook
+    /// reads all of it: its customize answers are kept for the whole object's digest
+    /// (`CustomizeCache`), as an answer may depend on the spec.
     fn plans_from_head(&self) -> bool {
         !self.common.has_customize
     }
