@@ -28,6 +28,7 @@ mod json_schema;
 mod leader_election;
 mod lsp;
 mod monitoring;
+mod operator_cold_targets;
 mod operator_composite;
 mod operator_decorator;
 mod operator_events;
