@@ -391,9 +391,7 @@ impl ControllerHooks {
     ) -> Result<Value, HookError> {
         scope.purity.taint("webhook");
         // Its errors may quote what it was sent (the engine notes a script's request).
-        for part in request.parts() {
-            part.note_secrets(&scope.secrets);
-        }
+        request.note_secrets(&scope.secrets);
         let response = endpoint
             .call(webhooks, kind, request)
             .map_err(|failure| match failure {

@@ -11,7 +11,7 @@ use super::egress::{EgressPolicy, Refused};
 use super::json::JsonRules;
 use super::source::ConfigMapLookup;
 use crate::api::{EndpointConfig, Etag, HookKind, HookVersion, ResponseMode, Webhook};
-use crate::script::HookRequest;
+use crate::script::{HookRequest, Json};
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 use sha2::Digest;
@@ -376,14 +376,23 @@ impl EtagEntries {
 
 /// The object a request is about, as the ETag cache names it: its uid, else where it is.
 fn subject_of(hook: HookKind, request: HookRequest) -> String {
-    let subject = request.get(hook.contract().subject);
-    // Only the uid is read of an object lent as text; one without a uid is decoded.
-    let uid = subject.and_then(|subject| subject.at(&["metadata".into(), "uid".into()]));
-    if let Some(Value::String(uid)) = uid.filter(|uid| uid.as_str() != Some("")) {
-        return uid;
+    // Of an object lent as text only the uid is read; one without a uid is decoded.
+    let subject = match request.get(hook.contract().subject) {
+        None => Cow::Owned(Value::Null),
+        Some(Json::Tree(subject)) => Cow::Borrowed(subject),
+        Some(text) => {
+            if let Some(Value::String(uid)) = text.at(&["metadata".into(), "uid".into()])
+                && !uid.is_empty()
+            {
+                return uid;
+            }
+            text.tree()
+        }
+    };
+    match crate::object::uid(&subject) {
+        Some(uid) => uid.to_string(),
+        None => crate::object::ObjectKey::of(&subject).to_string(),
     }
-    let subject = subject.map_or(Cow::Owned(Value::Null), |subject| subject.tree());
-    crate::object::ObjectKey::of(&subject).to_string()
 }
 
 /// Why a call produced no usable response.
@@ -989,7 +998,6 @@ mod tests {
     use crate::hooks::tests::fuzz::allocates_within;
     use crate::hooks::{ControllerHooks, HookError, NoConfigMaps};
     use crate::kinds::{decorator, map};
-    use crate::script::Json;
     use crate::script::ScriptEngine;
     use serde_json::json;
 

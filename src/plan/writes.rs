@@ -41,9 +41,7 @@ impl Plan {
         self.apply.is_empty()
             && self.delete.is_empty()
             && self.claims.is_empty()
-            && self.metadata_patch.is_none()
-            && self.status.is_none()
-            && self.finalizer.is_none()
+            && !self.writes_object()
     }
 
     /// True when carrying out the plan writes the parent or target itself.

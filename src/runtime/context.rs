@@ -410,14 +410,7 @@ impl Context {
             let clock = context.recorder.as_ref().map(|_| jiff::Timestamp::now());
             scope.clock = clock;
             let observe = |call: &HookCall| {
-                let ok = call.response.is_ok();
-                context.metrics.observe_hook(
-                    &controller,
-                    call.hook,
-                    call.took,
-                    call.cost.as_ref(),
-                    ok,
-                );
+                context.metrics.observe_call(&controller, call);
                 if let (Some(recorder), Some(hook), Some(clock)) =
                     (&context.recorder, hooks.get(call.hook), clock)
                 {

@@ -726,9 +726,7 @@ impl ScriptEngine {
             false => request.with_trees(&decoded, &mut lent),
         };
         // Whatever the call produces besides its response is scrubbed of these.
-        for part in request.parts() {
-            part.note_secrets(&call.scope.secrets);
-        }
+        request.note_secrets(&call.scope.secrets);
         let setup = CallSetup {
             script,
             env: HelperEnv {

@@ -253,6 +253,13 @@ impl<'a> HookRequest<'a> {
         }
     }
 
+    /// Notes the Secrets it holds ([`Json::note_secrets`]).
+    pub(crate) fn note_secrets(&self, secrets: &crate::reads::Secrets) {
+        for part in self.parts() {
+            part.note_secrets(secrets);
+        }
+    }
+
     /// The JSON it is made of: the rest, then what is lent.
     pub fn parts(&self) -> impl Iterator<Item = Json<'a>> {
         std::iter::once(Json::Tree(self.rest)).chain(self.lent.iter().map(|(_, value)| *value))

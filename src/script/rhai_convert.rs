@@ -8,6 +8,7 @@ use super::{HookRequest, Json};
 use rhai::{Array, Dynamic, Identifier, ImmutableString, Map};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Why a Rhai value is not JSON, and where in it (segments innermost first while unwinding).
@@ -38,50 +39,51 @@ impl ConvertError {
 
 /// Converts JSON into a Rhai value; refused when it nests deeper than [`MAX_DEPTH`].
 pub(crate) fn to_dynamic(value: &Value) -> Result<Dynamic, ConvertError> {
-    to_dynamic_at(value, 0)
+    to_dynamic_at(Json::Tree(value), 0)
 }
 
-fn to_dynamic_at(value: &Value, depth: usize) -> Result<Dynamic, ConvertError> {
-    if depth >= MAX_DEPTH && matches!(value, Value::Array(_) | Value::Object(_)) {
-        return Err(ConvertError::new(too_deep()));
-    }
-    Ok(match value {
-        Value::Null => Dynamic::UNIT,
-        Value::Bool(b) => Dynamic::from_bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Dynamic::from_int(i),
-            // u64 above i64::MAX has no Rhai integer; the nearest float is the faithful-est.
-            None => Dynamic::from_float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => Dynamic::from(ImmutableString::from(s.as_str())),
-        Value::Array(items) => Dynamic::from_array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    to_dynamic_at(item, depth + 1).map_err(|e| e.within(format!("[{i}]")))
-                })
-                .collect::<Result<Array, _>>()?,
-        ),
-        Value::Object(map) => Dynamic::from_map(object(
-            map.iter().map(|(key, item)| (key.as_str(), item)),
-            depth,
-        )?),
+/// Converts JSON, a tree or its text, `depth` levels down. One visitor ([`DynamicSeed`])
+/// builds both, so a request lent as text reaches the script exactly as its tree would; from
+/// text no tree is built. What it refuses is looked at again as a tree, to say where.
+fn to_dynamic_at(json: Json, depth: usize) -> Result<Dynamic, ConvertError> {
+    let seed = DynamicSeed { depth };
+    let built = match json {
+        Json::Tree(value) => seed.deserialize(value),
+        Json::Text(text) => {
+            let mut deserializer = serde_json::Deserializer::from_str(text);
+            seed.deserialize(&mut deserializer)
+                .and_then(|value| deserializer.end().map(|()| value))
+        }
+    };
+    built.map_err(|error| {
+        let tree = match json {
+            Json::Tree(value) => Cow::Borrowed(value),
+            // Text deeper than serde_json reads (127 levels) is no tree either.
+            Json::Text(text) => match serde_json::from_str(text) {
+                Ok(tree) => Cow::Owned(tree),
+                Err(_) => return ConvertError::new(error.to_string()),
+            },
+        };
+        too_deep_at(&tree, depth).unwrap_or_else(|| ConvertError::new(error.to_string()))
     })
 }
 
-/// The entries of an object `depth` levels down, as a Rhai map.
-fn object<'v>(
-    entries: impl Iterator<Item = (&'v str, &'v Value)>,
-    depth: usize,
-) -> Result<Map, ConvertError> {
-    entries
-        .map(|(key, item)| {
-            to_dynamic_at(item, depth + 1)
-                .map(|item| (key.into(), item))
-                .map_err(|e| e.within(segment(key)))
-        })
-        .collect()
+/// Where in `value`, `depth` levels down, a list or map nests deeper than [`MAX_DEPTH`]: the
+/// first place in the order the conversion reads it.
+fn too_deep_at(value: &Value, depth: usize) -> Option<ConvertError> {
+    match value {
+        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
+            Some(ConvertError::new(too_deep()))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| too_deep_at(item, depth + 1).map(|e| e.within(format!("[{i}]")))),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(key, item)| too_deep_at(item, depth + 1).map(|e| e.within(segment(key)))),
+        _ => None,
+    }
 }
 
 /// Converts the request, only the fields `converted` names (`request_use`).
@@ -97,35 +99,16 @@ pub(crate) fn request_to_dynamic(
         .into_iter()
         .filter(|(key, _)| converted.converts(key))
         .map(|(key, item)| {
-            let item = match item {
-                Json::Tree(value) => to_dynamic_at(value, 1),
-                Json::Text(text) => text_to_dynamic(text, 1),
-            };
-            item.map(|item| (key.into(), item))
+            to_dynamic_at(item, 1)
+                .map(|item| (key.into(), item))
                 .map_err(|e| e.within(segment(key)))
         })
         .collect::<Result<Map, _>>()
         .map(Dynamic::from_map)
 }
 
-/// What [`to_dynamic_at`] makes of the JSON `text` is, built straight from the text: no
-/// tree is built to be converted and freed. Text it refuses (nested too deeply) is decoded
-/// and converted as a tree, so the error says where.
-fn text_to_dynamic(text: &str, depth: usize) -> Result<Dynamic, ConvertError> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let built = DynamicSeed { depth }
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value));
-    match built {
-        Ok(value) => Ok(value),
-        Err(_) => match serde_json::from_str::<Value>(text) {
-            Ok(tree) => to_dynamic_at(&tree, depth),
-            Err(error) => Err(ConvertError::new(error.to_string())),
-        },
-    }
-}
-
-/// Builds one JSON value, `depth` levels down, as [`to_dynamic_at`] converts it.
+/// Builds one JSON value, `depth` levels down: null is `()`, integers that fit are `INT`, other
+/// numbers `FLOAT`, lists arrays and objects maps.
 #[derive(Clone, Copy)]
 struct DynamicSeed {
     depth: usize,
@@ -340,7 +323,7 @@ mod tests {
             "null": null, "t": true, "int": -3, "big": u64::MAX, "float": 2.0,
             "list": [[], {}, [1, [2]]], "s": "\u{e9} \\ \"q\" \u{1F600}", "a.b": {"": 1}
         });
-        let from_text = text_to_dynamic(&value.to_string(), 0).unwrap();
+        let from_text = to_dynamic_at(Json::Text(&value.to_string()), 0).unwrap();
         let from_tree = to_dynamic(&value).unwrap();
         assert_eq!(from_text.to_string(), from_tree.to_string());
         assert_eq!(
@@ -351,8 +334,8 @@ mod tests {
 
         let deep = nested(10);
         let at = MAX_DEPTH - 5;
-        let from_text = text_to_dynamic(&deep.to_string(), at).unwrap_err();
-        let from_tree = to_dynamic_at(&deep, at).unwrap_err();
+        let from_text = to_dynamic_at(Json::Text(&deep.to_string()), at).unwrap_err();
+        let from_tree = to_dynamic_at(Json::Tree(&deep), at).unwrap_err();
         assert_eq!(from_text.path(), from_tree.path());
         assert_eq!(from_text.message, from_tree.message);
     }

@@ -16,7 +16,7 @@ use super::limits::{EffectiveLimits, MAX_CALL_DEPTH, MAX_EXPR_DEPTH, MAX_FUNCTIO
 use super::log::{LogLevel, LogLine};
 use super::rhai_convert::{from_dynamic, request_to_dynamic, to_dynamic};
 use super::suggest::{did_you_mean, no_such_field};
-use super::{CallSetup, Code, HookRequest, Json, Layout, Part, YAML_COMMENT_HINT, from_yaml};
+use super::{CallSetup, Code, HookRequest, Layout, Part, YAML_COMMENT_HINT, from_yaml};
 use crate::api::{HookKind, Language};
 use rhai::debugger::DebuggerCommand;
 use rhai::{
@@ -485,28 +485,19 @@ fn missing_property(error: &ScriptError, scope: &Scope, request: HookRequest) ->
     let keys = match read_segments(path).split_last() {
         Some((_, parents)) => match parents.split_first() {
             Some((Segment::Field(root), within)) if *root == "request" => {
-                match within.split_first() {
+                // Read as a reader reads the request: fields lent as text only along the path.
+                let path = segment_names(within);
+                match path.split_first() {
                     None => request
                         .fields()
                         .ok()
                         .map(|fields| fields.iter().map(|(key, _)| key.to_string()).collect()),
-                    Some((first, within)) => {
-                        // An error message's hint: decoding a field lent as text is fine here.
-                        let first = match first {
-                            Segment::Field(key) => request.get(key).map(Json::tree),
-                            Segment::Item(_) => None,
-                        };
-                        let mut value = first.as_deref();
-                        for segment in within {
-                            value = value.and_then(|v| match segment {
-                                Segment::Field(key) => v.get(key),
-                                Segment::Item(index) => v.get(*index),
-                            });
-                        }
-                        value
-                            .and_then(Value::as_object)
-                            .map(|map| map.keys().cloned().collect())
-                    }
+                    Some((first, rest)) => request
+                        .get(first)
+                        .and_then(|field| field.at(rest))
+                        .and_then(|value| {
+                            value.as_object().map(|map| map.keys().cloned().collect())
+                        }),
                 }
             }
             Some((Segment::Field(root), within)) => scope.get(root).and_then(|value| {

@@ -1,6 +1,7 @@
 //! What the operator counts, and the HTTP endpoint that exposes it with the health probes.
 
 use crate::api::{HookKind, ServiceAccountRef};
+use crate::hooks::HookCall;
 use crate::runtime::keys::ControllerId;
 use crate::runtime::report::usage::{Ledger, UsageReport};
 use crate::runtime::work::health::WorkerHealth;
@@ -503,6 +504,17 @@ impl Metrics {
         });
     }
 
+    /// Records a hook call as its runner reports it ([`Metrics::observe_hook`]).
+    pub(crate) fn observe_call(&self, controller: &ControllerId, call: &HookCall) {
+        self.observe_hook(
+            controller,
+            call.hook,
+            call.took,
+            call.cost.as_ref(),
+            call.response.is_ok(),
+        );
+    }
+
     /// Records one hook call of a controller: a script's with its cost, or a webhook's.
     pub fn observe_hook(
         &self,
@@ -830,6 +842,7 @@ mod tests {
             .lines()
             .filter(|line| line.contains("controller=\"late\""))
             .collect();
+        assert!(!late.is_empty(), "the failure counts are gone");
         assert!(
             late.iter()
                 .all(|line| line.starts_with("metascript_sync_failures_total")),

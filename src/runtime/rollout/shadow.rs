@@ -53,15 +53,7 @@ pub(super) async fn shadow_pass<K: Kind>(
         // The types the serving revision wrote are followed already; a candidate's new ones are
         // left to the API server until it serves.
         let schemas = context.schemas.shared();
-        let observe = |call: &HookCall| {
-            context.metrics.observe_hook(
-                &candidate.id,
-                call.hook,
-                call.took,
-                call.cost.as_ref(),
-                call.response.is_ok(),
-            );
-        };
+        let observe = |call: &HookCall| context.metrics.observe_call(&candidate.id, call);
         for (_, subject) in subjects {
             let scope = candidate.scope(&context, &candidate.planner.reads());
             let runner = HookRunner {

@@ -930,13 +930,12 @@ impl SyncRead {
         self.decoded_from.as_ref().filter(|_| self.partial)
     }
 
-    /// The whole object, decoded now if the read took only some of its fields.
-    pub(crate) fn whole(&mut self) -> &Arc<Value> {
+    /// Decodes the whole object if the read took only some of its fields.
+    fn whole(&mut self) {
         if let (true, Some(text)) = (self.partial, &self.decoded_from) {
             self.object = Kept::Json(text.clone()).decoded();
             self.partial = false;
         }
-        &self.object
     }
 }
 
