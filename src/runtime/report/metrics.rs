@@ -465,7 +465,7 @@ impl Metrics {
     fn if_live(&self, controller: &ControllerId, record: impl FnOnce(&ControllerLabels)) {
         let gone = self.gone.read();
         let removed = |since: &Instant| since.elapsed() < GONE_FOR;
-        if gone.is_empty() || !gone.get(controller).is_some_and(removed) {
+        if !gone.get(controller).is_some_and(removed) {
             record(&ControllerLabels::of(controller));
         }
     }
@@ -676,7 +676,8 @@ impl Metrics {
     /// Records a controller's figures again after [`Metrics::forget`]: it exists anew (it
     /// is being loaded, whether or not that succeeds).
     pub fn admit(&self, controller: &ControllerId) {
-        if !self.gone.read().is_empty() {
+        // Every load comes here: the write lock only for one that was removed.
+        if self.gone.read().contains_key(controller) {
             self.gone.write().remove(controller);
         }
     }
