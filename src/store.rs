@@ -67,6 +67,10 @@ pub enum Kept {
     Json(Arc<str>),
 }
 
+/// An object's head and status: what a planner that plans from the head reads, and what
+/// routing a change reads.
+pub const HEAD_AND_STATUS: &[&str] = &["apiVersion", "kind", "metadata", "status"];
+
 impl Kept {
     /// The object. JSON text comes from serializing a `Value` no deeper than a watch reads
     /// (`object::MAX_WATCHED_DEPTH`), so it reads back as that very value (floats bit for

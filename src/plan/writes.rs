@@ -49,6 +49,11 @@ impl Plan {
         self.metadata_patch.is_some() || self.status.is_some() || self.finalizer.is_some()
     }
 
+    /// True when the plan writes a status the hook gave (not only the operator's conditions).
+    pub(crate) fn writes_hook_status(&self) -> bool {
+        matches!(self.status, Some(StatusChange::Replace(_)))
+    }
+
     /// When the hook asked to be called again. The response's bounds
     /// ([`super::response::resync_after`]) keep the seconds within what a timer holds; a value
     /// that is not is no resync, never a panic.

@@ -16,10 +16,9 @@ use crate::runtime::replicas::membership::Membership;
 use crate::runtime::replicas::shard::{self, Admit, Assignment, Item, Shards};
 use crate::runtime::report::events::Events;
 use crate::runtime::report::metrics::Metrics;
-use crate::runtime::watch::cache::{
-    CacheEvent, CacheMetrics, Informers, ObjectEvent, PassedOver, WatchLease,
-};
+use crate::runtime::watch::cache::{CacheMetrics, Informers, PassedOver, WatchLease};
 use crate::runtime::watch::discovery::{Discovery, ResolvedType};
+use crate::runtime::watch::event::{CacheEvent, ObjectEvent};
 use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -480,7 +479,7 @@ async fn dispatch(
     loop {
         tokio::select! {
             Some(event) = events.recv() => {
-                let event = event.decoded();
+                let event = ObjectEvent::from(event);
                 // What controllers' accounts may read may have changed: gathered, and acted
                 // on once a second (see `forget_rbac_changes`).
                 if let Some(kind) = RbacKind::of(&event.resource)

@@ -14,8 +14,9 @@ use kube::runtime::wait::{await_condition, conditions};
 use metascript::api::ResourceRef;
 use metascript::object;
 use metascript::resources::{ResolveError, ResourceResolver};
-use metascript::runtime::watch::cache::{CacheError, CacheEvent, Informers, ObjectEvent};
+use metascript::runtime::watch::cache::{CacheError, Informers};
 use metascript::runtime::watch::discovery::{Discovery, ResolvedType};
+use metascript::runtime::watch::event::{CacheEvent, ObjectEvent};
 use metascript::store::ObjectStore as _;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -51,8 +52,8 @@ impl Events {
             let event = tokio::time::timeout_at(deadline, self.rx.recv())
                 .await
                 .unwrap_or_else(|_| panic!("no event in {} within {WAIT:?}", self.namespace))
-                .expect("the event channel closed")
-                .decoded();
+                .expect("the event channel closed");
+            let event = ObjectEvent::from(event);
             let object = event.new.as_ref().or(event.old.as_ref()).expect("a state");
             if object::namespace(object) == Some(self.namespace.as_str()) {
                 return event;
@@ -170,7 +171,7 @@ async fn add_update_and_delete_reach_the_cache_and_the_event_stream() {
     assert!(added.old.is_none());
     assert_eq!(added.new.as_ref().unwrap()["data"]["v"], "1");
     let cached = informers.get(resource, Some(&ns), "obj").expect("cached");
-    assert!(Arc::ptr_eq(&cached, added.new.as_ref().unwrap()));
+    assert!(Arc::ptr_eq(&cached, added.new.as_ref().unwrap().whole()));
 
     api.patch(
         "obj",

@@ -15,8 +15,8 @@ use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::context::Context;
 use crate::runtime::keys::{ObjRef, Work};
 use crate::runtime::kind::{Controller, Interest};
-use crate::runtime::registry::routes::{only_status_changed, status_changed};
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::registry::routes::status_changed;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::runtime::write::apply::Written;
 use crate::store::ObjectStore;
 use parking_lot::Mutex;
@@ -176,14 +176,11 @@ fn route_parent(
     let wanted = [&event.old, &event.new]
         .into_iter()
         .flatten()
-        .any(|version| composite.wants(version));
+        .any(|version| composite.wants(version.head()));
     if !wanted {
         return;
     }
-    if let (Some(old), Some(new)) = (&event.old, &event.new)
-        && composite.ignore_status_changes
-        && only_status_changed(old, new)
-    {
+    if composite.ignore_status_changes && event.only_status_changed() {
         return;
     }
     // A status written through the main resource (no status subresource) moves the generation,
@@ -221,6 +218,7 @@ fn route_child(context: &Context, controller: &Controller<CompositeKind>, event:
         .iter()
         .any(|child| child.resource == event.resource);
     for version in [&event.old, &event.new].into_iter().flatten() {
+        let version = version.head();
         match ObjRef::owner_of(&composite.parent, version) {
             Some(parent) => {
                 parents.insert(parent);

@@ -13,8 +13,8 @@ use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::context::Context;
 use crate::runtime::keys::{ObjRef, Work};
 use crate::runtime::kind::{Controller, Interest};
-use crate::runtime::registry::routes::{only_status_changed, status_changed};
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::registry::routes::status_changed;
+use crate::runtime::watch::event::ObjectEvent;
 use serde_json::Value;
 
 pub(crate) type DecoratorKind = ObjectKind<Decorator>;
@@ -119,14 +119,11 @@ fn route_target(
     let wanted = [&event.old, &event.new]
         .into_iter()
         .flatten()
-        .any(|version| decorator.wants(version));
+        .any(|version| decorator.wants(version.head()));
     if !wanted {
         return;
     }
-    if let (Some(old), Some(new)) = (&event.old, &event.new)
-        && ignores_status(decorator, &event.resource)
-        && only_status_changed(old, new)
-    {
+    if ignores_status(decorator, &event.resource) && event.only_status_changed() {
         return;
     }
     // The controller's own status write is acted on, as in Metacontroller (`status_changed`).

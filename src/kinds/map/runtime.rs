@@ -16,10 +16,9 @@ use crate::resources::{ResolveError, ResourceResolver, ResourceType};
 use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, Group, ObjRef, Work, WorkKey};
 use crate::runtime::kind::{Controller, Interest, Kind, Outcome};
-use crate::runtime::registry::routes::only_status_changed;
 use crate::runtime::replicas::shard::{self, Item};
 use crate::runtime::report::problem::Problem;
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::runtime::write::apply::{PlanTarget, Written};
 use crate::runtime::write::fingerprint::{self, Seen, Sweep};
 use crate::script::{CallScope, EventSink};
@@ -109,7 +108,7 @@ impl Kind for MapKind {
     }
 
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
-        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+        let Some(object) = event.head() else {
             return;
         };
         let mapper = &controller.planner;
@@ -118,7 +117,7 @@ impl Kind for MapKind {
         let news = controller.is_news(event);
         if event.resource == mapper.parent && news {
             let parent = ObjRef::of(&event.resource, object);
-            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
+            let status_only = event.only_status_changed();
             if status_only {
                 // Compared with the counts, and written back if someone else changed them.
                 controller.state.status_changed(&parent);
@@ -237,7 +236,7 @@ fn route_input(
         let selects = [&event.old, &event.new]
             .into_iter()
             .flatten()
-            .any(|version| mapper.selects_input(&parent, &selector, version));
+            .any(|version| mapper.selects_input(&parent, &selector, version.head()));
         if selects {
             parents.insert(parent_ref);
         }
@@ -302,8 +301,8 @@ fn count_output(
     let current = context.get(output);
     let mut parents: Vec<ObjRef> = Vec::new();
     for version in [
-        event.old.as_deref(),
-        event.new.as_deref(),
+        event.old.as_ref().map(|old| old.head()),
+        event.new.as_ref().map(|new| new.head()),
         current.as_deref(),
     ] {
         let owner = version.and_then(|version| ObjRef::owner_of(&mapper.parent, version));

@@ -136,12 +136,8 @@ impl ObjectRequest<'_> {
     }
 }
 
-/// What a planner that plans from an object's head reads of it
-/// ([`super::OneObject::plans_from_head`]).
-pub(crate) const HEAD_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "status"];
-
 /// The object a one-object sync is about, as the sync read it: `tree` is all of it, or, when
-/// `text` holds all of it, only its [`HEAD_FIELDS`] (for a planner that plans from those), and
+/// `text` holds all of it, only its [`crate::store::HEAD_AND_STATUS`] (for a planner that plans from those), and
 /// the hook request lends the text.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Subject<'a> {

@@ -10,7 +10,7 @@ mod offline;
 mod runtime;
 mod sync;
 
-pub(crate) use common::{Common, HEAD_FIELDS, ObjectRequest, Subject};
+pub(crate) use common::{Common, ObjectRequest, Subject};
 pub(crate) use runtime::{ObjectKind, ObjectRuntime, RelatedState};
 pub(crate) use sync::{Synced, sync};
 

@@ -3,7 +3,7 @@
 //! object, and releasing every object's finalizer when the controller itself is deleted.
 //! Which events reach which objects is the kind's ([`ObjectRuntime::route`]).
 
-use super::{HEAD_FIELDS, OneObject, Subject, sync};
+use super::{OneObject, Subject, sync};
 use crate::api::{ControllerObject, ResourceRef, ServiceAccountRef};
 use crate::plan::Plan;
 use crate::plan::lifecycle::{Phase, finalizer_for};
@@ -18,7 +18,7 @@ use crate::runtime::report::problem::Problem;
 use crate::runtime::sync::finalizers;
 use crate::runtime::sync::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::sync::synced;
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::runtime::write::apply::{PlanTarget, Written};
 use crate::runtime::write::fingerprint::{self, Seen, Sweep};
 use crate::script::CallScope;
@@ -155,7 +155,7 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
 
     /// What the kind routes the event to, and the objects whose customize rules select it.
     fn route(context: &Context, controller: &Controller<Self>, event: &ObjectEvent) {
-        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+        let Some(object) = event.head() else {
             return;
         };
         P::route(context, controller, event, object);
@@ -244,11 +244,14 @@ async fn sync_object<P: ObjectRuntime>(
     controller: &Arc<Controller<ObjectKind<P>>>,
     key: &ObjRef,
 ) -> Outcome<ObjRef> {
-    let only = controller.planner.plans_from_head().then_some(HEAD_FIELDS);
+    let only = controller
+        .planner
+        .plans_from_head()
+        .then_some(crate::store::HEAD_AND_STATUS);
     let read = context
         .read_for_sync(key, only)
         .filter(|read| controller.planner.phase(&read.object) != Phase::Idle);
-    let Some(mut read) = read else {
+    let Some(read) = read else {
         let related = P::related(&controller.state);
         related.related.remove(key);
         related.customized.remove(key);
@@ -282,12 +285,9 @@ async fn sync_object<P: ObjectRuntime>(
         Err(failure) => return failed(failure),
     };
     let clear = synced::succeeded(context, controller, &object, &mut plan);
-    // A write reads the whole object (a status is checked against its schema with it).
-    let object = match plan.writes_object() || clear.is_some() {
-        true => {
-            context.informers.keep(&key.resource, &mut read);
-            read.object
-        }
+    // A status from the hook is checked against the type's schema with the whole object.
+    let object = match plan.writes_hook_status() {
+        true => read.whole(),
         false => object.clone(),
     };
     let mut written = Written::default();

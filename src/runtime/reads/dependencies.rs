@@ -8,7 +8,7 @@ use crate::object;
 use crate::reads::{Dependency, ListFilter};
 use crate::resources::ResourceType;
 use crate::runtime::keys::{ControllerId, WorkKey};
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::selector::Field;
 use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::RwLock;
@@ -152,7 +152,7 @@ impl DependencyIndex {
         };
         let mut affected: HashSet<&WorkKey> = HashSet::new();
         for version in [&event.old, &event.new].into_iter().flatten() {
-            let version = &**version;
+            let version = version.head();
             let namespace = event.resource.scope_of(version).map(str::to_string);
             let name = object::name(version).to_string();
             if let Some(keys) = index.objects.get(&(namespace.clone(), name)) {
@@ -347,7 +347,6 @@ mod timing {
     use crate::runtime::keys::{ObjRef, Work};
     use crate::selector::{Operator, Requirement, Selector};
     use serde_json::json;
-    use std::sync::Arc;
 
     /// How long matching one event takes beside `items` work items that each list its type
     /// everywhere with a selector of 64 requirements, item `i`'s made by `selector(i)`; and
@@ -381,12 +380,7 @@ mod timing {
             index.set(&key, vec![list]);
         }
         let object = json!({"metadata": {"namespace": "x", "name": "cm", "labels": {"app": "item-5", "k1": "v0"}}});
-        let event = ObjectEvent {
-            resource: configmaps,
-            old: Some(Arc::new(object.clone())),
-            new: Some(Arc::new(object)),
-            listed_at: None,
-        };
+        let event = ObjectEvent::of(&configmaps, Some(object.clone()), Some(object));
         let rounds = 10;
         let started = std::time::Instant::now();
         let mut found = 0;

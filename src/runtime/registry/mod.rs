@@ -22,11 +22,11 @@ use crate::runtime::kind::{self, Controller, Kind};
 use crate::runtime::load::credentials::CredentialWatch;
 use crate::runtime::load::{self};
 use crate::runtime::reads::rbac::Batch;
-use crate::runtime::registry::routes::{Routes, only_status_changed};
+use crate::runtime::registry::routes::Routes;
 use crate::runtime::replicas::shard::Sharded;
 use crate::runtime::report::problem::Problem;
 use crate::runtime::rollout::{ControllerTable, Rollouts, Turn};
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::runtime::write::fingerprint::Sweep;
 use crate::store::ObjectStore;
 use futures::future::BoxFuture;
@@ -397,13 +397,13 @@ impl<K: Kind> KindRuntime for Registry<K> {
     }
 
     fn route(&self, context: &Arc<Context>, event: &ObjectEvent) {
-        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+        let Some(object) = event.head() else {
             return;
         };
         if event.resource == self.resource {
             // A controller object's own status (which the operator writes) never reloads it,
             // but may say where its rollout went on another replica.
-            let status_only = matches!((&event.old, &event.new), (Some(old), Some(new)) if only_status_changed(old, new));
+            let status_only = event.only_status_changed();
             let name = object::name(object);
             if !status_only {
                 context.queue.add(WorkKey::load(&Self::id(name)));

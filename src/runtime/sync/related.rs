@@ -10,8 +10,8 @@ use crate::plan::related::{Related, RelatedRule, RelatedRules};
 use crate::resources::ResourceType;
 use crate::runtime::context::Context;
 use crate::runtime::keys::{ControllerId, ObjRef};
-use crate::runtime::watch::cache::ObjectEvent;
 use crate::runtime::watch::discovery::ResolvedType;
+use crate::runtime::watch::event::ObjectEvent;
 use crate::script::CallScope;
 use crate::selector::index::{Anchor, SelectorIndex};
 use parking_lot::{Mutex, RwLock};
@@ -217,6 +217,7 @@ impl RelatedIndex {
         let mut targets: HashMap<&ObjRef, Option<Arc<Value>>> = HashMap::new();
         let mut affected: HashSet<&ObjRef> = HashSet::new();
         for version in [&event.old, &event.new].into_iter().flatten() {
+            let version = version.head();
             let mut scopes = vec![(event.resource.clone(), None)];
             if let Some(namespace) = object::namespace(version) {
                 scopes.push((event.resource.clone(), Some(namespace.to_string())));
@@ -490,12 +491,7 @@ mod timing {
         let rounds = 20;
         let started = std::time::Instant::now();
         let mut found = 0;
-        let event = ObjectEvent {
-            resource: configmaps.clone(),
-            old: Some(Arc::new(object.clone())),
-            new: Some(Arc::new(object)),
-            listed_at: None,
-        };
+        let event = ObjectEvent::of(&configmaps, Some(object.clone()), Some(object));
         for _ in 0..rounds {
             found = index
                 .affected(&event, |target| objects.get(target).cloned())

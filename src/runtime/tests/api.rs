@@ -21,8 +21,9 @@
 //! strategic merge patch, field ownership conflicts, PUT.
 
 use crate::api::ResourceRef;
-use crate::runtime::watch::cache::{CacheEvent, CacheMetrics, Informers};
+use crate::runtime::watch::cache::{CacheMetrics, Informers};
 use crate::runtime::watch::discovery::{Discovery, ResolvedType};
+use crate::runtime::watch::event::CacheEvent;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};

@@ -13,8 +13,9 @@ use crate::runtime::registry::KindRuntime;
 use crate::runtime::replicas::authority::Authority;
 use crate::runtime::replicas::leader::Leadership;
 use crate::runtime::report::events::Events;
-use crate::runtime::watch::cache::{CacheEvent, CacheMetrics, Informers};
+use crate::runtime::watch::cache::{CacheMetrics, Informers};
 use crate::runtime::watch::discovery::Discovery;
+use crate::runtime::watch::event::{CacheEvent, ObjectEvent};
 use crate::runtime::watch::schemas::LiveSchemas;
 use crate::runtime::work::queue::WorkQueue;
 use crate::runtime::write::apply::Applier;
@@ -174,7 +175,7 @@ impl Cluster {
             self.caught_up().await;
             let mut busy = false;
             while let Ok(event) = self.events.try_recv() {
-                let event = event.decoded();
+                let event = ObjectEvent::from(event);
                 busy = true;
                 for kind in &self.kinds {
                     kind.route(&self.context, &event);

@@ -64,7 +64,7 @@ async fn a_replica_caches_its_share_follows_the_members_and_keeps_a_type_whole_w
     let mut added = || {
         let mut names = Vec::new();
         while let Ok(event) = events.try_recv() {
-            let event = event.decoded();
+            let event = crate::runtime::watch::event::ObjectEvent::from(event);
             assert!(event.old.is_none(), "only additions: {event:?}");
             names.push(crate::object::name(event.new.as_ref().unwrap()).to_string());
         }

@@ -1,5 +1,5 @@
-//! What a sync's read of its own object leaves in the cache's recently used set: nothing,
-//! unless the sync writes the object; and a read of some of its fields.
+//! What a sync's read of its own object leaves in the cache's recently used set: nothing; and
+//! a read of some of its fields.
 
 use super::api::{FakeApi, Served};
 use serde_json::json;
@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 const CONFIG_MAPS: Served = Served::namespaced("v1", "ConfigMap", "configmaps");
 
 #[tokio::test]
-async fn a_syncs_read_stays_decoded_only_when_the_sync_keeps_it() {
+async fn a_syncs_read_is_not_kept_decoded() {
     let api = FakeApi::new(&[CONFIG_MAPS]);
     api.put(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -26,22 +26,18 @@ async fn a_syncs_read_stays_decoded_only_when_the_sync_keeps_it() {
             .unwrap()
     };
 
-    let mut first = read();
+    let first = read();
     assert!(first.text().is_none());
     assert_eq!(first.object["data"]["k"], "v");
-    // Not kept: the next read decodes the text again.
+    // Not kept: the next read decodes the text again, whole or not.
     assert!(!Arc::ptr_eq(&first.object, &read().object));
-
-    informers.keep(resource, &mut first);
-    let mut kept = read();
-    assert!(Arc::ptr_eq(&first.object, &kept.object));
-    // Read from the recently used set, it is kept there already.
-    informers.keep(resource, &mut kept);
-    assert!(Arc::ptr_eq(&first.object, &read().object));
+    let whole = read().whole();
+    assert!(!Arc::ptr_eq(&whole, &read().object));
+    assert_eq!(whole, first.object);
 }
 
 #[tokio::test]
-async fn a_read_of_some_fields_holds_the_text_and_is_kept_whole() {
+async fn a_read_of_some_fields_holds_the_text_and_is_made_whole_from_it() {
     let api = FakeApi::new(&[CONFIG_MAPS]);
     let whole = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -60,18 +56,18 @@ async fn a_read_of_some_fields_holds_the_text_and_is_kept_whole() {
             .unwrap()
     };
 
-    let mut partial = read();
+    let partial = read();
     assert_eq!(partial.object["metadata"]["labels"]["x"], "1");
     assert!(partial.object.get("data").is_none());
     let text = partial.text().expect("the whole object's text").clone();
     let decoded: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(decoded["data"], whole["data"]);
 
-    // Kept, it is made whole first: the recently used set never holds a part.
-    informers.keep(resource, &mut partial);
-    assert_eq!(partial.object["data"]["k"], "v");
-    assert!(partial.text().is_none());
+    // Made whole from the text it holds, and still not kept.
+    let whole_read = partial.whole();
+    assert_eq!(*whole_read, decoded);
+    assert_eq!(whole_read["data"], whole["data"]);
     let again = read();
-    assert!(Arc::ptr_eq(&partial.object, &again.object));
-    assert!(again.text().is_none(), "kept decoded, it is read whole");
+    assert!(again.object.get("data").is_none());
+    assert!(again.text().is_some());
 }

@@ -8,7 +8,7 @@
 //! held by several feeds is held once and reported once. A label-selected watch lives while a
 //! [`WatchLease`] on it does; a watch of every object is never stopped.
 //!
-//! Each feed has a task that keeps the view current and sends an [`ObjectEvent`] for every
+//! Each feed has a task that keeps the view current and sends a [`CacheEvent`] for every
 //! change to the operator's single event channel. Objects are held once, as
 //! `Arc<serde_json::Value>`, and handed out by reference count, never copied. An object that
 //! cannot be decoded ([`Undecodable`]) is passed over, said and counted, and never stops its
@@ -20,6 +20,7 @@ use crate::runtime::replicas::shard::Assignment;
 use crate::runtime::report::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::runtime::watch::decode::{Undecodable, WatchedObject};
 use crate::runtime::watch::discovery::ResolvedType;
+use crate::runtime::watch::event::CacheEvent;
 use crate::runtime::watch::share::Sharer;
 use crate::runtime::watch::store::{
     Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Refill, Store,
@@ -41,66 +42,6 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-
-pub(crate) use crate::runtime::watch::store::differs_ignoring;
-
-/// A change to one cached object.
-#[derive(Clone, Debug)]
-pub struct ObjectEvent {
-    pub resource: ResourceType,
-    /// The previous state; `None` when the object was added (or seen for the first time).
-    pub old: Option<Arc<Value>>,
-    /// The new state; `None` when the object was deleted (or left the view: no watch of its
-    /// type selects it any more).
-    pub new: Option<Arc<Value>>,
-    /// When the change comes from a (re)list: when the listed objects replaced the cache. A
-    /// controller that queued everything from the cache after that moment has seen it already.
-    pub listed_at: Option<Instant>,
-}
-
-/// A change to one cached object as the caches send it: its states as the view keeps them,
-/// decoded by whoever takes it ([`CacheEvent::decoded`]). A list of every object of a type
-/// waits to be routed as text, not as ten times that.
-#[derive(Debug)]
-pub struct CacheEvent {
-    resource: ResourceType,
-    old: Option<Kept>,
-    new: Option<Kept>,
-    listed_at: Option<Instant>,
-}
-
-impl CacheEvent {
-    fn of(resource: &ResourceType, (old, new): Change, listed_at: Option<Instant>) -> Self {
-        CacheEvent {
-            resource: resource.clone(),
-            old,
-            new,
-            listed_at,
-        }
-    }
-
-    pub fn decoded(self) -> ObjectEvent {
-        ObjectEvent {
-            resource: self.resource,
-            old: self.old.map(Kept::decoded),
-            new: self.new.map(Kept::decoded),
-            listed_at: self.listed_at,
-        }
-    }
-}
-
-#[cfg(test)]
-impl ObjectEvent {
-    /// A change as a watch would report it, for tests of what routes it.
-    pub(crate) fn of(resource: &ResourceType, old: Option<Value>, new: Option<Value>) -> Self {
-        ObjectEvent {
-            resource: resource.clone(),
-            old: old.map(Arc::new),
-            new: new.map(Arc::new),
-            listed_at: None,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -653,12 +594,12 @@ impl Informers {
     }
 
     /// The object a sync is about, decoded where it is not already, without keeping it as
-    /// recently used: most syncs read their object once and write nothing to it, and a tree
-    /// dropped by the sync that built it costs a fraction of one that waits in the recently
-    /// used set until pushed out, by then out of the CPU's caches (docs/performance.md,
-    /// "Per-sync CPU of the text cache"). A sync that writes the object keeps it
-    /// ([`Informers::keep`]). With `only`, an object kept as text is decoded only in those
-    /// top-level fields, and the read holds the text of the rest ([`SyncRead::text`]).
+    /// recently used: a tree dropped by the sync that built it costs a fraction of one that
+    /// waits in the recently used set until pushed out, by then out of the CPU's caches
+    /// (docs/performance.md, "Per-sync CPU of the text cache"), and the watch event of a
+    /// write the sync makes is told from a no-op by the two versions' texts. With `only`, an
+    /// object kept as text is decoded only in those top-level fields, and the read holds the
+    /// text of the rest ([`SyncRead::text`], [`SyncRead::whole`]).
     pub(crate) fn read_for_sync(
         &self,
         resource: &ResourceType,
@@ -682,16 +623,6 @@ impl Informers {
                 partial: only.is_some(),
             },
         })
-    }
-
-    /// Keeps what a sync decoded as recently used, because it writes the object: the watch
-    /// event of that write is told apart from a no-op by comparing it with this version. A read
-    /// of some fields is made whole first.
-    pub(crate) fn keep(&self, resource: &ResourceType, read: &mut SyncRead) {
-        read.whole();
-        if let (Some(text), Some(store)) = (&read.decoded_from, self.store(resource)) {
-            store.read().remember([(text.clone(), read.object.clone())]);
-        }
     }
 
     /// Lets go of every decoded object of every type, so reads decode from text.
@@ -930,11 +861,11 @@ impl SyncRead {
         self.decoded_from.as_ref().filter(|_| self.partial)
     }
 
-    /// Decodes the whole object if the read took only some of its fields.
-    fn whole(&mut self) {
-        if let (true, Some(text)) = (self.partial, &self.decoded_from) {
-            self.object = Kept::Json(text.clone()).decoded();
-            self.partial = false;
+    /// The whole object, decoded if the read took only some of its fields.
+    pub(crate) fn whole(self) -> Arc<Value> {
+        match (self.partial, self.decoded_from) {
+            (true, Some(text)) => Kept::Json(text).decoded(),
+            _ => self.object,
         }
     }
 }

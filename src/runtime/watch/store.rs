@@ -8,68 +8,50 @@
 //! again when that feed catches up (tombstones of recent deletions would cover it).
 
 use crate::object;
+use crate::runtime::watch::compare::Parts;
 use crate::runtime::watch::decode::Undecodable;
 use crate::runtime::watch::share::Share;
 use crate::store::Kept;
 use lru::LruCache;
 use parking_lot::Mutex;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-
-/// Metadata fields that change on every write without saying anything about the object.
-const BOOKKEEPING: &[&str] = &["resourceVersion", "managedFields"];
 
 /// The most feeds one type's view has at once (one bit each in [`Held::feeds`]).
 pub(super) const MAX_FEEDS: usize = 64;
 
-/// Whether an update changed anything but bookkeeping (resourceVersion, managedFields), i.e.
-/// whether controllers need to hear about it.
-pub(crate) fn is_meaningful_update(old: &Value, new: &Value) -> bool {
-    differs_ignoring(old, new, &[])
+/// A change of the view, as [`super::event::ObjectEvent`] reports it: the object's states as
+/// the view keeps them, and for an update, which parts changed.
+#[derive(Debug)]
+pub(crate) struct Change {
+    pub(crate) old: Option<Kept>,
+    pub(crate) new: Option<Kept>,
+    pub(crate) parts: Parts,
 }
 
-/// Whether two versions of an object differ in anything but bookkeeping metadata and the
-/// top-level fields named in `ignored` (e.g. `status`). Compares in place, without copies:
-/// it runs for every watch event.
-pub(crate) fn differs_ignoring(old: &Value, new: &Value, ignored: &[&str]) -> bool {
-    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
-        return old != new;
-    };
-    if maps_differ(old, new, |key| key == "metadata" || ignored.contains(&key)) {
-        return true;
-    }
-    match (
-        old.get("metadata").and_then(Value::as_object),
-        new.get("metadata").and_then(Value::as_object),
-    ) {
-        (Some(old_meta), Some(new_meta)) => {
-            maps_differ(old_meta, new_meta, |key| BOOKKEEPING.contains(&key))
+impl Change {
+    fn added(new: Kept) -> Change {
+        Change {
+            old: None,
+            new: Some(new),
+            parts: Parts::default(),
         }
-        _ => old.get("metadata") != new.get("metadata"),
+    }
+
+    fn deleted(old: Kept) -> Change {
+        Change {
+            old: Some(old),
+            new: None,
+            parts: Parts::default(),
+        }
     }
 }
-
-/// Whether two maps differ in any key `skip` does not exclude.
-fn maps_differ(
-    old: &Map<String, Value>,
-    new: &Map<String, Value>,
-    skip: impl Fn(&str) -> bool,
-) -> bool {
-    let counted = |map: &Map<String, Value>| map.keys().filter(|key| !skip(key)).count();
-    counted(old) != counted(new)
-        || old
-            .iter()
-            .any(|(key, value)| !skip(key) && new.get(key) != Some(value))
-}
-
-/// (old, new) as in [`super::cache::ObjectEvent`], decoded when it is sent.
-pub(super) type Change = (Option<Kept>, Option<Kept>);
 
 /// How much JSON text of one type's recently used objects is also kept decoded (a decoded
-/// object takes about ten times its text): objects being synced, and those whose watch events
-/// just came in, are read again within moments, and decoding one costs about what a sync's
-/// bookkeeping does.
+/// object takes about ten times its text): small lists read at every sync (a namespace's
+/// inputs, a parent's children), and objects whose watch events just came in while there is
+/// room (read again by the syncs they start).
 const DECODED_BYTES: usize = 2 << 20;
 
 /// How much text a read (a list, an owner's children) may decode and keep as recently used:
@@ -260,6 +242,16 @@ impl Decoded {
         match self.recent.peek(&address(json)) {
             Some((_, value)) => Kept::Decoded(value.clone()),
             None => Kept::Json(json.clone()),
+        }
+    }
+
+    /// Keeps an event's object for the sync it may start, where it fits without pushing
+    /// another out: most events are of writes whose object no sync reads whole, and freeing
+    /// a tree pushed out, by then out of the CPU's caches, costs more than decoding the head
+    /// a sync reads (docs/performance.md, "Events told apart by their texts").
+    fn offer(&mut self, json: Arc<str>, value: Arc<Value>) {
+        if self.bytes + json.len() <= DECODED_BYTES {
+            self.remember(json, value);
         }
     }
 
@@ -574,13 +566,17 @@ impl Store {
     pub(super) fn fill(&mut self, object: &Value, incoming: Option<Incoming>) -> Fill {
         match (self.refill(object), incoming) {
             (Refill::Take, Some(incoming)) => {
-                let new = incoming.object.text.clone().map(Kept::Json);
+                let new = incoming
+                    .object
+                    .text
+                    .clone()
+                    .map(|text| (text.clone(), Kept::Json(text)));
                 let previous = self.insert(incoming, 0).and_then(|previous| previous.text);
                 Fill::Done(self.changed(previous, new))
             }
             (Refill::Drop, _) => {
                 let (namespace, name) = key(object);
-                Fill::Done(self.demote(&namespace, &name).map(|old| (Some(old), None)))
+                Fill::Done(self.demote(&namespace, &name).map(Change::deleted))
             }
             (Refill::Behind, _) => Fill::Behind,
             _ => Fill::Done(None),
@@ -702,7 +698,7 @@ impl Store {
                 if let Some(known) = self.elsewhere.get_mut(path.as_str()) {
                     *known = Known::of(&incoming.object, known.feeds);
                 }
-                return Some((Some(old), None));
+                return Some(Change::deleted(old));
             }
         } else if let Some(known) = self
             .elsewhere
@@ -729,48 +725,54 @@ impl Store {
             );
             return None;
         }
-        let new = match (incoming.object.text.clone(), decoded) {
-            (Some(text), Some(value)) => {
-                self.decoded.get_mut().remember(text, value.clone());
-                Kept::Decoded(value)
-            }
-            (text, _) => Kept::Json(text.expect("taken whole")),
+        let text = incoming.object.text.clone().expect("taken whole");
+        let new = match &decoded {
+            Some(value) => Kept::Decoded(value.clone()),
+            None => Kept::Json(text.clone()),
         };
         let previous = self
             .insert(incoming, bit)
             .and_then(|previous| previous.text);
-        self.changed(previous, Some(new))
+        let change = self.changed(previous, Some((text.clone(), new)));
+        if let Some(value) = decoded {
+            self.decoded.get_mut().offer(text, value);
+        }
+        change
     }
 
-    /// What replacing an object's text `previous` with `new` (`None`: not held whole) says:
-    /// entering or leaving this replica's share is an addition or a deletion, as entering or
-    /// leaving a selection is; an update only when it changed more than bookkeeping.
-    fn changed(&mut self, previous: Option<Arc<str>>, new: Option<Kept>) -> Option<Change> {
-        let (previous, new) = match (previous, new) {
+    /// What replacing an object's text `previous` with `new` (its text, and as the view keeps
+    /// it; `None`: not held whole) says: entering or leaving this replica's share is an
+    /// addition or a deletion, as entering or leaving a selection is; an update only when it
+    /// changed more than bookkeeping, told from the two texts.
+    fn changed(
+        &mut self,
+        previous: Option<Arc<str>>,
+        new: Option<(Arc<str>, Kept)>,
+    ) -> Option<Change> {
+        let recent = self.decoded.get_mut();
+        let (previous, (text, new)) = match (previous, new) {
             (None, None) => return None,
-            (None, new) => return Some((None, new)),
+            (None, Some((_, new))) => return Some(Change::added(new)),
             (Some(previous), None) => {
-                let recent = self.decoded.get_mut();
                 let old = recent.peek(&previous);
                 recent.forget(&previous);
-                return Some((Some(old), None));
+                return Some(Change::deleted(old));
             }
             (Some(previous), Some(new)) => (previous, new),
         };
-        // Only an update needs both versions decoded, to tell whether it is worth reporting.
-        let recent = self.decoded.get_mut();
-        let old = recent.peek(&previous).decoded();
-        recent.forget(&previous);
-        if !is_meaningful_update(&old, &new.clone().decoded()) {
-            return None;
-        }
+        let parts = Parts::between(&previous, &text);
         // Changes of a re-list stay text until they are sent, one at a time: after a long
         // outage they may be most of the type.
         let old = match new {
-            Kept::Decoded(_) => Kept::Decoded(old),
-            Kept::Json(_) => Kept::Json(previous),
+            Kept::Decoded(_) => recent.peek(&previous),
+            Kept::Json(_) => Kept::Json(previous.clone()),
         };
-        Some((Some(old), Some(new)))
+        recent.forget(&previous);
+        parts.any().then_some(Change {
+            old: Some(old),
+            new: Some(new),
+            parts,
+        })
     }
 
     /// A feed saw an object deleted (or, for a selecting feed, stop matching), in the final
@@ -790,7 +792,7 @@ impl Store {
             }
             Some(_) => {
                 self.remove(&namespace, &name);
-                Some((Some(Kept::Decoded(Arc::new(object))), None))
+                Some(Change::deleted(Kept::Decoded(Arc::new(object))))
             }
         }
     }
@@ -876,7 +878,7 @@ impl Store {
             return None;
         }
         let removed = self.remove(namespace, name)?;
-        Some((Some(removed), None))
+        Some(Change::deleted(removed))
     }
 
     /// Counts an object into the view's indexes: held whole, it is in the owner indexes.

@@ -57,7 +57,7 @@ fn described(changes: &[Change]) -> Vec<(Option<String>, Option<String>)> {
     let name = |o: &Option<Kept>| o.clone().map(|o| object::name(&o.decoded()).to_owned());
     changes
         .iter()
-        .map(|(old, new)| (name(old), name(new)))
+        .map(|change| (name(&change.old), name(&change.new)))
         .collect()
 }
 
@@ -80,32 +80,10 @@ fn fed(objects: &[Arc<Value>]) -> (Store, FeedSlot) {
 }
 
 #[test]
-fn bookkeeping_only_updates_are_not_meaningful() {
-    let old = config_map("ns", "a", "1", json!({"k": "v"}));
-    let mut new = (*old).clone();
-    new["metadata"]["resourceVersion"] = "2".into();
-    new["metadata"]["managedFields"] = json!([{"manager": "someone"}]);
-    assert!(!is_meaningful_update(&old, &new));
-
-    let mut labelled = new.clone();
-    labelled["metadata"]["labels"] = json!({"a": "b"});
-    assert!(is_meaningful_update(&old, &labelled));
-    let mut changed = new.clone();
-    changed["data"]["k"] = "w".into();
-    assert!(is_meaningful_update(&old, &changed));
-    let mut extra = new.clone();
-    extra["binaryData"] = json!({});
-    assert!(is_meaningful_update(&old, &extra));
-    let mut removed = new;
-    removed.as_object_mut().unwrap().remove("data");
-    assert!(is_meaningful_update(&old, &removed));
-}
-
-#[test]
 fn apply_reports_adds_and_meaningful_updates_only() {
     let (mut store, feed) = fed(&[]);
     let first = config_map("ns", "a", "1", json!({"k": "v"}));
-    let (old, new) = store.apply(feed, first.clone()).expect("an add");
+    let Change { old, new, .. } = store.apply(feed, first.clone()).expect("an add");
     assert!(old.is_none() && state(new) == *first);
 
     let noise = config_map("ns", "a", "2", json!({"k": "v"}));
@@ -114,7 +92,7 @@ fn apply_reports_adds_and_meaningful_updates_only() {
     assert_eq!(read(&store, "ns", "a").unwrap(), noise);
 
     let edit = config_map("ns", "a", "3", json!({"k": "w"}));
-    let (old, new) = store.apply(feed, edit.clone()).expect("an update");
+    let Change { old, new, .. } = store.apply(feed, edit.clone()).expect("an update");
     assert!(state(old) == *noise && state(new) == *edit);
     assert_eq!(store.len(), 1);
 }
@@ -128,7 +106,7 @@ fn delete_removes_from_every_index() {
     assert_eq!(names(decoded(store.controlled_by("owner-1"))), ["child"]);
 
     let final_state = (*owned("child", "owner-1")).clone();
-    let (old, new) = store.delete(feed, final_state).expect("a deletion");
+    let Change { old, new, .. } = store.delete(feed, final_state).expect("a deletion");
     assert_eq!(object::name(&state(old)), "child");
     assert!(new.is_none());
     assert_eq!(store.controlled_by("owner-1").len(), 0);
@@ -190,7 +168,7 @@ fn an_undecodable_object_finds_its_cached_version_by_name() {
             .delete_named(feed, &undecodable(Some("ns"), None))
             .is_none()
     );
-    let (removed, _) = store
+    let Change { old: removed, .. } = store
         .delete_named(feed, &undecodable(Some("ns"), Some("a")))
         .expect("a deletion");
     assert_eq!(object::name(&state(removed)), "a");
@@ -240,7 +218,7 @@ fn a_relist_reports_what_changed_while_the_watch_was_down() {
             deleted("gone"),
         ]
     );
-    assert_eq!(state(changes[0].1.clone()), *edited_again);
+    assert_eq!(state(changes[0].new.clone()), *edited_again);
     assert_eq!(store.len(), 4);
     assert!(read(&store, "ns", "gone").is_none());
     assert_eq!(read(&store, "ns", "kept").unwrap(), kept);
@@ -283,7 +261,7 @@ fn an_object_two_feeds_hold_is_held_and_reported_once() {
     assert!(store.delete(special, (*both).clone()).is_none());
     assert_eq!(store.len(), 1);
     // The last one is.
-    let (old, new) = store.delete(teams, (*both).clone()).expect("a deletion");
+    let Change { old, new, .. } = store.delete(teams, (*both).clone()).expect("a deletion");
     assert!(old.is_some() && new.is_none());
     assert_eq!(store.len(), 0);
 }
@@ -451,16 +429,30 @@ fn only_recently_used_objects_stay_decoded_and_scans_do_not_count_as_use() {
     };
     let kept = recent(&mut store);
     assert!(kept > 0 && kept < count, "{kept} of {count} stay decoded");
-    // The first objects were pushed out, and read back from their text.
-    let first = store
-        .held("ns", "cm-000")
-        .unwrap()
-        .object
-        .text
-        .clone()
-        .unwrap();
-    assert!(!store.decoded.get_mut().recent.contains(&address(&first)));
+    let text = |store: &Store, name: &str| store.held("ns", name).unwrap().object.text.clone();
+    let is_decoded = |store: &mut Store, text: &Option<Arc<str>>| {
+        let text = text.as_ref().unwrap();
+        store.decoded.get_mut().recent.contains(&address(text))
+    };
+    // Watch events fill the set and push nothing out: the last did not fit.
+    let (first, last) = (
+        text(&store, "cm-000"),
+        text(&store, &format!("cm-{:03}", count - 1)),
+    );
+    assert!(is_decoded(&mut store, &first));
+    assert!(!is_decoded(&mut store, &last));
     assert_eq!(read(&store, "ns", "cm-000").unwrap()["data"]["k"], filler);
+    // A read keeps what it decoded, and pushes out the least recently used.
+    let second = text(&store, "cm-001");
+    let decoded = Kept::Json(last.clone().unwrap()).decoded();
+    store.remember([(last.clone().unwrap(), decoded)]);
+    assert!(is_decoded(&mut store, &last));
+    assert!(
+        !is_decoded(&mut store, &second),
+        "read less recently than cm-000"
+    );
+    assert!(is_decoded(&mut store, &first));
+    assert_eq!(read(&store, "ns", "cm-001").unwrap()["data"]["k"], filler);
     // A scan hands out what is decoded as it is, and leaves the order of use alone.
     let least = |store: &mut Store| *store.decoded.get_mut().recent.peek_lru().unwrap().0;
     let before = least(&mut store);
@@ -573,7 +565,7 @@ fn sharded_replicas_each_keep_the_selected_objects_they_own_and_know_the_rest_by
         names(
             changes
                 .iter()
-                .map(|(_, new)| new.clone().unwrap().decoded()),
+                .map(|change| change.new.clone().unwrap().decoded()),
         )
     };
     assert_eq!(new(&announced), held_a);
@@ -688,7 +680,7 @@ fn a_new_assignment_drops_what_moved_away_and_fills_in_what_came() {
     assert!(
         filled
             .iter()
-            .all(|(old, new)| old.is_none() && new.is_some())
+            .all(|change| change.old.is_none() && change.new.is_some())
     );
     // a joins b again: what is b's leaves a without a word, and the indexes with it.
     let (_, back) = assignment(&["a", "b"], "a");

@@ -299,7 +299,7 @@ impl Applier {
     async fn check(&self, target: &PlanTarget<'_>, plan: &Plan) -> Result<(), ApplyError> {
         // Only the hook's own status is checked (see `outputs`): a merge or conditions are
         // the operator's.
-        let writes_status = matches!(plan.status, Some(StatusChange::Replace(_)));
+        let writes_status = plan.writes_hook_status();
         if plan.apply.is_empty() && !writes_status {
             return Ok(());
         }

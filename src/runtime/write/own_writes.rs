@@ -9,7 +9,7 @@
 
 use crate::object::{self, ObjectKey};
 use crate::runtime::keys::ControllerId;
-use crate::runtime::watch::cache::ObjectEvent;
+use crate::runtime::watch::event::ObjectEvent;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use tokio::sync::mpsc;
@@ -110,7 +110,7 @@ impl OwnWrites {
     /// its own write, or a write is in flight (the event is held back and decided when the
     /// write's answer comes).
     pub(crate) fn is_own(&self, controller: &ControllerId, event: &ObjectEvent) -> bool {
-        let Some(object) = event.new.as_ref().or(event.old.as_ref()) else {
+        let Some(object) = event.head() else {
             return false;
         };
         let id = (controller.clone(), ObjectKey::of(object));
@@ -134,7 +134,7 @@ impl OwnWrites {
 /// used up. Anyone else's version leaves the record as it is (it may be older than the
 /// controller's own, still to come); a deletion clears it.
 fn consume(record: &mut Record, event: &ObjectEvent) -> bool {
-    let Some(new) = event.new.as_deref() else {
+    let Some(new) = event.new.as_ref().map(|new| new.head()) else {
         record.versions.clear();
         return false;
     };
@@ -153,20 +153,16 @@ mod tests {
     use super::*;
     use crate::resources::StaticResolver;
     use serde_json::json;
-    use std::sync::Arc;
 
     fn event(version: &str) -> ObjectEvent {
-        ObjectEvent {
-            resource: StaticResolver::with_builtins()
-                .find_kind("v1", "ConfigMap")
-                .unwrap(),
-            old: None,
-            new: Some(Arc::new(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "out", "namespace": "ns", "resourceVersion": version}
-            }))),
-            listed_at: None,
-        }
+        let configmaps = StaticResolver::with_builtins()
+            .find_kind("v1", "ConfigMap")
+            .unwrap();
+        let new = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "out", "namespace": "ns", "resourceVersion": version}
+        });
+        ObjectEvent::of(&configmaps, None, Some(new))
     }
 
     fn setup() -> (
