@@ -96,7 +96,7 @@ fn condition(
     condition_type: &str,
     result: &SyncResult,
     generation: Option<i64>,
-    now: &str,
+    now: impl FnOnce() -> String,
 ) -> Value {
     let (status, reason, message) = match result {
         SyncResult::Ok => ("True", "Synced", String::new()),
@@ -106,7 +106,7 @@ fn condition(
         .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
         .and_then(|c| c.get("lastTransitionTime"))
         .and_then(Value::as_str)
-        .unwrap_or(now);
+        .map_or_else(now, str::to_string);
     let mut condition = json!({
         "type": condition_type,
         "status": status,
@@ -152,7 +152,7 @@ pub(crate) fn report(
     object: &Value,
     place: &SyncedPlace,
     result: &SyncResult,
-    now: &str,
+    now: impl FnOnce() -> String,
 ) -> Option<StatusChange> {
     let empty = Vec::new();
     let observed_conditions = object
@@ -162,6 +162,14 @@ pub(crate) fn report(
     let observed = observed_conditions
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(&place.condition_type));
+    let carried = matches!(plan.status, Some(StatusChange::Replace(_)));
+    let riding = matches!(plan.status, Some(StatusChange::Merge(_)));
+    if !carried && observed.is_none() && *result == SyncResult::Ok && !(place.always && riding) {
+        // Nothing to clear (most syncs: asked first, before a condition is built). A write of
+        // its own would also repeat on every sync where the schema prunes `conditions`: a
+        // healthy object gets it with a status write it has.
+        return None;
+    }
     // Not on someone else's object: its every spec change would be one more write.
     let generation = object
         .pointer("/metadata/generation")
@@ -191,12 +199,6 @@ pub(crate) fn report(
         return None;
     }
     if observed.is_some_and(|observed| says(observed, &wanted)) {
-        return None;
-    }
-    let riding = matches!(plan.status, Some(StatusChange::Merge(_)));
-    if observed.is_none() && *result == SyncResult::Ok && !(place.always && riding) {
-        // Nothing to clear. A write of its own would also repeat on every sync where the
-        // schema prunes `conditions`: a healthy object gets it with a status write it has.
         return None;
     }
     let mut conditions = observed_conditions.clone();
@@ -237,7 +239,7 @@ mod tests {
         result: SyncResult,
         plan: &mut Plan,
     ) -> Option<StatusChange> {
-        report(plan, object, place, &result, NOW)
+        report(plan, object, place, &result, || NOW.to_string())
     }
 
     /// The conditions of a write of its own, checking it is conditioned on the version read.

@@ -26,7 +26,7 @@ pub(crate) fn succeeded<K: Kind>(
     plan: &mut Plan,
 ) -> Option<StatusChange> {
     let (place, _) = K::synced_on(context, &controller.planner, object)?;
-    synced::report(plan, object, &place, &SyncResult::Ok, &now())
+    synced::report(plan, object, &place, &SyncResult::Ok, now)
 }
 
 /// Writes the object's condition False with the failure's reason and message, cut as its
@@ -46,7 +46,7 @@ pub(crate) async fn failed<K: Kind>(
         reason,
         message: &message,
     };
-    let change = synced::report(&mut Plan::default(), object, &place, &failure, &now());
+    let change = synced::report(&mut Plan::default(), object, &place, &failure, now);
     write_alone(context, controller, object, change, &Written::default()).await;
 }
 
