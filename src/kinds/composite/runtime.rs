@@ -188,8 +188,11 @@ fn route_parent(
     // before the cache caught up with an earlier write of its own expects the wrong one. The
     // event of such a write is acted on rather than ignored as the controller's own, so the
     // next sync sets observedGeneration right.
-    let behind =
-        !composite.parent.has_status && event.new.as_deref().is_some_and(generation_behind);
+    let behind = !composite.parent.has_status
+        && event
+            .new
+            .as_ref()
+            .is_some_and(|new| generation_behind(new.head()));
     if !behind && !status_changed(event) && context.applier.own_writes.is_own(&controller.id, event)
     {
         return;

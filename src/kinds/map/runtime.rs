@@ -259,7 +259,7 @@ fn route_output(
     let group = event
         .new
         .as_ref()
-        .and_then(|new| output_group(controller, new));
+        .and_then(|new| output_group(controller, new.head()));
     controller.state.index_output(&output, group);
     count_output(context, controller, event, &output);
     if object::label(object, MAP_LABEL) != Some(controller.id.name.as_str()) {

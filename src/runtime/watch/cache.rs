@@ -9,8 +9,8 @@
 //! [`WatchLease`] on it does; a watch of every object is never stopped.
 //!
 //! Each feed has a task that keeps the view current and sends a [`CacheEvent`] for every
-//! change to the operator's single event channel. Objects are held once, as
-//! `Arc<serde_json::Value>`, and handed out by reference count, never copied. An object that
+//! change to the operator's single event channel. Objects are held once, as their JSON text
+//! ([`super::store`]), and decoded when read. An object that
 //! cannot be decoded ([`Undecodable`]) is passed over, said and counted, and never stops its
 //! type: what was cached of it stays until it is deleted.
 

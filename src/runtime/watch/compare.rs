@@ -283,7 +283,7 @@ mod tests {
                 !BOOKKEEPING.contains(&key.as_str())
                     && differs(&old["metadata"], &new["metadata"], key)
             }),
-            _ => old["metadata"] != new["metadata"],
+            _ => old.get("metadata") != new.get("metadata"),
         };
         Parts {
             metadata,
