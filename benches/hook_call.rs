@@ -5,6 +5,8 @@
 //! - `service_per_pod_sync_10_pods/webhook`: the same logic in native Rust behind an axum server
 //!   on 127.0.0.1, called with hyper over a kept-alive connection; the measured call serializes
 //!   the request and parses the response, as the operator would for a `webhook:` hook.
+//! - `service_per_pod_sync_10_pods/{rhai,lua}-text`: the same call with the StatefulSet lent as
+//!   the JSON text the watch caches keep, as a sync lends an object it does not hold decoded.
 //! - `empty_hook/{rhai,lua}`: the fixed cost of a call (empty request, script returns null).
 //! - `schema_check_10_services/builtin`: checking the ten Services the sync returns against the
 //!   bundled Service schema, as the operator does before it applies a plan; the summary says it
@@ -24,7 +26,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use metascript::api::{Language, Limits};
-use metascript::script::{CallContext, CompiledScript, ScriptEngine, ScriptOrigin, ScriptSource};
+use metascript::script::{
+    CallContext, CompiledScript, HookRequest, Json, ScriptEngine, ScriptOrigin, ScriptSource,
+};
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -154,6 +158,9 @@ impl Contender<'_> {
 struct Setup {
     engine: ScriptEngine,
     sync_request: Value,
+    /// The sync request without its object, and the object's text, for a request lending it.
+    sync_rest: Value,
+    object_text: String,
     sync_call: CallContext,
     sync_scripts: [Arc<CompiledScript>; 2],
     empty_request: Value,
@@ -213,11 +220,27 @@ impl Setup {
             );
             assert_eq!(violations, Vec::new(), "the example's Services are valid");
         }
+        let mut sync_rest = sync_request.clone();
+        let object = sync_rest
+            .as_object_mut()
+            .and_then(|fields| fields.remove("object"))
+            .expect("the request has an object");
+        let object_text = object.to_string();
+        for script in &sync_scripts {
+            let lent = [("object", Json::Text(&object_text))];
+            let response = engine
+                .call_measured(script, HookRequest::lending(&sync_rest, &lent), &first_call)
+                .0
+                .expect("example runs");
+            assert_eq!(response, expected, "a request lending its object as text");
+        }
         Setup {
             engine,
             attachments,
             schemas,
             sync_request,
+            sync_rest,
+            object_text,
             sync_call,
             sync_scripts,
             empty_request: json!({}),
@@ -233,6 +256,17 @@ impl Setup {
             Box::new(move || {
                 self.engine
                     .call_measured(&script, black_box(&self.sync_request), &self.sync_call)
+                    .0
+                    .unwrap()
+            }) as Box<dyn Fn() -> Value + '_>
+        };
+        let sync_text = |script: &Arc<CompiledScript>| {
+            let script = script.clone();
+            Box::new(move || {
+                let lent = [("object", Json::Text(&self.object_text))];
+                let request = HookRequest::lending(black_box(&self.sync_rest), &lent);
+                self.engine
+                    .call_measured(&script, request, &self.sync_call)
                     .0
                     .unwrap()
             }) as Box<dyn Fn() -> Value + '_>
@@ -256,6 +290,16 @@ impl Setup {
                 group: SYNC,
                 name: "lua",
                 call: sync(&self.sync_scripts[1]),
+            },
+            Contender {
+                group: SYNC,
+                name: "rhai-text",
+                call: sync_text(&self.sync_scripts[0]),
+            },
+            Contender {
+                group: SYNC,
+                name: "lua-text",
+                call: sync_text(&self.sync_scripts[1]),
             },
             Contender {
                 group: SYNC,

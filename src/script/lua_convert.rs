@@ -19,12 +19,12 @@ use super::active::RequestUse;
 use super::active::with_unconverted;
 use super::helper_env::step;
 use super::limits::{MAX_DEPTH, too_deep};
+use super::lua_tape::{Tape, Token};
 use super::rhai_convert::segment;
 use super::suggest::no_such_field;
 use super::{HookRequest, Json};
 use mlua::{Lua, Table, Value as LuaValue, ffi};
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use std::ffi::c_int;
 use std::ptr;
 
@@ -204,25 +204,21 @@ pub(crate) fn to_lua(
 }
 
 /// Converts the request into `globals.request`: only the fields `converted` names, when it is an
-/// object (`request_use`). Returns the address of its table, by which readers recognise it.
+/// object (`request_use`); a field lent as text is pushed from its tape in `laid`
+/// ([`lay_out`]). Returns the address of its table, by which readers recognise it.
 pub(crate) fn set_request(
     lua: &Lua,
     markers: &Markers,
     globals: &Table,
     request: HookRequest,
+    laid: &Laid,
     converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
-    // `call_measured` has decoded the fields lent as text that the script is given, before the
-    // call's memory is counted; were one left, it would be decoded here, outside the
-    // protected call, where nothing the call's Rust frames own may be live when a Lua error
-    // unwinds them.
     let fields = request.fields().map(|fields| {
         fields
             .into_iter()
             .filter(|(key, _)| converted.converts(key))
-            .inspect(|(key, value)| debug_assert!(matches!(value, Json::Tree(_)), "{key}"))
-            .map(|(key, value)| (key, value.tree()))
             .collect::<Vec<_>>()
     });
     // SAFETY: as in `to_lua`, with `globals` at 2 and the object marker at `OBJECT_MARKER`; the
@@ -230,7 +226,7 @@ pub(crate) fn set_request(
     // `lua_rawsetfield` (or nothing is, when the request nests too deeply).
     unsafe {
         lua.exec_raw::<()>((&markers.array, globals, &markers.object), |state| {
-            pushed = push_request(state, &fields).map(|()| {
+            pushed = push_request(state, &fields, laid).map(|()| {
                 let id = ffi::lua_topointer(state, -1) as usize;
                 ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
                 id
@@ -241,11 +237,28 @@ pub(crate) fn set_request(
     pushed
 }
 
+/// The request's fields lent as text that the script is given, laid out flat
+/// ([`super::lua_tape`]), by name.
+pub(crate) type Laid<'a> = Vec<(&'a str, Tape<'a>)>;
+
+/// Lays out the fields `converted` names that are lent as text. It runs before the call's
+/// memory is counted, as a sync's decode of its object is not counted either, so a call's peak
+/// does not depend on whether the cache held the object decoded; and before the protected
+/// call, where nothing the call's Rust frames own may be live when a Lua error unwinds them.
+pub(crate) fn lay_out<'a>(request: &HookRequest<'a>, converted: &RequestUse) -> Laid<'a> {
+    request
+        .lent_text()
+        .filter(|(key, _)| converted.converts(key))
+        .map(|(key, text)| (key, Tape::of(text)))
+        .collect()
+}
+
 /// Pushes the request's fields that the script is given, as `set_request` stores them (the
 /// request itself when it is not an object).
 unsafe fn push_request(
     state: *mut ffi::lua_State,
-    fields: &Result<Vec<(&str, Cow<Value>)>, &Value>,
+    fields: &Result<Vec<(&str, Json)>, &Value>,
+    laid: &Laid,
 ) -> Result<(), ConvertError> {
     unsafe {
         let fields = match fields {
@@ -255,7 +268,14 @@ unsafe fn push_request(
         ffi::lua_createtable(state, 0, length(fields.len()));
         for (key, item) in fields {
             push_str(state, key);
-            push_json(state, item, OBJECT_MARKER, 1).map_err(|e| e.within(segment(key)))?;
+            let pushed = match item {
+                Json::Tree(tree) => push_json(state, tree, OBJECT_MARKER, 1),
+                Json::Text(_) => match laid.iter().find(|(laid, _)| laid == key) {
+                    Some((_, tape)) => push_tape(state, &mut tape.tokens(), OBJECT_MARKER, 1),
+                    None => Err(ConvertError::new("a field lent as text was not laid out")),
+                },
+            };
+            pushed.map_err(|e| e.within(segment(key)))?;
             ffi::lua_rawset(state, -3);
         }
         ffi::lua_pushvalue(state, OBJECT_MARKER);
@@ -312,6 +332,55 @@ unsafe fn push_json(
                 for (key, item) in map {
                     push_str(state, key);
                     push_json(state, item, object_marker, depth + 1)
+                        .map_err(|e| e.within(segment(key)))?;
+                    ffi::lua_rawset(state, -3);
+                }
+                if object_marker != PLAIN {
+                    ffi::lua_pushvalue(state, object_marker);
+                    ffi::lua_setmetatable(state, -2);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pushes the value at the head of `tokens` as [`push_json`] pushes a tree.
+unsafe fn push_tape(
+    state: *mut ffi::lua_State,
+    tokens: &mut std::slice::Iter<Token>,
+    object_marker: c_int,
+    depth: usize,
+) -> Result<(), ConvertError> {
+    let ended = || ConvertError::new("a laid-out value ended early");
+    unsafe {
+        ffi::luaL_checkstack(state, 3, ptr::null());
+        match tokens.next().ok_or_else(ended)? {
+            Token::Null => ffi::lua_pushlightuserdata(state, ptr::null_mut()),
+            Token::Bool(b) => ffi::lua_pushboolean(state, c_int::from(*b)),
+            Token::Number(n) => ffi::lua_pushnumber(state, *n),
+            Token::Str(s) => push_str(state, s),
+            Token::Array(_) | Token::Object(_) if depth >= MAX_DEPTH => {
+                return Err(ConvertError::new(too_deep()));
+            }
+            Token::Array(items) => {
+                ffi::lua_createtable(state, length(*items), 0);
+                for i in 0..*items {
+                    push_tape(state, tokens, object_marker, depth + 1)
+                        .map_err(|e| e.within(format!("[{i}]")))?;
+                    ffi::lua_rawseti_(state, -2, length(i + 1));
+                }
+                ffi::lua_pushvalue(state, ARRAY_MARKER);
+                ffi::lua_setmetatable(state, -2);
+            }
+            Token::Object(entries) => {
+                ffi::lua_createtable(state, 0, length(*entries));
+                for _ in 0..*entries {
+                    let Some(Token::Str(key)) = tokens.next() else {
+                        return Err(ended());
+                    };
+                    push_str(state, key);
+                    push_tape(state, tokens, object_marker, depth + 1)
                         .map_err(|e| e.within(segment(key)))?;
                     ffi::lua_rawset(state, -3);
                 }

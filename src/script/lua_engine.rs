@@ -22,7 +22,7 @@ use super::helpers::{HELPERS, Helper, HelperError, Run};
 use super::limits::Budget;
 use super::log::{LogLevel, LogLine};
 use super::lua_convert::{
-    ConvertError, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
+    ConvertError, Laid, Markers, RequestRoot, from_lua, read_at, set_request, to_lua_result,
 };
 use super::memory;
 use super::suggest::nearest;
@@ -136,6 +136,7 @@ impl LuaStates {
     pub(super) fn call(
         &self,
         request: HookRequest,
+        laid: &Laid,
         setup: &CallSetup,
     ) -> Result<Value, ScriptError> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -153,7 +154,7 @@ impl LuaStates {
                 })?
             }
         };
-        let response = state.call(request, setup)?;
+        let response = state.call(request, laid, setup)?;
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE_STATES {
             idle.push(state);
@@ -201,7 +202,12 @@ impl LuaState {
         })
     }
 
-    fn call(&mut self, request: HookRequest, setup: &CallSetup) -> Result<Value, ScriptError> {
+    fn call(
+        &mut self,
+        request: HookRequest,
+        laid: &Laid,
+        setup: &CallSetup,
+    ) -> Result<Value, ScriptError> {
         let internal = |e: mlua::Error| {
             setup.error(
                 ScriptErrorKind::Internal,
@@ -230,7 +236,7 @@ impl LuaState {
         let mut refused = None;
         let mut run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
-            let id = match set_request(lua, &self.markers, &globals, request, converted) {
+            let id = match set_request(lua, &self.markers, &globals, request, laid, converted) {
                 Ok(id) => id,
                 Err(ConvertError {
                     lua: Some(error), ..

@@ -21,6 +21,7 @@ mod limits;
 mod log;
 mod lua_convert;
 mod lua_engine;
+mod lua_tape;
 pub(crate) mod memory;
 mod purity;
 mod request;
@@ -712,18 +713,11 @@ impl ScriptEngine {
             Some(ceiling) => limits.at_most(ceiling),
             None => limits,
         };
-        // Lua converts trees: the fields it is given that are lent as text are decoded before
-        // the call's memory is counted, as a sync's decode of its object is not counted
-        // either, so a call's peak does not depend on whether the cache held the object
-        // decoded. Fields it is not given stay text: readers take paths from it.
-        let decoded = match &script.program.code {
-            Code::Lua { .. } => request.decoded(|field| script.program.request.converts(field)),
+        // Lua is given the fields lent as text laid out before the call (`lua_tape`); fields
+        // it is not given stay text: readers take paths from it.
+        let laid = match &script.program.code {
+            Code::Lua { .. } => lua_convert::lay_out(&request, &script.program.request),
             Code::Rhai(_) => Vec::new(),
-        };
-        let mut lent = Vec::new();
-        let request = match decoded.is_empty() {
-            true => request,
-            false => request.with_trees(&decoded, &mut lent),
         };
         // Whatever the call produces besides its response is scrubbed of these.
         request.note_secrets(&call.scope.secrets);
@@ -767,7 +761,7 @@ impl ScriptEngine {
                     result
                 }
             }),
-            Code::Lua { .. } => self.inner.lua.call(request, &setup),
+            Code::Lua { .. } => self.inner.lua.call(request, &laid, &setup),
         };
         // The response's conversion runs after the script's last progress check.
         let result = result.and_then(|response| setup.check_memory().map(|()| response));

@@ -218,39 +218,12 @@ impl<'a> HookRequest<'a> {
         self.rest.is_object()
     }
 
-    /// The fields lent as text that `decode` names, decoded, by their place among those lent:
-    /// for a reader that converts trees.
-    pub(crate) fn decoded(&self, decode: impl Fn(&str) -> bool) -> Vec<(usize, Value)> {
-        self.lent
-            .iter()
-            .enumerate()
-            .filter_map(|(place, (key, value))| match value {
-                Json::Text(_) if decode(key) => Some((place, value.tree().into_owned())),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The same request, lending the trees `decoded` ([`HookRequest::decoded`]) instead of
-    /// their text; `lent` holds what it lends.
-    pub(crate) fn with_trees<'b>(
-        &self,
-        decoded: &'b [(usize, Value)],
-        lent: &'b mut Vec<(&'b str, Json<'b>)>,
-    ) -> HookRequest<'b>
-    where
-        'a: 'b,
-    {
-        lent.extend(self.lent.iter().enumerate().map(|(place, (key, json))| {
-            match decoded.iter().find(|(decoded, _)| *decoded == place) {
-                Some((_, tree)) => (*key, Json::Tree(tree)),
-                None => (*key, *json),
-            }
-        }));
-        HookRequest {
-            rest: self.rest,
-            lent,
-        }
+    /// The fields lent as text, with their text.
+    pub(crate) fn lent_text(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.lent.iter().filter_map(|(key, value)| match value {
+            Json::Text(text) => Some((*key, *text)),
+            Json::Tree(_) => None,
+        })
     }
 
     /// Notes the Secrets it holds ([`Json::note_secrets`]).
