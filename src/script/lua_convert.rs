@@ -345,7 +345,10 @@ unsafe fn push_json(
     }
 }
 
-/// Pushes the value at the head of `tokens` as [`push_json`] pushes a tree.
+/// Pushes the value at the head of `tokens` as [`push_json`] pushes a tree. Two walks, not
+/// one: while Lua may raise an error (out of memory) neither may own anything, so a tree is
+/// walked by recursion over borrowed iterators and a tape consumed in place; one walk over a
+/// tree's tokens would keep a heap stack of them live across every Lua call.
 unsafe fn push_tape(
     state: *mut ffi::lua_State,
     tokens: &mut std::slice::Iter<Token>,

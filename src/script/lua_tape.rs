@@ -1,9 +1,9 @@
 //! A request field lent as JSON text, laid out flat for Luau before its call: a list of
 //! tokens in the order they are pushed, its strings borrowed from the text where they hold no
-//! escapes. Lua's conversion must not build anything inside the protected call (a Lua error
-//! unwinds its Rust frames without running their destructors), and building a
-//! `serde_json::Value` first, a tree of small allocations freed after the call, cost more than
-//! pushing it (docs/performance.md, "Lua reads text laid flat").
+//! escapes. Lua's conversion owns nothing while Luau may raise an error inside the protected
+//! call (the rule its SAFETY comments rest on), so the text is laid out before; decoding it into
+//! a `serde_json::Value` instead, a tree of small allocations freed after the call, cost more
+//! than pushing it (docs/performance.md, "Lua reads text laid flat").
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
