@@ -137,8 +137,8 @@ impl ObjectRequest<'_> {
 }
 
 /// The object a one-object sync is about, as the sync read it: `tree` is all of it, or, when
-/// `text` holds all of it, only its [`crate::store::HEAD_AND_STATUS`] (for a planner that plans from those), and
-/// the hook request lends the text.
+/// `text` holds all of it, only its [`crate::store::HEAD_AND_STATUS`] (for a planner that
+/// plans from those), and the hook request lends the text.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Subject<'a> {
     pub tree: &'a Value,
