@@ -210,6 +210,36 @@ proptest! {
     }
 }
 
+/// A field lent as text reads as strictly as a tree: a missing field of a nested object is the
+/// same error, naming the same path, in Lua (whose tables carry the object marker) and Rhai.
+#[test]
+fn a_field_lent_as_text_reads_as_strictly_as_the_tree() {
+    let engine = ScriptEngine::new();
+    let value = serde_json::json!({"metadata": {"name": "a", "labels": {"x": "1"}}});
+    let text = value.to_string();
+    let rest = serde_json::json!({"finalizing": false});
+    for (language, code) in [
+        (Language::Lua, "return request.object.metadata.labels.y"),
+        (Language::Rhai, "request.object.metadata.labels.y"),
+    ] {
+        let script = engine
+            .compile(&ScriptSource::new(language, code, origin(language)))
+            .unwrap();
+        let as_text = [("object", Json::Text(&text))];
+        let as_tree = [("object", Json::Tree(&value))];
+        let call = |lent| engine.call(&script, HookRequest::lending(&rest, lent), &context());
+        let from_text = call(&as_text).expect_err("a missing field is an error");
+        let from_tree = call(&as_tree).expect_err("a missing field is an error");
+        assert_eq!(from_text.kind, from_tree.kind, "{language}");
+        assert_eq!(from_text.message, from_tree.message, "{language}");
+        assert!(
+            from_text.message.contains('y'),
+            "{language}: {}",
+            from_text.message
+        );
+    }
+}
+
 /// A field lent as JSON text (as a sync lends its object) reaches the script as the same value,
 /// of the same types, as when lent as a tree.
 fn lent_as_text_is_lent_as_the_tree(
