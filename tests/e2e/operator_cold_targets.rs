@@ -3,6 +3,7 @@
 //! read only the head"). Their hooks must still see every field, in both languages, whether
 //! the script is given `request.object` or reads it through a helper.
 
+use crate::support::manifests::{self, inline_sync};
 use crate::support::operator::{apply, operator, wait_for};
 use crate::support::transform::config_map;
 use crate::support::{client, test_namespace, unique_name};
@@ -21,17 +22,7 @@ fn decorator(name: &str, language: &str, reads: &str) -> Value {
             return {{ labels = {{ ["example.com/k"] = k, ["example.com/n"] = tostring(#k) }} }}"#
         ),
     };
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": "v1", "resource": "configmaps",
-                "labelSelector": {"matchLabels": {"test-controller": name}}
-            }],
-            "hooks": {"sync": {"script": {"language": language, "inline": script}}}
-        }
-    })
+    manifests::decorator(name, ("v1", "configmaps"), inline_sync(language, &script))
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! finalize, customize, hot reload of inline, ConfigMap and local scripts, and failure safety.
 
 use crate::support::cli::{metascript, stdout_of};
+use crate::support::manifests::service_per_pod;
 use crate::support::operator::{apply, get, operator, wait_for, wait_for_event};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
@@ -16,27 +17,6 @@ fn stateful_set(namespace: &str, name: &str, controller: &str, replicas: i64) ->
     let mut sts = service_per_pod_target(namespace, name, replicas, "80:8080");
     sts["metadata"]["labels"] = json!({"test-controller": controller});
     sts
-}
-
-/// A service-per-pod DecoratorController whose hooks are given, selecting only StatefulSets
-/// labelled for it.
-fn controller(name: &str, hooks: Value) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": "apps/v1", "resource": "statefulsets",
-                "labelSelector": {"matchLabels": {"test-controller": name}},
-                "annotationSelector": {"matchExpressions": [
-                    {"key": "service-per-pod-label", "operator": "Exists"},
-                    {"key": "service-per-pod-ports", "operator": "Exists"}
-                ]}
-            }],
-            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": hooks
-        }
-    })
 }
 
 fn inline(language: &str, code: &str) -> Value {
@@ -79,7 +59,7 @@ async fn service_per_pod_runs_in_rhai_and_lua_from_a_config_map() {
         )
         .await;
         let by_ref = json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": key}}});
-        apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
+        apply(&client, &service_per_pod(&name, json!({"sync": by_ref}))).await;
         apply(&client, &stateful_set(&namespace, "web", &name, 2)).await;
 
         for pod in ["web-0", "web-1"] {
@@ -165,7 +145,7 @@ async fn editing_an_inline_script_resyncs_its_targets() {
     let name = unique_name("inline-edit");
     apply(
         &client,
-        &controller(
+        &service_per_pod(
             &name,
             json!({"sync": inline("rhai", &labelling_script("one"))}),
         ),
@@ -192,7 +172,7 @@ async fn editing_an_inline_script_resyncs_its_targets() {
 
     apply(
         &client,
-        &controller(
+        &service_per_pod(
             &name,
             json!({"sync": inline("rhai", &labelling_script("two"))}),
         ),
@@ -225,7 +205,7 @@ async fn editing_a_referenced_config_map_reloads_the_script() {
     let config_map = |code: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hooks", "namespace": namespace}, "data": {"sync.rhai": code}});
     apply(&client, &config_map(&labelling_script("one"))).await;
     let by_ref = json!({"script": {"configMapRef": {"namespace": namespace, "name": "hooks", "key": "sync.rhai"}}});
-    apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
+    apply(&client, &service_per_pod(&name, json!({"sync": by_ref}))).await;
     apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
     wait_for(
         &client,
@@ -256,7 +236,7 @@ async fn saving_a_local_script_file_resyncs_in_the_dev_loop() {
     // The ConfigMap named here does not even exist: the local file stands in for its key.
     let by_ref =
         json!({"script": {"configMapRef": {"namespace": namespace, "name": "absent", "key": key}}});
-    apply(&client, &controller(&name, json!({"sync": by_ref}))).await;
+    apply(&client, &service_per_pod(&name, json!({"sync": by_ref}))).await;
     apply(&client, &stateful_set(&namespace, "web", &name, 1)).await;
     wait_for(
         &client,
@@ -340,7 +320,7 @@ async fn status_usage_reports_what_the_controller_cost() {
     );
     apply(
         &client,
-        &controller(&name, json!({"sync": inline("rhai", &busy)})),
+        &service_per_pod(&name, json!({"sync": inline("rhai", &busy)})),
     )
     .await;
     for sts in ["web", "api"] {
@@ -420,7 +400,7 @@ async fn status_usage_reports_what_the_controller_cost() {
     // Failures, by reason: the targets' count changes, so the usage comes with it at once.
     apply(
         &client,
-        &controller(&name, json!({"sync": inline("lua", "error('no')")})),
+        &service_per_pod(&name, json!({"sync": inline("lua", "error('no')")})),
     )
     .await;
     let status = eventually("both targets failing", || async {
@@ -441,7 +421,7 @@ async fn a_controller_over_its_write_budget_waits_until_its_budget_allows() {
     let namespace = test_namespace(&client, "budget").await;
     let name = unique_name("budget");
     let with_budget = |writes: i64| {
-        let mut object = controller(
+        let mut object = service_per_pod(
             &name,
             json!({"sync": inline("rhai", &labelling_script("paced"))}),
         );
@@ -525,7 +505,7 @@ async fn a_controller_over_its_cpu_budget_is_throttled_for_cpu() {
         "let spent = 0; for i in 0..200000 {{ spent += i; }}\n{}",
         labelling_script("busy")
     );
-    let mut object = controller(&name, json!({"sync": inline("rhai", &busy)}));
+    let mut object = service_per_pod(&name, json!({"sync": inline("rhai", &busy)}));
     object["spec"]["budget"] = json!({"cpuMillisPerMinute": 1});
     apply(&client, &object).await;
     for sts in ["web-0", "web-1"] {
@@ -561,7 +541,7 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     let name = unique_name("broken");
     apply(
         &client,
-        &controller(
+        &service_per_pod(
             &name,
             json!({"sync": inline("rhai", &labelling_script("good"))}),
         ),
@@ -579,7 +559,7 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     // A compile error: the last good script keeps running, and status says so.
     apply(
         &client,
-        &controller(&name, json!({"sync": inline("rhai", "let x = ;")})),
+        &service_per_pod(&name, json!({"sync": inline("rhai", "let x = ;")})),
     )
     .await;
     let status = eventually("ScriptsLoaded=False", || async {
@@ -607,7 +587,7 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     );
 
     // A runtime error: nothing applied or deleted, the failure counted and reported as an Event.
-    apply(&client, &controller(&name, json!({"sync": inline("lua", "error('no capacity for ' .. request.object.metadata.name)")}))).await;
+    apply(&client, &service_per_pod(&name, json!({"sync": inline("lua", "error('no capacity for ' .. request.object.metadata.name)")}))).await;
     eventually("failing=1", || async {
         (controller_status(&client, &name).await["failing"] == 1).then_some(())
     })
@@ -626,7 +606,7 @@ async fn a_broken_script_deletes_nothing_and_says_where() {
     // A response of the wrong shape: rejected, nothing deleted.
     apply(
         &client,
-        &controller(
+        &service_per_pod(
             &name,
             json!({"sync": inline("rhai", "#{ attachments: #{ oops: 1 } }")}),
         ),
@@ -654,7 +634,7 @@ async fn finalize_runs_on_opt_out_and_on_delete_then_releases_the_object() {
     let finalizer = format!("metascript.dev/decorator-{name}");
     apply(
         &client,
-        &controller(
+        &service_per_pod(
             &name,
             json!({"sync": inline("rhai", SYNC_RHAI), "finalize": inline("rhai", SYNC_RHAI)}),
         ),
@@ -723,7 +703,7 @@ async fn deleting_the_controller_releases_every_finalizer() {
     let finalizer = format!("metascript.dev/decorator-{name}");
     // A finalize hook that never finishes: only deleting the controller can release targets.
     let never = inline("rhai", "#{ finalized: false }");
-    let controller_object = controller(
+    let controller_object = service_per_pod(
         &name,
         json!({"sync": inline("rhai", "#{}"), "finalize": never}),
     );
@@ -774,7 +754,7 @@ async fn related_objects_selected_by_customize_resync_their_targets() {
            table.sort(names)
            return { annotations = { ["example.com/related"] = table.concat(names, ",") } }"#,
     );
-    let mut decorator = controller(&name, json!({"sync": sync, "customize": customize}));
+    let mut decorator = service_per_pod(&name, json!({"sync": sync, "customize": customize}));
     decorator["spec"]["attachments"] = json!([]);
     apply(&client, &decorator).await;
     let sts = stateful_set(&namespace, "web", &name, 1);
@@ -818,11 +798,11 @@ async fn resync_period_and_resync_after_call_the_hook_again() {
     let stamp =
         |extra: &str| format!(r#"#{{ annotations: #{{ "example.com/seen": now() }}{extra} }}"#);
     let periodic = unique_name("periodic");
-    let mut by_period = controller(&periodic, json!({"sync": inline("rhai", &stamp(""))}));
+    let mut by_period = service_per_pod(&periodic, json!({"sync": inline("rhai", &stamp(""))}));
     by_period["spec"]["resyncPeriodSeconds"] = json!(1);
     by_period["spec"]["attachments"] = json!([]);
     let asked = unique_name("asked");
-    let mut by_hook = controller(
+    let mut by_hook = service_per_pod(
         &asked,
         json!({"sync": inline("rhai", &stamp(", resyncAfterSeconds: 0.5"))}),
     );
@@ -873,7 +853,7 @@ async fn recreate_replaces_attachments_and_status_goes_through_the_subresource()
         )
     };
     let decorator = |port: u16| {
-        let mut decorator = controller(&name, json!({"sync": inline("rhai", &script(port))}));
+        let mut decorator = service_per_pod(&name, json!({"sync": inline("rhai", &script(port))}));
         decorator["spec"]["attachments"][0]["updateStrategy"]["method"] = json!("Recreate");
         decorator
     };
@@ -1081,7 +1061,7 @@ async fn a_hook_that_keeps_state_in_status_syncs_again_on_its_own_status_write()
             #{ status: #{ replicas: step + 1 } }
         }
     "#;
-    let mut decorator = controller(&name, json!({"sync": inline("rhai", script)}));
+    let mut decorator = service_per_pod(&name, json!({"sync": inline("rhai", script)}));
     // No periodic resync to make up for a missed step.
     decorator["spec"]["resyncPeriodSeconds"] = json!(3600);
     apply(&client, &decorator).await;

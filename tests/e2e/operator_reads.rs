@@ -1,6 +1,7 @@
 //! Reads from scripts (`get`, `list`) against a real kube-apiserver: a change to what a hook read
 //! re-syncs exactly the work that read it, in both languages.
 
+use crate::support::manifests::{decorator, inline_sync};
 use crate::support::operator::{api_for, apply, get, operator, wait_for};
 use crate::support::{client, eventually, test_namespace, unique_name};
 use metascript::object::label;
@@ -48,19 +49,10 @@ pub fn reading_decorator(
     language: &str,
     code: &str,
 ) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": api_version, "resource": resource,
-                "labelSelector": {"matchLabels": {"test-controller": name}},
-                "ignoreStatusChanges": true
-            }],
-            "reads": [{"apiVersion": "v1", "resource": reads}],
-            "hooks": {"sync": {"script": {"language": language, "inline": code}}}
-        }
-    })
+    let mut controller = decorator(name, (api_version, resource), inline_sync(language, code));
+    controller["spec"]["resources"][0]["ignoreStatusChanges"] = true.into();
+    controller["spec"]["reads"] = json!([{"apiVersion": "v1", "resource": reads}]);
+    controller
 }
 
 fn deployment(namespace: &str, name: &str, controller: &str) -> Value {
@@ -246,18 +238,14 @@ async fn reads_beyond_the_service_account_or_of_secrets_are_refused_at_load() {
     )
     .await;
     let controller = |name: &str, resource: &str, account: Option<&str>| {
-        let mut spec = json!({
-            "resources": [{"apiVersion": "v1", "resource": "configmaps",
-                           "labelSelector": {"matchLabels": {"test-controller": name}}}],
-            "reads": [{"apiVersion": "v1", "resource": resource}],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": "#{}"}}}
-        });
+        let mut controller = decorator(name, ("v1", "configmaps"), inline_sync("rhai", "#{}"));
+        let spec = &mut controller["spec"];
+        spec["reads"] = json!([{"apiVersion": "v1", "resource": resource}]);
         if let Some(account) = account {
             spec["serviceAccountName"] = account.into();
             spec["serviceAccountNamespace"] = ns.clone().into();
         }
-        json!({"apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-               "metadata": {"name": name}, "spec": spec})
+        controller
     };
 
     let forbidden = unique_name("reads-forbidden");

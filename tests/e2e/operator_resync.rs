@@ -5,6 +5,7 @@
 //! Counted per controller, so the other tests sharing the operator do not show up.
 
 use crate::support::cluster::Cluster;
+use crate::support::manifests::{self, inline_sync};
 use crate::support::operator::{apply, operator, quiet, wait_for};
 use crate::support::transform::{
     TRANSFORM_LUA, config_map, install_transform, render_three, transform_controller,
@@ -27,18 +28,12 @@ fn decorator(name: &str, prelude: &str, label: &str) -> Value {
             }}],
         }}"#
     );
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": "v1", "resource": "configmaps",
-                "labelSelector": {"matchLabels": {"test-controller": name}}
-            }],
-            "attachments": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": script}}}
-        }
-    })
+    let mut controller =
+        manifests::decorator(name, ("v1", "configmaps"), inline_sync("rhai", &script));
+    controller["spec"]["attachments"] = json!([
+        {"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}
+    ]);
+    controller
 }
 
 /// What a resync of a controller did once it settled: (syncs, writes, skipped), each counted

@@ -5,6 +5,7 @@
 //! tolerations of its own, rolled out without recreating them.
 
 use crate::support::cluster::Cluster;
+use crate::support::manifests::{inline_sync, service_per_pod};
 use crate::support::operator::{apply, quiet_of};
 use crate::support::watch::watch_until;
 use crate::support::workloads::{cluster_client, cluster_operator};
@@ -22,22 +23,7 @@ const SYNC_RHAI: &str = include_str!("../../scripts/service-per-pod/sync.rhai");
 
 /// The example's controller with its script inline, selecting only StatefulSets labelled for it.
 fn controller(name: &str) -> Value {
-    let mut controller = json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": "apps/v1", "resource": "statefulsets",
-                "labelSelector": {"matchLabels": {"test-controller": name}},
-                "annotationSelector": {"matchExpressions": [
-                    {"key": "service-per-pod-label", "operator": "Exists"},
-                    {"key": "service-per-pod-ports", "operator": "Exists"}
-                ]}
-            }],
-            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": SYNC_RHAI}}}
-        }
-    });
+    let mut controller = service_per_pod(name, inline_sync("rhai", SYNC_RHAI));
     // Hour-long resyncs: whatever the hooks run again in these tests, a watch event caused.
     controller["spec"]["resyncPeriodSeconds"] = json!(3600);
     controller

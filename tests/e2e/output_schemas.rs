@@ -3,6 +3,7 @@
 //! transition rule with a `messageExpression`), and offline through `render` and `test`, with
 //! the same messages.
 
+use crate::support::manifests::{self, inline_sync};
 use crate::support::operator::{
     apply, get, operator, try_apply, wait_for_condition, wait_for_event,
 };
@@ -72,16 +73,10 @@ for key in cm.data.keys() {{
 /// A DecoratorController of the ConfigMaps labelled `test-controller: <name>`, attaching
 /// objects of the `attachment` rule's type with a Rhai sync hook.
 fn decorator(name: &str, attachment: Value, script: &str) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{"apiVersion": "v1", "resource": "configmaps",
-                           "labelSelector": {"matchLabels": {"test-controller": name}}}],
-            "attachments": [attachment],
-            "hooks": {"sync": {"script": {"language": "rhai", "inline": script}}}
-        }
-    })
+    let mut controller =
+        manifests::decorator(name, ("v1", "configmaps"), inline_sync("rhai", script));
+    controller["spec"]["attachments"] = json!([attachment]);
+    controller
 }
 
 fn controller(name: &str, group: &str) -> Value {

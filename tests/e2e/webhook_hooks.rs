@@ -4,6 +4,7 @@
 
 use crate::support::cli::{metascript, stdout_of};
 use crate::support::cluster::Cluster;
+use crate::support::manifests;
 use crate::support::operator::{
     OWN_OPERATOR_LABEL, api_for, apply, get, operator, wait_for, wait_for_event,
 };
@@ -559,22 +560,7 @@ fn stateful_set(namespace: &str, name: &str, controller: &str, replicas: i64) ->
 }
 
 fn service_per_pod_controller(name: &str, hook: Value) -> Value {
-    json!({
-        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": name},
-        "spec": {
-            "resources": [{
-                "apiVersion": "apps/v1", "resource": "statefulsets",
-                "labelSelector": {"matchLabels": {"test-controller": name}},
-                "annotationSelector": {"matchExpressions": [
-                    {"key": "service-per-pod-label", "operator": "Exists"},
-                    {"key": "service-per-pod-ports", "operator": "Exists"}
-                ]}
-            }],
-            "attachments": [{"apiVersion": "v1", "resource": "services", "updateStrategy": {"method": "InPlace"}}],
-            "hooks": {"sync": hook.clone(), "finalize": hook}
-        }
-    })
+    manifests::service_per_pod(name, json!({"sync": hook.clone(), "finalize": hook}))
 }
 
 fn service(namespace: &str, name: &str) -> Value {

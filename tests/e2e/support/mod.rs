@@ -12,6 +12,7 @@
 pub mod audit;
 pub mod cli;
 pub mod cluster;
+pub mod manifests;
 pub mod operator;
 pub mod process;
 pub mod tenants;
