@@ -25,14 +25,6 @@ pub trait ObjectStore {
             .find(|o| object::name(o) == name)
     }
 
-    /// Objects of a type as [`ObjectStore::list`] gives them, for a caller that reads no more
-    /// of each than its `apiVersion`, `kind` and `metadata` (labels, names, owners, versions):
-    /// a store that keeps objects as text decodes only those, a fraction of the cost of the
-    /// whole. Other stores hand over the whole objects.
-    fn heads(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
-        self.list(resource, namespace)
-    }
-
     /// Objects of a type without a controller (no owner reference with `controller: true`), in
     /// one namespace or in all: what a parent may adopt. Stores with an index override this.
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
@@ -55,8 +47,6 @@ pub trait ObjectStore {
 #[derive(Debug, Default)]
 pub struct Listed {
     kept: std::vec::IntoIter<Kept>,
-    /// Only the heads of objects kept as text are decoded ([`ObjectStore::heads`]).
-    heads: bool,
 }
 
 /// An object as a store keeps it.
@@ -143,15 +133,6 @@ impl Listed {
     pub fn new(kept: Vec<Kept>) -> Listed {
         Listed {
             kept: kept.into_iter(),
-            heads: false,
-        }
-    }
-
-    /// Objects of which the taker reads only the heads ([`Kept::head`]).
-    pub fn heads(kept: Vec<Kept>) -> Listed {
-        Listed {
-            kept: kept.into_iter(),
-            heads: true,
         }
     }
 
@@ -176,12 +157,7 @@ impl Iterator for Listed {
     type Item = Arc<Value>;
 
     fn next(&mut self) -> Option<Arc<Value>> {
-        let kept = self.kept.next()?;
-        Some(if self.heads {
-            kept.head()
-        } else {
-            kept.decoded()
-        })
+        self.kept.next().map(Kept::decoded)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -259,15 +235,5 @@ mod tests {
             &Kept::Decoded(decoded.clone()).head(),
             &decoded
         ));
-    }
-
-    #[test]
-    fn listed_heads_decode_only_heads() {
-        let kept = vec![Kept::Json(pod().to_string().into())];
-        let head = Listed::heads(kept.clone()).next().unwrap();
-        assert!(head.get("spec").is_none());
-        assert_eq!(head["metadata"]["labels"]["app"], "x");
-        let whole = Listed::new(kept).next().unwrap();
-        assert_eq!(*whole, pod());
     }
 }

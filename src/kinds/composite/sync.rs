@@ -38,6 +38,11 @@ impl OneObject for Composite {
         Self::selects(self, object)
     }
 
+    /// `parentResource` has a label selector and nothing else.
+    fn selects_by_labels_alone(&self, _: &ResourceType) -> bool {
+        true
+    }
+
     fn object_type(&self, parent: &Value) -> Option<&ResourceType> {
         self.parent.describes(parent).then_some(&self.parent)
     }

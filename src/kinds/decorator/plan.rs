@@ -86,6 +86,14 @@ impl Decorator {
             .any(|(rule, resource)| resource.describes(target) && rule.selects(target))
     }
 
+    /// Whether its rules of `resource` select by labels alone: none has an annotation selector.
+    pub fn selects_by_labels_alone(&self, resource: &ResourceType) -> bool {
+        self.rules
+            .iter()
+            .filter(|(_, rule_type)| rule_type == resource)
+            .all(|(rule, _)| rule.annotation_selector.is_none())
+    }
+
     /// Whether `child` is an attachment of this decorator on `target`: controlled by the target
     /// and labelled with this decorator's name, so other decorators' attachments and the
     /// target's own children are never touched.

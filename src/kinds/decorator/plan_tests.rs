@@ -657,3 +657,33 @@ fn the_reads_a_target_hands_its_hooks_are_per_type_and_namespace() {
         ]
     );
 }
+
+#[test]
+fn only_rules_without_an_annotation_selector_select_by_labels_alone() {
+    let resolver = StaticResolver::with_builtins();
+    let rule = |selector: Value| {
+        let mut rule = json!({"apiVersion": "v1", "resource": "pods",
+                              "labelSelector": {"matchLabels": {"app": "web"}}});
+        if !selector.is_null() {
+            rule["annotationSelector"] = selector;
+        }
+        rule
+    };
+    let decorator = |rules: Vec<Value>| {
+        let controller: DecoratorController = serde_json::from_value(json!({
+            "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+            "metadata": {"name": "d"},
+            "spec": {"resources": rules,
+                     "hooks": {"sync": {"script": {"language": "rhai", "inline": "#{}"}}}}
+        }))
+        .unwrap();
+        Decorator::new(&controller, &resolver).unwrap()
+    };
+    let pods = resolver.find_kind("v1", "Pod").unwrap();
+    let annotated = json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]});
+
+    assert!(decorator(vec![rule(Value::Null)]).selects_by_labels_alone(&pods));
+    assert!(!decorator(vec![rule(annotated.clone())]).selects_by_labels_alone(&pods));
+    // One rule of the type narrowed by annotations is enough to read every object.
+    assert!(!decorator(vec![rule(Value::Null), rule(annotated)]).selects_by_labels_alone(&pods));
+}

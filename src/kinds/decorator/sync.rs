@@ -35,6 +35,10 @@ impl OneObject for Decorator {
         Self::selects(self, object)
     }
 
+    fn selects_by_labels_alone(&self, resource: &ResourceType) -> bool {
+        Self::selects_by_labels_alone(self, resource)
+    }
+
     fn object_type(&self, target: &Value) -> Option<&ResourceType> {
         self.target_type(target)
     }

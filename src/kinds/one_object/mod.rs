@@ -45,8 +45,14 @@ pub(crate) trait OneObject: Clone + Send + Sync + 'static {
 
     /// Whether an object matches the controller's rules, selectors included. Reads no more
     /// of it than its `apiVersion`, `kind` and `metadata`: a sweep hands it only those
-    /// ([`crate::store::ObjectStore::heads`]).
+    /// ([`crate::store::Kept::head`]).
     fn selects(&self, object: &Value) -> bool;
+
+    /// Whether the rules select of `resource` exactly what their label selectors match,
+    /// nothing else narrowing them (no annotation selector): then every object the
+    /// controller's label-selected watches of the type hold is one it acts on, and a sweep
+    /// need not read it.
+    fn selects_by_labels_alone(&self, resource: &ResourceType) -> bool;
 
     /// The controller's name.
     fn name(&self) -> &str {

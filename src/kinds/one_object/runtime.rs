@@ -19,6 +19,7 @@ use crate::runtime::sync::finalizers;
 use crate::runtime::sync::related::{CustomizeCache, RelatedIndex, Watched};
 use crate::runtime::sync::synced;
 use crate::runtime::watch::event::ObjectEvent;
+use crate::runtime::watch::store::Swept;
 use crate::runtime::write::apply::{PlanTarget, Written};
 use crate::runtime::write::fingerprint::{self, Seen, Sweep};
 use crate::script::CallScope;
@@ -128,26 +129,15 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
 
     /// Every object the controller has work for: selected ones and those holding its
     /// finalizer. A sweep of everything reads only each object's head (whether the controller
-    /// wants it); one of changes reads it whole, to compare its fingerprint (the planner may
-    /// read its spec: a parent's selector), one at a time as the list is taken.
+    /// wants it), and not even that of one its own label-selected watches hold when its rules
+    /// select by labels alone; one of changes reads it whole, to compare its fingerprint (the
+    /// planner may read its spec: a parent's selector), one at a time as the list is taken.
     fn enqueue_all(context: &Context, controller: &Controller<Self>, sweep: Sweep) -> u64 {
-        let planner = &controller.planner;
         let mut skipped = 0;
-        for resource in planner.object_types() {
-            let objects = match sweep {
-                Sweep::Everything => ObjectStore::heads(&*context.informers, resource, None),
-                Sweep::Changed => ObjectStore::list(&*context.informers, resource, None),
-            };
-            for object in objects {
-                if !planner.wants(&object) {
-                    continue;
-                }
-                let key = ObjRef::of(resource, &object);
-                if sweep == Sweep::Changed && unchanged(context, controller, &key, &object) {
-                    skipped += 1;
-                    continue;
-                }
-                controller.enqueue(context, Work::Object(key));
+        for resource in controller.planner.object_types() {
+            match sweep {
+                Sweep::Everything => enqueue_every(context, controller, resource),
+                Sweep::Changed => skipped += enqueue_changed(context, controller, resource),
             }
         }
         skipped
@@ -190,6 +180,54 @@ impl<P: ObjectRuntime> Kind for ObjectKind<P> {
     }
 
     async fn report(_: &Arc<Context>, _: &Arc<Controller<Self>>) {}
+}
+
+/// Queues every object of `resource` the controller wants.
+fn enqueue_every<P: ObjectRuntime>(
+    context: &Context,
+    controller: &Controller<ObjectKind<P>>,
+    resource: &ResourceType,
+) {
+    let planner = &controller.planner;
+    let leases = match planner.selects_by_labels_alone(resource) {
+        true => &controller.watches[..],
+        false => &[],
+    };
+    for swept in context.informers.sweep(resource, leases) {
+        let key = match swept {
+            Swept::Selected(key) => key,
+            Swept::Kept(kept) => {
+                let head = kept.head();
+                if !planner.wants(&head) {
+                    continue;
+                }
+                ObjRef::of(resource, &head)
+            }
+        };
+        controller.enqueue(context, Work::Object(key));
+    }
+}
+
+/// Queues every object of `resource` the controller wants whose last sync saw something else
+/// than the cache holds now; how many it passed over.
+fn enqueue_changed<P: ObjectRuntime>(
+    context: &Context,
+    controller: &Controller<ObjectKind<P>>,
+    resource: &ResourceType,
+) -> u64 {
+    let mut skipped = 0;
+    for object in ObjectStore::list(&*context.informers, resource, None) {
+        if !controller.planner.wants(&object) {
+            continue;
+        }
+        let key = ObjRef::of(resource, &object);
+        if unchanged(context, controller, &key, &object) {
+            skipped += 1;
+            continue;
+        }
+        controller.enqueue(context, Work::Object(key));
+    }
+    skipped
 }
 
 /// Whether an object's last sync was pure and saw exactly what the cache holds now.

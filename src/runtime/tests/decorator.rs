@@ -180,3 +180,48 @@ async fn a_deleted_target_is_finalized_before_it_goes() {
         Vec::<String>::new()
     );
 }
+
+/// A controller of the widgets labelled `pick: yes` that labels each with `seen: <seen>`.
+fn picking(seen: &str) -> Value {
+    json!({
+        "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": "pick"},
+        "spec": {
+            "resources": [{"apiVersion": WIDGETS.api_version, "resource": WIDGETS.plural,
+                           "labelSelector": {"matchLabels": {"pick": "yes"}}}],
+            "hooks": {"sync": {"script": {"language": "rhai",
+                "inline": format!("#{{ labels: #{{ seen: \"{seen}\" }} }}")}}},
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_new_version_of_a_label_scoped_controller_syncs_every_object_its_watch_holds() {
+    let mut cluster = Cluster::start().await;
+    cluster.put(picking("1")).await;
+    for (namespace, name) in [("team", "a"), ("other", "b")] {
+        cluster
+            .put(json!({
+                "apiVersion": WIDGETS.api_version, "kind": WIDGETS.kind,
+                "metadata": {"name": name, "namespace": namespace, "labels": {"pick": "yes"}},
+            }))
+            .await;
+    }
+    let seen = |cluster: &Cluster| -> Vec<Value> {
+        [("team", "a"), ("other", "b")]
+            .iter()
+            .map(|(namespace, name)| {
+                let widget = cluster
+                    .api
+                    .get(WIDGETS.api_version, WIDGETS.plural, namespace, name);
+                widget.map_or(Value::Null, |w| w["metadata"]["labels"]["seen"].clone())
+            })
+            .collect()
+    };
+    assert_eq!(seen(&cluster), [json!("1"), json!("1")]);
+
+    // Nothing in the widgets changed: only the sweep of the new version's load queues them,
+    // by the keys its label-selected watch holds them under.
+    cluster.put(picking("2")).await;
+    assert_eq!(seen(&cluster), [json!("2"), json!("2")]);
+}

@@ -23,7 +23,7 @@ use crate::runtime::watch::discovery::ResolvedType;
 use crate::runtime::watch::event::CacheEvent;
 use crate::runtime::watch::share::Sharer;
 use crate::runtime::watch::store::{
-    Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Refill, Store,
+    Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Refill, Store, Swept,
 };
 use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
@@ -625,6 +625,22 @@ impl Informers {
         })
     }
 
+    /// Every cached object of a type, for a sweep that queues what a controller acts on:
+    /// by key alone where a label-selected watch one of `leases` counts in holds it (the
+    /// caller acts on all such objects: its rules select exactly what those selectors match),
+    /// left as text otherwise, for the caller to read its head, outside the view's lock.
+    pub(crate) fn sweep(&self, resource: &ResourceType, leases: &[WatchLease]) -> Vec<Swept> {
+        let Some(store) = self.store(resource) else {
+            return Vec::new();
+        };
+        let feeds: Vec<FeedSlot> = leases
+            .iter()
+            .filter(|lease| lease.resource == *resource)
+            .filter_map(|lease| lease.feed)
+            .collect();
+        store.read().sweep(resource, &feeds)
+    }
+
     /// Lets go of every decoded object of every type, so reads decode from text.
     #[cfg(test)]
     pub(crate) fn forget_decoded(&self) {
@@ -773,16 +789,6 @@ impl ObjectStore for Informers {
         };
         let kept = store.read().list(resource.scope(namespace));
         decoded(&store, kept)
-    }
-
-    /// As `list`, decoding only the heads of objects not decoded already, and keeping none
-    /// of them as recently used.
-    fn heads(&self, resource: &ResourceType, namespace: Option<&str>) -> Listed {
-        let Some(store) = self.store(resource) else {
-            return Listed::default();
-        };
-        let kept = store.read().list(resource.scope(namespace));
-        Listed::heads(kept)
     }
 
     fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {

@@ -8,6 +8,8 @@
 //! again when that feed catches up (tombstones of recent deletions would cover it).
 
 use crate::object;
+use crate::resources::ResourceType;
+use crate::runtime::keys::ObjRef;
 use crate::runtime::watch::compare::Parts;
 use crate::runtime::watch::decode::Undecodable;
 use crate::runtime::watch::share::Share;
@@ -46,6 +48,15 @@ impl Change {
             parts: Parts::default(),
         }
     }
+}
+
+/// An object as [`Store::sweep`] gives it.
+#[derive(Debug)]
+pub(crate) enum Swept {
+    /// Held by one of the sweeper's own label-selected feeds: its key.
+    Selected(ObjRef),
+    /// Any other, to be read.
+    Kept(Kept),
 }
 
 /// How much JSON text of one type's recently used objects is also kept decoded (a decoded
@@ -358,6 +369,33 @@ impl Store {
             Some(namespace) => self.objects.get(namespace).map(objects).unwrap_or_default(),
             None => self.objects.values().flat_map(objects).collect(),
         }
+    }
+
+    /// Every object, for a sweep that queues what a controller acts on: by key alone where
+    /// one of `feeds` holds it (what their label selectors match, which the sweeper acts on
+    /// whatever the rest of the object says), as [`Store::list`] gives it otherwise. A feed
+    /// stopped since its slot was taken holds nothing here.
+    pub(super) fn sweep(&self, resource: &ResourceType, feeds: &[FeedSlot]) -> Vec<Swept> {
+        let selected = feeds
+            .iter()
+            .filter(|feed| self.is_open(**feed))
+            .fold(0u64, |bits, feed| bits | 1 << feed.bit);
+        let decoded = self.decoded.lock();
+        self.objects
+            .iter()
+            .flat_map(|(namespace, objects)| {
+                objects.iter().filter_map(|(name, held)| {
+                    if held.feeds & selected != 0 {
+                        return Some(Swept::Selected(ObjRef {
+                            resource: resource.clone(),
+                            namespace: (!namespace.is_empty()).then(|| namespace.clone()),
+                            name: name.clone(),
+                        }));
+                    }
+                    Some(Swept::Kept(decoded.peek(held.object.text.as_ref()?)))
+                })
+            })
+            .collect()
     }
 
     /// The objects without a controller, as [`Store::list`] gives them.

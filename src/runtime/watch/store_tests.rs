@@ -1,5 +1,6 @@
 use super::*;
 use crate::resources::ResourceType;
+use crate::runtime::keys::ObjRef;
 use crate::runtime::replicas::shard::Assignment;
 use serde_json::json;
 
@@ -286,6 +287,47 @@ fn closing_a_feed_removes_only_what_no_other_feed_holds() {
     let changes = store.close_feed(all);
     assert_eq!(described(&changes), [deleted("plain"), deleted("special")]);
     assert_eq!(store.len(), 0);
+}
+
+/// What a sweep gives: (keys it named, names of the objects it left to be read).
+fn swept(store: &Store, feeds: &[FeedSlot]) -> (Vec<ObjRef>, Vec<String>) {
+    let (resource, _) = assignment(&["a"], "a");
+    let (mut keys, mut kept) = (Vec::new(), Vec::new());
+    for swept in store.sweep(&resource, feeds) {
+        match swept {
+            Swept::Selected(key) => keys.push(key),
+            Swept::Kept(object) => kept.push(object.decoded()),
+        }
+    }
+    (keys, names(kept))
+}
+
+#[test]
+fn a_sweep_names_what_the_sweepers_feeds_hold_and_leaves_the_rest_to_be_read() {
+    let mut store = Store::default();
+    let mine = store.open_feed().unwrap();
+    let others = store.open_feed().unwrap();
+    let a = config_map("team", "a", "1", json!({}));
+    let b = config_map("other", "b", "1", json!({}));
+    let c = config_map("team", "c", "1", json!({}));
+    store.replace(mine, listing(&[&a, &b]), 0);
+    store.replace(others, listing(&[&b, &c]), 0);
+
+    let (keys, kept) = swept(&store, &[mine]);
+    let keys: Vec<(Option<&str>, &str)> = keys
+        .iter()
+        .map(|key| (key.namespace.as_deref(), key.name.as_str()))
+        .collect();
+    assert_eq!(keys, [(Some("other"), "b"), (Some("team"), "a")]);
+    assert_eq!(kept, ["c"]);
+    // Without feeds of its own, every object is to be read.
+    assert_eq!(swept(&store, &[]), (vec![], names([a.clone(), b, c])));
+
+    // A stopped feed holds nothing, even once its bit is another feed's.
+    store.close_feed(mine);
+    let taken = store.open_feed().unwrap();
+    store.replace(taken, listing(&[&a]), 0);
+    assert_eq!(swept(&store, &[mine]).0, []);
 }
 
 #[test]
