@@ -483,9 +483,13 @@ impl Context {
         if reads.declares_nothing() && !self.dependencies.holds_any(&key.controller) {
             return;
         }
-        let change = self.dependencies.set(key, reads.dependencies());
-        self.metrics.add_dependencies(&key.controller, change);
-        if reads.changed_since_read() {
+        // A removed controller's work still running records nothing: the removal took what
+        // the index held of it, and nothing would take what came after.
+        let recorded = self.metrics.unless_removed(&key.controller, || {
+            let change = self.dependencies.set(key, reads.dependencies());
+            self.metrics.add_dependencies(&key.controller, change);
+        });
+        if recorded.is_some() && reads.changed_since_read() {
             tracing::debug!(work = %key.work, controller = %key.controller, "what the hooks read changed meanwhile; syncing again");
             self.queue.add(key.clone());
         }

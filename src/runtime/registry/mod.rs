@@ -237,8 +237,10 @@ impl<K: Kind> Registry<K> {
         self.refused.lock().remove(&id.name);
         self.failed_tests.lock().remove(&id.name);
         self.rollouts.forget(&id.name);
-        context.dependencies.remove_controller(id);
+        // Marked removed first: its work still running records no reads after the index
+        // forgets them.
         context.metrics.forget(id);
+        context.dependencies.remove_controller(id);
         context.queue.resume(id);
         if removed.is_some() || unloaded.is_some() {
             self.rebuild_routes();

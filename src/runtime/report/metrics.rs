@@ -463,11 +463,23 @@ impl Metrics {
     /// [`GONE_FOR`] ago and not loaded since: its work still running when it went records
     /// nothing. Holds off [`Metrics::forget`] meanwhile, so nothing recorded survives it.
     fn if_live(&self, controller: &ControllerId, record: impl FnOnce(&ControllerLabels)) {
+        self.unless_removed(controller, || record(&ControllerLabels::of(controller)));
+    }
+
+    /// Runs `record` and gives its result, unless the controller was removed less than
+    /// [`GONE_FOR`] ago and not loaded since; holds off [`Metrics::forget`] while it runs. So
+    /// what a removed controller's work still running would record outside the figures (its
+    /// reads, in the dependency index) is refused as its figures are, and what was recorded
+    /// before is there for the removal to take. `record` must not record figures itself: the
+    /// lock is not taken twice.
+    pub(crate) fn unless_removed<R>(
+        &self,
+        controller: &ControllerId,
+        record: impl FnOnce() -> R,
+    ) -> Option<R> {
         let gone = self.gone.read();
         let removed = |since: &Instant| since.elapsed() < GONE_FOR;
-        if !gone.get(controller).is_some_and(removed) {
-            record(&ControllerLabels::of(controller));
-        }
+        (!gone.get(controller).is_some_and(removed)).then(record)
     }
 
     /// Counts one write request of a controller.
@@ -683,8 +695,8 @@ impl Metrics {
     }
 
     /// Adds a change of a controller's dependency count (see [`crate::runtime::reads::dependencies`]).
-    /// Not refused after `forget`, unlike the other figures: the dependency index still takes
-    /// a removed controller's late reads, and the gauge follows the index.
+    /// Not refused after `forget` itself: the gauge follows the index, which refuses a removed
+    /// controller's late reads ([`Metrics::unless_removed`]).
     pub fn add_dependencies(&self, controller: &ControllerId, change: i64) {
         self.dependencies
             .get_or_create(&ControllerLabels::of(controller))

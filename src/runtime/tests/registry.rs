@@ -3,7 +3,10 @@
 
 use super::cluster::{CONFIG_MAPS, Cluster, WIDGETS};
 use super::decorator::{controller, controller_running, widget};
-use crate::api::API_VERSION;
+use crate::api::{API_VERSION, ResourceRef};
+use crate::reads::ReadAccess;
+use crate::runtime::keys::{ControllerId, ObjRef, Work, WorkKey};
+use crate::script::CallScope;
 use serde_json::json;
 
 #[tokio::test]
@@ -65,4 +68,49 @@ async fn a_bad_reload_keeps_the_last_good_version_until_the_controller_is_remove
     cluster.writes();
     cluster.put(widget(json!({"children": ["b"]}))).await;
     assert_eq!(cluster.writes(), [], "a removed controller syncs nothing");
+}
+
+#[tokio::test]
+async fn reads_that_a_removed_controllers_work_records_late_are_refused() {
+    let mut cluster = Cluster::start().await;
+    let decorators = crate::runtime::kind::name::<crate::kinds::decorator::DecoratorKind>();
+    cluster.put(controller()).await;
+    let context = cluster.context.clone();
+    let id = ControllerId::new(decorators, "decorate");
+    let reference = ResourceRef {
+        api_version: CONFIG_MAPS.api_version.into(),
+        resource: CONFIG_MAPS.plural.into(),
+    };
+    let config_maps = context.discovery.cached(&reference).unwrap().resource;
+    let key = WorkKey::new(
+        &id,
+        Work::Object(ObjRef {
+            resource: config_maps.clone(),
+            namespace: Some("team".into()),
+            name: "w".into(),
+        }),
+    );
+    // What a work item's hooks read: one ConfigMap.
+    let hooks_read = || {
+        let access = ReadAccess::new(context.informers.clone(), vec![config_maps.clone()]);
+        let args = [json!("v1"), json!("ConfigMap"), json!("team"), json!("x")];
+        access.get(&args, usize::MAX).unwrap();
+        CallScope::reading(access)
+    };
+    context.record_reads(&key, &hooks_read());
+    assert!(context.dependencies.holds_any(&id));
+
+    cluster
+        .delete(API_VERSION, decorators.plural(), "", "decorate")
+        .await;
+    assert!(!context.dependencies.holds_any(&id), "its reads forgotten");
+    // Its work still running when it went records its reads after: nothing would ever take
+    // them out.
+    context.record_reads(&key, &hooks_read());
+    assert!(!context.dependencies.holds_any(&id), "late reads refused");
+
+    // Loaded again, it records as ever.
+    cluster.put(controller()).await;
+    context.record_reads(&key, &hooks_read());
+    assert!(context.dependencies.holds_any(&id));
 }
