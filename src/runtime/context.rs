@@ -495,10 +495,16 @@ impl Context {
         }
     }
 
-    /// Forgets what a work item depends on (what it was about is gone).
+    /// Forgets what a work item depends on (what it was about is gone). Through the same gate
+    /// as [`Context::record_reads`]: once its controller is removed, the removal forgets
+    /// everything, and a count here would bring the gauge's label back.
     pub fn forget_reads(&self, key: &WorkKey) {
-        let change = self.dependencies.remove(key);
-        self.metrics.add_dependencies(&key.controller, change);
+        self.metrics.unless_removed(&key.controller, || {
+            let change = self.dependencies.remove(key);
+            if change != 0 {
+                self.metrics.add_dependencies(&key.controller, change);
+            }
+        });
     }
 
     /// Publishes a Warning Event about an object, naming the controller it concerns as the

@@ -685,5 +685,11 @@ fn only_rules_without_an_annotation_selector_select_by_labels_alone() {
     assert!(decorator(vec![rule(Value::Null)]).selects_by_labels_alone(&pods));
     assert!(!decorator(vec![rule(annotated.clone())]).selects_by_labels_alone(&pods));
     // One rule of the type narrowed by annotations is enough to read every object.
-    assert!(!decorator(vec![rule(Value::Null), rule(annotated)]).selects_by_labels_alone(&pods));
+    assert!(
+        !decorator(vec![rule(Value::Null), rule(annotated.clone())]).selects_by_labels_alone(&pods)
+    );
+    // A rule of another type is no rule of this one.
+    let mut services = rule(annotated);
+    services["resource"] = json!("services");
+    assert!(decorator(vec![rule(Value::Null), services]).selects_by_labels_alone(&pods));
 }

@@ -470,8 +470,9 @@ impl Metrics {
     /// [`GONE_FOR`] ago and not loaded since; holds off [`Metrics::forget`] while it runs. So
     /// what a removed controller's work still running would record outside the figures (its
     /// reads, in the dependency index) is refused as its figures are, and what was recorded
-    /// before is there for the removal to take. `record` must not record figures itself: the
-    /// lock is not taken twice.
+    /// before is there for the removal to take. Nothing in `record` may come through here
+    /// again (a figure refused after removal): a read lock taken twice waits forever behind a
+    /// removal waiting for the first.
     pub(crate) fn unless_removed<R>(
         &self,
         controller: &ControllerId,

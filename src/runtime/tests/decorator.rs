@@ -2,6 +2,8 @@
 //! the API must hold after the runtime settled.
 
 use super::cluster::{CONFIG_MAPS, Cluster, WIDGETS};
+use crate::api::ResourceRef;
+use crate::runtime::watch::store::Swept;
 use serde_json::{Value, json};
 
 /// Attaches a ConfigMap `<widget>-<n>` for each `n` in `spec.children`, and fails when the
@@ -181,14 +183,15 @@ async fn a_deleted_target_is_finalized_before_it_goes() {
     );
 }
 
-/// A controller of the widgets labelled `pick: yes` that labels each with `seen: <seen>`.
-fn picking(seen: &str) -> Value {
+/// A controller `<name>` of the widgets labelled `pick: <name>` that labels each with
+/// `seen: <seen>`.
+fn picking(name: &str, seen: &str) -> Value {
     json!({
         "apiVersion": "metascript.dev/v1alpha1", "kind": "DecoratorController",
-        "metadata": {"name": "pick"},
+        "metadata": {"name": name},
         "spec": {
             "resources": [{"apiVersion": WIDGETS.api_version, "resource": WIDGETS.plural,
-                           "labelSelector": {"matchLabels": {"pick": "yes"}}}],
+                           "labelSelector": {"matchLabels": {"pick": name}}}],
             "hooks": {"sync": {"script": {"language": "rhai",
                 "inline": format!("#{{ labels: #{{ seen: \"{seen}\" }} }}")}}},
         }
@@ -198,19 +201,26 @@ fn picking(seen: &str) -> Value {
 #[tokio::test]
 async fn a_new_version_of_a_label_scoped_controller_syncs_every_object_its_watch_holds() {
     let mut cluster = Cluster::start().await;
-    cluster.put(picking("1")).await;
-    for (namespace, name) in [("team", "a"), ("other", "b")] {
+    cluster.put(picking("yes", "1")).await;
+    // `c` is another controller's, in the same cache.
+    cluster.put(picking("other", "1")).await;
+    let widgets = [
+        ("team", "a", "yes"),
+        ("other", "b", "yes"),
+        ("team", "c", "other"),
+    ];
+    for (namespace, name, pick) in widgets {
         cluster
             .put(json!({
                 "apiVersion": WIDGETS.api_version, "kind": WIDGETS.kind,
-                "metadata": {"name": name, "namespace": namespace, "labels": {"pick": "yes"}},
+                "metadata": {"name": name, "namespace": namespace, "labels": {"pick": pick}},
             }))
             .await;
     }
     let seen = |cluster: &Cluster| -> Vec<Value> {
-        [("team", "a"), ("other", "b")]
+        widgets
             .iter()
-            .map(|(namespace, name)| {
+            .map(|(namespace, name, _)| {
                 let widget = cluster
                     .api
                     .get(WIDGETS.api_version, WIDGETS.plural, namespace, name);
@@ -218,10 +228,28 @@ async fn a_new_version_of_a_label_scoped_controller_syncs_every_object_its_watch
             })
             .collect()
     };
-    assert_eq!(seen(&cluster), [json!("1"), json!("1")]);
+    assert_eq!(seen(&cluster), [json!("1"), json!("1"), json!("1")]);
+    // The controller's watch holds `a` and `b`: a sweep names them without reading them.
+    let reference = ResourceRef {
+        api_version: WIDGETS.api_version.into(),
+        resource: WIDGETS.plural.into(),
+    };
+    let resolved = cluster.context.discovery.cached(&reference).unwrap();
+    let informers = &cluster.context.informers;
+    let same_watch = informers.select(&resolved, "pick=yes").await.unwrap();
+    let named: Vec<String> = informers
+        .sweep(&resolved.resource, std::slice::from_ref(&same_watch))
+        .into_iter()
+        .filter_map(|swept| match swept {
+            Swept::Selected(key) => Some(key.to_string()),
+            Swept::Kept(_) => None,
+        })
+        .collect();
+    assert_eq!(named.len(), 2, "{named:?}");
+    drop(same_watch);
 
     // Nothing in the widgets changed: only the sweep of the new version's load queues them,
-    // by the keys its label-selected watch holds them under.
-    cluster.put(picking("2")).await;
-    assert_eq!(seen(&cluster), [json!("2"), json!("2")]);
+    // by the keys its label-selected watch holds them under, and not the other's.
+    cluster.put(picking("yes", "2")).await;
+    assert_eq!(seen(&cluster), [json!("2"), json!("2"), json!("1")]);
 }

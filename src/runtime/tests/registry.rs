@@ -104,10 +104,17 @@ async fn reads_that_a_removed_controllers_work_records_late_are_refused() {
         .delete(API_VERSION, decorators.plural(), "", "decorate")
         .await;
     assert!(!context.dependencies.holds_any(&id), "its reads forgotten");
-    // Its work still running when it went records its reads after: nothing would ever take
-    // them out.
+    // Its work still running when it went records its reads after, or forgets them: nothing
+    // would ever take them, or the gauge's label that counts them, out.
     context.record_reads(&key, &hooks_read());
+    context.forget_reads(&key);
     assert!(!context.dependencies.holds_any(&id), "late reads refused");
+    let mut exported = String::new();
+    prometheus_client::encoding::text::encode(&mut exported, &context.metrics.registry()).unwrap();
+    let gauge = exported
+        .lines()
+        .find(|line| line.starts_with("metascript_dependencies{") && line.contains("decorate"));
+    assert_eq!(gauge, None);
 
     // Loaded again, it records as ever.
     cluster.put(controller()).await;

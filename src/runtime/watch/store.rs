@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most feeds one type's view has at once (one bit each in [`Held::feeds`]).
 pub(super) const MAX_FEEDS: usize = 64;
@@ -78,6 +79,10 @@ pub(super) struct FeedSlot {
     bit: u8,
     id: u64,
 }
+
+/// Feed ids are drawn for the whole process, not per view: a lease that outlives a view
+/// (a type released, then watched again) must not name the new view's feeds.
+static NEXT_FEED: AtomicU64 = AtomicU64::new(1);
 
 /// An object as a view keeps it: its JSON text (about its size on the wire, where a decoded
 /// `Value` takes ten times that) and what the view's indexes and version checks read from it.
@@ -318,7 +323,6 @@ pub(super) struct Store {
     fills_done: u64,
     /// The id of the feed holding each bit; `None` while the bit is free.
     feeds: Vec<Option<u64>>,
-    next_feed: u64,
     /// Taken under the view's read lock too: reading an object counts it as used.
     decoded: Mutex<Decoded>,
 }
@@ -631,12 +635,9 @@ impl Store {
             }
             None => return None,
         };
-        self.next_feed += 1;
-        self.feeds[bit] = Some(self.next_feed);
-        Some(FeedSlot {
-            bit: bit as u8,
-            id: self.next_feed,
-        })
+        let id = NEXT_FEED.fetch_add(1, Ordering::Relaxed);
+        self.feeds[bit] = Some(id);
+        Some(FeedSlot { bit: bit as u8, id })
     }
 
     /// Stops a feed: what only it held leaves the view, as deletions.

@@ -328,6 +328,11 @@ fn a_sweep_names_what_the_sweepers_feeds_hold_and_leaves_the_rest_to_be_read() {
     let taken = store.open_feed().unwrap();
     store.replace(taken, listing(&[&a]), 0);
     assert_eq!(swept(&store, &[mine]).0, []);
+    // Nor is a feed of another view one of this view's (a type released, then watched again).
+    let mut again = Store::default();
+    let first = again.open_feed().unwrap();
+    again.replace(first, listing(&[&a]), 0);
+    assert_eq!(swept(&again, &[mine]).0, []);
 }
 
 #[test]
