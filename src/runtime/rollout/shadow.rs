@@ -9,6 +9,7 @@ use crate::plan::{Offline, Planner};
 use crate::resources::ResourceType;
 use crate::runtime::context::Context;
 use crate::runtime::kind::{Controller, Kind};
+use crate::store::ObjectStore;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,16 +28,14 @@ pub(super) async fn shadow_pass<K: Kind>(
     candidate: &Arc<Controller<K>>,
 ) -> ShadowReport {
     let types = K::interest(&candidate.planner).types;
-    let subjects: Vec<(ResourceType, Arc<Value>)> = types
-        .iter()
-        .flat_map(|resource| {
-            crate::store::ObjectStore::list(&*context.informers, resource, None)
-                .filter(|object| candidate.planner.acts_on(resource, object))
-                .map(|object| (resource.clone(), object))
-        })
-        .collect();
     let (context, candidate) = (context.clone(), candidate.clone());
     let evaluated = tokio::task::spawn_blocking(move || {
+        // Each object decoded as its turn comes and dropped after: a pass over every Pod of a
+        // cluster must not hold them all decoded at once (ten times their cached text).
+        let subjects = types.iter().flat_map(|resource| {
+            ObjectStore::list(&*context.informers, resource, None)
+                .filter(|object| candidate.planner.acts_on(resource, object))
+        });
         let by_kind: HashMap<(String, String), &ResourceType> = types
             .iter()
             .map(|t| ((t.api_version.clone(), t.kind.clone()), t))
@@ -54,7 +53,7 @@ pub(super) async fn shadow_pass<K: Kind>(
         // left to the API server until it serves.
         let schemas = context.schemas.shared();
         let observe = |call: &HookCall| context.metrics.observe_call(&candidate.id, call);
-        for (_, subject) in subjects {
+        for subject in subjects {
             let scope = candidate.scope(&context, &candidate.planner.reads());
             let runner = HookRunner {
                 engine: &context.engine,
