@@ -3,6 +3,7 @@
 
 use crate::object;
 use crate::resources::ResourceType;
+use crate::selector::LabelSelector;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -25,11 +26,19 @@ pub trait ObjectStore {
             .find(|o| object::name(o) == name)
     }
 
-    /// Objects of a type without a controller (no owner reference with `controller: true`), in
-    /// one namespace or in all: what a parent may adopt. Stores with an index override this.
-    fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    /// Objects of a type without a controller (no owner reference with `controller: true`)
+    /// whose labels `selector` matches, in one namespace or in all: what a parent with that
+    /// selector may adopt. Stores with an index override this.
+    fn orphans(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Arc<Value>> {
         self.list(resource, namespace)
-            .filter(|object| object::controller_ref(object).is_none())
+            .filter(|object| {
+                object::controller_ref(object).is_none() && selector.matches_labels_of(object)
+            })
             .collect()
     }
 

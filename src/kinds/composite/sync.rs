@@ -49,7 +49,8 @@ impl OneObject for Composite {
 
     fn find(&self, store: &dyn ObjectStore, parent: &Value) -> Result<Self::Found, SyncError> {
         let selector = self.selector(parent)?;
-        Ok((selector, candidates(self, store, parent)))
+        let candidates = candidates(self, store, parent, &selector);
+        Ok((selector, candidates))
     }
 
     fn plan_hook(
@@ -150,14 +151,20 @@ impl OneObject for Composite {
 
 /// The objects a parent may claim: those of the child types it controls, and the orphans in
 /// its scope (its namespace, or everywhere for a cluster-scoped parent).
-fn candidates(composite: &Composite, store: &dyn ObjectStore, parent: &Value) -> Vec<Arc<Value>> {
+fn candidates(
+    composite: &Composite,
+    store: &dyn ObjectStore,
+    parent: &Value,
+    selector: &LabelSelector,
+) -> Vec<Arc<Value>> {
     let scope = composite.parent.scope_of(parent);
     composite
         .children
         .iter()
         .flat_map(|child| {
             let resource = &child.resource;
-            let orphans = store.orphans(resource, resource.scope(scope));
+            // Only orphans the selector matches may be adopted (`Composite::claim`).
+            let orphans = store.orphans(resource, resource.scope(scope), selector);
             store
                 .controlled_by(resource, parent)
                 .into_iter()
@@ -173,7 +180,7 @@ fn claimed(
     parent: &Value,
     selector: &LabelSelector,
 ) -> Vec<Arc<Value>> {
-    let candidates = candidates(composite, store, parent);
+    let candidates = candidates(composite, store, parent, selector);
     let (claimed, _) = composite.claim(parent, selector, candidates.iter().map(Arc::as_ref));
     let keys: BTreeSet<ObjectKey> = claimed.iter().map(|c| ObjectKey::of(c)).collect();
     candidates

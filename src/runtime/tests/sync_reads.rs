@@ -1,7 +1,8 @@
-//! What a sync's read of its own object leaves in the cache's recently used set: nothing; and
-//! a read of some of its fields.
+//! What a sync's read of its own object leaves in the cache's recently used set: nothing; a
+//! read of some of its fields; and the orphans a parent may adopt, read by their labels first.
 
 use super::api::{FakeApi, Served};
+use crate::store::ObjectStore;
 use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -70,4 +71,37 @@ async fn a_read_of_some_fields_holds_the_text_and_is_made_whole_from_it() {
     let again = read();
     assert!(again.object.get("data").is_none());
     assert!(again.text().is_some());
+}
+
+#[tokio::test]
+async fn a_parent_is_handed_only_the_orphans_its_selector_matches() {
+    let api = FakeApi::new(&[CONFIG_MAPS]);
+    let config_map = |name: &str, app: &str, owners: serde_json::Value| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": name, "labels": {"app": app},
+                         "ownerReferences": owners},
+        })
+    };
+    let controller = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": "p",
+                             "controller": true}]);
+    api.put(config_map("mine", "web", json!([])));
+    api.put(config_map("other-app", "db", json!([])));
+    api.put(config_map("owned", "web", controller));
+    let (events, _received) = mpsc::unbounded_channel();
+    let (informers, resolved) = api.informers("configmaps", events).await;
+    informers.ensure(&resolved).await.unwrap();
+    let selector =
+        crate::selector::LabelSelector::from_json(&json!({"matchLabels": {"app": "web"}})).unwrap();
+    let orphans = || -> Vec<String> {
+        ObjectStore::orphans(&*informers, &resolved.resource, Some("ns"), &selector)
+            .iter()
+            .map(|o| crate::object::name(o).to_string())
+            .collect()
+    };
+
+    assert_eq!(orphans(), ["mine"]);
+    // Read from text, as a cold cache holds them: the same.
+    informers.forget_decoded();
+    assert_eq!(orphans(), ["mine"]);
 }

@@ -25,6 +25,7 @@ use crate::runtime::watch::share::Sharer;
 use crate::runtime::watch::store::{
     Change, FeedSlot, Fill, Incoming, MAX_FEEDS, REMEMBERED_READ, Refill, Store, Swept,
 };
+use crate::selector::LabelSelector;
 use crate::store::{Kept, Listed, ObjectStore};
 use futures::StreamExt as _;
 use kube::Api;
@@ -791,12 +792,26 @@ impl ObjectStore for Informers {
         decoded(&store, kept)
     }
 
-    fn orphans(&self, resource: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    /// Labels first, read from each head: of the orphans in a namespace (often every
+    /// ConfigMap there), only those the parent's selector matches are decoded whole.
+    fn orphans(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Arc<Value>> {
         let Some(store) = self.store(resource) else {
             return Vec::new();
         };
         let kept = store.read().orphans(resource.scope(namespace));
-        decoded(&store, kept).collect()
+        let matching = kept
+            .into_iter()
+            .filter(|kept| match kept {
+                Kept::Decoded(object) => selector.matches_labels_of(object),
+                Kept::Json(_) => selector.matches_labels_of(&kept.clone().head()),
+            })
+            .collect();
+        decoded(&store, matching).collect()
     }
 
     fn controlled_by(&self, resource: &ResourceType, owner: &Value) -> Vec<Arc<Value>> {
