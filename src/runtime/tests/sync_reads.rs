@@ -81,6 +81,7 @@ async fn a_parent_is_handed_only_the_orphans_its_selector_matches() {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"namespace": "ns", "name": name, "labels": {"app": app},
                          "ownerReferences": owners},
+            "data": {"k": "v"},
         })
     };
     let controller = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": "p",
@@ -93,15 +94,17 @@ async fn a_parent_is_handed_only_the_orphans_its_selector_matches() {
     informers.ensure(&resolved).await.unwrap();
     let selector =
         crate::selector::LabelSelector::from_json(&json!({"matchLabels": {"app": "web"}})).unwrap();
-    let orphans = || -> Vec<String> {
+    // Each by name, and whole (the claim and the hooks read all of it).
+    let orphans = || -> Vec<(String, serde_json::Value)> {
         ObjectStore::orphans(&*informers, &resolved.resource, Some("ns"), &selector)
             .iter()
-            .map(|o| crate::object::name(o).to_string())
+            .map(|o| (crate::object::name(o).to_string(), o["data"].clone()))
             .collect()
     };
+    let mine = [("mine".to_string(), json!({"k": "v"}))];
 
-    assert_eq!(orphans(), ["mine"]);
+    assert_eq!(orphans(), mine);
     // Read from text, as a cold cache holds them: the same.
     informers.forget_decoded();
-    assert_eq!(orphans(), ["mine"]);
+    assert_eq!(orphans(), mine);
 }
