@@ -203,30 +203,21 @@ pub(crate) fn to_lua(
     pushed.map(|()| value)
 }
 
-/// Converts the request into `globals.request`: only the fields `converted` names, when it is an
-/// object (`request_use`); a field lent as text is pushed from its tape in `laid`
-/// ([`lay_out`]). Returns the address of its table, by which readers recognise it.
+/// Converts the request, as [`lay_out`] laid it, into `globals.request`. Returns the address
+/// of its table, by which readers recognise it.
 pub(crate) fn set_request(
     lua: &Lua,
     markers: &Markers,
     globals: &Table,
-    request: HookRequest,
     laid: &Laid,
-    converted: &RequestUse,
 ) -> Result<usize, ConvertError> {
     let mut pushed = Ok(0);
-    let fields = request.fields().map(|fields| {
-        fields
-            .into_iter()
-            .filter(|(key, _)| converted.converts(key))
-            .collect::<Vec<_>>()
-    });
     // SAFETY: as in `to_lua`, with `globals` at 2 and the object marker at `OBJECT_MARKER`; the
     // fields are pushed the same way, and the table is stored in `globals` with
     // `lua_rawsetfield` (or nothing is, when the request nests too deeply).
     unsafe {
         lua.exec_raw::<()>((&markers.array, globals, &markers.object), |state| {
-            pushed = push_request(state, &fields, laid).map(|()| {
+            pushed = push_request(state, laid).map(|()| {
                 let id = ffi::lua_topointer(state, -1) as usize;
                 ffi::lua_rawsetfield(state, 2, c"request".as_ptr());
                 id
@@ -237,43 +228,47 @@ pub(crate) fn set_request(
     pushed
 }
 
-/// The request's fields lent as text that the script is given, laid out flat
-/// ([`super::lua_tape`]), by name.
-pub(crate) type Laid<'a> = Vec<(&'a str, Tape<'a>)>;
+/// What of the request a script is given, ready to push: the fields `converted` names
+/// (`request_use`), by name, when it is an object; the request itself when it is not.
+pub(crate) type Laid<'a> = Result<Vec<(&'a str, Field<'a>)>, &'a Value>;
 
-/// Lays out the fields `converted` names that are lent as text. It runs before the call's
-/// memory is counted, as a sync's decode of its object is not counted either, so a call's peak
-/// does not depend on whether the cache held the object decoded; and before the protected
-/// call, where nothing the call's Rust frames own may be live when a Lua error unwinds them.
-pub(crate) fn lay_out<'a>(request: &HookRequest<'a>, converted: &RequestUse) -> Laid<'a> {
-    request
-        .lent_text()
-        .filter(|(key, _)| converted.converts(key))
-        .map(|(key, text)| (key, Tape::of(text)))
-        .collect()
+/// A field as it is pushed.
+pub(crate) enum Field<'a> {
+    Tree(&'a Value),
+    /// Lent as text, laid out flat ([`super::lua_tape`]).
+    Tape(Tape<'a>),
 }
 
-/// Pushes the request's fields that the script is given, as `set_request` stores them (the
-/// request itself when it is not an object).
-unsafe fn push_request(
-    state: *mut ffi::lua_State,
-    fields: &Result<Vec<(&str, Json)>, &Value>,
-    laid: &Laid,
-) -> Result<(), ConvertError> {
+/// Lays out what of the request the script is given. It runs before the call's memory is
+/// counted, as a sync's decode of its object is not counted either, so a call's peak does not
+/// depend on whether the cache held the object decoded; and before the protected call, where
+/// nothing the call's Rust frames own may be live when a Lua error unwinds them.
+pub(crate) fn lay_out<'a>(request: &HookRequest<'a>, converted: &RequestUse) -> Laid<'a> {
+    request.fields().map(|fields| {
+        fields
+            .into_iter()
+            .filter(|(key, _)| converted.converts(key))
+            .map(|(key, json)| match json {
+                Json::Tree(tree) => (key, Field::Tree(tree)),
+                Json::Text(text) => (key, Field::Tape(Tape::of(text))),
+            })
+            .collect()
+    })
+}
+
+/// Pushes what [`lay_out`] laid, as `set_request` stores it.
+unsafe fn push_request(state: *mut ffi::lua_State, laid: &Laid) -> Result<(), ConvertError> {
     unsafe {
-        let fields = match fields {
+        let fields = match laid {
             Ok(fields) => fields,
             Err(other) => return push_json(state, other, OBJECT_MARKER, 0),
         };
         ffi::lua_createtable(state, 0, length(fields.len()));
-        for (key, item) in fields {
+        for (key, field) in fields {
             push_str(state, key);
-            let pushed = match item {
-                Json::Tree(tree) => push_json(state, tree, OBJECT_MARKER, 1),
-                Json::Text(_) => match laid.iter().find(|(laid, _)| laid == key) {
-                    Some((_, tape)) => push_tape(state, &mut tape.tokens(), OBJECT_MARKER, 1),
-                    None => Err(ConvertError::new("a field lent as text was not laid out")),
-                },
+            let pushed = match field {
+                Field::Tree(tree) => push_json(state, tree, OBJECT_MARKER, 1),
+                Field::Tape(tape) => push_tape(state, &mut tape.tokens(), OBJECT_MARKER, 1),
             };
             pushed.map_err(|e| e.within(segment(key)))?;
             ffi::lua_rawset(state, -3);

@@ -236,7 +236,7 @@ impl LuaState {
         let mut refused = None;
         let mut run = || -> mlua::Result<LuaValue> {
             lua.set_memory_limit(lua.used_memory().saturating_add(max_memory))?;
-            let id = match set_request(lua, &self.markers, &globals, request, laid, converted) {
+            let id = match set_request(lua, &self.markers, &globals, laid) {
                 Ok(id) => id,
                 Err(ConvertError {
                     lua: Some(error), ..

@@ -713,11 +713,12 @@ impl ScriptEngine {
             Some(ceiling) => limits.at_most(ceiling),
             None => limits,
         };
-        // Lua is given the fields lent as text laid out before the call (`lua_tape`); fields
-        // it is not given stay text: readers take paths from it.
+        // Lua is given its request laid out before the call, fields lent as text laid flat
+        // (`lua_tape`); fields it is not given stay text: readers take paths from it.
         let laid = match &script.program.code {
             Code::Lua { .. } => lua_convert::lay_out(&request, &script.program.request),
-            Code::Rhai(_) => Vec::new(),
+            // Rhai builds its values from the request as it is.
+            Code::Rhai(_) => Ok(Vec::new()),
         };
         // Whatever the call produces besides its response is scrubbed of these.
         request.note_secrets(&call.scope.secrets);

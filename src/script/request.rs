@@ -218,14 +218,6 @@ impl<'a> HookRequest<'a> {
         self.rest.is_object()
     }
 
-    /// The fields lent as text, with their text.
-    pub(crate) fn lent_text(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        self.lent.iter().filter_map(|(key, value)| match value {
-            Json::Text(text) => Some((*key, *text)),
-            Json::Tree(_) => None,
-        })
-    }
-
     /// Notes the Secrets it holds ([`Json::note_secrets`]).
     pub(crate) fn note_secrets(&self, secrets: &crate::reads::Secrets) {
         for part in self.parts() {
